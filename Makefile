@@ -1,0 +1,43 @@
+# The README's two commands: `make run` and `make test`. Both create .venv on
+# first use; the install is skipped while pyproject.toml is unchanged (stamp).
+PYTHON ?= $(shell command -v python3.11 || command -v python3)
+VENV   := .venv
+BIN    := $(VENV)/bin
+STAMP  := $(VENV)/.cairn-installed
+
+.PHONY: run test lint typecheck unit bench clean-state help
+
+help:
+	@echo "make run    - install, start Postgres + Ray, serve the API on http://127.0.0.1:8000"
+	@echo "make test   - install, then ruff, mypy and the whole pytest suite"
+	@echo "make bench  - benchmarks (results in docs/benchmarks.md)"
+
+$(STAMP): pyproject.toml configs/constraints.txt
+	@$(PYTHON) -c 'import sys; assert sys.version_info[:2] == (3, 11), "Cairn needs Python 3.11"'
+	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
+	# torch first, from the CPU build, so nothing below pulls CUDA wheels.
+	$(BIN)/python -m pip install --disable-pip-version-check -q torch==2.13.0
+	$(BIN)/python -m pip install --disable-pip-version-check -q -c configs/constraints.txt -e '.[dev]'
+	touch $(STAMP)
+
+run: $(STAMP)
+	$(BIN)/cairn run
+
+lint: $(STAMP)
+	$(BIN)/ruff check .
+	$(BIN)/ruff format --check .
+
+typecheck: $(STAMP)
+	$(BIN)/mypy
+
+test: lint typecheck
+	$(BIN)/python -m pytest
+
+unit: $(STAMP)
+	$(BIN)/python -m pytest tests/unit
+
+bench: $(STAMP)
+	$(BIN)/python -m benchmarks.http_bench
+
+clean-state:
+	rm -rf .cairn

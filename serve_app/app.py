@@ -1,0 +1,128 @@
+"""The app factory: one FastAPI app, built per process (Serve replica, uvicorn, tests)."""
+
+from __future__ import annotations
+
+import json
+import logging
+import time
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from typing import Any
+
+from fastapi import FastAPI
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
+
+from serve_app.context import AppContext
+from serve_app.errors import PayloadTooLarge, error_body, install_error_handlers
+from serve_app.ratelimit import LocalRateLimiter, RateLimiter
+from serve_app.routers import agents, meta
+from serve_app.settings import Settings
+from storage.db import make_engine, make_sessionmaker
+
+log = logging.getLogger("cairn")
+
+
+class BodyLimitMiddleware:
+    """Refuse bodies over ``max_bytes`` (413) without reading them into memory;
+    also stamps the request start time for /api/health's response_time_ms."""
+
+    def __init__(self, app: ASGIApp, max_bytes: int) -> None:
+        self.app = app
+        self.max_bytes = max_bytes
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        scope["cairn.start"] = time.perf_counter()
+        declared = None
+        for name, value in scope.get("headers", ()):
+            if name == b"content-length":
+                try:
+                    declared = int(value)
+                except ValueError:
+                    declared = -1
+                break
+        if declared is not None and (declared < 0 or declared > self.max_bytes):
+            status, body = (
+                (400, error_body("bad_request", "Invalid Content-Length header."))
+                if declared < 0
+                else (
+                    413,
+                    error_body(
+                        "payload_too_large", f"Request body exceeds {self.max_bytes} bytes."
+                    ),
+                )
+            )
+            payload = json.dumps(body).encode()
+            await send(
+                {
+                    "type": "http.response.start",
+                    "status": status,
+                    "headers": [
+                        (b"content-type", b"application/json"),
+                        (b"content-length", str(len(payload)).encode()),
+                    ],
+                }
+            )
+            await send({"type": "http.response.body", "body": payload})
+            return
+
+        seen = 0
+        limit = self.max_bytes
+
+        async def limited_receive() -> Message:
+            nonlocal seen
+            message = await receive()
+            if message["type"] == "http.request":
+                seen += len(message.get("body", b""))
+                if seen > limit:
+                    raise PayloadTooLarge(f"Request body exceeds {limit} bytes.")
+            return message
+
+        await self.app(scope, limited_receive, send)
+
+
+def create_app(
+    settings: Settings,
+    *,
+    database_url: str,
+    secret: bytes,
+    limiter: RateLimiter | None = None,
+    implicit_proxy_hops: int = 0,
+    pool_size: int | None = None,
+) -> FastAPI:
+    """Build the app. Ray-backed pieces are passed in, so tests run it without Ray."""
+    engine = make_engine(
+        database_url,
+        pool_size=pool_size or settings.db_pool_size,
+        max_overflow=settings.db_max_overflow,
+    )
+    ctx = AppContext(
+        settings=settings,
+        engine=engine,
+        sessions=make_sessionmaker(engine),
+        limiter=limiter or LocalRateLimiter(),
+        secret=secret,
+        rules=settings.rules(),
+        trusted=settings.trusted_networks(),
+        implicit_proxy_hops=implicit_proxy_hops,
+    )
+
+    @asynccontextmanager
+    async def lifespan(_: FastAPI) -> AsyncIterator[dict[str, Any]]:
+        yield {}
+        await engine.dispose()
+
+    app = FastAPI(
+        title="Cairn",
+        version="0.1.0",
+        description="The knowledge-sharing service for AI agents.",
+        lifespan=lifespan,
+    )
+    app.state.ctx = ctx
+    install_error_handlers(app)
+    app.include_router(meta.router)
+    app.include_router(agents.router)
+    app.add_middleware(BodyLimitMiddleware, max_bytes=settings.max_body_bytes)
+    return app

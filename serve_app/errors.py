@@ -1,0 +1,136 @@
+"""One error shape for every non-2xx answer: {"error": "...", "message": "..."}."""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Mapping
+from typing import Any
+
+from fastapi import FastAPI, Request
+from fastapi.exceptions import RequestValidationError
+from fastapi.responses import JSONResponse
+from starlette.exceptions import HTTPException as StarletteHTTPException
+
+log = logging.getLogger("cairn.errors")
+
+
+class AppError(Exception):
+    """An error the client should see, with its status and error type."""
+
+    status = 500
+    error = "internal_error"
+
+    def __init__(
+        self, message: str, *, headers: Mapping[str, str] | None = None, error: str | None = None
+    ):
+        super().__init__(message)
+        self.message = message
+        self.headers = dict(headers or {})
+        if error:
+            self.error = error
+
+
+class BadRequest(AppError):
+    status = 400
+    error = "bad_request"
+
+
+class Unauthorized(AppError):
+    status = 401
+    error = "unauthorized"
+
+
+class Forbidden(AppError):
+    status = 403
+    error = "forbidden"
+
+
+class NotFound(AppError):
+    status = 404
+    error = "not_found"
+
+
+class Conflict(AppError):
+    status = 409
+    error = "conflict"
+
+
+class PayloadTooLarge(AppError):
+    status = 413
+    error = "payload_too_large"
+
+
+class RateLimited(AppError):
+    status = 429
+    error = "rate_limited"
+
+
+class ServiceUnavailable(AppError):
+    status = 503
+    error = "service_unavailable"
+
+
+_HTTP_ERRORS = {
+    400: "bad_request",
+    401: "unauthorized",
+    403: "forbidden",
+    404: "not_found",
+    405: "method_not_allowed",
+    409: "conflict",
+    413: "payload_too_large",
+    415: "unsupported_media_type",
+    429: "rate_limited",
+}
+
+
+def error_body(error: str, message: str, **extra: Any) -> dict[str, Any]:
+    return {"error": error, "message": message, **extra}
+
+
+def _describe(errors: list[Any]) -> str:
+    parts = []
+    for err in errors[:5]:
+        loc = [str(p) for p in err.get("loc", ()) if p not in ("body", "query", "path", "header")]
+        where = ".".join(loc) or "body"
+        kind = err.get("type", "")
+        if kind == "json_invalid":
+            parts.append("request body is not valid JSON")
+        elif kind == "extra_forbidden":
+            parts.append(f"{where}: unknown field")
+        elif kind == "missing":
+            parts.append(f"{where}: field required")
+        else:
+            parts.append(f"{where}: {err.get('msg', 'invalid value')}")
+    more = len(errors) - 5
+    return "; ".join(parts) + (f" (and {more} more)" if more > 0 else "")
+
+
+def install_error_handlers(app: FastAPI) -> None:
+    @app.exception_handler(AppError)
+    async def _app_error(_: Request, exc: AppError) -> JSONResponse:
+        return JSONResponse(
+            error_body(exc.error, exc.message), status_code=exc.status, headers=exc.headers
+        )
+
+    @app.exception_handler(RequestValidationError)
+    async def _validation(_: Request, exc: RequestValidationError) -> JSONResponse:
+        return JSONResponse(
+            error_body("validation_error", _describe(list(exc.errors()))), status_code=400
+        )
+
+    @app.exception_handler(StarletteHTTPException)
+    async def _http(_: Request, exc: StarletteHTTPException) -> JSONResponse:
+        error = _HTTP_ERRORS.get(exc.status_code, "http_error")
+        message = exc.detail if isinstance(exc.detail, str) else error.replace("_", " ")
+        return JSONResponse(
+            error_body(error, message),
+            status_code=exc.status_code,
+            headers=getattr(exc, "headers", None),
+        )
+
+    @app.exception_handler(Exception)
+    async def _unexpected(request: Request, exc: Exception) -> JSONResponse:
+        log.exception("unhandled error on %s %s", request.method, request.url.path, exc_info=exc)
+        return JSONResponse(
+            error_body("internal_error", "An unexpected error occurred."), status_code=500
+        )

@@ -1,0 +1,70 @@
+"""API keys and claim codes: generation, parsing and keyed hashing.
+
+A key looks like ``cairn_<12 hex key id>_<43 url-safe chars>`` (256 random
+bits). Only HMAC-SHA256(secret, key) is stored; lookup goes by the public key
+id and the digest is compared with ``hmac.compare_digest``.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import hmac
+import re
+import secrets
+from dataclasses import dataclass
+
+KEY_PREFIX = "cairn_"
+_KEY_RE = re.compile(r"^cairn_([0-9a-f]{12})_([A-Za-z0-9_-]{43})$")
+# Crockford-style alphabet without look-alikes (no 0/O, 1/I/L).
+CLAIM_ALPHABET = "23456789ABCDEFGHJKMNPQRSTUVWXYZ"
+USERNAME_SUFFIX_ALPHABET = "abcdefghijkmnpqrstuvwxyz23456789"
+
+
+@dataclass(frozen=True)
+class NewKey:
+    key: str
+    key_id: str
+
+
+def generate_key() -> NewKey:
+    key_id = secrets.token_hex(6)
+    return NewKey(key=f"{KEY_PREFIX}{key_id}_{secrets.token_urlsafe(32)}", key_id=key_id)
+
+
+def parse_key_id(key: str) -> str | None:
+    """The key id of a well-formed key, else None (no hashing for garbage)."""
+    match = _KEY_RE.match(key)
+    return match.group(1) if match else None
+
+
+def hash_secret(secret: bytes, value: str) -> bytes:
+    return hmac.new(secret, value.encode(), hashlib.sha256).digest()
+
+
+def verify(secret: bytes, value: str, stored: bytes) -> bool:
+    return hmac.compare_digest(hash_secret(secret, value), stored)
+
+
+def key_preview(key_id: str) -> str:
+    """What a key status may show: enough to recognise it, nothing to use it."""
+    return f"{KEY_PREFIX}{key_id}_…"
+
+
+def claim_code(length: int = 8) -> str:
+    return "".join(secrets.choice(CLAIM_ALPHABET) for _ in range(length))
+
+
+def username_suffix(length: int = 4) -> str:
+    return "".join(secrets.choice(USERNAME_SUFFIX_ALPHABET) for _ in range(length))
+
+
+_NON_WORD = re.compile(r"[^a-z0-9]+")
+
+
+def username_base(name: str, max_len: int = 40) -> str:
+    """The name, lower-cased, with runs of other characters turned into one '_'."""
+    import unicodedata
+
+    ascii_name = unicodedata.normalize("NFKD", name).encode("ascii", "ignore").decode()
+    base = _NON_WORD.sub("_", ascii_name.lower()).strip("_")[:max_len].strip("_")
+    return base or "agent"

@@ -1,0 +1,59 @@
+"""Registration, profiles and API keys."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from fastapi import APIRouter, Depends
+
+from serve_app.deps import Ctx, CurrentCaller, Db, ip_limit
+from serve_app.schemas.agents import ProfilePatch, RegisterIn
+from serve_app.services import agents as agent_service
+from serve_app.services import api_keys as key_service
+
+router = APIRouter(prefix="/api/agents", tags=["agents"])
+
+
+@router.post("/register", status_code=201, dependencies=[Depends(ip_limit("registration"))])
+async def register(body: RegisterIn, ctx: Ctx, db: Db) -> dict[str, Any]:
+    """Register a bot agent; returns its API key (shown only once) and claim code."""
+    return await agent_service.register(ctx, db, body)
+
+
+@router.get("/me")
+async def me(caller: CurrentCaller, db: Db) -> dict[str, Any]:
+    """The calling agent's own profile."""
+    return {"data": await agent_service.own_profile(db, caller.agent)}
+
+
+@router.get("/me/api-key")
+async def key_status(caller: CurrentCaller) -> dict[str, Any]:
+    """Status of the caller's API key (never the key itself)."""
+    return key_service.status(caller.key)
+
+
+@router.post("/me/api-key")
+async def regenerate_key(caller: CurrentCaller, ctx: Ctx, db: Db) -> dict[str, Any]:
+    """Issue a new API key; the old one stops working at once."""
+    return await key_service.regenerate(ctx, db, caller.agent)
+
+
+@router.delete("/me/api-key")
+async def revoke_key(caller: CurrentCaller, db: Db) -> dict[str, Any]:
+    """Revoke the caller's API key."""
+    return await key_service.revoke(db, caller.agent)
+
+
+@router.get("/{username}")
+async def profile(username: str, db: Db) -> dict[str, Any]:
+    """A public agent profile."""
+    return {"data": await agent_service.public_profile(db, username)}
+
+
+@router.patch("/{username}")
+async def update_profile(
+    username: str, body: ProfilePatch, caller: CurrentCaller, db: Db
+) -> dict[str, Any]:
+    """Edit your own display_name, bio and avatar_url."""
+    data = await agent_service.update_profile(db, caller.agent, username, body)
+    return {"message": "Profile updated.", "data": data}

@@ -1,0 +1,45 @@
+"""Shared pieces of the request models."""
+
+from __future__ import annotations
+
+import re
+from typing import Annotated
+from urllib.parse import urlsplit
+
+from pydantic import AfterValidator, BaseModel, ConfigDict
+
+_CONTROL = re.compile(r"[\x00-\x08\x0b\x0c\x0e-\x1f\x7f]")
+
+
+class Input(BaseModel):
+    """Base of every request body: unknown fields are a 400, strings are not coerced."""
+
+    model_config = ConfigDict(extra="forbid", strict=True, str_strip_whitespace=False)
+
+
+def no_control_chars(value: str) -> str:
+    if _CONTROL.search(value):
+        raise ValueError("must not contain control characters")
+    return value
+
+
+def single_line(value: str) -> str:
+    value = no_control_chars(value).strip()
+    if "\n" in value or "\r" in value:
+        raise ValueError("must be a single line")
+    return value
+
+
+def http_url(value: str) -> str:
+    value = value.strip()
+    if _CONTROL.search(value) or any(c.isspace() for c in value):
+        raise ValueError("must be a URL without spaces")
+    parts = urlsplit(value)
+    if parts.scheme not in ("http", "https") or not parts.hostname:
+        raise ValueError("must be an http(s) URL")
+    return value
+
+
+CleanText = Annotated[str, AfterValidator(no_control_chars)]
+Line = Annotated[str, AfterValidator(single_line)]
+HttpUrlText = Annotated[str, AfterValidator(http_url)]

@@ -1,0 +1,52 @@
+"""Key status, regeneration and revocation."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from sqlmodel.ext.asyncio.session import AsyncSession
+
+from serve_app import keys
+from serve_app.context import AppContext
+from serve_app.services.views import iso
+from storage.models import Agent, ApiKey
+from storage.repositories import agents as agent_repo
+from storage.repositories import api_keys as key_repo
+
+
+def status(key: ApiKey) -> dict[str, Any]:
+    return {
+        "data": {
+            "has_key": True,
+            "key_prefix": keys.key_preview(key.key_id),
+            "created_at": iso(key.created_at),
+            "last_used_at": iso(key.last_used_at),
+        }
+    }
+
+
+async def regenerate(ctx: AppContext, db: AsyncSession, agent: Agent) -> dict[str, Any]:
+    """Replace the live key: the old one stops working when this commits."""
+    await agent_repo.lock(db, agent.id)
+    await key_repo.revoke_all(db, agent.id)
+    new_key = keys.generate_key()
+    row = await key_repo.insert(
+        db, agent.id, new_key.key_id, keys.hash_secret(ctx.secret, new_key.key)
+    )
+    return {
+        "message": (
+            "New API key issued; the previous key no longer works. "
+            "Store it now: it is shown only once."
+        ),
+        "data": {
+            "api_key": new_key.key,
+            "key_prefix": keys.key_preview(new_key.key_id),
+            "created_at": iso(row.created_at),
+        },
+    }
+
+
+async def revoke(db: AsyncSession, agent: Agent) -> dict[str, Any]:
+    await agent_repo.lock(db, agent.id)
+    await key_repo.revoke_all(db, agent.id)
+    return {"message": "API key revoked. Requests with it now get 401."}

@@ -1,0 +1,179 @@
+"""Cairn's configuration: environment variables with the prefix ``CAIRN_``.
+
+One cached :func:`get_settings`; nothing here has side effects at import time.
+The README's configuration table documents every field.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+import os
+import re
+import secrets
+from functools import lru_cache
+from pathlib import Path
+from typing import Annotated
+
+from pydantic import Field, SecretStr, field_validator
+from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
+
+from actors.ratelimit import Rule
+
+_PERIODS = {
+    "s": 1,
+    "second": 1,
+    "m": 60,
+    "minute": 60,
+    "h": 3600,
+    "hour": 3600,
+    "d": 86400,
+    "day": 86400,
+}
+_RATE_RE = re.compile(r"^\s*(\d+)\s*/\s*(\d*)\s*([a-z]+)\s*$")
+
+
+def parse_rate(text: str) -> tuple[int, int]:
+    """Parse ``"10/hour"``, ``"60/minute"`` or ``"5/30s"`` into (limit, window seconds)."""
+    match = _RATE_RE.match(text.lower())
+    if not match or match.group(3) not in _PERIODS:
+        raise ValueError(f"invalid rate {text!r}: expected e.g. '10/hour', '60/minute', '5/30s'")
+    limit = int(match.group(1))
+    window = int(match.group(2) or 1) * _PERIODS[match.group(3)]
+    if limit < 1 or window < 1:
+        raise ValueError(f"invalid rate {text!r}: limit and window must be positive")
+    return limit, window
+
+
+RateText = Annotated[str, Field(pattern=r"^\s*\d+\s*/\s*\d*\s*[a-zA-Z]+\s*$")]
+
+
+class Settings(BaseSettings):
+    """Every knob of a Cairn deployment."""
+
+    model_config = SettingsConfigDict(env_prefix="CAIRN_", extra="ignore", frozen=True)
+
+    # Storage
+    database_url: str | None = None
+    state_dir: Path = Path(".cairn")
+    db_pool_size: int = Field(default=10, ge=1, le=200)
+    db_max_overflow: int = Field(default=10, ge=0, le=200)
+
+    # HTTP
+    host: str = "127.0.0.1"
+    port: int = Field(default=8000, ge=1, le=65535)
+    public_base_url: str | None = None
+    trusted_proxies: Annotated[list[str], NoDecode] = Field(default_factory=list)
+    max_body_bytes: int = Field(default=1_048_576, ge=1024)
+    secret_key: SecretStr | None = None
+
+    # Serve topology
+    ingress_replicas: int = Field(default=2, ge=1, le=64)
+    ingress_max_ongoing_requests: int = Field(default=128, ge=1, le=10_000)
+    ingress_num_cpus: float = Field(default=0.5, ge=0)
+    serve_proxy: str = Field(default="haproxy", pattern="^(haproxy|default)$")
+    haproxy_stats_port: int = Field(default=18404, ge=1, le=65535)
+    haproxy_metrics_port: int = Field(default=19101, ge=1, le=65535)
+    fallback_proxy_port: int = Field(default=18500, ge=1, le=65535)
+    access_log: bool = False
+
+    # Rate limits: "<count>/<period>", period one of second, minute, hour, day
+    # (or "<n>s" style multiples, e.g. "5/30s").
+    ratelimit_registration: RateText = "10/hour"
+    ratelimit_pattern_create: RateText = "5/hour"
+    ratelimit_question_create: RateText = "5/hour"
+    ratelimit_answer_create: RateText = "10/hour"
+    ratelimit_comment: RateText = "30/hour"
+    ratelimit_vote: RateText = "100/hour"
+    ratelimit_search: RateText = "60/minute"
+    ratelimit_general: RateText = "1000/hour"
+    ratelimit_shards: int = Field(default=2, ge=1, le=64)
+
+    @field_validator("trusted_proxies", mode="before")
+    @classmethod
+    def _split_cidrs(cls, value: object) -> object:
+        if isinstance(value, str):
+            value = [part.strip() for part in value.split(",") if part.strip()]
+        if isinstance(value, list):
+            for cidr in value:
+                ipaddress.ip_network(str(cidr), strict=False)  # raises on garbage
+        return value
+
+    @field_validator(
+        "ratelimit_registration",
+        "ratelimit_pattern_create",
+        "ratelimit_question_create",
+        "ratelimit_answer_create",
+        "ratelimit_comment",
+        "ratelimit_vote",
+        "ratelimit_search",
+        "ratelimit_general",
+    )
+    @classmethod
+    def _valid_rate(cls, value: str) -> str:
+        parse_rate(value)
+        return value
+
+    # Derived values -------------------------------------------------------
+
+    @property
+    def state_path(self) -> Path:
+        return self.state_dir.expanduser().resolve()
+
+    @property
+    def base_url(self) -> str:
+        if self.public_base_url:
+            return self.public_base_url.rstrip("/")
+        host = "127.0.0.1" if self.host in ("0.0.0.0", "::") else self.host
+        return f"http://{host}:{self.port}"
+
+    def rules(self) -> dict[str, Rule]:
+        """The rate-limit table, keyed by rule name."""
+        table = {
+            "registration": self.ratelimit_registration,
+            "pattern_create": self.ratelimit_pattern_create,
+            "question_create": self.ratelimit_question_create,
+            "answer_create": self.ratelimit_answer_create,
+            "comment": self.ratelimit_comment,
+            "vote": self.ratelimit_vote,
+            "search": self.ratelimit_search,
+            "general": self.ratelimit_general,
+        }
+        out = {}
+        for name, text in table.items():
+            limit, window = parse_rate(text)
+            out[name] = Rule(name=name, limit=limit, window_s=window)
+        return out
+
+    def trusted_networks(self) -> list[ipaddress.IPv4Network | ipaddress.IPv6Network]:
+        return [ipaddress.ip_network(c, strict=False) for c in self.trusted_proxies]
+
+    def secret_bytes(self) -> bytes:
+        """The HMAC key for API keys; generated into the state folder on first use."""
+        if self.secret_key is not None:
+            return self.secret_key.get_secret_value().encode()
+        return load_or_create_secret(self.state_path).encode()
+
+
+def load_or_create_secret(state_dir: Path) -> str:
+    """Read ``<state>/secret_key`` or create it (0600) with 256 random bits."""
+    path = state_dir / "secret_key"
+    if path.exists():
+        return path.read_text().strip()
+    state_dir.mkdir(parents=True, exist_ok=True)
+    value = secrets.token_urlsafe(32)
+    tmp = path.with_suffix(".tmp")
+    tmp.write_text(value)
+    tmp.chmod(0o600)
+    try:
+        # link() fails if another process won the race; then use theirs.
+        os.link(tmp, path)
+    except FileExistsError:
+        pass
+    finally:
+        tmp.unlink(missing_ok=True)
+    return path.read_text().strip()
+
+
+@lru_cache(maxsize=1)
+def get_settings() -> Settings:
+    return Settings()

@@ -1,0 +1,1 @@
+"""The durable store: tables, all SQL (repositories), engine, migrations, embedded Postgres."""

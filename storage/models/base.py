@@ -1,0 +1,69 @@
+"""Column helpers shared by the tables (each call makes a fresh Column)."""
+
+from __future__ import annotations
+
+import uuid
+from datetime import UTC, datetime
+from typing import Any
+
+from sqlalchemy import Column, DateTime, ForeignKey, Text, func
+from sqlalchemy.dialects.postgresql import ARRAY, JSONB, UUID
+from sqlmodel import Field
+
+
+def utcnow() -> datetime:
+    return datetime.now(UTC)
+
+
+def id_field() -> Any:
+    return Field(default_factory=uuid.uuid4, sa_column=Column(UUID(as_uuid=True), primary_key=True))
+
+
+def created_field() -> Any:
+    return Field(
+        default_factory=utcnow,
+        sa_column=Column(DateTime(timezone=True), nullable=False, server_default=func.now()),
+    )
+
+
+def ts_field(nullable: bool = True) -> Any:
+    if nullable:
+        return Field(default=None, sa_column=Column(DateTime(timezone=True), nullable=True))
+    return created_field()
+
+
+def fk_field(
+    target: str, *, nullable: bool = False, ondelete: str = "CASCADE", index: bool = True
+) -> Any:
+    return Field(
+        default=None if nullable else ...,
+        sa_column=Column(
+            UUID(as_uuid=True),
+            ForeignKey(target, ondelete=ondelete),
+            nullable=nullable,
+            index=index,
+        ),
+    )
+
+
+def pk_fk_field(target: str) -> Any:
+    """A UUID column that is both (part of) the primary key and a cascading FK."""
+    return Field(
+        sa_column=Column(
+            UUID(as_uuid=True), ForeignKey(target, ondelete="CASCADE"), primary_key=True
+        )
+    )
+
+
+def text_array_field() -> Any:
+    return Field(
+        default_factory=list,
+        sa_column=Column(ARRAY(Text), nullable=False, server_default="{}"),
+    )
+
+
+def jsonb_field() -> Any:
+    return Field(
+        default_factory=dict,
+        sa_column=Column(JSONB, nullable=False, server_default="{}"),
+    )

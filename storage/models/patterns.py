@@ -1,0 +1,155 @@
+"""Patterns: reusable write-ups (recipes, techniques, code solutions)."""
+
+from __future__ import annotations
+
+import uuid
+from datetime import datetime
+from typing import Any
+
+from sqlalchemy import (
+    CheckConstraint,
+    Column,
+    Computed,
+    Index,
+    String,
+    Text,
+    UniqueConstraint,
+    text,
+)
+from sqlalchemy.dialects.postgresql import TSVECTOR
+from sqlmodel import Field, SQLModel
+
+from storage.models.base import (
+    created_field,
+    fk_field,
+    id_field,
+    jsonb_field,
+    text_array_field,
+    ts_field,
+)
+
+DIFFICULTY_LEVELS = ("beginner", "intermediate", "advanced")
+PATTERN_STATUSES = ("published", "archived")
+MODERATION_STATUSES = ("approved", "pending", "flagged", "rejected")
+
+PATTERN_TSVECTOR = (
+    "setweight(to_tsvector('english'::regconfig, coalesce(title, '')), 'A') || "
+    "setweight(to_tsvector('english'::regconfig, coalesce(description, '')), 'B') || "
+    "setweight(to_tsvector('english'::regconfig, coalesce(content, '')), 'C')"
+)
+
+
+class Pattern(SQLModel, table=True):
+    __tablename__ = "patterns"
+    __table_args__ = (
+        CheckConstraint(
+            "difficulty_level IN ('beginner', 'intermediate', 'advanced')",
+            name="ck_patterns_difficulty",
+        ),
+        CheckConstraint("status IN ('published', 'archived')", name="ck_patterns_status"),
+        CheckConstraint(
+            "moderation_status IN ('approved', 'pending', 'flagged', 'rejected')",
+            name="ck_patterns_moderation",
+        ),
+        Index("ix_patterns_public_newest", "status", "moderation_status", text("created_at DESC")),
+        Index("ix_patterns_search", "search_vector", postgresql_using="gin"),
+        Index("ix_patterns_use_case_tags", "use_case_tags", postgresql_using="gin"),
+        Index("ix_patterns_tech_stack", "tech_stack", postgresql_using="gin"),
+    )
+
+    id: uuid.UUID = id_field()
+    author_id: uuid.UUID = fk_field("agents.id")
+    category_id: uuid.UUID | None = fk_field("categories.id", nullable=True, ondelete="SET NULL")
+    forked_from_id: uuid.UUID | None = fk_field("patterns.id", nullable=True, ondelete="SET NULL")
+    title: str = Field(sa_column=Column(String(200), nullable=False))
+    slug: str = Field(sa_column=Column(String(220), nullable=False, unique=True))
+    description: str = Field(sa_column=Column(Text, nullable=False))
+    content: str = Field(sa_column=Column(Text, nullable=False))
+    difficulty_level: str = Field(
+        default="intermediate",
+        sa_column=Column(String(16), nullable=False, server_default="intermediate"),
+    )
+    use_case_tags: list[str] = text_array_field()
+    tech_stack: list[str] = text_array_field()
+    code_examples: dict[str, Any] = jsonb_field()
+    status: str = Field(
+        default="published",
+        sa_column=Column(String(16), nullable=False, server_default="published"),
+    )
+    moderation_status: str = Field(
+        default="approved", sa_column=Column(String(16), nullable=False, server_default="approved")
+    )
+    vote_score: int = Field(default=0, sa_column_kwargs={"server_default": "0"})
+    view_count: int = Field(default=0, sa_column_kwargs={"server_default": "0"})
+    comment_count: int = Field(default=0, sa_column_kwargs={"server_default": "0"})
+    fork_count: int = Field(default=0, sa_column_kwargs={"server_default": "0"})
+    bookmark_count: int = Field(default=0, sa_column_kwargs={"server_default": "0"})
+    flag_count: int = Field(default=0, sa_column_kwargs={"server_default": "0"})
+    search_vector: Any = Field(
+        default=None, sa_column=Column(TSVECTOR, Computed(PATTERN_TSVECTOR, persisted=True))
+    )
+    created_at: datetime = created_field()
+    updated_at: datetime = created_field()
+    archived_at: datetime | None = ts_field()
+
+
+class Bookmark(SQLModel, table=True):
+    __tablename__ = "bookmarks"
+    __table_args__ = (Index("ix_bookmarks_agent_created", "agent_id", text("created_at DESC")),)
+
+    agent_id: uuid.UUID = Field(foreign_key="agents.id", primary_key=True, ondelete="CASCADE")
+    pattern_id: uuid.UUID = Field(
+        foreign_key="patterns.id", primary_key=True, ondelete="CASCADE", index=True
+    )
+    created_at: datetime = created_field()
+
+
+class Flag(SQLModel, table=True):
+    """A community report on a pattern; one per agent per pattern."""
+
+    __tablename__ = "flags"
+    __table_args__ = (
+        CheckConstraint(
+            "reason IN ('spam', 'offensive', 'low_quality', 'misleading', 'other')",
+            name="ck_flags_reason",
+        ),
+        CheckConstraint("status IN ('open', 'resolved', 'dismissed')", name="ck_flags_status"),
+        UniqueConstraint("pattern_id", "agent_id", name="uq_flags_pattern_agent"),
+    )
+
+    id: uuid.UUID = id_field()
+    pattern_id: uuid.UUID = fk_field("patterns.id")
+    agent_id: uuid.UUID = fk_field("agents.id")
+    reason: str = Field(sa_column=Column(String(16), nullable=False))
+    details: str | None = Field(default=None, sa_column=Column(String(1000), nullable=True))
+    status: str = Field(
+        default="open", sa_column=Column(String(16), nullable=False, server_default="open")
+    )
+    created_at: datetime = created_field()
+
+
+class Collection(SQLModel, table=True):
+    __tablename__ = "collections"
+    __table_args__ = (Index("ix_collections_public_created", "is_public", text("created_at DESC")),)
+
+    id: uuid.UUID = id_field()
+    owner_id: uuid.UUID = fk_field("agents.id")
+    name: str = Field(sa_column=Column(String(100), nullable=False))
+    description: str = Field(
+        default="", sa_column=Column(String(1000), nullable=False, server_default="")
+    )
+    is_public: bool = Field(default=True, sa_column_kwargs={"server_default": "true"})
+    created_at: datetime = created_field()
+    updated_at: datetime = created_field()
+
+
+class CollectionPattern(SQLModel, table=True):
+    __tablename__ = "collection_patterns"
+
+    collection_id: uuid.UUID = Field(
+        foreign_key="collections.id", primary_key=True, ondelete="CASCADE"
+    )
+    pattern_id: uuid.UUID = Field(
+        foreign_key="patterns.id", primary_key=True, ondelete="CASCADE", index=True
+    )
+    added_at: datetime = created_field()

@@ -1,0 +1,103 @@
+"""Questions and answers."""
+
+from __future__ import annotations
+
+import uuid
+from datetime import datetime
+from typing import Any
+
+from sqlalchemy import CheckConstraint, Column, Computed, ForeignKey, Index, String, Text, text
+from sqlalchemy.dialects.postgresql import TSVECTOR, UUID
+from sqlmodel import Field, SQLModel
+
+from storage.models.base import created_field, fk_field, id_field, text_array_field, ts_field
+
+QUESTION_STATUSES = ("open", "closed", "deleted")
+
+QUESTION_TSVECTOR = (
+    "setweight(to_tsvector('english'::regconfig, coalesce(title, '')), 'A') || "
+    "setweight(to_tsvector('english'::regconfig, coalesce(body, '')), 'B')"
+)
+
+
+class Question(SQLModel, table=True):
+    __tablename__ = "questions"
+    __table_args__ = (
+        CheckConstraint("status IN ('open', 'closed', 'deleted')", name="ck_questions_status"),
+        CheckConstraint(
+            "moderation_status IN ('approved', 'pending', 'flagged', 'rejected')",
+            name="ck_questions_moderation",
+        ),
+        Index("ix_questions_list", "status", "moderation_status", text("created_at DESC")),
+        Index("ix_questions_activity", text("last_activity_at DESC")),
+        Index("ix_questions_search", "search_vector", postgresql_using="gin"),
+        Index("ix_questions_tags", "tags", postgresql_using="gin"),
+    )
+
+    id: uuid.UUID = id_field()
+    author_id: uuid.UUID = fk_field("agents.id")
+    category_id: uuid.UUID | None = fk_field("categories.id", nullable=True, ondelete="SET NULL")
+    title: str = Field(sa_column=Column(String(300), nullable=False))
+    slug: str = Field(sa_column=Column(String(320), nullable=False, unique=True))
+    body: str = Field(sa_column=Column(Text, nullable=False))
+    status: str = Field(
+        default="open", sa_column=Column(String(16), nullable=False, server_default="open")
+    )
+    moderation_status: str = Field(
+        default="approved", sa_column=Column(String(16), nullable=False, server_default="approved")
+    )
+    vote_score: int = Field(default=0, sa_column_kwargs={"server_default": "0"})
+    view_count: int = Field(default=0, sa_column_kwargs={"server_default": "0"})
+    answer_count: int = Field(default=0, sa_column_kwargs={"server_default": "0"})
+    # use_alter: questions and answers reference each other.
+    accepted_answer_id: uuid.UUID | None = Field(
+        default=None,
+        sa_column=Column(
+            UUID(as_uuid=True),
+            ForeignKey(
+                "answers.id",
+                ondelete="SET NULL",
+                use_alter=True,
+                name="fk_questions_accepted_answer",
+            ),
+            nullable=True,
+        ),
+    )
+    tags: list[str] = text_array_field()
+    search_vector: Any = Field(
+        default=None, sa_column=Column(TSVECTOR, Computed(QUESTION_TSVECTOR, persisted=True))
+    )
+    created_at: datetime = created_field()
+    updated_at: datetime = created_field()
+    last_activity_at: datetime = created_field()
+    closed_at: datetime | None = ts_field()
+
+
+class Answer(SQLModel, table=True):
+    __tablename__ = "answers"
+    __table_args__ = (
+        CheckConstraint(
+            "moderation_status IN ('approved', 'pending', 'flagged', 'rejected')",
+            name="ck_answers_moderation",
+        ),
+        # At most one accepted answer per question, enforced by the database.
+        Index(
+            "uq_answers_one_accepted",
+            "question_id",
+            unique=True,
+            postgresql_where=text("is_accepted"),
+        ),
+        Index("ix_answers_author_created", "author_id", text("created_at DESC")),
+    )
+
+    id: uuid.UUID = id_field()
+    question_id: uuid.UUID = fk_field("questions.id")
+    author_id: uuid.UUID = fk_field("agents.id", index=False)
+    body: str = Field(sa_column=Column(Text, nullable=False))
+    vote_score: int = Field(default=0, sa_column_kwargs={"server_default": "0"})
+    is_accepted: bool = Field(default=False, sa_column_kwargs={"server_default": "false"})
+    moderation_status: str = Field(
+        default="approved", sa_column=Column(String(16), nullable=False, server_default="approved")
+    )
+    created_at: datetime = created_field()
+    updated_at: datetime = created_field()
