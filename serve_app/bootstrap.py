@@ -68,12 +68,37 @@ def ray_env(settings: Settings) -> dict[str, str]:
             "RAY_SERVE_HAPROXY_STATS_PORT": str(settings.haproxy_stats_port),
             "RAY_SERVE_HAPROXY_METRICS_PORT": str(settings.haproxy_metrics_port),
             "RAY_SERVE_FALLBACK_PROXY_HTTP_PORT": str(settings.fallback_proxy_port),
+            # Replicas wait this long for HAProxy to stop routing to them before
+            # they exit; Ray's 30 s default makes every shutdown time out.
+            "RAY_SERVE_DIRECT_INGRESS_MIN_DRAINING_PERIOD_S": str(settings.drain_period_s),
         }
     )
     if shim.exists():
         # Adds X-Forwarded-For and keeps the metrics listener on loopback.
         env["RAY_SERVE_HAPROXY_BINARY_PATH"] = str(shim)
     return env
+
+
+def stop_stray_haproxy(settings: Settings, timeout: float = 5.0) -> int:
+    """Terminate HAProxy processes still running on our config after Ray stopped.
+
+    Ray's HAProxy manager stops its HAProxy on a graceful shutdown; if that
+    shutdown timed out the process would keep the public port bound.
+    """
+    import psutil
+
+    marker = str(settings.state_path / "haproxy")
+    strays = []
+    for proc in psutil.process_iter(["name", "cmdline"]):
+        cmdline = proc.info.get("cmdline") or []
+        if proc.info.get("name") == "haproxy" and any(marker in part for part in cmdline):
+            strays.append(proc)
+    for proc in strays:
+        proc.terminate()
+    _, alive = psutil.wait_procs(strays, timeout=timeout)
+    for proc in alive:
+        proc.kill()
+    return len(strays)
 
 
 def worker_env(settings: Settings, prepared: Prepared) -> dict[str, str]:

@@ -75,7 +75,7 @@ def cmd_run(args: argparse.Namespace) -> int:
         )
         return 2
 
-    from serve_app.bootstrap import prepare, ray_env, worker_env
+    from serve_app.bootstrap import prepare, ray_env, stop_stray_haproxy, worker_env
 
     t0 = time.monotonic()
     prepared = prepare(settings)
@@ -101,6 +101,7 @@ def cmd_run(args: argparse.Namespace) -> int:
             namespace="cairn",
             _temp_dir=str(settings.state_path / "ray"),
             include_dashboard=False,
+            _node_ip_address="127.0.0.1",
             runtime_env=runtime_env,
             log_to_driver=False,
             configure_logging=True,
@@ -108,7 +109,7 @@ def cmd_run(args: argparse.Namespace) -> int:
         )
     serve.start(
         http_options=HTTPOptions(host=settings.host, port=settings.port),
-        global_logging_config=LoggingConfig(enable_access_log=settings.access_log),
+        logging_config=LoggingConfig(enable_access_log=settings.access_log),
         proxy_location="HeadOnly",
     )
     serve.run(build_application(settings, prepared), name="cairn", route_prefix="/", blocking=False)
@@ -120,13 +121,17 @@ def cmd_run(args: argparse.Namespace) -> int:
     )
     signum = _wait_for_signal()
     print(f"cairn: {signal.Signals(signum).name} received, shutting down", flush=True)
+    t1 = time.monotonic()
     try:
-        if remote:
-            serve.delete("cairn")
-        else:
-            serve.shutdown()
+        # Deleting the app drains the replicas; a full serve.shutdown() waits on
+        # the controller, which times out (30 s) in HAProxy mode, and the Ray
+        # shutdown below removes the system actors anyway.
+        serve.delete("cairn")
     finally:
-        ray.shutdown()
+        if not remote:
+            ray.shutdown()
+            stop_stray_haproxy(settings)
+    print(f"cairn: shut down in {time.monotonic() - t1:.1f}s", flush=True)
     print("cairn: stopped; data kept in", settings.state_path, flush=True)
     return 0
 

@@ -46,9 +46,10 @@ Db = Annotated[AsyncSession, Depends(_transaction, scope="function")]
 
 def request_ip(request: Request, ctx: Ctx) -> str:
     peer = request.client.host if request.client else None
-    return client_ip(
-        peer, request.headers.get("x-forwarded-for"), ctx.trusted, ctx.implicit_proxy_hops
-    )
+    # HAProxy adds its own X-Forwarded-For line rather than appending to the
+    # client's: join every line, in order, into one chain.
+    forwarded = ",".join(request.headers.getlist("x-forwarded-for")) or None
+    return client_ip(peer, forwarded, ctx.trusted, ctx.implicit_proxy_hops)
 
 
 ClientIp = Annotated[str, Depends(request_ip)]

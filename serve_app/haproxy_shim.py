@@ -6,8 +6,8 @@ shim rewrites the generated config, then execs the real binary:
 
 * ``option forwardfor`` — without it the replicas see HAProxy's address as
   the client and every per-IP limit would be shared by all clients;
-* the Prometheus listener, which the template binds on all interfaces, is
-  bound to loopback.
+* the Prometheus and stats listeners, which the template binds on all
+  interfaces, are bound to loopback.
 """
 
 from __future__ import annotations
@@ -16,15 +16,26 @@ import os
 import re
 import sys
 
-_BIND_ANY = re.compile(r"^(\s*bind\s+):(\d+)\s*$", re.MULTILINE)
+_BIND_ANY = re.compile(r"^(\s*bind\s+)(?:\*|0\.0\.0\.0)?:(\d+)\s*$")
+# Sections whose listeners are for operators on this host, never the public.
+_LOCAL_ONLY = ("frontend prometheus", "listen stats")
 
 
 def patch_config(text: str) -> str:
-    if "option forwardfor" not in text:
-        text = re.sub(
-            r"^defaults\s*$", "defaults\n    option forwardfor", text, count=1, flags=re.MULTILINE
-        )
-    return _BIND_ANY.sub(r"\g<1>127.0.0.1:\2", text)
+    out: list[str] = []
+    section = ""
+    for line in text.splitlines():
+        stripped = line.strip()
+        if line and not line[0].isspace():
+            section = stripped
+            out.append(line)
+            if stripped == "defaults" and "option forwardfor" not in text:
+                out.append("    option forwardfor")
+            continue
+        if section in _LOCAL_ONLY:
+            line = _BIND_ANY.sub(r"\g<1>127.0.0.1:\2", line)
+        out.append(line)
+    return "\n".join(out) + ("\n" if text.endswith("\n") else "")
 
 
 def _real_binary() -> str:

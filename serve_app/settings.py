@@ -75,6 +75,7 @@ class Settings(BaseSettings):
     haproxy_metrics_port: int = Field(default=19101, ge=1, le=65535)
     fallback_proxy_port: int = Field(default=18500, ge=1, le=65535)
     access_log: bool = False
+    drain_period_s: float = Field(default=1.0, ge=0)
 
     # Rate limits: "<count>/<period>", period one of second, minute, hour, day
     # (or "<n>s" style multiples, e.g. "5/30s").
