@@ -3,9 +3,11 @@ migrations, seed data, and the environment Ray and the replicas need."""
 
 from __future__ import annotations
 
+import hashlib
 import logging
 import os
 import sys
+import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -41,6 +43,26 @@ def prepare(settings: Settings, *, migrate: bool = True) -> Prepared:
     return Prepared(database_url=url, secret_key=secret, embedded=embedded)
 
 
+# HAProxy refuses socket paths over 97 bytes and Ray adds a 56-character node
+# id plus "/admin.sock": the folder itself must stay within 30.
+_HAPROXY_DIR_MAX = 30
+
+
+def haproxy_dir(state: Path) -> Path:
+    """HAProxy's folder inside the state folder, reached through a short symlink
+    under the temp dir when the real path is too long for its sockets."""
+    real = state / "haproxy"
+    real.mkdir(parents=True, exist_ok=True)
+    if len(str(real)) <= _HAPROXY_DIR_MAX:
+        return real
+    digest = hashlib.sha1(str(real).encode(), usedforsecurity=False).hexdigest()[:10]
+    link = Path(tempfile.gettempdir()) / f"cairn-hap-{digest}"
+    if not (link.is_symlink() and link.resolve() == real.resolve()):
+        link.unlink(missing_ok=True)
+        link.symlink_to(real, target_is_directory=True)
+    return link
+
+
 def ray_env(settings: Settings) -> dict[str, str]:
     """Ray Serve settings that must be in the environment before Ray starts.
 
@@ -51,8 +73,7 @@ def ray_env(settings: Settings) -> dict[str, str]:
     env = {"RAY_TMPDIR": str(state / "ray")}
     if settings.serve_proxy != "haproxy":
         return env
-    hap = state / "haproxy"
-    hap.mkdir(parents=True, exist_ok=True)
+    hap = haproxy_dir(state)
     shim = Path(sys.executable).with_name("cairn-haproxy")
     env.update(
         {
@@ -87,7 +108,7 @@ def stop_stray_haproxy(settings: Settings, timeout: float = 5.0) -> int:
     """
     import psutil
 
-    marker = str(settings.state_path / "haproxy")
+    marker = str(haproxy_dir(settings.state_path))
     strays = []
     for proc in psutil.process_iter(["name", "cmdline"]):
         cmdline = proc.info.get("cmdline") or []

@@ -79,10 +79,8 @@ def cmd_run(args: argparse.Namespace) -> int:
 
     t0 = time.monotonic()
     prepared = prepare(settings)
-    print(
-        f"cairn: {'embedded' if prepared.embedded else 'external'} database ready, migrations applied",
-        flush=True,
-    )
+    kind = "embedded" if prepared.embedded else "external"
+    print(f"cairn: {kind} database ready, migrations applied", flush=True)
 
     os.environ.update(ray_env(settings))
     import ray

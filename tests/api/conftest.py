@@ -1,0 +1,86 @@
+"""The app over real Postgres, in process (no Ray): each test starts from empty tables."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from dataclasses import dataclass
+from typing import Any
+
+import httpx
+import psycopg
+import pytest
+from fastapi import FastAPI
+from sqlmodel import SQLModel
+
+import storage.models  # noqa: F401
+from serve_app.app import create_app
+from serve_app.ratelimit import LocalRateLimiter
+from serve_app.settings import Settings
+from storage.db import libpq_url
+
+SECRET = b"test-secret-key-for-hmac-0123456789"
+CLIENT_IP = "203.0.113.7"
+KEEP = {"categories", "alembic_version"}
+
+
+def make_settings(**overrides: Any) -> Settings:
+    values: dict[str, Any] = {
+        "public_base_url": "https://cairn.example",
+        "state_dir": "/tmp/cairn-test-state",
+    }
+    values.update(overrides)
+    return Settings(**values)
+
+
+@pytest.fixture(scope="session")
+async def app(database: str) -> AsyncIterator[FastAPI]:
+    application = create_app(make_settings(), database_url=database, secret=SECRET, pool_size=5)
+    async with application.router.lifespan_context(application):
+        yield application
+
+
+@pytest.fixture(autouse=True)
+def _clean(database: str, request: pytest.FixtureRequest) -> Any:
+    """Empty every table (but the seeded categories) after each API test."""
+    yield
+    tables = [t.name for t in SQLModel.metadata.sorted_tables if t.name not in KEEP]
+    with psycopg.connect(libpq_url(database)) as conn:
+        conn.execute(f"TRUNCATE {', '.join(tables)} CASCADE")
+
+
+@pytest.fixture
+async def client(app: FastAPI) -> AsyncIterator[httpx.AsyncClient]:
+    app.state.ctx.limiter = LocalRateLimiter()
+    app.state.ctx.caches.clear()
+    transport = httpx.ASGITransport(app=app, client=(CLIENT_IP, 40000))
+    async with httpx.AsyncClient(transport=transport, base_url="http://testserver") as c:
+        yield c
+
+
+@dataclass
+class Registered:
+    agent_id: str
+    username: str
+    api_key: str
+    claim_code: str
+
+    @property
+    def auth(self) -> dict[str, str]:
+        return {"Authorization": f"Bearer {self.api_key}"}
+
+
+async def register(client: httpx.AsyncClient, name: str = "Test Agent", **extra: Any) -> Registered:
+    response = await client.post("/api/agents/register", json={"name": name, **extra})
+    assert response.status_code == 201, response.text
+    data = response.json()["data"]
+    return Registered(data["agent_id"], data["username"], data["api_key"], data["claim_code"])
+
+
+def assert_error(response: httpx.Response, status: int, error: str | None = None) -> dict[str, Any]:
+    assert response.status_code == status, response.text
+    body = response.json()
+    assert isinstance(body.get("error"), str) and body["error"], body
+    assert isinstance(body.get("message"), str) and body["message"], body
+    if error is not None:
+        assert body["error"] == error, body
+    return body

@@ -1,0 +1,118 @@
+"""Boot the real service (`cairn run`: embedded Postgres, local Ray, Serve with
+HAProxy, two ingress replicas, RateLimiter actors) once per test session."""
+
+from __future__ import annotations
+
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import httpx
+import psutil
+import pytest
+
+from serve_app.bootstrap import haproxy_dir
+
+GENERAL_LIMIT = 150
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+@dataclass
+class Service:
+    base_url: str
+    state_dir: Path
+    env: dict[str, str]
+    process: subprocess.Popen[bytes]
+    log_path: Path
+
+    def log(self) -> str:
+        return self.log_path.read_text(errors="replace")[-5000:]
+
+
+def _wait_ready(service: Service, timeout: float = 240.0) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if service.process.poll() is not None:
+            raise RuntimeError(f"cairn run exited early:\n{service.log()}")
+        try:
+            if httpx.get(f"{service.base_url}/api/health", timeout=2).status_code == 200:
+                return
+        except httpx.HTTPError:
+            pass
+        time.sleep(0.5)
+    raise RuntimeError(f"service not ready after {timeout}s:\n{service.log()}")
+
+
+def _leftovers(state_dir: Path) -> list[str]:
+    markers = (str(state_dir), str(haproxy_dir(state_dir)))
+    found = []
+    for proc in psutil.process_iter(["pid", "name", "cmdline"]):
+        cmdline = " ".join(proc.info.get("cmdline") or [])
+        if any(marker in cmdline for marker in markers):
+            found.append(f"{proc.info['pid']} {cmdline[:120]}")
+    return found
+
+
+@pytest.fixture(scope="session")
+def service(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Service]:
+    state_dir = tmp_path_factory.mktemp("cairn-e2e")
+    port = free_port()
+    env = {
+        **os.environ,
+        "CAIRN_STATE_DIR": str(state_dir),
+        "CAIRN_PORT": str(port),
+        "CAIRN_PUBLIC_BASE_URL": "https://cairn.e2e",
+        "CAIRN_HAPROXY_STATS_PORT": str(free_port()),
+        "CAIRN_HAPROXY_METRICS_PORT": str(free_port()),
+        "CAIRN_FALLBACK_PROXY_PORT": str(free_port()),
+        # Tests play several clients behind a trusted load balancer on loopback.
+        "CAIRN_TRUSTED_PROXIES": "127.0.0.0/8",
+        "CAIRN_RATELIMIT_GENERAL": f"{GENERAL_LIMIT}/hour",
+    }
+    env.pop("CAIRN_DATABASE_URL", None)
+    env.pop("RAY_ADDRESS", None)
+    log_path = state_dir / "cairn-run.log"
+    with open(log_path, "wb") as log:
+        process = subprocess.Popen(
+            [sys.executable, "-m", "serve_app.cli", "run"],
+            env=env,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+        )
+    svc = Service(f"http://127.0.0.1:{port}", state_dir, env, process, log_path)
+    try:
+        _wait_ready(svc)
+        yield svc
+    finally:
+        # Ctrl-C, as a person would; the service must stop cleanly and fully.
+        process.send_signal(signal.SIGINT)
+        try:
+            code = process.wait(timeout=90)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            code = -9
+        deadline = time.monotonic() + 20
+        left = _leftovers(state_dir)
+        while left and time.monotonic() < deadline:
+            time.sleep(0.5)
+            left = _leftovers(state_dir)
+        assert code == 0, f"cairn run exited with {code}:\n{svc.log()}"
+        assert not left, f"processes left behind: {left}"
+
+
+@pytest.fixture
+async def http(service: Service) -> Iterator[httpx.AsyncClient]:
+    limits = httpx.Limits(max_connections=250, max_keepalive_connections=250)
+    async with httpx.AsyncClient(base_url=service.base_url, timeout=30, limits=limits) as client:
+        yield client  # type: ignore[misc]

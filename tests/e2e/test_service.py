@@ -1,0 +1,154 @@
+"""The foundation through the real service: Ray Serve (HAProxy) + Postgres + Ray actors."""
+
+from __future__ import annotations
+
+import asyncio
+import secrets
+import subprocess
+import sys
+
+import httpx
+import pytest
+
+from tests.e2e.conftest import GENERAL_LIMIT, Service
+
+pytestmark = pytest.mark.e2e
+
+
+def as_client() -> dict[str, str]:
+    """Headers of a distinct client address (the load balancer on loopback is trusted)."""
+    return {"X-Forwarded-For": f"198.51.{secrets.randbelow(255)}.{secrets.randbelow(255)}"}
+
+
+async def register(http: httpx.AsyncClient, name: str = "E2E Agent") -> dict[str, str]:
+    response = await http.post("/api/agents/register", json={"name": name}, headers=as_client())
+    assert response.status_code == 201, response.text
+    data: dict[str, str] = response.json()["data"]
+    return data
+
+
+def auth(key: str) -> dict[str, str]:
+    return {"Authorization": f"Bearer {key}"}
+
+
+async def test_register_profile_and_keys(http: httpx.AsyncClient) -> None:
+    agent = await register(http, "Serve Bot")
+    assert agent["claim_url"] == f"https://cairn.e2e/agents/claim/{agent['agent_id']}"
+    profile = await http.get(f"/api/agents/{agent['username']}")
+    assert profile.status_code == 200 and profile.json()["data"]["display_name"] == "Serve Bot"
+
+    me = await http.get("/api/agents/me", headers=auth(agent["api_key"]))
+    assert me.status_code == 200 and me.json()["data"]["id"] == agent["agent_id"]
+    assert me.headers["X-RateLimit-Limit"] == str(GENERAL_LIMIT)
+
+    patched = await http.patch(
+        f"/api/agents/{agent['username']}",
+        headers=auth(agent["api_key"]),
+        json={"bio": "via serve"},
+    )
+    assert patched.status_code == 200 and patched.json()["data"]["bio"] == "via serve"
+
+    status = await http.get("/api/agents/me/api-key", headers=auth(agent["api_key"]))
+    assert status.status_code == 200 and status.json()["data"]["has_key"] is True
+
+    new_key = (await http.post("/api/agents/me/api-key", headers=auth(agent["api_key"]))).json()[
+        "data"
+    ]["api_key"]
+    assert (await http.get("/api/agents/me", headers=auth(agent["api_key"]))).status_code == 401
+    assert (await http.get("/api/agents/me", headers=auth(new_key))).status_code == 200
+    assert (await http.delete("/api/agents/me/api-key", headers=auth(new_key))).status_code == 200
+    revoked = await http.get("/api/agents/me", headers=auth(new_key))
+    assert revoked.status_code == 401 and revoked.json()["error"] == "invalid_api_key"
+
+
+@pytest.mark.parametrize(
+    ("method", "path", "kwargs", "status"),
+    [
+        (
+            "POST",
+            "/api/agents/register",
+            {"content": b"{oops", "headers": {"content-type": "application/json"}},
+            400,
+        ),
+        ("POST", "/api/agents/register", {"json": {"name": "ok", "admin": True}}, 400),
+        ("POST", "/api/agents/register", {"json": {"name": 123}}, 400),
+        ("POST", "/api/agents/register", {"content": b"x" * 2_000_000}, 413),
+        ("GET", "/api/nothing-here", {}, 404),
+        ("GET", "/api/agents/nobody_0000", {}, 404),
+        ("PUT", "/api/categories", {}, 405),
+        ("GET", "/api/agents/me", {"headers": {"Authorization": "Bearer wrong"}}, 401),
+    ],
+)
+async def test_errors_keep_the_json_shape(
+    http: httpx.AsyncClient, method: str, path: str, kwargs: dict[str, object], status: int
+) -> None:
+    headers = {**as_client(), **kwargs.pop("headers", {})}  # type: ignore[dict-item]
+    response = await http.request(method, path, headers=headers, **kwargs)  # type: ignore[arg-type]
+    assert response.status_code == status, response.text
+    body = response.json()
+    assert body["error"] and body["message"]
+
+
+async def test_registration_429_with_headers(http: httpx.AsyncClient) -> None:
+    client = as_client()
+    for i in range(10):
+        ok = await http.post("/api/agents/register", json={"name": f"burst {i}"}, headers=client)
+        assert ok.status_code == 201 and ok.headers["X-RateLimit-Remaining"] == str(9 - i)
+    refused = await http.post("/api/agents/register", json={"name": "burst 10"}, headers=client)
+    assert refused.status_code == 429
+    assert refused.json()["error"] == "rate_limited"
+    assert refused.headers["X-RateLimit-Limit"] == "10"
+    assert refused.headers["X-RateLimit-Remaining"] == "0"
+    assert int(refused.headers["Retry-After"]) > 3000
+    assert int(refused.headers["X-RateLimit-Reset"]) > 0
+    # Another client is not affected.
+    assert (
+        await http.post("/api/agents/register", json={"name": "x y"}, headers=as_client())
+    ).status_code == 201
+
+
+async def test_exactly_the_limit_is_admitted_under_200_concurrent_requests(
+    http: httpx.AsyncClient,
+) -> None:
+    agent = await register(http, "Concurrent")
+    headers = auth(agent["api_key"])
+    responses = await asyncio.gather(
+        *[http.get("/api/agents/me", headers=headers) for _ in range(200)]
+    )
+    codes = [r.status_code for r in responses]
+    assert codes.count(200) == GENERAL_LIMIT, codes
+    assert codes.count(429) == 200 - GENERAL_LIMIT
+    refused = next(r for r in responses if r.status_code == 429)
+    assert refused.headers["Retry-After"] and refused.headers["X-RateLimit-Remaining"] == "0"
+
+
+async def test_categories_and_health(http: httpx.AsyncClient) -> None:
+    cats = await http.get("/api/categories")
+    assert cats.status_code == 200 and cats.headers["cache-control"] == "public, max-age=31536000"
+    assert len(cats.json()["data"]) >= 10
+    health = (await http.get("/api/health")).json()
+    assert health["status"] == "healthy" and health["metrics"]["db_connected"] is True
+
+
+async def test_set_role_while_running(http: httpx.AsyncClient, service: Service) -> None:
+    agent = await register(http, "Staff To Be")
+    done = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "serve_app.cli",
+            "users",
+            "set-role",
+            agent["username"],
+            "moderator",
+        ],
+        env=service.env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert done.returncode == 0, done.stderr
+    me = await http.get("/api/agents/me", headers=auth(agent["api_key"]))
+    assert me.json()["data"]["role"] == "moderator"
+    # The service's database is still up after the CLI detached from it.
+    assert (await http.get("/api/health")).json()["metrics"]["db_connected"] is True

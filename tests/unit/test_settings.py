@@ -1,0 +1,71 @@
+"""Configuration parsing."""
+
+from __future__ import annotations
+
+import stat
+from pathlib import Path
+
+import pytest
+from pydantic import ValidationError
+
+from serve_app.settings import Settings, load_or_create_secret, parse_rate
+
+
+def test_parse_rate() -> None:
+    assert parse_rate("10/hour") == (10, 3600)
+    assert parse_rate("60/minute") == (60, 60)
+    assert parse_rate("5/30s") == (5, 30)
+    assert parse_rate(" 2 / day ") == (2, 86400)
+    for bad in ("ten/hour", "10/fortnight", "0/hour", "10"):
+        with pytest.raises(ValueError):
+            parse_rate(bad)
+
+
+def test_defaults_follow_the_spec_table() -> None:
+    rules = Settings().rules()
+    table = {name: (r.limit, r.window_s) for name, r in rules.items()}
+    assert table == {
+        "registration": (10, 3600),
+        "pattern_create": (5, 3600),
+        "question_create": (5, 3600),
+        "answer_create": (10, 3600),
+        "comment": (30, 3600),
+        "vote": (100, 3600),
+        "search": (60, 60),
+        "general": (1000, 3600),
+    }
+
+
+def test_env_overrides(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("CAIRN_RATELIMIT_VOTE", "7/minute")
+    monkeypatch.setenv("CAIRN_TRUSTED_PROXIES", "10.0.0.0/8, 192.168.1.1")
+    monkeypatch.setenv("CAIRN_PORT", "9000")
+    settings = Settings()
+    assert settings.rules()["vote"].limit == 7
+    assert [str(n) for n in settings.trusted_networks()] == ["10.0.0.0/8", "192.168.1.1/32"]
+    assert settings.base_url == "http://127.0.0.1:9000"
+
+
+def test_bad_values_are_refused(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("CAIRN_TRUSTED_PROXIES", "not-a-cidr")
+    with pytest.raises(ValidationError):
+        Settings()
+    monkeypatch.delenv("CAIRN_TRUSTED_PROXIES")
+    monkeypatch.setenv("CAIRN_RATELIMIT_SEARCH", "lots")
+    with pytest.raises(ValidationError):
+        Settings()
+
+
+def test_public_base_url() -> None:
+    assert Settings(public_base_url="https://cairn.dev/").base_url == "https://cairn.dev"
+    assert Settings(host="0.0.0.0", port=8080).base_url == "http://127.0.0.1:8080"
+
+
+def test_secret_is_generated_once_with_private_mode(tmp_path: Path) -> None:
+    first = load_or_create_secret(tmp_path)
+    assert len(first) >= 40
+    assert load_or_create_secret(tmp_path) == first
+    mode = stat.S_IMODE((tmp_path / "secret_key").stat().st_mode)
+    assert mode == 0o600
+    assert Settings(state_dir=tmp_path).secret_bytes() == first.encode()
+    assert Settings(state_dir=tmp_path, secret_key="explicit").secret_bytes() == b"explicit"
