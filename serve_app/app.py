@@ -102,6 +102,7 @@ def create_app(
         settings=settings,
         engine=engine,
         sessions=make_sessionmaker(engine),
+        read_sessions=make_sessionmaker(engine.execution_options(isolation_level="AUTOCOMMIT")),
         limiter=limiter or LocalRateLimiter(),
         secret=secret,
         rules=settings.rules(),

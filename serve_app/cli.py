@@ -20,52 +20,66 @@ log = logging.getLogger("cairn")
 ROLE_CHOICES = {"admin": "admin", "moderator": "moderator", "none": None}
 
 
-def _wait_for_signal() -> int:
-    stop = threading.Event()
-    received: list[int] = []
+class StopSignal:
+    """SIGINT/SIGTERM at any moment, startup included, asks for a clean stop."""
 
-    def handler(signum: int, _: Any) -> None:
-        received.append(signum)
-        stop.set()
+    def __init__(self) -> None:
+        self.event = threading.Event()
+        self.signum: int | None = None
+        self.install()
 
-    signal.signal(signal.SIGINT, handler)
-    signal.signal(signal.SIGTERM, handler)
-    while not stop.wait(1.0):
-        pass
-    return received[0]
+    def install(self) -> None:
+        # Re-installed after Ray starts: ray.init sets its own SIGTERM handler.
+        signal.signal(signal.SIGINT, self._handle)
+        signal.signal(signal.SIGTERM, self._handle)
+
+    def _handle(self, signum: int, _: Any) -> None:
+        self.signum = signum
+        self.event.set()
+
+    @property
+    def requested(self) -> bool:
+        return self.event.is_set()
+
+    def name(self) -> str:
+        return signal.Signals(self.signum).name if self.signum else "stop"
 
 
-def _wait_until_ready(settings: Settings, timeout: float = 120.0) -> None:
+def _wait_until_ready(settings: Settings, stop: StopSignal, timeout: float = 180.0) -> bool:
+    """True once /api/health answers 200; False if a stop was requested first."""
     import urllib.request
 
-    url = (
-        f"http://127.0.0.1:{settings.port}/api/health"
-        if settings.host in ("0.0.0.0", "::")
-        else (f"http://{settings.host}:{settings.port}/api/health")
-    )
+    host = "127.0.0.1" if settings.host in ("0.0.0.0", "::") else settings.host
+    url = f"http://{host}:{settings.port}/api/health"
     deadline = time.monotonic() + timeout
     last: Exception | None = None
     while time.monotonic() < deadline:
+        if stop.requested:
+            return False
         try:
-            with urllib.request.urlopen(url, timeout=5) as resp:  # noqa: S310 - our own URL
+            with urllib.request.urlopen(url, timeout=5) as resp:
                 if resp.status == 200:
-                    return
+                    return True
         except Exception as exc:  # not up yet
             last = exc
-        time.sleep(0.3)
+        stop.event.wait(0.3)
     raise RuntimeError(f"the API did not become ready at {url}: {last}")
+
+
+def _settings_from(args: argparse.Namespace) -> Settings:
+    settings = get_settings()
+    overrides: dict[str, Any] = {}
+    if args.host:
+        overrides["host"] = args.host
+    if args.port:
+        overrides["port"] = args.port
+    return settings.model_copy(update=overrides) if overrides else settings
 
 
 def cmd_run(args: argparse.Namespace) -> int:
     """Prepare, start (or join) Ray, deploy, serve until Ctrl-C, shut down cleanly."""
-    settings = get_settings()
-    if args.host or args.port:
-        overrides: dict[str, Any] = {}
-        if args.host:
-            overrides["host"] = args.host
-        if args.port:
-            overrides["port"] = args.port
-        settings = settings.model_copy(update=overrides)
+    stop = StopSignal()
+    settings = _settings_from(args)
     remote = os.environ.get("RAY_ADDRESS")
     if remote and not settings.database_url:
         print(
@@ -81,6 +95,9 @@ def cmd_run(args: argparse.Namespace) -> int:
     prepared = prepare(settings)
     kind = "embedded" if prepared.embedded else "external"
     print(f"cairn: {kind} database ready, migrations applied", flush=True)
+    if stop.requested:
+        print(f"cairn: {stop.name()} received during start-up; stopped", flush=True)
+        return 0  # the embedded Postgres stops when this process exits
 
     os.environ.update(ray_env(settings))
     import ray
@@ -91,45 +108,58 @@ def cmd_run(args: argparse.Namespace) -> int:
     from serve_app.deployments import build_application
 
     runtime_env = {"env_vars": worker_env(settings, prepared)}
-    if remote:
-        ray.init(address=remote, namespace="cairn", runtime_env=runtime_env, log_to_driver=False)
-    else:
-        (settings.state_path / "ray").mkdir(parents=True, exist_ok=True)
-        ray.init(
-            namespace="cairn",
-            _temp_dir=str(settings.state_path / "ray"),
-            include_dashboard=False,
-            _node_ip_address="127.0.0.1",
-            runtime_env=runtime_env,
-            log_to_driver=False,
-            configure_logging=True,
-            logging_level=logging.WARNING,
-        )
-    serve.start(
-        http_options=HTTPOptions(host=settings.host, port=settings.port),
-        logging_config=LoggingConfig(enable_access_log=settings.access_log),
-        proxy_location="HeadOnly",
-    )
-    serve.run(build_application(settings, prepared), name="cairn", route_prefix="/", blocking=False)
-    _wait_until_ready(settings)
-    print(
-        f"cairn: serving on http://{settings.host}:{settings.port} "
-        f"(ready in {time.monotonic() - t0:.1f}s; Ctrl-C to stop)",
-        flush=True,
-    )
-    signum = _wait_for_signal()
-    print(f"cairn: {signal.Signals(signum).name} received, shutting down", flush=True)
-    t1 = time.monotonic()
+    deployed = False
     try:
-        # Deleting the app drains the replicas; a full serve.shutdown() waits on
-        # the controller, which times out (30 s) in HAProxy mode, and the Ray
-        # shutdown below removes the system actors anyway.
-        serve.delete("cairn")
+        if remote:
+            ray.init(
+                address=remote, namespace="cairn", runtime_env=runtime_env, log_to_driver=False
+            )
+        else:
+            (settings.state_path / "ray").mkdir(parents=True, exist_ok=True)
+            ray.init(
+                namespace="cairn",
+                _temp_dir=str(settings.state_path / "ray"),
+                include_dashboard=False,
+                _node_ip_address="127.0.0.1",
+                runtime_env=runtime_env,
+                log_to_driver=False,
+                configure_logging=True,
+                logging_level=logging.WARNING,
+            )
+        stop.install()
+        if not stop.requested:
+            serve.start(
+                http_options=HTTPOptions(host=settings.host, port=settings.port),
+                logging_config=LoggingConfig(enable_access_log=settings.access_log),
+                proxy_location="HeadOnly",
+            )
+            stop.install()
+        if not stop.requested:
+            deployed = True
+            app = build_application(settings, prepared)
+            serve.run(app, name="cairn", route_prefix="/", blocking=False)
+        if not stop.requested and _wait_until_ready(settings, stop):
+            print(
+                f"cairn: serving on http://{settings.host}:{settings.port} "
+                f"(ready in {time.monotonic() - t0:.1f}s; Ctrl-C to stop)",
+                flush=True,
+            )
+            while not stop.event.wait(1.0):
+                pass
+        print(f"cairn: {stop.name()} received, shutting down", flush=True)
     finally:
-        if not remote:
-            ray.shutdown()
-            stop_stray_haproxy(settings)
-    print(f"cairn: shut down in {time.monotonic() - t1:.1f}s", flush=True)
+        t1 = time.monotonic()
+        try:
+            if deployed:
+                # Deleting the app drains the replicas; a full serve.shutdown()
+                # waits on the controller, which times out (30 s) in HAProxy
+                # mode, and the Ray shutdown below removes the system actors.
+                serve.delete("cairn")
+        finally:
+            if not remote:
+                ray.shutdown()
+                stop_stray_haproxy(settings)
+        print(f"cairn: shut down in {time.monotonic() - t1:.1f}s", flush=True)
     print("cairn: stopped; data kept in", settings.state_path, flush=True)
     return 0
 

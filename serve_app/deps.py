@@ -20,7 +20,7 @@ from storage.models.base import utcnow
 from storage.repositories import api_keys as key_repo
 
 
-def get_ctx(request: Request) -> AppContext:
+async def get_ctx(request: Request) -> AppContext:
     ctx: AppContext = request.app.state.ctx
     return ctx
 
@@ -44,7 +44,16 @@ async def _transaction(ctx: Ctx) -> AsyncIterator[AsyncSession]:
 Db = Annotated[AsyncSession, Depends(_transaction, scope="function")]
 
 
-def request_ip(request: Request, ctx: Ctx) -> str:
+async def _read_only(ctx: Ctx) -> AsyncIterator[AsyncSession]:
+    """A session for single-statement reads, outside any transaction."""
+    async with ctx.read_sessions() as session:
+        yield session
+
+
+ReadDb = Annotated[AsyncSession, Depends(_read_only, scope="function")]
+
+
+async def request_ip(request: Request, ctx: Ctx) -> str:
     peer = request.client.host if request.client else None
     # HAProxy adds its own X-Forwarded-For line rather than appending to the
     # client's: join every line, in order, into one chain.

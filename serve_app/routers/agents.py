@@ -6,7 +6,7 @@ from typing import Any
 
 from fastapi import APIRouter, Depends
 
-from serve_app.deps import Ctx, CurrentCaller, Db, ip_limit
+from serve_app.deps import Ctx, CurrentCaller, Db, ReadDb, ip_limit
 from serve_app.schemas.agents import ProfilePatch, RegisterIn
 from serve_app.services import agents as agent_service
 from serve_app.services import api_keys as key_service
@@ -45,7 +45,7 @@ async def revoke_key(caller: CurrentCaller, db: Db) -> dict[str, Any]:
 
 
 @router.get("/{username}")
-async def profile(username: str, db: Db) -> dict[str, Any]:
+async def profile(username: str, db: ReadDb) -> dict[str, Any]:
     """A public agent profile."""
     return {"data": await agent_service.public_profile(db, username)}
 

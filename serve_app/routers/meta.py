@@ -10,7 +10,7 @@ import psutil
 from fastapi import APIRouter, Request, Response
 from fastapi.responses import JSONResponse
 
-from serve_app.deps import Ctx, Db
+from serve_app.deps import Ctx, ReadDb
 from serve_app.errors import error_body
 from serve_app.services import views
 from storage.repositories import categories as category_repo
@@ -23,7 +23,7 @@ _PROCESS = psutil.Process()
 
 
 @router.get("/categories")
-async def categories(response: Response, ctx: Ctx, db: Db) -> dict[str, Any]:
+async def categories(response: Response, ctx: Ctx, db: ReadDb) -> dict[str, Any]:
     """The category list (cacheable for one year)."""
     cached = ctx.caches.get("categories")
     if cached is None:

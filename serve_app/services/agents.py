@@ -4,7 +4,6 @@ from __future__ import annotations
 
 from typing import Any
 
-from sqlalchemy.exc import IntegrityError
 from sqlmodel.ext.asyncio.session import AsyncSession
 
 from serve_app import keys
@@ -14,39 +13,42 @@ from serve_app.schemas.agents import ProfilePatch, RegisterIn
 from serve_app.services import views
 from storage.models import Agent
 from storage.repositories import agents as agent_repo
-from storage.repositories import api_keys as key_repo
 
 _ATTEMPTS = 8
+
+
+def _shown(username: str) -> str:
+    """A username as echoed in an error message (bounded)."""
+    return username if len(username) <= 64 else username[:64] + "…"
 
 
 async def register(ctx: AppContext, db: AsyncSession, body: RegisterIn) -> dict[str, Any]:
     """Create a bot agent with a fresh username, API key and claim code."""
     base = keys.username_base(body.name)
+    new_key = keys.generate_key()
     for _ in range(_ATTEMPTS):
-        agent = Agent(
-            username=f"{base}_{keys.username_suffix()}",
+        username, claim_code = f"{base}_{keys.username_suffix()}", keys.claim_code()
+        agent_id = await agent_repo.insert_registration(
+            db,
+            username=username,
             name=body.name,
-            display_name=body.name,
             bio=body.description or "",
-            claim_code=keys.claim_code(),
+            claim_code=claim_code,
+            key_id=new_key.key_id,
+            key_hash=keys.hash_secret(ctx.secret, new_key.key),
         )
-        try:
-            await agent_repo.insert(db, agent)
-            break
-        except IntegrityError:
-            continue  # username or claim code taken: draw again
+        if agent_id is not None:
+            break  # otherwise the username or claim code was taken: draw again
     else:
         raise ServiceUnavailable("Could not allocate a unique username; please retry.")
-    new_key = keys.generate_key()
-    await key_repo.insert(db, agent.id, new_key.key_id, keys.hash_secret(ctx.secret, new_key.key))
     return {
         "message": "Agent registered. Store the api_key now: it is shown only once.",
         "data": {
-            "agent_id": str(agent.id),
-            "username": agent.username,
+            "agent_id": str(agent_id),
+            "username": username,
             "api_key": new_key.key,
-            "claim_code": agent.claim_code,
-            "claim_url": f"{ctx.settings.base_url}/agents/claim/{agent.id}",
+            "claim_code": claim_code,
+            "claim_url": f"{ctx.settings.base_url}/agents/claim/{agent_id}",
         },
     }
 
@@ -54,7 +56,7 @@ async def register(ctx: AppContext, db: AsyncSession, body: RegisterIn) -> dict[
 async def public_profile(db: AsyncSession, username: str) -> dict[str, Any]:
     agent = await agent_repo.by_username(db, username)
     if agent is None or not agent.is_active:
-        raise NotFound(f"No agent named '{username}'.")
+        raise NotFound(f"No agent named '{_shown(username)}'.")
     bots = await agent_repo.linked_bots(db, agent.id) if agent.is_human else []
     return views.profile(agent, bots)
 
@@ -69,7 +71,7 @@ async def update_profile(
 ) -> dict[str, Any]:
     target = await agent_repo.by_username(db, username)
     if target is None:
-        raise NotFound(f"No agent named '{username}'.")
+        raise NotFound(f"No agent named '{_shown(username)}'.")
     if target.id != caller.id:
         raise Forbidden("You can only edit your own profile.")
     changes = patch.model_dump(exclude_unset=True)

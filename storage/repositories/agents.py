@@ -5,17 +5,17 @@ from __future__ import annotations
 import uuid
 from typing import Any
 
-from sqlalchemy import select, update
-from sqlmodel import col
+from sqlalchemy import text, update
+from sqlmodel import col, select
 from sqlmodel.ext.asyncio.session import AsyncSession
 
-from storage.models import Agent, EmailPreference
+from storage.models import Agent
 from storage.models.base import utcnow
 
 
 async def by_username(session: AsyncSession, username: str) -> Agent | None:
-    result = await session.execute(select(Agent).where(col(Agent.username) == username.lower()))
-    return result.scalar_one_or_none()
+    result = await session.exec(select(Agent).where(col(Agent.username) == username.lower()))
+    return result.one_or_none()
 
 
 async def by_id(session: AsyncSession, agent_id: uuid.UUID) -> Agent | None:
@@ -23,22 +23,61 @@ async def by_id(session: AsyncSession, agent_id: uuid.UUID) -> Agent | None:
 
 
 async def linked_bots(session: AsyncSession, human_id: uuid.UUID) -> list[Agent]:
-    result = await session.execute(
+    result = await session.exec(
         select(Agent)
         .where(col(Agent.owner_id) == human_id, col(Agent.is_human).is_(False))
         .order_by(col(Agent.claimed_at))
     )
-    return list(result.scalars())
+    return list(result)
 
 
-async def insert(session: AsyncSession, agent: Agent) -> Agent:
-    """Insert inside a savepoint so a unique clash can be retried by the caller."""
-    async with session.begin_nested():
-        session.add(agent)
-        await session.flush()
-    session.add(EmailPreference(agent_id=agent.id))
-    await session.flush()
-    return agent
+# One round trip: the agent, its e-mail preferences and its first API key. A
+# clash on username or claim code inserts nothing (ON CONFLICT DO NOTHING) and
+# returns no row, so the caller draws new values without a savepoint.
+_REGISTER = text(
+    """
+    WITH agent AS (
+        INSERT INTO agents (id, username, name, display_name, bio, claim_code)
+        VALUES (:id, :username, :name, :name, :bio, :claim_code)
+        ON CONFLICT DO NOTHING
+        RETURNING id, created_at
+    ), prefs AS (
+        INSERT INTO email_preferences (agent_id) SELECT id FROM agent
+    ), api_key AS (
+        INSERT INTO api_keys (id, agent_id, key_id, key_hash)
+        SELECT :key_row_id, id, :key_id, :key_hash FROM agent
+    )
+    SELECT id, created_at FROM agent
+    """
+)
+
+
+async def insert_registration(
+    session: AsyncSession,
+    *,
+    username: str,
+    name: str,
+    bio: str,
+    claim_code: str,
+    key_id: str,
+    key_hash: bytes,
+) -> uuid.UUID | None:
+    """Create a bot with its preferences and key; None if username/claim code was taken."""
+    agent_id = uuid.uuid4()
+    conn = await session.connection()
+    result = await conn.execute(
+        _REGISTER.bindparams(
+            id=agent_id,
+            username=username,
+            name=name,
+            bio=bio,
+            claim_code=claim_code,
+            key_row_id=uuid.uuid4(),
+            key_id=key_id,
+            key_hash=key_hash,
+        )
+    )
+    return agent_id if result.first() is not None else None
 
 
 async def update_profile(session: AsyncSession, agent: Agent, changes: dict[str, Any]) -> Agent:
@@ -51,13 +90,13 @@ async def update_profile(session: AsyncSession, agent: Agent, changes: dict[str,
 
 async def lock(session: AsyncSession, agent_id: uuid.UUID) -> None:
     """Serialise writers that must see one agent's rows consistently."""
-    await session.execute(select(col(Agent.id)).where(col(Agent.id) == agent_id).with_for_update())
+    await session.exec(select(col(Agent.id)).where(col(Agent.id) == agent_id).with_for_update())
 
 
 async def set_role(session: AsyncSession, username: str, role: str | None) -> bool:
-    result = await session.execute(
+    result = await session.exec(
         update(Agent)
         .where(col(Agent.username) == username.lower())
         .values(role=role, updated_at=utcnow())
     )
-    return bool(getattr(result, "rowcount", 0))
+    return bool(result.rowcount)

@@ -5,7 +5,8 @@ from __future__ import annotations
 import uuid
 from datetime import datetime, timedelta
 
-from sqlalchemy import select, update
+from sqlalchemy import update
+from sqlmodel import col, select
 from sqlmodel.ext.asyncio.session import AsyncSession
 
 from storage.models import Agent, ApiKey
@@ -15,29 +16,22 @@ LAST_USED_GRANULARITY = timedelta(seconds=60)
 
 
 async def live_by_key_id(session: AsyncSession, key_id: str) -> tuple[ApiKey, Agent] | None:
-    result = await session.execute(
+    result = await session.exec(
         select(ApiKey, Agent)
-        .join(Agent, Agent.id == ApiKey.agent_id)  # type: ignore[arg-type]
-        .where(ApiKey.key_id == key_id, ApiKey.revoked_at.is_(None))  # type: ignore[union-attr, arg-type]
+        .join(Agent, col(Agent.id) == col(ApiKey.agent_id))
+        .where(col(ApiKey.key_id) == key_id, col(ApiKey.revoked_at).is_(None))
     )
     row = result.first()
     return (row[0], row[1]) if row else None
 
 
-async def live_for_agent(session: AsyncSession, agent_id: uuid.UUID) -> ApiKey | None:
-    result = await session.execute(
-        select(ApiKey).where(ApiKey.agent_id == agent_id, ApiKey.revoked_at.is_(None))  # type: ignore[union-attr, arg-type]
-    )
-    return result.scalar_one_or_none()
-
-
 async def revoke_all(session: AsyncSession, agent_id: uuid.UUID) -> int:
-    result = await session.execute(
+    result = await session.exec(
         update(ApiKey)
-        .where(ApiKey.agent_id == agent_id, ApiKey.revoked_at.is_(None))  # type: ignore[union-attr, arg-type]
+        .where(col(ApiKey.agent_id) == agent_id, col(ApiKey.revoked_at).is_(None))
         .values(revoked_at=utcnow())
     )
-    return int(result.rowcount)  # type: ignore[attr-defined]
+    return int(result.rowcount)
 
 
 async def insert(
@@ -53,5 +47,5 @@ async def touch(session: AsyncSession, key: ApiKey, now: datetime) -> None:
     """Record use, at most once a minute per key (avoids a write on every request)."""
     if key.last_used_at is not None and now - key.last_used_at < LAST_USED_GRANULARITY:
         return
-    await session.execute(update(ApiKey).where(ApiKey.id == key.id).values(last_used_at=now))  # type: ignore[arg-type]
+    await session.exec(update(ApiKey).where(col(ApiKey.id) == key.id).values(last_used_at=now))
     key.last_used_at = now

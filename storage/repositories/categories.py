@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
-from sqlalchemy import select
+from sqlmodel import col, select
 from sqlmodel.ext.asyncio.session import AsyncSession
 
 from storage.models import Category
 
 
 async def all_ordered(session: AsyncSession) -> list[Category]:
-    result = await session.execute(select(Category).order_by(Category.sort_order, Category.name))  # type: ignore[arg-type]
-    return list(result.scalars())
+    result = await session.exec(
+        select(Category).order_by(col(Category.sort_order), col(Category.name))
+    )
+    return list(result)

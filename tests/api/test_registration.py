@@ -94,7 +94,17 @@ async def test_bounds_are_inclusive(client: httpx.AsyncClient) -> None:
 
 @pytest.mark.parametrize(
     "raw",
-    [b"{bad json", b"[1, 2]", b'"string"', b"null", b"", b"\xff\xfe"],
+    [
+        b"{bad json",
+        b"[1, 2]",
+        b'"string"',
+        b"null",
+        b"",
+        b"\xff\xfe",
+        b'{"name": ' + b"[" * 100_000 + b"]" * 100_000 + b"}",
+        b'{"name": 1' + b"0" * 5000 + b"}",
+        b'{"name": "\\ud800ab"}',
+    ],
 )
 async def test_malformed_json_is_400(client: httpx.AsyncClient, raw: bytes) -> None:
     response = await client.post(

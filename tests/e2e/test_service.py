@@ -152,3 +152,50 @@ async def test_set_role_while_running(http: httpx.AsyncClient, service: Service)
     assert me.json()["data"]["role"] == "moderator"
     # The service's database is still up after the CLI detached from it.
     assert (await http.get("/api/health")).json()["metrics"]["db_connected"] is True
+
+
+def test_ctrl_c_during_start_up_stops_cleanly(tmp_path_factory: pytest.TempPathFactory) -> None:
+    """A Ctrl-C while Ray is starting is honoured: exit 0, nothing left running."""
+    import signal
+    import time
+
+    from tests.e2e.conftest import _leftovers, free_port
+
+    state = tmp_path_factory.mktemp("cairn-early-stop")
+    env = {
+        **service_env_base(),
+        "CAIRN_STATE_DIR": str(state),
+        "CAIRN_PORT": str(free_port()),
+        "CAIRN_HAPROXY_STATS_PORT": str(free_port()),
+        "CAIRN_HAPROXY_METRICS_PORT": str(free_port()),
+        "CAIRN_FALLBACK_PROXY_PORT": str(free_port()),
+    }
+    proc = subprocess.Popen(
+        [sys.executable, "-u", "-m", "serve_app.cli", "run"],
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+    )
+    assert proc.stdout is not None
+    for line in proc.stdout:
+        if "database ready" in line:
+            break
+    time.sleep(1.0)  # now inside Ray's start-up
+    proc.send_signal(signal.SIGINT)
+    out, _ = proc.communicate(timeout=90)
+    assert proc.returncode == 0, out
+    assert "received" in out and "stopped" in out
+    deadline = time.monotonic() + 20
+    while _leftovers(state) and time.monotonic() < deadline:
+        time.sleep(0.5)
+    assert _leftovers(state) == []
+
+
+def service_env_base() -> dict[str, str]:
+    import os
+
+    env = dict(os.environ)
+    env.pop("CAIRN_DATABASE_URL", None)
+    env.pop("RAY_ADDRESS", None)
+    return env
