@@ -43,24 +43,35 @@ def prepare(settings: Settings, *, migrate: bool = True) -> Prepared:
     return Prepared(database_url=url, secret_key=secret, embedded=embedded)
 
 
-# HAProxy refuses socket paths over 97 bytes and Ray adds a 56-character node
-# id plus "/admin.sock": the folder itself must stay within 30.
+# Unix socket paths are short: HAProxy refuses over 97 bytes and appends a
+# 56-character node id plus "/admin.sock" to its folder; Ray's limit is 107
+# bytes and it appends "/session_<date>_<time>_<usec>_<pid>/sockets/plasma_store".
 _HAPROXY_DIR_MAX = 30
+_RAY_DIR_MAX = 40
+
+
+def short_dir(real: Path, max_len: int, tag: str) -> Path:
+    """``real`` (created), or a short symlink to it under the temp dir when its
+    path is too long for the sockets that will live inside it."""
+    real.mkdir(parents=True, exist_ok=True)
+    if len(str(real)) <= max_len:
+        return real
+    digest = hashlib.sha1(str(real.resolve()).encode(), usedforsecurity=False).hexdigest()[:10]
+    link = Path(tempfile.gettempdir()) / f"cairn-{tag}-{digest}"
+    if not (link.is_symlink() and link.resolve() == real.resolve()):
+        link.unlink(missing_ok=True)
+        link.symlink_to(real.resolve(), target_is_directory=True)
+    return link
 
 
 def haproxy_dir(state: Path) -> Path:
-    """HAProxy's folder inside the state folder, reached through a short symlink
-    under the temp dir when the real path is too long for its sockets."""
-    real = state / "haproxy"
-    real.mkdir(parents=True, exist_ok=True)
-    if len(str(real)) <= _HAPROXY_DIR_MAX:
-        return real
-    digest = hashlib.sha1(str(real).encode(), usedforsecurity=False).hexdigest()[:10]
-    link = Path(tempfile.gettempdir()) / f"cairn-hap-{digest}"
-    if not (link.is_symlink() and link.resolve() == real.resolve()):
-        link.unlink(missing_ok=True)
-        link.symlink_to(real, target_is_directory=True)
-    return link
+    """Where HAProxy's config and sockets live: ``<state>/haproxy``."""
+    return short_dir(state / "haproxy", _HAPROXY_DIR_MAX, "hap")
+
+
+def ray_dir(state: Path) -> Path:
+    """Ray's temp folder (sessions, logs, sockets): ``<state>/ray``."""
+    return short_dir(state / "ray", _RAY_DIR_MAX, "ray")
 
 
 def ray_env(settings: Settings) -> dict[str, str]:
@@ -70,7 +81,7 @@ def ray_env(settings: Settings) -> dict[str, str]:
     all of its ports and files moved into our config and state folder.
     """
     state = settings.state_path
-    env = {"RAY_TMPDIR": str(state / "ray")}
+    env = {"RAY_TMPDIR": str(ray_dir(state))}
     if settings.serve_proxy != "haproxy":
         return env
     hap = haproxy_dir(state)

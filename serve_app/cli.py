@@ -89,7 +89,7 @@ def cmd_run(args: argparse.Namespace) -> int:
         )
         return 2
 
-    from serve_app.bootstrap import prepare, ray_env, stop_stray_haproxy, worker_env
+    from serve_app.bootstrap import prepare, ray_dir, ray_env, stop_stray_haproxy, worker_env
 
     t0 = time.monotonic()
     prepared = prepare(settings)
@@ -115,10 +115,9 @@ def cmd_run(args: argparse.Namespace) -> int:
                 address=remote, namespace="cairn", runtime_env=runtime_env, log_to_driver=False
             )
         else:
-            (settings.state_path / "ray").mkdir(parents=True, exist_ok=True)
             ray.init(
                 namespace="cairn",
-                _temp_dir=str(settings.state_path / "ray"),
+                _temp_dir=str(ray_dir(settings.state_path)),
                 include_dashboard=False,
                 _node_ip_address="127.0.0.1",
                 runtime_env=runtime_env,

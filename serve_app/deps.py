@@ -45,7 +45,7 @@ Db = Annotated[AsyncSession, Depends(_transaction, scope="function")]
 
 
 async def _read_only(ctx: Ctx) -> AsyncIterator[AsyncSession]:
-    """A session for single-statement reads, outside any transaction."""
+    """A session for reads that need no transaction (no BEGIN/COMMIT round trips)."""
     async with ctx.read_sessions() as session:
         yield session
 
@@ -129,27 +129,7 @@ async def require_caller(request: Request, response: Response, ctx: Ctx, db: Db)
     return caller
 
 
-async def optional_caller(request: Request, response: Response, ctx: Ctx, db: Db) -> Caller | None:
-    """The caller when a key is sent (an invalid key is still a 401)."""
-    token = await _bearer(request)
-    if token is None:
-        return None
-    caller = await _authenticate(ctx, db, token)
-    await enforce(ctx, response, "general", str(caller.agent.id))
-    return caller
-
-
 CurrentCaller = Annotated[Caller, Depends(require_caller, scope="function")]
-MaybeCaller = Annotated[Caller | None, Depends(optional_caller, scope="function")]
-
-
-def agent_limit(rule_name: str) -> Callable[..., Awaitable[None]]:
-    """A dependency counting ``rule_name`` for the authenticated caller."""
-
-    async def _dep(response: Response, ctx: Ctx, caller: CurrentCaller) -> None:
-        await enforce(ctx, response, rule_name, str(caller.agent.id))
-
-    return _dep
 
 
 def ip_limit(rule_name: str) -> Callable[..., Awaitable[None]]:

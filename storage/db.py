@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+from typing import Any
+
+from psycopg.rows import dict_row
 from sqlalchemy.ext.asyncio import AsyncEngine, async_sessionmaker, create_async_engine
 from sqlmodel.ext.asyncio.session import AsyncSession
 
@@ -33,3 +36,18 @@ def make_engine(url: str, pool_size: int = 10, max_overflow: int = 10) -> AsyncE
 def make_sessionmaker(engine: AsyncEngine) -> async_sessionmaker[AsyncSession]:
     # expire_on_commit=False: routes serialise ORM rows after the commit.
     return async_sessionmaker(engine, class_=AsyncSession, expire_on_commit=False)
+
+
+async def fetch_one(
+    session: AsyncSession, sql: str, params: dict[str, Any]
+) -> dict[str, Any] | None:
+    """Run one hot-path query on the session's own connection (and transaction)
+    straight through psycopg, skipping SQLAlchemy's per-statement compilation,
+    which costs more than the query itself on a small read."""
+    conn = await session.connection()
+    raw = await conn.get_raw_connection()
+    driver = raw.driver_connection
+    assert driver is not None
+    async with driver.cursor(row_factory=dict_row) as cur:
+        await cur.execute(sql, params)
+        return await cur.fetchone()

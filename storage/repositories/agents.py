@@ -9,13 +9,18 @@ from sqlalchemy import text, update
 from sqlmodel import col, select
 from sqlmodel.ext.asyncio.session import AsyncSession
 
+from storage.db import fetch_one
 from storage.models import Agent
 from storage.models.base import utcnow
 
+_AGENT_COLUMNS = ", ".join(c.name for c in Agent.__table__.columns)  # type: ignore[attr-defined]
+_BY_USERNAME = f"SELECT {_AGENT_COLUMNS} FROM agents WHERE username = %(username)s"  # noqa: S608 - column names are ours
+
 
 async def by_username(session: AsyncSession, username: str) -> Agent | None:
-    result = await session.exec(select(Agent).where(col(Agent.username) == username.lower()))
-    return result.one_or_none()
+    """An agent by username (hot path: a public profile read), detached from the session."""
+    row = await fetch_one(session, _BY_USERNAME, {"username": username.lower()})
+    return Agent(**row) if row is not None else None
 
 
 async def by_id(session: AsyncSession, agent_id: uuid.UUID) -> Agent | None:
@@ -81,10 +86,14 @@ async def insert_registration(
 
 
 async def update_profile(session: AsyncSession, agent: Agent, changes: dict[str, Any]) -> Agent:
+    """Write the changed profile fields; ``agent`` is updated to match."""
+    now = utcnow()
+    await session.exec(
+        update(Agent).where(col(Agent.id) == agent.id).values(**changes, updated_at=now)
+    )
     for field, value in changes.items():
         setattr(agent, field, value)
-    agent.updated_at = utcnow()
-    await session.flush()
+    agent.updated_at = now
     return agent
 
 

@@ -6,23 +6,40 @@ import uuid
 from datetime import datetime, timedelta
 
 from sqlalchemy import update
-from sqlmodel import col, select
+from sqlmodel import col
 from sqlmodel.ext.asyncio.session import AsyncSession
 
+from storage.db import fetch_one
 from storage.models import Agent, ApiKey
 from storage.models.base import utcnow
 
 LAST_USED_GRANULARITY = timedelta(seconds=60)
 
 
-async def live_by_key_id(session: AsyncSession, key_id: str) -> tuple[ApiKey, Agent] | None:
-    result = await session.exec(
-        select(ApiKey, Agent)
-        .join(Agent, col(Agent.id) == col(ApiKey.agent_id))
-        .where(col(ApiKey.key_id) == key_id, col(ApiKey.revoked_at).is_(None))
+_KEY_COLUMNS = [c.name for c in ApiKey.__table__.columns]  # type: ignore[attr-defined]
+_AGENT_COLUMNS = [c.name for c in Agent.__table__.columns]  # type: ignore[attr-defined]
+# Column names come from our own tables, never from input.
+_LIVE_BY_KEY_ID = (
+    "SELECT "  # noqa: S608
+    + ", ".join(
+        [f"k.{c} AS k_{c}" for c in _KEY_COLUMNS] + [f"a.{c} AS a_{c}" for c in _AGENT_COLUMNS]
     )
-    row = result.first()
-    return (row[0], row[1]) if row else None
+    + " FROM api_keys k JOIN agents a ON a.id = k.agent_id"
+    + " WHERE k.key_id = %(key_id)s AND k.revoked_at IS NULL"
+)
+
+
+async def live_by_key_id(session: AsyncSession, key_id: str) -> tuple[ApiKey, Agent] | None:
+    """The live key with this id and its agent (hot path: every authenticated request).
+
+    Both rows come back detached from the session; writes go through explicit
+    UPDATE statements."""
+    row = await fetch_one(session, _LIVE_BY_KEY_ID, {"key_id": key_id})
+    if row is None:
+        return None
+    key = ApiKey(**{c: row[f"k_{c}"] for c in _KEY_COLUMNS})
+    agent = Agent(**{c: row[f"a_{c}"] for c in _AGENT_COLUMNS})
+    return key, agent
 
 
 async def revoke_all(session: AsyncSession, agent_id: uuid.UUID) -> int:

@@ -17,7 +17,7 @@ import httpx
 import psutil
 import pytest
 
-from serve_app.bootstrap import haproxy_dir
+from serve_app.bootstrap import haproxy_dir, ray_dir
 
 GENERAL_LIMIT = 150
 
@@ -55,7 +55,7 @@ def _wait_ready(service: Service, timeout: float = 240.0) -> None:
 
 
 def _leftovers(state_dir: Path) -> list[str]:
-    markers = (str(state_dir), str(haproxy_dir(state_dir)))
+    markers = (str(state_dir), str(haproxy_dir(state_dir)), str(ray_dir(state_dir)))
     found = []
     for proc in psutil.process_iter(["pid", "name", "cmdline"]):
         cmdline = " ".join(proc.info.get("cmdline") or [])

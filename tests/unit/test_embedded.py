@@ -4,8 +4,10 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import subprocess
 import sys
+import tempfile
 from pathlib import Path
 
 from storage.embedded import database_url, prune_dead_handles
@@ -34,3 +36,19 @@ def test_database_url_swaps_only_the_database() -> None:
         "postgresql://postgres:@/x?host=/s/pgdata"
     )
     assert database_url("postgresql://u:p@db:5432/postgres", "t") == "postgresql://u:p@db:5432/t"
+
+
+def test_long_state_folders_get_short_socket_dirs(tmp_path: Path) -> None:
+    from serve_app.bootstrap import haproxy_dir, ray_dir
+
+    deep = tmp_path / ("x" * 60) / "state"
+    for folder, limit in ((haproxy_dir(deep), 30), (ray_dir(deep), 40)):
+        assert len(str(folder)) <= limit
+        assert folder.is_symlink() and folder.resolve().parent == deep.resolve()
+    # Stable: the same folder gives the same link.
+    assert haproxy_dir(deep) == haproxy_dir(deep)
+    short = Path(tempfile.mkdtemp(prefix="c", dir="/tmp"))
+    try:
+        assert haproxy_dir(short) == short / "haproxy"
+    finally:
+        shutil.rmtree(short)
