@@ -43,10 +43,11 @@ def prepare(settings: Settings, *, migrate: bool = True) -> Prepared:
     return Prepared(database_url=url, secret_key=secret, embedded=embedded)
 
 
-# Unix socket paths are short: HAProxy refuses over 97 bytes and appends a
-# 56-character node id plus "/admin.sock" to its folder; Ray's limit is 107
-# bytes and it appends "/session_<date>_<time>_<usec>_<pid>/sockets/plasma_store".
-_HAPROXY_DIR_MAX = 30
+# Unix socket paths are short. HAProxy refuses over 97 bytes; Ray Serve puts its
+# sockets at "<folder>/<56-char node id>/admin.sock" (or metrics.sock): 97 - 70
+# leaves 27, and we keep one spare. Ray's limit is 107 bytes under
+# "<folder>/session_<date>_<time>_<usec>_<pid>/sockets/plasma_store" (≈ 64).
+_HAPROXY_DIR_MAX = 26
 _RAY_DIR_MAX = 40
 
 

@@ -107,6 +107,9 @@ def service(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Service]:
         while left and time.monotonic() < deadline:
             time.sleep(0.5)
             left = _leftovers(state_dir)
+        for link in (haproxy_dir(state_dir), ray_dir(state_dir)):
+            if link.is_symlink():
+                link.unlink()
         assert code == 0, f"cairn run exited with {code}:\n{svc.log()}"
         assert not left, f"processes left behind: {left}"
 

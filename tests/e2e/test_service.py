@@ -159,6 +159,7 @@ def test_ctrl_c_during_start_up_stops_cleanly(tmp_path_factory: pytest.TempPathF
     import signal
     import time
 
+    from serve_app.bootstrap import haproxy_dir, ray_dir
     from tests.e2e.conftest import _leftovers, free_port
 
     state = tmp_path_factory.mktemp("cairn-early-stop")
@@ -190,6 +191,9 @@ def test_ctrl_c_during_start_up_stops_cleanly(tmp_path_factory: pytest.TempPathF
     while _leftovers(state) and time.monotonic() < deadline:
         time.sleep(0.5)
     assert _leftovers(state) == []
+    for link in (haproxy_dir(state), ray_dir(state)):
+        if link.is_symlink():
+            link.unlink()
 
 
 def service_env_base() -> dict[str, str]:

@@ -42,13 +42,40 @@ def test_long_state_folders_get_short_socket_dirs(tmp_path: Path) -> None:
     from serve_app.bootstrap import haproxy_dir, ray_dir
 
     deep = tmp_path / ("x" * 60) / "state"
-    for folder, limit in ((haproxy_dir(deep), 30), (ray_dir(deep), 40)):
-        assert len(str(folder)) <= limit
-        assert folder.is_symlink() and folder.resolve().parent == deep.resolve()
-    # Stable: the same folder gives the same link.
-    assert haproxy_dir(deep) == haproxy_dir(deep)
-    short = Path(tempfile.mkdtemp(prefix="c", dir="/tmp"))
+    hap, ray = haproxy_dir(deep), ray_dir(deep)
+    try:
+        for folder, limit in ((hap, 26), (ray, 40)):
+            assert len(str(folder)) <= limit
+            assert folder.is_symlink() and folder.resolve().parent == deep.resolve()
+        # Stable: the same folder gives the same link.
+        assert (haproxy_dir(deep), ray_dir(deep)) == (hap, ray)
+    finally:
+        hap.unlink()
+        ray.unlink()
+    short = Path(tempfile.mkdtemp(prefix="c", dir="/tmp"))  # /tmp/cXXXXXXXX: 17 characters
     try:
         assert haproxy_dir(short) == short / "haproxy"
     finally:
         shutil.rmtree(short)
+
+
+def test_socket_paths_fit_for_every_state_folder_length() -> None:
+    """The longest sockets HAProxy and Ray create stay within their limits, on
+    both sides of the point where the short symlink takes over."""
+    from serve_app.bootstrap import haproxy_dir, ray_dir
+
+    session = "session_2026-11-21_16-12-20_286518_4194304"
+    base = Path(tempfile.mkdtemp(prefix="c", dir="/tmp"))
+    made: list[Path] = []
+    try:
+        for extra in range(0, 40):
+            state = base / ("s" * extra) if extra else base
+            hap, ray = haproxy_dir(state), ray_dir(state)
+            made += [hap, ray]
+            assert len(f"{hap}/{'n' * 56}/metrics.sock") <= 97, hap
+            assert len(f"{ray}/{session}/sockets/plasma_store") <= 107, ray
+    finally:
+        for folder in made:
+            if folder.is_symlink():
+                folder.unlink()
+        shutil.rmtree(base)
