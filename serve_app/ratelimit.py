@@ -5,7 +5,9 @@ uvicorn). ``RayRateLimiter`` asks the sharded ``RateLimiterShard`` actors, so
 every replica shares one count. It batches the hits of one event-loop turn
 into one actor call per shard, answers refusals locally while a window is
 known to be full (a fixed window cannot reopen before ``reset_at``), and falls
-back to a local window if a shard cannot be reached.
+back to a local window if a shard cannot be reached. At most one call per
+shard is in flight: hits that arrive meanwhile wait for it and go together in
+the next call, so under load many requests share one actor hop.
 """
 
 from __future__ import annotations
@@ -55,6 +57,7 @@ class RayRateLimiter:
             [] for _ in range(shards)
         ]
         self._flush_scheduled = [False] * shards
+        self._in_flight = [False] * shards
         self._full_until: dict[str, tuple[float, int]] = {}  # key -> (reset_at, limit)
         self._fallback = WindowLimiter()
         self._tasks: set[asyncio.Task[None]] = set()
@@ -81,7 +84,7 @@ class RayRateLimiter:
         loop = asyncio.get_running_loop()
         future: asyncio.Future[Decision] = loop.create_future()
         self._pending[shard].append(((key, rule.limit, float(rule.window_s), 1), future))
-        if not self._flush_scheduled[shard]:
+        if not self._flush_scheduled[shard] and not self._in_flight[shard]:
             self._flush_scheduled[shard] = True
             loop.call_soon(self._start_flush, shard)
         decision = await future
@@ -92,26 +95,41 @@ class RayRateLimiter:
         return decision
 
     def _start_flush(self, shard: int) -> None:
-        batch, self._pending[shard] = self._pending[shard], []
         self._flush_scheduled[shard] = False
+        batch, self._pending[shard] = self._pending[shard], []
+        if not batch:
+            return
+        self._in_flight[shard] = True
         task = asyncio.ensure_future(self._flush(shard, batch))
         self._tasks.add(task)
         task.add_done_callback(self._tasks.discard)
+
+    def _flush_done(self, shard: int) -> None:
+        self._in_flight[shard] = False
+        if self._pending[shard]:
+            self._start_flush(shard)
 
     async def _flush(
         self, shard: int, batch: list[tuple[tuple[str, int, float, int], asyncio.Future[Decision]]]
     ) -> None:
         requests = [req for req, _ in batch]
         try:
-            ref = self._shards()[shard].hit_many.remote(requests)
-            results = await asyncio.wait_for(ref, timeout=self.CALL_TIMEOUT_S)
-            decisions = [Decision.from_tuple(r) for r in results]
-        except Exception as exc:  # actor restarting or unreachable: degrade, don't fail
-            log.warning("rate-limit shard %d unavailable (%s); using the local window", shard, exc)
-            now = time.time()
-            decisions = [
-                self._fallback.hit(k, lim, win, now, cost) for k, lim, win, cost in requests
-            ]
-        for (_, future), decision in zip(batch, decisions, strict=True):
-            if not future.done():
-                future.set_result(decision)
+            try:
+                ref = self._shards()[shard].hit_many.remote(requests)
+                results = await asyncio.wait_for(ref, timeout=self.CALL_TIMEOUT_S)
+                decisions = [Decision.from_tuple(r) for r in results]
+                if len(decisions) != len(requests):
+                    raise RuntimeError(f"shard answered {len(decisions)} of {len(requests)} hits")
+            except Exception as exc:  # actor restarting or unreachable: degrade, don't fail
+                log.warning(
+                    "rate-limit shard %d unavailable (%s); using the local window", shard, exc
+                )
+                now = time.time()
+                decisions = [
+                    self._fallback.hit(k, lim, win, now, cost) for k, lim, win, cost in requests
+                ]
+            for (_, future), decision in zip(batch, decisions, strict=True):
+                if not future.done():
+                    future.set_result(decision)
+        finally:
+            self._flush_done(shard)
