@@ -1,20 +1,22 @@
 """The RateLimiter Ray actor: one shard of the rate-limit windows.
 
-Actor methods run one at a time, so a batch of hits is applied atomically and
-no two replicas can both take the last slot of a window.
+Actor methods run one at a time, so a batch of operations is applied
+atomically and no two replicas can both take the last token of a window.
 """
 
 from __future__ import annotations
 
 import time
+from typing import Any
 
 import ray
 
-from actors.ratelimit import WindowLimiter
+from actors.ratelimit import LeaseLimiter
 
-# One request to a shard: (key, limit, window_s, cost).
-HitRequest = tuple[str, int, float, int]
-HitResult = tuple[bool, int, int, float]
+# Operations a client sends in one call:
+#   ("acquire", key, limit, window_s, want) -> Grant.as_tuple()
+#   ("release", key, unused, reset_at)      -> None
+Op = tuple[Any, ...]
 
 NAMESPACE = "cairn"
 
@@ -28,17 +30,33 @@ class RateLimiterShard:
     """Holds the windows of the keys that hash to this shard."""
 
     def __init__(self) -> None:
-        self._limiter = WindowLimiter()
+        self._limiter = LeaseLimiter()
         self._started = time.time()
+        self._calls = 0
 
-    def hit_many(self, requests: list[HitRequest]) -> list[HitResult]:
+    def apply(self, client: str, ops: list[Op]) -> list[Any]:
+        self._calls += 1
         now = time.time()
-        return [
-            self._limiter.hit(k, lim, win, now, cost).as_tuple() for k, lim, win, cost in requests
-        ]
+        out: list[Any] = []
+        for op in ops:
+            if op[0] == "acquire":
+                _, key, limit, window_s, want = op
+                grant = self._limiter.acquire(key, limit, window_s, want, client, now)
+                out.append(grant.as_tuple())
+            elif op[0] == "release":
+                _, key, unused, reset_at = op
+                self._limiter.release(key, client, unused, reset_at, now)
+                out.append(None)
+            else:
+                raise ValueError(f"unknown rate-limit operation {op[0]!r}")
+        return out
 
     def stats(self) -> dict[str, float]:
-        return {"keys": float(len(self._limiter)), "started": self._started}
+        return {
+            "keys": float(len(self._limiter)),
+            "calls": float(self._calls),
+            "started": self._started,
+        }
 
 
 def get_or_create_shards(count: int) -> list[ray.actor.ActorHandle]:

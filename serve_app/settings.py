@@ -55,8 +55,8 @@ class Settings(BaseSettings):
     # Storage
     database_url: str | None = None
     state_dir: Path = Path(".cairn")
-    db_pool_size: int = Field(default=10, ge=1, le=200)
-    db_max_overflow: int = Field(default=10, ge=0, le=200)
+    db_pool_size: int = Field(default=20, ge=1, le=200)
+    db_max_overflow: int = Field(default=0, ge=0, le=200)
 
     # HTTP
     host: str = "127.0.0.1"

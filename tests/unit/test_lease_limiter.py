@@ -1,0 +1,106 @@
+"""Leased rate-limit windows (plain class behind the RateLimiterShard actor)."""
+
+from __future__ import annotations
+
+import random
+
+import pytest
+
+from actors.ratelimit import LeaseLimiter
+
+
+def test_single_tokens_behave_like_a_fixed_window() -> None:
+    limiter = LeaseLimiter()
+    grants = [limiter.acquire("k", 5, 60, 1, "a", now=100.0) for _ in range(7)]
+    assert [g.granted for g in grants] == [1] * 5 + [0, 0]
+    assert [g.remaining for g in grants[:5]] == [4, 3, 2, 1, 0]
+    assert all(g.reset_at == 160.0 for g in grants)
+
+
+def test_blocks_shrink_as_the_window_fills() -> None:
+    limiter = LeaseLimiter()
+    grants = []
+    while (g := limiter.acquire("k", 1000, 60, 16, "a", now=0)).granted:
+        grants.append(g.granted)
+    assert grants[0] == 16
+    assert grants[-5:] == [1] * 5  # one token per request near the limit
+    assert sum(grants) == 1000  # each acquire settles the previous (spent) block
+
+
+def test_release_returns_unused_tokens() -> None:
+    limiter = LeaseLimiter()
+    g = limiter.acquire("k", 100, 60, 10, "a", now=0)
+    assert g.granted == 10
+    limiter.release("k", "a", unused=6, reset_at=g.reset_at, now=1)
+    again = limiter.acquire("k", 100, 60, 1, "b", now=1)
+    assert again.remaining == 100 - 4 - 1
+
+
+def test_release_cannot_return_more_than_was_leased() -> None:
+    limiter = LeaseLimiter()
+    g = limiter.acquire("k", 100, 60, 10, "a", now=0)
+    limiter.release("k", "a", unused=1000, reset_at=g.reset_at, now=1)
+    limiter.release("k", "a", unused=1000, reset_at=g.reset_at, now=1)  # twice: no effect
+    assert limiter.acquire("k", 100, 60, 1, "b", now=1).remaining == 100 - 1 - 1
+
+
+def test_release_for_a_past_window_is_ignored() -> None:
+    limiter = LeaseLimiter()
+    g = limiter.acquire("k", 100, 10, 10, "a", now=0)
+    fresh = limiter.acquire("k", 100, 10, 1, "b", now=11)  # new window
+    limiter.release("k", "a", unused=9, reset_at=g.reset_at, now=11)
+    assert limiter.acquire("k", 100, 10, 1, "b", now=11).remaining == fresh.remaining - 1
+
+
+def test_refusal_says_tokens_are_out_elsewhere() -> None:
+    limiter = LeaseLimiter()
+    a = limiter.acquire("k", 40, 60, 8, "a", now=0)  # 40 // 4 = 10 >= 8
+    assert a.granted == 8
+    while limiter.acquire("k", 40, 60, 1, "b", now=0).granted:
+        pass
+    refused = limiter.acquire("k", 40, 60, 1, "b", now=0)
+    assert refused.granted == 0 and refused.leased_elsewhere == 7
+    limiter.release("k", "a", unused=7, reset_at=a.reset_at, now=0)
+    assert limiter.acquire("k", 40, 60, 1, "b", now=0).granted == 1
+
+
+def test_small_windows_are_never_leased() -> None:
+    limiter = LeaseLimiter()
+    grants = [limiter.acquire("k", 10, 60, 16, "a", now=0) for _ in range(11)]
+    assert [g.granted for g in grants] == [1] * 10 + [0]
+    assert [g.remaining for g in grants[:10]] == list(range(9, -1, -1))
+
+
+@pytest.mark.parametrize("seed", range(25))
+def test_random_clients_never_exceed_and_finally_reach_the_limit(seed: int) -> None:
+    """Clients acquire blocks, use some tokens, release or re-acquire in random
+    order. Admitted requests never exceed the limit, and once every client has
+    given back what it did not use, exactly the limit has been admitted."""
+    rng = random.Random(seed)
+    limit = rng.choice([1, 7, 50, 150, 1000])
+    limiter = LeaseLimiter()
+    credit = {c: 0 for c in "abcd"}
+    reset_at = {c: 0.0 for c in "abcd"}
+    admitted = 0
+    for _ in range(3000):
+        client = rng.choice("abcd")
+        action = rng.random()
+        if action < 0.8:  # a request arrives at this client
+            if credit[client] > 0:
+                credit[client] -= 1
+                admitted += 1
+            else:
+                g = limiter.acquire("k", limit, 3600, rng.choice([1, 4, 16]), client, now=0)
+                if g.granted:
+                    admitted += 1
+                    credit[client], reset_at[client] = g.granted - 1, g.reset_at
+        elif credit[client]:  # the client goes idle and gives back its block
+            limiter.release("k", client, credit[client], reset_at[client], now=0)
+            credit[client] = 0
+        assert admitted <= limit
+    for client in "abcd":
+        if credit[client]:
+            limiter.release("k", client, credit[client], reset_at[client], now=0)
+    while limiter.acquire("k", limit, 3600, 1, "z", now=0).granted:
+        admitted += 1
+    assert admitted == limit
