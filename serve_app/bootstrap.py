@@ -26,8 +26,11 @@ class Prepared:
     embedded: bool
 
 
-def prepare(settings: Settings, *, migrate: bool = True) -> Prepared:
-    """Idempotent: safe on every start and from several processes."""
+def prepare(settings: Settings, *, migrate: bool = True, keep_db_running: bool = False) -> Prepared:
+    """Idempotent: safe on every start and from several processes.
+
+    ``keep_db_running``: an embedded Postgres started here outlives this
+    process (stop it with ``cairn db stop``)."""
     state = settings.state_path
     state.mkdir(parents=True, exist_ok=True)
     secret = (
@@ -36,7 +39,7 @@ def prepare(settings: Settings, *, migrate: bool = True) -> Prepared:
         else load_or_create_secret(state)
     )
     embedded = settings.database_url is None
-    url = settings.database_url or start_embedded(state)
+    url = settings.database_url or start_embedded(state, keep_running=keep_db_running)
     if migrate:
         upgrade(url)
         seed_categories(url)

@@ -89,7 +89,7 @@ def cmd_run(args: argparse.Namespace) -> int:
         )
         return 2
 
-    from serve_app.bootstrap import prepare, ray_dir, ray_env, stop_stray_haproxy, worker_env
+    from serve_app.bootstrap import prepare, ray_dir, ray_env, stop_stray_haproxy
 
     t0 = time.monotonic()
     prepared = prepare(settings)
@@ -107,20 +107,16 @@ def cmd_run(args: argparse.Namespace) -> int:
 
     from serve_app.deployments import build_application
 
-    runtime_env = {"env_vars": worker_env(settings, prepared)}
     deployed = False
     try:
         if remote:
-            ray.init(
-                address=remote, namespace="cairn", runtime_env=runtime_env, log_to_driver=False
-            )
+            ray.init(address=remote, namespace="cairn", log_to_driver=False)
         else:
             ray.init(
                 namespace="cairn",
                 _temp_dir=str(ray_dir(settings.state_path)),
                 include_dashboard=False,
                 _node_ip_address="127.0.0.1",
-                runtime_env=runtime_env,
                 log_to_driver=False,
                 configure_logging=True,
                 logging_level=logging.WARNING,
@@ -199,6 +195,30 @@ def cmd_set_role(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_db(args: argparse.Namespace) -> int:
+    """Status or clean stop of the embedded Postgres (no-op with CAIRN_DATABASE_URL)."""
+    from storage.embedded import server_status, stop_server
+
+    settings = get_settings()
+    if settings.database_url:
+        print("cairn: CAIRN_DATABASE_URL is set; the embedded Postgres is not used")
+        return 0
+    running, attached = server_status(settings.state_path)
+    if args.db_command == "status":
+        state = "running" if running else "stopped"
+        print(f"cairn: embedded Postgres in {settings.state_path / 'pgdata'}: {state}", end="")
+        print(f", used by pids {attached}" if attached else "")
+        return 0
+    if attached and not args.force:
+        print(f"cairn: still used by pids {attached} (stop them, or --force)", file=sys.stderr)
+        return 1
+    print(
+        "cairn: embedded Postgres",
+        "stopped" if stop_server(settings.state_path) else "was not running",
+    )
+    return 0
+
+
 def cmd_env(_: argparse.Namespace) -> int:
     """Print the Ray environment as shell exports (for `serve run configs/serve.yaml`)."""
     from serve_app.bootstrap import ray_env
@@ -227,6 +247,13 @@ def build_parser() -> argparse.ArgumentParser:
     sub.add_parser("env", help="print the Ray environment as shell exports").set_defaults(
         func=cmd_env
     )
+
+    db = sub.add_parser("db", help="the embedded Postgres")
+    db_sub = db.add_subparsers(dest="db_command", required=True)
+    db_sub.add_parser("status", help="is it running, and who uses it").set_defaults(func=cmd_db)
+    db_stop = db_sub.add_parser("stop", help="stop it cleanly")
+    db_stop.add_argument("--force", action="store_true", help="even while processes use it")
+    db_stop.set_defaults(func=cmd_db)
 
     users = sub.add_parser("users", help="manage users")
     users_sub = users.add_subparsers(dest="users_command", required=True)

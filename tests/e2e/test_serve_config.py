@@ -1,0 +1,84 @@
+"""`serve run configs/serve.yaml` (Serve's own CLI) runs the same app."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import httpx
+import pytest
+import yaml
+
+from tests.e2e.conftest import REPO_ROOT, free_port
+
+pytestmark = pytest.mark.e2e
+
+
+def test_serve_run_with_the_config_file(tmp_path: Path) -> None:
+    port = free_port()
+    config = yaml.safe_load((REPO_ROOT / "configs" / "serve.yaml").read_text())
+    config["http_options"]["port"] = port
+    config_path = tmp_path / "serve.yaml"
+    config_path.write_text(yaml.safe_dump(config))
+    state = tmp_path / "state"
+    ray_tmp = Path(tempfile.mkdtemp(prefix="cr", dir="/tmp"))  # Ray's sockets need a short path
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("CAIRN_", "RAY_"))}
+    env.update({"CAIRN_STATE_DIR": str(state), "RAY_TMPDIR": str(ray_tmp)})
+    serve_bin = Path(sys.executable).with_name("serve")
+    log = tmp_path / "serve-run.log"
+    with open(log, "wb") as out:
+        proc = subprocess.Popen(
+            [str(serve_bin), "run", str(config_path)],
+            cwd=REPO_ROOT,
+            env=env,
+            stdout=out,
+            stderr=out,
+        )
+    try:
+        base = f"http://127.0.0.1:{port}"
+        deadline = time.monotonic() + 240
+        while time.monotonic() < deadline:
+            assert proc.poll() is None, log.read_text()[-3000:]
+            try:
+                if httpx.get(f"{base}/api/health", timeout=2).status_code == 200:
+                    break
+            except httpx.HTTPError:
+                pass
+            time.sleep(1)
+        else:
+            pytest.fail("serve run did not become ready:\n" + log.read_text()[-3000:])
+        created = httpx.post(f"{base}/api/agents/register", json={"name": "Config Bot"}, timeout=30)
+        assert created.status_code == 201, created.text
+        username = created.json()["data"]["username"]
+        assert httpx.get(f"{base}/api/agents/{username}", timeout=30).status_code == 200
+    finally:
+        proc.send_signal(signal.SIGINT)
+        try:
+            proc.wait(timeout=90)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait(timeout=30)
+        # The builder leaves the embedded Postgres up (Serve may build the app
+        # in a short-lived task); `cairn db stop` is how it is stopped.
+        stopped = subprocess.run(
+            [sys.executable, "-m", "serve_app.cli", "db", "stop", "--force"],
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
+        shutil.rmtree(ray_tmp, ignore_errors=True)
+    assert "stopped" in stopped.stdout, stopped.stdout + stopped.stderr
+    status = subprocess.run(
+        [sys.executable, "-m", "serve_app.cli", "db", "status"],
+        env=env,
+        capture_output=True,
+        text=True,
+    )
+    assert "stopped" in status.stdout
