@@ -28,7 +28,7 @@ import zlib
 from dataclasses import dataclass
 from typing import Any, Protocol
 
-from actors.ratelimit import Decision, Grant, Rule, WindowLimiter
+from actors.ratelimit import Decision, Grant, LeaseLimiter, Rule
 
 log = logging.getLogger("cairn.ratelimit")
 
@@ -45,7 +45,7 @@ def _key(rule: Rule, subject: str) -> str:
 
 class LocalRateLimiter:
     def __init__(self, clock: Any = time.time) -> None:
-        self._limiter = WindowLimiter()
+        self._limiter = LeaseLimiter()
         self._clock = clock
 
     async def hit(self, rule: Rule, subject: str) -> Decision:
@@ -87,7 +87,7 @@ class RayRateLimiter:
         self._credits: dict[str, _Credit] = {}
         self._acquiring: dict[str, asyncio.Future[None]] = {}
         self._full_until: dict[str, tuple[float, int]] = {}  # key -> (reset_at, limit)
-        self._fallback = WindowLimiter()
+        self._fallback = LeaseLimiter()
         self._tasks: set[asyncio.Task[Any]] = set()
         self._releaser: asyncio.Task[None] | None = None
 

@@ -41,18 +41,24 @@ class Service:
         return self.log_path.read_text(errors="replace")[-5000:]
 
 
-def _wait_ready(service: Service, timeout: float = 240.0) -> None:
+def wait_healthy(
+    base_url: str, process: subprocess.Popen[bytes], log_path: Path, timeout: float = 240.0
+) -> None:
+    """Poll /api/health until it answers 200; fail early if the server exits."""
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
-        if service.process.poll() is not None:
-            raise RuntimeError(f"cairn run exited early:\n{service.log()}")
+        if process.poll() is not None:
+            tail = log_path.read_text(errors="replace")[-5000:]
+            raise RuntimeError(f"server exited with {process.returncode}:\n{tail}")
         try:
-            if httpx.get(f"{service.base_url}/api/health", timeout=2).status_code == 200:
+            if httpx.get(f"{base_url}/api/health", timeout=2).status_code == 200:
                 return
         except httpx.HTTPError:
             pass
         time.sleep(0.5)
-    raise RuntimeError(f"service not ready after {timeout}s:\n{service.log()}")
+    raise RuntimeError(
+        f"not ready after {timeout}s:\n{log_path.read_text(errors='replace')[-5000:]}"
+    )
 
 
 def _leftovers(state_dir: Path) -> list[str]:
@@ -93,7 +99,7 @@ def service(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Service]:
         )
     svc = Service(f"http://127.0.0.1:{port}", state_dir, env, process, log_path)
     try:
-        _wait_ready(svc)
+        wait_healthy(svc.base_url, process, log_path)
         yield svc
     finally:
         # Ctrl-C, as a person would; the service must stop cleanly and fully.

@@ -8,14 +8,13 @@ import signal
 import subprocess
 import sys
 import tempfile
-import time
 from pathlib import Path
 
 import httpx
 import pytest
 import yaml
 
-from tests.e2e.conftest import REPO_ROOT, free_port
+from tests.e2e.conftest import REPO_ROOT, free_port, wait_healthy
 
 pytestmark = pytest.mark.e2e
 
@@ -42,17 +41,7 @@ def test_serve_run_with_the_config_file(tmp_path: Path) -> None:
         )
     try:
         base = f"http://127.0.0.1:{port}"
-        deadline = time.monotonic() + 240
-        while time.monotonic() < deadline:
-            assert proc.poll() is None, log.read_text()[-3000:]
-            try:
-                if httpx.get(f"{base}/api/health", timeout=2).status_code == 200:
-                    break
-            except httpx.HTTPError:
-                pass
-            time.sleep(1)
-        else:
-            pytest.fail("serve run did not become ready:\n" + log.read_text()[-3000:])
+        wait_healthy(base, proc, log)
         created = httpx.post(f"{base}/api/agents/register", json={"name": "Config Bot"}, timeout=30)
         assert created.status_code == 201, created.text
         username = created.json()["data"]["username"]
