@@ -145,6 +145,9 @@ def worker_env(settings: Settings, prepared: Prepared) -> dict[str, str]:
             "CAIRN_DATABASE_URL": prepared.database_url,
             "CAIRN_SECRET_KEY": prepared.secret_key,
             "CAIRN_STATE_DIR": str(settings.state_path),
+            # Effective values, command-line overrides included (claim URLs).
+            "CAIRN_HOST": settings.host,
+            "CAIRN_PORT": str(settings.port),
         }
     )
     return env

@@ -69,3 +69,17 @@ def test_secret_is_generated_once_with_private_mode(tmp_path: Path) -> None:
     assert mode == 0o600
     assert Settings(state_dir=tmp_path).secret_bytes() == first.encode()
     assert Settings(state_dir=tmp_path, secret_key="explicit").secret_bytes() == b"explicit"
+
+
+def test_replicas_get_resolved_and_overridden_values(monkeypatch: pytest.MonkeyPatch) -> None:
+    from serve_app.bootstrap import Prepared, worker_env
+
+    monkeypatch.setenv("CAIRN_RATELIMIT_VOTE", "7/minute")
+    monkeypatch.setenv("CAIRN_PORT", "8000")
+    settings = Settings().model_copy(update={"port": 8102})  # as `cairn run --port 8102`
+    env = worker_env(settings, Prepared("postgresql://db/cairn", "s3cret", embedded=True))
+    assert env["CAIRN_PORT"] == "8102"
+    assert env["CAIRN_DATABASE_URL"] == "postgresql://db/cairn"
+    assert env["CAIRN_SECRET_KEY"] == "s3cret"
+    assert env["CAIRN_RATELIMIT_VOTE"] == "7/minute"
+    assert Path(env["CAIRN_STATE_DIR"]).is_absolute()
