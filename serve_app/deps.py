@@ -129,7 +129,24 @@ async def require_caller(request: Request, response: Response, ctx: Ctx, db: Db)
     return caller
 
 
+async def optional_caller(request: Request, response: Response, ctx: Ctx, db: Db) -> Caller | None:
+    """The caller when a key is sent (a bad key is still a 401), else None."""
+    if request.headers.get("authorization") is None:
+        return None
+    return await require_caller(request, response, ctx, db)
+
+
 CurrentCaller = Annotated[Caller, Depends(require_caller, scope="function")]
+MaybeCaller = Annotated[Caller | None, Depends(optional_caller, scope="function")]
+
+
+def agent_limit(rule_name: str) -> Callable[..., Awaitable[None]]:
+    """A dependency counting ``rule_name`` for the authenticated caller."""
+
+    async def _dep(response: Response, ctx: Ctx, caller: CurrentCaller) -> None:
+        await enforce(ctx, response, rule_name, str(caller.agent.id))
+
+    return _dep
 
 
 def ip_limit(rule_name: str) -> Callable[..., Awaitable[None]]:

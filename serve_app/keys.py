@@ -13,6 +13,8 @@ import re
 import secrets
 from dataclasses import dataclass
 
+from serve_app.slugs import slugify
+
 KEY_PREFIX = "cairn_"
 _KEY_RE = re.compile(r"^cairn_([0-9a-f]{12})_([A-Za-z0-9_-]{43})$")
 # Crockford-style alphabet without look-alikes (no 0/O, 1/I/L).
@@ -58,13 +60,6 @@ def username_suffix(length: int = 4) -> str:
     return "".join(secrets.choice(USERNAME_SUFFIX_ALPHABET) for _ in range(length))
 
 
-_NON_WORD = re.compile(r"[^a-z0-9]+")
-
-
 def username_base(name: str, max_len: int = 40) -> str:
     """The name, lower-cased, with runs of other characters turned into one '_'."""
-    import unicodedata
-
-    ascii_name = unicodedata.normalize("NFKD", name).encode("ascii", "ignore").decode()
-    base = _NON_WORD.sub("_", ascii_name.lower()).strip("_")[:max_len].strip("_")
-    return base or "agent"
+    return slugify(name, sep="_", max_len=max_len, fallback="agent")

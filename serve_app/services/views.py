@@ -5,7 +5,7 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Any
 
-from storage.models import Agent, Category
+from storage.models import Agent, Category, Pattern
 
 
 def iso(value: datetime | None) -> str | None:
@@ -64,4 +64,42 @@ def category(cat: Category) -> dict[str, Any]:
         "description": cat.description,
         "color": cat.color,
         "icon_name": cat.icon_name,
+    }
+
+
+def category_brief(cat: Category | None) -> dict[str, Any] | None:
+    return {"id": str(cat.id), "name": cat.name, "slug": cat.slug} if cat is not None else None
+
+
+def pattern_item(pattern: Pattern, author: Agent, cat: Category | None) -> dict[str, Any]:
+    """A pattern in a list: the spec's list fields plus tags and dates."""
+    return {
+        "id": str(pattern.id),
+        "title": pattern.title,
+        "slug": pattern.slug,
+        "description": pattern.description,
+        "difficulty_level": pattern.difficulty_level,
+        "vote_score": pattern.vote_score,
+        "view_count": pattern.view_count,
+        "author": agent_brief(author),
+        "category": category_brief(cat),
+        "use_case_tags": pattern.use_case_tags,
+        "tech_stack": pattern.tech_stack,
+        "created_at": iso(pattern.created_at),
+    }
+
+
+def pattern_detail(pattern: Pattern, author: Agent, cat: Category | None) -> dict[str, Any]:
+    """A whole pattern."""
+    return {
+        **pattern_item(pattern, author, cat),
+        "content": pattern.content,
+        "code_examples": pattern.code_examples,
+        "status": pattern.status,
+        "moderation_status": pattern.moderation_status,
+        "comment_count": pattern.comment_count,
+        "fork_count": pattern.fork_count,
+        "bookmark_count": pattern.bookmark_count,
+        "forked_from_id": str(pattern.forked_from_id) if pattern.forked_from_id else None,
+        "updated_at": iso(pattern.updated_at),
     }

@@ -203,3 +203,33 @@ def service_env_base() -> dict[str, str]:
     env.pop("CAIRN_DATABASE_URL", None)
     env.pop("RAY_ADDRESS", None)
     return env
+
+
+async def test_patterns_through_serve(http: httpx.AsyncClient) -> None:
+    agent = await register(http, "Pattern Author")
+    headers = auth(agent["api_key"])
+    body = {
+        "title": "Serve-side pattern check",
+        "description": "A pattern published through the real service.",
+        "content": "Through HAProxy, the Api replicas and Postgres full-text search.",
+        "tech_stack": ["ray", "postgres"],
+    }
+    created = await http.post("/api/patterns", headers=headers, json=body)
+    assert created.status_code == 201, created.text
+    pattern = created.json()["data"]
+    read = await http.get(f"/api/patterns/{pattern['slug']}")
+    assert read.status_code == 200 and read.json()["data"]["view_count"] == 1
+    found = await http.get(
+        "/api/patterns", params={"search": "haproxy replicas", "tech_stack": "ray"}
+    )
+    assert [p["id"] for p in found.json()["data"]] == [pattern["id"]]
+    edited = await http.put(
+        f"/api/patterns/{pattern['id']}", headers=headers, json={"difficulty_level": "advanced"}
+    )
+    assert edited.json()["data"]["difficulty_level"] == "advanced"
+    assert (await http.delete(f"/api/patterns/{pattern['id']}", headers=headers)).status_code == 200
+    assert (await http.get(f"/api/patterns/{pattern['id']}")).status_code == 404
+    bad = await http.post(
+        "/api/patterns", headers=headers, json={**body, "difficulty_level": "guru"}
+    )
+    assert bad.status_code == 400 and bad.json()["error"] == "validation_error"

@@ -1,0 +1,81 @@
+"""Patterns: publish, read, edit, archive, list."""
+
+from __future__ import annotations
+
+import uuid
+from typing import Annotated, Any, Literal
+
+from fastapi import APIRouter, Depends, Query
+
+from serve_app.deps import CurrentCaller, Db, MaybeCaller, ReadDb, agent_limit
+from serve_app.errors import BadRequest
+from serve_app.schemas.patterns import Difficulty, PatternCreate, PatternUpdate, normalize_tag
+from serve_app.services import patterns as service
+from storage.repositories.patterns import ListQuery
+
+router = APIRouter(prefix="/api/patterns", tags=["patterns"])
+
+
+def _tag_list(raw: str | None, name: str) -> tuple[str, ...]:
+    if not raw:
+        return ()
+    try:
+        return tuple(dict.fromkeys(normalize_tag(t) for t in raw.split(",") if t.strip()))
+    except ValueError as exc:
+        raise BadRequest(f"{name}: {exc}", error="validation_error") from exc
+
+
+@router.get("")
+async def list_patterns(
+    db: ReadDb,
+    page: Annotated[int, Query(ge=1, le=100_000)] = 1,
+    limit: Annotated[int, Query(ge=1, le=50)] = 10,
+    category_id: uuid.UUID | None = None,
+    difficulty_level: Difficulty | None = None,
+    search: Annotated[str | None, Query(max_length=200)] = None,
+    sort_by: Literal["newest", "popular", "trending", "top_rated"] | None = None,
+    use_case_tags: Annotated[str | None, Query(max_length=500)] = None,
+    tech_stack: Annotated[str | None, Query(max_length=500)] = None,
+    author_id: uuid.UUID | None = None,
+) -> dict[str, Any]:
+    """Published patterns, filtered, sorted and paginated."""
+    query = ListQuery(
+        page=page,
+        limit=limit,
+        category_id=category_id,
+        difficulty_level=difficulty_level,
+        search=search.strip() or None if search else None,
+        sort_by=sort_by,
+        use_case_tags=_tag_list(use_case_tags, "use_case_tags"),
+        tech_stack=_tag_list(tech_stack, "tech_stack"),
+        author_id=author_id,
+    )
+    return await service.list_public(db, query)
+
+
+@router.post("", status_code=201, dependencies=[Depends(agent_limit("pattern_create"))])
+async def create_pattern(body: PatternCreate, caller: CurrentCaller, db: Db) -> dict[str, Any]:
+    """Publish a pattern (5 per hour per agent)."""
+    data = await service.create(db, caller.agent, body)
+    return {"message": "Pattern published.", "data": data}
+
+
+@router.get("/{id_or_slug}")
+async def read_pattern(id_or_slug: str, caller: MaybeCaller, db: Db) -> dict[str, Any]:
+    """A pattern by id or slug; counts a view."""
+    return {"data": await service.read(db, id_or_slug, caller.agent if caller else None)}
+
+
+@router.put("/{id_or_slug}")
+async def update_pattern(
+    id_or_slug: str, body: PatternUpdate, caller: CurrentCaller, db: Db
+) -> dict[str, Any]:
+    """Edit your pattern: any subset of the create fields."""
+    data = await service.update(db, id_or_slug, caller.agent, body)
+    return {"message": "Pattern updated.", "data": data}
+
+
+@router.delete("/{id_or_slug}")
+async def delete_pattern(id_or_slug: str, caller: CurrentCaller, db: Db) -> dict[str, Any]:
+    """Archive your pattern (soft delete)."""
+    return await service.archive(db, id_or_slug, caller.agent)

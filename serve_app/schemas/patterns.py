@@ -1,0 +1,89 @@
+"""Pattern bodies and the list query (bounds: docs/decisions.md, "Patterns")."""
+
+from __future__ import annotations
+
+import re
+import uuid
+from typing import Annotated, Literal
+
+from pydantic import AfterValidator, Field, field_validator
+
+from serve_app.schemas.common import CleanText, Input, Line
+
+Difficulty = Literal["beginner", "intermediate", "advanced"]
+
+MAX_TAGS = 10
+MAX_STACK = 20
+MAX_EXAMPLES = 20
+_TAG = re.compile(r"^[a-z0-9][a-z0-9+#._ -]{0,39}$")
+
+
+def normalize_tag(raw: str) -> str:
+    """Lower-case, trimmed, inner spaces collapsed; 1-40 of [a-z0-9+#._ -]."""
+    tag = " ".join(raw.strip().lower().split())
+    if not _TAG.match(tag):
+        raise ValueError(f"invalid tag {raw!r}: 1-40 characters of a-z, 0-9, space, + # . _ -")
+    return tag
+
+
+def _tags(values: list[str]) -> list[str]:
+    seen: dict[str, None] = {}
+    for value in values:
+        seen.setdefault(normalize_tag(value), None)
+    return list(seen)
+
+
+Tags = Annotated[list[str], AfterValidator(_tags)]
+
+
+class CodeExample(Input):
+    language: Line = Field(min_length=1, max_length=30)
+    code: str = Field(min_length=1, max_length=20_000)
+
+
+ExampleKey = Annotated[str, Field(min_length=1, max_length=60, pattern=r"^[^\x00-\x1f\x7f]+$")]
+
+
+class PatternFields(Input):
+    """Fields shared by create and update, all optional here."""
+
+    title: Line | None = Field(default=None, min_length=5, max_length=200)
+    description: CleanText | None = Field(default=None, min_length=10, max_length=2000)
+    content: str | None = Field(default=None, min_length=1, max_length=100_000)
+    difficulty_level: Difficulty | None = None
+    category_id: uuid.UUID | None = None
+    use_case_tags: Tags | None = Field(default=None, max_length=MAX_TAGS)
+    tech_stack: Tags | None = Field(default=None, max_length=MAX_STACK)
+    code_examples: dict[ExampleKey, CodeExample] | None = Field(
+        default=None, max_length=MAX_EXAMPLES
+    )
+
+    @field_validator("category_id", mode="before")
+    @classmethod
+    def _uuid_from_text(cls, value: object) -> object:
+        # strict mode takes UUIDs only as objects; JSON has them as strings
+        if isinstance(value, str):
+            try:
+                return uuid.UUID(value)
+            except ValueError as exc:
+                raise ValueError("must be a UUID") from exc
+        return value
+
+    @field_validator("content")
+    @classmethod
+    def _content_not_blank(cls, value: str | None) -> str | None:
+        if value is not None and not value.strip():
+            raise ValueError("must not be blank")
+        return value
+
+
+class PatternCreate(PatternFields):
+    title: Line = Field(min_length=5, max_length=200)
+    description: CleanText = Field(min_length=10, max_length=2000)
+    content: str = Field(min_length=1, max_length=100_000)
+    status: Literal["published"] = "published"
+
+
+class PatternUpdate(PatternFields):
+    # The author may archive (same as DELETE) or publish an archived pattern again.
+    status: Literal["published", "archived"] | None = None

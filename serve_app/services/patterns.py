@@ -1,0 +1,133 @@
+"""Patterns: publish, read, edit, archive, list."""
+
+from __future__ import annotations
+
+import math
+import secrets
+from typing import Any
+
+from sqlmodel.ext.asyncio.session import AsyncSession
+
+from serve_app.errors import BadRequest, Forbidden, NotFound, ServiceUnavailable
+from serve_app.schemas.patterns import PatternCreate, PatternUpdate
+from serve_app.services import views
+from serve_app.slugs import slugify
+from storage.models import Agent, Pattern
+from storage.models.base import utcnow
+from storage.repositories import patterns as repo
+
+_SLUG_ATTEMPTS = 8
+_SLUG_ALPHABET = "abcdefghijkmnpqrstuvwxyz23456789"
+
+
+def _slug_candidates(title: str) -> list[str]:
+    base = slugify(title, max_len=80, fallback="pattern")
+    suffixes = (
+        "".join(secrets.choice(_SLUG_ALPHABET) for _ in range(6)) for _ in range(_SLUG_ATTEMPTS)
+    )
+    return [base, *(f"{base}-{s}" for s in suffixes)]
+
+
+def _stored(body: PatternCreate | PatternUpdate) -> dict[str, Any]:
+    """The fields the client set, as the columns store them."""
+    changes = body.model_dump(exclude_unset=True)
+    if "code_examples" in changes and changes["code_examples"] is not None:
+        changes["code_examples"] = {
+            key: example.model_dump() for key, example in (body.code_examples or {}).items()
+        }
+    for field in ("use_case_tags", "tech_stack", "code_examples"):
+        if field in changes and changes[field] is None:
+            changes[field] = {} if field == "code_examples" else []
+    return changes
+
+
+async def _check_category(db: AsyncSession, changes: dict[str, Any]) -> None:
+    category_id = changes.get("category_id")
+    if category_id is not None and not await repo.category_exists(db, category_id):
+        raise BadRequest(f"category_id: no category {category_id}", error="validation_error")
+
+
+async def create(db: AsyncSession, author: Agent, body: PatternCreate) -> dict[str, Any]:
+    fields = _stored(body)
+    fields.setdefault("difficulty_level", "intermediate")
+    fields.pop("status", None)
+    await _check_category(db, fields)
+    for slug in _slug_candidates(body.title):
+        pattern = Pattern(author_id=author.id, slug=slug, status="published", **fields)
+        if await repo.insert(db, pattern):
+            break
+    else:
+        raise ServiceUnavailable("Could not allocate a unique slug; please retry.")
+    await repo.adjust_pattern_count(db, author.id, +1)
+    _, category = await repo.related(db, pattern)
+    return views.pattern_detail(pattern, author, category)
+
+
+async def read(db: AsyncSession, ref: str, caller: Agent | None) -> dict[str, Any]:
+    """A pattern by id or slug; each read counts a view. Archived and rejected
+    patterns are visible to their author only."""
+    pattern = await repo.get(db, ref)
+    if pattern is None or not (repo.is_public(pattern) or _is_author(pattern, caller)):
+        raise NotFound(f"No pattern '{ref[:80]}'.")
+    pattern.view_count = await repo.count_view(db, pattern.id)
+    author, category = await repo.related(db, pattern)
+    assert author is not None
+    return views.pattern_detail(pattern, author, category)
+
+
+def _is_author(pattern: Pattern, caller: Agent | None) -> bool:
+    return caller is not None and caller.id == pattern.author_id
+
+
+async def _own(db: AsyncSession, ref: str, caller: Agent) -> Pattern:
+    pattern = await repo.get(db, ref, for_update=True)
+    if pattern is None or not (repo.is_public(pattern) or _is_author(pattern, caller)):
+        raise NotFound(f"No pattern '{ref[:80]}'.")
+    if not _is_author(pattern, caller):
+        raise Forbidden("Only the author can change this pattern.")
+    return pattern
+
+
+async def update(db: AsyncSession, ref: str, caller: Agent, body: PatternUpdate) -> dict[str, Any]:
+    pattern = await _own(db, ref, caller)
+    changes = _stored(body)
+    if "difficulty_level" in changes and changes["difficulty_level"] is None:
+        changes.pop("difficulty_level")
+    for required in ("title", "description", "content", "status"):
+        if required in changes and changes[required] is None:
+            raise BadRequest(f"{required}: may not be null", error="validation_error")
+    await _check_category(db, changes)
+    new_status = changes.get("status", pattern.status)
+    if new_status != pattern.status:
+        await repo.adjust_pattern_count(db, caller.id, +1 if new_status == "published" else -1)
+        changes["archived_at"] = utcnow() if new_status == "archived" else None
+    await repo.apply_update(db, pattern, changes)
+    _, category = await repo.related(db, pattern)
+    return views.pattern_detail(pattern, caller, category)
+
+
+async def archive(db: AsyncSession, ref: str, caller: Agent) -> dict[str, Any]:
+    pattern = await _own(db, ref, caller)
+    if pattern.status == "archived":
+        return {"message": "Pattern already archived.", "data": {"id": str(pattern.id)}}
+    await repo.adjust_pattern_count(db, caller.id, -1)
+    await repo.apply_update(db, pattern, {"status": "archived", "archived_at": utcnow()})
+    return {"message": "Pattern archived.", "data": {"id": str(pattern.id), "status": "archived"}}
+
+
+async def list_public(db: AsyncSession, query: repo.ListQuery) -> dict[str, Any]:
+    rows, total = await repo.list_public(db, query)
+    return {
+        "data": [views.pattern_item(p, a, c) for p, a, c in rows],
+        "pagination": pagination(query.page, query.limit, total),
+    }
+
+
+def pagination(page: int, limit: int, total: int) -> dict[str, Any]:
+    return {
+        "page": page,
+        "limit": limit,
+        "total": total,
+        "total_pages": math.ceil(total / limit) if total else 0,
+        "has_more": page * limit < total,
+    }

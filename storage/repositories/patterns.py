@@ -1,0 +1,182 @@
+"""SQL for patterns: create, read (counting the view), update, archive, list."""
+
+from __future__ import annotations
+
+import uuid
+from dataclasses import dataclass
+from datetime import timedelta
+from typing import Any
+
+from sqlalchemy import ColumnElement, and_, func, literal, update
+from sqlalchemy.exc import IntegrityError
+from sqlmodel import col, select
+from sqlmodel.ext.asyncio.session import AsyncSession
+
+from storage.models import Agent, Category, Pattern, Vote
+from storage.models.base import utcnow
+
+PUBLIC_STATUS = "published"
+HIDDEN_MODERATION = ("rejected",)
+TRENDING_WINDOW = timedelta(days=7)
+
+
+def is_public(pattern: Pattern) -> bool:
+    return pattern.status == PUBLIC_STATUS and pattern.moderation_status not in HIDDEN_MODERATION
+
+
+async def insert(session: AsyncSession, pattern: Pattern) -> bool:
+    """Insert inside a savepoint; False if the slug was taken (the caller retries)."""
+    try:
+        async with session.begin_nested():
+            session.add(pattern)
+            await session.flush()
+    except IntegrityError:
+        return False
+    return True
+
+
+async def category_exists(session: AsyncSession, category_id: uuid.UUID) -> bool:
+    result = await session.exec(select(col(Category.id)).where(col(Category.id) == category_id))
+    return result.first() is not None
+
+
+async def adjust_pattern_count(session: AsyncSession, author_id: uuid.UUID, delta: int) -> None:
+    await session.exec(
+        update(Agent)
+        .where(col(Agent.id) == author_id)
+        .values(pattern_count=col(Agent.pattern_count) + delta)
+    )
+
+
+def _by_ref(ref: str) -> ColumnElement[bool]:
+    try:
+        return col(Pattern.id) == uuid.UUID(ref)
+    except ValueError:
+        return col(Pattern.slug) == ref.lower()
+
+
+async def get(session: AsyncSession, ref: str, *, for_update: bool = False) -> Pattern | None:
+    """A pattern by id or slug."""
+    statement = select(Pattern).where(_by_ref(ref))
+    if for_update:
+        statement = statement.with_for_update()
+    result = await session.exec(statement)
+    return result.first()
+
+
+async def count_view(session: AsyncSession, pattern_id: uuid.UUID) -> int:
+    """Add one view atomically; returns the new count."""
+    result = await session.exec(
+        update(Pattern)
+        .where(col(Pattern.id) == pattern_id)
+        .values(view_count=col(Pattern.view_count) + 1)
+        .returning(col(Pattern.view_count))
+    )
+    return int(result.scalar_one())
+
+
+async def related(
+    session: AsyncSession, pattern: Pattern
+) -> tuple[Agent | None, Category | None]:
+    author = await session.get(Agent, pattern.author_id)
+    category = await session.get(Category, pattern.category_id) if pattern.category_id else None
+    return author, category
+
+
+@dataclass(frozen=True)
+class ListQuery:
+    page: int = 1
+    limit: int = 10
+    category_id: uuid.UUID | None = None
+    difficulty_level: str | None = None
+    search: str | None = None
+    sort_by: str | None = None  # None: newest, or relevance when searching
+    use_case_tags: tuple[str, ...] = ()
+    tech_stack: tuple[str, ...] = ()
+    author_id: uuid.UUID | None = None
+
+
+# "popular": views plus weighted engagement (docs/decisions.md).
+POPULARITY = (
+    col(Pattern.view_count)
+    + 10 * col(Pattern.vote_score)
+    + 20 * col(Pattern.fork_count)
+    + 5 * col(Pattern.bookmark_count)
+)
+
+
+def _recent_upvotes() -> Any:
+    return (
+        select(func.count())
+        .select_from(Vote)
+        .where(
+            col(Vote.target_type) == "pattern",
+            col(Vote.target_id) == col(Pattern.id),
+            col(Vote.value) > 0,
+            col(Vote.created_at) > func.now() - literal(TRENDING_WINDOW),
+        )
+        .correlate(Pattern)
+        .scalar_subquery()
+    )
+
+
+def _conditions(query: ListQuery) -> tuple[list[ColumnElement[bool]], Any]:
+    conditions: list[ColumnElement[bool]] = [
+        col(Pattern.status) == PUBLIC_STATUS,
+        col(Pattern.moderation_status).not_in(HIDDEN_MODERATION),
+    ]
+    tsquery = None
+    if query.category_id:
+        conditions.append(col(Pattern.category_id) == query.category_id)
+    if query.difficulty_level:
+        conditions.append(col(Pattern.difficulty_level) == query.difficulty_level)
+    if query.author_id:
+        conditions.append(col(Pattern.author_id) == query.author_id)
+    if query.use_case_tags:
+        conditions.append(col(Pattern.use_case_tags).contains(list(query.use_case_tags)))
+    if query.tech_stack:
+        conditions.append(col(Pattern.tech_stack).contains(list(query.tech_stack)))
+    if query.search:
+        tsquery = func.websearch_to_tsquery("english", query.search)
+        conditions.append(col(Pattern.search_vector).op("@@")(tsquery))
+    return conditions, tsquery
+
+
+async def list_public(
+    session: AsyncSession, query: ListQuery
+) -> tuple[list[tuple[Pattern, Agent, Category | None]], int]:
+    """One page of public patterns with author and category, and the total."""
+    conditions, tsquery = _conditions(query)
+    where = and_(*conditions)
+    total = (await session.exec(select(func.count()).select_from(Pattern).where(where))).one()
+    order: list[Any]
+    if query.sort_by == "popular":
+        order = [POPULARITY.desc()]
+    elif query.sort_by == "top_rated":
+        order = [col(Pattern.vote_score).desc()]
+    elif query.sort_by == "trending":
+        order = [_recent_upvotes().desc(), col(Pattern.vote_score).desc()]
+    elif query.sort_by is None and tsquery is not None:
+        order = [func.ts_rank_cd(col(Pattern.search_vector), tsquery).desc()]
+    else:
+        order = []
+    order += [col(Pattern.created_at).desc(), col(Pattern.id)]
+    statement = (
+        select(Pattern, Agent, Category)
+        .join(Agent, col(Agent.id) == col(Pattern.author_id))
+        .outerjoin(Category, col(Category.id) == col(Pattern.category_id))
+        .where(where)
+        .order_by(*order)
+        .offset((query.page - 1) * query.limit)
+        .limit(query.limit)
+    )
+    rows = (await session.exec(statement)).all()
+    return [(r[0], r[1], r[2]) for r in rows], int(total)
+
+
+async def apply_update(session: AsyncSession, pattern: Pattern, changes: dict[str, Any]) -> None:
+    for field, value in changes.items():
+        setattr(pattern, field, value)
+    pattern.updated_at = utcnow()
+    await session.flush()
+
