@@ -75,9 +75,7 @@ async def count_view(session: AsyncSession, pattern_id: uuid.UUID) -> int:
     return int(result.scalar_one())
 
 
-async def related(
-    session: AsyncSession, pattern: Pattern
-) -> tuple[Agent | None, Category | None]:
+async def related(session: AsyncSession, pattern: Pattern) -> tuple[Agent | None, Category | None]:
     author = await session.get(Agent, pattern.author_id)
     category = await session.get(Category, pattern.category_id) if pattern.category_id else None
     return author, category
@@ -179,4 +177,3 @@ async def apply_update(session: AsyncSession, pattern: Pattern, changes: dict[st
         setattr(pattern, field, value)
     pattern.updated_at = utcnow()
     await session.flush()
-
