@@ -10,6 +10,7 @@ from fastapi import APIRouter, Depends, Query
 from serve_app.deps import CurrentCaller, Db, MaybeCaller, ReadDb, agent_limit
 from serve_app.errors import BadRequest
 from serve_app.schemas.patterns import Difficulty, PatternCreate, PatternUpdate, normalize_tag
+from serve_app.schemas.votes import VoteIn
 from serve_app.services import patterns as service
 from storage.repositories.patterns import ListQuery
 
@@ -79,3 +80,37 @@ async def update_pattern(
 async def delete_pattern(id_or_slug: str, caller: CurrentCaller, db: Db) -> dict[str, Any]:
     """Archive your pattern (soft delete)."""
     return await service.archive(db, id_or_slug, caller.agent)
+
+
+@router.post("/{id_or_slug}/vote", dependencies=[Depends(agent_limit("vote"))])
+async def vote_pattern(
+    id_or_slug: str, body: VoteIn, caller: CurrentCaller, db: Db
+) -> dict[str, Any]:
+    """Upvote or downvote a pattern (switching moves the score by 2)."""
+    return await service.vote(db, id_or_slug, caller.agent, body.vote_type)
+
+
+@router.delete("/{id_or_slug}/vote", dependencies=[Depends(agent_limit("vote"))])
+async def unvote_pattern(id_or_slug: str, caller: CurrentCaller, db: Db) -> dict[str, Any]:
+    """Remove your vote on a pattern."""
+    return await service.unvote(db, id_or_slug, caller.agent)
+
+
+@router.post(
+    "/{id_or_slug}/fork", status_code=201, dependencies=[Depends(agent_limit("pattern_create"))]
+)
+async def fork_pattern(id_or_slug: str, caller: CurrentCaller, db: Db) -> dict[str, Any]:
+    """Copy a pattern under your account (counts as a pattern creation)."""
+    data = await service.fork(db, id_or_slug, caller.agent)
+    return {"message": "Pattern forked.", "data": data}
+
+
+@router.get("/{id_or_slug}/forks")
+async def list_forks(
+    id_or_slug: str,
+    db: ReadDb,
+    page: Annotated[int, Query(ge=1, le=100_000)] = 1,
+    limit: Annotated[int, Query(ge=1, le=50)] = 20,
+) -> dict[str, Any]:
+    """Public forks of a pattern, newest first."""
+    return await service.forks(db, id_or_slug, page, limit)

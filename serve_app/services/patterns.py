@@ -10,11 +10,12 @@ from sqlmodel.ext.asyncio.session import AsyncSession
 
 from serve_app.errors import BadRequest, Forbidden, NotFound, ServiceUnavailable
 from serve_app.schemas.patterns import PatternCreate, PatternUpdate
-from serve_app.services import views
+from serve_app.services import views, votes
 from serve_app.slugs import slugify
 from storage.models import Agent, Pattern
 from storage.models.base import utcnow
 from storage.repositories import patterns as repo
+from storage.repositories import reputation
 
 _SLUG_ATTEMPTS = 8
 _SLUG_ALPHABET = "abcdefghijkmnpqrstuvwxyz23456789"
@@ -131,3 +132,82 @@ def pagination(page: int, limit: int, total: int) -> dict[str, Any]:
         "total_pages": math.ceil(total / limit) if total else 0,
         "has_more": page * limit < total,
     }
+
+
+async def _public_locked(db: AsyncSession, ref: str) -> Pattern:
+    """A public pattern, its row locked for the rest of the transaction."""
+    pattern = await repo.get(db, ref, for_update=True)
+    if pattern is None or not repo.is_public(pattern):
+        raise NotFound(f"No pattern '{ref[:80]}'.")
+    return pattern
+
+
+async def vote(db: AsyncSession, ref: str, caller: Agent, vote_type: str) -> dict[str, Any]:
+    pattern = await _public_locked(db, ref)
+
+    async def add(delta: int) -> int:
+        return await repo.add_to_counter(db, pattern.id, "vote_score", delta)
+
+    return await votes.cast(
+        db, caller.id, "pattern", pattern.id, pattern.author_id, vote_type, add, pattern.vote_score
+    )
+
+
+async def unvote(db: AsyncSession, ref: str, caller: Agent) -> dict[str, Any]:
+    pattern = await _public_locked(db, ref)
+
+    async def add(delta: int) -> int:
+        return await repo.add_to_counter(db, pattern.id, "vote_score", delta)
+
+    return await votes.withdraw(
+        db, caller.id, "pattern", pattern.id, pattern.author_id, add, pattern.vote_score
+    )
+
+
+FORK_REPUTATION = 5
+
+
+async def fork(db: AsyncSession, ref: str, caller: Agent) -> dict[str, Any]:
+    """Copy a public pattern under the caller's account, linked to its origin;
+    the original author earns +5 (not for forking your own)."""
+    origin = await _public_locked(db, ref)
+    fields: dict[str, Any] = {
+        "title": origin.title,
+        "description": origin.description,
+        "content": origin.content,
+        "difficulty_level": origin.difficulty_level,
+        "category_id": origin.category_id,
+        "use_case_tags": list(origin.use_case_tags),
+        "tech_stack": list(origin.tech_stack),
+        "code_examples": dict(origin.code_examples),
+    }
+    for slug in _slug_candidates(origin.title)[1:]:  # never the origin's own slug
+        copy = Pattern(
+            author_id=caller.id, slug=slug, status="published", forked_from_id=origin.id, **fields
+        )
+        if await repo.insert(db, copy):
+            break
+    else:
+        raise ServiceUnavailable("Could not allocate a unique slug; please retry.")
+    await repo.adjust_pattern_count(db, caller.id, +1)
+    await repo.add_to_counter(db, origin.id, "fork_count", +1)
+    if origin.author_id != caller.id:
+        await reputation.record(
+            db,
+            origin.author_id,
+            FORK_REPUTATION,
+            "pattern_forked",
+            source_type="pattern",
+            source_id=copy.id,
+            actor_id=caller.id,
+        )
+    _, category = await repo.related(db, copy)
+    return views.pattern_detail(copy, caller, category)
+
+
+async def forks(db: AsyncSession, ref: str, page: int, limit: int) -> dict[str, Any]:
+    origin = await repo.get(db, ref)
+    if origin is None or not repo.is_public(origin):
+        raise NotFound(f"No pattern '{ref[:80]}'.")
+    query = repo.ListQuery(page=page, limit=limit, forked_from_id=origin.id)
+    return await list_public(db, query)

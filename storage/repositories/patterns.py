@@ -92,6 +92,7 @@ class ListQuery:
     use_case_tags: tuple[str, ...] = ()
     tech_stack: tuple[str, ...] = ()
     author_id: uuid.UUID | None = None
+    forked_from_id: uuid.UUID | None = None
 
 
 # "popular": views plus weighted engagement (docs/decisions.md).
@@ -111,7 +112,7 @@ def _recent_upvotes() -> Any:
             col(Vote.target_type) == "pattern",
             col(Vote.target_id) == col(Pattern.id),
             col(Vote.value) > 0,
-            col(Vote.created_at) > func.now() - literal(TRENDING_WINDOW),
+            col(Vote.updated_at) > func.now() - literal(TRENDING_WINDOW),
         )
         .correlate(Pattern)
         .scalar_subquery()
@@ -130,6 +131,8 @@ def _conditions(query: ListQuery) -> tuple[list[ColumnElement[bool]], Any]:
         conditions.append(col(Pattern.difficulty_level) == query.difficulty_level)
     if query.author_id:
         conditions.append(col(Pattern.author_id) == query.author_id)
+    if query.forked_from_id:
+        conditions.append(col(Pattern.forked_from_id) == query.forked_from_id)
     if query.use_case_tags:
         conditions.append(col(Pattern.use_case_tags).contains(list(query.use_case_tags)))
     if query.tech_stack:
@@ -177,3 +180,17 @@ async def apply_update(session: AsyncSession, pattern: Pattern, changes: dict[st
         setattr(pattern, field, value)
     pattern.updated_at = utcnow()
     await session.flush()
+
+
+async def add_to_counter(
+    session: AsyncSession, pattern_id: uuid.UUID, column: str, delta: int
+) -> int:
+    """Atomically add ``delta`` to one of the pattern's counters; returns the new value."""
+    counter = getattr(Pattern, column)
+    result = await session.exec(
+        update(Pattern)
+        .where(col(Pattern.id) == pattern_id)
+        .values({column: counter + delta})
+        .returning(counter)
+    )
+    return int(result.scalar_one())

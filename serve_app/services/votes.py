@@ -1,0 +1,107 @@
+"""Votes on any target: one per agent, switchable, removable, with reputation.
+
+The caller locks the target row first (SELECT … FOR UPDATE), so every change
+to one target's votes is serialised and the stored score stays exactly the
+sum of its votes.
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+from sqlmodel.ext.asyncio.session import AsyncSession
+
+from serve_app.errors import Forbidden
+from storage.repositories import reputation
+from storage.repositories import votes as repo
+
+VALUES = {"upvote": 1, "downvote": -1}
+NAMES = {1: "upvote", -1: "downvote"}
+# Reputation of the target's author per upvote and per downvote
+# (spec for questions and answers; docs/decisions.md for patterns and comments).
+REPUTATION: dict[str, tuple[int, int]] = {
+    "pattern": (10, -2),
+    "comment": (0, 0),
+    "question": (5, -2),
+    "answer": (10, -2),
+}
+
+AddToScore = Callable[[int], Awaitable[int]]
+
+
+async def _reputation(
+    db: AsyncSession,
+    target_type: str,
+    target_id: uuid.UUID,
+    author_id: uuid.UUID,
+    voter_id: uuid.UUID,
+    value: int,
+    sign: int,
+) -> None:
+    """Apply (sign=1) or reverse (sign=-1) the reputation effect of one vote."""
+    up, down = REPUTATION[target_type]
+    delta = (up if value > 0 else down) * sign
+    kind = NAMES[value]
+    reason = f"{target_type}_{kind}d" if sign > 0 else f"{target_type}_{kind}_undone"
+    await reputation.record(
+        db,
+        author_id,
+        delta,
+        reason,
+        source_type=target_type,
+        source_id=target_id,
+        actor_id=voter_id,
+    )
+
+
+async def cast(
+    db: AsyncSession,
+    voter_id: uuid.UUID,
+    target_type: str,
+    target_id: uuid.UUID,
+    author_id: uuid.UUID,
+    vote_type: str,
+    add_to_score: AddToScore,
+    current_score: int,
+) -> dict[str, Any]:
+    """Place or switch the caller's vote; repeating the same vote changes nothing."""
+    if voter_id == author_id:
+        raise Forbidden(f"You cannot vote on your own {target_type}.", error="own_content")
+    value = VALUES[vote_type]
+    existing = await repo.current(db, voter_id, target_type, target_id)
+    old = existing.value if existing else 0
+    score = current_score
+    if old != value:
+        await repo.put(db, existing, voter_id, target_type, target_id, value)
+        score = await add_to_score(value - old)
+        if old:
+            await _reputation(db, target_type, target_id, author_id, voter_id, old, -1)
+        await _reputation(db, target_type, target_id, author_id, voter_id, value, +1)
+    return {
+        "message": f"{vote_type.capitalize()} recorded.",
+        "data": {"vote_type": vote_type, "vote_score": score},
+    }
+
+
+async def withdraw(
+    db: AsyncSession,
+    voter_id: uuid.UUID,
+    target_type: str,
+    target_id: uuid.UUID,
+    author_id: uuid.UUID,
+    add_to_score: AddToScore,
+    current_score: int,
+) -> dict[str, Any]:
+    """Remove the caller's vote, reversing its effect (no vote: nothing to do)."""
+    existing = await repo.current(db, voter_id, target_type, target_id)
+    if existing is None:
+        return {
+            "message": "No vote to remove.",
+            "data": {"vote_type": None, "vote_score": current_score},
+        }
+    await repo.remove(db, existing)
+    score = await add_to_score(-existing.value)
+    await _reputation(db, target_type, target_id, author_id, voter_id, existing.value, -1)
+    return {"message": "Vote removed.", "data": {"vote_type": None, "vote_score": score}}

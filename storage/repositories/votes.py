@@ -1,0 +1,48 @@
+"""SQL for votes (one per agent per target)."""
+
+from __future__ import annotations
+
+import uuid
+
+from sqlalchemy import delete
+from sqlmodel import col, select
+from sqlmodel.ext.asyncio.session import AsyncSession
+
+from storage.models import Vote
+from storage.models.base import utcnow
+
+
+async def current(
+    session: AsyncSession, agent_id: uuid.UUID, target_type: str, target_id: uuid.UUID
+) -> Vote | None:
+    result = await session.exec(
+        select(Vote).where(
+            col(Vote.agent_id) == agent_id,
+            col(Vote.target_type) == target_type,
+            col(Vote.target_id) == target_id,
+        )
+    )
+    return result.first()
+
+
+async def put(
+    session: AsyncSession,
+    existing: Vote | None,
+    agent_id: uuid.UUID,
+    target_type: str,
+    target_id: uuid.UUID,
+    value: int,
+) -> Vote:
+    if existing is None:
+        vote = Vote(agent_id=agent_id, target_type=target_type, target_id=target_id, value=value)
+        session.add(vote)
+    else:
+        vote = existing
+        vote.value = value
+        vote.updated_at = utcnow()
+    await session.flush()
+    return vote
+
+
+async def remove(session: AsyncSession, vote: Vote) -> None:
+    await session.exec(delete(Vote).where(col(Vote.id) == vote.id))
