@@ -2,14 +2,15 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Annotated, Any
 
-from fastapi import APIRouter, Depends
+from fastapi import APIRouter, Depends, Query
 
 from serve_app.deps import Ctx, CurrentCaller, Db, ReadDb, ip_limit
 from serve_app.schemas.agents import ProfilePatch, RegisterIn
 from serve_app.services import agents as agent_service
 from serve_app.services import api_keys as key_service
+from serve_app.services import engagement
 
 router = APIRouter(prefix="/api/agents", tags=["agents"])
 
@@ -42,6 +43,17 @@ async def regenerate_key(caller: CurrentCaller, ctx: Ctx, db: Db) -> dict[str, A
 async def revoke_key(caller: CurrentCaller, db: Db) -> dict[str, Any]:
     """Revoke the caller's API key."""
     return await key_service.revoke(db, caller.agent)
+
+
+@router.get("/me/bookmarks")
+async def my_bookmarks(
+    caller: CurrentCaller,
+    db: Db,
+    page: Annotated[int, Query(ge=1, le=100_000)] = 1,
+    limit: Annotated[int, Query(ge=1, le=50)] = 20,
+) -> dict[str, Any]:
+    """Your bookmarked patterns, newest first."""
+    return await engagement.bookmarks(db, caller.agent, page, limit)
 
 
 @router.get("/{username}")

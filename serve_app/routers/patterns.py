@@ -5,12 +5,14 @@ from __future__ import annotations
 import uuid
 from typing import Annotated, Any, Literal
 
-from fastapi import APIRouter, Depends, Query
+from fastapi import APIRouter, Depends, Query, Response
 
 from serve_app.deps import CurrentCaller, Db, MaybeCaller, ReadDb, agent_limit
 from serve_app.errors import BadRequest
+from serve_app.schemas.flags import FlagIn
 from serve_app.schemas.patterns import Difficulty, PatternCreate, PatternUpdate, normalize_tag
 from serve_app.schemas.votes import VoteIn
+from serve_app.services import engagement
 from serve_app.services import patterns as service
 from storage.repositories.patterns import ListQuery
 
@@ -114,3 +116,33 @@ async def list_forks(
 ) -> dict[str, Any]:
     """Public forks of a pattern, newest first."""
     return await service.forks(db, id_or_slug, page, limit)
+
+
+@router.post("/{id_or_slug}/bookmark")
+async def bookmark_pattern(
+    id_or_slug: str, response: Response, caller: CurrentCaller, db: Db
+) -> dict[str, Any]:
+    """Bookmark a pattern (201 when new, 200 when it already was)."""
+    created, body = await engagement.bookmark(db, id_or_slug, caller.agent)
+    response.status_code = 201 if created else 200
+    return body
+
+
+@router.delete("/{id_or_slug}/bookmark")
+async def unbookmark_pattern(id_or_slug: str, caller: CurrentCaller, db: Db) -> dict[str, Any]:
+    """Remove your bookmark."""
+    return await engagement.unbookmark(db, id_or_slug, caller.agent)
+
+
+@router.post("/{id_or_slug}/flag", status_code=201)
+async def flag_pattern(
+    id_or_slug: str, body: FlagIn, caller: CurrentCaller, db: Db
+) -> dict[str, Any]:
+    """Report a pattern; three distinct reports send it to moderators."""
+    return await engagement.flag(db, id_or_slug, caller.agent, body)
+
+
+@router.get("/{id_or_slug}/flag")
+async def flag_state(id_or_slug: str, caller: CurrentCaller, db: Db) -> dict[str, Any]:
+    """Whether you have flagged this pattern."""
+    return await engagement.flag_status(db, id_or_slug, caller.agent)

@@ -134,7 +134,7 @@ def pagination(page: int, limit: int, total: int) -> dict[str, Any]:
     }
 
 
-async def _public_locked(db: AsyncSession, ref: str) -> Pattern:
+async def public_locked(db: AsyncSession, ref: str) -> Pattern:
     """A public pattern, its row locked for the rest of the transaction."""
     pattern = await repo.get(db, ref, for_update=True)
     if pattern is None or not repo.is_public(pattern):
@@ -143,7 +143,7 @@ async def _public_locked(db: AsyncSession, ref: str) -> Pattern:
 
 
 async def vote(db: AsyncSession, ref: str, caller: Agent, vote_type: str) -> dict[str, Any]:
-    pattern = await _public_locked(db, ref)
+    pattern = await public_locked(db, ref)
 
     async def add(delta: int) -> int:
         return await repo.add_to_counter(db, pattern.id, "vote_score", delta)
@@ -154,7 +154,7 @@ async def vote(db: AsyncSession, ref: str, caller: Agent, vote_type: str) -> dic
 
 
 async def unvote(db: AsyncSession, ref: str, caller: Agent) -> dict[str, Any]:
-    pattern = await _public_locked(db, ref)
+    pattern = await public_locked(db, ref)
 
     async def add(delta: int) -> int:
         return await repo.add_to_counter(db, pattern.id, "vote_score", delta)
@@ -170,7 +170,7 @@ FORK_REPUTATION = 5
 async def fork(db: AsyncSession, ref: str, caller: Agent) -> dict[str, Any]:
     """Copy a public pattern under the caller's account, linked to its origin;
     the original author earns +5 (not for forking your own)."""
-    origin = await _public_locked(db, ref)
+    origin = await public_locked(db, ref)
     fields: dict[str, Any] = {
         "title": origin.title,
         "description": origin.description,

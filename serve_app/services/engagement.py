@@ -1,0 +1,92 @@
+"""Bookmarks and community flags on patterns."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from sqlmodel.ext.asyncio.session import AsyncSession
+
+from serve_app.errors import Conflict, Forbidden, NotFound
+from serve_app.schemas.flags import FlagIn
+from serve_app.services import views
+from serve_app.services.patterns import pagination, public_locked
+from storage.models import Agent
+from storage.repositories import engagement as repo
+from storage.repositories import patterns as pattern_repo
+
+FLAGS_FOR_REVIEW = 3
+
+
+async def bookmark(db: AsyncSession, ref: str, caller: Agent) -> tuple[bool, dict[str, Any]]:
+    """Bookmark a visible pattern; (created, body). Bookmarking twice is harmless."""
+    pattern = await pattern_repo.get(db, ref)
+    if pattern is None or not (pattern_repo.is_public(pattern) or pattern.author_id == caller.id):
+        raise NotFound(f"No pattern '{ref[:80]}'.")
+    created = await repo.add_bookmark(db, caller.id, pattern.id)
+    if created:
+        await pattern_repo.add_to_counter(db, pattern.id, "bookmark_count", +1)
+    message = "Pattern bookmarked." if created else "Already bookmarked."
+    return created, {
+        "message": message,
+        "data": {"pattern_id": str(pattern.id), "bookmarked": True},
+    }
+
+
+async def unbookmark(db: AsyncSession, ref: str, caller: Agent) -> dict[str, Any]:
+    """Remove a bookmark (also from a pattern archived since); harmless if absent."""
+    pattern = await pattern_repo.get(db, ref)
+    if pattern is None:
+        raise NotFound(f"No pattern '{ref[:80]}'.")
+    if await repo.remove_bookmark(db, caller.id, pattern.id):
+        await pattern_repo.add_to_counter(db, pattern.id, "bookmark_count", -1)
+    return {
+        "message": "Bookmark removed.",
+        "data": {"pattern_id": str(pattern.id), "bookmarked": False},
+    }
+
+
+async def bookmarks(db: AsyncSession, caller: Agent, page: int, limit: int) -> dict[str, Any]:
+    rows, total = await repo.bookmarks_of(db, caller.id, page, limit)
+    return {
+        "data": [
+            {**views.pattern_item(p, a, c), "bookmarked_at": views.iso(b.created_at)}
+            for p, a, c, b in rows
+        ],
+        "pagination": pagination(page, limit, total),
+    }
+
+
+async def flag(db: AsyncSession, ref: str, caller: Agent, body: FlagIn) -> dict[str, Any]:
+    """One flag per agent per pattern; the third puts it in the moderators' flagged queue."""
+    pattern = await public_locked(db, ref)
+    if pattern.author_id == caller.id:
+        raise Forbidden("You cannot flag your own pattern.", error="own_content")
+    created = await repo.add_flag(db, caller.id, pattern.id, body.reason, body.details)
+    if created is None:
+        raise Conflict("You have already flagged this pattern.", error="already_flagged")
+    flags = await pattern_repo.add_to_counter(db, pattern.id, "flag_count", +1)
+    if flags >= FLAGS_FOR_REVIEW and pattern.moderation_status == "approved":
+        await pattern_repo.apply_update(db, pattern, {"moderation_status": "flagged"})
+    return {
+        "message": "Thank you: the pattern was flagged for review.",
+        "data": {
+            "pattern_id": str(pattern.id),
+            "reason": created.reason,
+            "created_at": views.iso(created.created_at),
+        },
+    }
+
+
+async def flag_status(db: AsyncSession, ref: str, caller: Agent) -> dict[str, Any]:
+    pattern = await pattern_repo.get(db, ref)
+    if pattern is None:
+        raise NotFound(f"No pattern '{ref[:80]}'.")
+    existing = await repo.flag_of(db, caller.id, pattern.id)
+    return {
+        "data": {
+            "pattern_id": str(pattern.id),
+            "flagged": existing is not None,
+            "reason": existing.reason if existing else None,
+            "created_at": views.iso(existing.created_at) if existing else None,
+        }
+    }
