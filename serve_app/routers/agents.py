@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
-from typing import Annotated, Any
+from typing import Any
 
-from fastapi import APIRouter, Depends, Query
+from fastapi import APIRouter, Depends
 
 from serve_app.deps import Ctx, CurrentCaller, Db, ReadDb, ip_limit
 from serve_app.schemas.agents import ProfilePatch, RegisterIn
+from serve_app.schemas.common import Limit, Page
 from serve_app.services import agents as agent_service
 from serve_app.services import api_keys as key_service
 from serve_app.services import engagement
@@ -49,8 +50,8 @@ async def revoke_key(caller: CurrentCaller, db: Db) -> dict[str, Any]:
 async def my_bookmarks(
     caller: CurrentCaller,
     db: Db,
-    page: Annotated[int, Query(ge=1, le=100_000)] = 1,
-    limit: Annotated[int, Query(ge=1, le=50)] = 20,
+    page: Page = 1,
+    limit: Limit = 20,
 ) -> dict[str, Any]:
     """Your bookmarked patterns, newest first."""
     return await engagement.bookmarks(db, caller.agent, page, limit)

@@ -9,6 +9,7 @@ from fastapi import APIRouter, Depends, Query, Response
 
 from serve_app.deps import CurrentCaller, Db, MaybeCaller, ReadDb, agent_limit
 from serve_app.errors import BadRequest
+from serve_app.schemas.common import Limit, Page
 from serve_app.schemas.flags import FlagIn
 from serve_app.schemas.patterns import Difficulty, PatternCreate, PatternUpdate, normalize_tag
 from serve_app.schemas.votes import VoteIn
@@ -31,8 +32,8 @@ def _tag_list(raw: str | None, name: str) -> tuple[str, ...]:
 @router.get("")
 async def list_patterns(
     db: ReadDb,
-    page: Annotated[int, Query(ge=1, le=100_000)] = 1,
-    limit: Annotated[int, Query(ge=1, le=50)] = 10,
+    page: Page = 1,
+    limit: Limit = 10,
     category_id: uuid.UUID | None = None,
     difficulty_level: Difficulty | None = None,
     search: Annotated[str | None, Query(max_length=200)] = None,
@@ -111,8 +112,8 @@ async def fork_pattern(id_or_slug: str, caller: CurrentCaller, db: Db) -> dict[s
 async def list_forks(
     id_or_slug: str,
     db: ReadDb,
-    page: Annotated[int, Query(ge=1, le=100_000)] = 1,
-    limit: Annotated[int, Query(ge=1, le=50)] = 20,
+    page: Page = 1,
+    limit: Limit = 20,
 ) -> dict[str, Any]:
     """Public forks of a pattern, newest first."""
     return await service.forks(db, id_or_slug, page, limit)

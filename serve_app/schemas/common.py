@@ -6,6 +6,7 @@ import re
 from typing import Annotated
 from urllib.parse import urlsplit
 
+from fastapi import Query
 from pydantic import AfterValidator, BaseModel, ConfigDict
 
 _CONTROL = re.compile(r"[\x00-\x08\x0b\x0c\x0e-\x1f\x7f]")
@@ -43,3 +44,9 @@ def http_url(value: str) -> str:
 CleanText = Annotated[str, AfterValidator(no_control_chars)]
 Line = Annotated[str, AfterValidator(single_line)]
 HttpUrlText = Annotated[str, AfterValidator(http_url)]
+
+
+# Paging query parameters of every list (the spec's maximum limit is 50); each
+# route sets its own default.
+Page = Annotated[int, Query(ge=1, le=100_000)]
+Limit = Annotated[int, Query(ge=1, le=50)]
