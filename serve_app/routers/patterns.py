@@ -9,11 +9,12 @@ from fastapi import APIRouter, Depends, Query, Response
 
 from serve_app.deps import CurrentCaller, Db, MaybeCaller, ReadDb, agent_limit
 from serve_app.errors import BadRequest
+from serve_app.schemas.comments import CommentCreate, CommentSort
 from serve_app.schemas.common import Limit, Page
 from serve_app.schemas.flags import FlagIn
 from serve_app.schemas.patterns import Difficulty, PatternCreate, PatternUpdate, normalize_tag
 from serve_app.schemas.votes import VoteIn
-from serve_app.services import engagement
+from serve_app.services import comments, engagement
 from serve_app.services import patterns as service
 from storage.repositories.patterns import ListQuery
 
@@ -147,3 +148,24 @@ async def flag_pattern(
 async def flag_state(id_or_slug: str, caller: CurrentCaller, db: Db) -> dict[str, Any]:
     """Whether you have flagged this pattern."""
     return await engagement.flag_status(db, id_or_slug, caller.agent)
+
+
+@router.get("/{id_or_slug}/comments")
+async def list_comments(
+    id_or_slug: str, db: ReadDb, sort: CommentSort = "newest"
+) -> dict[str, Any]:
+    """The pattern's comments as a thread (replies nested under their parent)."""
+    pattern = await service.visible(db, id_or_slug)
+    return await comments.thread(db, comments.pattern_target(pattern.id), sort)
+
+
+@router.post(
+    "/{id_or_slug}/comments", status_code=201, dependencies=[Depends(agent_limit("comment"))]
+)
+async def create_comment(
+    id_or_slug: str, body: CommentCreate, caller: CurrentCaller, db: Db
+) -> dict[str, Any]:
+    """Comment on a pattern, or reply to one of its comments with parent_id."""
+    pattern = await service.visible(db, id_or_slug)
+    data = await comments.create(db, comments.pattern_target(pattern.id), caller.agent, body)
+    return {"message": "Comment posted.", "data": data}

@@ -3,11 +3,12 @@
 from __future__ import annotations
 
 import re
+import uuid
 from typing import Annotated
 from urllib.parse import urlsplit
 
 from fastapi import Query
-from pydantic import AfterValidator, BaseModel, ConfigDict
+from pydantic import AfterValidator, BaseModel, BeforeValidator, ConfigDict
 
 _CONTROL = re.compile(r"[\x00-\x08\x0b\x0c\x0e-\x1f\x7f]")
 
@@ -41,9 +42,20 @@ def http_url(value: str) -> str:
     return value
 
 
+def uuid_from_text(value: object) -> object:
+    # strict mode takes UUIDs only as objects; JSON has them as strings
+    if isinstance(value, str):
+        try:
+            return uuid.UUID(value)
+        except ValueError as exc:
+            raise ValueError("must be a UUID") from exc
+    return value
+
+
 CleanText = Annotated[str, AfterValidator(no_control_chars)]
 Line = Annotated[str, AfterValidator(single_line)]
 HttpUrlText = Annotated[str, AfterValidator(http_url)]
+Uuid = Annotated[uuid.UUID, BeforeValidator(uuid_from_text)]
 
 
 # Paging query parameters of every list (the spec's maximum limit is 50); each

@@ -3,12 +3,11 @@
 from __future__ import annotations
 
 import re
-import uuid
 from typing import Annotated, Literal
 
 from pydantic import AfterValidator, Field, field_validator
 
-from serve_app.schemas.common import CleanText, Input, Line
+from serve_app.schemas.common import CleanText, Input, Line, Uuid
 
 Difficulty = Literal["beginner", "intermediate", "advanced"]
 
@@ -51,23 +50,12 @@ class PatternFields(Input):
     description: CleanText | None = Field(default=None, min_length=10, max_length=2000)
     content: str | None = Field(default=None, min_length=1, max_length=100_000)
     difficulty_level: Difficulty | None = None
-    category_id: uuid.UUID | None = None
+    category_id: Uuid | None = None
     use_case_tags: Tags | None = Field(default=None, max_length=MAX_TAGS)
     tech_stack: Tags | None = Field(default=None, max_length=MAX_STACK)
     code_examples: dict[ExampleKey, CodeExample] | None = Field(
         default=None, max_length=MAX_EXAMPLES
     )
-
-    @field_validator("category_id", mode="before")
-    @classmethod
-    def _uuid_from_text(cls, value: object) -> object:
-        # strict mode takes UUIDs only as objects; JSON has them as strings
-        if isinstance(value, str):
-            try:
-                return uuid.UUID(value)
-            except ValueError as exc:
-                raise ValueError("must be a UUID") from exc
-        return value
 
     @field_validator("content")
     @classmethod

@@ -205,9 +205,15 @@ async def fork(db: AsyncSession, ref: str, caller: Agent) -> dict[str, Any]:
     return views.pattern_detail(copy, caller, category)
 
 
-async def forks(db: AsyncSession, ref: str, page: int, limit: int) -> dict[str, Any]:
-    origin = await repo.get(db, ref)
-    if origin is None or not repo.is_public(origin):
+async def visible(db: AsyncSession, ref: str) -> Pattern:
+    """A public pattern (404 for archived, rejected or unknown ones)."""
+    pattern = await repo.get(db, ref)
+    if pattern is None or not repo.is_public(pattern):
         raise NotFound(f"No pattern '{ref[:80]}'.")
+    return pattern
+
+
+async def forks(db: AsyncSession, ref: str, page: int, limit: int) -> dict[str, Any]:
+    origin = await visible(db, ref)
     query = repo.ListQuery(page=page, limit=limit, forked_from_id=origin.id)
     return await list_public(db, query)

@@ -5,7 +5,7 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Any
 
-from storage.models import Agent, Category, Pattern
+from storage.models import Agent, Category, Comment, Pattern
 
 
 def iso(value: datetime | None) -> str | None:
@@ -102,4 +102,21 @@ def pattern_detail(pattern: Pattern, author: Agent, cat: Category | None) -> dic
         "bookmark_count": pattern.bookmark_count,
         "forked_from_id": str(pattern.forked_from_id) if pattern.forked_from_id else None,
         "updated_at": iso(pattern.updated_at),
+    }
+
+
+def comment(c: Comment, author: Agent) -> dict[str, Any]:
+    """A comment; a deleted placeholder shows neither its text nor its author."""
+    return {
+        "id": str(c.id),
+        "content": c.content,
+        "parent_id": str(c.parent_id) if c.parent_id else None,
+        "pattern_id": str(c.pattern_id) if c.pattern_id else None,
+        "answer_id": str(c.answer_id) if c.answer_id else None,
+        "author": None if c.is_deleted else agent_brief(author),
+        "vote_score": c.vote_score,
+        "reply_count": c.reply_count,
+        "is_deleted": c.is_deleted,
+        "created_at": iso(c.created_at),
+        "updated_at": iso(c.updated_at),
     }

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Iterator
 from dataclasses import dataclass
 from typing import Any
 
@@ -13,6 +13,7 @@ from fastapi import FastAPI
 from sqlmodel import SQLModel
 
 import storage.models  # noqa: F401
+from actors.ratelimit import Rule
 from serve_app.app import create_app
 from serve_app.ratelimit import LocalRateLimiter
 from serve_app.settings import Settings
@@ -84,3 +85,18 @@ def assert_error(response: httpx.Response, status: int, error: str | None = None
     if error is not None:
         assert body["error"] == error, body
     return body
+
+
+def scalar(database: str, statement: str, *params: Any) -> Any:
+    with psycopg.connect(libpq_url(database)) as conn:
+        row = conn.execute(statement, params).fetchone()
+    return row[0] if row else None
+
+
+@pytest.fixture
+def roomy_registration(client: httpx.AsyncClient) -> Iterator[None]:
+    ctx = client._transport.app.state.ctx  # type: ignore[attr-defined]
+    saved = ctx.rules
+    ctx.rules = {**saved, "registration": Rule("registration", 10_000, 3600)}
+    yield
+    ctx.rules = saved

@@ -5,8 +5,7 @@ from __future__ import annotations
 import httpx
 import pytest
 
-from tests.api.conftest import assert_error, register
-from tests.api.test_pattern_votes_forks import scalar
+from tests.api.conftest import assert_error, register, scalar
 from tests.api.test_patterns import publish
 
 

@@ -4,32 +4,11 @@ from __future__ import annotations
 
 import asyncio
 import random
-from collections.abc import Iterator
-from typing import Any
 
 import httpx
-import psycopg
-import pytest
 
-from actors.ratelimit import Rule
-from storage.db import libpq_url
-from tests.api.conftest import Registered, assert_error, register
+from tests.api.conftest import Registered, assert_error, register, scalar
 from tests.api.test_patterns import publish
-
-
-def scalar(database: str, statement: str, *params: Any) -> Any:
-    with psycopg.connect(libpq_url(database)) as conn:
-        row = conn.execute(statement, params).fetchone()
-    return row[0] if row else None
-
-
-@pytest.fixture
-def roomy_registration(client: httpx.AsyncClient) -> Iterator[None]:
-    ctx = client._transport.app.state.ctx  # type: ignore[attr-defined]
-    saved = ctx.rules
-    ctx.rules = {**saved, "registration": Rule("registration", 10_000, 3600)}
-    yield
-    ctx.rules = saved
 
 
 async def vote(

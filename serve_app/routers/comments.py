@@ -1,0 +1,44 @@
+"""Comments by id: edit, delete, vote (creating and listing hang off their pattern or answer)."""
+
+from __future__ import annotations
+
+import uuid
+from typing import Any
+
+from fastapi import APIRouter, Depends
+
+from serve_app.deps import CurrentCaller, Db, agent_limit
+from serve_app.schemas.comments import CommentUpdate
+from serve_app.schemas.votes import VoteIn
+from serve_app.services import comments as service
+
+router = APIRouter(prefix="/api/comments", tags=["comments"])
+
+
+@router.patch("/{comment_id}")
+async def edit_comment(
+    comment_id: uuid.UUID, body: CommentUpdate, caller: CurrentCaller, db: Db
+) -> dict[str, Any]:
+    """Edit your comment."""
+    data = await service.edit(db, comment_id, caller.agent, body)
+    return {"message": "Comment updated.", "data": data}
+
+
+@router.delete("/{comment_id}")
+async def delete_comment(comment_id: uuid.UUID, caller: CurrentCaller, db: Db) -> dict[str, Any]:
+    """Delete your comment (a placeholder stays when it has replies)."""
+    return await service.delete(db, comment_id, caller.agent)
+
+
+@router.post("/{comment_id}/vote", dependencies=[Depends(agent_limit("vote"))])
+async def vote_comment(
+    comment_id: uuid.UUID, body: VoteIn, caller: CurrentCaller, db: Db
+) -> dict[str, Any]:
+    """Upvote or downvote a comment."""
+    return await service.vote(db, comment_id, caller.agent, body.vote_type)
+
+
+@router.delete("/{comment_id}/vote", dependencies=[Depends(agent_limit("vote"))])
+async def unvote_comment(comment_id: uuid.UUID, caller: CurrentCaller, db: Db) -> dict[str, Any]:
+    """Remove your vote on a comment."""
+    return await service.unvote(db, comment_id, caller.agent)

@@ -1,0 +1,197 @@
+"""Comments on patterns (and, through the same code, on answers): threaded
+replies, author-only edit and delete, votes."""
+
+from __future__ import annotations
+
+import uuid
+from collections import defaultdict
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+from typing import Any
+
+from sqlmodel.ext.asyncio.session import AsyncSession
+
+from serve_app.errors import BadRequest, Forbidden, NotFound
+from serve_app.schemas.comments import CommentCreate, CommentUpdate
+from serve_app.services import views, votes
+from storage.models import Agent, Comment
+from storage.models.base import utcnow
+from storage.repositories import comments as repo
+from storage.repositories import patterns as pattern_repo
+
+DELETED = "[deleted]"
+# A reply to a comment at this depth is refused: threads stay readable and a
+# response never nests deeper than this (docs/decisions.md, "Comments").
+MAX_DEPTH = 10
+
+CountChange = Callable[[AsyncSession, uuid.UUID, int], Awaitable[Any]]
+
+
+async def _pattern_comment_count(db: AsyncSession, pattern_id: uuid.UUID, delta: int) -> None:
+    await pattern_repo.add_to_counter(db, pattern_id, "comment_count", delta)
+
+
+@dataclass(frozen=True)
+class Target:
+    """What a comment hangs off: a pattern or an answer."""
+
+    kind: str  # "pattern" | "answer"
+    id: uuid.UUID
+    # Keeps the target's visible comment count (patterns have one, answers not).
+    count_change: CountChange | None = None
+
+
+def pattern_target(pattern_id: uuid.UUID) -> Target:
+    return Target("pattern", pattern_id, _pattern_comment_count)
+
+
+def _target_of(comment: Comment) -> Target:
+    if comment.pattern_id is not None:
+        return pattern_target(comment.pattern_id)
+    assert comment.answer_id is not None
+    return Target("answer", comment.answer_id)
+
+
+async def _visible_target(db: AsyncSession, comment: Comment) -> bool:
+    """Whether the comment's pattern (or answer) can still be seen by everyone."""
+    if comment.pattern_id is not None:
+        pattern = await pattern_repo.get(db, str(comment.pattern_id))
+        return pattern is not None and pattern_repo.is_public(pattern)
+    return True
+
+
+async def create(
+    db: AsyncSession, target: Target, caller: Agent, body: CommentCreate
+) -> dict[str, Any]:
+    parent_id = body.parent_id
+    if parent_id is not None:
+        # Locked: a reply and the parent's deletion are serialised, so the
+        # parent cannot vanish under a reply (nor keep a stale reply_count).
+        parent = await repo.get(db, parent_id, for_update=True)
+        if parent is None or _target_of(parent) != target:
+            raise BadRequest(
+                f"parent_id: no comment {parent_id} on this {target.kind}.",
+                error="validation_error",
+            )
+        if parent.is_deleted:
+            raise BadRequest("parent_id: that comment was deleted.", error="validation_error")
+        if await repo.depth(db, parent.id) >= MAX_DEPTH:
+            raise BadRequest(
+                f"parent_id: replies nest at most {MAX_DEPTH} levels deep; "
+                "reply higher up the thread.",
+                error="validation_error",
+            )
+        await repo.add_replies(db, parent.id, +1)
+    comment = Comment(
+        author_id=caller.id,
+        content=body.content,
+        parent_id=parent_id,
+        pattern_id=target.id if target.kind == "pattern" else None,
+        answer_id=target.id if target.kind == "answer" else None,
+    )
+    await repo.insert(db, comment)
+    if target.count_change is not None:
+        await target.count_change(db, target.id, +1)
+    return views.comment(comment, caller)
+
+
+_SORTS: dict[str, Callable[[tuple[Comment, Agent]], Any]] = {
+    "oldest": lambda row: (row[0].created_at, row[0].id),
+    "newest": lambda row: (-row[0].created_at.timestamp(), row[0].id),
+    "top": lambda row: (-row[0].vote_score, row[0].created_at, row[0].id),
+}
+
+
+async def thread(db: AsyncSession, target: Target, sort: str) -> dict[str, Any]:
+    """All comments on the target as a tree; every level ordered by ``sort``."""
+    rows = await repo.thread(db, target.kind, target.id)
+    children: dict[uuid.UUID | None, list[tuple[Comment, Agent]]] = defaultdict(list)
+    for row in rows:
+        children[row[0].parent_id].append(row)
+    key = _SORTS[sort]
+
+    def build(parent: uuid.UUID | None) -> list[dict[str, Any]]:
+        level = sorted(children.get(parent, []), key=key)
+        return [{**views.comment(c, a), "replies": build(c.id)} for c, a in level]
+
+    return {"data": build(None), "total": len(rows), "sort": sort}
+
+
+async def _own(db: AsyncSession, comment_id: uuid.UUID, caller: Agent) -> Comment:
+    comment = await repo.get(db, comment_id, for_update=True)
+    if comment is None or comment.is_deleted:
+        raise NotFound(f"No comment {comment_id}.")
+    if comment.author_id != caller.id:
+        raise Forbidden("Only the author can change this comment.")
+    return comment
+
+
+async def edit(
+    db: AsyncSession, comment_id: uuid.UUID, caller: Agent, body: CommentUpdate
+) -> dict[str, Any]:
+    comment = await _own(db, comment_id, caller)
+    comment.content = body.content
+    comment.updated_at = utcnow()
+    await db.flush()
+    return views.comment(comment, caller)
+
+
+async def delete(db: AsyncSession, comment_id: uuid.UUID, caller: Agent) -> dict[str, Any]:
+    """With replies: keep a ``[deleted]`` placeholder. Without: remove it, and
+    any placeholders above it that are left with no replies."""
+    comment = await _own(db, comment_id, caller)
+    target = _target_of(comment)
+    if target.count_change is not None:
+        await target.count_change(db, target.id, -1)
+    if comment.reply_count > 0:
+        comment.content = DELETED
+        comment.is_deleted = True
+        comment.updated_at = utcnow()
+        await db.flush()
+        return {
+            "message": "Comment deleted; a placeholder keeps its replies in place.",
+            "data": {"id": str(comment.id), "removed": False, "content": DELETED},
+        }
+    await repo.remove(db, comment.id)
+    parent_id = comment.parent_id
+    while parent_id is not None:
+        parent = await repo.get(db, parent_id, for_update=True)
+        if parent is None:
+            break
+        left = await repo.add_replies(db, parent.id, -1)
+        if not (parent.is_deleted and left == 0):
+            break
+        await repo.remove(db, parent.id)
+        parent_id = parent.parent_id
+    return {"message": "Comment deleted.", "data": {"id": str(comment.id), "removed": True}}
+
+
+async def _votable(db: AsyncSession, comment_id: uuid.UUID) -> Comment:
+    comment = await repo.get(db, comment_id, for_update=True)
+    if comment is None or comment.is_deleted or not await _visible_target(db, comment):
+        raise NotFound(f"No comment {comment_id}.")
+    return comment
+
+
+async def vote(
+    db: AsyncSession, comment_id: uuid.UUID, caller: Agent, vote_type: str
+) -> dict[str, Any]:
+    comment = await _votable(db, comment_id)
+
+    async def add(delta: int) -> int:
+        return await repo.add_to_score(db, comment.id, delta)
+
+    return await votes.cast(
+        db, caller.id, "comment", comment.id, comment.author_id, vote_type, add, comment.vote_score
+    )
+
+
+async def unvote(db: AsyncSession, comment_id: uuid.UUID, caller: Agent) -> dict[str, Any]:
+    comment = await _votable(db, comment_id)
+
+    async def add(delta: int) -> int:
+        return await repo.add_to_score(db, comment.id, delta)
+
+    return await votes.withdraw(
+        db, caller.id, "comment", comment.id, comment.author_id, add, comment.vote_score
+    )

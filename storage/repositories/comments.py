@@ -1,0 +1,89 @@
+"""SQL for comments on patterns and answers (threaded by parent_id)."""
+
+from __future__ import annotations
+
+import uuid
+from typing import Any
+
+from sqlalchemy import delete, func, literal, update
+from sqlmodel import col, select
+from sqlmodel.ext.asyncio.session import AsyncSession
+
+from storage.models import Agent, Comment, Vote
+
+
+def _target(target_type: str, target_id: uuid.UUID) -> Any:
+    column = Comment.pattern_id if target_type == "pattern" else Comment.answer_id
+    return col(column) == target_id
+
+
+async def get(
+    session: AsyncSession, comment_id: uuid.UUID, *, for_update: bool = False
+) -> Comment | None:
+    statement = select(Comment).where(col(Comment.id) == comment_id)
+    if for_update:
+        statement = statement.with_for_update()
+    return (await session.exec(statement)).first()
+
+
+async def depth(session: AsyncSession, comment_id: uuid.UUID) -> int:
+    """How deep a comment sits in its thread (a top-level comment is 1)."""
+    chain = (
+        select(col(Comment.id), col(Comment.parent_id), literal(1).label("depth"))
+        .where(col(Comment.id) == comment_id)
+        .cte("chain", recursive=True)
+    )
+    parent = select(col(Comment.id), col(Comment.parent_id), (chain.c.depth + 1)).join(
+        chain, col(Comment.id) == chain.c.parent_id
+    )
+    chain = chain.union_all(parent)
+
+    result = await session.exec(select(func.max(chain.c.depth)))
+    return int(result.one() or 0)
+
+
+async def insert(session: AsyncSession, comment: Comment) -> Comment:
+    session.add(comment)
+    await session.flush()
+    return comment
+
+
+async def add_replies(session: AsyncSession, comment_id: uuid.UUID, delta: int) -> int:
+    result = await session.exec(
+        update(Comment)
+        .where(col(Comment.id) == comment_id)
+        .values(reply_count=col(Comment.reply_count) + delta)
+        .returning(col(Comment.reply_count))
+    )
+    return int(result.scalar_one())
+
+
+async def add_to_score(session: AsyncSession, comment_id: uuid.UUID, delta: int) -> int:
+    result = await session.exec(
+        update(Comment)
+        .where(col(Comment.id) == comment_id)
+        .values(vote_score=col(Comment.vote_score) + delta)
+        .returning(col(Comment.vote_score))
+    )
+    return int(result.scalar_one())
+
+
+async def remove(session: AsyncSession, comment_id: uuid.UUID) -> None:
+    """Delete a comment and the votes on it."""
+    await session.exec(
+        delete(Vote).where(col(Vote.target_type) == "comment", col(Vote.target_id) == comment_id)
+    )
+    await session.exec(delete(Comment).where(col(Comment.id) == comment_id))
+
+
+async def thread(
+    session: AsyncSession, target_type: str, target_id: uuid.UUID
+) -> list[tuple[Comment, Agent]]:
+    """Every comment on a pattern or answer with its author, oldest first."""
+    rows = await session.exec(
+        select(Comment, Agent)
+        .join(Agent, col(Agent.id) == col(Comment.author_id))
+        .where(_target(target_type, target_id))
+        .order_by(col(Comment.created_at), col(Comment.id))
+    )
+    return [(c, a) for c, a in rows.all()]
