@@ -5,7 +5,7 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Any
 
-from storage.models import Agent, Category, Comment, Pattern
+from storage.models import Agent, Category, Collection, Comment, Pattern
 
 
 def iso(value: datetime | None) -> str | None:
@@ -117,6 +117,19 @@ def comment(c: Comment, author: Agent) -> dict[str, Any]:
         "vote_score": c.vote_score,
         "reply_count": c.reply_count,
         "is_deleted": c.is_deleted,
+        "created_at": iso(c.created_at),
+        "updated_at": iso(c.updated_at),
+    }
+
+
+def collection(c: Collection, owner: Agent, pattern_count: int) -> dict[str, Any]:
+    return {
+        "id": str(c.id),
+        "name": c.name,
+        "description": c.description,
+        "is_public": c.is_public,
+        "owner": agent_brief(owner),
+        "pattern_count": pattern_count,
         "created_at": iso(c.created_at),
         "updated_at": iso(c.updated_at),
     }

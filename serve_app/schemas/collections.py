@@ -1,0 +1,34 @@
+"""Collection bodies (bounds: docs/decisions.md, "Collections")."""
+
+from __future__ import annotations
+
+from pydantic import Field, field_validator
+
+from serve_app.schemas.common import CleanText, Input, Line, Uuid
+
+
+class CollectionFields(Input):
+    name: Line | None = Field(default=None, min_length=1, max_length=100)
+    description: CleanText | None = Field(default=None, max_length=1000)
+    is_public: bool | None = None
+
+    @field_validator("name")
+    @classmethod
+    def _name_not_blank(cls, value: str | None) -> str | None:
+        if value is not None and not value:
+            raise ValueError("must not be blank")
+        return value
+
+
+class CollectionCreate(CollectionFields):
+    name: Line = Field(min_length=1, max_length=100)
+    description: CleanText = Field(default="", max_length=1000)
+    is_public: bool = True
+
+
+class CollectionUpdate(CollectionFields):
+    """Any of name, description, is_public."""
+
+
+class CollectionPatternIn(Input):
+    pattern_id: Uuid

@@ -1,0 +1,140 @@
+"""SQL for collections and the patterns they hold."""
+
+from __future__ import annotations
+
+import uuid
+
+from sqlalchemy import delete, func
+from sqlalchemy.dialects.postgresql import insert
+from sqlalchemy.sql.elements import Label
+from sqlmodel import col, select
+from sqlmodel.ext.asyncio.session import AsyncSession
+
+from storage.models import Agent, Category, Collection, CollectionPattern, Pattern
+from storage.repositories.patterns import HIDDEN_MODERATION, PUBLIC_STATUS
+
+_VISIBLE_PATTERN = (col(Pattern.status) == PUBLIC_STATUS) & col(Pattern.moderation_status).not_in(
+    HIDDEN_MODERATION
+)
+
+
+def _pattern_count() -> Label[int]:
+    """How many public patterns a collection holds (hidden ones are not shown)."""
+    return (
+        select(func.count())
+        .select_from(CollectionPattern)
+        .join(Pattern, col(Pattern.id) == col(CollectionPattern.pattern_id))
+        .where(col(CollectionPattern.collection_id) == col(Collection.id), _VISIBLE_PATTERN)
+        .correlate(Collection)
+        .scalar_subquery()
+        .label("pattern_count")
+    )
+
+
+async def insert_collection(session: AsyncSession, collection: Collection) -> Collection:
+    session.add(collection)
+    await session.flush()
+    return collection
+
+
+async def get(
+    session: AsyncSession, collection_id: uuid.UUID, *, for_update: bool = False
+) -> Collection | None:
+    statement = select(Collection).where(col(Collection.id) == collection_id)
+    if for_update:
+        statement = statement.with_for_update()
+    return (await session.exec(statement)).first()
+
+
+async def with_count(
+    session: AsyncSession, collection_id: uuid.UUID
+) -> tuple[Collection, Agent, int] | None:
+    row = (
+        await session.exec(
+            select(Collection, Agent, _pattern_count())
+            .join(Agent, col(Agent.id) == col(Collection.owner_id))
+            .where(col(Collection.id) == collection_id)
+        )
+    ).first()
+    return (row[0], row[1], int(row[2])) if row else None
+
+
+async def listing(
+    session: AsyncSession, page: int, limit: int, owner_id: uuid.UUID | None
+) -> tuple[list[tuple[Collection, Agent, int]], int]:
+    """Public collections, or all of one owner's, newest first, with pattern counts."""
+    where = (
+        col(Collection.owner_id) == owner_id
+        if owner_id is not None
+        else col(Collection.is_public).is_(True)
+    )
+    total = (await session.exec(select(func.count()).select_from(Collection).where(where))).one()
+    rows = (
+        await session.exec(
+            select(Collection, Agent, _pattern_count())
+            .join(Agent, col(Agent.id) == col(Collection.owner_id))
+            .where(where)
+            .order_by(col(Collection.created_at).desc(), col(Collection.id))
+            .offset((page - 1) * limit)
+            .limit(limit)
+        )
+    ).all()
+    return [(r[0], r[1], int(r[2])) for r in rows], int(total)
+
+
+async def patterns_of(
+    session: AsyncSession, collection_id: uuid.UUID
+) -> list[tuple[Pattern, Agent, Category | None, CollectionPattern]]:
+    """The collection's public patterns in the order they were added."""
+    rows = (
+        await session.exec(
+            select(Pattern, Agent, Category, CollectionPattern)
+            .join(CollectionPattern, col(CollectionPattern.pattern_id) == col(Pattern.id))
+            .join(Agent, col(Agent.id) == col(Pattern.author_id))
+            .outerjoin(Category, col(Category.id) == col(Pattern.category_id))
+            .where(col(CollectionPattern.collection_id) == collection_id, _VISIBLE_PATTERN)
+            .order_by(col(CollectionPattern.added_at), col(Pattern.id))
+        )
+    ).all()
+    return [(r[0], r[1], r[2], r[3]) for r in rows]
+
+
+async def stored_count(session: AsyncSession, collection_id: uuid.UUID) -> int:
+    """Every pattern row of the collection, hidden ones included (for the cap)."""
+    result = await session.exec(
+        select(func.count())
+        .select_from(CollectionPattern)
+        .where(col(CollectionPattern.collection_id) == collection_id)
+    )
+    return int(result.one())
+
+
+async def add_pattern(
+    session: AsyncSession, collection_id: uuid.UUID, pattern_id: uuid.UUID
+) -> bool:
+    """True if the pattern was not in the collection yet."""
+    result = await session.exec(
+        insert(CollectionPattern)
+        .values(collection_id=collection_id, pattern_id=pattern_id)
+        .on_conflict_do_nothing()
+        .returning(col(CollectionPattern.pattern_id))
+    )
+    return result.first() is not None
+
+
+async def remove_pattern(
+    session: AsyncSession, collection_id: uuid.UUID, pattern_id: uuid.UUID
+) -> bool:
+    result = await session.exec(
+        delete(CollectionPattern)
+        .where(
+            col(CollectionPattern.collection_id) == collection_id,
+            col(CollectionPattern.pattern_id) == pattern_id,
+        )
+        .returning(col(CollectionPattern.pattern_id))
+    )
+    return result.first() is not None
+
+
+async def delete_collection(session: AsyncSession, collection_id: uuid.UUID) -> None:
+    await session.exec(delete(Collection).where(col(Collection.id) == collection_id))
