@@ -15,8 +15,9 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 from serve_app.context import AppContext
 from serve_app.errors import PayloadTooLarge, error_body, install_error_handlers
 from serve_app.ratelimit import LocalRateLimiter, RateLimiter
-from serve_app.routers import agents, collections, comments, meta, patterns
+from serve_app.routers import agents, collections, comments, feed, meta, patterns
 from serve_app.settings import Settings
+from serve_app.trending import LocalTrending, Trending
 from storage.db import make_engine, make_sessionmaker
 
 log = logging.getLogger("cairn")
@@ -89,6 +90,7 @@ def create_app(
     database_url: str,
     secret: bytes,
     limiter: RateLimiter | None = None,
+    trending: Trending | None = None,
     implicit_proxy_hops: int = 0,
     pool_size: int | None = None,
 ) -> FastAPI:
@@ -104,6 +106,7 @@ def create_app(
         sessions=make_sessionmaker(engine),
         read_sessions=make_sessionmaker(engine.execution_options(isolation_level="AUTOCOMMIT")),
         limiter=limiter or LocalRateLimiter(),
+        trending=trending or LocalTrending(database_url),
         secret=secret,
         rules=settings.rules(),
         trusted=settings.trusted_networks(),
@@ -128,5 +131,6 @@ def create_app(
     app.include_router(patterns.router)
     app.include_router(comments.router)
     app.include_router(collections.router)
+    app.include_router(feed.router)
     app.add_middleware(BodyLimitMiddleware, max_bytes=settings.max_body_bytes)
     return app

@@ -13,6 +13,7 @@ from actors.ratelimit import Rule
 from serve_app.clientip import Network
 from serve_app.ratelimit import RateLimiter
 from serve_app.settings import Settings
+from serve_app.trending import Trending
 
 
 @dataclass
@@ -24,6 +25,7 @@ class AppContext:
     # round trips (a third of a simple read's cost).
     read_sessions: async_sessionmaker[AsyncSession]
     limiter: RateLimiter
+    trending: Trending
     secret: bytes
     rules: dict[str, Rule]
     trusted: list[Network]

@@ -29,6 +29,7 @@ def replica_app(runtime: dict[str, str]) -> FastAPI:
 
     from serve_app.app import create_app
     from serve_app.ratelimit import RayRateLimiter
+    from serve_app.trending import RayTrending
 
     os.environ.update(runtime)
     get_settings.cache_clear()
@@ -40,6 +41,7 @@ def replica_app(runtime: dict[str, str]) -> FastAPI:
         database_url=settings.database_url,
         secret=settings.secret_bytes(),
         limiter=RayRateLimiter(settings.ratelimit_shards),
+        trending=RayTrending(settings.database_url),
         # Serve's HAProxy appends the client address to X-Forwarded-For.
         implicit_proxy_hops=1 if constants.RAY_SERVE_ENABLE_HA_PROXY else 0,
     )

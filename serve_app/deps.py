@@ -11,7 +11,7 @@ from fastapi import Depends, Request, Response
 from sqlmodel.ext.asyncio.session import AsyncSession
 
 from actors.ratelimit import Decision
-from serve_app import keys
+from serve_app import hooks, keys
 from serve_app.clientip import client_ip
 from serve_app.context import AppContext
 from serve_app.errors import Forbidden, RateLimited, Unauthorized
@@ -35,8 +35,10 @@ async def _transaction(ctx: Ctx) -> AsyncIterator[AsyncSession]:
             yield session
             await session.commit()
         except BaseException:
+            hooks.discard(session)
             await session.rollback()
             raise
+        await hooks.run_after_commit(session)
 
 
 # scope="function": the commit runs when the handler returns, before the

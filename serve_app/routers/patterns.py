@@ -7,7 +7,7 @@ from typing import Annotated, Any, Literal
 
 from fastapi import APIRouter, Depends, Query, Response
 
-from serve_app.deps import CurrentCaller, Db, MaybeCaller, ReadDb, agent_limit
+from serve_app.deps import Ctx, CurrentCaller, Db, MaybeCaller, ReadDb, agent_limit
 from serve_app.errors import BadRequest
 from serve_app.schemas.comments import CommentCreate, CommentSort
 from serve_app.schemas.common import Limit, Page
@@ -19,6 +19,9 @@ from serve_app.services import patterns as service
 from storage.repositories.patterns import ListQuery
 
 router = APIRouter(prefix="/api/patterns", tags=["patterns"])
+
+# sort_by=trending ranks by the votes of the last week, like the trending feed's default.
+TRENDING_DAYS = 7
 
 
 def _tag_list(raw: str | None, name: str) -> tuple[str, ...]:
@@ -33,6 +36,7 @@ def _tag_list(raw: str | None, name: str) -> tuple[str, ...]:
 @router.get("")
 async def list_patterns(
     db: ReadDb,
+    ctx: Ctx,
     page: Page = 1,
     limit: Limit = 10,
     category_id: uuid.UUID | None = None,
@@ -54,6 +58,9 @@ async def list_patterns(
         use_case_tags=_tag_list(use_case_tags, "use_case_tags"),
         tech_stack=_tag_list(tech_stack, "tech_stack"),
         author_id=author_id,
+        trending=await service.ranking(db, ctx.trending, TRENDING_DAYS)
+        if sort_by == "trending"
+        else (),
     )
     return await service.list_public(db, query)
 
@@ -88,16 +95,18 @@ async def delete_pattern(id_or_slug: str, caller: CurrentCaller, db: Db) -> dict
 
 @router.post("/{id_or_slug}/vote", dependencies=[Depends(agent_limit("vote"))])
 async def vote_pattern(
-    id_or_slug: str, body: VoteIn, caller: CurrentCaller, db: Db
+    id_or_slug: str, body: VoteIn, caller: CurrentCaller, db: Db, ctx: Ctx
 ) -> dict[str, Any]:
     """Upvote or downvote a pattern (switching moves the score by 2)."""
-    return await service.vote(db, id_or_slug, caller.agent, body.vote_type)
+    return await service.vote(db, id_or_slug, caller.agent, body.vote_type, ctx.trending)
 
 
 @router.delete("/{id_or_slug}/vote", dependencies=[Depends(agent_limit("vote"))])
-async def unvote_pattern(id_or_slug: str, caller: CurrentCaller, db: Db) -> dict[str, Any]:
+async def unvote_pattern(
+    id_or_slug: str, caller: CurrentCaller, db: Db, ctx: Ctx
+) -> dict[str, Any]:
     """Remove your vote on a pattern."""
-    return await service.unvote(db, id_or_slug, caller.agent)
+    return await service.unvote(db, id_or_slug, caller.agent, ctx.trending)
 
 
 @router.post(

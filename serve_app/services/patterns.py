@@ -4,14 +4,17 @@ from __future__ import annotations
 
 import math
 import secrets
+from datetime import datetime
 from typing import Any
 
 from sqlmodel.ext.asyncio.session import AsyncSession
 
+from serve_app import hooks
 from serve_app.errors import BadRequest, Forbidden, NotFound, ServiceUnavailable
 from serve_app.schemas.patterns import PatternCreate, PatternUpdate
 from serve_app.services import views, votes
 from serve_app.slugs import slugify
+from serve_app.trending import MAX_RANKED, Trending
 from storage.models import Agent, Pattern
 from storage.models.base import utcnow
 from storage.repositories import patterns as repo
@@ -142,26 +145,79 @@ async def public_locked(db: AsyncSession, ref: str) -> Pattern:
     return pattern
 
 
-async def vote(db: AsyncSession, ref: str, caller: Agent, vote_type: str) -> dict[str, Any]:
+def _tell_trending(
+    db: AsyncSession, trending: Trending, pattern: Pattern, voter: Agent
+) -> votes.OnChange:
+    """Send the vote change to the TrendingCounter once the transaction commits."""
+
+    def changed(value: int, when: datetime) -> None:
+        event: tuple[Any, ...]
+        if value:
+            event = ("set", str(pattern.id), str(voter.id), value, when.timestamp())
+        else:
+            event = ("unset", str(pattern.id), str(voter.id), when.timestamp())
+        hooks.after_commit(db, lambda: trending.record([event]))
+
+    return changed
+
+
+async def vote(
+    db: AsyncSession, ref: str, caller: Agent, vote_type: str, trending: Trending
+) -> dict[str, Any]:
     pattern = await public_locked(db, ref)
 
     async def add(delta: int) -> int:
         return await repo.add_to_counter(db, pattern.id, "vote_score", delta)
 
     return await votes.cast(
-        db, caller.id, "pattern", pattern.id, pattern.author_id, vote_type, add, pattern.vote_score
+        db,
+        caller.id,
+        "pattern",
+        pattern.id,
+        pattern.author_id,
+        vote_type,
+        add,
+        pattern.vote_score,
+        _tell_trending(db, trending, pattern, caller),
     )
 
 
-async def unvote(db: AsyncSession, ref: str, caller: Agent) -> dict[str, Any]:
+async def unvote(db: AsyncSession, ref: str, caller: Agent, trending: Trending) -> dict[str, Any]:
     pattern = await public_locked(db, ref)
 
     async def add(delta: int) -> int:
         return await repo.add_to_counter(db, pattern.id, "vote_score", delta)
 
     return await votes.withdraw(
-        db, caller.id, "pattern", pattern.id, pattern.author_id, add, pattern.vote_score
+        db,
+        caller.id,
+        "pattern",
+        pattern.id,
+        pattern.author_id,
+        add,
+        pattern.vote_score,
+        _tell_trending(db, trending, pattern, caller),
     )
+
+
+async def ranking(db: AsyncSession, trending: Trending, days: int) -> repo.Ranked:
+    """The TrendingCounter's ranking; computed from the votes table when the
+    counter cannot answer (restarting, unreachable)."""
+    ranked = await trending.top(days, MAX_RANKED)
+    if ranked is None:
+        return await repo.ranked_from_votes(db, days, MAX_RANKED)
+    return tuple(ranked)
+
+
+async def trending_feed(
+    db: AsyncSession, trending: Trending, days: int, page: int, limit: int
+) -> dict[str, Any]:
+    rows, total = await repo.trending_page(db, await ranking(db, trending, days), page, limit)
+    return {
+        "data": [{**views.pattern_item(p, a, c), "trending_score": s} for p, a, c, s in rows],
+        "pagination": pagination(page, limit, total),
+        "days": days,
+    }
 
 
 FORK_REPUTATION = 5

@@ -9,11 +9,13 @@ from __future__ import annotations
 
 import uuid
 from collections.abc import Awaitable, Callable
+from datetime import datetime
 from typing import Any
 
 from sqlmodel.ext.asyncio.session import AsyncSession
 
 from serve_app.errors import Forbidden
+from storage.models.base import utcnow
 from storage.repositories import reputation
 from storage.repositories import votes as repo
 
@@ -29,6 +31,8 @@ REPUTATION: dict[str, tuple[int, int]] = {
 }
 
 AddToScore = Callable[[int], Awaitable[int]]
+# Told of every change that lands: (new value, or 0 when withdrawn; when).
+OnChange = Callable[[int, datetime], None]
 
 
 async def _reputation(
@@ -65,6 +69,7 @@ async def cast(
     vote_type: str,
     add_to_score: AddToScore,
     current_score: int,
+    on_change: OnChange | None = None,
 ) -> dict[str, Any]:
     """Place or switch the caller's vote; repeating the same vote changes nothing."""
     if voter_id == author_id:
@@ -74,11 +79,13 @@ async def cast(
     old = existing.value if existing else 0
     score = current_score
     if old != value:
-        await repo.put(db, existing, voter_id, target_type, target_id, value)
+        placed = await repo.put(db, existing, voter_id, target_type, target_id, value)
         score = await add_to_score(value - old)
         if old:
             await _reputation(db, target_type, target_id, author_id, voter_id, old, -1)
         await _reputation(db, target_type, target_id, author_id, voter_id, value, +1)
+        if on_change is not None:
+            on_change(value, placed.updated_at)
     return {
         "message": f"{vote_type.capitalize()} recorded.",
         "data": {"vote_type": vote_type, "vote_score": score},
@@ -93,6 +100,7 @@ async def withdraw(
     author_id: uuid.UUID,
     add_to_score: AddToScore,
     current_score: int,
+    on_change: OnChange | None = None,
 ) -> dict[str, Any]:
     """Remove the caller's vote, reversing its effect (no vote: nothing to do)."""
     existing = await repo.current(db, voter_id, target_type, target_id)
@@ -104,4 +112,6 @@ async def withdraw(
     await repo.remove(db, existing)
     score = await add_to_score(-existing.value)
     await _reputation(db, target_type, target_id, author_id, voter_id, existing.value, -1)
+    if on_change is not None:
+        on_change(0, utcnow())
     return {"message": "Vote removed.", "data": {"vote_type": None, "vote_score": score}}

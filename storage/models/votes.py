@@ -23,6 +23,8 @@ class Vote(SQLModel, table=True):
         CheckConstraint("value IN (-1, 1)", name="ck_votes_value"),
         UniqueConstraint("agent_id", "target_type", "target_id", name="uq_votes_agent_target"),
         Index("ix_votes_target", "target_type", "target_id"),
+        # Trending: rebuilding the counter and its Postgres fallback read recent votes.
+        Index("ix_votes_recent", "target_type", "updated_at"),
     )
 
     id: uuid.UUID = id_field()

@@ -4,10 +4,11 @@ from __future__ import annotations
 
 import uuid
 from dataclasses import dataclass
-from datetime import timedelta
 from typing import Any
 
-from sqlalchemy import ColumnElement, and_, func, literal, update
+from sqlalchemy import ColumnElement, Integer, String, and_, bindparam, column, func, update
+from sqlalchemy.dialects.postgresql import ARRAY
+from sqlalchemy.dialects.postgresql import UUID as PG_UUID
 from sqlalchemy.exc import IntegrityError
 from sqlmodel import col, select
 from sqlmodel.ext.asyncio.session import AsyncSession
@@ -17,7 +18,6 @@ from storage.models.base import utcnow
 
 PUBLIC_STATUS = "published"
 HIDDEN_MODERATION = ("rejected",)
-TRENDING_WINDOW = timedelta(days=7)
 
 
 def is_public(pattern: Pattern) -> bool:
@@ -93,6 +93,8 @@ class ListQuery:
     tech_stack: tuple[str, ...] = ()
     author_id: uuid.UUID | None = None
     forked_from_id: uuid.UUID | None = None
+    # sort_by=trending: the TrendingCounter's ranking, best first.
+    trending: Ranked = ()
 
 
 # "popular": views plus weighted engagement (docs/decisions.md).
@@ -104,18 +106,20 @@ POPULARITY = (
 )
 
 
-def _recent_upvotes() -> Any:
+Ranked = tuple[tuple[str, int], ...]
+
+
+def _ranked_table(ranked: Ranked) -> Any:
+    """(id, score) rows from the TrendingCounter's ranking, as a derived table."""
+    ids = [uuid.UUID(p) for p, _ in ranked]
+    scores = [score for _, score in ranked]
     return (
-        select(func.count())
-        .select_from(Vote)
-        .where(
-            col(Vote.target_type) == "pattern",
-            col(Vote.target_id) == col(Pattern.id),
-            col(Vote.value) > 0,
-            col(Vote.updated_at) > func.now() - literal(TRENDING_WINDOW),
+        func.unnest(
+            bindparam("ranked_ids", ids, type_=ARRAY(PG_UUID(as_uuid=True))),
+            bindparam("ranked_scores", scores, type_=ARRAY(Integer)),
         )
-        .correlate(Pattern)
-        .scalar_subquery()
+        .table_valued(column("id", PG_UUID(as_uuid=True)), column("score", Integer))
+        .render_derived(name="ranked")
     )
 
 
@@ -156,7 +160,8 @@ async def list_public(
     elif query.sort_by == "top_rated":
         order = [col(Pattern.vote_score).desc()]
     elif query.sort_by == "trending":
-        order = [_recent_upvotes().desc(), col(Pattern.vote_score).desc()]
+        ranked = _ranked_table(query.trending)
+        order = [func.coalesce(ranked.c.score, 0).desc(), col(Pattern.vote_score).desc()]
     elif query.sort_by is None and tsquery is not None:
         order = [func.ts_rank_cd(col(Pattern.search_vector), tsquery).desc()]
     else:
@@ -166,13 +171,57 @@ async def list_public(
         select(Pattern, Agent, Category)
         .join(Agent, col(Agent.id) == col(Pattern.author_id))
         .outerjoin(Category, col(Category.id) == col(Pattern.category_id))
-        .where(where)
+    )
+    if query.sort_by == "trending":
+        statement = statement.outerjoin(ranked, ranked.c.id == col(Pattern.id))
+    statement = (
+        statement.where(where)
         .order_by(*order)
         .offset((query.page - 1) * query.limit)
         .limit(query.limit)
     )
     rows = (await session.exec(statement)).all()
     return [(r[0], r[1], r[2]) for r in rows], int(total)
+
+
+async def trending_page(
+    session: AsyncSession, ranked: Ranked, page: int, limit: int
+) -> tuple[list[tuple[Pattern, Agent, Category | None, int]], int]:
+    """One page of the public patterns among ``ranked``, by trending score, then
+    total score, then newest; with the number of such patterns."""
+    if not ranked:
+        return [], 0
+    table = _ranked_table(ranked)
+    where = and_(
+        col(Pattern.status) == PUBLIC_STATUS,
+        col(Pattern.moderation_status).not_in(HIDDEN_MODERATION),
+    )
+    total = (
+        await session.exec(
+            select(func.count())
+            .select_from(Pattern)
+            .join(table, table.c.id == col(Pattern.id))
+            .where(where)
+        )
+    ).one()
+    rows = (
+        await session.exec(
+            select(Pattern, Agent, Category, table.c.score)
+            .join(table, table.c.id == col(Pattern.id))
+            .join(Agent, col(Agent.id) == col(Pattern.author_id))
+            .outerjoin(Category, col(Category.id) == col(Pattern.category_id))
+            .where(where)
+            .order_by(
+                table.c.score.desc(),
+                col(Pattern.vote_score).desc(),
+                col(Pattern.created_at).desc(),
+                col(Pattern.id),
+            )
+            .offset((page - 1) * limit)
+            .limit(limit)
+        )
+    ).all()
+    return [(r[0], r[1], r[2], int(r[3])) for r in rows], int(total)
 
 
 async def apply_update(session: AsyncSession, pattern: Pattern, changes: dict[str, Any]) -> None:
@@ -194,3 +243,21 @@ async def add_to_counter(
         .returning(counter)
     )
     return int(result.scalar_one())
+
+
+async def ranked_from_votes(session: AsyncSession, days: int, limit: int) -> Ranked:
+    """The trending ranking computed from the votes table (when the counter is
+    unavailable): net votes cast or changed in the last ``days`` days."""
+    score = func.sum(col(Vote.value))
+    rows = await session.exec(
+        select(col(Vote.target_id), score)
+        .where(
+            col(Vote.target_type) == "pattern",
+            col(Vote.updated_at) > func.now() - func.make_interval(0, 0, 0, days),
+        )
+        .group_by(col(Vote.target_id))
+        .having(score > 0)
+        .order_by(score.desc(), func.cast(col(Vote.target_id), String))
+        .limit(limit)
+    )
+    return tuple((str(pattern_id), int(total)) for pattern_id, total in rows.all())

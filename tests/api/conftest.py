@@ -17,6 +17,7 @@ from actors.ratelimit import Rule
 from serve_app.app import create_app
 from serve_app.ratelimit import LocalRateLimiter
 from serve_app.settings import Settings
+from serve_app.trending import LocalTrending
 from storage.db import libpq_url
 
 SECRET = b"test-secret-key-for-hmac-0123456789"
@@ -50,8 +51,9 @@ def _clean(database: str, request: pytest.FixtureRequest) -> Any:
 
 
 @pytest.fixture
-async def client(app: FastAPI) -> AsyncIterator[httpx.AsyncClient]:
+async def client(app: FastAPI, database: str) -> AsyncIterator[httpx.AsyncClient]:
     app.state.ctx.limiter = LocalRateLimiter()
+    app.state.ctx.trending = LocalTrending(database)
     app.state.ctx.caches.clear()
     transport = httpx.ASGITransport(app=app, client=(CLIENT_IP, 40000))
     async with httpx.AsyncClient(transport=transport, base_url="http://testserver") as c:

@@ -1,0 +1,25 @@
+"""Feeds: patterns trending by recent votes."""
+
+from __future__ import annotations
+
+from typing import Annotated, Any
+
+from fastapi import APIRouter, Query
+
+from serve_app.deps import Ctx, ReadDb
+from serve_app.schemas.common import Limit, Page
+from serve_app.services import patterns as service
+
+router = APIRouter(prefix="/api/feed", tags=["feed"])
+
+
+@router.get("/trending")
+async def trending(
+    db: ReadDb,
+    ctx: Ctx,
+    page: Page = 1,
+    limit: Limit = 20,
+    days: Annotated[int, Query(ge=1, le=30)] = 7,
+) -> dict[str, Any]:
+    """Patterns with the most net votes cast in the last `days` days (1 to 30)."""
+    return await service.trending_feed(db, ctx.trending, days, page, limit)

@@ -1,0 +1,97 @@
+"""Trending as seen by the routes: ``record`` vote events, ask for the ``top``.
+
+``LocalTrending`` keeps a TrendingCounter in this process (API tests, a single
+uvicorn); ``RayTrending`` talks to the cluster's TrendingActor. Both are
+rebuilt from the votes in Postgres before their first answer.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from typing import Any, Protocol
+
+from actors.trending import HORIZON_DAYS, Event, TrendingCounter
+from storage.repositories.trending import recent_pattern_votes
+
+log = logging.getLogger("cairn.trending")
+
+# How many patterns a ranking holds at most (docs/decisions.md, "Trending").
+MAX_RANKED = 1000
+
+
+class Trending(Protocol):
+    async def record(self, events: list[Event]) -> None: ...
+
+    async def top(self, days: int, limit: int = MAX_RANKED) -> list[tuple[str, int]] | None:
+        """The ranking, or None when the counter cannot answer now."""
+        ...
+
+
+class LocalTrending:
+    def __init__(self, database_url: str) -> None:
+        self._database_url = database_url
+        self._counter = TrendingCounter()
+        self._loaded = False
+        self._lock = asyncio.Lock()
+
+    async def _ensure_loaded(self) -> None:
+        async with self._lock:
+            if not self._loaded:
+                votes = await asyncio.to_thread(
+                    lambda: list(recent_pattern_votes(self._database_url, HORIZON_DAYS))
+                )
+                self._counter.load(votes, time.time())
+                self._loaded = True
+
+    async def record(self, events: list[Event]) -> None:
+        await self._ensure_loaded()
+        self._counter.apply(events, time.time())
+
+    async def top(self, days: int, limit: int = MAX_RANKED) -> list[tuple[str, int]] | None:
+        await self._ensure_loaded()
+        return self._counter.top(days, limit, time.time())
+
+
+class RayTrending:
+    """The cluster's TrendingActor, with a deadline on every call.
+
+    A call that misses its deadline is not cancelled: an event still reaches
+    the actor (Ray keeps it queued while the actor restarts)."""
+
+    def __init__(self, database_url: str, timeout_s: float = 2.0) -> None:
+        from actors.trending_actor import get_or_create
+
+        self._database_url = database_url
+        self._get_or_create = get_or_create
+        self._actor = get_or_create(database_url)
+        self._timeout_s = timeout_s
+
+    async def _call(self, method: str, *args: Any) -> Any:
+        from ray.exceptions import RayActorError
+
+        future = asyncio.wrap_future(getattr(self._actor, method).remote(*args).future())
+        done, _ = await asyncio.wait({future}, timeout=self._timeout_s)
+        if not done:
+            raise TimeoutError(f"trending actor did not answer {method} in {self._timeout_s} s")
+        try:
+            return future.result()
+        except RayActorError:
+            # Gone for good (not just restarting): look it up, or start it, again.
+            self._actor = self._get_or_create(self._database_url)
+            raise
+
+    async def record(self, events: list[Event]) -> None:
+        try:
+            await self._call("apply", events)
+        except Exception as exc:
+            log.warning("trending event not confirmed (%s); the actor gets it later", exc)
+
+    async def top(self, days: int, limit: int = MAX_RANKED) -> list[tuple[str, int]] | None:
+        try:
+            ranked: list[tuple[str, int]] = await self._call("top", days, limit)
+        except Exception as exc:
+            log.warning("trending actor unavailable (%s); ranking from Postgres", exc)
+            return None
+        return ranked
