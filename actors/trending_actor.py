@@ -58,6 +58,7 @@ class TrendingActor:
         return self._counter.top(days, limit, time.time())
 
     def stats(self) -> dict[str, Any]:
+        self._ensure_loaded()
         return {
             **self._counter.stats(),
             "started": self._started,

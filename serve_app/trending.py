@@ -28,6 +28,10 @@ class Trending(Protocol):
         """The ranking, or None when the counter cannot answer now."""
         ...
 
+    async def stats(self) -> dict[str, Any] | None:
+        """Size and start time of the counter, or None when it cannot answer."""
+        ...
+
 
 class LocalTrending:
     def __init__(self, database_url: str) -> None:
@@ -46,12 +50,27 @@ class LocalTrending:
                 self._loaded = True
 
     async def record(self, events: list[Event]) -> None:
-        await self._ensure_loaded()
-        self._counter.apply(events, time.time())
+        # Not loaded yet: the load will read this vote from Postgres anyway.
+        if await self._loaded_or_none():
+            self._counter.apply(events, time.time())
 
     async def top(self, days: int, limit: int = MAX_RANKED) -> list[tuple[str, int]] | None:
-        await self._ensure_loaded()
+        if not await self._loaded_or_none():
+            return None
         return self._counter.top(days, limit, time.time())
+
+    async def stats(self) -> dict[str, Any] | None:
+        if not await self._loaded_or_none():
+            return None
+        return {**self._counter.stats(), "where": "in-process"}
+
+    async def _loaded_or_none(self) -> bool:
+        try:
+            await self._ensure_loaded()
+        except Exception as exc:
+            log.warning("trending counter could not be loaded from Postgres: %s", exc)
+            return False
+        return True
 
 
 class RayTrending:
@@ -95,3 +114,10 @@ class RayTrending:
             log.warning("trending actor unavailable (%s); ranking from Postgres", exc)
             return None
         return ranked
+
+    async def stats(self) -> dict[str, Any] | None:
+        try:
+            stats: dict[str, Any] = await self._call("stats")
+        except Exception:
+            return None
+        return {**stats, "where": "actor"}

@@ -55,6 +55,9 @@ async def health(request: Request, ctx: Ctx) -> dict[str, Any] | JSONResponse:
             "memory_usage_mb": round(_PROCESS.memory_info().rss / 1_048_576, 1),
             "uptime_s": round(time.time() - ctx.started_at, 1),
         },
+        # The trending counter's state; null while it cannot answer (the feed
+        # then ranks from Postgres, so this does not make the service unhealthy).
+        "trending": await ctx.trending.stats(),
     }
     body["metrics"]["response_time_ms"] = round((time.perf_counter() - started) * 1000, 3)
     if not db_ok:

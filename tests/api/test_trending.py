@@ -132,6 +132,9 @@ class Unreachable:
     async def top(self, days: int, limit: int = 1000) -> list[tuple[str, int]] | None:
         return None
 
+    async def stats(self) -> dict[str, Any] | None:
+        return None
+
 
 async def test_ranking_falls_back_to_postgres(
     client: httpx.AsyncClient, scene: tuple[list[dict[str, Any]], list[Registered]]
@@ -141,6 +144,17 @@ async def test_ranking_falls_back_to_postgres(
     ctx_of(client).trending = Unreachable()
     assert await feed(client) == before
     assert (await client.get("/api/patterns?sort_by=trending")).json() == listed
+    health = await client.get("/api/health")
+    assert health.status_code == 200 and health.json()["trending"] is None
+
+
+async def test_health_shows_the_counter(
+    client: httpx.AsyncClient, scene: tuple[list[dict[str, Any]], list[Registered]]
+) -> None:
+    trending = (await client.get("/api/health")).json()["trending"]
+    assert trending["where"] == "in-process"
+    assert trending["votes"] == 7 and trending["patterns"] == 3  # hot, warm and cold
+    assert trending["buckets"] >= 3  # one per pattern, two if an hour turned meanwhile
 
 
 async def test_sort_by_trending_in_the_list(
