@@ -238,8 +238,11 @@ def http_json(method: str, url: str, body: Any = None, timeout: float = 10.0) ->
 class Server:
     """A server subprocess whose output goes to a log file and a ring of lines."""
 
-    def __init__(self, name: str, cmd: list[str], port: int, log_path: Path) -> None:
+    def __init__(
+        self, name: str, cmd: list[str], port: int, log_path: Path, state_dir: Path = STATE_DIR
+    ) -> None:
         self.name = name
+        self.state_dir = state_dir
         self.cmd = cmd
         self.port = port
         self.base = f"http://{HOST}:{port}"
@@ -326,7 +329,7 @@ class Server:
                 print(f"bench: {self.name} still running after {STOP_TIMEOUT_S:.0f}s; killing")
                 proc.kill()
                 proc.wait(timeout=30)
-                stop_bench_processes(grace_s=10.0)
+                stop_bench_processes(grace_s=10.0, state_dir=self.state_dir)
         self.stop_s = time.monotonic() - t0
         if self._reader is not None:
             self._reader.join(timeout=10)
@@ -340,12 +343,12 @@ class Server:
         self.proc = None
 
 
-def bench_processes() -> list[Any]:
+def bench_processes(state_dir: Path = STATE_DIR) -> list[Any]:
     """Processes tied to the bench state folder (Ray, HAProxy, Postgres), by their
     command line or their CAIRN_STATE_DIR; none of them is this process."""
     import psutil
 
-    marker = str(STATE_DIR)
+    marker = str(state_dir)
     mine = {os.getpid(), os.getppid()}
     found = []
     for proc in psutil.process_iter(["pid", "cmdline", "environ"]):
@@ -368,17 +371,17 @@ def _describe(proc: Any) -> str:
     return str(proc.pid)
 
 
-def leftover_processes(wait_s: float = 15.0) -> list[str]:
+def leftover_processes(wait_s: float = 15.0, state_dir: Path = STATE_DIR) -> list[str]:
     """bench_processes() still alive after giving them ``wait_s`` to finish exiting."""
     deadline = time.monotonic() + wait_s
     while True:
-        found = bench_processes()
+        found = bench_processes(state_dir)
         if not found or time.monotonic() > deadline:
             return [_describe(p) for p in found]
         time.sleep(1.0)
 
 
-def stop_bench_processes(grace_s: float) -> list[str]:
+def stop_bench_processes(grace_s: float, state_dir: Path = STATE_DIR) -> list[str]:
     """Terminate what a killed server left behind in the bench state folder.
 
     Only the roots are signalled (a Postgres postmaster, not its backends; a
@@ -386,7 +389,7 @@ def stop_bench_processes(grace_s: float) -> list[str]:
     """
     import psutil
 
-    found = bench_processes()
+    found = bench_processes(state_dir)
     pids = {p.pid for p in found}
     roots = []
     for proc in found:
@@ -398,7 +401,7 @@ def stop_bench_processes(grace_s: float) -> list[str]:
         with contextlib.suppress(psutil.Error):
             proc.terminate()
     psutil.wait_procs(roots, timeout=grace_s)
-    for proc in bench_processes():
+    for proc in bench_processes(state_dir):
         with contextlib.suppress(psutil.Error):
             proc.kill()
     if described:
@@ -560,11 +563,15 @@ def docs_section(
     return "\n".join(lines) + "\n"
 
 
-def write_docs(section: str, path: Path = DOCS) -> None:
+def write_docs(
+    section: str, path: Path = DOCS, start_mark: str = START_MARK, end_mark: str = END_MARK
+) -> None:
+    """Put ``section`` (which starts and ends with the marks) into the docs page,
+    replacing what stood between the marks."""
     text = path.read_text() if path.exists() else "# Benchmarks\n"
-    start, end = text.find(START_MARK), text.find(END_MARK)
+    start, end = text.find(start_mark), text.find(end_mark)
     if start != -1 and end > start:
-        text = text[:start] + section + text[end + len(END_MARK) :].lstrip("\n")
+        text = text[:start] + section + text[end + len(end_mark) :].lstrip("\n")
     else:
         text = text.rstrip("\n") + "\n\n" + section
     path.parent.mkdir(parents=True, exist_ok=True)

@@ -37,6 +37,13 @@ PATTERN_TSVECTOR = (
     "setweight(to_tsvector('english'::regconfig, coalesce(description, '')), 'B') || "
     "setweight(to_tsvector('english'::regconfig, coalesce(content, '')), 'C')"
 )
+# Search matches the whole text but ranks on title and description only: the
+# full vector is large (stored out of line), and ranking thousands of them
+# costs ten times more (docs/benchmarks.md, "Pattern search").
+PATTERN_RANK_TSVECTOR = (
+    "setweight(to_tsvector('english'::regconfig, coalesce(title, '')), 'A') || "
+    "setweight(to_tsvector('english'::regconfig, coalesce(description, '')), 'B')"
+)
 
 
 class Pattern(SQLModel, table=True):
@@ -87,6 +94,10 @@ class Pattern(SQLModel, table=True):
     flag_count: int = Field(default=0, sa_column_kwargs={"server_default": "0"})
     search_vector: Any = Field(
         default=None, sa_column=Column(TSVECTOR, Computed(PATTERN_TSVECTOR, persisted=True))
+    )
+    rank_vector: Any = Field(
+        default=None,
+        sa_column=Column(TSVECTOR, Computed(PATTERN_RANK_TSVECTOR, persisted=True)),
     )
     created_at: datetime = created_field()
     updated_at: datetime = created_field()

@@ -147,13 +147,9 @@ def _conditions(query: ListQuery) -> tuple[list[ColumnElement[bool]], Any]:
     return conditions, tsquery
 
 
-async def list_public(
-    session: AsyncSession, query: ListQuery
-) -> tuple[list[tuple[Pattern, Agent, Category | None]], int]:
-    """One page of public patterns with author and category, and the total."""
-    conditions, tsquery = _conditions(query)
-    where = and_(*conditions)
-    total = (await session.exec(select(func.count()).select_from(Pattern).where(where))).one()
+def _order(query: ListQuery, tsquery: Any) -> tuple[list[Any], Any]:
+    """The ORDER BY of a listing, and the ranked table to outer-join for trending."""
+    ranked = None
     order: list[Any]
     if query.sort_by == "popular":
         order = [POPULARITY.desc()]
@@ -163,25 +159,62 @@ async def list_public(
         ranked = _ranked_table(query.trending)
         order = [func.coalesce(ranked.c.score, 0).desc(), col(Pattern.vote_score).desc()]
     elif query.sort_by is None and tsquery is not None:
-        order = [func.ts_rank_cd(col(Pattern.search_vector), tsquery).desc()]
+        order = [func.ts_rank_cd(col(Pattern.rank_vector), tsquery).desc()]
     else:
         order = []
-    order += [col(Pattern.created_at).desc(), col(Pattern.id)]
+    return [*order, col(Pattern.created_at).desc(), col(Pattern.id)], ranked
+
+
+async def _with_related(
+    session: AsyncSession, ids: list[uuid.UUID]
+) -> list[tuple[Pattern, Agent, Category | None]]:
+    """The patterns with these ids, with author and category, in this order."""
+    if not ids:
+        return []
+    rows = (
+        await session.exec(
+            select(Pattern, Agent, Category)
+            .join(Agent, col(Agent.id) == col(Pattern.author_id))
+            .outerjoin(Category, col(Category.id) == col(Pattern.category_id))
+            .where(col(Pattern.id).in_(ids))
+        )
+    ).all()
+    by_id = {r[0].id: (r[0], r[1], r[2]) for r in rows}
+    return [by_id[i] for i in ids if i in by_id]
+
+
+async def list_public(
+    session: AsyncSession, query: ListQuery
+) -> tuple[list[tuple[Pattern, Agent, Category | None]], int]:
+    """One page of public patterns with author and category, and the total."""
+    conditions, tsquery = _conditions(query)
+    where = and_(*conditions)
+    order, ranked = _order(query, tsquery)
+    offset = (query.page - 1) * query.limit
+    count = select(func.count()).select_from(Pattern).where(where)
+    if tsquery is not None:
+        # A search scans every hit anyway (to rank them): count them in the
+        # same pass, over narrow rows, then load the page's rows by id.
+        page = select(col(Pattern.id), func.count().over()).where(where)
+        if ranked is not None:
+            page = page.outerjoin(ranked, ranked.c.id == col(Pattern.id))
+        hits = (await session.exec(page.order_by(*order).offset(offset).limit(query.limit))).all()
+        # Past the last page nothing comes back to carry the count.
+        total = int(hits[0][1]) if hits else 0
+        if not hits and offset:
+            total = int((await session.exec(count)).one())
+        return await _with_related(session, [h[0] for h in hits]), total
+    total = int((await session.exec(count)).one())
     statement = (
         select(Pattern, Agent, Category)
         .join(Agent, col(Agent.id) == col(Pattern.author_id))
         .outerjoin(Category, col(Category.id) == col(Pattern.category_id))
     )
-    if query.sort_by == "trending":
+    if ranked is not None:
         statement = statement.outerjoin(ranked, ranked.c.id == col(Pattern.id))
-    statement = (
-        statement.where(where)
-        .order_by(*order)
-        .offset((query.page - 1) * query.limit)
-        .limit(query.limit)
-    )
+    statement = statement.where(where).order_by(*order).offset(offset).limit(query.limit)
     rows = (await session.exec(statement)).all()
-    return [(r[0], r[1], r[2]) for r in rows], int(total)
+    return [(r[0], r[1], r[2]) for r in rows], total
 
 
 async def trending_page(

@@ -335,6 +335,18 @@ async def test_full_text_search_is_ranked(client: httpx.AsyncClient) -> None:
         "Database migrations safely",
     ]
     assert found["pagination"]["total"] == 2
+    second = (await client.get("/api/patterns?search=kubernetes&limit=1&page=2")).json()
+    assert [p["title"] for p in second["data"]] == ["Database migrations safely"]
+    assert second["pagination"]["total"] == 2 and second["pagination"]["has_more"] is False
+    beyond = (await client.get("/api/patterns?search=kubernetes&limit=1&page=3")).json()
+    assert beyond["data"] == [] and beyond["pagination"]["total"] == 2
+    newest = (await client.get("/api/patterns?search=kubernetes&sort_by=newest")).json()
+    assert [p["title"] for p in newest["data"]] == [
+        "Database migrations safely",
+        "Kubernetes rollout checks",
+    ]
+    trending = (await client.get("/api/patterns?search=kubernetes&sort_by=trending")).json()
+    assert trending["pagination"]["total"] == 2
     # Stemming and phrase syntax of websearch_to_tsquery.
     assert (await client.get("/api/patterns?search=migration")).json()["pagination"]["total"] == 1
     assert (await client.get('/api/patterns?search="schema changes"')).json()["pagination"][

@@ -1,0 +1,567 @@
+"""Pattern search and trending over 100,000 seeded patterns.
+
+Seeds (once; reused while the corpus is there) a bench database with 100,000
+patterns written by Zipf's law from a 30,000-word vocabulary, 1,000 agents
+and 200,000 votes spread over the last 30 days, then measures:
+
+* through the Serve path (`cairn run --port 8103`, HAProxy, the Api replicas,
+  the TrendingActor) with wrk: ``GET /api/patterns?search=…`` (a rotation of
+  queries), ``GET /api/patterns?sort_by=trending`` and ``GET /api/feed/trending``;
+* the database time alone: the exact SQL those routes run (captured from the
+  repositories) replayed over psycopg, one request = all its statements, and
+  the TrendingCounter's ranking in process.
+
+Results are printed and written into docs/benchmarks.md between the
+``pattern-bench`` markers.
+
+    .venv/bin/python -m benchmarks.pattern_bench               # part of `make bench`
+    .venv/bin/python -m benchmarks.pattern_bench --duration 5  # a quick run
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import datetime as dt
+import json
+import math
+import os
+import platform
+import random
+import signal
+import sys
+import tempfile
+import time
+import uuid
+from pathlib import Path
+from typing import Any
+from urllib.parse import quote
+
+from benchmarks.http_bench import (
+    HOST,
+    ROOT,
+    SERVE_START_TIMEOUT_S,
+    THREADS,
+    Server,
+    WrkResult,
+    cpu_model,
+    ensure_wrk,
+    http_json,
+    leftover_processes,
+    port_in_use,
+    run_wrk,
+    stop_bench_processes,
+    write_docs,
+    wrk_version,
+)
+
+STATE_DIR = ROOT / ".cairn" / "bench-patterns"
+START_MARK = "<!-- pattern-bench:start -->"
+END_MARK = "<!-- pattern-bench:end -->"
+PORT = 8103
+RATE_LIMIT = "100000000/hour"
+BENCH_ENV = {
+    "CAIRN_STATE_DIR": str(STATE_DIR),
+    "CAIRN_HOST": HOST,
+    "CAIRN_RATELIMIT_GENERAL": RATE_LIMIT,
+    "CAIRN_HAPROXY_STATS_PORT": "18424",
+    "CAIRN_HAPROXY_METRICS_PORT": "19121",
+    "CAIRN_FALLBACK_PROXY_PORT": "18520",
+}
+DROPPED_ENV = ("CAIRN_DATABASE_URL", "CAIRN_PORT", "RAY_ADDRESS")
+
+N_PATTERNS = 100_000
+N_AGENTS = 1_000
+N_VOTES = 200_000
+SEED = 20261121
+# A new corpus design gets a new prefix, so an old corpus is replaced.
+SLUG_PREFIX = "bench-corpus-v2-"
+
+
+def words(text: str) -> list[str]:
+    return text.split()
+
+
+TECH = words(
+    """
+api cache queue retry backoff timeout webhook scraper crawler selenium playwright browser
+postgres sqlite redis kafka rabbitmq kubernetes docker terraform ansible helm nginx haproxy
+python rust golang typescript javascript bash pandas numpy pytorch tensorflow transformers
+embeddings vector faiss pgvector search ranking index shard replica partition migration schema
+oauth token refresh jwt session cookie csrf cors tls certificate secret vault encryption hash
+prompt agent tool planner memory context window chunking summarization retrieval rerank
+evaluation benchmark latency throughput profiling tracing logging metrics alert dashboard
+circuit breaker bulkhead idempotency deduplication pagination cursor batch stream pipeline
+scheduler cron worker pool thread async await coroutine actor ray serve deployment autoscaling
+graphql rest grpc protobuf json yaml csv parquet arrow s3 bucket upload download compression
+regex parser tokenizer lexer diff patch merge rebase commit branch review lint format test
+fixture mock snapshot fuzzing property coverage ci pipeline release version semver changelog
+"""
+)
+COMMON = words(
+    """
+the a of to and in for with on by from how when use using build make run handle avoid keep
+simple robust fast safe small large many each every first next step example pattern recipe
+approach technique solution problem issue case data request response error result value
+"""
+)
+
+# Queries of different selectivity: rare terms, common terms, phrases, negation.
+QUERIES = [
+    "kubernetes",
+    "retry backoff",
+    "postgres index migration",
+    "vector embeddings rerank",
+    '"circuit breaker"',
+    "oauth token refresh",
+    "scraper -selenium",
+    "idempotency webhook",
+]
+
+
+VOCABULARY_SIZE = 30_000
+_SYLLABLES = [c + v for c in "bcdfghklmnprstvz" for v in ("a", "e", "i", "o", "u", "ai", "or")]
+
+
+def vocabulary(rng: random.Random) -> list[str]:
+    """Words by frequency rank: the common words first, then made-up words with
+    the technical terms spread log-uniformly over ranks 30 to 5,000, as in real
+    text, where most query terms are rare and a few are everywhere."""
+    made: set[str] = set()
+    while len(made) < VOCABULARY_SIZE - len(COMMON) - len(TECH):
+        made.add("".join(rng.choices(_SYLLABLES, k=rng.randint(2, 4))))
+    ranked = sorted(made)
+    rng.shuffle(ranked)
+    for word in TECH:
+        rank = int(math.exp(rng.uniform(math.log(30), math.log(5000))))
+        ranked.insert(rank, word)
+    return COMMON + ranked
+
+
+def cum_weights(size: int) -> list[float]:
+    """Zipf's law (exponent 1) over ``size`` ranks, cumulated for random.choices."""
+    total, cum = 0.0, []
+    for rank in range(size):
+        total += 1.0 / (rank + 1)
+        cum.append(total)
+    return cum
+
+
+def _text(rng: random.Random, vocab: list[str], cum: list[float], n: int) -> str:
+    return " ".join(rng.choices(vocab, cum_weights=cum, k=n))
+
+
+def seeded(conn: Any) -> bool:
+    row = conn.execute(
+        "SELECT count(*) FROM patterns WHERE slug LIKE %s", (SLUG_PREFIX + "%",)
+    ).fetchone()
+    return bool(row and row[0] >= N_PATTERNS)
+
+
+def seed(database_url: str) -> dict[str, Any]:
+    """Write the corpus unless it is there already; returns what was done."""
+    import psycopg
+
+    from storage.db import libpq_url
+
+    with psycopg.connect(libpq_url(database_url)) as conn:
+        if seeded(conn):
+            print("bench: corpus already seeded; reusing it", flush=True)
+            return {"seeded_s": None}
+        t0 = time.monotonic()
+        conn.execute("TRUNCATE patterns, votes, comments, collections, bookmarks, flags CASCADE")
+        conn.execute("DELETE FROM agents WHERE username LIKE 'bench_corpus_%'")
+        rng = random.Random(SEED)
+        vocab = vocabulary(rng)
+        cum = cum_weights(len(vocab))
+        agents = [uuid.UUID(int=rng.getrandbits(128), version=4) for _ in range(N_AGENTS)]
+        with conn.cursor().copy("COPY agents (id, username, name, display_name) FROM STDIN") as cp:
+            for i, agent in enumerate(agents):
+                cp.write_row((agent, f"bench_corpus_{i:04d}", f"Corpus {i}", f"Corpus {i}"))
+        print(f"bench: seeding {N_PATTERNS:,} patterns (once)", flush=True)
+        categories = [r[0] for r in conn.execute("SELECT id FROM categories").fetchall()]
+        levels = ["beginner", "intermediate", "advanced"]
+        now = dt.datetime.now(dt.UTC)
+        patterns: list[uuid.UUID] = []
+        columns = (
+            "id, author_id, category_id, title, slug, description, content, difficulty_level,"
+            " use_case_tags, tech_stack, view_count, created_at, updated_at"
+        )
+        with conn.cursor().copy(f"COPY patterns ({columns}) FROM STDIN") as cp:
+            for i in range(N_PATTERNS):
+                pid = uuid.UUID(int=rng.getrandbits(128), version=4)
+                patterns.append(pid)
+                created = now - dt.timedelta(seconds=rng.uniform(0, 365 * 86400))
+                cp.write_row(
+                    (
+                        pid,
+                        rng.choice(agents),
+                        rng.choice(categories),
+                        _text(rng, vocab, cum, rng.randint(5, 9)).capitalize()[:200],
+                        f"{SLUG_PREFIX}{i}",
+                        _text(rng, vocab, cum, rng.randint(20, 40)),
+                        _text(rng, vocab, cum, rng.randint(120, 260)),
+                        rng.choice(levels),
+                        rng.sample(TECH[:40], 3),
+                        rng.sample(TECH[:60], 2),
+                        rng.randint(0, 5000),
+                        created,
+                        created,
+                    )
+                )
+                if (i + 1) % 20_000 == 0:
+                    print(f"bench:   {i + 1:,} patterns", flush=True)
+        print(f"bench: seeding {N_VOTES:,} votes over the last 30 days", flush=True)
+        seen: set[tuple[int, int]] = set()
+        while len(seen) < N_VOTES:
+            # Skewed: a few patterns draw most of the votes.
+            p = min(int(rng.paretovariate(0.6)) - 1, N_PATTERNS - 1)
+            seen.add((p, rng.randrange(N_AGENTS)))
+        with conn.cursor().copy(
+            "COPY votes (id, agent_id, target_type, target_id, value, created_at, updated_at)"
+            " FROM STDIN"
+        ) as cp:
+            for p, a in seen:
+                when = now - dt.timedelta(seconds=rng.uniform(0, 30 * 86400))
+                value = 1 if rng.random() < 0.8 else -1
+                cp.write_row((uuid.uuid4(), agents[a], "pattern", patterns[p], value, when, when))
+        conn.execute(
+            "UPDATE patterns p SET vote_score = v.total FROM"
+            " (SELECT target_id, sum(value) AS total FROM votes GROUP BY target_id) v"
+            " WHERE v.target_id = p.id"
+        )
+        conn.execute(
+            "UPDATE agents a SET pattern_count = c.n FROM"
+            " (SELECT author_id, count(*) AS n FROM patterns GROUP BY author_id) c"
+            " WHERE c.author_id = a.id"
+        )
+        conn.commit()
+        conn.autocommit = True
+        conn.execute("VACUUM ANALYZE patterns")
+        conn.execute("VACUUM ANALYZE votes")
+        took = time.monotonic() - t0
+        print(f"bench: seeded in {took:.0f}s", flush=True)
+        return {"seeded_s": took}
+
+
+# ----------------------------------------------------------- database time
+
+
+def capture_sql(database_url: str, run: Any) -> list[tuple[str, Any]]:
+    """The statements (and parameters) one repository call sends."""
+    from sqlalchemy import event
+
+    from storage.db import make_engine, make_sessionmaker
+
+    captured: list[tuple[str, Any]] = []
+
+    async def go() -> None:
+        engine = make_engine(database_url, pool_size=1, max_overflow=0)
+
+        @event.listens_for(engine.sync_engine, "before_cursor_execute")
+        def grab(_c: Any, _cur: Any, statement: str, params: Any, *_: Any) -> None:
+            captured.append((statement, params))
+
+        sessions = make_sessionmaker(engine.execution_options(isolation_level="AUTOCOMMIT"))
+        async with sessions() as session:
+            await run(session)
+        await engine.dispose()
+
+    asyncio.run(go())
+    return captured
+
+
+def time_statements(
+    database_url: str, statements: list[tuple[str, Any]], repeats: int
+) -> list[float]:
+    """Milliseconds per request (all its statements), replayed over psycopg."""
+    import psycopg
+
+    from storage.db import libpq_url
+
+    out = []
+    with psycopg.connect(libpq_url(database_url), autocommit=True) as conn:
+        for _ in range(3):  # warm caches and let psycopg prepare the statements
+            for sql, params in statements:
+                conn.execute(sql, params).fetchall()
+        for _ in range(repeats):
+            t0 = time.perf_counter()
+            for sql, params in statements:
+                conn.execute(sql, params).fetchall()
+            out.append((time.perf_counter() - t0) * 1000)
+    return out
+
+
+def pct(values: list[float], p: float) -> float:
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, round(p / 100 * (len(ordered) - 1)))]
+
+
+def measure_db(database_url: str, repeats: int) -> tuple[list[list[Any]], dict[str, Any]]:
+    """Rows of (what, p50, p99, rows matched) and facts about the ranking."""
+    from serve_app.trending import LocalTrending
+    from storage.repositories import patterns as repo
+
+    rows: list[list[Any]] = []
+    all_search: list[float] = []
+    for q in QUERIES:
+
+        async def search(session: Any, q: str = q) -> Any:
+            return await repo.list_public(session, repo.ListQuery(search=q))
+
+        statements = capture_sql(database_url, search)
+        times = time_statements(database_url, statements, repeats)
+        all_search += times
+        total = _total(database_url, q)
+        rows.append([f"search `{q}`", pct(times, 50), pct(times, 99), total])
+    rows.insert(0, ["search, all queries", pct(all_search, 50), pct(all_search, 99), None])
+
+    trending = LocalTrending(database_url)
+    t0 = time.perf_counter()
+    ranked = asyncio.run(trending.top(7))
+    load_s = time.perf_counter() - t0
+    assert ranked is not None
+    counter = trending._counter
+    now = time.time()
+    rank_times = []
+    for _ in range(max(20, repeats // 10)):
+        counter._version += 1  # as after a vote: the cached ranking is stale
+        t1 = time.perf_counter()
+        counter.top(7, 1000, now)
+        rank_times.append((time.perf_counter() - t1) * 1000)
+    ranked_t = tuple(ranked)
+
+    async def by_trending(session: Any) -> Any:
+        return await repo.list_public(
+            session, repo.ListQuery(sort_by="trending", trending=ranked_t)
+        )
+
+    async def feed(session: Any) -> Any:
+        return await repo.trending_page(session, ranked_t, 1, 20)
+
+    for label, run in (("`sort_by=trending` page 1", by_trending), ("trending feed page 1", feed)):
+        times = time_statements(database_url, capture_sql(database_url, run), repeats)
+        rows.append([label, pct(times, 50), pct(times, 99), None])
+    rows.append(
+        [
+            "TrendingCounter ranking (uncached, in process)",
+            pct(rank_times, 50),
+            pct(rank_times, 99),
+            None,
+        ]
+    )
+    facts = {
+        "ranked": len(ranked),
+        "counter_votes": len(counter),
+        "load_s": load_s,
+    }
+    return rows, facts
+
+
+def _total(database_url: str, q: str) -> int:
+    import psycopg
+
+    from storage.db import libpq_url
+
+    with psycopg.connect(libpq_url(database_url)) as conn:
+        row = conn.execute(
+            "SELECT count(*) FROM patterns WHERE search_vector @@"
+            " websearch_to_tsquery('english', %s)",
+            (q,),
+        ).fetchone()
+    return int(row[0]) if row else 0
+
+
+# ------------------------------------------------------------------ HTTP
+
+
+ROTATE_SCRIPT = """\
+local paths = {{{paths}}}
+local i = 0
+request = function()
+  i = i % #paths + 1
+  return wrk.format("GET", paths[i])
+end
+"""
+
+
+def rotation_script(tmp: Path, paths: list[str]) -> Path:
+    path = tmp / "rotate.lua"
+    path.write_text(ROTATE_SCRIPT.format(paths=", ".join(json.dumps(p) for p in paths)))
+    return path
+
+
+def measure_http(
+    base: str, wrk: str, tmp: Path, duration: int, warmup: int, connections: int
+) -> list[tuple[str, WrkResult]]:
+    search_paths = [f"/api/patterns?search={quote(q)}" for q in QUERIES]
+    for path in [*search_paths, "/api/patterns?sort_by=trending", "/api/feed/trending"]:
+        status, body = http_json("GET", base + path, timeout=30)
+        if status != 200:
+            raise RuntimeError(f"{path} answered {status}: {body}")
+    routes = [
+        (
+            "GET /api/patterns?search=… (8 queries in turn)",
+            base + search_paths[0],
+            rotation_script(tmp, search_paths),
+        ),
+        ("GET /api/patterns?sort_by=trending", base + "/api/patterns?sort_by=trending", None),
+        ("GET /api/feed/trending", base + "/api/feed/trending", None),
+    ]
+    out = []
+    for label, url, script in routes:
+        if warmup:
+            run_wrk(wrk, url, duration=warmup, connections=connections, script=script)
+        result, raw = run_wrk(wrk, url, duration=duration, connections=connections, script=script)
+        print(
+            f"bench: {label:<50} {result.requests_per_s:>8.1f} req/s  "
+            f"p50 {result.latency_ms.get(50, float('nan')):.2f} ms  "
+            f"p99 {result.latency_ms.get(99, float('nan')):.2f} ms  "
+            f"errors {result.errors_text()}",
+            flush=True,
+        )
+        if result.errors:
+            print(raw, flush=True)
+        out.append((label, result))
+    return out
+
+
+# ------------------------------------------------------------------ report
+
+
+def docs_section(
+    http_rows: list[tuple[str, WrkResult]],
+    db_rows: list[list[Any]],
+    facts: dict[str, Any],
+    args: argparse.Namespace,
+    wrk_ver: str,
+    load_before: float,
+) -> str:
+    now = dt.datetime.now(dt.UTC).strftime("%Y-%m-%d %H:%M UTC")
+    lines = [
+        START_MARK,
+        "## Pattern search and trending at 100,000 patterns",
+        "",
+        "_Written by `benchmarks/pattern_bench.py`; rerun to replace this section._",
+        "",
+        f"- Date: {now}",
+        f"- Machine: `nproc` = {len(os.sched_getaffinity(0))}, {cpu_model()}; "
+        f"Linux {platform.release()}, Python {platform.python_version()}; 1-minute load "
+        f"average before the run {load_before:.2f}",
+        f"- Corpus: {N_PATTERNS:,} patterns (titles 5 to 9, descriptions 20 to 40, contents "
+        f"120 to 260 words drawn by Zipf's law from a 30,000-word vocabulary), "
+        f"{N_AGENTS:,} agents, {N_VOTES:,} votes over the last 30 days (80 % up, "
+        "skewed to few patterns); state in `.cairn/bench-patterns`.",
+        f"- Through Serve: `cairn run --port {PORT}` (HAProxy, 2 `Api` replicas, the "
+        f"TrendingActor); {wrk_ver}, `-t{THREADS} -c{args.connections} -d{args.duration}s "
+        f"--latency` after a {args.warmup} s warm-up; wrk on the same machine.",
+        f"- Database alone: the statements each route sends (captured from the "
+        f"repositories: the count and the page), replayed {args.repeats} times over one "
+        "psycopg connection on the unix socket; one sample = one request's statements.",
+        "",
+        "| Through Serve | req/s | p50 ms | p90 ms | p99 ms | errors |",
+        "|---|---:|---:|---:|---:|---|",
+    ]
+    for label, r in http_rows:
+        lines.append(
+            f"| `{label}` | {r.requests_per_s:,.0f} | {r.latency_ms.get(50, 0):.2f} | "
+            f"{r.latency_ms.get(90, 0):.2f} | {r.latency_ms.get(99, 0):.2f} | "
+            f"{r.errors_text()} |"
+        )
+    lines += [
+        "",
+        "| Database time alone | p50 ms | p99 ms | matches |",
+        "|---|---:|---:|---:|",
+    ]
+    for what, p50, p99, total in db_rows:
+        lines.append(
+            f"| {what} | {p50:.2f} | {p99:.2f} | {f'{total:,}' if total is not None else ''} |"
+        )
+    lines += [
+        "",
+        f"The trending ranking held {facts['ranked']:,} patterns (7 days; at most 1,000 "
+        f"are kept) from {facts['counter_votes']:,} standing votes; rebuilding the counter "
+        f"from Postgres took {facts['load_s']:.2f} s.",
+        "",
+        "Reproduce: `make bench`.",
+        END_MARK,
+    ]
+    return "\n".join(lines) + "\n"
+
+
+def parse_args(argv: list[str] | None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(prog="python -m benchmarks.pattern_bench")
+    parser.add_argument("--duration", type=int, default=15, help="seconds per route (15)")
+    parser.add_argument("--warmup", type=int, default=3, help="warm-up seconds per route (3)")
+    parser.add_argument("--connections", type=int, default=16, help="wrk connections (16)")
+    parser.add_argument("--repeats", type=int, default=200, help="database replays (200)")
+    parser.add_argument("--no-http", action="store_true", help="database time only")
+    parser.add_argument("--no-docs", action="store_true", help="leave docs/benchmarks.md alone")
+    return parser.parse_args(argv)
+
+
+def _terminate(signum: int, _: Any) -> None:
+    raise KeyboardInterrupt(f"signal {signum}")
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parse_args(argv)
+    signal.signal(signal.SIGTERM, _terminate)
+    env = {k: v for k, v in os.environ.items() if k not in DROPPED_ENV}
+    env.update(BENCH_ENV)
+    env["PYTHONUNBUFFERED"] = "1"
+    for key in DROPPED_ENV:
+        os.environ.pop(key, None)
+    os.environ.update(BENCH_ENV)
+
+    from serve_app.bootstrap import prepare
+    from serve_app.settings import get_settings
+
+    get_settings.cache_clear()
+    # This process stays attached to the embedded Postgres for the whole run.
+    prepared = prepare(get_settings())
+    seed(prepared.database_url)
+    load_before = os.getloadavg()[0]
+
+    print("bench: database time alone", flush=True)
+    db_rows, facts = measure_db(prepared.database_url, args.repeats)
+    for what, p50, p99, total in db_rows:
+        print(f"bench:   {what:<48} p50 {p50:7.2f} ms  p99 {p99:7.2f} ms  {total or ''}")
+
+    http_rows: list[tuple[str, WrkResult]] = []
+    wrk_ver = ""
+    if not args.no_http:
+        wrk = ensure_wrk()
+        wrk_ver = wrk_version(wrk)
+        for port in [PORT] + [int(v) for k, v in BENCH_ENV.items() if k.endswith("_PORT")]:
+            if port_in_use(port):
+                raise SystemExit(f"bench: {HOST}:{port} is already in use")
+        serve = Server(
+            "Ray Serve",
+            [str(Path(sys.executable).parent / "cairn"), "run", "--port", str(PORT)],
+            PORT,
+            STATE_DIR / "serve.log",
+            state_dir=STATE_DIR,
+        )
+        try:
+            serve.start(env, SERVE_START_TIMEOUT_S, ready_text="serving on")
+            with tempfile.TemporaryDirectory(prefix="cairn-bench-") as tmp:
+                http_rows = measure_http(
+                    serve.base, wrk, Path(tmp), args.duration, args.warmup, args.connections
+                )
+        finally:
+            serve.stop(signal.SIGINT)
+            left = leftover_processes(state_dir=STATE_DIR)
+            if left:
+                print("bench: WARNING: still running:", *left, sep="\n  ")
+                stop_bench_processes(grace_s=10.0, state_dir=STATE_DIR)
+
+    if not args.no_docs and http_rows:
+        section = docs_section(http_rows, db_rows, facts, args, wrk_ver, load_before)
+        write_docs(section, start_mark=START_MARK, end_mark=END_MARK)
+        print("bench: wrote docs/benchmarks.md", flush=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
