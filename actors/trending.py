@@ -14,8 +14,10 @@ Events (tuples, so they cross Ray cheaply):
 
 from __future__ import annotations
 
+import bisect
 import math
 from collections.abc import Iterable
+from dataclasses import dataclass, field
 from typing import Any
 
 HORIZON_DAYS = 30
@@ -25,6 +27,16 @@ BUCKET_S = 3600
 TOMBSTONE_S = 3600
 
 Event = tuple[Any, ...]
+
+
+@dataclass
+class _Window:
+    """The scores over one ``days`` window, kept current event by event, and the
+    patterns with a positive score in ranking order: (-score, pattern id)."""
+
+    first_bucket: int
+    scores: dict[int, int] = field(default_factory=dict)
+    ranking: list[tuple[int, str]] = field(default_factory=list)
 
 
 class TrendingCounter:
@@ -41,8 +53,8 @@ class TrendingCounter:
         self._votes: dict[int, tuple[int, float]] = {}
         # pattern index -> {bucket number: net votes}
         self._buckets: dict[int, dict[int, int]] = {}
-        self._version = 0
-        self._ranked: dict[int, tuple[int, int, list[tuple[str, int]]]] = {}
+        # Windows asked for so far, by days; rebuilt when the hour turns.
+        self._windows: dict[int, _Window] = {}
         self._pruned_at = 0.0
 
     def __len__(self) -> int:
@@ -95,13 +107,15 @@ class TrendingCounter:
         if value:
             self._add(p, self._bucket(ts), value)
         self._votes[key] = (value, ts)
-        self._version += 1
         return True
 
     def _bucket(self, ts: float) -> int:
         return math.floor(ts / self.bucket_s)
 
     def _add(self, p: int, bucket: int, delta: int) -> None:
+        for window in self._windows.values():
+            if bucket >= window.first_bucket:
+                self._move(window, p, delta)
         buckets = self._buckets.setdefault(p, {})
         total = buckets.get(bucket, 0) + delta
         if total:
@@ -124,32 +138,53 @@ class TrendingCounter:
             if not buckets:
                 del self._buckets[p]
         self._pruned_at = now
-        self._version += 1
 
     # -- reading --------------------------------------------------------
+
+    def _first_bucket(self, days: int, now: float) -> int:
+        return self._bucket(now) - days * 86400 // self.bucket_s + 1
+
+    def _move(self, window: _Window, p: int, delta: int) -> None:
+        """Change one pattern's score in a window, keeping the ranking sorted."""
+        pattern_id = self._patterns[p]
+        old = window.scores.get(p, 0)
+        new = old + delta
+        if old > 0:
+            del window.ranking[bisect.bisect_left(window.ranking, (-old, pattern_id))]
+        if new > 0:
+            bisect.insort(window.ranking, (-new, pattern_id))
+        if new:
+            window.scores[p] = new
+        else:
+            window.scores.pop(p, None)
+
+    def _window(self, days: int, now: float) -> _Window:
+        first = self._first_bucket(days, now)
+        window = self._windows.get(days)
+        if window is None or window.first_bucket != first:
+            # New, or the hour turned: sum the buckets once; events keep it current.
+            window = _Window(first)
+            for p, buckets in self._buckets.items():
+                score = sum(n for b, n in buckets.items() if b >= first)
+                if score:
+                    window.scores[p] = score
+            window.ranking = sorted(
+                (-score, self._patterns[p]) for p, score in window.scores.items() if score > 0
+            )
+            self._windows[days] = window
+        return window
 
     def top(self, days: int, limit: int, now: float) -> list[tuple[str, int]]:
         """The ``limit`` patterns with the highest positive score over ``days``
         days (hour granularity), best first; ties by pattern id."""
-        days = max(1, min(days, self.horizon_days))
-        first_bucket = self._bucket(now) - days * 86400 // self.bucket_s + 1
-        cached = self._ranked.get(days)
-        if cached is not None and cached[0] == self._version and cached[1] == first_bucket:
-            return cached[2][:limit]
-        ranked: list[tuple[str, int]] = []
-        for p, buckets in self._buckets.items():
-            score = sum(n for b, n in buckets.items() if b >= first_bucket)
-            if score > 0:
-                ranked.append((self._patterns[p], score))
-        ranked.sort(key=lambda item: (-item[1], item[0]))
-        self._ranked[days] = (self._version, first_bucket, ranked)
-        return ranked[:limit]
+        window = self._window(max(1, min(days, self.horizon_days)), now)
+        return [(pattern_id, -neg) for neg, pattern_id in window.ranking[:limit]]
 
     def score(self, pattern_id: str, days: int, now: float) -> int:
         p = self._pattern_index.get(str(pattern_id))
         if p is None:
             return 0
-        first_bucket = self._bucket(now) - days * 86400 // self.bucket_s + 1
+        first_bucket = self._first_bucket(days, now)
         return sum(n for b, n in self._buckets.get(p, {}).items() if b >= first_bucket)
 
     def stats(self) -> dict[str, int]:
@@ -157,4 +192,5 @@ class TrendingCounter:
             "votes": len(self._votes),
             "patterns": len(self._buckets),
             "buckets": sum(len(b) for b in self._buckets.values()),
+            "windows": len(self._windows),
         }

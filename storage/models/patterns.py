@@ -32,6 +32,11 @@ DIFFICULTY_LEVELS = ("beginner", "intermediate", "advanced")
 PATTERN_STATUSES = ("published", "archived")
 MODERATION_STATUSES = ("approved", "pending", "flagged", "rejected")
 
+# The rows public lists show, as literal SQL: the partial indexes below carry the
+# same predicate, and the planner can use them only when a query's condition
+# matches it without bind parameters.
+PUBLIC_PATTERN_SQL = "status = 'published' AND moderation_status <> 'rejected'"
+
 PATTERN_TSVECTOR = (
     "setweight(to_tsvector('english'::regconfig, coalesce(title, '')), 'A') || "
     "setweight(to_tsvector('english'::regconfig, coalesce(description, '')), 'B') || "
@@ -58,7 +63,19 @@ class Pattern(SQLModel, table=True):
             "moderation_status IN ('approved', 'pending', 'flagged', 'rejected')",
             name="ck_patterns_moderation",
         ),
-        Index("ix_patterns_public_newest", "status", "moderation_status", text("created_at DESC")),
+        Index(
+            "ix_patterns_public_newest",
+            text("created_at DESC"),
+            "id",
+            postgresql_where=text(PUBLIC_PATTERN_SQL),
+        ),
+        Index(
+            "ix_patterns_public_top",
+            text("vote_score DESC"),
+            text("created_at DESC"),
+            "id",
+            postgresql_where=text(PUBLIC_PATTERN_SQL),
+        ),
         Index("ix_patterns_search", "search_vector", postgresql_using="gin"),
         Index("ix_patterns_use_case_tags", "use_case_tags", postgresql_using="gin"),
         Index("ix_patterns_tech_stack", "tech_stack", postgresql_using="gin"),

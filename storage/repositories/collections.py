@@ -11,11 +11,9 @@ from sqlmodel import col, select
 from sqlmodel.ext.asyncio.session import AsyncSession
 
 from storage.models import Agent, Category, Collection, CollectionPattern, Pattern
-from storage.repositories.patterns import HIDDEN_MODERATION, PUBLIC_STATUS
+from storage.repositories.patterns import PUBLIC
 
-_VISIBLE_PATTERN = (col(Pattern.status) == PUBLIC_STATUS) & col(Pattern.moderation_status).not_in(
-    HIDDEN_MODERATION
-)
+_VISIBLE_PATTERN = PUBLIC
 
 
 def _pattern_count() -> Label[int]:

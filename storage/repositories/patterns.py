@@ -6,7 +6,18 @@ import uuid
 from dataclasses import dataclass
 from typing import Any
 
-from sqlalchemy import ColumnElement, Integer, String, and_, bindparam, column, func, update
+from sqlalchemy import (
+    Boolean,
+    ColumnElement,
+    Integer,
+    String,
+    and_,
+    bindparam,
+    column,
+    func,
+    literal_column,
+    update,
+)
 from sqlalchemy.dialects.postgresql import ARRAY
 from sqlalchemy.dialects.postgresql import UUID as PG_UUID
 from sqlalchemy.exc import IntegrityError
@@ -18,6 +29,10 @@ from storage.models.base import utcnow
 
 PUBLIC_STATUS = "published"
 HIDDEN_MODERATION = ("rejected",)
+# In SQL: literal, so the partial indexes on public patterns apply.
+PUBLIC: ColumnElement[bool] = literal_column(
+    "patterns.status = 'published' AND patterns.moderation_status <> 'rejected'", Boolean
+)
 
 
 def is_public(pattern: Pattern) -> bool:
@@ -124,10 +139,7 @@ def _ranked_table(ranked: Ranked) -> Any:
 
 
 def _conditions(query: ListQuery) -> tuple[list[ColumnElement[bool]], Any]:
-    conditions: list[ColumnElement[bool]] = [
-        col(Pattern.status) == PUBLIC_STATUS,
-        col(Pattern.moderation_status).not_in(HIDDEN_MODERATION),
-    ]
+    conditions: list[ColumnElement[bool]] = [PUBLIC]
     tsquery = None
     if query.category_id:
         conditions.append(col(Pattern.category_id) == query.category_id)
@@ -205,16 +217,53 @@ async def list_public(
             total = int((await session.exec(count)).one())
         return await _with_related(session, [h[0] for h in hits]), total
     total = int((await session.exec(count)).one())
+    if ranked is not None:
+        return await _trending_list(session, query, where, ranked), total
     statement = (
         select(Pattern, Agent, Category)
         .join(Agent, col(Agent.id) == col(Pattern.author_id))
         .outerjoin(Category, col(Category.id) == col(Pattern.category_id))
     )
-    if ranked is not None:
-        statement = statement.outerjoin(ranked, ranked.c.id == col(Pattern.id))
     statement = statement.where(where).order_by(*order).offset(offset).limit(query.limit)
     rows = (await session.exec(statement)).all()
     return [(r[0], r[1], r[2]) for r in rows], total
+
+
+async def _trending_list(
+    session: AsyncSession, query: ListQuery, where: ColumnElement[bool], ranked: Any
+) -> list[tuple[Pattern, Agent, Category | None]]:
+    """sort_by=trending without a full sort: the ranked patterns that pass the
+    filters come first (at most 1,000, looked up by id), then the others in
+    ix_patterns_public_top order (vote score, newest)."""
+    first = (
+        await session.exec(
+            select(col(Pattern.id))
+            .join(ranked, ranked.c.id == col(Pattern.id))
+            .where(where)
+            .order_by(
+                ranked.c.score.desc(),
+                col(Pattern.vote_score).desc(),
+                col(Pattern.created_at).desc(),
+                col(Pattern.id),
+            )
+        )
+    ).all()
+    offset = (query.page - 1) * query.limit
+    ids = list(first[offset : offset + query.limit])
+    if len(ids) < query.limit:
+        rest = select(col(Pattern.id)).where(where)
+        if first:
+            rest = rest.where(col(Pattern.id).not_in(first))
+        ids += (
+            await session.exec(
+                rest.order_by(
+                    col(Pattern.vote_score).desc(), col(Pattern.created_at).desc(), col(Pattern.id)
+                )
+                .offset(max(0, offset - len(first)))
+                .limit(query.limit - len(ids))
+            )
+        ).all()
+    return await _with_related(session, ids)
 
 
 async def trending_page(
@@ -225,10 +274,7 @@ async def trending_page(
     if not ranked:
         return [], 0
     table = _ranked_table(ranked)
-    where = and_(
-        col(Pattern.status) == PUBLIC_STATUS,
-        col(Pattern.moderation_status).not_in(HIDDEN_MODERATION),
-    )
+    where = PUBLIC
     total = (
         await session.exec(
             select(func.count())

@@ -167,6 +167,11 @@ async def test_sort_by_trending_in_the_list(
     # Not-trending patterns follow, by total score, then newest.
     assert ids(listed) == [hot["id"], warm["id"], quiet["id"], cold["id"]]
     assert listed["pagination"]["total"] == 4
+    for page in range(1, 6):  # pages that cross from the ranked to the rest
+        one = (await client.get(f"/api/patterns?sort_by=trending&limit=1&page={page}")).json()
+        assert ids(one) == ids(listed)[page - 1 : page]
+    two = (await client.get("/api/patterns?sort_by=trending&limit=3&page=2")).json()
+    assert ids(two) == [cold["id"]]
     category = (await categories(client))[0]["id"]
     sql(database, "UPDATE patterns SET category_id = %s WHERE id = %s", category, warm["id"])
     filtered = (await client.get(f"/api/patterns?sort_by=trending&category_id={category}")).json()

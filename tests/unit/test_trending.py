@@ -88,7 +88,10 @@ def test_matches_a_rebuild_after_random_events() -> None:
     counter = TrendingCounter()
     standing: dict[tuple[str, str], tuple[int, float]] = {}
     ts = NOW - 20 * DAY
-    for _ in range(3000):
+    for i in range(3000):
+        if i % 50 == 0:  # rankings kept current event by event from here on
+            for days in (1, 7, 30):
+                counter.top(days, 10, ts)
         ts += rng.uniform(0, 600)
         pattern, voter = f"p{rng.randrange(30)}", f"v{rng.randrange(40)}"
         if rng.random() < 0.25:
@@ -102,3 +105,19 @@ def test_matches_a_rebuild_after_random_events() -> None:
     rebuilt.load([(p, v, value, t) for (p, v), (value, t) in standing.items()], ts)
     for days in (1, 7, 30):
         assert counter.top(days, 100, ts) == rebuilt.top(days, 100, ts)
+        assert counter.top(days, 100, ts)  # not vacuous
+
+
+def test_rankings_follow_events_without_a_rebuild() -> None:
+    counter = TrendingCounter()
+    counter.apply([("set", "a", "v1", 1, NOW), ("set", "b", "v1", 1, NOW)], NOW)
+    assert counter.top(7, 10, NOW) == [("a", 1), ("b", 1)]
+    counter.apply([("set", "b", "v2", 1, NOW)], NOW)
+    assert counter.top(7, 10, NOW) == [("b", 2), ("a", 1)]
+    counter.apply([("set", "a", "v1", -1, NOW + 1)], NOW)
+    assert counter.top(7, 10, NOW) == [("b", 2)]
+    # An old vote (outside the 7-day window) moves only the 30-day ranking.
+    counter.top(30, 10, NOW)
+    counter.apply([("set", "c", "v1", 1, NOW - 10 * DAY)], NOW)
+    assert counter.top(7, 10, NOW) == [("b", 2)]
+    assert counter.top(30, 10, NOW) == [("b", 2), ("c", 1)]
