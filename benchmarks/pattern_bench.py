@@ -283,10 +283,10 @@ def time_statements(
     """Milliseconds per request (all its statements), replayed over psycopg."""
     import psycopg
 
-    from storage.db import libpq_url
+    from storage.db import SESSION_OPTIONS, libpq_url
 
     out = []
-    with psycopg.connect(libpq_url(database_url), autocommit=True) as conn:
+    with psycopg.connect(libpq_url(database_url), autocommit=True, options=SESSION_OPTIONS) as conn:
         for _ in range(3):  # warm caches and let psycopg prepare the statements
             for sql, params in statements:
                 conn.execute(sql, params).fetchall()
@@ -574,7 +574,8 @@ def main(argv: list[str] | None = None) -> int:
                 )
         finally:
             serve.stop(signal.SIGINT)
-            left = leftover_processes(state_dir=STATE_DIR)
+            # The embedded Postgres stays: this process is still attached to it.
+            left = [p for p in leftover_processes(state_dir=STATE_DIR) if "bin/postgres" not in p]
             if left:
                 print("bench: WARNING: still running:", *left, sep="\n  ")
                 stop_bench_processes(grace_s=10.0, state_dir=STATE_DIR)
