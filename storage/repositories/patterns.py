@@ -11,6 +11,7 @@ from sqlalchemy import (
     ColumnElement,
     Integer,
     String,
+    all_,
     and_,
     bindparam,
     column,
@@ -253,7 +254,8 @@ async def _trending_list(
     if len(ids) < query.limit:
         rest = select(col(Pattern.id)).where(where)
         if first:
-            rest = rest.where(col(Pattern.id).not_in(first))
+            seen = bindparam("seen", list(first), type_=ARRAY(PG_UUID(as_uuid=True)))
+            rest = rest.where(col(Pattern.id) != all_(seen))
         ids += (
             await session.exec(
                 rest.order_by(
@@ -274,33 +276,39 @@ async def trending_page(
     if not ranked:
         return [], 0
     table = _ranked_table(ranked)
-    where = PUBLIC
-    total = (
+    offset = (page - 1) * limit
+    # Narrow rows and the count in one pass (nested-loop lookups by id), then
+    # the page's rows with their author and category.
+    hits = (
         await session.exec(
-            select(func.count())
-            .select_from(Pattern)
+            select(col(Pattern.id), table.c.score, func.count().over())
             .join(table, table.c.id == col(Pattern.id))
-            .where(where)
-        )
-    ).one()
-    rows = (
-        await session.exec(
-            select(Pattern, Agent, Category, table.c.score)
-            .join(table, table.c.id == col(Pattern.id))
-            .join(Agent, col(Agent.id) == col(Pattern.author_id))
-            .outerjoin(Category, col(Category.id) == col(Pattern.category_id))
-            .where(where)
+            .where(PUBLIC)
             .order_by(
                 table.c.score.desc(),
                 col(Pattern.vote_score).desc(),
                 col(Pattern.created_at).desc(),
                 col(Pattern.id),
             )
-            .offset((page - 1) * limit)
+            .offset(offset)
             .limit(limit)
         )
     ).all()
-    return [(r[0], r[1], r[2], int(r[3])) for r in rows], int(total)
+    total = int(hits[0][2]) if hits else 0
+    if not hits and offset:  # past the last page nothing carries the count
+        total = int(
+            (
+                await session.exec(
+                    select(func.count())
+                    .select_from(Pattern)
+                    .join(table, table.c.id == col(Pattern.id))
+                    .where(PUBLIC)
+                )
+            ).one()
+        )
+    scores = {h[0]: int(h[1]) for h in hits}
+    rows = await _with_related(session, list(scores))
+    return [(p, a, c, scores[p.id]) for p, a, c in rows], total
 
 
 async def apply_update(session: AsyncSession, pattern: Pattern, changes: dict[str, Any]) -> None:

@@ -69,6 +69,8 @@ async def test_feed_ranks_by_recent_net_votes(
     assert item["author"]["username"] and "category" in item and item["vote_score"] == 3
     page = await feed(client, "?limit=1&page=2")
     assert ids(page) == [warm["id"]] and page["pagination"]["total_pages"] == 2
+    beyond = await feed(client, "?page=3")
+    assert beyond["data"] == [] and beyond["pagination"]["total"] == 2
 
 
 async def test_switching_and_withdrawing_update_the_feed(
