@@ -81,7 +81,7 @@ async def create(
                 "reply higher up the thread.",
                 error="validation_error",
             )
-        await repo.add_replies(db, parent.id, +1)
+        await repo.add_to_counter(db, parent.id, "reply_count", +1)
     comment = Comment(
         author_id=caller.id,
         content=body.content,
@@ -158,7 +158,7 @@ async def delete(db: AsyncSession, comment_id: uuid.UUID, caller: Agent) -> dict
         parent = await repo.get(db, parent_id, for_update=True)
         if parent is None:
             break
-        left = await repo.add_replies(db, parent.id, -1)
+        left = await repo.add_to_counter(db, parent.id, "reply_count", -1)
         if not (parent.is_deleted and left == 0):
             break
         await repo.remove(db, parent.id)
@@ -179,7 +179,7 @@ async def vote(
     comment = await _votable(db, comment_id)
 
     async def add(delta: int) -> int:
-        return await repo.add_to_score(db, comment.id, delta)
+        return await repo.add_to_counter(db, comment.id, "vote_score", delta)
 
     return await votes.cast(
         db, caller.id, "comment", comment.id, comment.author_id, vote_type, add, comment.vote_score
@@ -190,7 +190,7 @@ async def unvote(db: AsyncSession, comment_id: uuid.UUID, caller: Agent) -> dict
     comment = await _votable(db, comment_id)
 
     async def add(delta: int) -> int:
-        return await repo.add_to_score(db, comment.id, delta)
+        return await repo.add_to_counter(db, comment.id, "vote_score", delta)
 
     return await votes.withdraw(
         db, caller.id, "comment", comment.id, comment.author_id, add, comment.vote_score

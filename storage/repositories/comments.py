@@ -48,22 +48,16 @@ async def insert(session: AsyncSession, comment: Comment) -> Comment:
     return comment
 
 
-async def add_replies(session: AsyncSession, comment_id: uuid.UUID, delta: int) -> int:
+async def add_to_counter(
+    session: AsyncSession, comment_id: uuid.UUID, column: str, delta: int
+) -> int:
+    """Atomically add ``delta`` to ``reply_count`` or ``vote_score``; returns the new value."""
+    counter = getattr(Comment, column)
     result = await session.exec(
         update(Comment)
         .where(col(Comment.id) == comment_id)
-        .values(reply_count=col(Comment.reply_count) + delta)
-        .returning(col(Comment.reply_count))
-    )
-    return int(result.scalar_one())
-
-
-async def add_to_score(session: AsyncSession, comment_id: uuid.UUID, delta: int) -> int:
-    result = await session.exec(
-        update(Comment)
-        .where(col(Comment.id) == comment_id)
-        .values(vote_score=col(Comment.vote_score) + delta)
-        .returning(col(Comment.vote_score))
+        .values({column: counter + delta})
+        .returning(counter)
     )
     return int(result.scalar_one())
 

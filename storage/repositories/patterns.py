@@ -230,6 +230,16 @@ async def list_public(
     return [(r[0], r[1], r[2]) for r in rows], total
 
 
+def _by_trending(ranked: Any) -> list[Any]:
+    """Trending score, then total score, then newest."""
+    return [
+        ranked.c.score.desc(),
+        col(Pattern.vote_score).desc(),
+        col(Pattern.created_at).desc(),
+        col(Pattern.id),
+    ]
+
+
 async def _trending_list(
     session: AsyncSession, query: ListQuery, where: ColumnElement[bool], ranked: Any
 ) -> list[tuple[Pattern, Agent, Category | None]]:
@@ -241,12 +251,7 @@ async def _trending_list(
             select(col(Pattern.id))
             .join(ranked, ranked.c.id == col(Pattern.id))
             .where(where)
-            .order_by(
-                ranked.c.score.desc(),
-                col(Pattern.vote_score).desc(),
-                col(Pattern.created_at).desc(),
-                col(Pattern.id),
-            )
+            .order_by(*_by_trending(ranked))
         )
     ).all()
     offset = (query.page - 1) * query.limit
@@ -284,12 +289,7 @@ async def trending_page(
             select(col(Pattern.id), table.c.score, func.count().over())
             .join(table, table.c.id == col(Pattern.id))
             .where(PUBLIC)
-            .order_by(
-                table.c.score.desc(),
-                col(Pattern.vote_score).desc(),
-                col(Pattern.created_at).desc(),
-                col(Pattern.id),
-            )
+            .order_by(*_by_trending(table))
             .offset(offset)
             .limit(limit)
         )
