@@ -5,12 +5,12 @@ from __future__ import annotations
 import uuid
 
 from sqlalchemy import delete, func
-from sqlalchemy.dialects.postgresql import insert
 from sqlalchemy.sql.elements import Label
 from sqlmodel import col, select
 from sqlmodel.ext.asyncio.session import AsyncSession
 
 from storage.models import Agent, Category, Collection, CollectionPattern, Pattern
+from storage.repositories import rows
 from storage.repositories.patterns import PUBLIC
 
 _VISIBLE_PATTERN = PUBLIC
@@ -111,27 +111,17 @@ async def add_pattern(
     session: AsyncSession, collection_id: uuid.UUID, pattern_id: uuid.UUID
 ) -> bool:
     """True if the pattern was not in the collection yet."""
-    result = await session.exec(
-        insert(CollectionPattern)
-        .values(collection_id=collection_id, pattern_id=pattern_id)
-        .on_conflict_do_nothing()
-        .returning(col(CollectionPattern.pattern_id))
+    return await rows.insert_new(
+        session, CollectionPattern, collection_id=collection_id, pattern_id=pattern_id
     )
-    return result.first() is not None
 
 
 async def remove_pattern(
     session: AsyncSession, collection_id: uuid.UUID, pattern_id: uuid.UUID
 ) -> bool:
-    result = await session.exec(
-        delete(CollectionPattern)
-        .where(
-            col(CollectionPattern.collection_id) == collection_id,
-            col(CollectionPattern.pattern_id) == pattern_id,
-        )
-        .returning(col(CollectionPattern.pattern_id))
+    return await rows.delete_matching(
+        session, CollectionPattern, collection_id=collection_id, pattern_id=pattern_id
     )
-    return result.first() is not None
 
 
 async def delete_collection(session: AsyncSession, collection_id: uuid.UUID) -> None:

@@ -5,11 +5,12 @@ from __future__ import annotations
 import uuid
 from typing import Any
 
-from sqlalchemy import delete, func, literal, update
+from sqlalchemy import delete, func, literal
 from sqlmodel import col, select
 from sqlmodel.ext.asyncio.session import AsyncSession
 
 from storage.models import Agent, Comment, Vote
+from storage.repositories import rows
 
 
 def _target(target_type: str, target_id: uuid.UUID) -> Any:
@@ -52,14 +53,7 @@ async def add_to_counter(
     session: AsyncSession, comment_id: uuid.UUID, column: str, delta: int
 ) -> int:
     """Atomically add ``delta`` to ``reply_count`` or ``vote_score``; returns the new value."""
-    counter = getattr(Comment, column)
-    result = await session.exec(
-        update(Comment)
-        .where(col(Comment.id) == comment_id)
-        .values({column: counter + delta})
-        .returning(counter)
-    )
-    return int(result.scalar_one())
+    return await rows.add_to_counter(session, Comment, comment_id, column, delta)
 
 
 async def remove(session: AsyncSession, comment_id: uuid.UUID) -> None:

@@ -4,34 +4,24 @@ from __future__ import annotations
 
 import uuid
 
-from sqlalchemy import delete, func
+from sqlalchemy import func
 from sqlalchemy.dialects.postgresql import insert
 from sqlmodel import col, select
 from sqlmodel.ext.asyncio.session import AsyncSession
 
 from storage.models import Agent, Bookmark, Category, Flag, Pattern
+from storage.repositories import rows
 
 
 async def add_bookmark(session: AsyncSession, agent_id: uuid.UUID, pattern_id: uuid.UUID) -> bool:
     """True if the bookmark is new (adding twice is harmless)."""
-    result = await session.exec(
-        insert(Bookmark)
-        .values(agent_id=agent_id, pattern_id=pattern_id)
-        .on_conflict_do_nothing()
-        .returning(col(Bookmark.pattern_id))
-    )
-    return result.first() is not None
+    return await rows.insert_new(session, Bookmark, agent_id=agent_id, pattern_id=pattern_id)
 
 
 async def remove_bookmark(
     session: AsyncSession, agent_id: uuid.UUID, pattern_id: uuid.UUID
 ) -> bool:
-    result = await session.exec(
-        delete(Bookmark)
-        .where(col(Bookmark.agent_id) == agent_id, col(Bookmark.pattern_id) == pattern_id)
-        .returning(col(Bookmark.pattern_id))
-    )
-    return result.first() is not None
+    return await rows.delete_matching(session, Bookmark, agent_id=agent_id, pattern_id=pattern_id)
 
 
 async def bookmarks_of(

@@ -27,6 +27,7 @@ from sqlmodel.ext.asyncio.session import AsyncSession
 
 from storage.models import Agent, Category, Pattern, Vote
 from storage.models.base import utcnow
+from storage.repositories import rows
 
 PUBLIC_STATUS = "published"
 HIDDEN_MODERATION = ("rejected",)
@@ -322,14 +323,7 @@ async def add_to_counter(
     session: AsyncSession, pattern_id: uuid.UUID, column: str, delta: int
 ) -> int:
     """Atomically add ``delta`` to one of the pattern's counters; returns the new value."""
-    counter = getattr(Pattern, column)
-    result = await session.exec(
-        update(Pattern)
-        .where(col(Pattern.id) == pattern_id)
-        .values({column: counter + delta})
-        .returning(counter)
-    )
-    return int(result.scalar_one())
+    return await rows.add_to_counter(session, Pattern, pattern_id, column, delta)
 
 
 async def ranked_from_votes(session: AsyncSession, days: int, limit: int) -> Ranked:
