@@ -177,21 +177,9 @@ async def vote(
     db: AsyncSession, comment_id: uuid.UUID, caller: Agent, vote_type: str
 ) -> dict[str, Any]:
     comment = await _votable(db, comment_id)
-
-    async def add(delta: int) -> int:
-        return await repo.add_to_counter(db, comment.id, "vote_score", delta)
-
-    return await votes.cast(
-        db, caller.id, "comment", comment.id, comment.author_id, vote_type, add, comment.vote_score
-    )
+    return await votes.cast(db, caller.id, "comment", comment, vote_type)
 
 
 async def unvote(db: AsyncSession, comment_id: uuid.UUID, caller: Agent) -> dict[str, Any]:
     comment = await _votable(db, comment_id)
-
-    async def add(delta: int) -> int:
-        return await repo.add_to_counter(db, comment.id, "vote_score", delta)
-
-    return await votes.withdraw(
-        db, caller.id, "comment", comment.id, comment.author_id, add, comment.vote_score
-    )
+    return await votes.withdraw(db, caller.id, "comment", comment)

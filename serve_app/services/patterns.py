@@ -165,38 +165,15 @@ async def vote(
     db: AsyncSession, ref: str, caller: Agent, vote_type: str, trending: Trending
 ) -> dict[str, Any]:
     pattern = await public_locked(db, ref)
-
-    async def add(delta: int) -> int:
-        return await repo.add_to_counter(db, pattern.id, "vote_score", delta)
-
     return await votes.cast(
-        db,
-        caller.id,
-        "pattern",
-        pattern.id,
-        pattern.author_id,
-        vote_type,
-        add,
-        pattern.vote_score,
-        _tell_trending(db, trending, pattern, caller),
+        db, caller.id, "pattern", pattern, vote_type, _tell_trending(db, trending, pattern, caller)
     )
 
 
 async def unvote(db: AsyncSession, ref: str, caller: Agent, trending: Trending) -> dict[str, Any]:
     pattern = await public_locked(db, ref)
-
-    async def add(delta: int) -> int:
-        return await repo.add_to_counter(db, pattern.id, "vote_score", delta)
-
     return await votes.withdraw(
-        db,
-        caller.id,
-        "pattern",
-        pattern.id,
-        pattern.author_id,
-        add,
-        pattern.vote_score,
-        _tell_trending(db, trending, pattern, caller),
+        db, caller.id, "pattern", pattern, _tell_trending(db, trending, pattern, caller)
     )
 
 

@@ -8,15 +8,16 @@ sum of its votes.
 from __future__ import annotations
 
 import uuid
-from collections.abc import Awaitable, Callable
+from collections.abc import Callable
 from datetime import datetime
 from typing import Any
 
 from sqlmodel.ext.asyncio.session import AsyncSession
 
 from serve_app.errors import Forbidden
+from storage.models import Answer, Comment, Pattern, Question
 from storage.models.base import utcnow
-from storage.repositories import reputation
+from storage.repositories import reputation, rows
 from storage.repositories import votes as repo
 
 VALUES = {"upvote": 1, "downvote": -1}
@@ -30,9 +31,14 @@ REPUTATION: dict[str, tuple[int, int]] = {
     "answer": (10, -2),
 }
 
-AddToScore = Callable[[int], Awaitable[int]]
+# A votable row (locked by the caller): it has id, author_id and vote_score.
+Votable = Pattern | Comment | Question | Answer
 # Told of every change that lands: (new value, or 0 when withdrawn; when).
 OnChange = Callable[[int, datetime], None]
+
+
+async def _add_to_score(db: AsyncSession, target: Votable, delta: int) -> int:
+    return await rows.add_to_counter(db, type(target), target.id, "vote_score", delta)
 
 
 async def _reputation(
@@ -64,23 +70,21 @@ async def cast(
     db: AsyncSession,
     voter_id: uuid.UUID,
     target_type: str,
-    target_id: uuid.UUID,
-    author_id: uuid.UUID,
+    target: Votable,
     vote_type: str,
-    add_to_score: AddToScore,
-    current_score: int,
     on_change: OnChange | None = None,
 ) -> dict[str, Any]:
     """Place or switch the caller's vote; repeating the same vote changes nothing."""
+    target_id, author_id = target.id, target.author_id
     if voter_id == author_id:
         raise Forbidden(f"You cannot vote on your own {target_type}.", error="own_content")
     value = VALUES[vote_type]
     existing = await repo.current(db, voter_id, target_type, target_id)
     old = existing.value if existing else 0
-    score = current_score
+    score = target.vote_score
     if old != value:
         placed = await repo.put(db, existing, voter_id, target_type, target_id, value)
-        score = await add_to_score(value - old)
+        score = await _add_to_score(db, target, value - old)
         if old:
             await _reputation(db, target_type, target_id, author_id, voter_id, old, -1)
         await _reputation(db, target_type, target_id, author_id, voter_id, value, +1)
@@ -96,22 +100,19 @@ async def withdraw(
     db: AsyncSession,
     voter_id: uuid.UUID,
     target_type: str,
-    target_id: uuid.UUID,
-    author_id: uuid.UUID,
-    add_to_score: AddToScore,
-    current_score: int,
+    target: Votable,
     on_change: OnChange | None = None,
 ) -> dict[str, Any]:
     """Remove the caller's vote, reversing its effect (no vote: nothing to do)."""
-    existing = await repo.current(db, voter_id, target_type, target_id)
+    existing = await repo.current(db, voter_id, target_type, target.id)
     if existing is None:
         return {
             "message": "No vote to remove.",
-            "data": {"vote_type": None, "vote_score": current_score},
+            "data": {"vote_type": None, "vote_score": target.vote_score},
         }
     await repo.remove(db, existing)
-    score = await add_to_score(-existing.value)
-    await _reputation(db, target_type, target_id, author_id, voter_id, existing.value, -1)
+    score = await _add_to_score(db, target, -existing.value)
+    await _reputation(db, target_type, target.id, target.author_id, voter_id, existing.value, -1)
     if on_change is not None:
         on_change(0, utcnow())
     return {"message": "Vote removed.", "data": {"vote_type": None, "vote_score": score}}
