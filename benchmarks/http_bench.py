@@ -210,9 +210,10 @@ def run_wrk(
 # ---------------------------------------------------------------- the servers
 
 
-def server_env() -> dict[str, str]:
+def server_env(bench_env: dict[str, str] = BENCH_ENV) -> dict[str, str]:
+    """This environment without DROPPED_ENV, with the benchmark's settings."""
     env = {k: v for k, v in os.environ.items() if k not in DROPPED_ENV}
-    env.update(BENCH_ENV)
+    env.update(bench_env)
     env["PYTHONUNBUFFERED"] = "1"
     return env
 
@@ -419,6 +420,33 @@ def post_script(tmp: Path) -> Path:
     return path
 
 
+def measure_url(
+    wrk: str,
+    label: str,
+    url: str,
+    *,
+    duration: int,
+    warmup: int,
+    connections: int,
+    script: Path | None,
+) -> WrkResult:
+    """A warm-up run, then the measured one; prints a line (and wrk's own output
+    when there were errors)."""
+    if warmup:
+        run_wrk(wrk, url, duration=warmup, connections=connections, script=script)
+    result, raw = run_wrk(wrk, url, duration=duration, connections=connections, script=script)
+    print(
+        f"bench: {label:<50} {result.requests_per_s:>9.1f} req/s  "
+        f"p50 {result.latency_ms.get(50, float('nan')):.2f} ms  "
+        f"p99 {result.latency_ms.get(99, float('nan')):.2f} ms  "
+        f"errors {result.errors_text()}",
+        flush=True,
+    )
+    if result.errors:
+        print(raw, flush=True)
+    return result
+
+
 def measure_server(
     server: Server,
     routes: list[Route],
@@ -441,18 +469,15 @@ def measure_server(
             url, lua = f"{server.base}/api/agents/{username}", None
         else:
             url, lua = f"{server.base}/api/agents/register", script
-        if warmup:
-            run_wrk(wrk, url, duration=warmup, connections=connections, script=lua)
-        result, raw = run_wrk(wrk, url, duration=duration, connections=connections, script=lua)
-        print(
-            f"bench: {server.name:<13} {route.label:<28} {result.requests_per_s:>9.1f} req/s  "
-            f"p50 {result.latency_ms.get(50, float('nan')):.2f} ms  "
-            f"p99 {result.latency_ms.get(99, float('nan')):.2f} ms  "
-            f"errors {result.errors_text()}",
-            flush=True,
+        result = measure_url(
+            wrk,
+            f"{server.name:<13} {route.label}",
+            url,
+            duration=duration,
+            warmup=warmup,
+            connections=connections,
+            script=lua,
         )
-        if result.errors:
-            print(raw, flush=True)
         yield Measurement(route, server.name, result)
 
 

@@ -38,6 +38,7 @@ from typing import Any
 from urllib.parse import quote
 
 from benchmarks.http_bench import (
+    DROPPED_ENV,
     HOST,
     ROOT,
     SERVE_START_TIMEOUT_S,
@@ -48,8 +49,9 @@ from benchmarks.http_bench import (
     ensure_wrk,
     http_json,
     leftover_processes,
+    measure_url,
     port_in_use,
-    run_wrk,
+    server_env,
     stop_bench_processes,
     write_docs,
     wrk_version,
@@ -68,7 +70,6 @@ BENCH_ENV = {
     "CAIRN_HAPROXY_METRICS_PORT": "19121",
     "CAIRN_FALLBACK_PROXY_PORT": "18520",
 }
-DROPPED_ENV = ("CAIRN_DATABASE_URL", "CAIRN_PORT", "RAY_ADDRESS")
 
 N_PATTERNS = 100_000
 N_AGENTS = 1_000
@@ -431,22 +432,21 @@ def measure_http(
         ("GET /api/patterns?sort_by=trending", base + "/api/patterns?sort_by=trending", None),
         ("GET /api/feed/trending", base + "/api/feed/trending", None),
     ]
-    out = []
-    for label, url, script in routes:
-        if warmup:
-            run_wrk(wrk, url, duration=warmup, connections=connections, script=script)
-        result, raw = run_wrk(wrk, url, duration=duration, connections=connections, script=script)
-        print(
-            f"bench: {label:<50} {result.requests_per_s:>8.1f} req/s  "
-            f"p50 {result.latency_ms.get(50, float('nan')):.2f} ms  "
-            f"p99 {result.latency_ms.get(99, float('nan')):.2f} ms  "
-            f"errors {result.errors_text()}",
-            flush=True,
+    return [
+        (
+            label,
+            measure_url(
+                wrk,
+                label,
+                url,
+                duration=duration,
+                warmup=warmup,
+                connections=connections,
+                script=script,
+            ),
         )
-        if result.errors:
-            print(raw, flush=True)
-        out.append((label, result))
-    return out
+        for label, url, script in routes
+    ]
 
 
 # ------------------------------------------------------------------ report
@@ -530,9 +530,7 @@ def _terminate(signum: int, _: Any) -> None:
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
     signal.signal(signal.SIGTERM, _terminate)
-    env = {k: v for k, v in os.environ.items() if k not in DROPPED_ENV}
-    env.update(BENCH_ENV)
-    env["PYTHONUNBUFFERED"] = "1"
+    env = server_env(BENCH_ENV)
     for key in DROPPED_ENV:
         os.environ.pop(key, None)
     os.environ.update(BENCH_ENV)
