@@ -212,23 +212,36 @@ async def list_public(
         page = select(col(Pattern.id), func.count().over()).where(where)
         if ranked is not None:
             page = page.outerjoin(ranked, ranked.c.id == col(Pattern.id))
-        hits = (await session.exec(page.order_by(*order).offset(offset).limit(query.limit))).all()
-        # Past the last page nothing comes back to carry the count.
-        total = int(hits[0][1]) if hits else 0
-        if not hits and offset:
-            total = int((await session.exec(count)).one())
+        hits, total = await _counted_page(
+            session, page.order_by(*order), count, offset, query.limit
+        )
         return await _with_related(session, [h[0] for h in hits]), total
     total = int((await session.exec(count)).one())
     if ranked is not None:
         return await _trending_list(session, query, where, ranked), total
-    statement = (
-        select(Pattern, Agent, Category)
-        .join(Agent, col(Agent.id) == col(Pattern.author_id))
-        .outerjoin(Category, col(Category.id) == col(Pattern.category_id))
-    )
-    statement = statement.where(where).order_by(*order).offset(offset).limit(query.limit)
-    rows = (await session.exec(statement)).all()
+    rows = (
+        await session.exec(
+            select(Pattern, Agent, Category)
+            .join(Agent, col(Agent.id) == col(Pattern.author_id))
+            .outerjoin(Category, col(Category.id) == col(Pattern.category_id))
+            .where(where)
+            .order_by(*order)
+            .offset(offset)
+            .limit(query.limit)
+        )
+    ).all()
     return [(r[0], r[1], r[2]) for r in rows], total
+
+
+async def _counted_page(
+    session: AsyncSession, page: Any, count: Any, offset: int, limit: int
+) -> tuple[list[Any], int]:
+    """Run ``page``, whose last column is ``count(*) OVER ()``, and return its rows
+    and the total; past the last page no row carries the total, so ``count`` runs."""
+    hits = list((await session.exec(page.offset(offset).limit(limit))).all())
+    if hits:
+        return hits, int(hits[-1][-1])
+    return hits, int((await session.exec(count)).one()) if offset else 0
 
 
 def _by_trending(ranked: Any) -> list[Any]:
@@ -285,28 +298,19 @@ async def trending_page(
     offset = (page - 1) * limit
     # Narrow rows and the count in one pass (nested-loop lookups by id), then
     # the page's rows with their author and category.
-    hits = (
-        await session.exec(
-            select(col(Pattern.id), table.c.score, func.count().over())
-            .join(table, table.c.id == col(Pattern.id))
-            .where(PUBLIC)
-            .order_by(*_by_trending(table))
-            .offset(offset)
-            .limit(limit)
-        )
-    ).all()
-    total = int(hits[0][2]) if hits else 0
-    if not hits and offset:  # past the last page nothing carries the count
-        total = int(
-            (
-                await session.exec(
-                    select(func.count())
-                    .select_from(Pattern)
-                    .join(table, table.c.id == col(Pattern.id))
-                    .where(PUBLIC)
-                )
-            ).one()
-        )
+    hits, total = await _counted_page(
+        session,
+        select(col(Pattern.id), table.c.score, func.count().over())
+        .join(table, table.c.id == col(Pattern.id))
+        .where(PUBLIC)
+        .order_by(*_by_trending(table)),
+        select(func.count())
+        .select_from(Pattern)
+        .join(table, table.c.id == col(Pattern.id))
+        .where(PUBLIC),
+        offset,
+        limit,
+    )
     scores = {h[0]: int(h[1]) for h in hits}
     rows = await _with_related(session, list(scores))
     return [(p, a, c, scores[p.id]) for p, a, c in rows], total
