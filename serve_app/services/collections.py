@@ -10,7 +10,7 @@ from sqlmodel.ext.asyncio.session import AsyncSession
 from serve_app.errors import BadRequest, Forbidden, NotFound
 from serve_app.schemas.collections import CollectionCreate, CollectionUpdate
 from serve_app.services import views
-from serve_app.services.patterns import pagination, visible
+from serve_app.services.patterns import visible
 from storage.models import Agent, Collection
 from storage.models.base import utcnow
 from storage.repositories import collections as repo
@@ -43,7 +43,7 @@ async def listing(
     rows, total = await repo.listing(db, page, limit, owner.id if owner else None)
     return {
         "data": [views.collection(c, a, n) for c, a, n in rows],
-        "pagination": pagination(page, limit, total),
+        "pagination": views.pagination(page, limit, total),
     }
 
 

@@ -9,7 +9,7 @@ from sqlmodel.ext.asyncio.session import AsyncSession
 from serve_app.errors import Conflict, Forbidden, NotFound
 from serve_app.schemas.flags import FlagIn
 from serve_app.services import views
-from serve_app.services.patterns import pagination, public_locked
+from serve_app.services.patterns import public_locked
 from storage.models import Agent
 from storage.repositories import engagement as repo
 from storage.repositories import patterns as pattern_repo
@@ -52,7 +52,7 @@ async def bookmarks(db: AsyncSession, caller: Agent, page: int, limit: int) -> d
             {**views.pattern_item(p, a, c), "bookmarked_at": views.iso(b.created_at)}
             for p, a, c, b in rows
         ],
-        "pagination": pagination(page, limit, total),
+        "pagination": views.pagination(page, limit, total),
     }
 
 

@@ -2,34 +2,20 @@
 
 from __future__ import annotations
 
-import math
-import secrets
 from datetime import datetime
 from typing import Any
 
 from sqlmodel.ext.asyncio.session import AsyncSession
 
-from serve_app import hooks
+from serve_app import hooks, slugs
 from serve_app.errors import BadRequest, Forbidden, NotFound, ServiceUnavailable
 from serve_app.schemas.patterns import PatternCreate, PatternUpdate
 from serve_app.services import views, votes
-from serve_app.slugs import slugify
 from serve_app.trending import MAX_RANKED, Trending
 from storage.models import Agent, Pattern
 from storage.models.base import utcnow
 from storage.repositories import patterns as repo
-from storage.repositories import reputation
-
-_SLUG_ATTEMPTS = 8
-_SLUG_ALPHABET = "abcdefghijkmnpqrstuvwxyz23456789"
-
-
-def _slug_candidates(title: str) -> list[str]:
-    base = slugify(title, max_len=80, fallback="pattern")
-    suffixes = (
-        "".join(secrets.choice(_SLUG_ALPHABET) for _ in range(6)) for _ in range(_SLUG_ATTEMPTS)
-    )
-    return [base, *(f"{base}-{s}" for s in suffixes)]
+from storage.repositories import reputation, rows
 
 
 def _stored(body: PatternCreate | PatternUpdate) -> dict[str, Any]:
@@ -56,9 +42,9 @@ async def create(db: AsyncSession, author: Agent, body: PatternCreate) -> dict[s
     fields.setdefault("difficulty_level", "intermediate")
     fields.pop("status", None)
     await _check_category(db, fields)
-    for slug in _slug_candidates(body.title):
+    for slug in slugs.candidates(body.title, fallback="pattern"):
         pattern = Pattern(author_id=author.id, slug=slug, status="published", **fields)
-        if await repo.insert(db, pattern):
+        if await rows.insert_unless_taken(db, pattern):
             break
     else:
         raise ServiceUnavailable("Could not allocate a unique slug; please retry.")
@@ -123,17 +109,7 @@ async def list_public(db: AsyncSession, query: repo.ListQuery) -> dict[str, Any]
     rows, total = await repo.list_public(db, query)
     return {
         "data": [views.pattern_item(p, a, c) for p, a, c in rows],
-        "pagination": pagination(query.page, query.limit, total),
-    }
-
-
-def pagination(page: int, limit: int, total: int) -> dict[str, Any]:
-    return {
-        "page": page,
-        "limit": limit,
-        "total": total,
-        "total_pages": math.ceil(total / limit) if total else 0,
-        "has_more": page * limit < total,
+        "pagination": views.pagination(query.page, query.limit, total),
     }
 
 
@@ -192,7 +168,7 @@ async def trending_feed(
     rows, total = await repo.trending_page(db, await ranking(db, trending, days), page, limit)
     return {
         "data": [{**views.pattern_item(p, a, c), "trending_score": s} for p, a, c, s in rows],
-        "pagination": pagination(page, limit, total),
+        "pagination": views.pagination(page, limit, total),
         "days": days,
     }
 
@@ -214,11 +190,12 @@ async def fork(db: AsyncSession, ref: str, caller: Agent) -> dict[str, Any]:
         "tech_stack": list(origin.tech_stack),
         "code_examples": dict(origin.code_examples),
     }
-    for slug in _slug_candidates(origin.title)[1:]:  # never the origin's own slug
+    # Never the origin's own slug.
+    for slug in slugs.candidates(origin.title, fallback="pattern")[1:]:
         copy = Pattern(
             author_id=caller.id, slug=slug, status="published", forked_from_id=origin.id, **fields
         )
-        if await repo.insert(db, copy):
+        if await rows.insert_unless_taken(db, copy):
             break
     else:
         raise ServiceUnavailable("Could not allocate a unique slug; please retry.")

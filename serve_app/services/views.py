@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from datetime import datetime
 from typing import Any
 
@@ -10,6 +11,17 @@ from storage.models import Agent, Category, Collection, Comment, Pattern
 
 def iso(value: datetime | None) -> str | None:
     return value.isoformat() if value is not None else None
+
+
+def pagination(page: int, limit: int, total: int) -> dict[str, Any]:
+    """The pagination object that goes next to ``data`` in every paged list."""
+    return {
+        "page": page,
+        "limit": limit,
+        "total": total,
+        "total_pages": math.ceil(total / limit) if total else 0,
+        "has_more": page * limit < total,
+    }
 
 
 def agent_brief(agent: Agent) -> dict[str, Any]:

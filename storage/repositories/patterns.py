@@ -21,7 +21,6 @@ from sqlalchemy import (
 )
 from sqlalchemy.dialects.postgresql import ARRAY
 from sqlalchemy.dialects.postgresql import UUID as PG_UUID
-from sqlalchemy.exc import IntegrityError
 from sqlmodel import col, select
 from sqlmodel.ext.asyncio.session import AsyncSession
 
@@ -39,17 +38,6 @@ PUBLIC: ColumnElement[bool] = literal_column(
 
 def is_public(pattern: Pattern) -> bool:
     return pattern.status == PUBLIC_STATUS and pattern.moderation_status not in HIDDEN_MODERATION
-
-
-async def insert(session: AsyncSession, pattern: Pattern) -> bool:
-    """Insert inside a savepoint; False if the slug was taken (the caller retries)."""
-    try:
-        async with session.begin_nested():
-            session.add(pattern)
-            await session.flush()
-    except IntegrityError:
-        return False
-    return True
 
 
 async def category_exists(session: AsyncSession, category_id: uuid.UUID) -> bool:
@@ -212,14 +200,14 @@ async def list_public(
         page = select(col(Pattern.id), func.count().over()).where(where)
         if ranked is not None:
             page = page.outerjoin(ranked, ranked.c.id == col(Pattern.id))
-        hits, total = await _counted_page(
+        hits, total = await rows.counted_page(
             session, page.order_by(*order), count, offset, query.limit
         )
         return await _with_related(session, [h[0] for h in hits]), total
     total = int((await session.exec(count)).one())
     if ranked is not None:
         return await _trending_list(session, query, where, ranked), total
-    rows = (
+    found = (
         await session.exec(
             select(Pattern, Agent, Category)
             .join(Agent, col(Agent.id) == col(Pattern.author_id))
@@ -230,18 +218,7 @@ async def list_public(
             .limit(query.limit)
         )
     ).all()
-    return [(r[0], r[1], r[2]) for r in rows], total
-
-
-async def _counted_page(
-    session: AsyncSession, page: Any, count: Any, offset: int, limit: int
-) -> tuple[list[Any], int]:
-    """Run ``page``, whose last column is ``count(*) OVER ()``, and return its rows
-    and the total; past the last page no row carries the total, so ``count`` runs."""
-    hits = list((await session.exec(page.offset(offset).limit(limit))).all())
-    if hits:
-        return hits, int(hits[-1][-1])
-    return hits, int((await session.exec(count)).one()) if offset else 0
+    return [(r[0], r[1], r[2]) for r in found], total
 
 
 def _by_trending(ranked: Any) -> list[Any]:
@@ -298,7 +275,7 @@ async def trending_page(
     offset = (page - 1) * limit
     # Narrow rows and the count in one pass (nested-loop lookups by id), then
     # the page's rows with their author and category.
-    hits, total = await _counted_page(
+    hits, total = await rows.counted_page(
         session,
         select(col(Pattern.id), table.c.score, func.count().over())
         .join(table, table.c.id == col(Pattern.id))
@@ -312,8 +289,8 @@ async def trending_page(
         limit,
     )
     scores = {h[0]: int(h[1]) for h in hits}
-    rows = await _with_related(session, list(scores))
-    return [(p, a, c, scores[p.id]) for p, a, c in rows], total
+    found = await _with_related(session, list(scores))
+    return [(p, a, c, scores[p.id]) for p, a, c in found], total
 
 
 async def apply_update(session: AsyncSession, pattern: Pattern, changes: dict[str, Any]) -> None:

@@ -1,5 +1,6 @@
 """Row operations every table uses the same way: atomic counters, idempotent
-link rows (bookmarks, collection entries, follows)."""
+link rows (bookmarks, collection entries, follows), inserts that may clash on a
+unique slug, and pages that carry their own count."""
 
 from __future__ import annotations
 
@@ -8,6 +9,7 @@ from typing import Any
 
 from sqlalchemy import delete, literal_column, update
 from sqlalchemy.dialects.postgresql import insert
+from sqlalchemy.exc import IntegrityError
 from sqlmodel import SQLModel, col
 from sqlmodel.ext.asyncio.session import AsyncSession
 
@@ -46,3 +48,26 @@ async def delete_matching(session: AsyncSession, model: type[SQLModel], **values
         .returning(literal_column("1"))
     )
     return result.first() is not None
+
+
+async def insert_unless_taken(session: AsyncSession, row: SQLModel) -> bool:
+    """Insert inside a savepoint; False if a unique key (a slug) was taken, so
+    the caller can retry with another value."""
+    try:
+        async with session.begin_nested():
+            session.add(row)
+            await session.flush()
+    except IntegrityError:
+        return False
+    return True
+
+
+async def counted_page(
+    session: AsyncSession, page: Any, count: Any, offset: int, limit: int
+) -> tuple[list[Any], int]:
+    """Run ``page``, whose last column is ``count(*) OVER ()``, and return its rows
+    and the total; past the last page no row carries the total, so ``count`` runs."""
+    hits = list((await session.exec(page.offset(offset).limit(limit))).all())
+    if hits:
+        return hits, int(hits[-1][-1])
+    return hits, int((await session.exec(count)).one()) if offset else 0
