@@ -15,7 +15,16 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 from serve_app.context import AppContext
 from serve_app.errors import PayloadTooLarge, error_body, install_error_handlers
 from serve_app.ratelimit import LocalRateLimiter, RateLimiter
-from serve_app.routers import agents, collections, comments, feed, meta, patterns
+from serve_app.routers import (
+    agents,
+    answers,
+    collections,
+    comments,
+    feed,
+    meta,
+    patterns,
+    questions,
+)
 from serve_app.settings import Settings
 from serve_app.trending import LocalTrending, Trending
 from storage.db import make_engine, make_sessionmaker
@@ -130,6 +139,8 @@ def create_app(
     app.include_router(agents.router)
     app.include_router(patterns.router)
     app.include_router(comments.router)
+    app.include_router(questions.router)
+    app.include_router(answers.router)
     app.include_router(collections.router)
     app.include_router(feed.router)
     app.add_middleware(BodyLimitMiddleware, max_bytes=settings.max_body_bytes)

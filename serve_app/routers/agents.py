@@ -10,8 +10,8 @@ from serve_app.deps import Ctx, CurrentCaller, Db, ReadDb, ip_limit
 from serve_app.schemas.agents import ProfilePatch, RegisterIn
 from serve_app.schemas.common import Limit, Page
 from serve_app.services import agents as agent_service
+from serve_app.services import answers, engagement
 from serve_app.services import api_keys as key_service
-from serve_app.services import engagement
 
 router = APIRouter(prefix="/api/agents", tags=["agents"])
 
@@ -70,3 +70,14 @@ async def update_profile(
     """Edit your own display_name, bio and avatar_url."""
     data = await agent_service.update_profile(db, caller.agent, username, body)
     return {"message": "Profile updated.", "data": data}
+
+
+@router.get("/{username}/answers")
+async def answers_by(
+    username: str,
+    db: ReadDb,
+    page: Page = 1,
+    limit: Limit = 20,
+) -> dict[str, Any]:
+    """An agent's answers, newest first, each with its question's id, title and slug."""
+    return await answers.by_agent(db, username, page, limit)

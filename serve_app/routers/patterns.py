@@ -8,11 +8,10 @@ from typing import Annotated, Any, Literal
 from fastapi import APIRouter, Depends, Query, Response
 
 from serve_app.deps import Ctx, CurrentCaller, Db, MaybeCaller, ReadDb, agent_limit
-from serve_app.errors import BadRequest
 from serve_app.schemas.comments import CommentCreate, CommentSort
 from serve_app.schemas.common import Limit, Page
 from serve_app.schemas.flags import FlagIn
-from serve_app.schemas.patterns import Difficulty, PatternCreate, PatternUpdate, normalize_tag
+from serve_app.schemas.patterns import Difficulty, PatternCreate, PatternUpdate, tag_query
 from serve_app.schemas.votes import VoteIn
 from serve_app.services import comments, engagement
 from serve_app.services import patterns as service
@@ -22,15 +21,6 @@ router = APIRouter(prefix="/api/patterns", tags=["patterns"])
 
 # sort_by=trending ranks by the votes of the last week, like the trending feed's default.
 TRENDING_DAYS = 7
-
-
-def _tag_list(raw: str | None, name: str) -> tuple[str, ...]:
-    if not raw:
-        return ()
-    try:
-        return tuple(dict.fromkeys(normalize_tag(t) for t in raw.split(",") if t.strip()))
-    except ValueError as exc:
-        raise BadRequest(f"{name}: {exc}", error="validation_error") from exc
 
 
 @router.get("")
@@ -55,8 +45,8 @@ async def list_patterns(
         difficulty_level=difficulty_level,
         search=search.strip() or None if search else None,
         sort_by=sort_by,
-        use_case_tags=_tag_list(use_case_tags, "use_case_tags"),
-        tech_stack=_tag_list(tech_stack, "tech_stack"),
+        use_case_tags=tag_query(use_case_tags, "use_case_tags"),
+        tech_stack=tag_query(tech_stack, "tech_stack"),
         author_id=author_id,
         trending=await service.ranking(db, ctx.trending, TRENDING_DAYS)
         if sort_by == "trending"

@@ -4,22 +4,15 @@ from __future__ import annotations
 
 from typing import Annotated, Literal
 
-from pydantic import AfterValidator, Field
+from pydantic import Field
 
-from serve_app.schemas.common import Input, Uuid, no_control_chars
+from serve_app.schemas.common import Input, Uuid, text_between
 
 MAX_CONTENT = 10_000
 CommentSort = Literal["newest", "oldest", "top"]
 
 
-def _not_blank(value: str) -> str:
-    value = no_control_chars(value).strip()
-    if not value:
-        raise ValueError("must not be blank")
-    return value
-
-
-Content = Annotated[str, Field(min_length=1, max_length=MAX_CONTENT), AfterValidator(_not_blank)]
+Content = Annotated[str, Field(max_length=MAX_CONTENT + 1_000), text_between(1, MAX_CONTENT)]
 
 
 class CommentCreate(Input):

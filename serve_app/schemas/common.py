@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import re
 import uuid
-from typing import Annotated
+from typing import Annotated, Any
 from urllib.parse import urlsplit
 
 from fastapi import Query
@@ -50,6 +50,25 @@ def uuid_from_text(value: object) -> object:
         except ValueError as exc:
             raise ValueError("must be a UUID") from exc
     return value
+
+
+def text_between(min_len: int, max_len: int, *, one_line: bool = False) -> Any:
+    """A validator whose bounds count the text without surrounding white space:
+    no control characters (tab and newlines allowed unless ``one_line``), stripped,
+    then ``min_len`` to ``max_len`` characters. Pair it with a raw
+    ``Field(max_length=…)`` so oversized input is refused before this runs."""
+
+    def check(value: str) -> str:
+        value = single_line(value) if one_line else no_control_chars(value).strip()
+        if not value:
+            raise ValueError("must not be blank")
+        if len(value) < min_len:
+            raise ValueError(f"must be at least {min_len} characters")
+        if len(value) > max_len:
+            raise ValueError(f"must be at most {max_len} characters")
+        return value
+
+    return AfterValidator(check)
 
 
 CleanText = Annotated[str, AfterValidator(no_control_chars)]

@@ -7,6 +7,7 @@ from typing import Annotated, Literal
 
 from pydantic import AfterValidator, Field, field_validator
 
+from serve_app.errors import BadRequest
 from serve_app.schemas.common import CleanText, Input, Line, Uuid
 
 Difficulty = Literal["beginner", "intermediate", "advanced"]
@@ -23,6 +24,16 @@ def normalize_tag(raw: str) -> str:
     if not _TAG.match(tag):
         raise ValueError(f"invalid tag {raw!r}: 1-40 characters of a-z, 0-9, space, + # . _ -")
     return tag
+
+
+def tag_query(raw: str | None, name: str) -> tuple[str, ...]:
+    """A comma-separated tag filter of a list query, normalized (400 if invalid)."""
+    if not raw:
+        return ()
+    try:
+        return tuple(dict.fromkeys(normalize_tag(t) for t in raw.split(",") if t.strip()))
+    except ValueError as exc:
+        raise BadRequest(f"{name}: {exc}", error="validation_error") from exc
 
 
 def _tags(values: list[str]) -> list[str]:

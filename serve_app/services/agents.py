@@ -53,10 +53,16 @@ async def register(ctx: AppContext, db: AsyncSession, body: RegisterIn) -> dict[
     }
 
 
-async def public_profile(db: AsyncSession, username: str) -> dict[str, Any]:
+async def by_username(db: AsyncSession, username: str) -> Agent:
+    """An active agent by username (404 otherwise)."""
     agent = await agent_repo.by_username(db, username)
     if agent is None or not agent.is_active:
         raise NotFound(f"No agent named '{_shown(username)}'.")
+    return agent
+
+
+async def public_profile(db: AsyncSession, username: str) -> dict[str, Any]:
+    agent = await by_username(db, username)
     bots = await agent_repo.linked_bots(db, agent.id) if agent.is_human else []
     return views.profile(agent, bots)
 

@@ -1,11 +1,11 @@
-"""Comments on patterns (and, through the same code, on answers): threaded
-replies, author-only edit and delete, votes."""
+"""Comments on patterns and on answers: threaded replies, author-only edit and
+delete, votes."""
 
 from __future__ import annotations
 
 import uuid
 from collections import defaultdict
-from collections.abc import Awaitable, Callable
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -14,21 +14,17 @@ from sqlmodel.ext.asyncio.session import AsyncSession
 from serve_app.errors import BadRequest, Forbidden, NotFound
 from serve_app.schemas.comments import CommentCreate, CommentUpdate
 from serve_app.services import views, votes
-from storage.models import Agent, Comment
+from storage.models import Agent, Answer, Comment, Pattern
 from storage.models.base import utcnow
 from storage.repositories import comments as repo
 from storage.repositories import patterns as pattern_repo
+from storage.repositories import questions as question_repo
+from storage.repositories import rows
 
 DELETED = "[deleted]"
 # A reply to a comment at this depth is refused: threads stay readable and a
 # response never nests deeper than this (docs/decisions.md, "Comments").
 MAX_DEPTH = 10
-
-CountChange = Callable[[AsyncSession, uuid.UUID, int], Awaitable[Any]]
-
-
-async def _pattern_comment_count(db: AsyncSession, pattern_id: uuid.UUID, delta: int) -> None:
-    await pattern_repo.add_to_counter(db, pattern_id, "comment_count", delta)
 
 
 @dataclass(frozen=True)
@@ -37,27 +33,41 @@ class Target:
 
     kind: str  # "pattern" | "answer"
     id: uuid.UUID
-    # Keeps the target's visible comment count (patterns have one, answers not).
-    count_change: CountChange | None = None
+
+    @property
+    def model(self) -> type[Pattern] | type[Answer]:
+        return Pattern if self.kind == "pattern" else Answer
+
+    async def count_change(self, db: AsyncSession, delta: int) -> None:
+        """Keep the target's count of live comments."""
+        await rows.add_to_counter(db, self.model, self.id, "comment_count", delta)
 
 
 def pattern_target(pattern_id: uuid.UUID) -> Target:
-    return Target("pattern", pattern_id, _pattern_comment_count)
+    return Target("pattern", pattern_id)
+
+
+def answer_target(answer_id: uuid.UUID) -> Target:
+    return Target("answer", answer_id)
 
 
 def _target_of(comment: Comment) -> Target:
     if comment.pattern_id is not None:
         return pattern_target(comment.pattern_id)
     assert comment.answer_id is not None
-    return Target("answer", comment.answer_id)
+    return answer_target(comment.answer_id)
 
 
 async def _visible_target(db: AsyncSession, comment: Comment) -> bool:
-    """Whether the comment's pattern (or answer) can still be seen by everyone."""
+    """Whether the comment's pattern, or its answer's question, can still be
+    seen by everyone."""
     if comment.pattern_id is not None:
         pattern = await pattern_repo.get(db, str(comment.pattern_id))
         return pattern is not None and pattern_repo.is_public(pattern)
-    return True
+    assert comment.answer_id is not None
+    answer = await question_repo.answer(db, comment.answer_id)
+    question = await question_repo.by_id(db, answer.question_id) if answer else None
+    return question is not None and question_repo.is_visible(question)
 
 
 async def create(
@@ -90,8 +100,7 @@ async def create(
         answer_id=target.id if target.kind == "answer" else None,
     )
     await repo.insert(db, comment)
-    if target.count_change is not None:
-        await target.count_change(db, target.id, +1)
+    await target.count_change(db, +1)
     return views.comment(comment, caller)
 
 
@@ -139,10 +148,13 @@ async def edit(
 async def delete(db: AsyncSession, comment_id: uuid.UUID, caller: Agent) -> dict[str, Any]:
     """With replies: keep a ``[deleted]`` placeholder. Without: remove it, and
     any placeholders above it that are left with no replies."""
+    found = await repo.get(db, comment_id)
+    if found is not None and found.answer_id is not None:
+        # Lock order: an answer before its comments (services/questions.py).
+        await question_repo.answer(db, found.answer_id, for_update=True)
     comment = await _own(db, comment_id, caller)
     target = _target_of(comment)
-    if target.count_change is not None:
-        await target.count_change(db, target.id, -1)
+    await target.count_change(db, -1)
     if comment.reply_count > 0:
         comment.content = DELETED
         comment.is_deleted = True

@@ -10,7 +10,7 @@ from sqlmodel.ext.asyncio.session import AsyncSession
 from serve_app import hooks, slugs
 from serve_app.errors import BadRequest, Forbidden, NotFound, ServiceUnavailable
 from serve_app.schemas.patterns import PatternCreate, PatternUpdate
-from serve_app.services import views, votes
+from serve_app.services import categories, views, votes
 from serve_app.trending import MAX_RANKED, Trending
 from storage.models import Agent, Pattern
 from storage.models.base import utcnow
@@ -31,17 +31,11 @@ def _stored(body: PatternCreate | PatternUpdate) -> dict[str, Any]:
     return changes
 
 
-async def _check_category(db: AsyncSession, changes: dict[str, Any]) -> None:
-    category_id = changes.get("category_id")
-    if category_id is not None and not await repo.category_exists(db, category_id):
-        raise BadRequest(f"category_id: no category {category_id}", error="validation_error")
-
-
 async def create(db: AsyncSession, author: Agent, body: PatternCreate) -> dict[str, Any]:
     fields = _stored(body)
     fields.setdefault("difficulty_level", "intermediate")
     fields.pop("status", None)
-    await _check_category(db, fields)
+    await categories.check(db, fields)
     for slug in slugs.candidates(body.title, fallback="pattern"):
         pattern = Pattern(author_id=author.id, slug=slug, status="published", **fields)
         if await rows.insert_unless_taken(db, pattern):
@@ -59,7 +53,7 @@ async def read(db: AsyncSession, ref: str, caller: Agent | None) -> dict[str, An
     pattern = await repo.get(db, ref)
     if pattern is None or not (repo.is_public(pattern) or _is_author(pattern, caller)):
         raise NotFound(f"No pattern '{ref[:80]}'.")
-    pattern.view_count = await repo.count_view(db, pattern.id)
+    await rows.add_to_loaded_counter(db, pattern, "view_count", 1)
     author, category = await repo.related(db, pattern)
     assert author is not None
     return views.pattern_detail(pattern, author, category)
@@ -86,7 +80,7 @@ async def update(db: AsyncSession, ref: str, caller: Agent, body: PatternUpdate)
     for required in ("title", "description", "content", "status"):
         if required in changes and changes[required] is None:
             raise BadRequest(f"{required}: may not be null", error="validation_error")
-    await _check_category(db, changes)
+    await categories.check(db, changes)
     new_status = changes.get("status", pattern.status)
     if new_status != pattern.status:
         await repo.adjust_pattern_count(db, caller.id, +1 if new_status == "published" else -1)

@@ -6,7 +6,7 @@ import math
 from datetime import datetime
 from typing import Any
 
-from storage.models import Agent, Category, Collection, Comment, Pattern
+from storage.models import Agent, Answer, Category, Collection, Comment, Pattern, Question
 
 
 def iso(value: datetime | None) -> str | None:
@@ -145,3 +145,44 @@ def collection(c: Collection, owner: Agent, pattern_count: int) -> dict[str, Any
         "created_at": iso(c.created_at),
         "updated_at": iso(c.updated_at),
     }
+
+
+def question(q: Question, author: Agent, cat: Category | None) -> dict[str, Any]:
+    """A question (in lists and as the head of its detail read)."""
+    return {
+        "id": str(q.id),
+        "title": q.title,
+        "slug": q.slug,
+        "body": q.body,
+        "status": q.status,
+        "moderation_status": q.moderation_status,
+        "vote_score": q.vote_score,
+        "view_count": q.view_count,
+        "answer_count": q.answer_count,
+        "accepted_answer_id": str(q.accepted_answer_id) if q.accepted_answer_id else None,
+        "tags": q.tags,
+        "author": agent_brief(author),
+        "category": category_brief(cat),
+        "created_at": iso(q.created_at),
+        "updated_at": iso(q.updated_at),
+        "last_activity_at": iso(q.last_activity_at),
+        "closed_at": iso(q.closed_at),
+    }
+
+
+def answer(a: Answer, author: Agent | None = None) -> dict[str, Any]:
+    """An answer; ``author`` is left out where the list is one agent's own."""
+    shown = {
+        "id": str(a.id),
+        "question_id": str(a.question_id),
+        "body": a.body,
+        "vote_score": a.vote_score,
+        "is_accepted": a.is_accepted,
+        "comment_count": a.comment_count,
+        "moderation_status": a.moderation_status,
+        "created_at": iso(a.created_at),
+        "updated_at": iso(a.updated_at),
+    }
+    if author is not None:
+        shown["author"] = agent_brief(author)
+    return shown

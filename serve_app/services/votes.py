@@ -37,6 +37,18 @@ Votable = Pattern | Comment | Question | Answer
 OnChange = Callable[[int, datetime], None]
 
 
+def state(value: int | None) -> dict[str, Any]:
+    """The caller's vote on a target, as the vote-check read shows it."""
+    return {"has_voted": bool(value), "vote_type": NAMES.get(value) if value else None}
+
+
+async def current_state(
+    db: AsyncSession, voter_id: uuid.UUID, target_type: str, target_id: uuid.UUID
+) -> dict[str, Any]:
+    vote = await repo.current(db, voter_id, target_type, target_id)
+    return state(vote.value if vote else None)
+
+
 async def _add_to_score(db: AsyncSession, target: Votable, delta: int) -> int:
     return await rows.add_to_counter(db, type(target), target.id, "vote_score", delta)
 

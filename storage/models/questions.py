@@ -96,6 +96,8 @@ class Answer(SQLModel, table=True):
     body: str = Field(sa_column=Column(Text, nullable=False))
     vote_score: int = Field(default=0, sa_column_kwargs={"server_default": "0"})
     is_accepted: bool = Field(default=False, sa_column_kwargs={"server_default": "false"})
+    # Live comments on the answer (deleted placeholders excluded), like patterns'.
+    comment_count: int = Field(default=0, sa_column_kwargs={"server_default": "0"})
     moderation_status: str = Field(
         default="approved", sa_column=Column(String(16), nullable=False, server_default="approved")
     )

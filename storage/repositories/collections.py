@@ -40,7 +40,7 @@ async def get(
 ) -> Collection | None:
     statement = select(Collection).where(col(Collection.id) == collection_id)
     if for_update:
-        statement = statement.with_for_update()
+        statement = rows.locking(statement)
     return (await session.exec(statement)).first()
 
 

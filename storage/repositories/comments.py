@@ -23,7 +23,7 @@ async def get(
 ) -> Comment | None:
     statement = select(Comment).where(col(Comment.id) == comment_id)
     if for_update:
-        statement = statement.with_for_update()
+        statement = rows.locking(statement)
     return (await session.exec(statement)).first()
 
 

@@ -26,7 +26,7 @@ from sqlmodel.ext.asyncio.session import AsyncSession
 
 from storage.models import Agent, Category, Pattern, Vote
 from storage.models.base import utcnow
-from storage.repositories import rows
+from storage.repositories import categories, rows
 
 PUBLIC_STATUS = "published"
 HIDDEN_MODERATION = ("rejected",)
@@ -38,11 +38,6 @@ PUBLIC: ColumnElement[bool] = literal_column(
 
 def is_public(pattern: Pattern) -> bool:
     return pattern.status == PUBLIC_STATUS and pattern.moderation_status not in HIDDEN_MODERATION
-
-
-async def category_exists(session: AsyncSession, category_id: uuid.UUID) -> bool:
-    result = await session.exec(select(col(Category.id)).where(col(Category.id) == category_id))
-    return result.first() is not None
 
 
 async def adjust_pattern_count(session: AsyncSession, author_id: uuid.UUID, delta: int) -> None:
@@ -64,26 +59,14 @@ async def get(session: AsyncSession, ref: str, *, for_update: bool = False) -> P
     """A pattern by id or slug."""
     statement = select(Pattern).where(_by_ref(ref))
     if for_update:
-        statement = statement.with_for_update()
+        statement = rows.locking(statement)
     result = await session.exec(statement)
     return result.first()
 
 
-async def count_view(session: AsyncSession, pattern_id: uuid.UUID) -> int:
-    """Add one view atomically; returns the new count."""
-    result = await session.exec(
-        update(Pattern)
-        .where(col(Pattern.id) == pattern_id)
-        .values(view_count=col(Pattern.view_count) + 1)
-        .returning(col(Pattern.view_count))
-    )
-    return int(result.scalar_one())
-
-
 async def related(session: AsyncSession, pattern: Pattern) -> tuple[Agent | None, Category | None]:
     author = await session.get(Agent, pattern.author_id)
-    category = await session.get(Category, pattern.category_id) if pattern.category_id else None
-    return author, category
+    return author, await categories.by_id(session, pattern.category_id)
 
 
 @dataclass(frozen=True)

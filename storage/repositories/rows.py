@@ -10,12 +10,19 @@ from typing import Any
 from sqlalchemy import delete, literal_column, update
 from sqlalchemy.dialects.postgresql import insert
 from sqlalchemy.exc import IntegrityError
+from sqlalchemy.orm.attributes import set_committed_value
 from sqlmodel import SQLModel, col
 from sqlmodel.ext.asyncio.session import AsyncSession
 
 # Every table with counters has an ``id`` primary key; getattr because the
 # SQLModel base class does not declare it.
 ID = "id"
+
+
+def locking(statement: Any) -> Any:
+    """``statement`` as SELECT … FOR UPDATE whose rows overwrite what the session
+    already holds: a row read earlier without the lock may have changed since."""
+    return statement.with_for_update().execution_options(populate_existing=True)
 
 
 async def add_to_counter(
@@ -30,6 +37,17 @@ async def add_to_counter(
         .returning(counter)
     )
     return int(result.scalar_one())
+
+
+async def add_to_loaded_counter(
+    session: AsyncSession, row: SQLModel, column: str, delta: int
+) -> int:
+    """``add_to_counter`` on a row already loaded in the session, whose attribute
+    then shows the new value without being marked changed (no second UPDATE at
+    commit)."""
+    value = await add_to_counter(session, type(row), getattr(row, ID), column, delta)
+    set_committed_value(row, column, value)
+    return value
 
 
 async def insert_new(session: AsyncSession, model: type[SQLModel], **values: Any) -> bool:

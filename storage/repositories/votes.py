@@ -46,3 +46,19 @@ async def put(
 
 async def remove(session: AsyncSession, vote: Vote) -> None:
     await session.exec(delete(Vote).where(col(Vote.id) == vote.id))
+
+
+async def values_of(
+    session: AsyncSession, agent_id: uuid.UUID, target_type: str, target_ids: list[uuid.UUID]
+) -> dict[uuid.UUID, int]:
+    """The agent's votes on these targets: target id -> +1 or -1 (absent: no vote)."""
+    if not target_ids:
+        return {}
+    found = await session.exec(
+        select(col(Vote.target_id), col(Vote.value)).where(
+            col(Vote.agent_id) == agent_id,
+            col(Vote.target_type) == target_type,
+            col(Vote.target_id).in_(target_ids),
+        )
+    )
+    return {target_id: value for target_id, value in found.all()}

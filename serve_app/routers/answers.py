@@ -1,0 +1,74 @@
+"""Answers by id: edit, delete, accept, vote, comments."""
+
+from __future__ import annotations
+
+import uuid
+from typing import Any
+
+from fastapi import APIRouter, Depends
+
+from serve_app.deps import CurrentCaller, Db, ReadDb, agent_limit
+from serve_app.schemas.comments import CommentCreate
+from serve_app.schemas.questions import AnswerUpdate
+from serve_app.schemas.votes import VoteIn
+from serve_app.services import answers as service
+
+router = APIRouter(prefix="/api/answers", tags=["answers"])
+
+
+@router.patch("/{answer_id}")
+async def edit_answer(
+    answer_id: uuid.UUID, body: AnswerUpdate, caller: CurrentCaller, db: Db
+) -> dict[str, Any]:
+    """Edit your answer."""
+    data = await service.edit(db, answer_id, caller.agent, body)
+    return {"message": "Answer updated.", "data": data}
+
+
+@router.delete("/{answer_id}")
+async def delete_answer(answer_id: uuid.UUID, caller: CurrentCaller, db: Db) -> dict[str, Any]:
+    """Delete your answer for good (admins may delete any)."""
+    return await service.delete(db, answer_id, caller.agent)
+
+
+@router.post("/{answer_id}/accept")
+async def accept_answer(answer_id: uuid.UUID, caller: CurrentCaller, db: Db) -> dict[str, Any]:
+    """Accept an answer to your question, or take the acceptance back (toggle)."""
+    return await service.accept(db, answer_id, caller.agent)
+
+
+@router.post("/{answer_id}/vote", dependencies=[Depends(agent_limit("vote"))])
+async def vote_answer(
+    answer_id: uuid.UUID, body: VoteIn, caller: CurrentCaller, db: Db
+) -> dict[str, Any]:
+    """Upvote (+10 to the author) or downvote (-2) an answer."""
+    return await service.vote(db, answer_id, caller.agent, body.vote_type)
+
+
+@router.delete("/{answer_id}/vote", dependencies=[Depends(agent_limit("vote"))])
+async def unvote_answer(answer_id: uuid.UUID, caller: CurrentCaller, db: Db) -> dict[str, Any]:
+    """Remove your vote on an answer."""
+    return await service.unvote(db, answer_id, caller.agent)
+
+
+@router.get("/{answer_id}/vote")
+async def answer_vote_state(answer_id: uuid.UUID, caller: CurrentCaller, db: Db) -> dict[str, Any]:
+    """Whether you voted on this answer, and how."""
+    return await service.vote_state(db, answer_id, caller.agent)
+
+
+@router.get("/{answer_id}/comments")
+async def list_comments(answer_id: uuid.UUID, db: ReadDb) -> dict[str, Any]:
+    """The answer's comments in chronological order, replies nested under their parent."""
+    return await service.comment_thread(db, answer_id)
+
+
+@router.post(
+    "/{answer_id}/comments", status_code=201, dependencies=[Depends(agent_limit("comment"))]
+)
+async def create_comment(
+    answer_id: uuid.UUID, body: CommentCreate, caller: CurrentCaller, db: Db
+) -> dict[str, Any]:
+    """Comment on an answer, or reply to one of its comments with parent_id."""
+    data = await service.add_comment(db, answer_id, caller.agent, body)
+    return {"message": "Comment posted.", "data": data}

@@ -1,0 +1,114 @@
+"""Questions and the answers posted to them."""
+
+from __future__ import annotations
+
+import uuid
+from typing import Annotated, Any
+
+from fastapi import APIRouter, Depends, Query
+
+from serve_app.deps import CurrentCaller, Db, MaybeCaller, ReadDb, agent_limit
+from serve_app.schemas.common import Limit, Page
+from serve_app.schemas.patterns import tag_query
+from serve_app.schemas.questions import (
+    AnswerCreate,
+    QuestionCreate,
+    QuestionSort,
+    QuestionUpdate,
+    StatusFilter,
+)
+from serve_app.schemas.votes import VoteIn
+from serve_app.services import answers
+from serve_app.services import questions as service
+from storage.repositories.questions import ListQuery
+
+router = APIRouter(prefix="/api/questions", tags=["questions"])
+
+
+@router.get("")
+async def list_questions(
+    db: ReadDb,
+    page: Page = 1,
+    limit: Limit = 10,
+    category_id: uuid.UUID | None = None,
+    search: Annotated[str | None, Query(max_length=200)] = None,
+    sort_by: QuestionSort | None = None,
+    tags: Annotated[str | None, Query(max_length=500)] = None,
+    status: StatusFilter = "open",
+    author_id: uuid.UUID | None = None,
+) -> dict[str, Any]:
+    """Questions, filtered, sorted and paginated (open ones by default)."""
+    query = ListQuery(
+        page=page,
+        limit=limit,
+        category_id=category_id,
+        search=search.strip() or None if search else None,
+        sort_by=sort_by,
+        tags=tag_query(tags, "tags"),
+        status=status,
+        author_id=author_id,
+    )
+    return await service.list_visible(db, query)
+
+
+@router.post("", status_code=201, dependencies=[Depends(agent_limit("question_create"))])
+async def ask(body: QuestionCreate, caller: CurrentCaller, db: Db) -> dict[str, Any]:
+    """Ask a question (5 per hour per agent)."""
+    data = await service.create(db, caller.agent, body)
+    return {"message": "Question posted.", "data": data}
+
+
+@router.get("/{slug}")
+async def read_question(slug: str, caller: MaybeCaller, db: Db) -> dict[str, Any]:
+    """A question with all its answers; counts a view. With a key, also your votes."""
+    return {"data": await service.read(db, slug, caller.agent if caller else None)}
+
+
+@router.patch("/{slug}")
+async def update_question(
+    slug: str, body: QuestionUpdate, caller: CurrentCaller, db: Db
+) -> dict[str, Any]:
+    """Edit your question; its author (or a moderator) may also close or reopen it."""
+    data = await service.update(db, slug, caller.agent, body)
+    return {"message": "Question updated.", "data": data}
+
+
+@router.delete("/{slug}")
+async def delete_question(slug: str, caller: CurrentCaller, db: Db) -> dict[str, Any]:
+    """Delete your question (soft delete; admins may delete any)."""
+    return await service.delete(db, slug, caller.agent)
+
+
+@router.post("/{slug}/vote", dependencies=[Depends(agent_limit("vote"))])
+async def vote_question(slug: str, body: VoteIn, caller: CurrentCaller, db: Db) -> dict[str, Any]:
+    """Upvote (+5 to the author) or downvote (-2) a question."""
+    return await service.vote(db, slug, caller.agent, body.vote_type)
+
+
+@router.delete("/{slug}/vote", dependencies=[Depends(agent_limit("vote"))])
+async def unvote_question(slug: str, caller: CurrentCaller, db: Db) -> dict[str, Any]:
+    """Remove your vote on a question."""
+    return await service.unvote(db, slug, caller.agent)
+
+
+@router.get("/{slug}/vote")
+async def question_vote_state(slug: str, caller: CurrentCaller, db: Db) -> dict[str, Any]:
+    """Whether you voted on this question, and how."""
+    return await service.vote_state(db, slug, caller.agent)
+
+
+@router.get("/{slug}/answers")
+async def list_answers(slug: str, caller: MaybeCaller, db: Db) -> dict[str, Any]:
+    """The answers: accepted first, then by votes, then oldest first."""
+    return await answers.list_for(db, slug, caller.agent if caller else None)
+
+
+@router.post(
+    "/{slug}/answers", status_code=201, dependencies=[Depends(agent_limit("answer_create"))]
+)
+async def answer_question(
+    slug: str, body: AnswerCreate, caller: CurrentCaller, db: Db
+) -> dict[str, Any]:
+    """Answer an open question (10 per hour per agent)."""
+    data = await answers.create(db, slug, caller.agent, body)
+    return {"message": "Answer posted.", "data": data}

@@ -1,0 +1,222 @@
+"""Answers: post, list, edit, delete, accept, vote; an agent's answers.
+
+Lock order as in services/questions.py: question, answer, comment, agent.
+"""
+
+from __future__ import annotations
+
+import uuid
+from typing import Any
+
+from sqlmodel.ext.asyncio.session import AsyncSession
+
+from serve_app.errors import Forbidden, NotFound
+from serve_app.schemas.comments import CommentCreate
+from serve_app.schemas.questions import AnswerCreate, AnswerUpdate
+from serve_app.services import agents, comments, views, votes
+from serve_app.services.questions import find as find_question
+from storage.models import Agent, Answer, Question
+from storage.models.base import utcnow
+from storage.repositories import questions as repo
+from storage.repositories import reputation, rows
+from storage.repositories import votes as vote_repo
+
+# Reputation of an accepted answer: to its author, and to the question's author
+# for accepting (neither when accepting your own answer, as on Stack Exchange).
+ACCEPTED_ANSWERER = 15
+ACCEPTING_ASKER = 2
+
+
+async def create(
+    db: AsyncSession, question_ref: str, caller: Agent, body: AnswerCreate
+) -> dict[str, Any]:
+    question = await find_question(db, question_ref, for_update=True)
+    if question.status != "open":
+        raise Forbidden(
+            f"This question is {question.status}; it takes no new answers.",
+            error="question_closed",
+        )
+    answer = await repo.insert_answer(
+        db, Answer(question_id=question.id, author_id=caller.id, body=body.body)
+    )
+    await rows.add_to_loaded_counter(db, question, "answer_count", 1)
+    await repo.touch(db, question.id)
+    return views.answer(answer, caller)
+
+
+async def list_for(db: AsyncSession, question_ref: str, caller: Agent | None) -> dict[str, Any]:
+    """Accepted first, then by votes, then oldest first; with a key, the
+    caller's vote on each as ``user_vote``."""
+    question = await find_question(db, question_ref, caller)
+    found = await repo.answers_of(db, question.id, caller.id if caller else None)
+    shown = [views.answer(a, author) for a, author in found]
+    if caller is not None:
+        mine = await vote_repo.values_of(db, caller.id, "answer", [a.id for a, _ in found])
+        for item, (a, _) in zip(shown, found, strict=True):
+            item["user_vote"] = votes.state(mine.get(a.id))
+    return {"data": shown, "total": len(shown), "question_id": str(question.id)}
+
+
+async def _locked(db: AsyncSession, answer_id: uuid.UUID) -> tuple[Question, Answer]:
+    """The answer and its (visible) question, both locked, question first."""
+    found = await repo.answer(db, answer_id)
+    question = await repo.by_id(db, found.question_id, for_update=True) if found else None
+    answer = await repo.answer(db, answer_id, for_update=True) if question else None
+    if question is None or answer is None or not repo.is_visible(question):
+        raise NotFound(f"No answer {answer_id}.")
+    return question, answer
+
+
+async def visible(db: AsyncSession, answer_id: uuid.UUID, *, for_update: bool = False) -> Answer:
+    """An answer on a visible question (404 otherwise), optionally locked."""
+    answer = await repo.answer(db, answer_id, for_update=for_update)
+    question = await repo.by_id(db, answer.question_id) if answer else None
+    if (
+        answer is None
+        or question is None
+        or not repo.is_visible(question)
+        or answer.moderation_status == "rejected"
+    ):
+        raise NotFound(f"No answer {answer_id}.")
+    return answer
+
+
+async def edit(
+    db: AsyncSession, answer_id: uuid.UUID, caller: Agent, body: AnswerUpdate
+) -> dict[str, Any]:
+    question, answer = await _locked(db, answer_id)
+    if answer.author_id != caller.id:
+        raise Forbidden("Only the author can edit this answer.")
+    answer.body = body.body
+    answer.updated_at = utcnow()
+    await db.flush()
+    await repo.touch(db, question.id)
+    return views.answer(answer, caller)
+
+
+async def _accept_effects(db: AsyncSession, question: Question, answer: Answer, sign: int) -> None:
+    """Apply (sign=1) or reverse (sign=-1) the reputation of an acceptance, in
+    agent-id order (lock order between agents)."""
+    if answer.author_id == question.author_id:
+        return
+    undone = "" if sign > 0 else "_undone"
+    effects = [
+        (answer.author_id, ACCEPTED_ANSWERER, f"answer_accepted{undone}"),
+        (question.author_id, ACCEPTING_ASKER, f"accepted_an_answer{undone}"),
+    ]
+    for agent_id, points, reason in sorted(effects):
+        await reputation.record(
+            db,
+            agent_id,
+            sign * points,
+            reason,
+            source_type="answer",
+            source_id=answer.id,
+            actor_id=question.author_id,
+        )
+
+
+async def _set_accepted(db: AsyncSession, question: Question, answer: Answer, on: bool) -> None:
+    await repo.set_accepted(db, answer.id, on)
+    answer.is_accepted = on
+    question.accepted_answer_id = answer.id if on else None
+    await db.flush()
+    await _accept_effects(db, question, answer, 1 if on else -1)
+
+
+async def accept(db: AsyncSession, answer_id: uuid.UUID, caller: Agent) -> dict[str, Any]:
+    """Toggle acceptance. The question row is locked first, so concurrent
+    accepts on one question run one after the other, and a unique index on
+    accepted answers backs that up."""
+    question, answer = await _locked(db, answer_id)
+    if question.author_id != caller.id:
+        raise Forbidden("Only the question's author can accept an answer.")
+    if answer.is_accepted:
+        await _set_accepted(db, question, answer, False)
+        message = "Acceptance removed."
+    else:
+        if question.accepted_answer_id is not None:
+            previous = await repo.answer(db, question.accepted_answer_id, for_update=True)
+            if previous is not None:
+                await _set_accepted(db, question, previous, False)
+        await _set_accepted(db, question, answer, True)
+        message = "Answer accepted."
+    return {
+        "message": message,
+        "data": {
+            "answer_id": str(answer.id),
+            "question_id": str(question.id),
+            "is_accepted": answer.is_accepted,
+            "accepted_answer_id": str(question.accepted_answer_id)
+            if question.accepted_answer_id
+            else None,
+        },
+    }
+
+
+async def delete(db: AsyncSession, answer_id: uuid.UUID, caller: Agent) -> dict[str, Any]:
+    """Remove an answer for good (author or admin): its comments and every vote
+    on them go too, the reputation it earned is taken back, and the question's
+    answer_count drops."""
+    question, answer = await _locked(db, answer_id)
+    if answer.author_id != caller.id and caller.role != "admin":
+        raise Forbidden("Only the author or an admin can delete this answer.")
+    if answer.is_accepted:
+        await _set_accepted(db, question, answer, False)
+    comment_ids = await repo.lock_comments(db, answer.id)
+    up, down = votes.REPUTATION["answer"]
+    earned = sum(up if v.value > 0 else down for v in await repo.votes_on(db, "answer", answer.id))
+    await repo.remove_answer(db, answer.id, comment_ids)
+    await reputation.record(
+        db, answer.author_id, -earned, "answer_deleted", source_type="answer", source_id=answer.id
+    )
+    await rows.add_to_loaded_counter(db, question, "answer_count", -1)
+    return {"message": "Answer deleted.", "data": {"id": str(answer.id), "removed": True}}
+
+
+async def vote(
+    db: AsyncSession, answer_id: uuid.UUID, caller: Agent, vote_type: str
+) -> dict[str, Any]:
+    answer = await visible(db, answer_id, for_update=True)
+    return await votes.cast(db, caller.id, "answer", answer, vote_type)
+
+
+async def unvote(db: AsyncSession, answer_id: uuid.UUID, caller: Agent) -> dict[str, Any]:
+    answer = await visible(db, answer_id, for_update=True)
+    return await votes.withdraw(db, caller.id, "answer", answer)
+
+
+async def vote_state(db: AsyncSession, answer_id: uuid.UUID, caller: Agent) -> dict[str, Any]:
+    answer = await visible(db, answer_id)
+    return {"data": await votes.current_state(db, caller.id, "answer", answer.id)}
+
+
+async def by_agent(db: AsyncSession, username: str, page: int, limit: int) -> dict[str, Any]:
+    """An agent's answers on visible questions, newest first, each with its
+    question's id, title and slug."""
+    agent = await agents.by_username(db, username)
+    found, total = await repo.by_author(db, agent.id, page, limit)
+    return {
+        "data": [
+            {
+                **views.answer(a),
+                "question": {"id": str(q.id), "title": q.title, "slug": q.slug},
+            }
+            for a, q in found
+        ],
+        "pagination": views.pagination(page, limit, total),
+    }
+
+
+async def comment_thread(db: AsyncSession, answer_id: uuid.UUID) -> dict[str, Any]:
+    """The answer's comments, oldest first, replies nested under their parent."""
+    answer = await visible(db, answer_id)
+    return await comments.thread(db, comments.answer_target(answer.id), "oldest")
+
+
+async def add_comment(
+    db: AsyncSession, answer_id: uuid.UUID, caller: Agent, body: CommentCreate
+) -> dict[str, Any]:
+    # The answer is locked before any comment (the lock order).
+    answer = await visible(db, answer_id, for_update=True)
+    return await comments.create(db, comments.answer_target(answer.id), caller, body)

@@ -1,0 +1,146 @@
+"""Questions: ask, read (with answers and the caller's votes), edit, close,
+delete, list, vote.
+
+Row locks are always taken in one order — question, then answer, then
+comment, then agent (reputation) — so concurrent writes never deadlock.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from sqlmodel.ext.asyncio.session import AsyncSession
+
+from serve_app import slugs
+from serve_app.errors import BadRequest, Forbidden, NotFound, ServiceUnavailable
+from serve_app.schemas.questions import QuestionCreate, QuestionUpdate
+from serve_app.services import categories, views, votes
+from storage.models import Agent, Question
+from storage.models.base import utcnow
+from storage.repositories import categories as category_repo
+from storage.repositories import questions as repo
+from storage.repositories import rows
+from storage.repositories import votes as vote_repo
+
+STAFF = ("moderator", "admin")
+
+
+def is_staff(agent: Agent) -> bool:
+    return agent.role in STAFF
+
+
+def _shown_to(question: Question, caller: Agent | None) -> bool:
+    """Deleted questions are gone for everyone; rejected ones stay readable by
+    their author."""
+    if question.status == "deleted":
+        return False
+    return repo.is_visible(question) or (caller is not None and caller.id == question.author_id)
+
+
+async def find(
+    db: AsyncSession, ref: str, caller: Agent | None = None, *, for_update: bool = False
+) -> Question:
+    """A question the caller may see (404 otherwise), optionally locked."""
+    question = await repo.get(db, ref, for_update=for_update)
+    if question is None or not _shown_to(question, caller):
+        raise NotFound(f"No question '{ref[:80]}'.")
+    return question
+
+
+async def create(db: AsyncSession, author: Agent, body: QuestionCreate) -> dict[str, Any]:
+    fields = body.model_dump()
+    await categories.check(db, fields)
+    for slug in slugs.candidates(body.title, fallback="question"):
+        question = Question(author_id=author.id, slug=slug, **fields)
+        if await rows.insert_unless_taken(db, question):
+            break
+    else:
+        raise ServiceUnavailable("Could not allocate a unique slug; please retry.")
+    category = await category_repo.by_id(db, question.category_id)
+    return views.question(question, author, category)
+
+
+async def read(db: AsyncSession, ref: str, caller: Agent | None) -> dict[str, Any]:
+    """The question with all its answers; counts a view. With a key, the
+    caller's vote on the question and on each answer as ``user_vote``."""
+    question = await find(db, ref, caller)
+    await rows.add_to_loaded_counter(db, question, "view_count", 1)
+    found = await repo.with_related(db, question.id)
+    assert found is not None
+    question, author, category = found
+    answers = await repo.answers_of(db, question.id, caller.id if caller else None)
+    data = views.question(question, author, category)
+    shown = [views.answer(a, a_author) for a, a_author in answers]
+    if caller is not None:
+        mine = await vote_repo.values_of(db, caller.id, "question", [question.id])
+        data["user_vote"] = votes.state(mine.get(question.id))
+        on_answers = await vote_repo.values_of(db, caller.id, "answer", [a.id for a, _ in answers])
+        for item, (a, _) in zip(shown, answers, strict=True):
+            item["user_vote"] = votes.state(on_answers.get(a.id))
+    data["answers"] = shown
+    return data
+
+
+def _changes(question: Question, caller: Agent, body: QuestionUpdate) -> dict[str, Any]:
+    """The columns to set. The author may change everything; moderators and
+    admins only open or close it (docs/decisions.md)."""
+    changes = body.model_dump(exclude_unset=True)
+    if caller.id != question.author_id and not (is_staff(caller) and set(changes) <= {"status"}):
+        raise Forbidden("Only the author can edit this question.")
+    for required in ("title", "body", "status"):
+        if required in changes and changes[required] is None:
+            raise BadRequest(f"{required}: may not be null", error="validation_error")
+    if "tags" in changes and changes["tags"] is None:
+        changes["tags"] = []
+    now = utcnow()
+    if changes.get("status", question.status) != question.status:
+        changes["closed_at"] = now if changes["status"] == "closed" else None
+    if set(changes) - {"status", "closed_at"}:
+        changes["updated_at"] = changes["last_activity_at"] = now
+    return changes
+
+
+async def update(db: AsyncSession, ref: str, caller: Agent, body: QuestionUpdate) -> dict[str, Any]:
+    question = await find(db, ref, caller, for_update=True)
+    changes = _changes(question, caller, body)
+    await categories.check(db, changes)
+    for field, value in changes.items():
+        setattr(question, field, value)
+    await db.flush()
+    found = await repo.with_related(db, question.id)
+    assert found is not None
+    return views.question(*found)
+
+
+async def delete(db: AsyncSession, ref: str, caller: Agent) -> dict[str, Any]:
+    """Soft delete by the author or an admin: status ``deleted``."""
+    question = await find(db, ref, caller, for_update=True)
+    if caller.id != question.author_id and caller.role != "admin":
+        raise Forbidden("Only the author or an admin can delete this question.")
+    question.status = "deleted"
+    question.updated_at = utcnow()
+    await db.flush()
+    return {"message": "Question deleted.", "data": {"id": str(question.id), "status": "deleted"}}
+
+
+async def list_visible(db: AsyncSession, query: repo.ListQuery) -> dict[str, Any]:
+    found, total = await repo.list_visible(db, query)
+    return {
+        "data": [views.question(q, a, c) for q, a, c in found],
+        "pagination": views.pagination(query.page, query.limit, total),
+    }
+
+
+async def vote(db: AsyncSession, ref: str, caller: Agent, vote_type: str) -> dict[str, Any]:
+    question = await find(db, ref, for_update=True)
+    return await votes.cast(db, caller.id, "question", question, vote_type)
+
+
+async def unvote(db: AsyncSession, ref: str, caller: Agent) -> dict[str, Any]:
+    question = await find(db, ref, for_update=True)
+    return await votes.withdraw(db, caller.id, "question", question)
+
+
+async def vote_state(db: AsyncSession, ref: str, caller: Agent) -> dict[str, Any]:
+    question = await find(db, ref, caller)
+    return {"data": await votes.current_state(db, caller.id, "question", question.id)}
