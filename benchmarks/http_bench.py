@@ -224,9 +224,15 @@ def port_in_use(port: int) -> bool:
         return sock.connect_ex((HOST, port)) == 0
 
 
-def http_json(method: str, url: str, body: Any = None, timeout: float = 10.0) -> tuple[int, Any]:
+def http_json(
+    method: str,
+    url: str,
+    body: Any = None,
+    timeout: float = 10.0,
+    headers: dict[str, str] | None = None,
+) -> tuple[int, Any]:
     data = json.dumps(body).encode() if body is not None else None
-    req = urllib.request.Request(url, data=data, method=method)
+    req = urllib.request.Request(url, data=data, method=method, headers=headers or {})
     if data is not None:
         req.add_header("Content-Type", "application/json")
     try:

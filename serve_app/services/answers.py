@@ -14,12 +14,12 @@ from serve_app.errors import Forbidden, NotFound
 from serve_app.schemas.comments import CommentCreate
 from serve_app.schemas.questions import AnswerCreate, AnswerUpdate
 from serve_app.services import agents, comments, views, votes
+from serve_app.services.questions import answers_shown
 from serve_app.services.questions import find as find_question
 from storage.models import Agent, Answer, Question
 from storage.models.base import utcnow
 from storage.repositories import questions as repo
 from storage.repositories import reputation, rows
-from storage.repositories import votes as vote_repo
 
 # Reputation of an accepted answer: to its author, and to the question's author
 # for accepting (neither when accepting your own answer, as on Stack Exchange).
@@ -48,12 +48,7 @@ async def list_for(db: AsyncSession, question_ref: str, caller: Agent | None) ->
     """Accepted first, then by votes, then oldest first; with a key, the
     caller's vote on each as ``user_vote``."""
     question = await find_question(db, question_ref, caller)
-    found = await repo.answers_of(db, question.id, caller.id if caller else None)
-    shown = [views.answer(a, author) for a, author in found]
-    if caller is not None:
-        mine = await vote_repo.values_of(db, caller.id, "answer", [a.id for a, _ in found])
-        for item, (a, _) in zip(shown, found, strict=True):
-            item["user_vote"] = votes.state(mine.get(a.id))
+    shown, _ = await answers_shown(db, question, caller)
     return {"data": shown, "total": len(shown), "question_id": str(question.id)}
 
 

@@ -63,22 +63,36 @@ async def create(db: AsyncSession, author: Agent, body: QuestionCreate) -> dict[
 async def read(db: AsyncSession, ref: str, caller: Agent | None) -> dict[str, Any]:
     """The question with all its answers; counts a view. With a key, the
     caller's vote on the question and on each answer as ``user_vote``."""
-    question = await find(db, ref, caller)
-    await rows.add_to_loaded_counter(db, question, "view_count", 1)
-    found = await repo.with_related(db, question.id)
-    assert found is not None
+    found = await repo.with_related(db, ref)
+    if found is None or not _shown_to(found[0], caller):
+        raise NotFound(f"No question '{ref[:80]}'.")
     question, author, category = found
-    answers = await repo.answers_of(db, question.id, caller.id if caller else None)
+    shown, user_vote = await answers_shown(db, question, caller)
+    # Last, so the question's row stays locked only until the commit that follows.
+    await rows.add_to_loaded_counter(db, question, "view_count", 1)
     data = views.question(question, author, category)
-    shown = [views.answer(a, a_author) for a, a_author in answers]
-    if caller is not None:
-        mine = await vote_repo.values_of(db, caller.id, "question", [question.id])
-        data["user_vote"] = votes.state(mine.get(question.id))
-        on_answers = await vote_repo.values_of(db, caller.id, "answer", [a.id for a, _ in answers])
-        for item, (a, _) in zip(shown, answers, strict=True):
-            item["user_vote"] = votes.state(on_answers.get(a.id))
+    if user_vote is not None:
+        data["user_vote"] = user_vote
     data["answers"] = shown
     return data
+
+
+async def answers_shown(
+    db: AsyncSession, question: Question, caller: Agent | None
+) -> tuple[list[dict[str, Any]], dict[str, Any] | None]:
+    """The question's answers as lists show them (accepted first, then by votes,
+    then oldest first). With a caller, each carries ``user_vote``, and the
+    caller's vote on the question comes back too (one query for all)."""
+    found = await repo.answers_of(db, question.id, caller.id if caller else None)
+    shown = [views.answer(a, author) for a, author in found]
+    if caller is None:
+        return shown, None
+    mine = await vote_repo.values_of(
+        db, caller.id, ("question", "answer"), [question.id, *(a.id for a, _ in found)]
+    )
+    for item, (a, _) in zip(shown, found, strict=True):
+        item["user_vote"] = votes.state(mine.get(a.id))
+    return shown, votes.state(mine.get(question.id))
 
 
 def _changes(question: Question, caller: Agent, body: QuestionUpdate) -> dict[str, Any]:

@@ -142,8 +142,10 @@ async def list_visible(session: AsyncSession, query: ListQuery) -> tuple[list[Li
     return [(r[0], r[1], r[2]) for r in found], total
 
 
-async def with_related(session: AsyncSession, question_id: uuid.UUID) -> Listed | None:
-    row = (await session.exec(_with_related().where(col(Question.id) == question_id))).first()
+async def with_related(session: AsyncSession, ref: str | uuid.UUID) -> Listed | None:
+    """A question by slug or id, with its author and category."""
+    where = col(Question.id) == ref if isinstance(ref, uuid.UUID) else _by_ref(ref)
+    row = (await session.exec(_with_related().where(where))).first()
     return (row[0], row[1], row[2]) if row is not None else None
 
 

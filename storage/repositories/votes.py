@@ -49,15 +49,19 @@ async def remove(session: AsyncSession, vote: Vote) -> None:
 
 
 async def values_of(
-    session: AsyncSession, agent_id: uuid.UUID, target_type: str, target_ids: list[uuid.UUID]
+    session: AsyncSession,
+    agent_id: uuid.UUID,
+    target_types: tuple[str, ...],
+    target_ids: list[uuid.UUID],
 ) -> dict[uuid.UUID, int]:
-    """The agent's votes on these targets: target id -> +1 or -1 (absent: no vote)."""
+    """The agent's votes on these targets (of these types), in one query:
+    target id -> +1 or -1 (absent: no vote). Ids are UUIDv4, unique across tables."""
     if not target_ids:
         return {}
     found = await session.exec(
         select(col(Vote.target_id), col(Vote.value)).where(
             col(Vote.agent_id) == agent_id,
-            col(Vote.target_type) == target_type,
+            col(Vote.target_type).in_(target_types),
             col(Vote.target_id).in_(target_ids),
         )
     )
