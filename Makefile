@@ -39,6 +39,7 @@ unit: $(STAMP)
 bench: $(STAMP)
 	$(BIN)/python -m benchmarks.http_bench
 	$(BIN)/python -m benchmarks.pattern_bench
+	$(BIN)/python -m benchmarks.qa_bench
 
 clean-state:
 	rm -rf .cairn
