@@ -487,7 +487,49 @@ def measure_server(
         yield Measurement(route, server.name, result)
 
 
+@contextlib.contextmanager
+def serve_running(
+    port: int, env: dict[str, str], state_dir: Path, *, keep_postgres: bool = False
+) -> Iterator[Server]:
+    """``cairn run --port PORT`` with ``env`` for the block; stopped with Ctrl-C
+    after it, and anything of the run left behind is stopped too (but the
+    embedded Postgres when ``keep_postgres``: this process is attached to it)."""
+    ports = [port] + [
+        int(v) for k, v in env.items() if k.startswith("CAIRN_") and k.endswith("_PORT")
+    ]
+    for used in ports:
+        if port_in_use(used):
+            raise SystemExit(f"bench: {HOST}:{used} is already in use")
+    serve = Server(
+        "Ray Serve",
+        [str(Path(sys.executable).parent / "cairn"), "run", "--port", str(port)],
+        port,
+        state_dir / "serve.log",
+        state_dir=state_dir,
+    )
+    try:
+        serve.start(env, SERVE_START_TIMEOUT_S, ready_text="serving on")
+        yield serve
+    finally:
+        serve.stop(signal.SIGINT)
+        left = leftover_processes(state_dir=state_dir)
+        if keep_postgres:
+            left = [p for p in left if "bin/postgres" not in p]
+        if left:
+            print("bench: WARNING: still running:", *left, sep="\n  ")
+            stop_bench_processes(grace_s=10.0, state_dir=state_dir)
+
+
 # ------------------------------------------------------------------ reporting
+
+
+def machine_line(load_before: float) -> str:
+    """The docs' line about the machine a benchmark ran on."""
+    return (
+        f"- Machine: `nproc` = {len(os.sched_getaffinity(0))}, {cpu_model()}; "
+        f"Linux {platform.release()}, Python {platform.python_version()}; 1-minute load "
+        f"average before the run {load_before:.2f}"
+    )
 
 
 def cpu_model() -> str:
@@ -568,9 +610,7 @@ def docs_section(
         "_Written by `benchmarks/http_bench.py`; rerun to replace this section._",
         "",
         f"- Date: {now}",
-        f"- Machine: `nproc` = {len(os.sched_getaffinity(0))}, {cpu_model()}; "
-        f"Linux {platform.release()}, Python {platform.python_version()}; 1-minute load "
-        f"average before the run {load_before:.2f} (other work on the machine skews results)",
+        machine_line(load_before) + " (other work on the machine skews results)",
         f"- Load: {wrk_ver}, `-t{THREADS} -c{args.connections} -d{args.duration}s --latency`, "
         f"after a {args.warmup} s warm-up run of the same route; wrk runs on the same machine "
         "as the server, and the two servers are measured one after the other.",

@@ -26,7 +26,6 @@ import datetime as dt
 import json
 import math
 import os
-import platform
 import random
 import signal
 import sys
@@ -41,18 +40,14 @@ from benchmarks.http_bench import (
     DROPPED_ENV,
     HOST,
     ROOT,
-    SERVE_START_TIMEOUT_S,
     THREADS,
-    Server,
     WrkResult,
-    cpu_model,
     ensure_wrk,
     http_json,
-    leftover_processes,
+    machine_line,
     measure_url,
-    port_in_use,
+    serve_running,
     server_env,
-    stop_bench_processes,
     write_docs,
     wrk_version,
 )
@@ -468,9 +463,7 @@ def docs_section(
         "_Written by `benchmarks/pattern_bench.py`; rerun to replace this section._",
         "",
         f"- Date: {now}",
-        f"- Machine: `nproc` = {len(os.sched_getaffinity(0))}, {cpu_model()}; "
-        f"Linux {platform.release()}, Python {platform.python_version()}; 1-minute load "
-        f"average before the run {load_before:.2f}",
+        machine_line(load_before),
         f"- Corpus: {N_PATTERNS:,} patterns (titles 5 to 9, descriptions 20 to 40, contents "
         f"120 to 260 words drawn by Zipf's law from a 30,000-word vocabulary), "
         f"{N_AGENTS:,} agents, {N_VOTES:,} votes over the last 30 days (80 % up, "
@@ -554,29 +547,14 @@ def main(argv: list[str] | None = None) -> int:
     if not args.no_http:
         wrk = ensure_wrk()
         wrk_ver = wrk_version(wrk)
-        for port in [PORT] + [int(v) for k, v in BENCH_ENV.items() if k.endswith("_PORT")]:
-            if port_in_use(port):
-                raise SystemExit(f"bench: {HOST}:{port} is already in use")
-        serve = Server(
-            "Ray Serve",
-            [str(Path(sys.executable).parent / "cairn"), "run", "--port", str(PORT)],
-            PORT,
-            STATE_DIR / "serve.log",
-            state_dir=STATE_DIR,
-        )
-        try:
-            serve.start(env, SERVE_START_TIMEOUT_S, ready_text="serving on")
-            with tempfile.TemporaryDirectory(prefix="cairn-bench-") as tmp:
-                http_rows = measure_http(
-                    serve.base, wrk, Path(tmp), args.duration, args.warmup, args.connections
-                )
-        finally:
-            serve.stop(signal.SIGINT)
-            # The embedded Postgres stays: this process is still attached to it.
-            left = [p for p in leftover_processes(state_dir=STATE_DIR) if "bin/postgres" not in p]
-            if left:
-                print("bench: WARNING: still running:", *left, sep="\n  ")
-                stop_bench_processes(grace_s=10.0, state_dir=STATE_DIR)
+        # The embedded Postgres stays: this process is still attached to it.
+        with (
+            serve_running(PORT, env, STATE_DIR, keep_postgres=True) as serve,
+            tempfile.TemporaryDirectory(prefix="cairn-bench-") as tmp,
+        ):
+            http_rows = measure_http(
+                serve.base, wrk, Path(tmp), args.duration, args.warmup, args.connections
+            )
 
     if not args.no_docs and http_rows:
         section = docs_section(http_rows, db_rows, facts, args, wrk_ver, load_before)

@@ -20,7 +20,6 @@ import argparse
 import datetime as dt
 import json
 import os
-import platform
 import shutil
 import signal
 import sys
@@ -32,18 +31,15 @@ from benchmarks.http_bench import (
     DROPPED_ENV,
     HOST,
     ROOT,
-    SERVE_START_TIMEOUT_S,
     THREADS,
-    Server,
     WrkResult,
-    cpu_model,
     ensure_wrk,
     http_json,
     leftover_processes,
+    machine_line,
     measure_url,
-    port_in_use,
+    serve_running,
     server_env,
-    stop_bench_processes,
     write_docs,
     wrk_version,
 )
@@ -262,9 +258,7 @@ def docs_section(
         "_Written by `benchmarks/qa_bench.py`; rerun to replace this section._",
         "",
         f"- Date: {now}",
-        f"- Machine: `nproc` = {len(os.sched_getaffinity(0))}, {cpu_model()}; "
-        f"Linux {platform.release()}, Python {platform.python_version()}; 1-minute load "
-        f"average before the run {load_before:.2f}",
+        machine_line(load_before),
         f"- Data: one question with {N_ANSWERS} answers (about 900 characters each, "
         "0 to 6 upvotes each, one accepted), read anonymously and by a voter; "
         f"{N_VOTERS} voters upvoting {N_VOTE_QUESTIONS * N_ANSWERS} other answers, each "
@@ -318,35 +312,18 @@ def main(argv: list[str] | None = None) -> int:
         os.environ.pop(key, None)
     wrk = ensure_wrk()
     wrk_ver = wrk_version(wrk)
-    for port in [PORT] + [int(v) for k, v in BENCH_ENV.items() if k.endswith("_PORT")]:
-        if port_in_use(port):
-            raise SystemExit(f"bench: {HOST}:{port} is already in use")
     if leftover_processes(wait_s=0, state_dir=STATE_DIR):
         raise SystemExit(f"bench: processes of an earlier run still use {STATE_DIR}")
     shutil.rmtree(STATE_DIR, ignore_errors=True)
     STATE_DIR.mkdir(parents=True)
     load_before = os.getloadavg()[0]
-    serve = Server(
-        "Ray Serve",
-        [str(Path(sys.executable).parent / "cairn"), "run", "--port", str(PORT)],
-        PORT,
-        STATE_DIR / "serve.log",
-        state_dir=STATE_DIR,
-    )
-    try:
-        serve.start(env, SERVE_START_TIMEOUT_S, ready_text="serving on")
+    with serve_running(PORT, env, STATE_DIR) as serve:
         print("bench: seeding over HTTP", flush=True)
         facts = seed(serve.base)
         with tempfile.TemporaryDirectory(prefix="cairn-bench-") as tmp:
             rows = measure_http(serve.base, facts, wrk, Path(tmp), args)
         votes = check_votes(serve.base, facts, rows[-1][1])
         print(f"bench: vote check {votes}", flush=True)
-    finally:
-        serve.stop(signal.SIGINT)
-        left = leftover_processes(state_dir=STATE_DIR)
-        if left:
-            print("bench: WARNING: still running:", *left, sep="\n  ")
-            stop_bench_processes(grace_s=10.0, state_dir=STATE_DIR)
 
     if not args.no_docs:
         write_docs(
