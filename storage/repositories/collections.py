@@ -38,10 +38,7 @@ async def insert_collection(session: AsyncSession, collection: Collection) -> Co
 async def get(
     session: AsyncSession, collection_id: uuid.UUID, *, for_update: bool = False
 ) -> Collection | None:
-    statement = select(Collection).where(col(Collection.id) == collection_id)
-    if for_update:
-        statement = rows.locking(statement)
-    return (await session.exec(statement)).first()
+    return await rows.by_id(session, Collection, collection_id, for_update=for_update)
 
 
 async def with_count(

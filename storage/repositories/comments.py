@@ -21,10 +21,7 @@ def _target(target_type: str, target_id: uuid.UUID) -> Any:
 async def get(
     session: AsyncSession, comment_id: uuid.UUID, *, for_update: bool = False
 ) -> Comment | None:
-    statement = select(Comment).where(col(Comment.id) == comment_id)
-    if for_update:
-        statement = rows.locking(statement)
-    return (await session.exec(statement)).first()
+    return await rows.by_id(session, Comment, comment_id, for_update=for_update)
 
 
 async def depth(session: AsyncSession, comment_id: uuid.UUID) -> int:

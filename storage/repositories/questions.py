@@ -44,10 +44,7 @@ async def get(session: AsyncSession, ref: str, *, for_update: bool = False) -> Q
 async def by_id(
     session: AsyncSession, question_id: uuid.UUID, *, for_update: bool = False
 ) -> Question | None:
-    statement = select(Question).where(col(Question.id) == question_id)
-    if for_update:
-        statement = rows.locking(statement)
-    return (await session.exec(statement)).first()
+    return await rows.by_id(session, Question, question_id, for_update=for_update)
 
 
 async def touch(session: AsyncSession, question_id: uuid.UUID) -> None:
@@ -155,10 +152,7 @@ async def with_related(session: AsyncSession, ref: str | uuid.UUID) -> Listed | 
 async def answer(
     session: AsyncSession, answer_id: uuid.UUID, *, for_update: bool = False
 ) -> Answer | None:
-    statement = select(Answer).where(col(Answer.id) == answer_id)
-    if for_update:
-        statement = rows.locking(statement)
-    return (await session.exec(statement)).first()
+    return await rows.by_id(session, Answer, answer_id, for_update=for_update)
 
 
 async def answers_of(

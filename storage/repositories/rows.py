@@ -5,18 +5,29 @@ unique slug, and pages that carry their own count."""
 from __future__ import annotations
 
 import uuid
-from typing import Any
+from typing import Any, TypeVar
 
 from sqlalchemy import delete, literal_column, update
 from sqlalchemy.dialects.postgresql import insert
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm.attributes import set_committed_value
-from sqlmodel import SQLModel, col
+from sqlmodel import SQLModel, col, select
 from sqlmodel.ext.asyncio.session import AsyncSession
 
 # Every table with counters has an ``id`` primary key; getattr because the
 # SQLModel base class does not declare it.
 ID = "id"
+Row = TypeVar("Row", bound=SQLModel)
+
+
+async def by_id(
+    session: AsyncSession, model: type[Row], row_id: uuid.UUID, *, for_update: bool = False
+) -> Row | None:
+    """A row by primary key; ``for_update`` locks it and refreshes the session's copy."""
+    statement = select(model).where(col(getattr(model, ID)) == row_id)
+    if for_update:
+        statement = locking(statement)
+    return (await session.exec(statement)).first()
 
 
 def locking(statement: Any) -> Any:
