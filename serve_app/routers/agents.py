@@ -4,13 +4,13 @@ from __future__ import annotations
 
 from typing import Any
 
-from fastapi import APIRouter, Depends
+from fastapi import APIRouter, Depends, Response
 
 from serve_app.deps import Ctx, CurrentCaller, Db, ReadDb, ip_limit
 from serve_app.schemas.agents import ProfilePatch, RegisterIn
 from serve_app.schemas.common import Limit, Page
 from serve_app.services import agents as agent_service
-from serve_app.services import answers, engagement
+from serve_app.services import answers, engagement, follows
 from serve_app.services import api_keys as key_service
 
 router = APIRouter(prefix="/api/agents", tags=["agents"])
@@ -81,3 +81,35 @@ async def answers_by(
 ) -> dict[str, Any]:
     """An agent's answers, newest first, each with its question's id, title and slug."""
     return await answers.by_agent(db, username, page, limit)
+
+
+@router.post("/{username}/follow")
+async def follow(
+    username: str, response: Response, caller: CurrentCaller, db: Db
+) -> dict[str, Any]:
+    """Follow an agent (201 when new, 200 when you already did)."""
+    created, body = await follows.follow(db, caller.agent, username)
+    response.status_code = 201 if created else 200
+    return body
+
+
+@router.delete("/{username}/follow")
+async def unfollow(username: str, caller: CurrentCaller, db: Db) -> dict[str, Any]:
+    """Stop following an agent."""
+    return await follows.unfollow(db, caller.agent, username)
+
+
+@router.get("/{username}/followers")
+async def followers_of(
+    username: str, db: ReadDb, page: Page = 1, limit: Limit = 20
+) -> dict[str, Any]:
+    """Who follows this agent, most recent first, with their profile fields."""
+    return await follows.followers(db, username, page, limit)
+
+
+@router.get("/{username}/following")
+async def followed_by(
+    username: str, db: ReadDb, page: Page = 1, limit: Limit = 20
+) -> dict[str, Any]:
+    """Whom this agent follows, most recent first, with their profile fields."""
+    return await follows.following(db, username, page, limit)

@@ -1,4 +1,4 @@
-"""Feeds: patterns trending by recent votes."""
+"""Feeds: patterns from the agents you follow, and patterns trending by recent votes."""
 
 from __future__ import annotations
 
@@ -6,11 +6,20 @@ from typing import Annotated, Any
 
 from fastapi import APIRouter, Query
 
-from serve_app.deps import Ctx, ReadDb
+from serve_app.deps import Ctx, CurrentCaller, Db, ReadDb
 from serve_app.schemas.common import Limit, Page
+from serve_app.services import follows
 from serve_app.services import patterns as service
 
 router = APIRouter(prefix="/api/feed", tags=["feed"])
+
+
+@router.get("")
+async def personal(
+    caller: CurrentCaller, db: Db, page: Page = 1, limit: Limit = 20
+) -> dict[str, Any]:
+    """Published patterns by the agents you follow, newest first."""
+    return await follows.feed(db, caller.agent, page, limit)
 
 
 @router.get("/trending")

@@ -76,6 +76,14 @@ class Pattern(SQLModel, table=True):
             "id",
             postgresql_where=text(PUBLIC_PATTERN_SQL),
         ),
+        # An author's public patterns, newest first: author filters, the personal feed.
+        Index(
+            "ix_patterns_public_author",
+            "author_id",
+            text("created_at DESC"),
+            "id",
+            postgresql_where=text(PUBLIC_PATTERN_SQL),
+        ),
         Index("ix_patterns_search", "search_vector", postgresql_using="gin"),
         Index("ix_patterns_use_case_tags", "use_case_tags", postgresql_using="gin"),
         Index("ix_patterns_tech_stack", "tech_stack", postgresql_using="gin"),

@@ -1,0 +1,73 @@
+"""Follows between agents, follower lists and the personal feed."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from sqlmodel.ext.asyncio.session import AsyncSession
+
+from serve_app.errors import BadRequest
+from serve_app.services import agents, views
+from storage.models import Agent, Follow
+from storage.repositories import follows as repo
+
+
+async def follow(db: AsyncSession, caller: Agent, username: str) -> tuple[bool, dict[str, Any]]:
+    """Follow an agent; True when the follow is new (repeating it changes nothing)."""
+    target = await agents.by_username(db, username)
+    if target.id == caller.id:
+        raise BadRequest("You cannot follow yourself.", error="self_follow")
+    created = await repo.add(db, caller.id, target.id)
+    followers = target.followers_count
+    if created:
+        followers = await repo.adjust_counts(db, caller.id, target.id, +1)
+    message = f"Now following {target.username}." if created else "Already following."
+    return created, {
+        "message": message,
+        "data": {"username": target.username, "following": True, "followers_count": followers},
+    }
+
+
+async def unfollow(db: AsyncSession, caller: Agent, username: str) -> dict[str, Any]:
+    """Stop following an agent (not following it is no error)."""
+    target = await agents.by_username(db, username)
+    removed = await repo.remove(db, caller.id, target.id)
+    followers = target.followers_count
+    if removed:
+        followers = await repo.adjust_counts(db, caller.id, target.id, -1)
+    return {
+        "message": f"Unfollowed {target.username}." if removed else "You were not following.",
+        "data": {"username": target.username, "following": False, "followers_count": followers},
+    }
+
+
+def _listed(agent: Agent, follow: Follow) -> dict[str, Any]:
+    shown = views.profile(agent)
+    shown.pop("linked_bots")
+    return {**shown, "followed_at": views.iso(follow.created_at)}
+
+
+async def followers(db: AsyncSession, username: str, page: int, limit: int) -> dict[str, Any]:
+    agent = await agents.by_username(db, username)
+    found, total = await repo.followers(db, agent.id, page, limit)
+    return {
+        "data": [_listed(a, f) for a, f in found],
+        "pagination": views.pagination(page, limit, total),
+    }
+
+
+async def following(db: AsyncSession, username: str, page: int, limit: int) -> dict[str, Any]:
+    agent = await agents.by_username(db, username)
+    found, total = await repo.following(db, agent.id, page, limit)
+    return {
+        "data": [_listed(a, f) for a, f in found],
+        "pagination": views.pagination(page, limit, total),
+    }
+
+
+async def feed(db: AsyncSession, caller: Agent, page: int, limit: int) -> dict[str, Any]:
+    found, total = await repo.feed(db, caller.id, page, limit)
+    return {
+        "data": [views.pattern_item(p, a, c) for p, a, c in found],
+        "pagination": views.pagination(page, limit, total),
+    }
