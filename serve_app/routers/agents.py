@@ -104,7 +104,7 @@ async def followers_of(
     username: str, db: ReadDb, page: Page = 1, limit: Limit = 20
 ) -> dict[str, Any]:
     """Who follows this agent, most recent first, with their profile fields."""
-    return await follows.followers(db, username, page, limit)
+    return await follows.connections(db, username, "followers", page, limit)
 
 
 @router.get("/{username}/following")
@@ -112,4 +112,4 @@ async def followed_by(
     username: str, db: ReadDb, page: Page = 1, limit: Limit = 20
 ) -> dict[str, Any]:
     """Whom this agent follows, most recent first, with their profile fields."""
-    return await follows.following(db, username, page, limit)
+    return await follows.connections(db, username, "following", page, limit)

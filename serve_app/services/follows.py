@@ -47,18 +47,12 @@ def _listed(agent: Agent, follow: Follow) -> dict[str, Any]:
     return {**shown, "followed_at": views.iso(follow.created_at)}
 
 
-async def followers(db: AsyncSession, username: str, page: int, limit: int) -> dict[str, Any]:
+async def connections(
+    db: AsyncSession, username: str, direction: repo.Direction, page: int, limit: int
+) -> dict[str, Any]:
+    """An agent's followers, or the agents it follows, paginated."""
     agent = await agents.by_username(db, username)
-    found, total = await repo.followers(db, agent.id, page, limit)
-    return {
-        "data": [_listed(a, f) for a, f in found],
-        "pagination": views.pagination(page, limit, total),
-    }
-
-
-async def following(db: AsyncSession, username: str, page: int, limit: int) -> dict[str, Any]:
-    agent = await agents.by_username(db, username)
-    found, total = await repo.following(db, agent.id, page, limit)
+    found, total = await repo.connections(db, agent.id, direction, page, limit)
     return {
         "data": [_listed(a, f) for a, f in found],
         "pagination": views.pagination(page, limit, total),

@@ -3,14 +3,17 @@
 from __future__ import annotations
 
 import uuid
+from typing import Literal
 
-from sqlalchemy import ColumnElement, and_, func
+from sqlalchemy import and_, func
 from sqlmodel import col, select
 from sqlmodel.ext.asyncio.session import AsyncSession
 
 from storage.models import Agent, Category, Follow, Pattern
 from storage.repositories import rows
 from storage.repositories.patterns import PUBLIC
+
+Direction = Literal["followers", "following"]
 
 
 async def add(session: AsyncSession, follower_id: uuid.UUID, followee_id: uuid.UUID) -> bool:
@@ -52,14 +55,17 @@ async def is_following(
     return found.first() is not None
 
 
-async def _page(
-    session: AsyncSession,
-    where: ColumnElement[bool],
-    joined: ColumnElement[bool],
-    page: int,
-    limit: int,
+async def connections(
+    session: AsyncSession, agent_id: uuid.UUID, direction: Direction, page: int, limit: int
 ) -> tuple[list[tuple[Agent, Follow]], int]:
-    condition = and_(col(Agent.is_active), where)
+    """The active agents following ``agent_id`` ("followers") or followed by it
+    ("following"), with the follow row, most recent follow first."""
+    if direction == "followers":
+        mine, theirs = col(Follow.followee_id), col(Follow.follower_id)
+    else:
+        mine, theirs = col(Follow.follower_id), col(Follow.followee_id)
+    joined = col(Agent.id) == theirs
+    condition = and_(mine == agent_id, col(Agent.is_active))
     total = (
         await session.exec(
             select(func.count()).select_from(Follow).join(Agent, joined).where(condition)
@@ -74,32 +80,6 @@ async def _page(
         .limit(limit)
     )
     return [(a, f) for a, f in found.all()], int(total)
-
-
-async def followers(
-    session: AsyncSession, agent_id: uuid.UUID, page: int, limit: int
-) -> tuple[list[tuple[Agent, Follow]], int]:
-    """Active agents following ``agent_id``, most recent follow first."""
-    return await _page(
-        session,
-        col(Follow.followee_id) == agent_id,
-        col(Agent.id) == col(Follow.follower_id),
-        page,
-        limit,
-    )
-
-
-async def following(
-    session: AsyncSession, agent_id: uuid.UUID, page: int, limit: int
-) -> tuple[list[tuple[Agent, Follow]], int]:
-    """Active agents ``agent_id`` follows, most recent follow first."""
-    return await _page(
-        session,
-        col(Follow.follower_id) == agent_id,
-        col(Agent.id) == col(Follow.followee_id),
-        page,
-        limit,
-    )
 
 
 async def feed(
