@@ -657,16 +657,11 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
         prog="python -m benchmarks.http_bench",
         description="wrk against the same app under plain uvicorn and under Ray Serve.",
     )
-    parser.add_argument("--duration", type=int, default=15, help="seconds per route (15)")
-    parser.add_argument("--warmup", type=int, default=3, help="warm-up seconds per route (3)")
-    parser.add_argument("--connections", type=int, default=32, help="wrk connections (32)")
+    wrk_options(parser, connections=32)
     parser.add_argument(
         "--routes",
         default=",".join(ROUTES),
         help=f"comma-separated, from: {', '.join(ROUTES)} (default: all)",
-    )
-    parser.add_argument(
-        "--no-docs", action="store_true", help="print only; leave docs/benchmarks.md alone"
     )
     args = parser.parse_args(argv)
     keys = [k.strip() for k in args.routes.split(",") if k.strip()]
@@ -679,15 +674,31 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     return args
 
 
+def wrk_options(parser: argparse.ArgumentParser, *, connections: int) -> None:
+    """The options every benchmark takes: wrk's run and whether to write the docs."""
+    parser.add_argument("--duration", type=int, default=15, help="seconds per route (15)")
+    parser.add_argument("--warmup", type=int, default=3, help="warm-up seconds per route (3)")
+    parser.add_argument(
+        "--connections", type=int, default=connections, help=f"wrk connections ({connections})"
+    )
+    parser.add_argument(
+        "--no-docs", action="store_true", help="print only; leave docs/benchmarks.md alone"
+    )
+
+
 def _terminate(signum: int, _: Any) -> None:
     raise KeyboardInterrupt(f"signal {signum}")
+
+
+def stop_on_sigterm() -> None:
+    """SIGTERM unwinds like Ctrl-C, so the servers a benchmark started are stopped."""
+    signal.signal(signal.SIGTERM, _terminate)
 
 
 def main(argv: list[str] | None = None) -> int:
     raw_argv = sys.argv[1:] if argv is None else argv
     args = parse_args(argv)
-    # SIGTERM unwinds like Ctrl-C, so the servers are still stopped.
-    signal.signal(signal.SIGTERM, _terminate)
+    stop_on_sigterm()
     wrk = ensure_wrk()
     wrk_ver = wrk_version(wrk)
     env = server_env()

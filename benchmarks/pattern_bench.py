@@ -27,7 +27,6 @@ import json
 import math
 import os
 import random
-import signal
 import sys
 import tempfile
 import time
@@ -39,6 +38,7 @@ from urllib.parse import quote
 from benchmarks.http_bench import (
     DROPPED_ENV,
     HOST,
+    RATE_LIMIT,
     ROOT,
     THREADS,
     WrkResult,
@@ -48,7 +48,9 @@ from benchmarks.http_bench import (
     measure_url,
     serve_running,
     server_env,
+    stop_on_sigterm,
     write_docs,
+    wrk_options,
     wrk_version,
 )
 
@@ -56,7 +58,6 @@ STATE_DIR = ROOT / ".cairn" / "bench-patterns"
 START_MARK = "<!-- pattern-bench:start -->"
 END_MARK = "<!-- pattern-bench:end -->"
 PORT = 8103
-RATE_LIMIT = "100000000/hour"
 BENCH_ENV = {
     "CAIRN_STATE_DIR": str(STATE_DIR),
     "CAIRN_HOST": HOST,
@@ -507,22 +508,15 @@ def docs_section(
 
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(prog="python -m benchmarks.pattern_bench")
-    parser.add_argument("--duration", type=int, default=15, help="seconds per route (15)")
-    parser.add_argument("--warmup", type=int, default=3, help="warm-up seconds per route (3)")
-    parser.add_argument("--connections", type=int, default=16, help="wrk connections (16)")
+    wrk_options(parser, connections=16)
     parser.add_argument("--repeats", type=int, default=200, help="database replays (200)")
     parser.add_argument("--no-http", action="store_true", help="database time only")
-    parser.add_argument("--no-docs", action="store_true", help="leave docs/benchmarks.md alone")
     return parser.parse_args(argv)
-
-
-def _terminate(signum: int, _: Any) -> None:
-    raise KeyboardInterrupt(f"signal {signum}")
 
 
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
-    signal.signal(signal.SIGTERM, _terminate)
+    stop_on_sigterm()
     env = server_env(BENCH_ENV)
     for key in DROPPED_ENV:
         os.environ.pop(key, None)

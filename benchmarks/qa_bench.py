@@ -21,7 +21,6 @@ import datetime as dt
 import json
 import os
 import shutil
-import signal
 import sys
 import tempfile
 from pathlib import Path
@@ -30,6 +29,7 @@ from typing import Any
 from benchmarks.http_bench import (
     DROPPED_ENV,
     HOST,
+    RATE_LIMIT,
     ROOT,
     THREADS,
     WrkResult,
@@ -40,7 +40,9 @@ from benchmarks.http_bench import (
     measure_url,
     serve_running,
     server_env,
+    stop_on_sigterm,
     write_docs,
+    wrk_options,
     wrk_version,
 )
 
@@ -48,7 +50,6 @@ STATE_DIR = ROOT / ".cairn" / "bench-qa"
 START_MARK = "<!-- qa-bench:start -->"
 END_MARK = "<!-- qa-bench:end -->"
 PORT = 8104
-RATE_LIMIT = "100000000/hour"
 BENCH_ENV = {
     "CAIRN_STATE_DIR": str(STATE_DIR),
     "CAIRN_HOST": HOST,
@@ -293,20 +294,13 @@ def docs_section(
 
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(prog="python -m benchmarks.qa_bench")
-    parser.add_argument("--duration", type=int, default=15, help="seconds per route (15)")
-    parser.add_argument("--warmup", type=int, default=3, help="warm-up seconds per route (3)")
-    parser.add_argument("--connections", type=int, default=16, help="wrk connections (16)")
-    parser.add_argument("--no-docs", action="store_true", help="leave docs/benchmarks.md alone")
+    wrk_options(parser, connections=16)
     return parser.parse_args(argv)
-
-
-def _terminate(signum: int, _: Any) -> None:
-    raise KeyboardInterrupt(f"signal {signum}")
 
 
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
-    signal.signal(signal.SIGTERM, _terminate)
+    stop_on_sigterm()
     env = server_env(BENCH_ENV)
     for key in DROPPED_ENV:
         os.environ.pop(key, None)
