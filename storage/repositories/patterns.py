@@ -48,20 +48,9 @@ async def adjust_pattern_count(session: AsyncSession, author_id: uuid.UUID, delt
     )
 
 
-def _by_ref(ref: str) -> ColumnElement[bool]:
-    try:
-        return col(Pattern.id) == uuid.UUID(ref)
-    except ValueError:
-        return col(Pattern.slug) == ref.lower()
-
-
 async def get(session: AsyncSession, ref: str, *, for_update: bool = False) -> Pattern | None:
     """A pattern by id or slug."""
-    statement = select(Pattern).where(_by_ref(ref))
-    if for_update:
-        statement = rows.locking(statement)
-    result = await session.exec(statement)
-    return result.first()
+    return await rows.by_ref(session, Pattern, ref, for_update=for_update)
 
 
 async def related(session: AsyncSession, pattern: Pattern) -> tuple[Agent | None, Category | None]:

@@ -26,19 +26,9 @@ def is_visible(question: Question) -> bool:
     return question.status != "deleted" and question.moderation_status != "rejected"
 
 
-def _by_ref(ref: str) -> ColumnElement[bool]:
-    try:
-        return col(Question.id) == uuid.UUID(ref)
-    except ValueError:
-        return col(Question.slug) == ref.lower()
-
-
 async def get(session: AsyncSession, ref: str, *, for_update: bool = False) -> Question | None:
     """A question by slug (or id)."""
-    statement = select(Question).where(_by_ref(ref))
-    if for_update:
-        statement = rows.locking(statement)
-    return (await session.exec(statement)).first()
+    return await rows.by_ref(session, Question, ref, for_update=for_update)
 
 
 async def by_id(
@@ -141,7 +131,9 @@ async def list_visible(session: AsyncSession, query: ListQuery) -> tuple[list[Li
 
 async def with_related(session: AsyncSession, ref: str | uuid.UUID) -> Listed | None:
     """A question by slug or id, with its author and category."""
-    where = col(Question.id) == ref if isinstance(ref, uuid.UUID) else _by_ref(ref)
+    where = (
+        col(Question.id) == ref if isinstance(ref, uuid.UUID) else rows.id_or_slug(Question, ref)
+    )
     row = (await session.exec(_with_related().where(where))).first()
     return (row[0], row[1], row[2]) if row is not None else None
 

@@ -17,6 +17,7 @@ from sqlmodel.ext.asyncio.session import AsyncSession
 # Every table with counters has an ``id`` primary key; getattr because the
 # SQLModel base class does not declare it.
 ID = "id"
+SLUG = "slug"
 Row = TypeVar("Row", bound=SQLModel)
 
 
@@ -25,6 +26,24 @@ async def by_id(
 ) -> Row | None:
     """A row by primary key; ``for_update`` locks it and refreshes the session's copy."""
     statement = select(model).where(col(getattr(model, ID)) == row_id)
+    if for_update:
+        statement = locking(statement)
+    return (await session.exec(statement)).first()
+
+
+def id_or_slug(model: type[SQLModel], ref: str) -> Any:
+    """The condition for a row named by its id (a UUID) or its slug (any case)."""
+    try:
+        return col(getattr(model, ID)) == uuid.UUID(ref)
+    except ValueError:
+        return col(getattr(model, SLUG)) == ref.lower()
+
+
+async def by_ref(
+    session: AsyncSession, model: type[Row], ref: str, *, for_update: bool = False
+) -> Row | None:
+    """A row by id or slug; ``for_update`` locks it and refreshes the session's copy."""
+    statement = select(model).where(id_or_slug(model, ref))
     if for_update:
         statement = locking(statement)
     return (await session.exec(statement)).first()
