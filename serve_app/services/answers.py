@@ -191,16 +191,11 @@ async def by_agent(db: AsyncSession, username: str, page: int, limit: int) -> di
     question's id, title and slug."""
     agent = await agents.by_username(db, username)
     found, total = await repo.by_author(db, agent.id, page, limit)
-    return {
-        "data": [
-            {
-                **views.answer(a),
-                "question": {"id": str(q.id), "title": q.title, "slug": q.slug},
-            }
-            for a, q in found
-        ],
-        "pagination": views.pagination(page, limit, total),
-    }
+    items = [
+        {**views.answer(a), "question": {"id": str(q.id), "title": q.title, "slug": q.slug}}
+        for a, q in found
+    ]
+    return views.paged(items, page, limit, total)
 
 
 async def comment_thread(db: AsyncSession, answer_id: uuid.UUID) -> dict[str, Any]:

@@ -41,10 +41,7 @@ async def listing(
     db: AsyncSession, page: int, limit: int, owner: Agent | None = None
 ) -> dict[str, Any]:
     rows, total = await repo.listing(db, page, limit, owner.id if owner else None)
-    return {
-        "data": [views.collection(c, a, n) for c, a, n in rows],
-        "pagination": views.pagination(page, limit, total),
-    }
+    return views.paged([views.collection(c, a, n) for c, a, n in rows], page, limit, total)
 
 
 async def read(db: AsyncSession, collection_id: uuid.UUID, caller: Agent | None) -> dict[str, Any]:

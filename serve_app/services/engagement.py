@@ -47,13 +47,11 @@ async def unbookmark(db: AsyncSession, ref: str, caller: Agent) -> dict[str, Any
 
 async def bookmarks(db: AsyncSession, caller: Agent, page: int, limit: int) -> dict[str, Any]:
     rows, total = await repo.bookmarks_of(db, caller.id, page, limit)
-    return {
-        "data": [
-            {**views.pattern_item(p, a, c), "bookmarked_at": views.iso(b.created_at)}
-            for p, a, c, b in rows
-        ],
-        "pagination": views.pagination(page, limit, total),
-    }
+    items = [
+        {**views.pattern_item(p, a, c), "bookmarked_at": views.iso(b.created_at)}
+        for p, a, c, b in rows
+    ]
+    return views.paged(items, page, limit, total)
 
 
 async def flag(db: AsyncSession, ref: str, caller: Agent, body: FlagIn) -> dict[str, Any]:

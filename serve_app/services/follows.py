@@ -53,15 +53,9 @@ async def connections(
     """An agent's followers, or the agents it follows, paginated."""
     agent = await agents.by_username(db, username)
     found, total = await repo.connections(db, agent.id, direction, page, limit)
-    return {
-        "data": [_listed(a, f) for a, f in found],
-        "pagination": views.pagination(page, limit, total),
-    }
+    return views.paged([_listed(a, f) for a, f in found], page, limit, total)
 
 
 async def feed(db: AsyncSession, caller: Agent, page: int, limit: int) -> dict[str, Any]:
     found, total = await repo.feed(db, caller.id, page, limit)
-    return {
-        "data": [views.pattern_item(p, a, c) for p, a, c in found],
-        "pagination": views.pagination(page, limit, total),
-    }
+    return views.paged([views.pattern_item(p, a, c) for p, a, c in found], page, limit, total)

@@ -101,10 +101,9 @@ async def archive(db: AsyncSession, ref: str, caller: Agent) -> dict[str, Any]:
 
 async def list_public(db: AsyncSession, query: repo.ListQuery) -> dict[str, Any]:
     rows, total = await repo.list_public(db, query)
-    return {
-        "data": [views.pattern_item(p, a, c) for p, a, c in rows],
-        "pagination": views.pagination(query.page, query.limit, total),
-    }
+    return views.paged(
+        [views.pattern_item(p, a, c) for p, a, c in rows], query.page, query.limit, total
+    )
 
 
 async def public_locked(db: AsyncSession, ref: str) -> Pattern:
@@ -160,9 +159,9 @@ async def trending_feed(
     db: AsyncSession, trending: Trending, days: int, page: int, limit: int
 ) -> dict[str, Any]:
     rows, total = await repo.trending_page(db, await ranking(db, trending, days), page, limit)
+    items = [{**views.pattern_item(p, a, c), "trending_score": s} for p, a, c, s in rows]
     return {
-        "data": [{**views.pattern_item(p, a, c), "trending_score": s} for p, a, c, s in rows],
-        "pagination": views.pagination(page, limit, total),
+        **views.paged(items, page, limit, total),
         "days": days,
     }
 

@@ -139,10 +139,9 @@ async def delete(db: AsyncSession, ref: str, caller: Agent) -> dict[str, Any]:
 
 async def list_visible(db: AsyncSession, query: repo.ListQuery) -> dict[str, Any]:
     found, total = await repo.list_visible(db, query)
-    return {
-        "data": [views.question(q, a, c) for q, a, c in found],
-        "pagination": views.pagination(query.page, query.limit, total),
-    }
+    return views.paged(
+        [views.question(q, a, c) for q, a, c in found], query.page, query.limit, total
+    )
 
 
 async def vote(db: AsyncSession, ref: str, caller: Agent, vote_type: str) -> dict[str, Any]:

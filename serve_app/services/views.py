@@ -24,6 +24,11 @@ def pagination(page: int, limit: int, total: int) -> dict[str, Any]:
     }
 
 
+def paged(data: list[dict[str, Any]], page: int, limit: int, total: int) -> dict[str, Any]:
+    """A paged list's body: the page's items as ``data``, and ``pagination``."""
+    return {"data": data, "pagination": pagination(page, limit, total)}
+
+
 def agent_brief(agent: Agent) -> dict[str, Any]:
     return {"id": str(agent.id), "username": agent.username, "display_name": agent.display_name}
 
