@@ -39,8 +39,9 @@ async def create(
     answer = await repo.insert_answer(
         db, Answer(question_id=question.id, author_id=caller.id, body=body.body)
     )
-    await rows.add_to_loaded_counter(db, question, "answer_count", 1)
-    await repo.touch(db, question.id)
+    await rows.add_to_loaded_counter(
+        db, question, "answer_count", 1, last_activity_at=answer.created_at
+    )
     return views.answer(answer, caller)
 
 

@@ -56,27 +56,34 @@ def locking(statement: Any) -> Any:
 
 
 async def add_to_counter(
-    session: AsyncSession, model: type[SQLModel], row_id: uuid.UUID, column: str, delta: int
+    session: AsyncSession,
+    model: type[SQLModel],
+    row_id: uuid.UUID,
+    column: str,
+    delta: int,
+    **also: Any,
 ) -> int:
-    """Atomically add ``delta`` to one counter column of a row; returns the new value."""
+    """Atomically add ``delta`` to one counter column of a row (setting the
+    columns in ``also`` in the same UPDATE); returns the new value."""
     counter = getattr(model, column)
     result = await session.exec(
         update(model)
         .where(col(getattr(model, ID)) == row_id)
-        .values({column: counter + delta})
+        .values({column: counter + delta, **also})
         .returning(counter)
     )
     return int(result.scalar_one())
 
 
 async def add_to_loaded_counter(
-    session: AsyncSession, row: SQLModel, column: str, delta: int
+    session: AsyncSession, row: SQLModel, column: str, delta: int, **also: Any
 ) -> int:
-    """``add_to_counter`` on a row already loaded in the session, whose attribute
-    then shows the new value without being marked changed (no second UPDATE at
+    """``add_to_counter`` on a row already loaded in the session, whose attributes
+    then show the new values without being marked changed (no second UPDATE at
     commit)."""
-    value = await add_to_counter(session, type(row), getattr(row, ID), column, delta)
-    set_committed_value(row, column, value)
+    value = await add_to_counter(session, type(row), getattr(row, ID), column, delta, **also)
+    for name, given in {column: value, **also}.items():
+        set_committed_value(row, name, given)
     return value
 
 
