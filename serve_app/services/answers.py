@@ -55,26 +55,19 @@ async def list_for(db: AsyncSession, question_ref: str, caller: Agent | None) ->
 
 async def _locked(db: AsyncSession, answer_id: uuid.UUID) -> tuple[Question, Answer]:
     """The answer and its (visible) question, both locked, question first."""
-    found = await repo.answer(db, answer_id)
-    question = await repo.by_id(db, found.question_id, for_update=True) if found else None
-    answer = await repo.answer(db, answer_id, for_update=True) if question else None
-    if question is None or answer is None or not repo.is_visible(question):
+    found = await repo.answer_and_question(db, answer_id, lock=Question)
+    answer = await repo.answer(db, answer_id, for_update=True) if found else None
+    if found is None or answer is None or not repo.is_visible(found[1]):
         raise NotFound(f"No answer {answer_id}.")
-    return question, answer
+    return found[1], answer
 
 
 async def visible(db: AsyncSession, answer_id: uuid.UUID, *, for_update: bool = False) -> Answer:
     """An answer on a visible question (404 otherwise), optionally locked."""
-    answer = await repo.answer(db, answer_id, for_update=for_update)
-    question = await repo.by_id(db, answer.question_id) if answer else None
-    if (
-        answer is None
-        or question is None
-        or not repo.is_visible(question)
-        or answer.moderation_status == "rejected"
-    ):
+    found = await repo.answer_and_question(db, answer_id, lock=Answer if for_update else None)
+    if found is None or not repo.is_visible(found[1]) or found[0].moderation_status == "rejected":
         raise NotFound(f"No answer {answer_id}.")
-    return answer
+    return found[0]
 
 
 async def edit(

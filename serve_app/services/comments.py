@@ -65,9 +65,8 @@ async def _visible_target(db: AsyncSession, comment: Comment) -> bool:
         pattern = await pattern_repo.get(db, str(comment.pattern_id))
         return pattern is not None and pattern_repo.is_public(pattern)
     assert comment.answer_id is not None
-    answer = await question_repo.answer(db, comment.answer_id)
-    question = await question_repo.by_id(db, answer.question_id) if answer else None
-    return question is not None and question_repo.is_visible(question)
+    found = await question_repo.answer_and_question(db, comment.answer_id)
+    return found is not None and question_repo.is_visible(found[1])
 
 
 async def create(

@@ -31,12 +31,6 @@ async def get(session: AsyncSession, ref: str, *, for_update: bool = False) -> Q
     return await rows.by_ref(session, Question, ref, for_update=for_update)
 
 
-async def by_id(
-    session: AsyncSession, question_id: uuid.UUID, *, for_update: bool = False
-) -> Question | None:
-    return await rows.by_id(session, Question, question_id, for_update=for_update)
-
-
 async def touch(session: AsyncSession, question_id: uuid.UUID) -> None:
     """Record activity on the question (sort_by=active)."""
     await session.exec(
@@ -145,6 +139,22 @@ async def answer(
     session: AsyncSession, answer_id: uuid.UUID, *, for_update: bool = False
 ) -> Answer | None:
     return await rows.by_id(session, Answer, answer_id, for_update=for_update)
+
+
+async def answer_and_question(
+    session: AsyncSession, answer_id: uuid.UUID, *, lock: type[Answer | Question] | None = None
+) -> tuple[Answer, Question] | None:
+    """An answer and its question in one query; ``lock`` names the one row to
+    lock (FOR UPDATE, refreshing the session's copy)."""
+    statement = (
+        select(Answer, Question)
+        .join(Question, col(Question.id) == col(Answer.question_id))
+        .where(col(Answer.id) == answer_id)
+    )
+    if lock is not None:
+        statement = statement.with_for_update(of=lock).execution_options(populate_existing=True)
+    found = (await session.exec(statement)).first()
+    return (found[0], found[1]) if found is not None else None
 
 
 async def answers_of(
