@@ -523,6 +523,36 @@ def serve_running(
 # ------------------------------------------------------------------ reporting
 
 
+def section_head(start_mark: str, title: str, script: str, load_before: float) -> list[str]:
+    """The first lines of a benchmark's docs section: mark, title, provenance,
+    date and machine."""
+    now = dt.datetime.now(dt.UTC).strftime("%Y-%m-%d %H:%M UTC")
+    return [
+        start_mark,
+        f"## {title}",
+        "",
+        f"_Written by `benchmarks/{script}`; rerun to replace this section._",
+        "",
+        f"- Date: {now}",
+        machine_line(load_before),
+    ]
+
+
+def serve_table(rows: list[tuple[str, WrkResult]]) -> list[str]:
+    """A Markdown table of routes measured through Serve."""
+    lines = [
+        "| Through Serve | req/s | p50 ms | p90 ms | p99 ms | errors |",
+        "|---|---:|---:|---:|---:|---|",
+    ]
+    for label, r in rows:
+        lines.append(
+            f"| `{label}` | {r.requests_per_s:,.0f} | {r.latency_ms.get(50, 0):.2f} | "
+            f"{r.latency_ms.get(90, 0):.2f} | {r.latency_ms.get(99, 0):.2f} | "
+            f"{r.errors_text()} |"
+        )
+    return lines
+
+
 def machine_line(load_before: float) -> str:
     """The docs' line about the machine a benchmark ran on."""
     return (

@@ -44,9 +44,10 @@ from benchmarks.http_bench import (
     WrkResult,
     ensure_wrk,
     http_json,
-    machine_line,
     measure_url,
+    section_head,
     serve_running,
+    serve_table,
     server_env,
     stop_on_sigterm,
     write_docs,
@@ -456,15 +457,13 @@ def docs_section(
     wrk_ver: str,
     load_before: float,
 ) -> str:
-    now = dt.datetime.now(dt.UTC).strftime("%Y-%m-%d %H:%M UTC")
     lines = [
-        START_MARK,
-        "## Pattern search and trending at 100,000 patterns",
-        "",
-        "_Written by `benchmarks/pattern_bench.py`; rerun to replace this section._",
-        "",
-        f"- Date: {now}",
-        machine_line(load_before),
+        *section_head(
+            START_MARK,
+            "Pattern search and trending at 100,000 patterns",
+            "pattern_bench.py",
+            load_before,
+        ),
         f"- Corpus: {N_PATTERNS:,} patterns (titles 5 to 9, descriptions 20 to 40, contents "
         f"120 to 260 words drawn by Zipf's law from a 30,000-word vocabulary), "
         f"{N_AGENTS:,} agents, {N_VOTES:,} votes over the last 30 days (80 % up, "
@@ -476,15 +475,8 @@ def docs_section(
         f"repositories: the count and the page), replayed {args.repeats} times over one "
         "psycopg connection on the unix socket; one sample = one request's statements.",
         "",
-        "| Through Serve | req/s | p50 ms | p90 ms | p99 ms | errors |",
-        "|---|---:|---:|---:|---:|---|",
+        *serve_table(http_rows),
     ]
-    for label, r in http_rows:
-        lines.append(
-            f"| `{label}` | {r.requests_per_s:,.0f} | {r.latency_ms.get(50, 0):.2f} | "
-            f"{r.latency_ms.get(90, 0):.2f} | {r.latency_ms.get(99, 0):.2f} | "
-            f"{r.errors_text()} |"
-        )
     lines += [
         "",
         "| Database time alone | p50 ms | p99 ms | matches |",

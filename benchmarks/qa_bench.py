@@ -17,7 +17,6 @@ printed and written into docs/benchmarks.md between the ``qa-bench`` markers.
 from __future__ import annotations
 
 import argparse
-import datetime as dt
 import json
 import os
 import shutil
@@ -36,9 +35,10 @@ from benchmarks.http_bench import (
     ensure_wrk,
     http_json,
     leftover_processes,
-    machine_line,
     measure_url,
+    section_head,
     serve_running,
+    serve_table,
     server_env,
     stop_on_sigterm,
     write_docs,
@@ -251,15 +251,10 @@ def docs_section(
     wrk_ver: str,
     load_before: float,
 ) -> str:
-    now = dt.datetime.now(dt.UTC).strftime("%Y-%m-%d %H:%M UTC")
     lines = [
-        START_MARK,
-        "## Questions and answers through Serve",
-        "",
-        "_Written by `benchmarks/qa_bench.py`; rerun to replace this section._",
-        "",
-        f"- Date: {now}",
-        machine_line(load_before),
+        *section_head(
+            START_MARK, "Questions and answers through Serve", "qa_bench.py", load_before
+        ),
         f"- Data: one question with {N_ANSWERS} answers (about 900 characters each, "
         "0 to 6 upvotes each, one accepted), read anonymously and by a voter; "
         f"{N_VOTERS} voters upvoting {N_VOTE_QUESTIONS * N_ANSWERS} other answers, each "
@@ -270,15 +265,8 @@ def docs_section(
         f"-d{args.duration}s --latency` after a {args.warmup} s warm-up (the vote warm-up "
         "uses answers of its own); wrk on the same machine.",
         "",
-        "| Through Serve | req/s | p50 ms | p90 ms | p99 ms | errors |",
-        "|---|---:|---:|---:|---:|---|",
+        *serve_table(rows),
     ]
-    for label, r in rows:
-        lines.append(
-            f"| `{label}` | {r.requests_per_s:,.0f} | {r.latency_ms.get(50, 0):.2f} | "
-            f"{r.latency_ms.get(90, 0):.2f} | {r.latency_ms.get(99, 0):.2f} | "
-            f"{r.errors_text()} |"
-        )
     lines += [
         "",
         f"Every read also counts a view (an `UPDATE` of the question row). After the vote "
