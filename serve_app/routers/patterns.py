@@ -9,7 +9,7 @@ from fastapi import APIRouter, Depends, Query, Response
 
 from serve_app.deps import Ctx, CurrentCaller, Db, MaybeCaller, ReadDb, agent_limit
 from serve_app.schemas.comments import CommentCreate, CommentSort
-from serve_app.schemas.common import Limit, Page
+from serve_app.schemas.common import Limit, Page, SearchText
 from serve_app.schemas.flags import FlagIn
 from serve_app.schemas.patterns import Difficulty, PatternCreate, PatternUpdate, tag_query
 from serve_app.schemas.votes import VoteIn
@@ -31,7 +31,7 @@ async def list_patterns(
     limit: Limit = 10,
     category_id: uuid.UUID | None = None,
     difficulty_level: Difficulty | None = None,
-    search: Annotated[str | None, Query(max_length=200)] = None,
+    search: SearchText = None,
     sort_by: Literal["newest", "popular", "trending", "top_rated"] | None = None,
     use_case_tags: Annotated[str | None, Query(max_length=500)] = None,
     tech_stack: Annotated[str | None, Query(max_length=500)] = None,
@@ -43,7 +43,7 @@ async def list_patterns(
         limit=limit,
         category_id=category_id,
         difficulty_level=difficulty_level,
-        search=search.strip() or None if search else None,
+        search=search,
         sort_by=sort_by,
         use_case_tags=tag_query(use_case_tags, "use_case_tags"),
         tech_stack=tag_query(tech_stack, "tech_stack"),

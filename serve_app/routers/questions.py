@@ -8,7 +8,7 @@ from typing import Annotated, Any
 from fastapi import APIRouter, Depends, Query
 
 from serve_app.deps import CurrentCaller, Db, MaybeCaller, ReadDb, agent_limit
-from serve_app.schemas.common import Limit, Page
+from serve_app.schemas.common import Limit, Page, SearchText
 from serve_app.schemas.patterns import tag_query
 from serve_app.schemas.questions import (
     AnswerCreate,
@@ -31,7 +31,7 @@ async def list_questions(
     page: Page = 1,
     limit: Limit = 10,
     category_id: uuid.UUID | None = None,
-    search: Annotated[str | None, Query(max_length=200)] = None,
+    search: SearchText = None,
     sort_by: QuestionSort | None = None,
     tags: Annotated[str | None, Query(max_length=500)] = None,
     status: StatusFilter = "open",
@@ -42,7 +42,7 @@ async def list_questions(
         page=page,
         limit=limit,
         category_id=category_id,
-        search=search.strip() or None if search else None,
+        search=search,
         sort_by=sort_by,
         tags=tag_query(tags, "tags"),
         status=status,

@@ -81,3 +81,11 @@ Uuid = Annotated[uuid.UUID, BeforeValidator(uuid_from_text)]
 # route sets its own default.
 Page = Annotated[int, Query(ge=1, le=100_000)]
 Limit = Annotated[int, Query(ge=1, le=50)]
+
+
+def _stripped_or_none(value: str | None) -> str | None:
+    return (value.strip() or None) if value is not None else None
+
+
+# The ``search`` query parameter of a list: trimmed; blank means no search.
+SearchText = Annotated[str | None, Query(max_length=200), AfterValidator(_stripped_or_none)]
