@@ -12,7 +12,9 @@ from typing import Any
 from fastapi import FastAPI
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
+from actors.dispatch import Dispatcher
 from serve_app.context import AppContext
+from serve_app.dispatch import Dispatch, LocalDispatch, dispatch_config
 from serve_app.errors import PayloadTooLarge, error_body, install_error_handlers
 from serve_app.ratelimit import LocalRateLimiter, RateLimiter
 from serve_app.routers import (
@@ -22,6 +24,7 @@ from serve_app.routers import (
     comments,
     feed,
     meta,
+    notifications,
     patterns,
     questions,
 )
@@ -100,6 +103,7 @@ def create_app(
     secret: bytes,
     limiter: RateLimiter | None = None,
     trending: Trending | None = None,
+    dispatch: Dispatch | None = None,
     implicit_proxy_hops: int = 0,
     pool_size: int | None = None,
 ) -> FastAPI:
@@ -109,13 +113,18 @@ def create_app(
         pool_size=pool_size or settings.db_pool_size,
         max_overflow=settings.db_max_overflow,
     )
+    sessions = make_sessionmaker(engine)
+    if dispatch is None:
+        config = dispatch_config(settings, database_url)
+        dispatch = LocalDispatch(Dispatcher(config, sessions=sessions))
     ctx = AppContext(
         settings=settings,
         engine=engine,
-        sessions=make_sessionmaker(engine),
+        sessions=sessions,
         read_sessions=make_sessionmaker(engine.execution_options(isolation_level="AUTOCOMMIT")),
         limiter=limiter or LocalRateLimiter(),
         trending=trending or LocalTrending(database_url),
+        dispatch=dispatch,
         secret=secret,
         rules=settings.rules(),
         trusted=settings.trusted_networks(),
@@ -124,7 +133,10 @@ def create_app(
 
     @asynccontextmanager
     async def lifespan(_: FastAPI) -> AsyncIterator[dict[str, Any]]:
+        # Work queued before a restart is picked up without waiting for news.
+        await ctx.dispatch.wake()
         yield {}
+        await ctx.dispatch.close()
         await engine.dispose()
 
     app = FastAPI(
@@ -143,5 +155,6 @@ def create_app(
     app.include_router(answers.router)
     app.include_router(collections.router)
     app.include_router(feed.router)
+    app.include_router(notifications.router)
     app.add_middleware(BodyLimitMiddleware, max_bytes=settings.max_body_bytes)
     return app

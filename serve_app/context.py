@@ -11,6 +11,8 @@ from sqlmodel.ext.asyncio.session import AsyncSession
 
 from actors.ratelimit import Rule
 from serve_app.clientip import Network
+from serve_app.dispatch import Dispatch
+from serve_app.hooks import Notify
 from serve_app.ratelimit import RateLimiter
 from serve_app.settings import Settings
 from serve_app.trending import Trending
@@ -26,6 +28,7 @@ class AppContext:
     read_sessions: async_sessionmaker[AsyncSession]
     limiter: RateLimiter
     trending: Trending
+    dispatch: Dispatch
     secret: bytes
     rules: dict[str, Rule]
     trusted: list[Network]
@@ -35,6 +38,10 @@ class AppContext:
     # Small per-process caches (e.g. the category list); counted by /api/health.
     caches: dict[str, Any] = field(default_factory=dict)
     started_at: float = field(default_factory=time.time)
+
+    @property
+    def notify(self) -> Notify:
+        return Notify(mail=self.settings.mail_enabled, wake=self.dispatch.wake)
 
     def cache_entries(self) -> int:
         return len(self.caches) + self.limiter.cache_entries()

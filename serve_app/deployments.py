@@ -28,6 +28,7 @@ def replica_app(runtime: dict[str, str]) -> FastAPI:
     from ray.serve._private import constants
 
     from serve_app.app import create_app
+    from serve_app.dispatch import RayDispatch, dispatch_config
     from serve_app.ratelimit import RayRateLimiter
     from serve_app.trending import RayTrending
 
@@ -42,6 +43,7 @@ def replica_app(runtime: dict[str, str]) -> FastAPI:
         secret=settings.secret_bytes(),
         limiter=RayRateLimiter(settings.ratelimit_shards),
         trending=RayTrending(settings.database_url),
+        dispatch=RayDispatch(dispatch_config(settings, settings.database_url)),
         # Serve's HAProxy appends the client address to X-Forwarded-For.
         implicit_proxy_hops=1 if constants.RAY_SERVE_ENABLE_HA_PROXY else 0,
     )

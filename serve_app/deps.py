@@ -31,6 +31,7 @@ Ctx = Annotated[AppContext, Depends(get_ctx)]
 async def _transaction(ctx: Ctx) -> AsyncIterator[AsyncSession]:
     """One transaction per request: committed before the response is sent."""
     async with ctx.sessions() as session:
+        hooks.set_notify(session, ctx.notify)
         try:
             yield session
             await session.commit()

@@ -1,10 +1,13 @@
 """Work that must wait until the request's transaction has committed
-(e.g. telling the TrendingCounter about a vote: a rolled-back vote must not count)."""
+(e.g. telling the TrendingCounter about a vote: a rolled-back vote must not
+count), and what the request's session carries for the notifications made
+in it (whether to queue e-mail, how to wake the dispatcher)."""
 
 from __future__ import annotations
 
 import logging
 from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
 
 from sqlmodel.ext.asyncio.session import AsyncSession
 
@@ -12,6 +15,31 @@ log = logging.getLogger("cairn.hooks")
 
 Callback = Callable[[], Awaitable[object]]
 _KEY = "cairn.after_commit"
+_NOTIFY = "cairn.notify"
+_WOKEN = "cairn.dispatch_woken"
+
+
+@dataclass(frozen=True)
+class Notify:
+    mail: bool  # queue e-mail for the notifications that preferences allow
+    wake: Callback  # tell the dispatcher that work was queued
+
+
+def set_notify(session: AsyncSession, notify: Notify) -> None:
+    session.info[_NOTIFY] = notify
+
+
+def mail_enabled(session: AsyncSession) -> bool:
+    notify: Notify | None = session.info.get(_NOTIFY)
+    return notify is not None and notify.mail
+
+
+def wake_dispatcher(session: AsyncSession) -> None:
+    """Wake the dispatcher once this transaction has committed (once per transaction)."""
+    notify: Notify | None = session.info.get(_NOTIFY)
+    if notify is not None and not session.info.get(_WOKEN):
+        session.info[_WOKEN] = True
+        after_commit(session, notify.wake)
 
 
 def after_commit(session: AsyncSession, callback: Callback) -> None:
@@ -21,6 +49,7 @@ def after_commit(session: AsyncSession, callback: Callback) -> None:
 async def run_after_commit(session: AsyncSession) -> None:
     """Run the callbacks of a committed transaction; a failure is logged, not
     raised: the write itself has landed."""
+    session.info.pop(_WOKEN, None)
     for callback in session.info.pop(_KEY, []):
         try:
             await callback()
@@ -30,3 +59,4 @@ async def run_after_commit(session: AsyncSession) -> None:
 
 def discard(session: AsyncSession) -> None:
     session.info.pop(_KEY, None)
+    session.info.pop(_WOKEN, None)

@@ -13,6 +13,7 @@ import secrets
 from functools import lru_cache
 from pathlib import Path
 from typing import Annotated
+from urllib.parse import urlsplit
 
 from pydantic import Field, SecretStr, field_validator
 from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
@@ -77,6 +78,15 @@ class Settings(BaseSettings):
     access_log: bool = False
     drain_period_s: float = Field(default=1.0, ge=0)
 
+    # Notifications: follower fan-out and e-mail (docs/decisions.md, "Notifications")
+    smtp_url: SecretStr | None = None
+    mail_from: str | None = None
+    fanout_batch_size: int = Field(default=500, ge=1, le=10_000)
+    mail_max_attempts: int = Field(default=8, ge=1, le=50)
+    mail_retry_base_s: float = Field(default=30.0, ge=0)
+    dispatch_poll_s: float = Field(default=2.0, gt=0, le=3600)
+    notification_retention_days: int = Field(default=30, ge=1, le=3650)
+
     # Rate limits: "<count>/<period>", period one of second, minute, hour, day
     # (or "<n>s" style multiples, e.g. "5/30s").
     ratelimit_registration: RateText = "10/hour"
@@ -126,6 +136,23 @@ class Settings(BaseSettings):
             return self.public_base_url.rstrip("/")
         host = "127.0.0.1" if self.host in ("0.0.0.0", "::") else self.host
         return f"http://{host}:{self.port}"
+
+    @property
+    def smtp_address(self) -> str | None:
+        """The SMTP URL, or None when unset or blank (then no mail is queued)."""
+        url = self.smtp_url.get_secret_value().strip() if self.smtp_url else ""
+        return url or None
+
+    @property
+    def mail_enabled(self) -> bool:
+        return self.smtp_address is not None
+
+    @property
+    def mail_sender(self) -> str:
+        if self.mail_from:
+            return self.mail_from
+        host = urlsplit(self.base_url).hostname or "localhost"
+        return f"Cairn <noreply@{host}>"
 
     def rules(self) -> dict[str, Rule]:
         """The rate-limit table, keyed by rule name."""

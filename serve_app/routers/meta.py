@@ -58,6 +58,9 @@ async def health(request: Request, ctx: Ctx) -> dict[str, Any] | JSONResponse:
         # The trending counter's state; null while it cannot answer (the feed
         # then ranks from Postgres, so this does not make the service unhealthy).
         "trending": await ctx.trending.stats(),
+        # The notification queues (fan-out jobs, e-mail) and the dispatcher's
+        # counters; null while it cannot answer.
+        "dispatch": await ctx.dispatch.stats(),
     }
     body["metrics"]["response_time_ms"] = round((time.perf_counter() - started) * 1000, 3)
     if not db_ok:

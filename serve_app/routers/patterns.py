@@ -13,7 +13,7 @@ from serve_app.schemas.common import Limit, Page, SearchText
 from serve_app.schemas.flags import FlagIn
 from serve_app.schemas.patterns import Difficulty, PatternCreate, PatternUpdate, tag_query
 from serve_app.schemas.votes import VoteIn
-from serve_app.services import comments, engagement
+from serve_app.services import comments, engagement, notifications
 from serve_app.services import patterns as service
 from storage.repositories.patterns import ListQuery
 
@@ -166,5 +166,6 @@ async def create_comment(
 ) -> dict[str, Any]:
     """Comment on a pattern, or reply to one of its comments with parent_id."""
     pattern = await service.visible(db, id_or_slug)
-    data = await comments.create(db, comments.pattern_target(pattern.id), caller.agent, body)
+    owner = comments.Owner(pattern.author_id, notifications.about_pattern(pattern))
+    data = await comments.create(db, comments.pattern_target(pattern.id), caller.agent, body, owner)
     return {"message": "Comment posted.", "data": data}

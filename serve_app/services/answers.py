@@ -13,11 +13,12 @@ from sqlmodel.ext.asyncio.session import AsyncSession
 from serve_app.errors import Forbidden, NotFound
 from serve_app.schemas.comments import CommentCreate
 from serve_app.schemas.questions import AnswerCreate, AnswerUpdate
-from serve_app.services import agents, comments, views, votes
+from serve_app.services import agents, comments, notifications, views, votes
 from serve_app.services.questions import answers_shown
 from serve_app.services.questions import find as find_question
 from storage.models import Agent, Answer, Question
 from storage.models.base import utcnow
+from storage.models.social import ANSWER_ACCEPTED, QUESTION_ANSWER
 from storage.repositories import questions as repo
 from storage.repositories import reputation, rows
 
@@ -42,6 +43,16 @@ async def create(
     await rows.add_to_loaded_counter(
         db, question, "answer_count", 1, last_activity_at=answer.created_at
     )
+    await notifications.send(
+        db,
+        caller,
+        notifications.notice(
+            question.author_id,
+            QUESTION_ANSWER,
+            notifications.about_question(question),
+            answer_id=answer.id,
+        ),
+    )
     return views.answer(answer, caller)
 
 
@@ -64,10 +75,19 @@ async def _locked(db: AsyncSession, answer_id: uuid.UUID) -> tuple[Question, Ans
 
 async def visible(db: AsyncSession, answer_id: uuid.UUID, *, for_update: bool = False) -> Answer:
     """An answer on a visible question (404 otherwise), optionally locked."""
+    answer, _ = await visible_with_question(db, answer_id, for_update=for_update)
+    return answer
+
+
+async def visible_with_question(
+    db: AsyncSession, answer_id: uuid.UUID, *, for_update: bool = False
+) -> tuple[Answer, Question]:
+    """An answer on a visible question, and the question (404 otherwise);
+    ``for_update`` locks the answer."""
     found = await repo.answer_and_question(db, answer_id, lock=Answer if for_update else None)
     if found is None or not repo.is_visible(found[1]) or found[0].moderation_status == "rejected":
         raise NotFound(f"No answer {answer_id}.")
-    return found[0]
+    return found
 
 
 async def edit(
@@ -129,6 +149,16 @@ async def accept(db: AsyncSession, answer_id: uuid.UUID, caller: Agent) -> dict[
             if previous is not None:
                 await _set_accepted(db, question, previous, False)
         await _set_accepted(db, question, answer, True)
+        await notifications.send(
+            db,
+            caller,
+            notifications.notice(
+                answer.author_id,
+                ANSWER_ACCEPTED,
+                notifications.about_question(question),
+                answer_id=answer.id,
+            ),
+        )
         message = "Answer accepted."
     return {
         "message": message,
@@ -202,5 +232,6 @@ async def add_comment(
     db: AsyncSession, answer_id: uuid.UUID, caller: Agent, body: CommentCreate
 ) -> dict[str, Any]:
     # The answer is locked before any comment (the lock order).
-    answer = await visible(db, answer_id, for_update=True)
-    return await comments.create(db, comments.answer_target(answer.id), caller, body)
+    answer, question = await visible_with_question(db, answer_id, for_update=True)
+    owner = comments.Owner(answer.author_id, notifications.about_question(question))
+    return await comments.create(db, comments.answer_target(answer.id), caller, body, owner)

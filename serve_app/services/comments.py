@@ -13,9 +13,10 @@ from sqlmodel.ext.asyncio.session import AsyncSession
 
 from serve_app.errors import BadRequest, Forbidden, NotFound
 from serve_app.schemas.comments import CommentCreate, CommentUpdate
-from serve_app.services import views, votes
+from serve_app.services import notifications, views, votes
 from storage.models import Agent, Answer, Comment, Pattern
 from storage.models.base import utcnow
+from storage.models.social import ANSWER_COMMENT, COMMENT_REPLY, PATTERN_COMMENT
 from storage.repositories import comments as repo
 from storage.repositories import patterns as pattern_repo
 from storage.repositories import questions as question_repo
@@ -69,9 +70,20 @@ async def _visible_target(db: AsyncSession, comment: Comment) -> bool:
     return found is not None and question_repo.is_visible(found[1])
 
 
+@dataclass(frozen=True)
+class Owner:
+    """Who is told about a new comment on the target, and what it links to."""
+
+    agent_id: uuid.UUID
+    subject: notifications.Subject
+
+
 async def create(
-    db: AsyncSession, target: Target, caller: Agent, body: CommentCreate
+    db: AsyncSession, target: Target, caller: Agent, body: CommentCreate, owner: Owner
 ) -> dict[str, Any]:
+    """A comment, or a reply with ``parent_id``. The parent's author is told of
+    a reply; the target's owner of any new comment (one notice each)."""
+    parent: Comment | None = None
     parent_id = body.parent_id
     if parent_id is not None:
         # Locked: a reply and the parent's deletion are serialised, so the
@@ -100,6 +112,20 @@ async def create(
     )
     await repo.insert(db, comment)
     await target.count_change(db, +1)
+    told = []
+    if parent is not None:
+        told.append(
+            notifications.notice(
+                parent.author_id,
+                COMMENT_REPLY,
+                owner.subject,
+                comment_id=comment.id,
+                parent_id=parent.id,
+            )
+        )
+    kind = PATTERN_COMMENT if target.kind == "pattern" else ANSWER_COMMENT
+    told.append(notifications.notice(owner.agent_id, kind, owner.subject, comment_id=comment.id))
+    await notifications.send(db, caller, *told)
     return views.comment(comment, caller)
 
 

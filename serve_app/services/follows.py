@@ -7,8 +7,9 @@ from typing import Any
 from sqlmodel.ext.asyncio.session import AsyncSession
 
 from serve_app.errors import BadRequest
-from serve_app.services import agents, views
+from serve_app.services import agents, notifications, views
 from storage.models import Agent, Follow
+from storage.models.social import NEW_FOLLOWER
 from storage.repositories import follows as repo
 
 
@@ -21,6 +22,11 @@ async def follow(db: AsyncSession, caller: Agent, username: str) -> tuple[bool, 
     followers = target.followers_count
     if created:
         followers = await repo.adjust_counts(db, caller.id, target.id, +1)
+        await notifications.send(
+            db,
+            caller,
+            notifications.notice(target.id, NEW_FOLLOWER, notifications.about_agent(caller)),
+        )
     message = f"Now following {target.username}." if created else "Already following."
     return created, {
         "message": message,

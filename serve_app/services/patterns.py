@@ -10,7 +10,7 @@ from sqlmodel.ext.asyncio.session import AsyncSession
 from serve_app import hooks, slugs
 from serve_app.errors import BadRequest, Forbidden, NotFound, ServiceUnavailable
 from serve_app.schemas.patterns import PatternCreate, PatternUpdate
-from serve_app.services import categories, views, votes
+from serve_app.services import categories, notifications, views, votes
 from serve_app.trending import MAX_RANKED, Trending
 from storage.models import Agent, Pattern
 from storage.models.base import utcnow
@@ -43,6 +43,7 @@ async def create(db: AsyncSession, author: Agent, body: PatternCreate) -> dict[s
     else:
         raise ServiceUnavailable("Could not allocate a unique slug; please retry.")
     await repo.adjust_pattern_count(db, author.id, +1)
+    await notifications.announce_pattern(db, author, pattern)
     _, category = await repo.related(db, pattern)
     return views.pattern_detail(pattern, author, category)
 
@@ -194,6 +195,7 @@ async def fork(db: AsyncSession, ref: str, caller: Agent) -> dict[str, Any]:
         raise ServiceUnavailable("Could not allocate a unique slug; please retry.")
     await repo.adjust_pattern_count(db, caller.id, +1)
     await repo.add_to_counter(db, origin.id, "fork_count", +1)
+    await notifications.announce_pattern(db, caller, copy)
     if origin.author_id != caller.id:
         await reputation.record(
             db,

@@ -5,7 +5,7 @@ from storage.models.categories import Category
 from storage.models.comments import Comment
 from storage.models.patterns import Bookmark, Collection, CollectionPattern, Flag, Pattern
 from storage.models.questions import Answer, Question
-from storage.models.social import Follow, Notification
+from storage.models.social import FanoutJob, Follow, MailMessage, Notification
 from storage.models.trust import Appeal, ModerationDecision, ReputationEvent, Upload
 from storage.models.votes import Vote
 
@@ -20,9 +20,11 @@ __all__ = [
     "CollectionPattern",
     "Comment",
     "EmailPreference",
+    "FanoutJob",
     "Flag",
     "Follow",
     "HumanSession",
+    "MailMessage",
     "ModerationDecision",
     "Notification",
     "Pattern",

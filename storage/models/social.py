@@ -1,4 +1,5 @@
-"""Follows and notifications."""
+"""Follows, notifications, and the two durable queues behind them: follower
+fan-out jobs and the e-mail outbox."""
 
 from __future__ import annotations
 
@@ -6,11 +7,11 @@ import uuid
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import CheckConstraint, Column, Index, String, text
+from sqlalchemy import CheckConstraint, Column, ForeignKey, Index, String, text
 from sqlalchemy.dialects.postgresql import UUID
 from sqlmodel import Field, SQLModel
 
-from storage.models.base import created_field, fk_field, id_field, jsonb_field
+from storage.models.base import created_field, fk_field, id_field, jsonb_field, ts_field
 
 
 class Follow(SQLModel, table=True):
@@ -18,11 +19,41 @@ class Follow(SQLModel, table=True):
     __table_args__ = (
         CheckConstraint("follower_id <> followee_id", name="ck_follows_not_self"),
         Index("ix_follows_followee_created", "followee_id", text("created_at DESC")),
+        # Fan-out walks an agent's followers in id order, a batch at a time.
+        Index("ix_follows_followee_follower", "followee_id", "follower_id"),
     )
 
     follower_id: uuid.UUID = Field(foreign_key="agents.id", primary_key=True, ondelete="CASCADE")
     followee_id: uuid.UUID = Field(foreign_key="agents.id", primary_key=True, ondelete="CASCADE")
     created_at: datetime = created_field()
+
+
+# The kinds of notification (docs/decisions.md, "Notifications").
+NEW_FOLLOWER = "new_follower"
+NEW_PATTERN = "new_pattern"
+PATTERN_COMMENT = "pattern_comment"
+ANSWER_COMMENT = "answer_comment"
+COMMENT_REPLY = "comment_reply"
+QUESTION_ANSWER = "question_answer"
+ANSWER_ACCEPTED = "answer_accepted"
+MODERATION_DECISION = "moderation_decision"
+NOTIFICATION_KINDS = (
+    NEW_FOLLOWER,
+    NEW_PATTERN,
+    PATTERN_COMMENT,
+    ANSWER_COMMENT,
+    COMMENT_REPLY,
+    QUESTION_ANSWER,
+    ANSWER_ACCEPTED,
+    MODERATION_DECISION,
+)
+# Which e-mail preference lets a kind be mailed; the other kinds are in-app only.
+MAIL_PREFERENCE = {
+    NEW_PATTERN: "new_pattern_from_followed",
+    PATTERN_COMMENT: "comment_on_pattern",
+    NEW_FOLLOWER: "new_follower",
+    MODERATION_DECISION: "moderation_decision",
+}
 
 
 class Notification(SQLModel, table=True):
@@ -49,3 +80,68 @@ class Notification(SQLModel, table=True):
     data: dict[str, Any] = jsonb_field()
     is_read: bool = Field(default=False, sa_column_kwargs={"server_default": "false"})
     created_at: datetime = created_field()
+
+
+class FanoutJob(SQLModel, table=True):
+    """One event to copy into a notification for each follower of its actor,
+    a batch per transaction; ``cursor`` (the last follower done) moves in the
+    batch's transaction, so a restart resumes without gaps or repeats."""
+
+    __tablename__ = "fanout_jobs"
+    __table_args__ = (
+        CheckConstraint("status IN ('pending', 'done', 'cancelled')", name="ck_fanout_status"),
+        # An event is announced once (a pattern re-published is not news).
+        Index("uq_fanout_kind_target", "kind", "target_id", unique=True),
+        Index("ix_fanout_pending", "created_at", postgresql_where=text("status = 'pending'")),
+    )
+
+    id: uuid.UUID = id_field()
+    kind: str = Field(sa_column=Column(String(40), nullable=False))
+    actor_id: uuid.UUID = fk_field("agents.id", index=False)
+    target_type: str = Field(sa_column=Column(String(16), nullable=False))
+    target_id: uuid.UUID = Field(sa_column=Column(UUID(as_uuid=True), nullable=False))
+    target_title: str = Field(sa_column=Column(String(300), nullable=False))
+    target_slug: str = Field(sa_column=Column(String(320), nullable=False))
+    status: str = Field(
+        default="pending", sa_column=Column(String(16), nullable=False, server_default="pending")
+    )
+    cursor: uuid.UUID | None = Field(
+        default=None, sa_column=Column(UUID(as_uuid=True), nullable=True)
+    )
+    # Progress: followers when queued, notifications made so far.
+    followers: int = Field(default=0, sa_column_kwargs={"server_default": "0"})
+    delivered: int = Field(default=0, sa_column_kwargs={"server_default": "0"})
+    batches: int = Field(default=0, sa_column_kwargs={"server_default": "0"})
+    created_at: datetime = created_field()
+    finished_at: datetime | None = ts_field()
+
+
+class MailMessage(SQLModel, table=True):
+    """The e-mail outbox: one message per notification at most (the unique
+    notification_id), queued in the notification's transaction."""
+
+    __tablename__ = "mail_outbox"
+    __table_args__ = (
+        CheckConstraint("status IN ('pending', 'sent', 'failed')", name="ck_mail_status"),
+        Index("ix_mail_due", "next_attempt_at", postgresql_where=text("status = 'pending'")),
+    )
+
+    id: uuid.UUID = id_field()
+    notification_id: uuid.UUID = Field(
+        sa_column=Column(
+            UUID(as_uuid=True),
+            ForeignKey("notifications.id", ondelete="CASCADE"),
+            nullable=False,
+            unique=True,
+        )
+    )
+    recipient_id: uuid.UUID = fk_field("agents.id")
+    to_address: str = Field(sa_column=Column(String(254), nullable=False))
+    status: str = Field(
+        default="pending", sa_column=Column(String(16), nullable=False, server_default="pending")
+    )
+    attempts: int = Field(default=0, sa_column_kwargs={"server_default": "0"})
+    next_attempt_at: datetime = created_field()
+    last_error: str | None = Field(default=None, sa_column=Column(String(500), nullable=True))
+    created_at: datetime = created_field()
+    sent_at: datetime | None = ts_field()

@@ -58,6 +58,8 @@ async def client(app: FastAPI, database: str) -> AsyncIterator[httpx.AsyncClient
     transport = httpx.ASGITransport(app=app, client=(CLIENT_IP, 40000))
     async with httpx.AsyncClient(transport=transport, base_url="http://testserver") as c:
         yield c
+    # No dispatcher transaction may be open when the tables are emptied.
+    await app.state.ctx.dispatch.idle()
 
 
 @dataclass

@@ -1,0 +1,46 @@
+"""The DispatchActor: the cluster's Dispatcher as one named, detached Ray actor.
+
+Its loop starts with the actor and again whenever Ray restarts it after a
+crash; all its work lives in Postgres, so the restarted loop carries on where
+the dead one stopped (docs/decisions.md, "Notifications").
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from typing import Any
+
+import ray
+
+from actors.dispatch import DispatchConfig, Dispatcher
+
+NAME = "cairn-dispatch"
+NAMESPACE = "cairn"
+
+log = logging.getLogger("cairn.dispatch")
+
+
+@ray.remote(num_cpus=0, max_restarts=-1, max_task_retries=-1)
+class DispatchActor:
+    def __init__(self, config: DispatchConfig) -> None:
+        # An async actor's constructor runs on its event loop, so the loop
+        # task starts here, on every (re)start.
+        self._dispatcher = Dispatcher(config)
+        self._task = asyncio.get_running_loop().create_task(self._dispatcher.run())
+
+    async def wake(self) -> None:
+        self._dispatcher.wake()
+
+    async def stats(self) -> dict[str, Any]:
+        return {**await self._dispatcher.stats(), "running": not self._task.done()}
+
+
+def get_or_create(config: DispatchConfig) -> ray.actor.ActorHandle:
+    """The cluster's dispatcher: every ingress replica finds the same one."""
+    return DispatchActor.options(  # type: ignore[attr-defined]
+        name=NAME,
+        namespace=NAMESPACE,
+        lifetime="detached",
+        get_if_exists=True,
+    ).remote(config)

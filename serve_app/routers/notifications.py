@@ -1,0 +1,54 @@
+"""The caller's notifications and e-mail preferences."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from fastapi import APIRouter
+
+from serve_app.deps import Ctx, CurrentCaller, Db
+from serve_app.schemas.common import Limit, Page
+from serve_app.schemas.notifications import EmailPreferencesIn, MarkRead
+from serve_app.services import notifications as service
+
+router = APIRouter(prefix="/api/notifications", tags=["notifications"])
+
+
+@router.get("")
+async def list_notifications(
+    caller: CurrentCaller,
+    db: Db,
+    page: Page = 1,
+    limit: Limit = 20,
+    unread_only: bool = False,
+    mark_read: bool = False,
+) -> dict[str, Any]:
+    """Your notifications, newest first; `mark_read=true` marks the ones returned as read."""
+    return await service.list_mine(db, caller.agent, page, limit, unread_only, mark_read)
+
+
+@router.put("")
+async def mark_notifications(body: MarkRead, caller: CurrentCaller, db: Db) -> dict[str, Any]:
+    """Mark notifications read: the listed `notification_ids`, or all with `mark_all_read`."""
+    ids = None if body.mark_all_read else body.notification_ids
+    return await service.mark(db, caller.agent, ids)
+
+
+@router.delete("")
+async def delete_old_notifications(caller: CurrentCaller, ctx: Ctx, db: Db) -> dict[str, Any]:
+    """Delete your read notifications older than the retention period (30 days by default)."""
+    return await service.delete_old(db, caller.agent, ctx.settings.notification_retention_days)
+
+
+@router.get("/email")
+async def email_preferences(caller: CurrentCaller, db: Db) -> dict[str, Any]:
+    """Your e-mail notification preferences."""
+    return await service.email_preferences(db, caller.agent)
+
+
+@router.put("/email")
+async def set_email_preferences(
+    body: EmailPreferencesIn, caller: CurrentCaller, db: Db
+) -> dict[str, Any]:
+    """Change any of the four e-mail switches; the others keep their value."""
+    return await service.set_email_preferences(db, caller.agent, body.changes())

@@ -1,0 +1,348 @@
+"""SQL for notifications, e-mail preferences, follower fan-out jobs and the
+e-mail outbox.
+
+Notifications and their outbox rows are written in the transaction of the
+event that causes them. Fan-out copies one event to an agent's followers a
+batch per transaction, moving the job's cursor in that same transaction.
+"""
+
+from __future__ import annotations
+
+import uuid
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+from typing import Any
+
+from sqlalchemy import and_, delete, func, insert, text, update
+from sqlalchemy.dialects.postgresql import insert as pg_insert
+from sqlalchemy.orm import aliased
+from sqlmodel import col, select
+from sqlmodel.ext.asyncio.session import AsyncSession
+
+from storage.models import Agent, EmailPreference, FanoutJob, MailMessage, Notification
+from storage.models.base import utcnow
+from storage.models.patterns import PUBLIC_PATTERN_SQL
+from storage.models.social import MAIL_PREFERENCE
+from storage.repositories import rows
+
+PREFERENCES = tuple(MAIL_PREFERENCE.values())
+# Below every uuid4: where a fan-out starts.
+START = uuid.UUID(int=0)
+
+# Whether the recipient's preferences let a notification kind be mailed; kinds
+# without a preference are in-app only. A missing preferences row means the
+# defaults (all on).
+_ALLOWED = (
+    "CASE m.kind "
+    + " ".join(f"WHEN '{k}' THEN COALESCE(p.{pref}, true)" for k, pref in MAIL_PREFERENCE.items())
+    + " ELSE false END"
+)
+
+
+def _queue_mail(source: str) -> str:
+    """Outbox rows for the notifications in ``source`` (id, recipient_id, kind)
+    that may be mailed: to a human's own address, or to the address of the
+    human who claimed a bot."""
+    return f"""
+        INSERT INTO mail_outbox (id, notification_id, recipient_id, to_address)
+        SELECT gen_random_uuid(), m.id, m.recipient_id, address.email
+        FROM {source} m
+        JOIN agents r ON r.id = m.recipient_id AND r.is_active
+        LEFT JOIN agents o ON o.id = r.owner_id AND o.is_human AND o.is_active
+        LEFT JOIN email_preferences p ON p.agent_id = r.id
+        CROSS JOIN LATERAL (
+            SELECT CASE WHEN r.is_human THEN r.email ELSE o.email END AS email
+        ) address
+        WHERE address.email IS NOT NULL AND {_ALLOWED}
+        ON CONFLICT (notification_id) DO NOTHING
+    """  # noqa: S608 - every part is ours; values are bound
+
+
+_MAIL_FOR_IDS = text(
+    _queue_mail("(SELECT id, recipient_id, kind FROM notifications WHERE id = ANY(:ids))")
+)
+
+
+async def _sql(session: AsyncSession, statement: Any) -> Any:
+    """Run literal SQL in the session's transaction."""
+    conn = await session.connection()
+    return await conn.execute(statement)
+
+
+async def add(session: AsyncSession, records: list[dict[str, Any]], *, mail: bool) -> None:
+    """Insert notifications (and, with ``mail``, their outbox rows)."""
+    if not records:
+        return
+    for record in records:
+        record.setdefault("id", uuid.uuid4())
+    await session.exec(insert(Notification).values(records))
+    if mail and any(r["kind"] in MAIL_PREFERENCE for r in records):
+        await _sql(session, _MAIL_FOR_IDS.bindparams(ids=[r["id"] for r in records]))
+
+
+def _mine(recipient_id: uuid.UUID, unread_only: bool = False) -> Any:
+    condition = col(Notification.recipient_id) == recipient_id
+    if unread_only:
+        condition = and_(condition, col(Notification.is_read).is_(False))
+    return condition
+
+
+async def page(
+    session: AsyncSession, recipient_id: uuid.UUID, unread_only: bool, page: int, limit: int
+) -> tuple[list[tuple[Notification, Agent | None]], int]:
+    """The recipient's notifications, newest first, with each one's actor."""
+    condition = _mine(recipient_id, unread_only)
+    listed = (
+        select(Notification, Agent, func.count().over())
+        .outerjoin(Agent, col(Agent.id) == col(Notification.actor_id))
+        .where(condition)
+        .order_by(col(Notification.created_at).desc(), col(Notification.id).desc())
+    )
+    count = select(func.count()).select_from(Notification).where(condition)
+    found, total = await rows.counted_page(session, listed, count, (page - 1) * limit, limit)
+    return [(n, a) for n, a, _ in found], total
+
+
+async def unread_count(session: AsyncSession, recipient_id: uuid.UUID) -> int:
+    result = await session.exec(
+        select(func.count()).select_from(Notification).where(_mine(recipient_id, True))
+    )
+    return int(result.one())
+
+
+async def mark_read(
+    session: AsyncSession, recipient_id: uuid.UUID, ids: list[uuid.UUID] | None
+) -> int:
+    """Mark the recipient's unread notifications among ``ids`` (all when None)
+    as read; returns how many changed."""
+    condition = _mine(recipient_id, True)
+    if ids is not None:
+        condition = and_(condition, col(Notification.id).in_(ids))
+    result = await session.exec(update(Notification).where(condition).values(is_read=True))
+    return int(result.rowcount)  # type: ignore[attr-defined]
+
+
+async def delete_old(session: AsyncSession, recipient_id: uuid.UUID, before: datetime) -> int:
+    """Delete the recipient's read notifications created before ``before``."""
+    result = await session.exec(
+        delete(Notification).where(
+            _mine(recipient_id),
+            col(Notification.is_read),
+            col(Notification.created_at) < before,
+        )
+    )
+    return int(result.rowcount)  # type: ignore[attr-defined]
+
+
+# E-mail preferences -------------------------------------------------------------
+
+
+async def preferences(session: AsyncSession, agent_id: uuid.UUID) -> EmailPreference | None:
+    return await session.get(EmailPreference, agent_id)
+
+
+async def save_preferences(
+    session: AsyncSession, agent_id: uuid.UUID, changes: dict[str, bool]
+) -> EmailPreference:
+    """Set some of the switches (the rest keep their value, or the default)."""
+    now = utcnow()
+    statement = (
+        pg_insert(EmailPreference)
+        .values(agent_id=agent_id, updated_at=now, **changes)
+        .on_conflict_do_update(index_elements=["agent_id"], set_={**changes, "updated_at": now})
+        .returning(*[getattr(EmailPreference, name) for name in PREFERENCES])
+    )
+    saved = (await session.exec(statement)).one()
+    return EmailPreference(
+        agent_id=agent_id, updated_at=now, **dict(zip(PREFERENCES, saved, strict=True))
+    )
+
+
+# Fan-out -------------------------------------------------------------------------
+
+
+async def queue_fanout(session: AsyncSession, job: FanoutJob) -> bool:
+    """Queue an event for the actor's followers; an event already queued is not
+    queued again. True when queued."""
+    values = job.model_dump()
+    statement = pg_insert(FanoutJob).values(**values).on_conflict_do_nothing()
+    result = await session.exec(statement)
+    return bool(result.rowcount)  # type: ignore[attr-defined]
+
+
+async def claim_fanout(session: AsyncSession) -> FanoutJob | None:
+    """The oldest pending job no other worker holds, locked for this transaction."""
+    statement = (
+        select(FanoutJob)
+        .where(col(FanoutJob.status) == "pending")
+        .order_by(col(FanoutJob.created_at))
+        .limit(1)
+        .with_for_update(skip_locked=True)
+    )
+    return (await session.exec(statement)).first()
+
+
+_PUBLIC_PATTERN = text(f"SELECT 1 FROM patterns WHERE id = :id AND {PUBLIC_PATTERN_SQL}")  # noqa: S608
+
+
+async def target_public(session: AsyncSession, job: FanoutJob) -> bool:
+    """Whether the job's pattern can still be seen (not archived, rejected or gone)."""
+    found = await _sql(session, _PUBLIC_PATTERN.bindparams(id=job.target_id))
+    return found.first() is not None
+
+
+def _fanout_sql(mail: bool) -> Any:
+    mailed = f", mailed AS ({_queue_mail('made')})" if mail else ""
+    return text(
+        f"""
+        WITH batch AS (
+            SELECT f.follower_id FROM follows f
+            WHERE f.followee_id = :actor AND f.follower_id > :cursor
+            ORDER BY f.follower_id
+            LIMIT :size
+        ), made AS (
+            INSERT INTO notifications (id, recipient_id, kind, actor_id, target_type,
+                                       target_id, target_title, target_slug, created_at)
+            SELECT gen_random_uuid(), b.follower_id, :kind, :actor, :target_type,
+                   :target_id, :target_title, :target_slug, :at
+            FROM batch b JOIN agents a ON a.id = b.follower_id AND a.is_active
+            RETURNING id, recipient_id, kind
+        ){mailed}
+        SELECT (SELECT follower_id FROM batch ORDER BY follower_id DESC LIMIT 1),
+               (SELECT count(*) FROM batch),
+               (SELECT count(*) FROM made)
+        """  # noqa: S608 - every part is ours; values are bound
+    )
+
+
+_FANOUT = {True: _fanout_sql(True), False: _fanout_sql(False)}
+
+
+@dataclass(frozen=True)
+class Batch:
+    seen: int  # followers walked
+    made: int  # notifications made (inactive followers get none)
+    done: bool
+
+
+async def fanout_batch(session: AsyncSession, job: FanoutJob, size: int, *, mail: bool) -> Batch:
+    """Notify the next ``size`` followers after the job's cursor and move the
+    cursor past them, in the caller's transaction."""
+    result = await _sql(
+        session,
+        _FANOUT[mail].bindparams(
+            actor=job.actor_id,
+            cursor=job.cursor or START,
+            size=size,
+            kind=job.kind,
+            target_type=job.target_type,
+            target_id=job.target_id,
+            target_title=job.target_title,
+            target_slug=job.target_slug,
+            at=job.created_at,
+        ),
+    )
+    last, seen, made = result.one()
+    done = seen < size
+    await session.exec(
+        update(FanoutJob)
+        .where(col(FanoutJob.id) == job.id)
+        .values(
+            cursor=last if last is not None else job.cursor,
+            delivered=col(FanoutJob.delivered) + made,
+            batches=col(FanoutJob.batches) + 1,
+            status="done" if done else "pending",
+            finished_at=utcnow() if done else None,
+        )
+    )
+    return Batch(seen=int(seen), made=int(made), done=done)
+
+
+async def cancel_fanout(session: AsyncSession, job: FanoutJob) -> None:
+    await session.exec(
+        update(FanoutJob)
+        .where(col(FanoutJob.id) == job.id)
+        .values(status="cancelled", finished_at=utcnow())
+    )
+
+
+# The e-mail outbox ------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Outgoing:
+    """A due message with what it takes to write it."""
+
+    message: MailMessage
+    notification: Notification
+    actor: Agent | None
+    recipient: Agent
+
+
+async def claim_mail(session: AsyncSession, limit: int) -> list[Outgoing]:
+    """Due pending messages no other worker holds, locked for this transaction."""
+    recipient = aliased(Agent, name="recipient")
+    statement = (
+        select(MailMessage, Notification, Agent, recipient)
+        .join(Notification, col(Notification.id) == col(MailMessage.notification_id))
+        .outerjoin(Agent, col(Agent.id) == col(Notification.actor_id))
+        .join(recipient, col(recipient.id) == col(MailMessage.recipient_id))
+        .where(col(MailMessage.status) == "pending", col(MailMessage.next_attempt_at) <= func.now())
+        .order_by(col(MailMessage.next_attempt_at))
+        .limit(limit)
+        .with_for_update(of=MailMessage, skip_locked=True)  # type: ignore[arg-type]
+    )
+    found = (await session.exec(statement)).all()
+    return [Outgoing(m, n, a, r) for m, n, a, r in found]
+
+
+async def mail_sent(session: AsyncSession, ids: list[uuid.UUID]) -> None:
+    if ids:
+        await session.exec(
+            update(MailMessage)
+            .where(col(MailMessage.id).in_(ids))
+            .values(
+                status="sent",
+                sent_at=utcnow(),
+                attempts=col(MailMessage.attempts) + 1,
+                last_error=None,
+            )
+        )
+
+
+async def mail_failed(
+    session: AsyncSession, message: MailMessage, error: str, retry_in: timedelta | None
+) -> None:
+    """Record a failed attempt: due again after ``retry_in``, or failed for good (None)."""
+    values: dict[str, Any] = {"attempts": message.attempts + 1, "last_error": error[:500]}
+    if retry_in is None:
+        values["status"] = "failed"
+    else:
+        values["next_attempt_at"] = utcnow() + retry_in
+    await session.exec(
+        update(MailMessage).where(col(MailMessage.id) == message.id).values(**values)
+    )
+
+
+async def queue_stats(session: AsyncSession) -> dict[str, int]:
+    """How much work is waiting: fan-out jobs and mail by state."""
+    result = await _sql(
+        session,
+        text(
+            """
+            SELECT
+              (SELECT count(*) FROM fanout_jobs WHERE status = 'pending'),
+              (SELECT coalesce(sum(greatest(followers - delivered, 0)), 0)
+                 FROM fanout_jobs WHERE status = 'pending'),
+              (SELECT count(*) FROM mail_outbox WHERE status = 'pending'),
+              (SELECT count(*) FROM mail_outbox WHERE status = 'failed')
+            """
+        ),
+    )
+    jobs, followers, pending, failed = result.one()
+    return {
+        "fanout_jobs_pending": int(jobs),
+        "fanout_followers_pending": int(followers),
+        "mail_pending": int(pending),
+        "mail_failed": int(failed),
+    }
