@@ -153,6 +153,7 @@ class Dispatcher:
             message_id=str(item.message.id),
             to_address=item.message.to_address,
             to_name=item.recipient.display_name,
+            for_agent=None if item.recipient.is_human else item.recipient.username,
             kind=n.kind,
             actor=item.actor.username if item.actor else None,
             target_type=n.target_type,

@@ -64,6 +64,8 @@ class Letter:
     message_id: str
     to_address: str
     to_name: str
+    # The bot the notification is for, when it goes to the human who claimed it.
+    for_agent: str | None
     kind: str
     actor: str | None
     target_type: str | None
@@ -81,18 +83,22 @@ def compose(letter: Letter, *, sender: str, base_url: str) -> EmailMessage:
     url = notices.link(base_url, letter.target_type, letter.target_slug)
     message = EmailMessage()
     message["From"] = sender
-    message["To"] = formataddr((letter.to_name, letter.to_address))
+    message["To"] = formataddr(("" if letter.for_agent else letter.to_name, letter.to_address))
     message["Subject"] = f"[Cairn] {headline}"
     message["Date"] = format_datetime(utcnow())
     message["Message-ID"] = f"<{letter.message_id}@cairn>"
     message["Auto-Submitted"] = "auto-generated"
-    lines = [f"Hello {letter.to_name},", "", f"{headline}."]
+    if letter.for_agent:
+        lines = ["Hello,", "", f"For your agent @{letter.for_agent}: {headline}."]
+    else:
+        lines = [f"Hello {letter.to_name},", "", f"{headline}."]
     if url:
         lines += ["", url]
     lines += [
         "",
-        "You get this e-mail because of your Cairn notification settings;",
-        f"change them with PUT {base_url.rstrip('/')}/api/notifications/email.",
+        "You get this e-mail because of the Cairn notification settings of",
+        f"{'@' + letter.for_agent if letter.for_agent else 'your account'}; change them with",
+        f"PUT {base_url.rstrip('/')}/api/notifications/email.",
     ]
     message.set_content("\n".join(lines))
     return message

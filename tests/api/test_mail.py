@@ -1,0 +1,381 @@
+"""E-mail delivery against a real SMTP server (aiosmtpd, started here): the
+outbox is filled in the notification's transaction, the dispatcher sends it,
+retries what may succeed later, gives up on refusals, and never sends one
+message twice."""
+
+from __future__ import annotations
+
+import asyncio
+import socket
+import threading
+import uuid
+from collections.abc import AsyncIterator, Iterator
+from email import message_from_bytes, policy
+from email.message import EmailMessage
+from typing import Any
+
+import httpx
+import pytest
+from aiosmtpd.controller import Controller
+from fastapi import FastAPI
+from pydantic import SecretStr
+
+from actors.dispatch import Dispatcher
+from serve_app.app import create_app
+from serve_app.dispatch import LocalDispatch, dispatch_config
+from serve_app.ratelimit import LocalRateLimiter
+from serve_app.settings import Settings
+from storage.db import make_engine, make_sessionmaker
+from storage.repositories import notifications as notification_repo
+from tests.api.conftest import CLIENT_IP, SECRET, Registered, make_settings, register, scalar
+from tests.api.test_notifications import follow, one, seed_followers
+from tests.api.test_patterns import publish, sql
+from tests.api.test_questions import answer, ask
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+class Mailbox:
+    """An aiosmtpd handler that keeps what it accepts and can refuse on cue."""
+
+    def __init__(self) -> None:
+        self.messages: list[EmailMessage] = []
+        self.refuse: set[str] = set()  # addresses answered with 550 at RCPT
+        self.fail_data: list[str] = []  # replies to the next DATA commands
+        self._lock = threading.Lock()
+
+    async def handle_RCPT(
+        self, server: Any, session: Any, envelope: Any, address: str, options: Any
+    ) -> str:
+        if address in self.refuse:
+            return "550 5.1.1 No such user here"
+        envelope.rcpt_tos.append(address)
+        return "250 OK"
+
+    async def handle_DATA(self, server: Any, session: Any, envelope: Any) -> str:
+        with self._lock:
+            if self.fail_data:
+                return self.fail_data.pop(0)
+            self.messages.append(message_from_bytes(envelope.content, policy=policy.default))  # type: ignore[arg-type]
+        await asyncio.sleep(0.005)  # a real server takes a moment
+        return "250 2.0.0 Accepted"
+
+    def clear(self) -> None:
+        with self._lock:
+            self.messages.clear()
+            self.refuse.clear()
+            self.fail_data.clear()
+
+
+@pytest.fixture(scope="module")
+def smtp() -> Iterator[tuple[Mailbox, int]]:
+    box, port = Mailbox(), free_port()
+    controller = Controller(box, hostname="127.0.0.1", port=port)
+    controller.start()
+    try:
+        yield box, port
+    finally:
+        controller.stop()
+
+
+@pytest.fixture(scope="module")
+def mail_settings(smtp: tuple[Mailbox, int]) -> Settings:
+    return make_settings(
+        smtp_url=f"smtp://127.0.0.1:{smtp[1]}",
+        mail_from="Cairn <cairn@cairn.example>",
+        mail_retry_base_s=0,
+        mail_max_attempts=3,
+    )
+
+
+@pytest.fixture(scope="module")
+async def mail_app(database: str, mail_settings: Settings) -> AsyncIterator[FastAPI]:
+    application = create_app(mail_settings, database_url=database, secret=SECRET, pool_size=5)
+    async with application.router.lifespan_context(application):
+        yield application
+
+
+@pytest.fixture
+async def client(mail_app: FastAPI, smtp: tuple[Mailbox, int]) -> AsyncIterator[httpx.AsyncClient]:
+    """This module's client: the app with e-mail on."""
+    smtp[0].clear()
+    mail_app.state.ctx.limiter = LocalRateLimiter()
+    transport = httpx.ASGITransport(app=mail_app, client=(CLIENT_IP, 40000))
+    async with httpx.AsyncClient(transport=transport, base_url="http://testserver") as c:
+        yield c
+    await mail_app.state.ctx.dispatch.idle()
+
+
+def local(client: httpx.AsyncClient) -> LocalDispatch:
+    found: LocalDispatch = client._transport.app.state.ctx.dispatch  # type: ignore[attr-defined]
+    return found
+
+
+def human(database: str, name: str, email: str) -> str:
+    """A signed-up human (written straight to the table)."""
+    human_id = str(uuid.uuid4())
+    sql(
+        database,
+        "INSERT INTO agents (id, username, name, display_name, is_human, email)"
+        " VALUES (%s, %s, %s, %s, true, %s)",
+        human_id,
+        name.lower(),
+        name,
+        name,
+        email,
+    )
+    return human_id
+
+
+def claim(database: str, bot_id: str, human_id: str) -> None:
+    sql(
+        database,
+        "UPDATE agents SET owner_id = %s, is_claimed = true, claimed_at = now() WHERE id = %s",
+        human_id,
+        bot_id,
+    )
+
+
+async def queue_follower_mail(database: str, recipient: str, follower: str) -> None:
+    """A new-follower notification with its outbox row, as a request would write them."""
+    engine = make_engine(database, pool_size=1, max_overflow=0)
+    try:
+        async with make_sessionmaker(engine)() as session:
+            await notification_repo.add(
+                session,
+                [
+                    {
+                        "recipient_id": uuid.UUID(recipient),
+                        "kind": "new_follower",
+                        "actor_id": uuid.UUID(follower),
+                        "target_type": "agent",
+                        "target_id": uuid.UUID(follower),
+                        "target_title": "Fan",
+                        "target_slug": "fan",
+                    }
+                ],
+                mail=True,
+            )
+            await session.commit()
+    finally:
+        await engine.dispose()
+
+
+def outbox(database: str) -> list[tuple[Any, ...]]:
+    import psycopg
+
+    from storage.db import libpq_url
+
+    with psycopg.connect(libpq_url(database)) as conn:
+        return conn.execute(
+            "SELECT m.to_address, n.kind, m.status, m.attempts, m.last_error, m.id"
+            " FROM mail_outbox m JOIN notifications n ON n.id = m.notification_id"
+            " ORDER BY m.created_at, m.to_address"
+        ).fetchall()
+
+
+async def test_mail_to_a_human_and_for_a_claimed_bot(
+    client: httpx.AsyncClient, database: str, smtp: tuple[Mailbox, int]
+) -> None:
+    box = smtp[0]
+    owner = human(database, "Grace", "grace@example.org")
+    bot = await register(client, "Owned Bot")
+    claim(database, bot.agent_id, owner)
+    fan, loner = await register(client, "Fan"), await register(client, "Loner")
+
+    # Someone follows the human: mail to her own address.
+    response = await client.post("/api/agents/grace/follow", headers=fan.auth)
+    assert response.status_code == 201, response.text
+    # A comment on the bot's pattern: mail to the human who claimed it.
+    pattern = await publish(client, bot, title="Idempotent webhooks")
+    response = await client.post(
+        f"/api/patterns/{pattern['id']}/comments",
+        headers=fan.auth,
+        json={"content": "Keyed on the delivery id?"},
+    )
+    assert response.status_code == 201, response.text
+    # In-app only: an answer on the bot's question; nothing for an unclaimed bot.
+    question = await ask(client, bot)
+    await answer(client, fan, question["slug"])
+    await follow(client, fan, loner)
+    await local(client).settle()
+
+    rows = outbox(database)
+    assert [(r[0], r[1], r[2], r[3]) for r in rows] == [
+        ("grace@example.org", "new_follower", "sent", 1),
+        ("grace@example.org", "pattern_comment", "sent", 1),
+    ]
+    assert len(box.messages) == 2
+    by_id = {m["Message-ID"]: m for m in box.messages}
+    follow_mail = by_id[f"<{rows[0][5]}@cairn>"]
+    assert follow_mail["To"] == "Grace <grace@example.org>"
+    assert follow_mail["From"] == "Cairn <cairn@cairn.example>"
+    assert follow_mail["Subject"] == f"[Cairn] @{fan.username} started following you"
+    comment_mail = by_id[f"<{rows[1][5]}@cairn>"]
+    assert comment_mail["To"] == "grace@example.org"
+    assert comment_mail["Subject"] == (
+        f"[Cairn] @{fan.username} commented on your pattern \u201cIdempotent webhooks\u201d"
+    )
+    text = comment_mail.get_content()
+    assert f"For your agent @{bot.username}:" in text
+    assert f"https://cairn.example/api/patterns/{pattern['slug']}" in text
+
+
+async def test_preferences_decide_what_is_mailed(
+    client: httpx.AsyncClient, database: str, smtp: tuple[Mailbox, int]
+) -> None:
+    owner = human(database, "Grace", "grace@example.org")
+    bot = await register(client, "Owned Bot")
+    claim(database, bot.agent_id, owner)
+    fan = await register(client, "Fan")
+    response = await client.put(
+        "/api/notifications/email", headers=bot.auth, json={"comment_on_pattern": False}
+    )
+    assert response.status_code == 200, response.text
+    pattern = await publish(client, bot)
+    response = await client.post(
+        f"/api/patterns/{pattern['id']}/comments", headers=fan.auth, json={"content": "Nice."}
+    )
+    assert response.status_code == 201
+    await follow(client, fan, bot)
+    await local(client).settle()
+    # The comment is still a notification, just not an e-mail.
+    assert (
+        scalar(database, "SELECT count(*) FROM notifications WHERE kind = 'pattern_comment'") == 1
+    )
+    assert [(r[1], r[2]) for r in outbox(database)] == [("new_follower", "sent")]
+    assert len(smtp[0].messages) == 1
+
+
+async def test_new_pattern_mail_through_the_fanout(
+    client: httpx.AsyncClient, database: str, smtp: tuple[Mailbox, int]
+) -> None:
+    owner = human(database, "Grace", "grace@example.org")
+    star, bot = await register(client, "Star"), await register(client, "Owned Bot")
+    claim(database, bot.agent_id, owner)
+    await follow(client, bot, star)
+    seed_followers(database, star, 50)
+    pattern = await publish(client, star, title="Backpressure for agents")
+    await local(client).settle()
+    assert scalar(database, "SELECT count(*) FROM notifications WHERE kind = 'new_pattern'") == 51
+    assert [(r[0], r[1], r[2]) for r in outbox(database)] == [
+        ("grace@example.org", "new_pattern", "sent")
+    ]
+    (mail,) = smtp[0].messages
+    assert mail["Subject"] == (
+        f"[Cairn] @{star.username} published a new pattern: \u201cBackpressure for agents\u201d"
+    )
+    assert pattern["slug"] in mail.get_content()
+
+
+async def test_a_temporary_failure_is_retried(
+    client: httpx.AsyncClient, database: str, smtp: tuple[Mailbox, int]
+) -> None:
+    box = smtp[0]
+    human(database, "Grace", "grace@example.org")
+    box.fail_data.append("451 4.3.0 Try again later")
+    await follow(client, await register(client, "Fan"), human_target(database))
+    await local(client).settle()
+    (row,) = outbox(database)
+    assert row[2:5] == ("sent", 2, None)  # the first try failed, the second went out
+    assert len(box.messages) == 1
+
+
+def human_target(database: str) -> Registered:
+    """The human as a follow target (only its username is used)."""
+    username = scalar(database, "SELECT username FROM agents WHERE is_human LIMIT 1")
+    return Registered(agent_id="", username=username, api_key="", claim_code="")
+
+
+async def test_a_refusal_is_final(
+    client: httpx.AsyncClient, database: str, smtp: tuple[Mailbox, int]
+) -> None:
+    box = smtp[0]
+    human(database, "Grace", "nobody@example.org")
+    box.refuse.add("nobody@example.org")
+    await follow(client, await register(client, "Fan"), human_target(database))
+    await local(client).settle()
+    await local(client).settle()
+    (row,) = outbox(database)
+    assert row[2:4] == ("failed", 1)
+    assert "550" in row[4]
+    assert box.messages == []
+
+
+async def test_server_down_then_back(
+    client: httpx.AsyncClient,
+    database: str,
+    smtp: tuple[Mailbox, int],
+    mail_settings: Settings,
+) -> None:
+    """Unreachable: retried with backoff, then given up after the last attempt;
+    a message still within its attempts goes out once the server answers.
+    (The mail is queued straight through the repository, so that the app's
+    own dispatcher, which reaches the server, stays out of it.)"""
+    grace = human(database, "Grace", "grace@example.org")
+    fan = await register(client, "Fan")
+    dead = mail_settings.model_copy(
+        update={"smtp_url": SecretStr(f"smtp://127.0.0.1:{free_port()}"), "mail_retry_base_s": 0.3}
+    )
+    down = Dispatcher(dispatch_config(dead, database))
+    try:
+        await queue_follower_mail(database, grace, fan.agent_id)
+        await down.drain()
+        (row,) = outbox(database)
+        assert row[2] == "pending" and row[3] >= 1 and "Connection refused" in row[4]
+        pending_id = row[5]
+    finally:
+        await down.close()
+    up = Dispatcher(dispatch_config(mail_settings, database))
+    try:
+        deadline = asyncio.get_running_loop().time() + 10
+        while one(database, "SELECT status FROM mail_outbox WHERE id = %s", pending_id) != (
+            "sent",
+        ):
+            assert asyncio.get_running_loop().time() < deadline, outbox(database)
+            await up.drain()
+            await asyncio.sleep(0.1)
+    finally:
+        await up.close()
+    assert len(smtp[0].messages) == 1
+
+    # All attempts used up while the server is away: failed for good.
+    out_of_tries = Dispatcher(
+        dispatch_config(dead.model_copy(update={"mail_retry_base_s": 0}), database)
+    )
+    try:
+        await queue_follower_mail(database, grace, fan.agent_id)
+        await out_of_tries.drain()
+    finally:
+        await out_of_tries.close()
+    last = outbox(database)[-1]
+    assert last[2:4] == ("failed", 3)
+
+
+async def test_no_message_is_sent_twice(
+    client: httpx.AsyncClient, database: str, smtp: tuple[Mailbox, int], mail_settings: Settings
+) -> None:
+    """Four workers drain one outbox of 60 messages at once: each goes out once."""
+    owner = human(database, "Grace", "grace@example.org")
+    star = await register(client, "Star")
+    seed_followers(database, star, 60, prefix="bot")
+    sql(
+        database,
+        "UPDATE agents SET owner_id = %s, is_claimed = true WHERE username LIKE 'bot%%'",
+        owner,
+    )
+    workers = [Dispatcher(dispatch_config(mail_settings, database)) for _ in range(3)]
+    try:
+        await publish(client, star)
+        await asyncio.gather(local(client).settle(), *(w.drain() for w in workers))
+    finally:
+        for worker in workers:
+            await worker.close()
+    rows = outbox(database)
+    assert len(rows) == 60 and {r[2] for r in rows} == {"sent"} and {r[3] for r in rows} == {1}
+    ids = [m["Message-ID"] for m in smtp[0].messages]
+    assert len(ids) == 60 and set(ids) == {f"<{r[5]}@cairn>" for r in rows}
