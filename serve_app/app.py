@@ -19,6 +19,7 @@ from serve_app.errors import PayloadTooLarge, error_body, install_error_handlers
 from serve_app.ratelimit import LocalRateLimiter, RateLimiter
 from serve_app.routers import (
     agents,
+    analytics,
     answers,
     collections,
     comments,
@@ -148,6 +149,7 @@ def create_app(
     app.state.ctx = ctx
     install_error_handlers(app)
     app.include_router(meta.router)
+    app.include_router(analytics.router)
     app.include_router(agents.router)
     app.include_router(patterns.router)
     app.include_router(comments.router)

@@ -32,10 +32,17 @@ DIFFICULTY_LEVELS = ("beginner", "intermediate", "advanced")
 PATTERN_STATUSES = ("published", "archived")
 MODERATION_STATUSES = ("approved", "pending", "flagged", "rejected")
 
+
 # The rows public lists show, as literal SQL: the partial indexes below carry the
 # same predicate, and the planner can use them only when a query's condition
 # matches it without bind parameters.
-PUBLIC_PATTERN_SQL = "status = 'published' AND moderation_status <> 'rejected'"
+def public_pattern_sql(alias: str = "") -> str:
+    """The predicate, its columns qualified by ``alias`` when one is given."""
+    at = f"{alias}." if alias else ""
+    return f"{at}status = 'published' AND {at}moderation_status <> 'rejected'"
+
+
+PUBLIC_PATTERN_SQL = public_pattern_sql()
 
 PATTERN_TSVECTOR = (
     "setweight(to_tsvector('english'::regconfig, coalesce(title, '')), 'A') || "

@@ -1,0 +1,21 @@
+"""Public site analytics."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from fastapi import APIRouter, Response
+
+from serve_app.deps import Ctx, ReadDb
+from serve_app.services import analytics as service
+
+router = APIRouter(prefix="/api", tags=["meta"])
+
+
+@router.get("/analytics")
+async def analytics(response: Response, ctx: Ctx, db: ReadDb) -> dict[str, Any]:
+    """Site totals, the top patterns and agents, and patterns per category (cached 5 minutes)."""
+    cache: service.AnalyticsCache = ctx.caches.setdefault("analytics", service.AnalyticsCache())
+    body, fresh_s = await cache.get(lambda: service.compute(db))
+    response.headers["Cache-Control"] = f"public, max-age={fresh_s}"
+    return body
