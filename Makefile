@@ -40,6 +40,7 @@ bench: $(STAMP)
 	$(BIN)/python -m benchmarks.http_bench
 	$(BIN)/python -m benchmarks.pattern_bench
 	$(BIN)/python -m benchmarks.qa_bench
+	$(BIN)/python -m benchmarks.social_bench
 
 clean-state:
 	rm -rf .cairn

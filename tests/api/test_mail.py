@@ -7,11 +7,8 @@ from __future__ import annotations
 
 import asyncio
 import socket
-import threading
 import uuid
 from collections.abc import AsyncIterator, Iterator
-from email import message_from_bytes, policy
-from email.message import EmailMessage
 from typing import Any
 
 import httpx
@@ -31,44 +28,13 @@ from tests.api.conftest import CLIENT_IP, SECRET, Registered, make_settings, reg
 from tests.api.test_notifications import follow, one, seed_followers
 from tests.api.test_patterns import publish, sql
 from tests.api.test_questions import answer, ask
+from tests.mailbox import Mailbox
 
 
 def free_port() -> int:
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
         return int(sock.getsockname()[1])
-
-
-class Mailbox:
-    """An aiosmtpd handler that keeps what it accepts and can refuse on cue."""
-
-    def __init__(self) -> None:
-        self.messages: list[EmailMessage] = []
-        self.refuse: set[str] = set()  # addresses answered with 550 at RCPT
-        self.fail_data: list[str] = []  # replies to the next DATA commands
-        self._lock = threading.Lock()
-
-    async def handle_RCPT(
-        self, server: Any, session: Any, envelope: Any, address: str, options: Any
-    ) -> str:
-        if address in self.refuse:
-            return "550 5.1.1 No such user here"
-        envelope.rcpt_tos.append(address)
-        return "250 OK"
-
-    async def handle_DATA(self, server: Any, session: Any, envelope: Any) -> str:
-        with self._lock:
-            if self.fail_data:
-                return self.fail_data.pop(0)
-            self.messages.append(message_from_bytes(envelope.content, policy=policy.default))  # type: ignore[arg-type]
-        await asyncio.sleep(0.005)  # a real server takes a moment
-        return "250 2.0.0 Accepted"
-
-    def clear(self) -> None:
-        with self._lock:
-            self.messages.clear()
-            self.refuse.clear()
-            self.fail_data.clear()
 
 
 @pytest.fixture(scope="module")

@@ -16,8 +16,11 @@ from pathlib import Path
 import httpx
 import psutil
 import pytest
+from aiosmtpd.controller import Controller
 
 from serve_app.bootstrap import haproxy_dir, ray_dir
+from storage.embedded import DATABASE
+from tests.mailbox import Mailbox
 
 GENERAL_LIMIT = 150
 REPO_ROOT = Path(__file__).resolve().parents[2]
@@ -36,9 +39,15 @@ class Service:
     env: dict[str, str]
     process: subprocess.Popen[bytes]
     log_path: Path
+    mailbox: Mailbox
 
     def log(self) -> str:
         return self.log_path.read_text(errors="replace")[-5000:]
+
+    @property
+    def database_url(self) -> str:
+        """The embedded Postgres the service started (a unix socket in its state folder)."""
+        return f"postgresql://postgres:@/{DATABASE}?host={self.state_dir / 'pgdata'}"
 
 
 def wait_healthy(
@@ -72,7 +81,21 @@ def _leftovers(state_dir: Path) -> list[str]:
 
 
 @pytest.fixture(scope="session")
-def service(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Service]:
+def smtp_server() -> Iterator[tuple[Mailbox, int]]:
+    """A real SMTP server for the service's e-mail."""
+    box, port = Mailbox(), free_port()
+    controller = Controller(box, hostname="127.0.0.1", port=port)
+    controller.start()
+    try:
+        yield box, port
+    finally:
+        controller.stop()
+
+
+@pytest.fixture(scope="session")
+def service(
+    tmp_path_factory: pytest.TempPathFactory, smtp_server: tuple[Mailbox, int]
+) -> Iterator[Service]:
     state_dir = tmp_path_factory.mktemp("cairn-e2e")
     port = free_port()
     env = {
@@ -86,6 +109,9 @@ def service(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Service]:
         # Tests play several clients behind a trusted load balancer on loopback.
         "CAIRN_TRUSTED_PROXIES": "127.0.0.0/8",
         "CAIRN_RATELIMIT_GENERAL": f"{GENERAL_LIMIT}/hour",
+        "CAIRN_SMTP_URL": f"smtp://127.0.0.1:{smtp_server[1]}",
+        "CAIRN_FANOUT_BATCH_SIZE": "100",
+        "CAIRN_MAIL_RETRY_BASE_S": "1",
     }
     env.pop("CAIRN_DATABASE_URL", None)
     env.pop("RAY_ADDRESS", None)
@@ -97,7 +123,7 @@ def service(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Service]:
             stdout=log,
             stderr=subprocess.STDOUT,
         )
-    svc = Service(f"http://127.0.0.1:{port}", state_dir, env, process, log_path)
+    svc = Service(f"http://127.0.0.1:{port}", state_dir, env, process, log_path, smtp_server[0])
     try:
         wait_healthy(svc.base_url, process, log_path)
         yield svc

@@ -1,0 +1,302 @@
+"""Notifications through Ray Serve:
+
+* pattern create latency for authors with 0, 2,000 and 20,000 followers (the
+  request only queues a fan-out job; the DispatchActor writes the followers'
+  notifications afterwards), measured while earlier fan-outs are running;
+* how long each fan-out takes to finish, and its rate in notifications/s;
+* ``wrk`` on a follower's ``GET /api/notifications`` and on ``GET /api/analytics``.
+
+The service is ``cairn run --port 8105`` on a fresh state folder
+(``.cairn/bench-social``, its own embedded Postgres); the followers are written
+straight to Postgres (fast), everything else goes over HTTP. Results are
+printed and written into docs/benchmarks.md between the ``social-bench`` markers.
+
+    .venv/bin/python -m benchmarks.social_bench               # what `make bench` runs
+    .venv/bin/python -m benchmarks.social_bench --duration 5  # a quick run
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import shutil
+import statistics
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+import psycopg
+
+from benchmarks.http_bench import (
+    DROPPED_ENV,
+    HOST,
+    RATE_LIMIT,
+    ROOT,
+    THREADS,
+    WrkResult,
+    ensure_wrk,
+    http_json,
+    leftover_processes,
+    measure_url,
+    section_head,
+    serve_running,
+    serve_table,
+    server_env,
+    stop_on_sigterm,
+    write_docs,
+    wrk_options,
+    wrk_version,
+)
+from benchmarks.qa_bench import KEY_SCRIPT
+from storage.embedded import DATABASE
+
+STATE_DIR = ROOT / ".cairn" / "bench-social"
+START_MARK = "<!-- social-bench:start -->"
+END_MARK = "<!-- social-bench:end -->"
+PORT = 8105
+BENCH_ENV = {
+    "CAIRN_STATE_DIR": str(STATE_DIR),
+    "CAIRN_HOST": HOST,
+    "CAIRN_RATELIMIT_REGISTRATION": RATE_LIMIT,
+    "CAIRN_RATELIMIT_GENERAL": RATE_LIMIT,
+    "CAIRN_RATELIMIT_PATTERN_CREATE": RATE_LIMIT,
+    "CAIRN_HAPROXY_STATS_PORT": "18444",
+    "CAIRN_HAPROXY_METRICS_PORT": "19141",
+    "CAIRN_FALLBACK_PROXY_PORT": "18540",
+}
+AUTHORS = {"quiet": 0, "popular": 2_000, "famous": 20_000}
+CREATES = 20  # patterns per author, one after another
+
+
+def _call(base: str, method: str, path: str, key: str | None = None, body: Any = None) -> Any:
+    headers = {"Authorization": f"Bearer {key}"} if key else {}
+    status, data = http_json(method, base + path, body, timeout=30, headers=headers)
+    if status >= 300:
+        raise RuntimeError(f"{method} {path} answered {status}: {data}")
+    return data["data"] if isinstance(data, dict) and "data" in data else data
+
+
+def database_url() -> str:
+    return f"postgresql://postgres:@/{DATABASE}?host={STATE_DIR / 'pgdata'}"
+
+
+def seed(base: str) -> dict[str, Any]:
+    """The three authors, their followers, and a reader who follows them all."""
+    keys, ids, usernames = {}, {}, {}
+    for name in AUTHORS:
+        made = _call(base, "POST", "/api/agents/register", body={"name": f"bench {name}"})
+        keys[name], ids[name], usernames[name] = made["api_key"], made["agent_id"], made["username"]
+    reader = _call(base, "POST", "/api/agents/register", body={"name": "bench reader"})
+    with psycopg.connect(database_url(), autocommit=True) as db:
+        for name, count in AUTHORS.items():
+            if count == 0:
+                continue
+            _call(base, "POST", f"/api/agents/{usernames[name]}/follow", reader["api_key"])
+            prefix = f"f{name}"
+            db.execute(
+                "INSERT INTO agents (id, username, name, display_name)"
+                " SELECT gen_random_uuid(), %s || g, 'Fan', 'Fan'"
+                " FROM generate_series(1, %s) g",
+                (prefix, count - 1),
+            )
+            db.execute(
+                "INSERT INTO follows (follower_id, followee_id)"
+                " SELECT id, %s FROM agents WHERE username LIKE %s",
+                (ids[name], f"{prefix}%"),
+            )
+            db.execute("UPDATE agents SET followers_count = %s WHERE id = %s", (count, ids[name]))
+    return {"keys": keys, "ids": ids, "reader": reader["api_key"]}
+
+
+def create_patterns(base: str, facts: dict[str, Any]) -> dict[str, list[float]]:
+    """CREATES patterns per author, interleaved, each request timed (ms)."""
+    latencies: dict[str, list[float]] = {name: [] for name in AUTHORS}
+    body = {
+        "description": "A pattern published by the notification benchmark.",
+        "content": "Queue the fan-out, answer at once, notify in batches. " * 20,
+    }
+    for i in range(CREATES):
+        for name in AUTHORS:
+            started = time.perf_counter()
+            _call(
+                base,
+                "POST",
+                "/api/patterns",
+                facts["keys"][name],
+                {**body, "title": f"Fan-out benchmark pattern {name} {i}"},
+            )
+            latencies[name].append((time.perf_counter() - started) * 1000)
+    return latencies
+
+
+def wait_for_fanouts(expected_jobs: int, timeout_s: float = 1800.0) -> dict[str, Any]:
+    """Until every job is done; then each author's fan-out durations and rate."""
+    deadline = time.monotonic() + timeout_s
+    with psycopg.connect(database_url(), autocommit=True) as db:
+        while True:
+            done, pending = db.execute(
+                "SELECT count(*) FILTER (WHERE status = 'done'),"
+                " count(*) FILTER (WHERE status = 'pending') FROM fanout_jobs"
+            ).fetchone() or (0, 0)
+            if done >= expected_jobs and pending == 0:
+                break
+            if time.monotonic() > deadline:
+                raise RuntimeError(f"fan-out not finished: {done} done, {pending} pending")
+            time.sleep(0.5)
+        rows = db.execute(
+            "SELECT a.followers_count, j.delivered, j.batches,"
+            " extract(epoch FROM j.finished_at - j.created_at),"
+            " j.created_at, j.finished_at"
+            " FROM fanout_jobs j JOIN agents a ON a.id = j.actor_id ORDER BY j.created_at"
+        ).fetchall()
+        duplicates = db.execute(
+            "SELECT count(*) FROM (SELECT 1 FROM notifications WHERE kind = 'new_pattern'"
+            " GROUP BY recipient_id, target_id HAVING count(*) > 1) d"
+        ).fetchone()
+        made = db.execute(
+            "SELECT count(*) FROM notifications WHERE kind = 'new_pattern'"
+        ).fetchone()
+    by_followers: dict[int, list[tuple[int, float]]] = {}
+    for followers, delivered, _batches, seconds, _c, _f in rows:
+        by_followers.setdefault(int(followers), []).append((int(delivered), float(seconds)))
+    first, last = min(r[4] for r in rows), max(r[5] for r in rows)
+    return {
+        "by_followers": by_followers,
+        "total_notifications": int(made[0]) if made else 0,
+        "duplicates": int(duplicates[0]) if duplicates else -1,
+        "span_s": (last - first).total_seconds(),
+    }
+
+
+def percentile(values: list[float], q: float) -> float:
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, round(q / 100 * (len(ordered) - 1)))]
+
+
+def docs_section(
+    latencies: dict[str, list[float]],
+    fanout: dict[str, Any],
+    rows: list[tuple[str, WrkResult]],
+    args: argparse.Namespace,
+    wrk_ver: str,
+    load_before: float,
+) -> str:
+    lines = [
+        *section_head(START_MARK, "Notifications through Serve", "social_bench.py", load_before),
+        f"- Data: three authors with {', '.join(f'{n:,}' for n in AUTHORS.values())} "
+        f"followers; {CREATES} patterns each, created one request at a time, the three "
+        "authors in turn, so later creates run while earlier fan-outs are being written. "
+        "Followers written straight to Postgres; everything else over HTTP. Fresh state in "
+        "`.cairn/bench-social`.",
+        f"- Through Serve: `cairn run --port {PORT}` (HAProxy, 2 `Api` replicas, the "
+        "DispatchActor with batches of 500); the fan-out runs on the same 2 cores.",
+        "",
+        "| Author's followers | creates | p50 ms | p95 ms | max ms |",
+        "|---:|---:|---:|---:|---:|",
+    ]
+    for name, followers in AUTHORS.items():
+        ms = latencies[name]
+        lines.append(
+            f"| {followers:,} | {len(ms)} | {statistics.median(ms):.1f} | "
+            f"{percentile(ms, 95):.1f} | {max(ms):.1f} |"
+        )
+    lines += [
+        "",
+        "| Fan-out of one pattern to | jobs | median time to the last follower | rate |",
+        "|---:|---:|---:|---:|",
+    ]
+    for followers, jobs in sorted(fanout["by_followers"].items()):
+        seconds = statistics.median(s for _, s in jobs)
+        delivered = statistics.median(d for d, _ in jobs)
+        rate = delivered / seconds if seconds > 0 else float("nan")
+        lines.append(f"| {followers:,} | {len(jobs)} | {seconds:.2f} s | {rate:,.0f} /s |")
+    lines += [
+        "",
+        f"All {fanout['total_notifications']:,} new-pattern notifications were written "
+        f"within {fanout['span_s']:.1f} s of the first create; followers with more than "
+        f"one notification for a pattern: {fanout['duplicates']}. The time to the last "
+        "follower includes the wait behind the jobs queued before it (one dispatcher "
+        "works the queue oldest first).",
+        "",
+        f"{wrk_ver}, `-t{THREADS} -c{args.connections} -d{args.duration}s --latency` after "
+        f"a {args.warmup} s warm-up; wrk on the same machine:",
+        "",
+        *serve_table(rows),
+        "",
+        "Reproduce: `make bench` (or `.venv/bin/python -m benchmarks.social_bench`).",
+        END_MARK,
+    ]
+    return "\n".join(lines) + "\n"
+
+
+def parse_args(argv: list[str] | None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(prog="python -m benchmarks.social_bench")
+    wrk_options(parser, connections=16)
+    return parser.parse_args(argv)
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parse_args(argv)
+    stop_on_sigterm()
+    env = server_env(BENCH_ENV)
+    for key in DROPPED_ENV:
+        os.environ.pop(key, None)
+    wrk = ensure_wrk()
+    wrk_ver = wrk_version(wrk)
+    if leftover_processes(wait_s=0, state_dir=STATE_DIR):
+        raise SystemExit(f"bench: processes of an earlier run still use {STATE_DIR}")
+    shutil.rmtree(STATE_DIR, ignore_errors=True)
+    STATE_DIR.mkdir(parents=True)
+    load_before = os.getloadavg()[0]
+    with serve_running(PORT, env, STATE_DIR) as serve:
+        print("bench: seeding", flush=True)
+        facts = seed(serve.base)
+        print("bench: creating patterns", flush=True)
+        latencies = create_patterns(serve.base, facts)
+        for name, ms in latencies.items():
+            print(f"bench: create ({AUTHORS[name]:,} followers) p50 {statistics.median(ms):.1f} ms")
+        jobs = CREATES * sum(1 for n in AUTHORS.values() if n)
+        fanout = wait_for_fanouts(jobs)
+        print(f"bench: fan-out {fanout}", flush=True)
+        if fanout["duplicates"]:
+            raise RuntimeError("a follower got a pattern's notification twice")
+        with tempfile.TemporaryDirectory(prefix="cairn-bench-") as tmp:
+            key_script = Path(tmp) / "key.lua"
+            key_script.write_text(KEY_SCRIPT.format(key=facts["reader"]))
+
+            def run(label: str, url: str, script: Path | None) -> WrkResult:
+                return measure_url(
+                    wrk,
+                    label,
+                    url,
+                    duration=args.duration,
+                    warmup=args.warmup,
+                    connections=args.connections,
+                    script=script,
+                )
+
+            rows = [
+                (
+                    f"GET /api/notifications (a reader with {CREATES * (len(AUTHORS) - 1)} "
+                    "notifications, 20 a page)",
+                    run("notifications", f"{serve.base}/api/notifications", key_script),
+                ),
+                (
+                    "GET /api/analytics (cached)",
+                    run("analytics", f"{serve.base}/api/analytics", None),
+                ),
+            ]
+    if not args.no_docs:
+        write_docs(
+            docs_section(latencies, fanout, rows, args, wrk_ver, load_before),
+            start_mark=START_MARK,
+            end_mark=END_MARK,
+        )
+        print("bench: wrote docs/benchmarks.md", flush=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
