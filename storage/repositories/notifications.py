@@ -23,7 +23,6 @@ from storage.models import Agent, EmailPreference, FanoutJob, MailMessage, Notif
 from storage.models.base import utcnow
 from storage.models.patterns import PUBLIC_PATTERN_SQL
 from storage.models.social import MAIL_PREFERENCE
-from storage.repositories import rows
 
 PREFERENCES = tuple(MAIL_PREFERENCE.values())
 # Below every uuid4: where a fan-out starts.
@@ -90,17 +89,34 @@ def _mine(recipient_id: uuid.UUID, unread_only: bool = False) -> Any:
 async def page(
     session: AsyncSession, recipient_id: uuid.UUID, unread_only: bool, page: int, limit: int
 ) -> tuple[list[tuple[Notification, Agent | None]], int]:
-    """The recipient's notifications, newest first, with each one's actor."""
+    """The recipient's notifications, newest first, with each one's actor.
+
+    The page is cut first and only its rows are joined to their actors: an
+    index lookup each, however many notifications and agents there are."""
     condition = _mine(recipient_id, unread_only)
-    listed = (
-        select(Notification, Agent, func.count().over())
-        .outerjoin(Agent, col(Agent.id) == col(Notification.actor_id))
+    newest = (col(Notification.created_at).desc(), col(Notification.id).desc())
+    cut = (
+        select(Notification, func.count().over().label("total"))
         .where(condition)
-        .order_by(col(Notification.created_at).desc(), col(Notification.id).desc())
+        .order_by(*newest)
+        .offset((page - 1) * limit)
+        .limit(limit)
+        .subquery()
     )
+    shown = aliased(Notification, cut)
+    found = (
+        await session.exec(
+            select(shown, Agent, cut.c.total)
+            .outerjoin(Agent, col(Agent.id) == shown.actor_id)
+            .order_by(shown.created_at.desc(), shown.id.desc())  # type: ignore[attr-defined]
+        )
+    ).all()
+    if found:
+        return [(n, a) for n, a, _ in found], int(found[-1][-1])
+    if page == 1:
+        return [], 0
     count = select(func.count()).select_from(Notification).where(condition)
-    found, total = await rows.counted_page(session, listed, count, (page - 1) * limit, limit)
-    return [(n, a) for n, a, _ in found], total
+    return [], int((await session.exec(count)).one())
 
 
 async def unread_count(session: AsyncSession, recipient_id: uuid.UUID) -> int:
