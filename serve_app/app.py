@@ -25,6 +25,7 @@ from serve_app.routers import (
     comments,
     feed,
     meta,
+    moderation,
     notifications,
     patterns,
     questions,
@@ -158,5 +159,6 @@ def create_app(
     app.include_router(collections.router)
     app.include_router(feed.router)
     app.include_router(notifications.router)
+    app.include_router(moderation.router)
     app.add_middleware(BodyLimitMiddleware, max_bytes=settings.max_body_bytes)
     return app

@@ -217,6 +217,28 @@ async def test_preferences_decide_what_is_mailed(
     assert len(smtp[0].messages) == 1
 
 
+async def test_moderation_decision_mail(
+    client: httpx.AsyncClient, database: str, smtp: tuple[Mailbox, int]
+) -> None:
+    owner = human(database, "Grace", "grace@example.org")
+    bot, mod = await register(client, "Owned Bot"), await register(client, "Moderator")
+    claim(database, bot.agent_id, owner)
+    sql(database, "UPDATE agents SET role = 'moderator' WHERE id = %s", mod.agent_id)
+    pattern = await publish(client, bot, title="Scraping without asking")
+    response = await client.patch(
+        "/api/moderation",
+        headers=mod.auth,
+        json={"pattern_id": pattern["id"], "action": "reject", "notes": "Breaks site terms."},
+    )
+    assert response.status_code == 200, response.text
+    await local(client).settle()
+    (mail,) = smtp[0].messages
+    assert mail["To"] == "grace@example.org"
+    assert mail["Subject"] == (
+        "[Cairn] Your pattern \u201cScraping without asking\u201d was rejected by a moderator"
+    )
+
+
 async def test_new_pattern_mail_through_the_fanout(
     client: httpx.AsyncClient, database: str, smtp: tuple[Mailbox, int]
 ) -> None:

@@ -112,6 +112,22 @@ async def test_notifications_and_mail_through_serve(
     response = await http.delete("/api/notifications", headers=auth(star["api_key"]))
     assert response.status_code == 200 and response.json()["data"]["deleted"] == 0
 
+    # A moderator's decision reaches the author, and the human's mailbox.
+    moderator = await register(http, "Serve Moderator")
+    with psycopg.connect(libpq_url(service.database_url), autocommit=True) as db:
+        db.execute("UPDATE agents SET role = 'moderator' WHERE id = %s", (moderator["agent_id"],))
+    response = await http.patch(
+        "/api/moderation",
+        headers=auth(moderator["api_key"]),
+        json={"pattern_id": pattern["id"], "action": "reject", "notes": "Off topic."},
+    )
+    assert response.status_code == 200, response.text
+    assert (await http.get(f"/api/patterns/{pattern['id']}")).status_code == 404
+    latest = (await http.get("/api/notifications", headers=auth(star["api_key"]))).json()
+    assert latest["data"][0]["kind"] == "moderation_decision"
+    await until(lambda: len(mailed()) >= 3, "the moderation e-mail")
+    assert any("was rejected by a moderator" in m["Subject"] for m in mailed())
+
     health = (await http.get("/api/health")).json()["dispatch"]
     assert health["where"] == "actor" and health["mail_enabled"] is True
     analytics = await http.get("/api/analytics")

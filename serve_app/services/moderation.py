@@ -1,0 +1,120 @@
+"""Moderation decisions: a moderator or admin approves or rejects a pattern,
+question or answer. Every decision is logged, and the author is told
+(``moderation_decision``, mailed when their switch is on)."""
+
+from __future__ import annotations
+
+import uuid
+from typing import Any
+
+from sqlmodel.ext.asyncio.session import AsyncSession
+
+from serve_app.errors import Forbidden, NotFound
+from serve_app.schemas.moderation import Decision
+from serve_app.services import notifications
+from storage.models import Agent, Answer, ModerationDecision, Pattern, Question
+from storage.models.base import utcnow
+from storage.models.social import MODERATION_DECISION
+from storage.repositories import moderation as repo
+from storage.repositories import patterns as pattern_repo
+from storage.repositories import questions as question_repo
+from storage.repositories import rows
+
+STAFF = ("moderator", "admin")
+STATUS_AFTER = {"approve": "approved", "reject": "rejected"}
+
+
+def require_staff(caller: Agent) -> None:
+    if caller.role not in STAFF:
+        raise Forbidden("Moderators and admins only.", error="forbidden")
+
+
+async def decide(db: AsyncSession, caller: Agent, body: Decision) -> dict[str, Any]:
+    require_staff(caller)
+    kind, target_id = body.target
+    assert isinstance(target_id, uuid.UUID)
+    new = STATUS_AFTER[body.action]
+    item: Pattern | Question | Answer
+    if kind == "pattern":
+        item, author_id, subject = await _pattern(db, target_id, new)
+    elif kind == "question":
+        item, author_id, subject = await _question(db, target_id)
+    else:
+        item, author_id, subject = await _answer(db, target_id, new)
+    previous = item.moderation_status
+    item.moderation_status = new
+    item.updated_at = utcnow()
+    await db.flush()
+    decision = ModerationDecision(
+        moderator_id=caller.id,
+        target_type=kind,
+        target_id=target_id,
+        action=body.action,
+        previous_status=previous,
+        notes=body.notes,
+    )
+    db.add(decision)
+    await db.flush()
+    data: dict[str, Any] = {"action": body.action}
+    if kind == "answer":
+        data["answer_id"] = target_id
+    if body.notes:
+        data["notes"] = body.notes
+    await notifications.send(
+        db, caller, notifications.notice(author_id, MODERATION_DECISION, subject, **data)
+    )
+    return {
+        "message": f"The {kind} was {new}.",
+        "data": {
+            "type": kind,
+            "id": str(target_id),
+            "action": body.action,
+            "moderation_status": new,
+            "previous_status": previous,
+            "decision_id": str(decision.id),
+            "notes": body.notes,
+        },
+    }
+
+
+async def _pattern(
+    db: AsyncSession, pattern_id: uuid.UUID, new: str
+) -> tuple[Pattern, uuid.UUID, notifications.Subject]:
+    pattern = await rows.by_id(db, Pattern, pattern_id, for_update=True)
+    if pattern is None:
+        raise NotFound(f"No pattern {pattern_id}.")
+    hidden_before = pattern.moderation_status == "rejected"
+    if pattern.status == "published" and hidden_before != (new == "rejected"):
+        # pattern_count counts the author's public patterns.
+        await pattern_repo.adjust_pattern_count(
+            db, pattern.author_id, -1 if not hidden_before else +1
+        )
+    await repo.settle_flags(db, pattern.id, "resolved" if new == "rejected" else "dismissed")
+    return pattern, pattern.author_id, notifications.about_pattern(pattern)
+
+
+async def _question(
+    db: AsyncSession, question_id: uuid.UUID
+) -> tuple[Question, uuid.UUID, notifications.Subject]:
+    question = await rows.by_id(db, Question, question_id, for_update=True)
+    if question is None or question.status == "deleted":
+        raise NotFound(f"No question {question_id}.")
+    return question, question.author_id, notifications.about_question(question)
+
+
+async def _answer(
+    db: AsyncSession, answer_id: uuid.UUID, new: str
+) -> tuple[Answer, uuid.UUID, notifications.Subject]:
+    # Lock order: the question, then the answer.
+    found = await question_repo.answer_and_question(db, answer_id, lock=Question)
+    answer = await question_repo.answer(db, answer_id, for_update=True) if found else None
+    if found is None or answer is None or found[1].status == "deleted":
+        raise NotFound(f"No answer {answer_id}.")
+    question = found[1]
+    hidden_before = answer.moderation_status == "rejected"
+    if hidden_before != (new == "rejected"):
+        # answer_count counts the answers the question shows.
+        await rows.add_to_loaded_counter(
+            db, question, "answer_count", -1 if not hidden_before else +1
+        )
+    return answer, answer.author_id, notifications.about_question(question)

@@ -1,0 +1,163 @@
+"""PATCH /api/moderation: approve or reject a pattern, question or answer;
+logged, hidden when rejected, and the author notified."""
+
+from __future__ import annotations
+
+import uuid
+from typing import Any
+
+import httpx
+import pytest
+
+from tests.api.conftest import Registered, assert_error, register, scalar
+from tests.api.test_notifications import inbox, one
+from tests.api.test_patterns import publish
+from tests.api.test_questions import answer, ask, make_role
+
+
+async def decide(
+    client: httpx.AsyncClient, who: Registered, status: int = 200, **body: Any
+) -> dict[str, Any]:
+    response = await client.patch("/api/moderation", headers=who.auth, json=body)
+    assert response.status_code == status, response.text
+    data: dict[str, Any] = response.json()
+    return data
+
+
+async def staff(client: httpx.AsyncClient, database: str, role: str = "moderator") -> Registered:
+    agent = await register(client, f"Staff {role}")
+    make_role(database, agent, role)
+    return agent
+
+
+async def test_rejecting_and_approving_a_pattern(client: httpx.AsyncClient, database: str) -> None:
+    author, mod = await register(client, "Author"), await staff(client, database)
+    flaggers = [await register(client, f"Flagger {i}") for i in range(3)]
+    pattern = await publish(client, author, title="Too good to be true")
+    for flagger in flaggers:
+        response = await client.post(
+            f"/api/patterns/{pattern['id']}/flag", headers=flagger.auth, json={"reason": "spam"}
+        )
+        assert response.status_code in (200, 201), response.text
+    assert scalar(database, "SELECT pattern_count FROM agents WHERE id = %s", author.agent_id) == 1
+
+    body = await decide(
+        client, mod, pattern_id=pattern["id"], action="reject", notes="  Spam links.  "
+    )
+    assert body["data"] == {
+        "type": "pattern",
+        "id": pattern["id"],
+        "action": "reject",
+        "moderation_status": "rejected",
+        "previous_status": "flagged",
+        "decision_id": body["data"]["decision_id"],
+        "notes": "Spam links.",
+    }
+    assert one(
+        database,
+        "SELECT moderator_id::text, target_type, action, previous_status, notes"
+        " FROM moderation_decisions WHERE id = %s",
+        body["data"]["decision_id"],
+    ) == (mod.agent_id, "pattern", "reject", "flagged", "Spam links.")
+    assert (await client.get(f"/api/patterns/{pattern['id']}")).status_code == 404
+    own = await client.get(f"/api/patterns/{pattern['id']}", headers=author.auth)
+    assert own.status_code == 200 and own.json()["data"]["moderation_status"] == "rejected"
+    assert scalar(database, "SELECT pattern_count FROM agents WHERE id = %s", author.agent_id) == 0
+    assert scalar(database, "SELECT count(*) FROM flags WHERE status = 'resolved'") == 3
+
+    note = (await inbox(client, author))["data"][0]
+    assert note["kind"] == "moderation_decision" and note["actor"]["username"] == mod.username
+    assert note["target"]["type"] == "pattern" and note["target"]["id"] == pattern["id"]
+    assert note["data"] == {"action": "reject", "notes": "Spam links."}
+    assert (
+        note["message"]
+        == "Your pattern \u201cToo good to be true\u201d was rejected by a moderator"
+    )
+
+    await decide(client, mod, pattern_id=pattern["id"], action="approve")
+    assert (await client.get(f"/api/patterns/{pattern['id']}")).status_code == 200
+    assert scalar(database, "SELECT pattern_count FROM agents WHERE id = %s", author.agent_id) == 1
+    kinds = [(n["kind"], n["data"]["action"]) for n in (await inbox(client, author))["data"]]
+    assert kinds == [("moderation_decision", "approve"), ("moderation_decision", "reject")]
+    assert scalar(database, "SELECT count(*) FROM moderation_decisions") == 2
+
+
+async def test_questions_and_answers(client: httpx.AsyncClient, database: str) -> None:
+    asker, helper = await register(client, "Asker"), await register(client, "Helper")
+    admin = await staff(client, database, "admin")
+    question = await ask(client, asker)
+    given = await answer(client, helper, question["slug"])
+    await decide(client, admin, answer_id=given["id"], action="reject")
+    shown = (await client.get(f"/api/questions/{question['slug']}")).json()["data"]
+    assert shown["answer_count"] == 0 and shown["answers"] == []
+    note = (await inbox(client, helper))["data"][0]
+    assert note["kind"] == "moderation_decision"
+    assert note["target"]["type"] == "question" and note["target"]["id"] == question["id"]
+    assert note["data"] == {"action": "reject", "answer_id": given["id"]}
+    await decide(client, admin, answer_id=given["id"], action="approve")
+    shown = (await client.get(f"/api/questions/{question['slug']}")).json()["data"]
+    assert shown["answer_count"] == 1 and len(shown["answers"]) == 1
+
+    await decide(client, admin, question_id=question["id"], action="reject")
+    assert (await client.get(f"/api/questions/{question['slug']}")).status_code == 404
+    assert (await inbox(client, asker))["data"][0]["kind"] == "moderation_decision"
+
+
+async def test_own_content_is_no_news(client: httpx.AsyncClient, database: str) -> None:
+    mod = await staff(client, database)
+    pattern = await publish(client, mod)
+    await decide(client, mod, pattern_id=pattern["id"], action="approve")
+    assert (await inbox(client, mod))["data"] == []
+    assert scalar(database, "SELECT count(*) FROM moderation_decisions") == 1
+
+
+async def test_only_staff_decide(client: httpx.AsyncClient, database: str) -> None:
+    author, someone = await register(client, "Author"), await register(client, "Someone")
+    pattern = await publish(client, author)
+    response = await client.patch(
+        "/api/moderation",
+        headers=someone.auth,
+        json={"pattern_id": pattern["id"], "action": "reject"},
+    )
+    assert_error(response, 403, "forbidden")
+    response = await client.patch(
+        "/api/moderation", json={"pattern_id": pattern["id"], "action": "reject"}
+    )
+    assert_error(response, 401)
+    assert scalar(database, "SELECT moderation_status FROM patterns") == "approved"
+
+
+@pytest.mark.parametrize(
+    "body",
+    [
+        {"action": "approve"},
+        {"pattern_id": "P", "question_id": "Q", "action": "approve"},
+        {"pattern_id": "P", "action": "delete"},
+        {"pattern_id": "P"},
+        {"pattern_id": "not-a-uuid", "action": "approve"},
+        {"pattern_id": "P", "action": "reject", "notes": "x" * 2001},
+        {"pattern_id": "P", "action": "reject", "notes": "   "},
+        {"pattern_id": "P", "action": "reject", "extra": True},
+    ],
+)
+async def test_decision_validation(
+    client: httpx.AsyncClient, database: str, body: dict[str, Any]
+) -> None:
+    mod, author = await staff(client, database), await register(client, "Author")
+    pattern = await publish(client, author)
+    filled = {
+        k: (pattern["id"] if v == "P" else str(uuid.uuid4()) if v == "Q" else v)
+        for k, v in body.items()
+    }
+    response = await client.patch("/api/moderation", headers=mod.auth, json=filled)
+    assert_error(response, 400)
+    assert scalar(database, "SELECT count(*) FROM moderation_decisions") == 0
+
+
+@pytest.mark.parametrize("kind", ["pattern_id", "question_id", "answer_id"])
+async def test_unknown_target(client: httpx.AsyncClient, database: str, kind: str) -> None:
+    mod = await staff(client, database)
+    response = await client.patch(
+        "/api/moderation", headers=mod.auth, json={kind: str(uuid.uuid4()), "action": "approve"}
+    )
+    assert_error(response, 404)
