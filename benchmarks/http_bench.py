@@ -242,6 +242,30 @@ def http_json(
         return exc.code, exc.read().decode(errors="replace")
 
 
+def api_call(base: str, method: str, path: str, key: str | None = None, body: Any = None) -> Any:
+    """One API call with an optional key; its ``data`` (or whole body); raises on >= 300."""
+    headers = {"Authorization": f"Bearer {key}"} if key else {}
+    status, data = http_json(method, base + path, body, timeout=30, headers=headers)
+    if status >= 300:
+        raise RuntimeError(f"{method} {path} answered {status}: {data}")
+    return data["data"] if isinstance(data, dict) and "data" in data else data
+
+
+def fresh_serve_run(state_dir: Path, bench_env: dict[str, str]) -> tuple[dict[str, str], str, str]:
+    """The start of a benchmark on its own service: its environment, wrk and
+    wrk's version, and an empty state folder (refused while a run uses it)."""
+    stop_on_sigterm()
+    env = server_env(bench_env)
+    for key in DROPPED_ENV:
+        os.environ.pop(key, None)
+    wrk = ensure_wrk()
+    if leftover_processes(wait_s=0, state_dir=state_dir):
+        raise SystemExit(f"bench: processes of an earlier run still use {state_dir}")
+    shutil.rmtree(state_dir, ignore_errors=True)
+    state_dir.mkdir(parents=True)
+    return env, wrk, wrk_version(wrk)
+
+
 class Server:
     """A server subprocess whose output goes to a log file and a ring of lines."""
 

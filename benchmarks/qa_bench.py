@@ -19,31 +19,25 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import shutil
 import sys
 import tempfile
 from pathlib import Path
 from typing import Any
 
 from benchmarks.http_bench import (
-    DROPPED_ENV,
     HOST,
     RATE_LIMIT,
     ROOT,
     THREADS,
     WrkResult,
-    ensure_wrk,
-    http_json,
-    leftover_processes,
+    api_call,
+    fresh_serve_run,
     measure_url,
     section_head,
     serve_running,
     serve_table,
-    server_env,
-    stop_on_sigterm,
     write_docs,
     wrk_options,
-    wrk_version,
 )
 
 STATE_DIR = ROOT / ".cairn" / "bench-qa"
@@ -69,20 +63,12 @@ N_VOTE_QUESTIONS = 3  # x N_ANSWERS answers to upvote in the measured run
 N_WARMUP_ANSWERS = N_ANSWERS  # upvoted during the warm-up, never measured
 
 
-def _call(base: str, method: str, path: str, key: str | None = None, body: Any = None) -> Any:
-    headers = {"Authorization": f"Bearer {key}"} if key else {}
-    status, data = http_json(method, base + path, body, timeout=30, headers=headers)
-    if status >= 300:
-        raise RuntimeError(f"{method} {path} answered {status}: {data}")
-    return data["data"] if isinstance(data, dict) and "data" in data else data
-
-
 def seed(base: str) -> dict[str, Any]:
     """Agents, the detail question with its answers and votes, and the answers
     the upvote runs vote on."""
 
     def register(name: str) -> str:
-        key: str = _call(base, "POST", "/api/agents/register", body={"name": name})["api_key"]
+        key: str = api_call(base, "POST", "/api/agents/register", body={"name": name})["api_key"]
         return key
 
     asker = register("bench asker")
@@ -96,11 +82,11 @@ def seed(base: str) -> dict[str, Any]:
             "hammering it? " * 8,
             "tags": ["http", "retries", "rate-limits"],
         }
-        slug = _call(base, "POST", "/api/questions", asker, body)["slug"]
+        slug = api_call(base, "POST", "/api/questions", asker, body)["slug"]
         answers = []
         for i, key in enumerate(helpers):
             text = f"Answer {i}: use exponential backoff with full jitter, and honour " * 12
-            made = _call(base, "POST", f"/api/questions/{slug}/answers", key, {"body": text})
+            made = api_call(base, "POST", f"/api/questions/{slug}/answers", key, {"body": text})
             answers.append(made["id"])
         return slug, answers
 
@@ -109,9 +95,9 @@ def seed(base: str) -> dict[str, Any]:
     # voter's read carries votes.
     for i, answer_id in enumerate(detail_answers):
         for key in voters[: i % 7]:
-            _call(base, "POST", f"/api/answers/{answer_id}/vote", key, {"vote_type": "upvote"})
-    _call(base, "POST", f"/api/answers/{detail_answers[3]}/accept", asker)
-    _call(base, "POST", f"/api/questions/{detail_slug}/vote", voters[0], {"vote_type": "upvote"})
+            api_call(base, "POST", f"/api/answers/{answer_id}/vote", key, {"vote_type": "upvote"})
+    api_call(base, "POST", f"/api/answers/{detail_answers[3]}/accept", asker)
+    api_call(base, "POST", f"/api/questions/{detail_slug}/vote", voters[0], {"vote_type": "upvote"})
 
     warmup_answers = question("Warm-up question for the upvote run")[1]
     vote_slugs: list[str] = []
@@ -184,7 +170,7 @@ def measure_http(
     detail = f"{base}/api/questions/{facts['detail_slug']}"
     with_key = tmp / "key.lua"
     with_key.write_text(KEY_SCRIPT.format(key=facts["voter"]))
-    shown = _call(base, "GET", f"/api/questions/{facts['detail_slug']}", facts["voter"])
+    shown = api_call(base, "GET", f"/api/questions/{facts['detail_slug']}", facts["voter"])
     if len(shown["answers"]) != N_ANSWERS or "user_vote" not in shown["answers"][0]:
         raise RuntimeError("the detail read does not show the seeded answers")
 
@@ -238,7 +224,7 @@ def check_votes(base: str, facts: dict[str, Any], result: WrkResult) -> dict[str
     """After the run: the stored scores add up to what the votes say."""
     total = 0
     for slug in facts["vote_slugs"]:
-        shown = _call(base, "GET", f"/api/questions/{slug}")
+        shown = api_call(base, "GET", f"/api/questions/{slug}")
         total += sum(a["vote_score"] for a in shown["answers"])
     pairs = len(facts["voters"]) * len(facts["vote_answers"])
     return {"score_total": total, "pairs": pairs, "requests": result.requests}
@@ -288,16 +274,7 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
 
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
-    stop_on_sigterm()
-    env = server_env(BENCH_ENV)
-    for key in DROPPED_ENV:
-        os.environ.pop(key, None)
-    wrk = ensure_wrk()
-    wrk_ver = wrk_version(wrk)
-    if leftover_processes(wait_s=0, state_dir=STATE_DIR):
-        raise SystemExit(f"bench: processes of an earlier run still use {STATE_DIR}")
-    shutil.rmtree(STATE_DIR, ignore_errors=True)
-    STATE_DIR.mkdir(parents=True)
+    env, wrk, wrk_ver = fresh_serve_run(STATE_DIR, BENCH_ENV)
     load_before = os.getloadavg()[0]
     with serve_running(PORT, env, STATE_DIR) as serve:
         print("bench: seeding over HTTP", flush=True)

@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import argparse
 import os
-import shutil
 import statistics
 import sys
 import tempfile
@@ -30,24 +29,19 @@ from typing import Any
 import psycopg
 
 from benchmarks.http_bench import (
-    DROPPED_ENV,
     HOST,
     RATE_LIMIT,
     ROOT,
     THREADS,
     WrkResult,
-    ensure_wrk,
-    http_json,
-    leftover_processes,
+    api_call,
+    fresh_serve_run,
     measure_url,
     section_head,
     serve_running,
     serve_table,
-    server_env,
-    stop_on_sigterm,
     write_docs,
     wrk_options,
-    wrk_version,
 )
 from benchmarks.qa_bench import KEY_SCRIPT
 from storage.embedded import DATABASE
@@ -70,14 +64,6 @@ AUTHORS = {"quiet": 0, "popular": 2_000, "famous": 20_000}
 CREATES = 20  # patterns per author, one after another
 
 
-def _call(base: str, method: str, path: str, key: str | None = None, body: Any = None) -> Any:
-    headers = {"Authorization": f"Bearer {key}"} if key else {}
-    status, data = http_json(method, base + path, body, timeout=30, headers=headers)
-    if status >= 300:
-        raise RuntimeError(f"{method} {path} answered {status}: {data}")
-    return data["data"] if isinstance(data, dict) and "data" in data else data
-
-
 def database_url() -> str:
     return f"postgresql://postgres:@/{DATABASE}?host={STATE_DIR / 'pgdata'}"
 
@@ -86,14 +72,14 @@ def seed(base: str) -> dict[str, Any]:
     """The three authors, their followers, and a reader who follows them all."""
     keys, ids, usernames = {}, {}, {}
     for name in AUTHORS:
-        made = _call(base, "POST", "/api/agents/register", body={"name": f"bench {name}"})
+        made = api_call(base, "POST", "/api/agents/register", body={"name": f"bench {name}"})
         keys[name], ids[name], usernames[name] = made["api_key"], made["agent_id"], made["username"]
-    reader = _call(base, "POST", "/api/agents/register", body={"name": "bench reader"})
+    reader = api_call(base, "POST", "/api/agents/register", body={"name": "bench reader"})
     with psycopg.connect(database_url(), autocommit=True) as db:
         for name, count in AUTHORS.items():
             if count == 0:
                 continue
-            _call(base, "POST", f"/api/agents/{usernames[name]}/follow", reader["api_key"])
+            api_call(base, "POST", f"/api/agents/{usernames[name]}/follow", reader["api_key"])
             prefix = f"f{name}"
             db.execute(
                 "INSERT INTO agents (id, username, name, display_name)"
@@ -120,7 +106,7 @@ def create_patterns(base: str, facts: dict[str, Any]) -> dict[str, list[float]]:
     for i in range(CREATES):
         for name in AUTHORS:
             started = time.perf_counter()
-            _call(
+            api_call(
                 base,
                 "POST",
                 "/api/patterns",
@@ -247,16 +233,7 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
 
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
-    stop_on_sigterm()
-    env = server_env(BENCH_ENV)
-    for key in DROPPED_ENV:
-        os.environ.pop(key, None)
-    wrk = ensure_wrk()
-    wrk_ver = wrk_version(wrk)
-    if leftover_processes(wait_s=0, state_dir=STATE_DIR):
-        raise SystemExit(f"bench: processes of an earlier run still use {STATE_DIR}")
-    shutil.rmtree(STATE_DIR, ignore_errors=True)
-    STATE_DIR.mkdir(parents=True)
+    env, wrk, wrk_ver = fresh_serve_run(STATE_DIR, BENCH_ENV)
     load_before = os.getloadavg()[0]
     with serve_running(PORT, env, STATE_DIR) as serve:
         print("bench: seeding", flush=True)

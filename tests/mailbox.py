@@ -4,10 +4,21 @@ accepts, refuses on cue."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import socket
 import threading
+from collections.abc import Iterator
 from email import message_from_bytes, policy
 from email.message import EmailMessage
 from typing import Any
+
+from aiosmtpd.controller import Controller
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
 
 
 class Mailbox:
@@ -40,3 +51,15 @@ class Mailbox:
             self.messages.clear()
             self.refuse.clear()
             self.fail_data.clear()
+
+
+@contextlib.contextmanager
+def running_smtp() -> Iterator[tuple[Mailbox, int]]:
+    """A real SMTP server on a free loopback port, for the block."""
+    box, port = Mailbox(), free_port()
+    controller = Controller(box, hostname="127.0.0.1", port=port)
+    controller.start()
+    try:
+        yield box, port
+    finally:
+        controller.stop()

@@ -6,14 +6,12 @@ message twice."""
 from __future__ import annotations
 
 import asyncio
-import socket
 import uuid
 from collections.abc import AsyncIterator, Iterator
 from typing import Any
 
 import httpx
 import pytest
-from aiosmtpd.controller import Controller
 from fastapi import FastAPI
 from pydantic import SecretStr
 
@@ -28,24 +26,13 @@ from tests.api.conftest import CLIENT_IP, SECRET, Registered, make_settings, reg
 from tests.api.test_notifications import follow, one, seed_followers
 from tests.api.test_patterns import publish, sql
 from tests.api.test_questions import answer, ask
-from tests.mailbox import Mailbox
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
+from tests.mailbox import Mailbox, free_port, running_smtp
 
 
 @pytest.fixture(scope="module")
 def smtp() -> Iterator[tuple[Mailbox, int]]:
-    box, port = Mailbox(), free_port()
-    controller = Controller(box, hostname="127.0.0.1", port=port)
-    controller.start()
-    try:
-        yield box, port
-    finally:
-        controller.stop()
+    with running_smtp() as server:
+        yield server
 
 
 @pytest.fixture(scope="module")

@@ -16,20 +16,13 @@ from pathlib import Path
 import httpx
 import psutil
 import pytest
-from aiosmtpd.controller import Controller
 
 from serve_app.bootstrap import haproxy_dir, ray_dir
 from storage.embedded import DATABASE
-from tests.mailbox import Mailbox
+from tests.mailbox import Mailbox, free_port, running_smtp
 
 GENERAL_LIMIT = 150
 REPO_ROOT = Path(__file__).resolve().parents[2]
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
 
 
 @dataclass
@@ -80,16 +73,24 @@ def _leftovers(state_dir: Path) -> list[str]:
     return found
 
 
+def actor_process(service: Service, actor_class: str) -> psutil.Process:
+    """This service's worker process of the Ray actor ``actor_class``."""
+    for proc in psutil.process_iter(["pid", "cmdline"]):
+        if actor_class not in " ".join(proc.info.get("cmdline") or []):
+            continue
+        try:
+            if proc.environ().get("CAIRN_STATE_DIR") == str(service.state_dir):
+                return proc
+        except psutil.Error:
+            continue
+    raise AssertionError(f"no {actor_class} process for this service")
+
+
 @pytest.fixture(scope="session")
 def smtp_server() -> Iterator[tuple[Mailbox, int]]:
     """A real SMTP server for the service's e-mail."""
-    box, port = Mailbox(), free_port()
-    controller = Controller(box, hostname="127.0.0.1", port=port)
-    controller.start()
-    try:
-        yield box, port
-    finally:
-        controller.stop()
+    with running_smtp() as server:
+        yield server
 
 
 @pytest.fixture(scope="session")

@@ -17,7 +17,7 @@ import psycopg
 import pytest
 
 from storage.db import libpq_url
-from tests.e2e.conftest import Service
+from tests.e2e.conftest import Service, actor_process
 from tests.e2e.test_patterns_serve import publish
 from tests.e2e.test_service import auth, register
 
@@ -25,16 +25,7 @@ pytestmark = pytest.mark.e2e
 
 
 def dispatch_actor(service: Service) -> psutil.Process:
-    """This service's DispatchActor worker process."""
-    for proc in psutil.process_iter(["pid", "cmdline"]):
-        if "DispatchActor" not in " ".join(proc.info.get("cmdline") or []):
-            continue
-        try:
-            if proc.environ().get("CAIRN_STATE_DIR") == str(service.state_dir):
-                return proc
-        except psutil.Error:
-            continue
-    raise AssertionError("no DispatchActor process for this service")
+    return actor_process(service, "DispatchActor")
 
 
 async def until(check: Any, what: str, within: float = 60.0) -> Any:

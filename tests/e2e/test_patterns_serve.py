@@ -13,7 +13,7 @@ import httpx
 import psutil
 import pytest
 
-from tests.e2e.conftest import Service
+from tests.e2e.conftest import Service, actor_process
 from tests.e2e.test_service import auth, register
 
 pytestmark = pytest.mark.e2e
@@ -82,17 +82,7 @@ async def test_discussion_and_collections_through_serve(http: httpx.AsyncClient)
 
 
 def trending_actor(service: Service) -> psutil.Process:
-    """This service's TrendingActor worker process."""
-    for proc in psutil.process_iter(["pid", "cmdline"]):
-        cmdline = " ".join(proc.info.get("cmdline") or [])
-        if "TrendingActor" not in cmdline:
-            continue
-        try:
-            if proc.environ().get("CAIRN_STATE_DIR") == str(service.state_dir):
-                return proc
-        except psutil.Error:
-            continue
-    raise AssertionError("no TrendingActor process for this service")
+    return actor_process(service, "TrendingActor")
 
 
 async def health_trending(http: httpx.AsyncClient) -> dict[str, Any] | None:
