@@ -2,15 +2,29 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Literal
 
 from fastapi import APIRouter
 
 from serve_app.deps import CurrentCaller, Db
+from serve_app.schemas.common import Limit, Page
 from serve_app.schemas.moderation import Decision
 from serve_app.services import moderation as service
 
+Tab = Literal[
+    "pending", "flagged", "rejected", "logs", "flags", "pending_questions", "pending_answers"
+]
+
 router = APIRouter(prefix="/api/moderation", tags=["moderation"])
+
+
+@router.get("")
+async def queues(
+    caller: CurrentCaller, db: Db, tab: Tab = "pending", page: Page = 1, limit: Limit = 20
+) -> dict[str, Any]:
+    """The moderators' view: patterns `pending`, `flagged` or `rejected`, the decision
+    `logs`, open `flags`, `pending_questions`, `pending_answers`."""
+    return await service.queue(db, caller.agent, tab, page, limit)
 
 
 @router.patch("")

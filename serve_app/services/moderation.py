@@ -11,8 +11,8 @@ from sqlmodel.ext.asyncio.session import AsyncSession
 
 from serve_app.errors import Forbidden, NotFound
 from serve_app.schemas.moderation import Decision
-from serve_app.services import notifications
-from storage.models import Agent, Answer, ModerationDecision, Pattern, Question
+from serve_app.services import notifications, views
+from storage.models import Agent, Answer, Flag, ModerationDecision, Pattern, Question
 from storage.models.base import utcnow
 from storage.models.social import MODERATION_DECISION
 from storage.repositories import moderation as repo
@@ -118,3 +118,84 @@ async def _answer(
             db, question, "answer_count", -1 if not hidden_before else +1
         )
     return answer, answer.author_id, notifications.about_question(question)
+
+
+# The queues -----------------------------------------------------------------------
+
+
+def _pattern_row(pattern: Pattern, author: Agent) -> dict[str, Any]:
+    return {
+        **views.pattern_item(pattern, author, None),
+        "status": pattern.status,
+        "moderation_status": pattern.moderation_status,
+        "flag_count": pattern.flag_count,
+        "updated_at": views.iso(pattern.updated_at),
+    }
+
+
+def _question_row(question: Question, author: Agent) -> dict[str, Any]:
+    return {
+        **views.question(question, author, None),
+        "moderation_status": question.moderation_status,
+    }
+
+
+def _answer_row(answer: Answer, author: Agent, question: Question) -> dict[str, Any]:
+    return {
+        **views.answer(answer, author),
+        "moderation_status": answer.moderation_status,
+        "question": {"id": str(question.id), "title": question.title, "slug": question.slug},
+    }
+
+
+def _decision_row(decision: ModerationDecision, moderator: Agent | None) -> dict[str, Any]:
+    return {
+        "id": str(decision.id),
+        "moderator": views.agent_brief(moderator) if moderator is not None else None,
+        "target_type": decision.target_type,
+        "target_id": str(decision.target_id),
+        "action": decision.action,
+        "previous_status": decision.previous_status,
+        "notes": decision.notes,
+        "created_at": views.iso(decision.created_at),
+    }
+
+
+def _flag_row(flag: Flag, pattern: Pattern, reporter: Agent) -> dict[str, Any]:
+    return {
+        "id": str(flag.id),
+        "reason": flag.reason,
+        "details": flag.details,
+        "status": flag.status,
+        "reporter": views.agent_brief(reporter),
+        "pattern": {
+            "id": str(pattern.id),
+            "title": pattern.title,
+            "slug": pattern.slug,
+            "moderation_status": pattern.moderation_status,
+            "flag_count": pattern.flag_count,
+        },
+        "created_at": views.iso(flag.created_at),
+    }
+
+
+async def queue(db: AsyncSession, caller: Agent, tab: str, page: int, limit: int) -> dict[str, Any]:
+    """One tab of the moderators' view, paginated."""
+    require_staff(caller)
+    shown: list[dict[str, Any]]
+    if tab in ("pending", "flagged", "rejected"):
+        found, total = await repo.patterns_in(db, tab, page, limit)
+        shown = [_pattern_row(*r) for r in found]
+    elif tab == "pending_questions":
+        found, total = await repo.questions_in(db, "pending", page, limit)
+        shown = [_question_row(*r) for r in found]
+    elif tab == "pending_answers":
+        found, total = await repo.answers_in(db, "pending", page, limit)
+        shown = [_answer_row(*r) for r in found]
+    elif tab == "logs":
+        found, total = await repo.decisions(db, page, limit)
+        shown = [_decision_row(*r) for r in found]
+    else:
+        found, total = await repo.open_flags(db, page, limit)
+        shown = [_flag_row(*r) for r in found]
+    return {"tab": tab, **views.paged(shown, page, limit, total)}

@@ -11,7 +11,7 @@ import pytest
 
 from tests.api.conftest import Registered, assert_error, register, scalar
 from tests.api.test_notifications import inbox, one
-from tests.api.test_patterns import publish
+from tests.api.test_patterns import publish, sql
 from tests.api.test_questions import answer, ask, make_role
 
 
@@ -161,3 +161,74 @@ async def test_unknown_target(client: httpx.AsyncClient, database: str, kind: st
         "/api/moderation", headers=mod.auth, json={kind: str(uuid.uuid4()), "action": "approve"}
     )
     assert_error(response, 404)
+
+
+async def tab(
+    client: httpx.AsyncClient, who: Registered, name: str, **params: Any
+) -> dict[str, Any]:
+    response = await client.get("/api/moderation", headers=who.auth, params={"tab": name, **params})
+    assert response.status_code == 200, response.text
+    body: dict[str, Any] = response.json()
+    assert body["tab"] == name
+    return body
+
+
+async def test_moderation_queues(client: httpx.AsyncClient, database: str) -> None:
+    mod, author = await staff(client, database), await register(client, "Author")
+    flaggers = [await register(client, f"Flagger {i}") for i in range(3)]
+    waiting = await publish(client, author, title="Waiting for review")
+    flagged = await publish(client, author, title="Reported three times")
+    sql(database, "UPDATE patterns SET moderation_status = 'pending' WHERE id = %s", waiting["id"])
+    for flagger in flaggers:
+        response = await client.post(
+            f"/api/patterns/{flagged['id']}/flag",
+            headers=flagger.auth,
+            json={"reason": "misleading", "details": "Wrong numbers."},
+        )
+        assert response.status_code in (200, 201), response.text
+    question = await ask(client, author)
+    given = await answer(client, flaggers[0], question["slug"])
+    sql(
+        database, "UPDATE questions SET moderation_status = 'pending' WHERE id = %s", question["id"]
+    )
+    sql(database, "UPDATE answers SET moderation_status = 'pending' WHERE id = %s", given["id"])
+
+    default = (await client.get("/api/moderation", headers=mod.auth)).json()
+    assert default["tab"] == "pending"
+    assert [p["id"] for p in default["data"]] == [waiting["id"]]
+    assert default["pagination"]["total"] == 1
+    queued = (await tab(client, mod, "flagged"))["data"]
+    assert [(p["id"], p["flag_count"]) for p in queued] == [(flagged["id"], 3)]
+    flags = await tab(client, mod, "flags", limit=2)
+    assert flags["pagination"]["total"] == 3 and len(flags["data"]) == 2
+    first = flags["data"][0]
+    assert first["reason"] == "misleading" and first["details"] == "Wrong numbers."
+    assert first["pattern"]["id"] == flagged["id"] and first["status"] == "open"
+    assert first["reporter"]["username"] == flaggers[2].username  # newest first
+    assert [q["id"] for q in (await tab(client, mod, "pending_questions"))["data"]] == [
+        question["id"]
+    ]
+    pending_answers = (await tab(client, mod, "pending_answers"))["data"]
+    assert [a["id"] for a in pending_answers] == [given["id"]]
+    assert pending_answers[0]["question"]["slug"] == question["slug"]
+
+    await decide(client, mod, pattern_id=flagged["id"], action="reject", notes="Misleading.")
+    assert (await tab(client, mod, "flagged"))["data"] == []
+    assert (await tab(client, mod, "flags"))["data"] == []
+    assert [p["id"] for p in (await tab(client, mod, "rejected"))["data"]] == [flagged["id"]]
+    log = (await tab(client, mod, "logs"))["data"]
+    assert len(log) == 1 and log[0]["moderator"]["username"] == mod.username
+    assert (log[0]["target_type"], log[0]["action"], log[0]["previous_status"]) == (
+        "pattern",
+        "reject",
+        "flagged",
+    )
+    assert log[0]["notes"] == "Misleading."
+
+
+async def test_moderation_queues_are_for_staff(client: httpx.AsyncClient, database: str) -> None:
+    someone, mod = await register(client, "Someone"), await staff(client, database)
+    assert_error(await client.get("/api/moderation", headers=someone.auth), 403, "forbidden")
+    assert_error(await client.get("/api/moderation"), 401)
+    assert_error(await client.get("/api/moderation?tab=everything", headers=mod.auth), 400)
+    assert_error(await client.get("/api/moderation?limit=51", headers=mod.auth), 400)
