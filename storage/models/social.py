@@ -124,6 +124,8 @@ class MailMessage(SQLModel, table=True):
     __table_args__ = (
         CheckConstraint("status IN ('pending', 'sent', 'failed')", name="ck_mail_status"),
         Index("ix_mail_due", "next_attempt_at", postgresql_where=text("status = 'pending'")),
+        # Failures are rare; /api/health counts them without reading the sent mail.
+        Index("ix_mail_failed", "created_at", postgresql_where=text("status = 'failed'")),
     )
 
     id: uuid.UUID = id_field()

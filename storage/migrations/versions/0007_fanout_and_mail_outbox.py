@@ -83,9 +83,17 @@ def upgrade() -> None:
         unique=False,
         postgresql_where=sa.text("status = 'pending'"),
     )
+    op.create_index(
+        "ix_mail_failed",
+        "mail_outbox",
+        ["created_at"],
+        unique=False,
+        postgresql_where=sa.text("status = 'failed'"),
+    )
 
 
 def downgrade() -> None:
+    op.drop_index("ix_mail_failed", table_name="mail_outbox")
     op.drop_index("ix_mail_due", table_name="mail_outbox")
     op.drop_index("ix_mail_outbox_recipient_id", table_name="mail_outbox")
     op.drop_table("mail_outbox")
