@@ -12,6 +12,7 @@ from sqlmodel.ext.asyncio.session import AsyncSession
 from serve_app.errors import Forbidden, NotFound
 from serve_app.schemas.moderation import Decision
 from serve_app.services import notifications, views
+from serve_app.services.questions import STAFF
 from storage.models import Agent, Answer, Flag, ModerationDecision, Pattern, Question
 from storage.models.base import utcnow
 from storage.models.social import MODERATION_DECISION
@@ -20,7 +21,6 @@ from storage.repositories import patterns as pattern_repo
 from storage.repositories import questions as question_repo
 from storage.repositories import rows
 
-STAFF = ("moderator", "admin")
 STATUS_AFTER = {"approve": "approved", "reject": "rejected"}
 
 
