@@ -18,6 +18,7 @@ from urllib.parse import urlsplit
 from pydantic import Field, SecretStr, field_validator
 from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
 
+from actors.mail import parse_smtp_url
 from actors.ratelimit import Rule
 
 _PERIODS = {
@@ -107,6 +108,14 @@ class Settings(BaseSettings):
         if isinstance(value, list):
             for cidr in value:
                 ipaddress.ip_network(str(cidr), strict=False)  # raises on garbage
+        return value
+
+    @field_validator("smtp_url")
+    @classmethod
+    def _valid_smtp_url(cls, value: SecretStr | None) -> SecretStr | None:
+        # A typo fails `cairn run` at start, not the first e-mail an hour later.
+        if value is not None and value.get_secret_value().strip():
+            parse_smtp_url(value.get_secret_value())
         return value
 
     @field_validator(
