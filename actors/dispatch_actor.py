@@ -13,10 +13,10 @@ from typing import Any
 
 import ray
 
+from actors.cluster import singleton
 from actors.dispatch import DispatchConfig, Dispatcher
 
 NAME = "cairn-dispatch"
-NAMESPACE = "cairn"
 
 log = logging.getLogger("cairn.dispatch")
 
@@ -38,9 +38,4 @@ class DispatchActor:
 
 def get_or_create(config: DispatchConfig) -> ray.actor.ActorHandle:
     """The cluster's dispatcher: every ingress replica finds the same one."""
-    return DispatchActor.options(  # type: ignore[attr-defined]
-        name=NAME,
-        namespace=NAMESPACE,
-        lifetime="detached",
-        get_if_exists=True,
-    ).remote(config)
+    return singleton(DispatchActor, NAME, config)

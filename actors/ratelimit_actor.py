@@ -11,14 +11,13 @@ from typing import Any
 
 import ray
 
+from actors.cluster import singleton
 from actors.ratelimit import LeaseLimiter
 
 # Operations a client sends in one call:
 #   ("acquire", key, limit, window_s, want) -> Grant.as_tuple()
 #   ("release", key, unused, reset_at)      -> None
 Op = tuple[Any, ...]
-
-NAMESPACE = "cairn"
 
 
 def shard_name(index: int) -> str:
@@ -61,12 +60,4 @@ class RateLimiterShard:
 
 def get_or_create_shards(count: int) -> list[ray.actor.ActorHandle]:
     """Named, detached shards: every ingress replica finds the same ones."""
-    return [
-        RateLimiterShard.options(  # type: ignore[attr-defined]
-            name=shard_name(i),
-            namespace=NAMESPACE,
-            lifetime="detached",
-            get_if_exists=True,
-        ).remote()
-        for i in range(count)
-    ]
+    return [singleton(RateLimiterShard, shard_name(i)) for i in range(count)]

@@ -14,11 +14,11 @@ from typing import Any
 
 import ray
 
+from actors.cluster import singleton
 from actors.trending import HORIZON_DAYS, Event, TrendingCounter
 from storage.repositories.trending import recent_pattern_votes
 
 NAME = "cairn-trending"
-NAMESPACE = "cairn"
 
 log = logging.getLogger("cairn.trending")
 
@@ -69,9 +69,4 @@ class TrendingActor:
 
 def get_or_create(database_url: str) -> ray.actor.ActorHandle:
     """The cluster's counter: every ingress replica finds the same one."""
-    return TrendingActor.options(  # type: ignore[attr-defined]
-        name=NAME,
-        namespace=NAMESPACE,
-        lifetime="detached",
-        get_if_exists=True,
-    ).remote(database_url)
+    return singleton(TrendingActor, NAME, database_url)

@@ -15,6 +15,7 @@ import logging
 from typing import Any, Protocol
 
 from actors.dispatch import DispatchConfig, Dispatcher
+from serve_app.cluster_actor import ClusterActor
 from serve_app.settings import Settings
 
 log = logging.getLogger("cairn.dispatch")
@@ -96,27 +97,17 @@ class RayDispatch:
     def __init__(self, config: DispatchConfig, timeout_s: float = 2.0) -> None:
         from actors.dispatch_actor import get_or_create
 
-        self._config = config
-        self._get_or_create = get_or_create
-        self._actor = get_or_create(config)
-        self._timeout_s = timeout_s
+        self._actor = ClusterActor("dispatcher", lambda: get_or_create(config), timeout_s)
 
     async def wake(self) -> None:
         try:
-            self._actor.wake.remote()
+            self._actor.send("wake")
         except Exception as exc:
             log.warning("dispatcher wake-up not sent (%s); it polls anyway", exc)
-            self._actor = self._get_or_create(self._config)
 
     async def stats(self) -> dict[str, Any] | None:
-        from ray.exceptions import RayActorError
-
-        future: asyncio.Future[Any] = asyncio.wrap_future(self._actor.stats.remote().future())
         try:
-            stats: dict[str, Any] = await asyncio.wait_for(future, self._timeout_s)
-        except RayActorError:
-            self._actor = self._get_or_create(self._config)
-            return None
+            stats: dict[str, Any] = await self._actor.call("stats")
         except Exception:
             return None
         return {**stats, "where": "actor"}

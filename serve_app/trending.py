@@ -13,6 +13,7 @@ import time
 from typing import Any, Protocol
 
 from actors.trending import HORIZON_DAYS, Event, TrendingCounter
+from serve_app.cluster_actor import ClusterActor
 from storage.repositories.trending import recent_pattern_votes
 
 log = logging.getLogger("cairn.trending")
@@ -82,34 +83,17 @@ class RayTrending:
     def __init__(self, database_url: str, timeout_s: float = 2.0) -> None:
         from actors.trending_actor import get_or_create
 
-        self._database_url = database_url
-        self._get_or_create = get_or_create
-        self._actor = get_or_create(database_url)
-        self._timeout_s = timeout_s
-
-    async def _call(self, method: str, *args: Any) -> Any:
-        from ray.exceptions import RayActorError
-
-        future = asyncio.wrap_future(getattr(self._actor, method).remote(*args).future())
-        done, _ = await asyncio.wait({future}, timeout=self._timeout_s)
-        if not done:
-            raise TimeoutError(f"trending actor did not answer {method} in {self._timeout_s} s")
-        try:
-            return future.result()
-        except RayActorError:
-            # Gone for good (not just restarting): look it up, or start it, again.
-            self._actor = self._get_or_create(self._database_url)
-            raise
+        self._actor = ClusterActor("trending actor", lambda: get_or_create(database_url), timeout_s)
 
     async def record(self, events: list[Event]) -> None:
         try:
-            await self._call("apply", events)
+            await self._actor.call("apply", events)
         except Exception as exc:
             log.warning("trending event not confirmed (%s); the actor gets it later", exc)
 
     async def top(self, days: int, limit: int = MAX_RANKED) -> list[tuple[str, int]] | None:
         try:
-            ranked: list[tuple[str, int]] = await self._call("top", days, limit)
+            ranked: list[tuple[str, int]] = await self._actor.call("top", days, limit)
         except Exception as exc:
             log.warning("trending actor unavailable (%s); ranking from Postgres", exc)
             return None
@@ -117,7 +101,7 @@ class RayTrending:
 
     async def stats(self) -> dict[str, Any] | None:
         try:
-            stats: dict[str, Any] = await self._call("stats")
+            stats: dict[str, Any] = await self._actor.call("stats")
         except Exception:
             return None
         return {**stats, "where": "actor"}
