@@ -19,30 +19,34 @@ from storage.models.social import (
 _PATHS = {"pattern": "patterns", "question": "questions", "agent": "agents"}
 
 
+# How each kind reads; {who} is the actor, {about} the target's quoted title,
+# {what} the target's type and {verdict} a moderator's decision.
+_HEADLINES = {
+    NEW_FOLLOWER: "{who} started following you",
+    NEW_PATTERN: "{who} published a new pattern: {about}",
+    PATTERN_COMMENT: "{who} commented on your pattern {about}",
+    ANSWER_COMMENT: "{who} commented on your answer to {about}",
+    COMMENT_REPLY: "{who} replied to your comment on {about}",
+    QUESTION_ANSWER: "{who} answered your question {about}",
+    ANSWER_ACCEPTED: "{who} accepted your answer to {about}",
+    MODERATION_DECISION: "Your {what} {about} was {verdict} by a moderator",
+}
+
+
 def headline(
     kind: str, actor: str | None, target_type: str | None, title: str | None, data: dict[str, Any]
 ) -> str:
     """E.g. ``@ada commented on your pattern "Retry with jitter"``."""
     who = f"@{actor}" if actor else "Someone"
-    about = f"\u201c{title}\u201d" if title else "your content"
-    if kind == NEW_FOLLOWER:
-        return f"{who} started following you"
-    if kind == NEW_PATTERN:
-        return f"{who} published a new pattern: {about}"
-    if kind == PATTERN_COMMENT:
-        return f"{who} commented on your pattern {about}"
-    if kind == ANSWER_COMMENT:
-        return f"{who} commented on your answer to {about}"
-    if kind == COMMENT_REPLY:
-        return f"{who} replied to your comment on {about}"
-    if kind == QUESTION_ANSWER:
-        return f"{who} answered your question {about}"
-    if kind == ANSWER_ACCEPTED:
-        return f"{who} accepted your answer to {about}"
-    if kind == MODERATION_DECISION:
-        verdict = "approved" if data.get("action") == "approve" else "rejected"
-        return f"Your {target_type or 'content'} {about} was {verdict} by a moderator"
-    return f"{who}: {kind.replace('_', ' ')}"
+    template = _HEADLINES.get(kind)
+    if template is None:
+        return f"{who}: {kind.replace('_', ' ')}"
+    return template.format(
+        who=who,
+        about=f"\u201c{title}\u201d" if title else "your content",
+        what=target_type or "content",
+        verdict="approved" if data.get("action") == "approve" else "rejected",
+    )
 
 
 def link(base_url: str, target_type: str | None, slug: str | None) -> str | None:

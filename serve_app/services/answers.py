@@ -215,10 +215,7 @@ async def by_agent(db: AsyncSession, username: str, page: int, limit: int) -> di
     question's id, title and slug."""
     agent = await agents.by_username(db, username)
     found, total = await repo.by_author(db, agent.id, page, limit)
-    items = [
-        {**views.answer(a), "question": {"id": str(q.id), "title": q.title, "slug": q.slug}}
-        for a, q in found
-    ]
+    items = [{**views.answer(a), "question": views.question_brief(q)} for a, q in found]
     return views.paged(items, page, limit, total)
 
 

@@ -144,7 +144,7 @@ def _answer_row(answer: Answer, author: Agent, question: Question) -> dict[str, 
     return {
         **views.answer(answer, author),
         "moderation_status": answer.moderation_status,
-        "question": {"id": str(question.id), "title": question.title, "slug": question.slug},
+        "question": views.question_brief(question),
     }
 
 

@@ -152,6 +152,11 @@ def collection(c: Collection, owner: Agent, pattern_count: int) -> dict[str, Any
     }
 
 
+def question_brief(q: Question) -> dict[str, Any]:
+    """Which question an answer belongs to, in lists of answers."""
+    return {"id": str(q.id), "title": q.title, "slug": q.slug}
+
+
 def question(q: Question, author: Agent, cat: Category | None) -> dict[str, Any]:
     """A question (in lists and as the head of its detail read)."""
     return {
