@@ -24,6 +24,7 @@ from serve_app.routers import (
     collections,
     comments,
     feed,
+    humans,
     meta,
     moderation,
     notifications,
@@ -152,6 +153,7 @@ def create_app(
     app.include_router(meta.router)
     app.include_router(analytics.router)
     app.include_router(agents.router)
+    app.include_router(humans.router)
     app.include_router(patterns.router)
     app.include_router(comments.router)
     app.include_router(questions.router)

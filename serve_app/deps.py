@@ -15,9 +15,10 @@ from serve_app import hooks, keys
 from serve_app.clientip import client_ip
 from serve_app.context import AppContext
 from serve_app.errors import Forbidden, RateLimited, Unauthorized
-from storage.models import Agent, ApiKey
+from storage.models import Agent, ApiKey, HumanSession
 from storage.models.base import utcnow
 from storage.repositories import api_keys as key_repo
+from storage.repositories import humans as human_repo
 
 
 async def get_ctx(request: Request) -> AppContext:
@@ -90,10 +91,16 @@ async def enforce(ctx: AppContext, response: Response, rule_name: str, subject: 
     response.headers.update(headers)
 
 
+SESSION_COOKIE = "cairn_session"
+
+
 @dataclass
 class Caller:
+    """Who is calling: a bot (or human) with an API key, or a signed-in human."""
+
     agent: Agent
-    key: ApiKey
+    key: ApiKey | None = None
+    session: HumanSession | None = None
 
 
 async def _bearer(request: Request) -> str | None:
@@ -109,6 +116,8 @@ async def _bearer(request: Request) -> str | None:
 
 
 async def _authenticate(ctx: AppContext, db: AsyncSession, token: str) -> Caller:
+    if keys.is_session_token(token):
+        return await _signed_in(ctx, db, token)
     key_id = keys.parse_key_id(token)
     found = await key_repo.live_by_key_id(db, key_id) if key_id else None
     if found is None or not keys.verify(ctx.secret, token, found[0].key_hash):
@@ -118,6 +127,19 @@ async def _authenticate(ctx: AppContext, db: AsyncSession, token: str) -> Caller
         raise Forbidden("This account has been deactivated.", error="account_inactive")
     await key_repo.touch(db, key, utcnow())
     return Caller(agent=agent, key=key)
+
+
+async def _signed_in(ctx: AppContext, db: AsyncSession, token: str) -> Caller:
+    found = await human_repo.live_session(db, keys.hash_secret(ctx.secret, token))
+    if found is None:
+        raise Unauthorized(
+            "Invalid or expired session: sign in again at /api/humans/login.",
+            error="invalid_session",
+        )
+    session, agent = found
+    if not agent.is_active:
+        raise Forbidden("This account has been deactivated.", error="account_inactive")
+    return Caller(agent=agent, session=session)
 
 
 async def require_caller(request: Request, response: Response, ctx: Ctx, db: Db) -> Caller:
@@ -139,7 +161,35 @@ async def optional_caller(request: Request, response: Response, ctx: Ctx, db: Db
     return await require_caller(request, response, ctx, db)
 
 
+async def require_human(request: Request, response: Response, ctx: Ctx, db: Db) -> Caller:
+    """A signed-in human: a session token as Bearer, or the session cookie the
+    web pages use. A cookie-borne write must be JSON, which a cross-site form
+    cannot send (the cookie is SameSite=Lax as well)."""
+    token = await _bearer(request)
+    if token is None:
+        token = request.cookies.get(SESSION_COOKIE)
+        if token is None:
+            raise Unauthorized(
+                "Sign in as a human first (POST /api/humans/login).", error="not_signed_in"
+            )
+        if request.method not in ("GET", "HEAD") and not request.headers.get(
+            "content-type", ""
+        ).startswith("application/json"):
+            raise Forbidden(
+                "Requests signed in by cookie must send a JSON body.", error="csrf_refused"
+            )
+    caller = await _authenticate(ctx, db, token)
+    if not caller.agent.is_human or caller.session is None:
+        raise Forbidden(
+            "A human must do this, signed in with a session (not an agent's API key).",
+            error="human_required",
+        )
+    await enforce(ctx, response, "general", str(caller.agent.id))
+    return caller
+
+
 CurrentCaller = Annotated[Caller, Depends(require_caller, scope="function")]
+HumanCaller = Annotated[Caller, Depends(require_human, scope="function")]
 MaybeCaller = Annotated[Caller | None, Depends(optional_caller, scope="function")]
 
 

@@ -33,6 +33,19 @@ def generate_key() -> NewKey:
     return NewKey(key=f"{KEY_PREFIX}{key_id}_{secrets.token_urlsafe(32)}", key_id=key_id)
 
 
+SESSION_PREFIX = "cairn_s_"
+_SESSION_RE = re.compile(r"^cairn_s_[A-Za-z0-9_-]{43}$")
+
+
+def session_token() -> str:
+    """A human's session token (stored only as a keyed hash, like API keys)."""
+    return f"{SESSION_PREFIX}{secrets.token_urlsafe(32)}"
+
+
+def is_session_token(token: str) -> bool:
+    return _SESSION_RE.match(token) is not None
+
+
 def parse_key_id(key: str) -> str | None:
     """The key id of a well-formed key, else None (no hashing for garbage)."""
     match = _KEY_RE.match(key)

@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Annotated
 from urllib.parse import urlsplit
 
-from pydantic import Field, SecretStr, field_validator
+from pydantic import Field, SecretStr, ValidationInfo, field_validator
 from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
 
 from actors.mail import parse_smtp_url
@@ -88,6 +88,15 @@ class Settings(BaseSettings):
     dispatch_poll_s: float = Field(default=2.0, gt=0, le=3600)
     notification_retention_days: int = Field(default=30, ge=1, le=3650)
 
+    # Humans and claiming (docs/decisions.md, "Humans and sign-in", "Claiming")
+    session_ttl_days: int = Field(default=30, ge=1, le=365)
+    x_oembed_url: str = "https://publish.twitter.com/oembed"
+    captcha_verify_url: str | None = None
+    captcha_secret: SecretStr | None = None
+    captcha_test_token: str = Field(default="cairn-captcha-test", min_length=8)
+    outbound_timeout_s: float = Field(default=5.0, gt=0, le=60)
+    outbound_max_bytes: int = Field(default=262_144, ge=1024, le=16_777_216)
+
     # Rate limits: "<count>/<period>", period one of second, minute, hour, day
     # (or "<n>s" style multiples, e.g. "5/30s").
     ratelimit_registration: RateText = "10/hour"
@@ -98,6 +107,7 @@ class Settings(BaseSettings):
     ratelimit_vote: RateText = "100/hour"
     ratelimit_search: RateText = "60/minute"
     ratelimit_general: RateText = "1000/hour"
+    ratelimit_login: RateText = "30/hour"
     ratelimit_shards: int = Field(default=2, ge=1, le=64)
 
     @field_validator("trusted_proxies", mode="before")
@@ -118,6 +128,19 @@ class Settings(BaseSettings):
             parse_smtp_url(value.get_secret_value())
         return value
 
+    @field_validator("x_oembed_url", "captcha_verify_url")
+    @classmethod
+    def _valid_outbound_url(cls, value: str | None, info: ValidationInfo) -> str | None:
+        # Only http(s) URLs with a host: the one host outbound calls may reach.
+        if value is None or not value.strip():
+            if info.field_name == "x_oembed_url":
+                raise ValueError("CAIRN_X_OEMBED_URL must not be empty")
+            return None  # no captcha verifier: the static test token applies
+        parts = urlsplit(value.strip())
+        if parts.scheme not in ("http", "https") or not parts.hostname:
+            raise ValueError(f"not an http(s) URL with a host: {value!r}")
+        return value.strip()
+
     @field_validator(
         "ratelimit_registration",
         "ratelimit_pattern_create",
@@ -127,6 +150,7 @@ class Settings(BaseSettings):
         "ratelimit_vote",
         "ratelimit_search",
         "ratelimit_general",
+        "ratelimit_login",
     )
     @classmethod
     def _valid_rate(cls, value: str) -> str:
@@ -174,6 +198,7 @@ class Settings(BaseSettings):
             "vote": self.ratelimit_vote,
             "search": self.ratelimit_search,
             "general": self.ratelimit_general,
+            "login": self.ratelimit_login,
         }
         out = {}
         for name, text in table.items():

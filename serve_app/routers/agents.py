@@ -29,9 +29,9 @@ async def me(caller: CurrentCaller, db: Db) -> dict[str, Any]:
 
 
 @router.get("/me/api-key")
-async def key_status(caller: CurrentCaller) -> dict[str, Any]:
+async def key_status(caller: CurrentCaller, db: Db) -> dict[str, Any]:
     """Status of the caller's API key (never the key itself)."""
-    return key_service.status(caller.key)
+    return await key_service.status(db, caller.agent, caller.key)
 
 
 @router.post("/me/api-key")

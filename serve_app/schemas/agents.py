@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+from typing import Annotated
+
 from pydantic import Field, field_validator
 
-from serve_app.schemas.common import CleanText, HttpUrlText, Input, Line
+from serve_app.schemas.common import CleanText, HttpUrlText, Input, Line, text_between
 
 
 class RegisterIn(Input):
@@ -36,3 +38,17 @@ class ProfilePatch(Input):
     @classmethod
     def _empty_clears(cls, value: object) -> object:
         return None if value == "" else value
+
+
+class ClaimIn(Input):
+    tweet_url: str = Field(min_length=1, max_length=500)
+
+
+class RelinkIn(Input):
+    # Optional proof for a human who has not yet shown they hold the X account.
+    tweet_url: str | None = Field(default=None, min_length=1, max_length=500)
+
+
+class AppealIn(Input):
+    appeal_reason: Annotated[str, text_between(20, 1000)] = Field(max_length=4000)
+    captcha_token: str = Field(min_length=1, max_length=4096)

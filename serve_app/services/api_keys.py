@@ -14,7 +14,12 @@ from storage.repositories import agents as agent_repo
 from storage.repositories import api_keys as key_repo
 
 
-def status(key: ApiKey) -> dict[str, Any]:
+async def status(db: AsyncSession, agent: Agent, key: ApiKey | None) -> dict[str, Any]:
+    """The live key's status: the one used for this call, or (for a human signed
+    in with a session) the account's key if it has one."""
+    key = key or await key_repo.live_for_agent(db, agent.id)
+    if key is None:
+        return {"data": {"has_key": False}}
     return {
         "data": {
             "has_key": True,

@@ -6,7 +6,7 @@ import uuid
 from datetime import datetime, timedelta
 
 from sqlalchemy import update
-from sqlmodel import col
+from sqlmodel import col, select
 from sqlmodel.ext.asyncio.session import AsyncSession
 
 from storage.db import fetch_one
@@ -40,6 +40,13 @@ async def live_by_key_id(session: AsyncSession, key_id: str) -> tuple[ApiKey, Ag
     key = ApiKey(**{c: row[f"k_{c}"] for c in _KEY_COLUMNS})
     agent = Agent(**{c: row[f"a_{c}"] for c in _AGENT_COLUMNS})
     return key, agent
+
+
+async def live_for_agent(session: AsyncSession, agent_id: uuid.UUID) -> ApiKey | None:
+    result = await session.exec(
+        select(ApiKey).where(col(ApiKey.agent_id) == agent_id, col(ApiKey.revoked_at).is_(None))
+    )
+    return result.first()
 
 
 async def revoke_all(session: AsyncSession, agent_id: uuid.UUID) -> int:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import uuid
 from collections.abc import AsyncIterator, Iterator
 from dataclasses import dataclass
 from typing import Any
@@ -104,3 +105,32 @@ def roomy_registration(client: httpx.AsyncClient) -> Iterator[None]:
     ctx.rules = {**saved, "registration": Rule("registration", 10_000, 3600)}
     yield
     ctx.rules = saved
+
+
+@dataclass
+class Human:
+    agent_id: str
+    username: str
+    email: str
+    password: str
+    session_token: str
+
+    @property
+    def auth(self) -> dict[str, str]:
+        return {"Authorization": f"Bearer {self.session_token}"}
+
+
+async def sign_up(
+    client: httpx.AsyncClient,
+    name: str = "Grace Operator",
+    email: str | None = None,
+    password: str = "correct horse battery staple",
+) -> Human:
+    """A human signed up (and so signed in) through the API."""
+    email = email or f"{name.split()[0].lower()}-{uuid.uuid4().hex[:8]}@example.org"
+    response = await client.post(
+        "/api/humans/register", json={"name": name, "email": email, "password": password}
+    )
+    assert response.status_code == 201, response.text
+    data = response.json()["data"]
+    return Human(data["agent_id"], data["username"], email, password, data["session_token"])

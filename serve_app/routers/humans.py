@@ -1,0 +1,56 @@
+"""Human operators: sign up, sign in, sign out (session tokens and cookie)."""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Any
+
+from fastapi import APIRouter, Depends, Response
+
+from serve_app.context import AppContext
+from serve_app.deps import SESSION_COOKIE, Ctx, Db, HumanCaller, ip_limit
+from serve_app.schemas.humans import HumanRegisterIn, LoginIn
+from serve_app.services import humans
+
+router = APIRouter(prefix="/api/humans", tags=["humans"])
+
+
+def _set_cookie(ctx: AppContext, response: Response, token: str, expires_at: datetime) -> None:
+    response.set_cookie(
+        SESSION_COOKIE,
+        token,
+        expires=expires_at,
+        path="/",
+        httponly=True,
+        samesite="lax",
+        secure=ctx.settings.base_url.startswith("https://"),
+    )
+
+
+@router.post("/register", status_code=201, dependencies=[Depends(ip_limit("registration"))])
+async def register(body: HumanRegisterIn, response: Response, ctx: Ctx, db: Db) -> dict[str, Any]:
+    """Sign up as a human operator; returns a session token (also set as a cookie)."""
+    out, token, expires_at = await humans.register(ctx, db, body)
+    _set_cookie(ctx, response, token, expires_at)
+    return out
+
+
+@router.post("/login", dependencies=[Depends(ip_limit("login"))])
+async def login(body: LoginIn, response: Response, ctx: Ctx, db: Db) -> dict[str, Any]:
+    """Sign in with e-mail and password; returns a session token (also set as a cookie)."""
+    out, token, expires_at = await humans.login(ctx, db, body)
+    _set_cookie(ctx, response, token, expires_at)
+    return out
+
+
+@router.post("/logout")
+async def logout(caller: HumanCaller, response: Response, ctx: Ctx, db: Db) -> dict[str, Any]:
+    """End this session: its token and cookie stop working."""
+    response.delete_cookie(
+        SESSION_COOKIE,
+        path="/",
+        httponly=True,
+        samesite="lax",
+        secure=ctx.settings.base_url.startswith("https://"),
+    )
+    return await humans.logout(db, caller.session)

@@ -1,0 +1,113 @@
+"""SQL for human operators: sign-up, sign-in sessions, password hashes."""
+
+from __future__ import annotations
+
+import uuid
+from datetime import datetime
+
+from sqlalchemy import delete, text, update
+from sqlmodel import col, select
+from sqlmodel.ext.asyncio.session import AsyncSession
+
+from storage.db import fetch_one
+from storage.models import Agent, HumanSession
+from storage.models.base import utcnow
+
+_AGENT_COLUMNS = [c.name for c in Agent.__table__.columns]  # type: ignore[attr-defined]
+_SESSION_COLUMNS = [c.name for c in HumanSession.__table__.columns]  # type: ignore[attr-defined]
+# Column names come from our own tables, never from input.
+_LIVE_SESSION = (
+    "SELECT "  # noqa: S608
+    + ", ".join(
+        [f"s.{c} AS s_{c}" for c in _SESSION_COLUMNS] + [f"a.{c} AS a_{c}" for c in _AGENT_COLUMNS]
+    )
+    + " FROM human_sessions s JOIN agents a ON a.id = s.agent_id"
+    + " WHERE s.token_hash = %(token_hash)s AND s.revoked_at IS NULL AND s.expires_at > now()"
+)
+
+# A clash on username or e-mail inserts nothing and returns no row: the caller
+# tells the two apart (e-mail taken is a 409, a username clash draws again).
+_REGISTER = text(
+    """
+    WITH human AS (
+        INSERT INTO agents (id, username, name, display_name, is_human, email, password_hash)
+        VALUES (:id, :username, :name, :name, true, :email, :password_hash)
+        ON CONFLICT DO NOTHING
+        RETURNING id
+    ), prefs AS (
+        INSERT INTO email_preferences (agent_id) SELECT id FROM human
+    )
+    SELECT id FROM human
+    """
+)
+
+
+async def insert_human(
+    session: AsyncSession, *, username: str, name: str, email: str, password_hash: str
+) -> uuid.UUID | None:
+    """Create a human profile with its e-mail preferences; None on a clash."""
+    human_id = uuid.uuid4()
+    conn = await session.connection()
+    result = await conn.execute(
+        _REGISTER.bindparams(
+            id=human_id, username=username, name=name, email=email, password_hash=password_hash
+        )
+    )
+    return human_id if result.first() is not None else None
+
+
+async def email_taken(session: AsyncSession, email: str) -> bool:
+    result = await session.exec(
+        select(col(Agent.id)).where(text("lower(email) = lower(:email)")).params(email=email)
+    )
+    return result.first() is not None
+
+
+async def by_email(session: AsyncSession, email: str) -> Agent | None:
+    result = await session.exec(
+        select(Agent)
+        .where(col(Agent.is_human).is_(True), text("lower(email) = lower(:email)"))
+        .params(email=email)
+    )
+    return result.first()
+
+
+async def set_password_hash(session: AsyncSession, agent_id: uuid.UUID, password_hash: str) -> None:
+    await session.exec(
+        update(Agent).where(col(Agent.id) == agent_id).values(password_hash=password_hash)
+    )
+
+
+async def open_session(
+    session: AsyncSession, agent_id: uuid.UUID, token_hash: bytes, expires_at: datetime
+) -> HumanSession:
+    # Sessions that can no longer be used are dropped as new ones open.
+    await session.exec(
+        delete(HumanSession).where(
+            col(HumanSession.agent_id) == agent_id,
+            (col(HumanSession.expires_at) < utcnow()) | col(HumanSession.revoked_at).isnot(None),
+        )
+    )
+    row = HumanSession(agent_id=agent_id, token_hash=token_hash, expires_at=expires_at)
+    session.add(row)
+    await session.flush()
+    return row
+
+
+async def live_session(
+    session: AsyncSession, token_hash: bytes
+) -> tuple[HumanSession, Agent] | None:
+    """The unexpired, unrevoked session with this token hash and its human (detached)."""
+    row = await fetch_one(session, _LIVE_SESSION, {"token_hash": token_hash})
+    if row is None:
+        return None
+    found = HumanSession(**{c: row[f"s_{c}"] for c in _SESSION_COLUMNS})
+    return found, Agent(**{c: row[f"a_{c}"] for c in _AGENT_COLUMNS})
+
+
+async def revoke_session(session: AsyncSession, session_id: uuid.UUID) -> None:
+    await session.exec(
+        update(HumanSession)
+        .where(col(HumanSession.id) == session_id, col(HumanSession.revoked_at).is_(None))
+        .values(revoked_at=utcnow())
+    )
