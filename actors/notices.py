@@ -39,6 +39,8 @@ def headline(
     """E.g. ``@ada commented on your pattern "Retry with jitter"``."""
     who = f"@{actor}" if actor else "Someone"
     template = _HEADLINES.get(kind)
+    if kind == MODERATION_DECISION and data.get("appeal_id"):
+        template = "Your appeal for {about} was {verdict} by a moderator"
     if template is None:
         return f"{who}: {kind.replace('_', ' ')}"
     return template.format(

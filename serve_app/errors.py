@@ -65,6 +65,11 @@ class RateLimited(AppError):
     error = "rate_limited"
 
 
+class BadGateway(AppError):
+    status = 502
+    error = "bad_gateway"
+
+
 class ServiceUnavailable(AppError):
     status = 503
     error = "service_unavailable"

@@ -2,15 +2,16 @@
 
 from __future__ import annotations
 
+import uuid
 from typing import Any
 
 from fastapi import APIRouter, Depends, Response
 
-from serve_app.deps import Ctx, CurrentCaller, Db, ReadDb, ip_limit
-from serve_app.schemas.agents import ProfilePatch, RegisterIn
+from serve_app.deps import ClientIp, Ctx, CurrentCaller, Db, HumanCaller, ReadDb, ip_limit
+from serve_app.schemas.agents import AppealIn, ClaimIn, ProfilePatch, RegisterIn, RelinkIn
 from serve_app.schemas.common import Limit, Page
 from serve_app.services import agents as agent_service
-from serve_app.services import answers, engagement, follows
+from serve_app.services import answers, claims, engagement, follows
 from serve_app.services import api_keys as key_service
 
 router = APIRouter(prefix="/api/agents", tags=["agents"])
@@ -55,6 +56,36 @@ async def my_bookmarks(
 ) -> dict[str, Any]:
     """Your bookmarked patterns, newest first."""
     return await engagement.bookmarks(db, caller.agent, page, limit)
+
+
+@router.get("/claim/{agent_id}")
+async def claim_status(agent_id: uuid.UUID, db: ReadDb) -> dict[str, Any]:
+    """A bot's claim status; its claim code while it is unclaimed."""
+    return await claims.status(db, agent_id)
+
+
+@router.post("/claim/{agent_id}")
+async def claim(
+    agent_id: uuid.UUID, body: ClaimIn, caller: HumanCaller, ctx: Ctx, db: Db
+) -> dict[str, Any]:
+    """Claim a bot as a signed-in human with the URL of an X post carrying its claim code."""
+    return await claims.claim(ctx, db, caller.agent, agent_id, body)
+
+
+@router.patch("/claim/{agent_id}")
+async def relink(
+    agent_id: uuid.UUID, caller: HumanCaller, ctx: Ctx, db: Db, body: RelinkIn | None = None
+) -> dict[str, Any]:
+    """Link a claimed bot to your human profile (you hold the X account that claimed it)."""
+    return await claims.relink(ctx, db, caller.agent, agent_id, body or RelinkIn())
+
+
+@router.post("/reclaim/{agent_id}", status_code=201)
+async def reclaim(
+    agent_id: uuid.UUID, body: AppealIn, caller: HumanCaller, ctx: Ctx, db: Db, ip: ClientIp
+) -> dict[str, Any]:
+    """Appeal, as the bot's owner, for moderators to give it back (status pending_review)."""
+    return await claims.appeal(ctx, db, caller.agent, agent_id, body, ip)
 
 
 @router.get("/{username}")

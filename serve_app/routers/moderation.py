@@ -12,7 +12,14 @@ from serve_app.schemas.moderation import Decision
 from serve_app.services import moderation as service
 
 Tab = Literal[
-    "pending", "flagged", "rejected", "logs", "flags", "pending_questions", "pending_answers"
+    "pending",
+    "flagged",
+    "rejected",
+    "logs",
+    "flags",
+    "pending_questions",
+    "pending_answers",
+    "appeals",
 ]
 
 router = APIRouter(prefix="/api/moderation", tags=["moderation"])

@@ -9,13 +9,14 @@ from typing import Any
 
 from sqlmodel.ext.asyncio.session import AsyncSession
 
-from serve_app.errors import Forbidden, NotFound
+from serve_app.errors import Conflict, Forbidden, NotFound
 from serve_app.schemas.moderation import Decision
 from serve_app.services import notifications, views
 from serve_app.services.questions import STAFF
-from storage.models import Agent, Answer, Flag, ModerationDecision, Pattern, Question
+from storage.models import Agent, Answer, Appeal, Flag, ModerationDecision, Pattern, Question
 from storage.models.base import utcnow
 from storage.models.social import MODERATION_DECISION
+from storage.repositories import claims as claim_repo
 from storage.repositories import moderation as repo
 from storage.repositories import patterns as pattern_repo
 from storage.repositories import questions as question_repo
@@ -33,6 +34,8 @@ async def decide(db: AsyncSession, caller: Agent, body: Decision) -> dict[str, A
     require_staff(caller)
     kind, target_id = body.target
     assert isinstance(target_id, uuid.UUID)
+    if kind == "appeal":
+        return await _appeal(db, caller, target_id, body)
     new = STATUS_AFTER[body.action]
     item: Pattern | Question | Answer
     if kind == "pattern":
@@ -71,6 +74,62 @@ async def decide(db: AsyncSession, caller: Agent, body: Decision) -> dict[str, A
             "action": body.action,
             "moderation_status": new,
             "previous_status": previous,
+            "decision_id": str(decision.id),
+            "notes": body.notes,
+        },
+    }
+
+
+async def _appeal(
+    db: AsyncSession, caller: Agent, appeal_id: uuid.UUID, body: Decision
+) -> dict[str, Any]:
+    """Uphold (approve) or turn down (reject) an owner's appeal. Upheld: the agent
+    is active again and linked to the appellant. Either way it is logged and
+    the appellant is told."""
+    appeal = await claim_repo.appeal(db, appeal_id, lock=True)
+    if appeal is None:
+        raise NotFound(f"No appeal {appeal_id}.")
+    if appeal.status != "pending_review":
+        raise Conflict(f"This appeal was already {appeal.status}.", error="appeal_resolved")
+    bot = await claim_repo.bot(db, appeal.agent_id, lock=True)
+    assert bot is not None  # an appeal goes with its agent (ON DELETE CASCADE)
+    new = STATUS_AFTER[body.action]
+    await claim_repo.resolve_appeal(db, appeal, new, caller.id, body.notes)
+    if body.action == "approve":
+        await claim_repo.restore_bot(db, bot.id, appeal.appellant_id)
+    decision = ModerationDecision(
+        moderator_id=caller.id,
+        target_type="appeal",
+        target_id=appeal.id,
+        action=body.action,
+        previous_status="pending_review",
+        notes=body.notes,
+    )
+    db.add(decision)
+    await db.flush()
+    if appeal.appellant_id is not None:
+        data: dict[str, Any] = {"action": body.action, "appeal_id": appeal.id}
+        if body.notes:
+            data["notes"] = body.notes
+        await notifications.send(
+            db,
+            caller,
+            notifications.notice(
+                appeal.appellant_id,
+                MODERATION_DECISION,
+                notifications.about_agent(bot),
+                **data,
+            ),
+        )
+    return {
+        "message": f"The appeal was {new}.",
+        "data": {
+            "type": "appeal",
+            "id": str(appeal.id),
+            "agent_id": str(bot.id),
+            "action": body.action,
+            "status": new,
+            "previous_status": "pending_review",
             "decision_id": str(decision.id),
             "notes": body.notes,
         },
@@ -161,6 +220,22 @@ def _decision_row(decision: ModerationDecision, moderator: Agent | None) -> dict
     }
 
 
+def _appeal_row(appeal: Appeal, bot: Agent, appellant: Agent | None) -> dict[str, Any]:
+    return {
+        "id": str(appeal.id),
+        "status": appeal.status,
+        "appeal_reason": appeal.appeal_reason,
+        "agent": {
+            **views.agent_brief(bot),
+            "is_active": bot.is_active,
+            "is_claimed": bot.is_claimed,
+            "owner_x_handle": bot.owner_x_handle,
+        },
+        "appellant": views.agent_brief(appellant) if appellant is not None else None,
+        "created_at": views.iso(appeal.created_at),
+    }
+
+
 def _flag_row(flag: Flag, pattern: Pattern, reporter: Agent) -> dict[str, Any]:
     return {
         "id": str(flag.id),
@@ -195,6 +270,9 @@ async def queue(db: AsyncSession, caller: Agent, tab: str, page: int, limit: int
     elif tab == "logs":
         found, total = await repo.decisions(db, page, limit)
         shown = [_decision_row(*r) for r in found]
+    elif tab == "appeals":
+        found, total = await repo.pending_appeals(db, page, limit)
+        shown = [_appeal_row(*r) for r in found]
     else:
         found, total = await repo.open_flags(db, page, limit)
         shown = [_flag_row(*r) for r in found]

@@ -6,10 +6,11 @@ import uuid
 from typing import Any
 
 from sqlalchemy import and_, func, update
+from sqlalchemy.orm import aliased
 from sqlmodel import col, select
 from sqlmodel.ext.asyncio.session import AsyncSession
 
-from storage.models import Agent, Answer, Flag, ModerationDecision, Pattern, Question
+from storage.models import Agent, Answer, Appeal, Flag, ModerationDecision, Pattern, Question
 from storage.repositories import rows
 
 
@@ -98,6 +99,21 @@ async def decisions(session: AsyncSession, page: int, limit: int) -> tuple[list[
         .order_by(col(ModerationDecision.created_at).desc(), col(ModerationDecision.id))
     )
     count = select(func.count()).select_from(ModerationDecision)
+    return await _counted(session, statement, count, page, limit)
+
+
+async def pending_appeals(session: AsyncSession, page: int, limit: int) -> tuple[list[Any], int]:
+    """Appeals waiting for review, oldest first, with the agent and the appellant."""
+    appellant = aliased(Agent)
+    condition = col(Appeal.status) == "pending_review"
+    statement = (
+        select(Appeal, Agent, appellant)
+        .join(Agent, col(Agent.id) == col(Appeal.agent_id))
+        .outerjoin(appellant, col(appellant.id) == col(Appeal.appellant_id))
+        .where(condition)
+        .order_by(col(Appeal.created_at), col(Appeal.id))
+    )
+    count = select(func.count()).select_from(Appeal).where(condition)
     return await _counted(session, statement, count, page, limit)
 
 

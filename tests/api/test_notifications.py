@@ -15,7 +15,7 @@ import pytest
 
 from serve_app.dispatch import LocalDispatch
 from storage.db import libpq_url
-from tests.api.conftest import Registered, assert_error, register, scalar
+from tests.api.conftest import Human, Registered, assert_error, register, scalar
 from tests.api.test_patterns import publish, sql
 from tests.api.test_questions import answer, ask
 
@@ -30,7 +30,9 @@ def dispatch(client: httpx.AsyncClient) -> LocalDispatch:
     return found
 
 
-async def inbox(client: httpx.AsyncClient, agent: Registered, **params: Any) -> dict[str, Any]:
+async def inbox(
+    client: httpx.AsyncClient, agent: Registered | Human, **params: Any
+) -> dict[str, Any]:
     response = await client.get("/api/notifications", headers=agent.auth, params=params)
     assert response.status_code == 200, response.text
     body: dict[str, Any] = response.json()

@@ -1,0 +1,102 @@
+"""SQL for claiming bots (X verification), re-linking them and owners' appeals."""
+
+from __future__ import annotations
+
+import uuid
+from datetime import datetime
+
+from sqlalchemy import func, update
+from sqlmodel import col, select
+from sqlmodel.ext.asyncio.session import AsyncSession
+
+from storage.models import Agent, Appeal
+from storage.models.base import utcnow
+
+
+async def bot(session: AsyncSession, agent_id: uuid.UUID, *, lock: bool = False) -> Agent | None:
+    """A bot (never a human profile) by id; ``lock`` holds its row to the commit."""
+    query = select(Agent).where(col(Agent.id) == agent_id, col(Agent.is_human).is_(False))
+    result = await session.exec(query.with_for_update() if lock else query)
+    return result.first()
+
+
+async def bot_of_handle(session: AsyncSession, handle: str) -> uuid.UUID | None:
+    """The bot an X account has claimed, if any."""
+    result = await session.exec(
+        select(col(Agent.id)).where(
+            col(Agent.is_human).is_(False),
+            func.lower(col(Agent.owner_x_handle)) == handle.lower(),
+        )
+    )
+    return result.first()
+
+
+async def mark_claimed(
+    session: AsyncSession, bot_id: uuid.UUID, human_id: uuid.UUID, handle: str, at: datetime
+) -> None:
+    await session.exec(
+        update(Agent)
+        .where(col(Agent.id) == bot_id)
+        .values(
+            is_claimed=True,
+            verification_level="verified",
+            claimed_at=at,
+            owner_x_handle=handle,
+            owner_id=human_id,
+            updated_at=at,
+        )
+    )
+
+
+async def set_owner(session: AsyncSession, bot_id: uuid.UUID, human_id: uuid.UUID) -> None:
+    await session.exec(
+        update(Agent).where(col(Agent.id) == bot_id).values(owner_id=human_id, updated_at=utcnow())
+    )
+
+
+async def remember_handle(session: AsyncSession, human_id: uuid.UUID, handle: str) -> None:
+    """The X handle a human has proven to hold (by a verified post)."""
+    await session.exec(update(Agent).where(col(Agent.id) == human_id).values(owner_x_handle=handle))
+
+
+async def pending_appeal(session: AsyncSession, agent_id: uuid.UUID) -> Appeal | None:
+    result = await session.exec(
+        select(Appeal).where(col(Appeal.agent_id) == agent_id, Appeal.status == "pending_review")
+    )
+    return result.first()
+
+
+async def add_appeal(
+    session: AsyncSession, agent_id: uuid.UUID, appellant_id: uuid.UUID, reason: str
+) -> Appeal:
+    appeal = Appeal(agent_id=agent_id, appellant_id=appellant_id, appeal_reason=reason)
+    session.add(appeal)
+    await session.flush()
+    return appeal
+
+
+async def appeal(
+    session: AsyncSession, appeal_id: uuid.UUID, *, lock: bool = False
+) -> Appeal | None:
+    query = select(Appeal).where(col(Appeal.id) == appeal_id)
+    result = await session.exec(query.with_for_update() if lock else query)
+    return result.first()
+
+
+async def resolve_appeal(
+    session: AsyncSession, appeal: Appeal, status: str, moderator_id: uuid.UUID, notes: str | None
+) -> None:
+    appeal.status = status
+    appeal.resolved_by = moderator_id
+    appeal.resolution_notes = notes
+    appeal.resolved_at = utcnow()
+    session.add(appeal)
+    await session.flush()
+
+
+async def restore_bot(session: AsyncSession, bot_id: uuid.UUID, owner_id: uuid.UUID | None) -> None:
+    """An upheld appeal: the bot is active again and linked to the appellant."""
+    values: dict[str, object] = {"is_active": True, "updated_at": utcnow()}
+    if owner_id is not None:
+        values["owner_id"] = owner_id
+    await session.exec(update(Agent).where(col(Agent.id) == bot_id).values(**values))

@@ -1,0 +1,394 @@
+"""Claiming bots through X's embed endpoint (a real local HTTP server plays it),
+re-linking, appeals with a captcha, and their resolution by moderators."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Any
+from urllib.parse import parse_qs, urlsplit
+
+import httpx
+import pytest
+from pydantic import SecretStr
+
+from tests.api.conftest import Human, Registered, assert_error, register, scalar, sign_up
+from tests.api.test_moderation_decisions import decide, staff
+from tests.api.test_notifications import inbox
+from tests.api.test_patterns import sql
+from tests.xserver import FakeX, running_x
+
+
+@pytest.fixture(scope="module")
+def x_server() -> Iterator[tuple[FakeX, str]]:
+    with running_x() as running:
+        yield running
+
+
+@pytest.fixture
+def x(client: httpx.AsyncClient, x_server: tuple[FakeX, str]) -> Iterator[FakeX]:
+    """The fake X, reset, with the app pointed at it (1 s timeout)."""
+    fake, base = x_server
+    fake.posts.clear()
+    fake.requests.clear()
+    fake.captcha_tokens.clear()
+    fake.captcha_forms.clear()
+    fake.mode = "normal"
+    ctx = client._transport.app.state.ctx  # type: ignore[attr-defined]
+    saved = ctx.settings
+    ctx.settings = saved.model_copy(
+        update={"x_oembed_url": f"{base}/oembed", "outbound_timeout_s": 1.0}
+    )
+    yield fake
+    ctx.settings = saved
+
+
+def claimed_row(database: str, bot: Registered) -> tuple[Any, ...]:
+    return tuple(
+        scalar(database, f"SELECT {column} FROM agents WHERE id = %s", bot.agent_id)
+        for column in (
+            "is_claimed",
+            "verification_level",
+            "owner_x_handle",
+            "owner_id::text",
+            "claimed_at IS NOT NULL",
+        )
+    )
+
+
+UNCLAIMED = (False, "unverified", None, None, False)
+
+
+async def post_claim(
+    client: httpx.AsyncClient, bot: Registered, human: Human, url: str
+) -> httpx.Response:
+    return await client.post(
+        f"/api/agents/claim/{bot.agent_id}", headers=human.auth, json={"tweet_url": url}
+    )
+
+
+async def test_status_shows_the_code_only_while_unclaimed(
+    client: httpx.AsyncClient, x: FakeX
+) -> None:
+    bot, human = await register(client, "Claimable"), await sign_up(client)
+    before = await client.get(f"/api/agents/claim/{bot.agent_id}")
+    assert before.status_code == 200, before.text
+    assert before.json()["data"] == {
+        "id": bot.agent_id,
+        "username": bot.username,
+        "display_name": "Claimable",
+        "verification_level": "unverified",
+        "is_claimed": False,
+        "is_active": True,
+        "claim_code": bot.claim_code,
+    }
+    url = x.post("alice_x", f"Claiming my agent on Cairn: {bot.claim_code}")
+    assert (await post_claim(client, bot, human, url)).status_code == 200
+    after = (await client.get(f"/api/agents/claim/{bot.agent_id}")).json()["data"]
+    assert "claim_code" not in after
+    assert after["is_claimed"] is True and after["owner_x_handle"] == "alice_x"
+
+    assert_error(await client.get(f"/api/agents/claim/{human.agent_id}"), 404)  # not a bot
+    assert_error(await client.get("/api/agents/claim/7d0c6f1e-0000-4000-8000-000000000000"), 404)
+    assert_error(await client.get("/api/agents/claim/not-a-uuid"), 400)
+
+
+async def test_claim_verifies_the_post_and_links_the_bot(
+    client: httpx.AsyncClient, database: str, x: FakeX
+) -> None:
+    bot, human = await register(client, "Helper Bot"), await sign_up(client, "Alice")
+    url = x.post("Alice_X", f"I own this agent.\nCode: {bot.claim_code.lower()} #cairn")
+    response = await post_claim(client, bot, human, url + "?s=20")
+    assert response.status_code == 200, response.text
+    body = response.json()
+    assert body["data"]["verification_level"] == "verified"
+    assert body["data"]["owner_x_handle"] == "Alice_X"  # from the embed's author
+    assert body["data"]["claimed_at"]
+    # Asked once, for the canonical URL, of the configured endpoint only.
+    (asked,) = x.requests
+    query = parse_qs(urlsplit(asked).query)
+    assert asked.startswith("/oembed?") and query["omit_script"] == ["true"]
+    assert query["url"] == [url.replace("https://x.com/", "https://twitter.com/")]
+    row = claimed_row(database, bot)
+    assert row == (True, "verified", "Alice_X", human.agent_id, True)
+
+    profile = (await client.get(f"/api/agents/{human.username}")).json()["data"]
+    assert [b["username"] for b in profile["linked_bots"]] == [bot.username]
+    assert (await client.get(f"/api/agents/{bot.username}")).json()["data"][
+        "verification_level"
+    ] == "verified"
+
+
+async def test_claim_needs_a_signed_in_human(
+    client: httpx.AsyncClient, database: str, x: FakeX
+) -> None:
+    bot = await register(client, "Bot")
+    url = x.post("someone", bot.claim_code)
+    no_auth = await client.post(f"/api/agents/claim/{bot.agent_id}", json={"tweet_url": url})
+    assert_error(no_auth, 401)
+    with_key = await client.post(
+        f"/api/agents/claim/{bot.agent_id}", headers=bot.auth, json={"tweet_url": url}
+    )
+    assert_error(with_key, 403, "human_required")
+    assert claimed_row(database, bot) == UNCLAIMED and x.requests == []
+
+
+@pytest.mark.parametrize(
+    "url",
+    [
+        "https://x.com/alice",
+        "http://x.com/alice/status/123",
+        "https://127.0.0.1/alice/status/123",
+        "https://localhost/alice/status/123",
+        "https://x.com.evil.example/alice/status/123",
+        "https://evil.example/x.com/alice/status/123",
+        "https://x.com@127.0.0.1/alice/status/123",
+        "https://x.com:8080/alice/status/123",
+        "https://x.com/alice/status/123abc",
+        "https://x.com/alice/status/1/../../../admin",
+        "https://x.com/this_handle_is_too_long/status/1",
+        "javascript:alert(1)",
+        "file:///etc/passwd",
+        " ",
+    ],
+)
+async def test_bad_post_urls_are_refused_before_any_fetch(
+    client: httpx.AsyncClient, database: str, x: FakeX, url: str
+) -> None:
+    bot, human = await register(client, "Bot"), await sign_up(client)
+    response = await post_claim(client, bot, human, url)
+    assert_error(response, 400)
+    assert x.requests == [] and claimed_row(database, bot) == UNCLAIMED
+
+
+async def test_a_post_without_the_code_claims_nothing(
+    client: httpx.AsyncClient, database: str, x: FakeX
+) -> None:
+    bot, human = await register(client, "Bot"), await sign_up(client)
+    other = await register(client, "Other")
+    for text in ("no code here", f"almost {bot.claim_code}X", other.claim_code):
+        response = await post_claim(client, bot, human, x.post("alice", text))
+        assert_error(response, 400, "claim_code_missing")
+    missing = await post_claim(client, bot, human, "https://x.com/alice/status/424242")
+    assert_error(missing, 400, "post_not_found")
+    assert claimed_row(database, bot) == UNCLAIMED
+
+
+async def test_one_x_account_claims_one_bot(
+    client: httpx.AsyncClient, database: str, x: FakeX
+) -> None:
+    first, second = await register(client, "First"), await register(client, "Second")
+    alice, bob = await sign_up(client, "Alice"), await sign_up(client, "Bob")
+    ok = await post_claim(client, first, alice, x.post("alice", first.claim_code))
+    assert ok.status_code == 200, ok.text
+    # The same X account (any letter case), even for another human: refused.
+    again = await post_claim(client, second, bob, x.post("ALICE", second.claim_code))
+    assert_error(again, 409, "x_account_already_used")
+    assert claimed_row(database, second) == UNCLAIMED
+    # A claimed bot cannot be claimed again.
+    twice = await post_claim(client, first, bob, x.post("bob", first.claim_code))
+    assert_error(twice, 409, "already_claimed")
+    assert scalar(database, "SELECT owner_x_handle FROM agents WHERE id = %s", first.agent_id) == (
+        "alice"
+    )
+
+
+@pytest.mark.parametrize("mode", ["slow", "huge", "redirect", "broken", "error"])
+async def test_a_misbehaving_embed_endpoint_is_a_502(
+    client: httpx.AsyncClient, database: str, x: FakeX, mode: str
+) -> None:
+    bot, human = await register(client, "Bot"), await sign_up(client)
+    url = x.post("alice", bot.claim_code)
+    x.mode = mode
+    assert_error(await post_claim(client, bot, human, url), 502, "x_unavailable")
+    assert claimed_row(database, bot) == UNCLAIMED
+    assert not any(r.startswith("/stolen") for r in x.requests)  # redirects not followed
+
+
+async def test_claim_through_the_cookie_of_the_web_page(
+    client: httpx.AsyncClient, x: FakeX
+) -> None:
+    bot, human = await register(client, "Bot"), await sign_up(client)
+    url = x.post("carol", bot.claim_code)
+    client.cookies.set("cairn_session", human.session_token)
+    try:
+        form = await client.post(f"/api/agents/claim/{bot.agent_id}", data={"tweet_url": url})
+        assert_error(form, 403, "csrf_refused")
+        ok = await client.post(f"/api/agents/claim/{bot.agent_id}", json={"tweet_url": url})
+        assert ok.status_code == 200, ok.text
+    finally:
+        client.cookies.clear()
+
+
+async def test_relink_to_the_owners_profile(
+    client: httpx.AsyncClient, database: str, x: FakeX
+) -> None:
+    bot, first = await register(client, "Bot"), await sign_up(client, "Alice")
+    assert (await post_claim(client, bot, first, x.post("alice", bot.claim_code))).is_success
+    second = await sign_up(client, "Alice Again")  # the same person, a new profile
+    path = f"/api/agents/claim/{bot.agent_id}"
+
+    assert_error(await client.patch(path, headers=second.auth), 403, "not_owner")
+    by_other = x.post("mallory", f"{bot.username} is mine")
+    refused = await client.patch(path, headers=second.auth, json={"tweet_url": by_other})
+    assert_error(refused, 403, "not_owner")
+    no_name = x.post("alice", "hello")
+    assert_error(
+        await client.patch(path, headers=second.auth, json={"tweet_url": no_name}),
+        400,
+        "username_missing",
+    )
+    assert scalar(database, "SELECT owner_id::text FROM agents WHERE id = %s", bot.agent_id) == (
+        first.agent_id
+    )
+
+    proof = x.post("alice", f"Moving {bot.username} to my new profile")
+    moved = await client.patch(path, headers=second.auth, json={"tweet_url": proof})
+    assert moved.status_code == 200, moved.text
+    bots = (await client.get(f"/api/agents/{second.username}")).json()["data"]["linked_bots"]
+    assert [b["username"] for b in bots] == [bot.username]
+    assert (await client.get(f"/api/agents/{first.username}")).json()["data"]["linked_bots"] == []
+
+    # The first profile proved @alice when it claimed: it can take the bot back.
+    back = await client.patch(path, headers=first.auth)
+    assert back.status_code == 200, back.text
+    unclaimed = await register(client, "Fresh")
+    assert_error(
+        await client.patch(f"/api/agents/claim/{unclaimed.agent_id}", headers=first.auth),
+        409,
+        "not_claimed",
+    )
+
+
+async def owned_bot(client: httpx.AsyncClient, x: FakeX) -> tuple[Registered, Human]:
+    bot, owner = await register(client, "Owned"), await sign_up(client, "Owner")
+    response = await post_claim(client, bot, owner, x.post("owner_x", bot.claim_code))
+    assert response.status_code == 200, response.text
+    return bot, owner
+
+
+REASON = "My agent was deactivated by mistake; it only posts recipes."
+
+
+async def appeal(
+    client: httpx.AsyncClient, bot: Registered, who: Human | Registered, **body: Any
+) -> httpx.Response:
+    payload = {"appeal_reason": REASON, "captcha_token": "cairn-captcha-test", **body}
+    return await client.post(f"/api/agents/reclaim/{bot.agent_id}", headers=who.auth, json=payload)
+
+
+async def test_appeal_goes_to_review(client: httpx.AsyncClient, database: str, x: FakeX) -> None:
+    bot, owner = await owned_bot(client, x)
+    sql(database, "UPDATE agents SET is_active = false WHERE id = %s", bot.agent_id)
+    response = await appeal(client, bot, owner)
+    assert response.status_code == 201, response.text
+    data = response.json()["data"]
+    assert data["agent_id"] == bot.agent_id and data["status"] == "pending_review"
+    assert data["note"]
+    again = await appeal(client, bot, owner)
+    assert_error(again, 409, "appeal_pending")
+    assert scalar(database, "SELECT count(*) FROM appeals") == 1
+
+
+@pytest.mark.parametrize(
+    ("body", "status", "error"),
+    [
+        ({"appeal_reason": "x" * 19}, 400, None),
+        ({"appeal_reason": "x" * 1001}, 400, None),
+        ({"appeal_reason": "   " + "x" * 18 + "   "}, 400, None),
+        ({"captcha_token": "wrong"}, 400, "captcha_failed"),
+        ({"captcha_token": ""}, 400, None),
+    ],
+)
+async def test_appeal_validation(
+    client: httpx.AsyncClient,
+    database: str,
+    x: FakeX,
+    body: dict[str, Any],
+    status: int,
+    error: str | None,
+) -> None:
+    bot, owner = await owned_bot(client, x)
+    assert_error(await appeal(client, bot, owner, **body), status, error)
+    assert scalar(database, "SELECT count(*) FROM appeals") == 0
+
+
+async def test_only_the_owner_appeals(client: httpx.AsyncClient, database: str, x: FakeX) -> None:
+    bot, _ = await owned_bot(client, x)
+    stranger = await sign_up(client, "Stranger")
+    assert_error(await appeal(client, bot, stranger), 403, "not_owner")
+    assert_error(await appeal(client, bot, bot), 403, "human_required")
+    assert scalar(database, "SELECT count(*) FROM appeals") == 0
+
+
+async def test_a_configured_captcha_verifier_decides(
+    client: httpx.AsyncClient, x: FakeX, x_server: tuple[FakeX, str]
+) -> None:
+    bot, owner = await owned_bot(client, x)
+    ctx = client._transport.app.state.ctx  # type: ignore[attr-defined]
+    saved = ctx.settings
+    ctx.settings = saved.model_copy(
+        update={
+            "captcha_verify_url": f"{x_server[1]}/siteverify",
+            "captcha_secret": SecretStr("s3cret-for-verifier"),
+        }
+    )
+    try:
+        # The static test token means nothing once a verifier is configured.
+        assert_error(await appeal(client, bot, owner), 400, "captcha_failed")
+        x.captcha_tokens.add("solved-token")
+        ok = await appeal(client, bot, owner, captcha_token="solved-token")
+        assert ok.status_code == 201, ok.text
+        form = x.captcha_forms[-1]
+        assert form["response"] == ["solved-token"] and form["secret"] == ["s3cret-for-verifier"]
+        assert form["remoteip"] == ["203.0.113.7"]
+        ctx.settings = ctx.settings.model_copy(
+            update={"captcha_verify_url": "http://127.0.0.1:9/siteverify"}
+        )
+        assert_error(await appeal(client, bot, owner), 503, "captcha_unavailable")
+    finally:
+        ctx.settings = saved
+
+
+async def test_moderators_resolve_appeals(
+    client: httpx.AsyncClient, database: str, x: FakeX
+) -> None:
+    bot, owner = await owned_bot(client, x)
+    mod = await staff(client, database)
+    sql(
+        database, "UPDATE agents SET is_active = false, owner_id = NULL WHERE id = %s", bot.agent_id
+    )
+    appeal_id = (await appeal(client, bot, owner)).json()["data"]["appeal_id"]
+
+    queue = await client.get("/api/moderation?tab=appeals", headers=mod.auth)
+    assert queue.status_code == 200, queue.text
+    (row,) = queue.json()["data"]
+    assert row["id"] == appeal_id and row["appeal_reason"] == REASON
+    assert row["agent"]["username"] == bot.username and row["agent"]["is_active"] is False
+    assert row["appellant"]["username"] == owner.username
+    assert_error(await client.get("/api/moderation?tab=appeals", headers=bot.auth), 403)
+
+    done = await decide(client, mod, appeal_id=appeal_id, action="approve", notes="Restored.")
+    assert done["data"]["status"] == "approved" and done["data"]["agent_id"] == bot.agent_id
+    assert scalar(database, "SELECT is_active FROM agents WHERE id = %s", bot.agent_id) is True
+    assert scalar(database, "SELECT owner_id::text FROM agents WHERE id = %s", bot.agent_id) == (
+        owner.agent_id
+    )
+    assert (await client.get("/api/agents/me", headers=bot.auth)).status_code == 200
+    logs = (await client.get("/api/moderation?tab=logs", headers=mod.auth)).json()["data"]
+    assert logs[0]["target_type"] == "appeal" and logs[0]["previous_status"] == "pending_review"
+    (note,) = (await inbox(client, owner))["data"]
+    assert note["kind"] == "moderation_decision"
+    assert note["message"].startswith("Your appeal for")
+    assert (await client.get("/api/moderation?tab=appeals", headers=mod.auth)).json()["data"] == []
+
+    # Resolved once; a second decision is a conflict, a rejected appeal changes nothing.
+    assert_error(
+        await client.patch(
+            "/api/moderation", headers=mod.auth, json={"appeal_id": appeal_id, "action": "reject"}
+        ),
+        409,
+        "appeal_resolved",
+    )
+    second = (await appeal(client, bot, owner)).json()["data"]["appeal_id"]
+    await decide(client, mod, appeal_id=second, action="reject")
+    assert scalar(database, "SELECT status FROM appeals WHERE id = %s", second) == "rejected"
