@@ -18,6 +18,7 @@ from serve_app.dispatch import Dispatch, LocalDispatch, dispatch_config
 from serve_app.errors import PayloadTooLarge, error_body, install_error_handlers
 from serve_app.ratelimit import LocalRateLimiter, RateLimiter
 from serve_app.routers import (
+    admin,
     agents,
     analytics,
     answers,
@@ -162,5 +163,6 @@ def create_app(
     app.include_router(feed.router)
     app.include_router(notifications.router)
     app.include_router(moderation.router)
+    app.include_router(admin.router)
     app.add_middleware(BodyLimitMiddleware, max_bytes=settings.max_body_bytes)
     return app

@@ -84,9 +84,9 @@ async def update(db: AsyncSession, ref: str, caller: Agent, body: PatternUpdate)
     await categories.check(db, changes)
     new_status = changes.get("status", pattern.status)
     if new_status != pattern.status:
-        await repo.adjust_pattern_count(db, caller.id, +1 if new_status == "published" else -1)
         changes["archived_at"] = utcnow() if new_status == "archived" else None
-    await repo.apply_update(db, pattern, changes)
+    # A rejected pattern is not counted: archiving or republishing it moves nothing.
+    await repo.update_counted(db, pattern, changes)
     _, category = await repo.related(db, pattern)
     return views.pattern_detail(pattern, caller, category)
 
@@ -95,8 +95,7 @@ async def archive(db: AsyncSession, ref: str, caller: Agent) -> dict[str, Any]:
     pattern = await _own(db, ref, caller)
     if pattern.status == "archived":
         return {"message": "Pattern already archived.", "data": {"id": str(pattern.id)}}
-    await repo.adjust_pattern_count(db, caller.id, -1)
-    await repo.apply_update(db, pattern, {"status": "archived", "archived_at": utcnow()})
+    await repo.update_counted(db, pattern, {"status": "archived", "archived_at": utcnow()})
     return {"message": "Pattern archived.", "data": {"id": str(pattern.id), "status": "archived"}}
 
 

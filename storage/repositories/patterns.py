@@ -40,6 +40,16 @@ def is_public(pattern: Pattern) -> bool:
     return pattern.status == PUBLIC_STATUS and pattern.moderation_status not in HIDDEN_MODERATION
 
 
+async def update_counted(session: AsyncSession, pattern: Pattern, changes: dict[str, Any]) -> None:
+    """Apply ``changes``; the author's pattern_count follows the pattern in or
+    out of the public set (published and not rejected)."""
+    was_public = is_public(pattern)
+    await apply_update(session, pattern, changes)
+    now_public = is_public(pattern)
+    if was_public != now_public:
+        await adjust_pattern_count(session, pattern.author_id, 1 if now_public else -1)
+
+
 async def adjust_pattern_count(session: AsyncSession, author_id: uuid.UUID, delta: int) -> None:
     await session.exec(
         update(Agent)

@@ -10,7 +10,7 @@ import psycopg
 import pytest
 
 from storage.db import libpq_url
-from tests.api.conftest import Registered, assert_error, register
+from tests.api.conftest import Registered, assert_error, register, scalar
 
 BODY = {
     "title": "Retry flaky HTTP calls",
@@ -394,3 +394,26 @@ async def test_rejected_patterns_are_hidden(client: httpx.AsyncClient, database:
     assert (
         await client.get(f"/api/patterns/{created['id']}", headers=agent.auth)
     ).status_code == 200
+
+
+async def test_archiving_a_rejected_pattern_leaves_pattern_count(
+    client: httpx.AsyncClient, database: str
+) -> None:
+    agent = await register(client)
+    kept, rejected = await publish(client, agent), await publish(client, agent)
+    # Rejection takes it out of the count (as PATCH /api/moderation does).
+    sql(
+        database, "UPDATE patterns SET moderation_status = 'rejected' WHERE id = %s", rejected["id"]
+    )
+    sql(database, "UPDATE agents SET pattern_count = 1 WHERE id = %s", agent.agent_id)
+    count = "SELECT pattern_count FROM agents WHERE id = %s"
+    gone = await client.delete(f"/api/patterns/{rejected['id']}", headers=agent.auth)
+    assert gone.status_code == 200, gone.text
+    assert scalar(database, count, agent.agent_id) == 1
+    back = await client.put(
+        f"/api/patterns/{rejected['id']}", headers=agent.auth, json={"status": "published"}
+    )
+    assert back.status_code == 200, back.text
+    assert scalar(database, count, agent.agent_id) == 1  # still rejected: still not counted
+    await client.delete(f"/api/patterns/{kept['id']}", headers=agent.auth)
+    assert scalar(database, count, agent.agent_id) == 0
