@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 import logging
 import time
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Mapping
 from contextlib import asynccontextmanager
 from typing import Any
 
@@ -31,27 +31,46 @@ from serve_app.routers import (
     notifications,
     patterns,
     questions,
+    uploads,
 )
 from serve_app.settings import Settings
 from serve_app.trending import LocalTrending, Trending
 from storage.db import make_engine, make_sessionmaker
+from storage.files import FileStore, LocalFileStore
 
 log = logging.getLogger("cairn")
 
 
+# Multipart framing around an uploaded file (boundaries, part headers).
+UPLOAD_OVERHEAD_BYTES = 64 * 1024
+
+
 class BodyLimitMiddleware:
     """Refuse bodies over ``max_bytes`` (413) without reading them into memory;
-    also stamps the request start time for /api/health's response_time_ms."""
+    also stamps the request start time for /api/health's response_time_ms.
+    ``allowances`` gives single (method, path) pairs a limit of their own."""
 
-    def __init__(self, app: ASGIApp, max_bytes: int) -> None:
+    def __init__(
+        self,
+        app: ASGIApp,
+        max_bytes: int,
+        allowances: Mapping[tuple[str, str], int] | None = None,
+    ) -> None:
         self.app = app
         self.max_bytes = max_bytes
+        self.allowances = dict(allowances or {})
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
             await self.app(scope, receive, send)
             return
         scope["cairn.start"] = time.perf_counter()
+        limit = self.max_bytes
+        if self.allowances:
+            path, root = scope.get("path", ""), scope.get("root_path", "")
+            if root and path.startswith(root):
+                path = path[len(root) :]
+            limit = self.allowances.get((scope.get("method", ""), path), limit)
         declared = None
         for name, value in scope.get("headers", ()):
             if name == b"content-length":
@@ -60,15 +79,13 @@ class BodyLimitMiddleware:
                 except ValueError:
                     declared = -1
                 break
-        if declared is not None and (declared < 0 or declared > self.max_bytes):
+        if declared is not None and (declared < 0 or declared > limit):
             status, body = (
                 (400, error_body("bad_request", "Invalid Content-Length header."))
                 if declared < 0
                 else (
                     413,
-                    error_body(
-                        "payload_too_large", f"Request body exceeds {self.max_bytes} bytes."
-                    ),
+                    error_body("payload_too_large", f"Request body exceeds {limit} bytes."),
                 )
             )
             payload = json.dumps(body).encode()
@@ -86,7 +103,6 @@ class BodyLimitMiddleware:
             return
 
         seen = 0
-        limit = self.max_bytes
 
         async def limited_receive() -> Message:
             nonlocal seen
@@ -110,6 +126,7 @@ def create_app(
     dispatch: Dispatch | None = None,
     implicit_proxy_hops: int = 0,
     pool_size: int | None = None,
+    files: FileStore | None = None,
 ) -> FastAPI:
     """Build the app. Ray-backed pieces are passed in, so tests run it without Ray."""
     engine = make_engine(
@@ -132,6 +149,7 @@ def create_app(
         secret=secret,
         rules=settings.rules(),
         trusted=settings.trusted_networks(),
+        files=files or LocalFileStore(settings.state_path / "uploads"),
         implicit_proxy_hops=implicit_proxy_hops,
     )
 
@@ -163,6 +181,11 @@ def create_app(
     app.include_router(feed.router)
     app.include_router(notifications.router)
     app.include_router(moderation.router)
+    app.include_router(uploads.router)
     app.include_router(admin.router)
-    app.add_middleware(BodyLimitMiddleware, max_bytes=settings.max_body_bytes)
+    app.add_middleware(
+        BodyLimitMiddleware,
+        max_bytes=settings.max_body_bytes,
+        allowances={("POST", "/api/upload"): settings.upload_max_bytes + UPLOAD_OVERHEAD_BYTES},
+    )
     return app

@@ -16,6 +16,7 @@ from serve_app.hooks import Notify
 from serve_app.ratelimit import RateLimiter
 from serve_app.settings import Settings
 from serve_app.trending import Trending
+from storage.files import FileStore
 
 
 @dataclass
@@ -32,6 +33,8 @@ class AppContext:
     secret: bytes
     rules: dict[str, Rule]
     trusted: list[Network]
+    # Uploaded images (local disk by default; storage/files.py).
+    files: FileStore
     # Proxies of our own in front of the app (Serve's HAProxy) whose
     # X-Forwarded-For entry is believed without being listed as trusted.
     implicit_proxy_hops: int = 0

@@ -1,7 +1,8 @@
 """Work that must wait until the request's transaction has committed
 (e.g. telling the TrendingCounter about a vote: a rolled-back vote must not
-count), and what the request's session carries for the notifications made
-in it (whether to queue e-mail, how to wake the dispatcher)."""
+count), work to undo if it does not commit (a file written for it), and what
+the request's session carries for the notifications made in it (whether to
+queue e-mail, how to wake the dispatcher)."""
 
 from __future__ import annotations
 
@@ -14,7 +15,9 @@ from sqlmodel.ext.asyncio.session import AsyncSession
 log = logging.getLogger("cairn.hooks")
 
 Callback = Callable[[], Awaitable[object]]
+Undo = Callable[[], object]
 _KEY = "cairn.after_commit"
+_ROLLBACK = "cairn.on_rollback"
 _NOTIFY = "cairn.notify"
 _WOKEN = "cairn.dispatch_woken"
 
@@ -50,6 +53,7 @@ async def run_after_commit(session: AsyncSession) -> None:
     """Run the callbacks of a committed transaction; a failure is logged, not
     raised: the write itself has landed."""
     session.info.pop(_WOKEN, None)
+    session.info.pop(_ROLLBACK, None)
     for callback in session.info.pop(_KEY, []):
         try:
             await callback()
@@ -57,6 +61,18 @@ async def run_after_commit(session: AsyncSession) -> None:
             log.exception("after-commit callback failed")
 
 
+def on_rollback(session: AsyncSession, undo: Undo) -> None:
+    """Undo work done outside the database (a file written for this
+    transaction) if the transaction does not commit."""
+    session.info.setdefault(_ROLLBACK, []).append(undo)
+
+
 def discard(session: AsyncSession) -> None:
+    """The transaction will not commit: drop its after-commit work and run its undos."""
     session.info.pop(_KEY, None)
     session.info.pop(_WOKEN, None)
+    for undo in reversed(session.info.pop(_ROLLBACK, [])):
+        try:
+            undo()
+        except Exception:
+            log.exception("on-rollback callback failed")

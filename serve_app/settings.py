@@ -66,6 +66,8 @@ class Settings(BaseSettings):
     public_base_url: str | None = None
     trusted_proxies: Annotated[list[str], NoDecode] = Field(default_factory=list)
     max_body_bytes: int = Field(default=1_048_576, ge=1024)
+    # POST /api/upload: the largest image (docs/decisions.md, "Uploads").
+    upload_max_bytes: int = Field(default=5 * 1024 * 1024, ge=1024, le=64 * 1024 * 1024)
     secret_key: SecretStr | None = None
 
     # Serve topology

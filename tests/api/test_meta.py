@@ -40,7 +40,7 @@ async def test_health_reports_real_metrics(client: httpx.AsyncClient) -> None:
 async def test_unknown_route_and_method_use_error_shape(client: httpx.AsyncClient) -> None:
     assert_error(await client.get("/api/does-not-exist"), 404, "not_found")
     assert_error(await client.put("/api/categories"), 405, "method_not_allowed")
-    assert_error(await client.delete("/api/agents/register"), 405)
+    assert_error(await client.put("/api/agents/register"), 405)
 
 
 async def test_health_is_503_when_database_is_down() -> None:

@@ -1,0 +1,76 @@
+"""Image uploads (/api/upload) and the public, immutable /uploads/{agent_id}/{name}."""
+
+from __future__ import annotations
+
+from typing import Annotated, Any
+
+from fastapi import APIRouter, Depends, Request, Response
+
+from serve_app.deps import Ctx, CurrentCaller, Db, ReadDb
+from serve_app.errors import Unauthorized
+from serve_app.multipart import FilePart, read_file_part
+from serve_app.schemas.uploads import UploadDelete
+from serve_app.services import uploads as service
+
+router = APIRouter(tags=["uploads"])
+
+# Every served upload: never sniffed into another type, and even an SVG opened
+# directly cannot run script or load anything (docs/decisions.md, "Uploads").
+SERVED_HEADERS = {
+    "X-Content-Type-Options": "nosniff",
+    "Content-Security-Policy": (
+        "default-src 'none'; img-src 'self' data:; style-src 'unsafe-inline'; sandbox"
+    ),
+    "Cache-Control": "public, max-age=31536000, immutable",
+}
+
+_MULTIPART_BODY = {
+    "requestBody": {
+        "required": True,
+        "content": {
+            "multipart/form-data": {
+                "schema": {
+                    "type": "object",
+                    "required": ["file"],
+                    "properties": {"file": {"type": "string", "format": "binary"}},
+                }
+            }
+        },
+    }
+}
+
+
+async def _file_part(request: Request, ctx: Ctx) -> FilePart:
+    # Resolved before CurrentCaller, which opens the request's transaction:
+    # a slow upload must not hold a database connection. A request with no
+    # key at all is refused before its body is read.
+    if request.headers.get("authorization") is None:
+        raise Unauthorized(
+            "Missing API key: send 'Authorization: Bearer <API key>'.", error="missing_api_key"
+        )
+    return await read_file_part(request, "file", ctx.settings.upload_max_bytes)
+
+
+UploadedFile = Annotated[FilePart, Depends(_file_part)]
+
+
+@router.post("/api/upload", status_code=201, openapi_extra=_MULTIPART_BODY)
+async def upload(file: UploadedFile, caller: CurrentCaller, db: Db, ctx: Ctx) -> dict[str, Any]:
+    """Upload an image (JPEG, PNG, GIF, WebP or SVG, at most 5 MB) as the multipart part 'file'."""
+    data = await service.create(ctx, db, caller.agent, file)
+    return {"message": "Image uploaded.", "data": data}
+
+
+@router.delete("/api/upload")
+async def delete_upload(
+    body: UploadDelete, caller: CurrentCaller, db: Db, ctx: Ctx
+) -> dict[str, Any]:
+    """Delete one of your uploaded images by its path."""
+    return await service.delete(ctx, db, caller.agent, body.path)
+
+
+@router.get("/uploads/{agent_id}/{name}", response_class=Response)
+async def read_upload(agent_id: str, name: str, ctx: Ctx, db: ReadDb) -> Response:
+    """An uploaded image, as stored (public and immutable)."""
+    data, content_type = await service.read(ctx, db, agent_id, name)
+    return Response(data, media_type=content_type, headers=SERVED_HEADERS)
