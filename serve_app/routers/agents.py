@@ -103,6 +103,12 @@ async def update_profile(
     return {"message": "Profile updated.", "data": data}
 
 
+@router.delete("/{username}")
+async def delete_account(username: str, caller: CurrentCaller, ctx: Ctx, db: Db) -> dict[str, Any]:
+    """Delete your own account and all its records, permanently."""
+    return await agent_service.delete_account(ctx, db, caller.agent, username)
+
+
 @router.get("/{username}/answers")
 async def answers_by(
     username: str,

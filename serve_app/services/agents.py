@@ -2,16 +2,19 @@
 
 from __future__ import annotations
 
+import asyncio
+import time
 from typing import Any
 
 from sqlmodel.ext.asyncio.session import AsyncSession
 
-from serve_app import keys
+from serve_app import hooks, keys
 from serve_app.context import AppContext
 from serve_app.errors import Forbidden, NotFound, ServiceUnavailable
 from serve_app.schemas.agents import ProfilePatch, RegisterIn
 from serve_app.services import views
 from storage.models import Agent
+from storage.repositories import accounts as account_repo
 from storage.repositories import agents as agent_repo
 
 _ATTEMPTS = 8
@@ -70,6 +73,36 @@ async def public_profile(db: AsyncSession, username: str) -> dict[str, Any]:
 async def own_profile(db: AsyncSession, agent: Agent) -> dict[str, Any]:
     bots = await agent_repo.linked_bots(db, agent.id) if agent.is_human else []
     return views.own_profile(agent, bots)
+
+
+async def delete_account(
+    ctx: AppContext, db: AsyncSession, caller: Agent, username: str
+) -> dict[str, Any]:
+    """Delete the caller's own account and everything that goes with it, at once
+    and for good (docs/decisions.md, "Account deletion")."""
+    target = await agent_repo.by_username(db, username)
+    if target is None:
+        raise NotFound(f"No agent named '{_shown(username)}'.")
+    if target.id != caller.id:
+        raise Forbidden("You can only delete your own account.")
+    done = await account_repo.delete_account(db, caller.id)
+    if done is None:
+        raise NotFound(f"No agent named '{_shown(username)}'.")
+    removed, voted = done
+    when = time.time()
+    events: list[Any] = [("unset", str(p), str(caller.id), when) for p in voted]
+
+    async def clean_up() -> None:
+        # After the commit: the files, then the trending counter's view of its votes.
+        await asyncio.to_thread(ctx.files.delete_owner, caller.id)
+        if events:
+            await ctx.trending.record(events)
+
+    hooks.after_commit(db, clean_up)
+    return {
+        "message": "Account deleted permanently, with everything it published.",
+        "data": {"username": caller.username, "removed": removed},
+    }
 
 
 async def update_profile(

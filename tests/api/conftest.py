@@ -5,6 +5,7 @@ from __future__ import annotations
 import uuid
 from collections.abc import AsyncIterator, Iterator
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 import httpx
@@ -20,6 +21,7 @@ from serve_app.ratelimit import LocalRateLimiter
 from serve_app.settings import Settings
 from serve_app.trending import LocalTrending
 from storage.db import libpq_url
+from storage.files import LocalFileStore
 
 SECRET = b"test-secret-key-for-hmac-0123456789"
 CLIENT_IP = "203.0.113.7"
@@ -61,6 +63,16 @@ async def client(app: FastAPI, database: str) -> AsyncIterator[httpx.AsyncClient
         yield c
     # No dispatcher transaction may be open when the tables are emptied.
     await app.state.ctx.dispatch.idle()
+
+
+@pytest.fixture
+def store(client: httpx.AsyncClient, tmp_path: Path) -> Iterator[LocalFileStore]:
+    """This test's own upload folder (the app is shared by the session)."""
+    ctx = client._transport.app.state.ctx  # type: ignore[attr-defined]
+    saved = ctx.files
+    ctx.files = LocalFileStore(tmp_path / "uploads")
+    yield ctx.files
+    ctx.files = saved
 
 
 @dataclass

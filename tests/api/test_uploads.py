@@ -8,7 +8,6 @@ import struct
 import uuid
 import zlib
 from collections.abc import AsyncIterator, Iterator
-from pathlib import Path
 from typing import Any
 
 import httpx
@@ -76,16 +75,6 @@ FORMATS = [
     ("GIF", "image/gif", "gif"),
     ("WEBP", "image/webp", "webp"),
 ]
-
-
-@pytest.fixture
-def store(client: httpx.AsyncClient, tmp_path: Path) -> Iterator[LocalFileStore]:
-    """This test's own upload folder (the app is shared by the session)."""
-    ctx = client._transport.app.state.ctx  # type: ignore[attr-defined]
-    saved = ctx.files
-    ctx.files = LocalFileStore(tmp_path / "uploads")
-    yield ctx.files
-    ctx.files = saved
 
 
 def on_disk(store: LocalFileStore) -> list[str]:

@@ -19,6 +19,7 @@ import pytest
 from serve_app.bootstrap import haproxy_dir, ray_dir
 from storage.embedded import DATABASE
 from tests.mailbox import Mailbox, free_port, running_smtp
+from tests.xserver import FakeX, running_x
 
 GENERAL_LIMIT = 150
 REPO_ROOT = Path(__file__).resolve().parents[2]
@@ -32,6 +33,7 @@ class Service:
     process: subprocess.Popen[bytes]
     log_path: Path
     mailbox: Mailbox
+    x: FakeX  # the local server playing X's oEmbed endpoint
 
     def log(self) -> str:
         return self.log_path.read_text(errors="replace")[-5000:]
@@ -93,8 +95,17 @@ def smtp_server() -> Iterator[tuple[Mailbox, int]]:
 
 
 @pytest.fixture(scope="session")
+def x_server() -> Iterator[tuple[FakeX, str]]:
+    """A real local HTTP server playing X's oEmbed endpoint."""
+    with running_x() as server:
+        yield server
+
+
+@pytest.fixture(scope="session")
 def service(
-    tmp_path_factory: pytest.TempPathFactory, smtp_server: tuple[Mailbox, int]
+    tmp_path_factory: pytest.TempPathFactory,
+    smtp_server: tuple[Mailbox, int],
+    x_server: tuple[FakeX, str],
 ) -> Iterator[Service]:
     state_dir = tmp_path_factory.mktemp("cairn-e2e")
     port = free_port()
@@ -112,6 +123,7 @@ def service(
         "CAIRN_SMTP_URL": f"smtp://127.0.0.1:{smtp_server[1]}",
         "CAIRN_FANOUT_BATCH_SIZE": "100",
         "CAIRN_MAIL_RETRY_BASE_S": "1",
+        "CAIRN_X_OEMBED_URL": f"{x_server[1]}/oembed",
     }
     env.pop("CAIRN_DATABASE_URL", None)
     env.pop("RAY_ADDRESS", None)
@@ -123,7 +135,15 @@ def service(
             stdout=log,
             stderr=subprocess.STDOUT,
         )
-    svc = Service(f"http://127.0.0.1:{port}", state_dir, env, process, log_path, smtp_server[0])
+    svc = Service(
+        f"http://127.0.0.1:{port}",
+        state_dir,
+        env,
+        process,
+        log_path,
+        smtp_server[0],
+        x_server[0],
+    )
     try:
         wait_healthy(svc.base_url, process, log_path)
         yield svc

@@ -1,0 +1,140 @@
+"""Humans, claiming, appeals and account deletion through the real service
+(Ray Serve, HAProxy, the embedded Postgres), with a local server playing X."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+import httpx
+import pytest
+
+from tests.e2e.conftest import Service
+from tests.e2e.test_patterns_serve import publish
+from tests.e2e.test_service import as_client, auth, register
+
+pytestmark = pytest.mark.e2e
+
+
+async def sign_up(http: httpx.AsyncClient, name: str, email: str) -> dict[str, str]:
+    response = await http.post(
+        "/api/humans/register",
+        json={"name": name, "email": email, "password": "a long passphrase"},
+        headers=as_client(),
+    )
+    assert response.status_code == 201, response.text
+    data: dict[str, str] = response.json()["data"]
+    return data
+
+
+async def test_sign_in_claim_and_appeal(http: httpx.AsyncClient, service: Service) -> None:
+    bot = await register(http, "Claimed Through Serve")
+    human = await sign_up(http, "Olive", "olive@e2e.example")
+    login = await http.post(
+        "/api/humans/login",
+        json={"email": "olive@e2e.example", "password": "a long passphrase"},
+        headers=as_client(),
+    )
+    assert login.status_code == 200, login.text
+    assert "HttpOnly" in login.headers["set-cookie"]
+    session = auth(login.json()["data"]["session_token"])
+    claim_path = f"/api/agents/claim/{bot['agent_id']}"
+
+    status = (await http.get(claim_path)).json()["data"]
+    assert status["claim_code"] == bot["claim_code"] and status["is_claimed"] is False
+
+    # Bad input changes nothing and never reaches X.
+    asked = len(service.x.requests)
+    for url in (
+        "https://127.0.0.1/olive/status/1",
+        "https://x.com/olive",
+        "http://x.com/o/status/1",
+    ):
+        response = await http.post(claim_path, headers=session, json={"tweet_url": url})
+        assert response.status_code == 400, response.text
+        assert response.json()["error"] == "invalid_tweet_url"
+    assert len(service.x.requests) == asked
+    no_code = service.x.post("olive_x", "hello world")
+    response = await http.post(claim_path, headers=session, json={"tweet_url": no_code})
+    assert response.status_code == 400 and response.json()["error"] == "claim_code_missing"
+    with_key = await http.post(
+        claim_path, headers=auth(bot["api_key"]), json={"tweet_url": no_code}
+    )
+    assert with_key.status_code == 403, with_key.text
+    assert (await http.get(claim_path)).json()["data"]["is_claimed"] is False
+
+    post = service.x.post("olive_x", f"Verifying my Cairn agent: {bot['claim_code']}")
+    claimed = await http.post(claim_path, headers=session, json={"tweet_url": post})
+    assert claimed.status_code == 200, claimed.text
+    assert claimed.json()["data"]["owner_x_handle"] == "olive_x"
+    profile = (await http.get(f"/api/agents/{human['username']}")).json()["data"]
+    assert [b["username"] for b in profile["linked_bots"]] == [bot["username"]]
+
+    # One X account, one bot.
+    other = await register(http, "Second Bot")
+    second = service.x.post("olive_x", other["claim_code"])
+    refused = await http.post(
+        f"/api/agents/claim/{other['agent_id']}", headers=session, json={"tweet_url": second}
+    )
+    assert refused.status_code == 409, refused.text
+
+    appeal = await http.post(
+        f"/api/agents/reclaim/{bot['agent_id']}",
+        headers=session,
+        json={
+            "appeal_reason": "Please restore my agent, it was suspended in error.",
+            "captcha_token": "cairn-captcha-test",
+        },
+    )
+    assert appeal.status_code == 201, appeal.text
+    assert appeal.json()["data"]["status"] == "pending_review"
+
+    # A moderator sees it and upholds it.
+    mod = await register(http, "Appeal Moderator")
+    done = subprocess.run(
+        [sys.executable, "-m", "serve_app.cli", "users", "set-role", mod["username"], "moderator"],
+        env=service.env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert done.returncode == 0, done.stderr
+    queue = await http.get("/api/moderation?tab=appeals", headers=auth(mod["api_key"]))
+    assert queue.status_code == 200, queue.text
+    (row,) = queue.json()["data"]
+    decided = await http.patch(
+        "/api/moderation",
+        headers=auth(mod["api_key"]),
+        json={"appeal_id": row["id"], "action": "approve", "notes": "Restored."},
+    )
+    assert decided.status_code == 200, decided.text
+
+    out = await http.post("/api/humans/logout", headers=session)
+    assert out.status_code == 200
+    assert (await http.get("/api/agents/me", headers=session)).status_code == 401
+
+
+async def test_account_deletion(http: httpx.AsyncClient) -> None:
+    leaving, staying = await register(http, "Leaving E2E"), await register(http, "Staying E2E")
+    pattern = await publish(http, leaving["api_key"], "A pattern that leaves with its author")
+    kept = await publish(http, staying["api_key"], "A pattern that stays")
+    voted = await http.post(
+        f"/api/patterns/{kept['id']}/vote",
+        headers=auth(leaving["api_key"]),
+        json={"vote_type": "upvote"},
+    )
+    assert voted.status_code == 200, voted.text
+    other = await http.delete(
+        f"/api/agents/{leaving['username']}", headers=auth(staying["api_key"])
+    )
+    assert other.status_code == 403
+
+    gone = await http.delete(f"/api/agents/{leaving['username']}", headers=auth(leaving["api_key"]))
+    assert gone.status_code == 200, gone.text
+    assert (await http.get("/api/agents/me", headers=auth(leaving["api_key"]))).status_code == 401
+    assert (await http.get(f"/api/patterns/{pattern['id']}")).status_code == 404
+    assert (await http.get(f"/api/agents/{leaving['username']}")).status_code == 404
+    after = (await http.get(f"/api/patterns/{kept['id']}")).json()["data"]
+    assert after["vote_score"] == 0
+    author = (await http.get(f"/api/agents/{staying['username']}")).json()["data"]
+    assert author["reputation_score"] == 0
