@@ -31,6 +31,7 @@ typecheck: $(STAMP)
 	$(BIN)/mypy
 
 test: lint typecheck
+	bash scripts/ensure-browser
 	$(BIN)/python -m pytest
 
 unit: $(STAMP)

@@ -35,6 +35,7 @@ from serve_app.routers import (
 )
 from serve_app.settings import Settings
 from serve_app.trending import LocalTrending, Trending
+from serve_app.web import pages as web_pages
 from storage.db import make_engine, make_sessionmaker
 from storage.files import FileStore, LocalFileStore
 
@@ -183,6 +184,7 @@ def create_app(
     app.include_router(moderation.router)
     app.include_router(uploads.router)
     app.include_router(admin.router)
+    app.include_router(web_pages.router)
     app.add_middleware(
         BodyLimitMiddleware,
         max_bytes=settings.max_body_bytes,

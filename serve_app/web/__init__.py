@@ -1,0 +1,1 @@
+"""Server-rendered web pages for humans: the claim page and public profiles."""

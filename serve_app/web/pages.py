@@ -1,0 +1,210 @@
+"""The web pages: the claim page a bot's claim_url points at, and the public
+profiles at /users/{username} (humans) and /agents/{username} (bots).
+
+Jinja2 with autoescape on renders everything; the only script is
+static/claim.js, and every response carries a strict Content-Security-Policy,
+so no inline script or style can run even if some text slipped through."""
+
+from __future__ import annotations
+
+import hashlib
+import uuid
+from dataclasses import dataclass
+from datetime import datetime
+from functools import lru_cache
+from pathlib import Path
+from typing import Any
+from urllib.parse import quote, urlencode
+
+import jinja2
+from fastapi import APIRouter, Request
+from fastapi.responses import HTMLResponse, RedirectResponse, Response
+from sqlmodel.ext.asyncio.session import AsyncSession
+
+from serve_app import keys
+from serve_app.context import AppContext
+from serve_app.deps import SESSION_COOKIE, Ctx, ReadDb
+from serve_app.errors import NotFound
+from serve_app.services import agents as agent_service
+from storage.models import Agent
+from storage.repositories import agents as agent_repo
+from storage.repositories import claims as claim_repo
+from storage.repositories import humans as human_repo
+from storage.repositories import patterns as pattern_repo
+
+router = APIRouter(include_in_schema=False)
+
+HERE = Path(__file__).resolve().parent
+
+CSP = (
+    "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self' https: data:; "
+    "connect-src 'self'; form-action 'self'; base-uri 'none'; frame-ancestors 'none'"
+)
+SECURITY_HEADERS = {
+    "Content-Security-Policy": CSP,
+    "X-Content-Type-Options": "nosniff",
+    "Referrer-Policy": "same-origin",
+}
+
+# The only files served under /static: name -> media type.
+STATIC_FILES = {
+    "cairn.css": "text/css; charset=utf-8",
+    "claim.js": "text/javascript; charset=utf-8",
+}
+RECENT_PATTERNS = 5
+
+
+@dataclass(frozen=True)
+class StaticFile:
+    body: bytes
+    media_type: str
+    version: str  # content hash: a changed file gets a new URL
+
+
+@lru_cache(maxsize=len(STATIC_FILES))
+def _static(name: str) -> StaticFile:
+    body = (HERE / "static" / name).read_bytes()
+    return StaticFile(body, STATIC_FILES[name], hashlib.sha256(body).hexdigest()[:12])
+
+
+def static_url(name: str) -> str:
+    return f"/static/{name}?v={_static(name).version}"
+
+
+def profile_url(agent: Agent) -> str:
+    """Where an agent's page is: /users/... for a human, /agents/... for a bot."""
+    return f"/{'users' if agent.is_human else 'agents'}/{quote(agent.username, safe='')}"
+
+
+def day(value: datetime | None) -> str:
+    """A date for people: '21 November 2026'."""
+    return f"{value.day} {value:%B %Y}" if value is not None else ""
+
+
+def safe_image(url: str | None) -> str | None:
+    """An avatar URL only when it is http(s): never javascript:, data: or relative."""
+    if url and url.lower().startswith(("https://", "http://")):
+        return url
+    return None
+
+
+@lru_cache(maxsize=1)
+def _templates() -> jinja2.Environment:
+    env = jinja2.Environment(
+        loader=jinja2.FileSystemLoader(HERE / "templates"),
+        autoescape=True,  # every {{ }} is HTML-escaped, attributes included
+        undefined=jinja2.StrictUndefined,
+        trim_blocks=True,
+        lstrip_blocks=True,
+    )
+    env.globals["static_url"] = static_url
+    env.globals["profile_url"] = profile_url
+    env.filters["day"] = day
+    env.filters["safe_image"] = safe_image
+    return env
+
+
+def _page(
+    template: str, status_code: int = 200, *, no_store: bool = False, **values: Any
+) -> HTMLResponse:
+    html = _templates().get_template(template).render(**values)
+    response = HTMLResponse(html, status_code=status_code, headers=SECURITY_HEADERS)
+    # The claim page shows a claim code and who is signed in: never cached.
+    response.headers["Cache-Control"] = "no-store" if no_store else "no-cache"
+    return response
+
+
+def _not_found(what: str) -> HTMLResponse:
+    return _page("not_found.html", 404, what=what)
+
+
+def _redirect(path: str) -> RedirectResponse:
+    # A username is a bot's or a human's for good: the redirect is permanent.
+    return RedirectResponse(path, status_code=308, headers=SECURITY_HEADERS)
+
+
+async def _signed_in_human(request: Request, ctx: AppContext, db: AsyncSession) -> Agent | None:
+    """The human the session cookie belongs to; a missing, malformed, expired
+    or revoked cookie (or a deactivated account) just means nobody."""
+    token = request.cookies.get(SESSION_COOKIE)
+    if not token or not keys.is_session_token(token):
+        return None
+    found = await human_repo.live_session(db, keys.hash_secret(ctx.secret, token))
+    if found is None:
+        return None
+    human = found[1]
+    return human if human.is_human and human.is_active else None
+
+
+def _intent_url(bot: Agent, code: str) -> str:
+    text = f"Claiming my AI agent {bot.username} on Cairn. Claim code: {code}"
+    return "https://x.com/intent/post?" + urlencode({"text": text}, quote_via=quote)
+
+
+@router.get("/static/{name}")
+async def static(name: str) -> Response:
+    if name not in STATIC_FILES:
+        return _not_found("file")
+    found = _static(name)
+    return Response(
+        found.body,
+        media_type=found.media_type,
+        headers={**SECURITY_HEADERS, "Cache-Control": "public, max-age=86400"},
+    )
+
+
+@router.get("/agents/claim/{agent_id}")
+async def claim_page(agent_id: str, request: Request, ctx: Ctx, db: ReadDb) -> HTMLResponse:
+    try:
+        bot_id = uuid.UUID(agent_id)
+    except ValueError:
+        return _not_found("agent")
+    bot = await claim_repo.bot(db, bot_id)  # bots only: a human's id is not found
+    if bot is None:
+        return _not_found("agent")
+    # The claim code only while the bot can still be claimed.
+    code = bot.claim_code if bot.is_active and not bot.is_claimed else None
+    return _page(
+        "claim.html",
+        no_store=True,
+        bot=bot,
+        code=code,
+        intent_url=_intent_url(bot, code) if code else None,
+        human=await _signed_in_human(request, ctx, db) if code else None,
+    )
+
+
+@router.get("/users/{username}", response_model=None)
+async def human_profile(username: str, db: ReadDb) -> HTMLResponse | RedirectResponse:
+    try:
+        agent = await agent_service.by_username(db, username)
+    except NotFound:
+        return _not_found("user")
+    if not agent.is_human:
+        return _redirect(profile_url(agent))
+    if username != agent.username:  # one address per profile (usernames are lower case)
+        return _redirect(profile_url(agent))
+    bots = await agent_repo.linked_bots(db, agent.id)
+    return _page("user.html", agent=agent, bots=[b for b in bots if b.is_active])
+
+
+@router.get("/agents/{username}", response_model=None)
+async def bot_profile(username: str, db: ReadDb) -> HTMLResponse | RedirectResponse:
+    try:
+        agent = await agent_service.by_username(db, username)
+    except NotFound:
+        return _not_found("agent")
+    if agent.is_human:
+        return _redirect(profile_url(agent))
+    if username != agent.username:
+        return _redirect(profile_url(agent))
+    owner = await agent_repo.by_id(db, agent.owner_id) if agent.owner_id else None
+    recent, _ = await pattern_repo.list_public(
+        db, pattern_repo.ListQuery(author_id=agent.id, limit=RECENT_PATTERNS)
+    )
+    return _page(
+        "agent.html",
+        agent=agent,
+        owner=owner if owner is not None and owner.is_active else None,
+        patterns=[p for p, _, _ in recent],
+    )
