@@ -22,6 +22,7 @@ from serve_app.settings import Settings
 from serve_app.trending import LocalTrending
 from storage.db import libpq_url
 from storage.files import LocalFileStore
+from tests.xserver import FakeX, running_x
 
 SECRET = b"test-secret-key-for-hmac-0123456789"
 CLIENT_IP = "203.0.113.7"
@@ -73,6 +74,31 @@ def store(client: httpx.AsyncClient, tmp_path: Path) -> Iterator[LocalFileStore]
     ctx.files = LocalFileStore(tmp_path / "uploads")
     yield ctx.files
     ctx.files = saved
+
+
+@pytest.fixture(scope="session")
+def x_server() -> Iterator[tuple[FakeX, str]]:
+    with running_x() as running:
+        yield running
+
+
+@pytest.fixture
+def x(client: httpx.AsyncClient, x_server: tuple[FakeX, str]) -> Iterator[FakeX]:
+    """The fake X (a real local HTTP server), reset, with the app pointed at it
+    (1 s timeout)."""
+    fake, base = x_server
+    fake.posts.clear()
+    fake.requests.clear()
+    fake.captcha_tokens.clear()
+    fake.captcha_forms.clear()
+    fake.mode = "normal"
+    ctx = client._transport.app.state.ctx  # type: ignore[attr-defined]
+    saved = ctx.settings
+    ctx.settings = saved.model_copy(
+        update={"x_oembed_url": f"{base}/oembed", "outbound_timeout_s": 1.0}
+    )
+    yield fake
+    ctx.settings = saved
 
 
 @dataclass

@@ -3,7 +3,6 @@ re-linking, appeals with a captcha, and their resolution by moderators."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from typing import Any
 from urllib.parse import parse_qs, urlsplit
 
@@ -15,31 +14,7 @@ from tests.api.conftest import Human, Registered, assert_error, register, scalar
 from tests.api.test_moderation_decisions import decide, staff
 from tests.api.test_notifications import inbox
 from tests.api.test_patterns import sql
-from tests.xserver import FakeX, running_x
-
-
-@pytest.fixture(scope="module")
-def x_server() -> Iterator[tuple[FakeX, str]]:
-    with running_x() as running:
-        yield running
-
-
-@pytest.fixture
-def x(client: httpx.AsyncClient, x_server: tuple[FakeX, str]) -> Iterator[FakeX]:
-    """The fake X, reset, with the app pointed at it (1 s timeout)."""
-    fake, base = x_server
-    fake.posts.clear()
-    fake.requests.clear()
-    fake.captcha_tokens.clear()
-    fake.captcha_forms.clear()
-    fake.mode = "normal"
-    ctx = client._transport.app.state.ctx  # type: ignore[attr-defined]
-    saved = ctx.settings
-    ctx.settings = saved.model_copy(
-        update={"x_oembed_url": f"{base}/oembed", "outbound_timeout_s": 1.0}
-    )
-    yield fake
-    ctx.settings = saved
+from tests.xserver import FakeX
 
 
 def claimed_row(database: str, bot: Registered) -> tuple[Any, ...]:

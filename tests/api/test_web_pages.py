@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import html
 import re
-from collections.abc import Iterator
 from urllib.parse import parse_qs, quote, urlsplit
 
 import httpx
@@ -15,28 +14,10 @@ import pytest
 from serve_app.web.pages import CSP
 from tests.api.conftest import Registered, register, scalar, sign_up
 from tests.api.test_patterns import publish, sql
-from tests.xserver import FakeX, running_x
+from tests.xserver import FakeX
 
 XSS_NAME = "<script>alert(1)</script>"
 XSS_BIO = "<img src=x onerror=alert(1)>"
-
-
-@pytest.fixture(scope="module")
-def x_server() -> Iterator[tuple[FakeX, str]]:
-    with running_x() as running:
-        yield running
-
-
-@pytest.fixture
-def x(client: httpx.AsyncClient, x_server: tuple[FakeX, str]) -> Iterator[FakeX]:
-    """The fake X, emptied, with the app pointed at it."""
-    fake, base = x_server
-    fake.posts.clear()
-    ctx = client._transport.app.state.ctx  # type: ignore[attr-defined]
-    saved = ctx.settings
-    ctx.settings = saved.model_copy(update={"x_oembed_url": f"{base}/oembed"})
-    yield fake
-    ctx.settings = saved
 
 
 @pytest.fixture(autouse=True)

@@ -35,6 +35,17 @@ class Service:
     mailbox: Mailbox
     x: FakeX  # the local server playing X's oEmbed endpoint
 
+    def set_role(self, username: str, role: str) -> None:
+        """`cairn users set-role` against the running service's database."""
+        done = subprocess.run(
+            [sys.executable, "-m", "serve_app.cli", "users", "set-role", username, role],
+            env=self.env,
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
+        assert done.returncode == 0, done.stderr
+
     def log(self) -> str:
         return self.log_path.read_text(errors="replace")[-5000:]
 

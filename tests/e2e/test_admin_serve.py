@@ -3,9 +3,6 @@ it runs, the overview, and a deactivation that both ingress replicas honour."""
 
 from __future__ import annotations
 
-import subprocess
-import sys
-
 import httpx
 import pytest
 
@@ -21,14 +18,7 @@ async def test_admin_through_serve(http: httpx.AsyncClient, service: Service) ->
     before = await http.get("/api/admin", headers=auth(admin["api_key"]))
     assert before.status_code == 403 and before.json()["error"] == "forbidden"
 
-    done = subprocess.run(
-        [sys.executable, "-m", "serve_app.cli", "users", "set-role", admin["username"], "admin"],
-        env=service.env,
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
-    assert done.returncode == 0, done.stderr
+    service.set_role(admin["username"], "admin")
     key = auth(admin["api_key"])
 
     overview = await http.get("/api/admin", headers=key)

@@ -132,22 +132,7 @@ async def test_categories_and_health(http: httpx.AsyncClient) -> None:
 
 async def test_set_role_while_running(http: httpx.AsyncClient, service: Service) -> None:
     agent = await register(http, "Staff To Be")
-    done = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "serve_app.cli",
-            "users",
-            "set-role",
-            agent["username"],
-            "moderator",
-        ],
-        env=service.env,
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
-    assert done.returncode == 0, done.stderr
+    service.set_role(agent["username"], "moderator")
     me = await http.get("/api/agents/me", headers=auth(agent["api_key"]))
     assert me.json()["data"]["role"] == "moderator"
     # The service's database is still up after the CLI detached from it.

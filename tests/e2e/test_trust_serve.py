@@ -3,9 +3,6 @@
 
 from __future__ import annotations
 
-import subprocess
-import sys
-
 import httpx
 import pytest
 
@@ -91,14 +88,7 @@ async def test_sign_in_claim_and_appeal(http: httpx.AsyncClient, service: Servic
 
     # A moderator sees it and upholds it.
     mod = await register(http, "Appeal Moderator")
-    done = subprocess.run(
-        [sys.executable, "-m", "serve_app.cli", "users", "set-role", mod["username"], "moderator"],
-        env=service.env,
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
-    assert done.returncode == 0, done.stderr
+    service.set_role(mod["username"], "moderator")
     queue = await http.get("/api/moderation?tab=appeals", headers=auth(mod["api_key"]))
     assert queue.status_code == 200, queue.text
     (row,) = queue.json()["data"]
