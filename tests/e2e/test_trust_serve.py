@@ -39,6 +39,12 @@ async def test_sign_in_claim_and_appeal(http: httpx.AsyncClient, service: Servic
 
     status = (await http.get(claim_path)).json()["data"]
     assert status["claim_code"] == bot["claim_code"] and status["is_claimed"] is False
+    page = await http.get(f"/agents/claim/{bot['agent_id']}")
+    assert page.status_code == 200 and page.headers["content-type"].startswith("text/html")
+    assert (
+        bot["claim_code"] in page.text
+        and "script-src 'self'" in page.headers["content-security-policy"]
+    )
 
     # Bad input changes nothing and never reaches X.
     asked = len(service.x.requests)
@@ -66,6 +72,23 @@ async def test_sign_in_claim_and_appeal(http: httpx.AsyncClient, service: Servic
     assert claimed.json()["data"]["owner_x_handle"] == "olive_x"
     profile = (await http.get(f"/api/agents/{human['username']}")).json()["data"]
     assert [b["username"] for b in profile["linked_bots"]] == [bot["username"]]
+
+    # The profile pages send each kind of account to its own URL.
+    wrong = await http.get(f"/agents/{human['username']}", follow_redirects=False)
+    assert wrong.status_code == 308 and wrong.headers["location"].endswith(
+        f"/users/{human['username']}"
+    )
+    assert bot["username"] in (await http.get(f"/users/{human['username']}")).text
+
+    # The same person on a new profile re-links the bot with a post naming it.
+    again = await sign_up(http, "Olive Again", "olive2@e2e.example")
+    proof = service.x.post("olive_x", f"{bot['username']} now lives on my new profile")
+    relinked = await http.patch(
+        claim_path, headers=auth(again["session_token"]), json={"tweet_url": proof}
+    )
+    assert relinked.status_code == 200, relinked.text
+    moved = (await http.get(f"/api/agents/{again['username']}")).json()["data"]["linked_bots"]
+    assert [b["username"] for b in moved] == [bot["username"]]
 
     # One X account, one bot.
     other = await register(http, "Second Bot")
