@@ -16,7 +16,9 @@ from storage.models.base import utcnow
 async def bot(session: AsyncSession, agent_id: uuid.UUID, *, lock: bool = False) -> Agent | None:
     """A bot (never a human profile) by id; ``lock`` holds its row to the commit."""
     query = select(Agent).where(col(Agent.id) == agent_id, col(Agent.is_human).is_(False))
-    result = await session.exec(query.with_for_update() if lock else query)
+    if lock:  # and re-read: a row loaded earlier in this session may be stale
+        query = query.with_for_update().execution_options(populate_existing=True)
+    result = await session.exec(query)
     return result.first()
 
 
@@ -79,7 +81,9 @@ async def appeal(
     session: AsyncSession, appeal_id: uuid.UUID, *, lock: bool = False
 ) -> Appeal | None:
     query = select(Appeal).where(col(Appeal.id) == appeal_id)
-    result = await session.exec(query.with_for_update() if lock else query)
+    if lock:
+        query = query.with_for_update().execution_options(populate_existing=True)
+    result = await session.exec(query)
     return result.first()
 
 

@@ -3,6 +3,7 @@ re-linking, appeals with a captcha, and their resolution by moderators."""
 
 from __future__ import annotations
 
+import asyncio
 from typing import Any
 from urllib.parse import parse_qs, urlsplit
 
@@ -367,3 +368,21 @@ async def test_moderators_resolve_appeals(
     second = (await appeal(client, bot, owner)).json()["data"]["appeal_id"]
     await decide(client, mod, appeal_id=second, action="reject")
     assert scalar(database, "SELECT status FROM appeals WHERE id = %s", second) == "rejected"
+
+
+async def test_two_claims_at_once_one_wins(
+    client: httpx.AsyncClient, database: str, x: FakeX
+) -> None:
+    bot = await register(client, "Contested")
+    first, second = await sign_up(client, "First"), await sign_up(client, "Second")
+    urls = [x.post("first_x", bot.claim_code), x.post("second_x", bot.claim_code)]
+    for _ in range(3):
+        responses = await asyncio.gather(
+            post_claim(client, bot, first, urls[0]), post_claim(client, bot, second, urls[1])
+        )
+        statuses = sorted(r.status_code for r in responses)
+        assert statuses in ([200, 409], [409, 409]), [r.text for r in responses]
+    winner = scalar(database, "SELECT owner_x_handle FROM agents WHERE id = %s", bot.agent_id)
+    assert winner in ("first_x", "second_x")
+    owner = scalar(database, "SELECT owner_id::text FROM agents WHERE id = %s", bot.agent_id)
+    assert owner == (first.agent_id if winner == "first_x" else second.agent_id)
