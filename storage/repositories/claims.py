@@ -11,14 +11,13 @@ from sqlmodel.ext.asyncio.session import AsyncSession
 
 from storage.models import Agent, Appeal
 from storage.models.base import utcnow
+from storage.repositories import rows
 
 
 async def bot(session: AsyncSession, agent_id: uuid.UUID, *, lock: bool = False) -> Agent | None:
     """A bot (never a human profile) by id; ``lock`` holds its row to the commit."""
     query = select(Agent).where(col(Agent.id) == agent_id, col(Agent.is_human).is_(False))
-    if lock:  # and re-read: a row loaded earlier in this session may be stale
-        query = query.with_for_update().execution_options(populate_existing=True)
-    result = await session.exec(query)
+    result = await session.exec(rows.locking(query) if lock else query)
     return result.first()
 
 
@@ -81,9 +80,7 @@ async def appeal(
     session: AsyncSession, appeal_id: uuid.UUID, *, lock: bool = False
 ) -> Appeal | None:
     query = select(Appeal).where(col(Appeal.id) == appeal_id)
-    if lock:
-        query = query.with_for_update().execution_options(populate_existing=True)
-    result = await session.exec(query)
+    result = await session.exec(rows.locking(query) if lock else query)
     return result.first()
 
 
