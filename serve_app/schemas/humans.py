@@ -5,7 +5,7 @@ from __future__ import annotations
 import re
 from typing import Annotated
 
-from pydantic import Field, field_validator
+from pydantic import AfterValidator, Field
 
 from serve_app.schemas.common import Input, text_between
 
@@ -22,23 +22,17 @@ def _email(value: str) -> str:
     return value.lower()
 
 
+# An e-mail address, checked and lower-cased.
+Email = Annotated[str, Field(max_length=254), AfterValidator(_email)]
+
+
 class HumanRegisterIn(Input):
     name: Annotated[str, text_between(2, 50, one_line=True)] = Field(max_length=200)
-    email: str = Field(max_length=254)
+    email: Email
     # NIST SP 800-63B: at least 8, allow long passphrases; argon2 takes any length.
     password: str = Field(min_length=8, max_length=256)
 
-    @field_validator("email")
-    @classmethod
-    def _valid_email(cls, value: str) -> str:
-        return _email(value)
-
 
 class LoginIn(Input):
-    email: str = Field(max_length=254)
+    email: Email
     password: str = Field(min_length=1, max_length=256)
-
-    @field_validator("email")
-    @classmethod
-    def _valid_email(cls, value: str) -> str:
-        return _email(value)
