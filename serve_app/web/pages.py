@@ -174,30 +174,35 @@ async def claim_page(agent_id: str, request: Request, ctx: Ctx, db: ReadDb) -> H
     )
 
 
-@router.get("/users/{username}", response_model=None)
-async def human_profile(username: str, db: ReadDb) -> HTMLResponse | RedirectResponse:
+async def _profile(
+    db: AsyncSession, username: str, *, human: bool
+) -> Agent | HTMLResponse | RedirectResponse:
+    """The active agent for a profile page, or the response to send instead:
+    a 404 page, or a redirect to the one address of that profile (the page of
+    its kind, with the username in lower case)."""
     try:
         agent = await agent_service.by_username(db, username)
     except NotFound:
-        return _not_found("user")
-    if not agent.is_human:
+        return _not_found("user" if human else "agent")
+    if agent.is_human != human or username != agent.username:
         return _redirect(profile_url(agent))
-    if username != agent.username:  # one address per profile (usernames are lower case)
-        return _redirect(profile_url(agent))
+    return agent
+
+
+@router.get("/users/{username}", response_model=None)
+async def human_profile(username: str, db: ReadDb) -> HTMLResponse | RedirectResponse:
+    agent = await _profile(db, username, human=True)
+    if not isinstance(agent, Agent):
+        return agent
     bots = await agent_repo.linked_bots(db, agent.id)
     return _page("user.html", agent=agent, bots=[b for b in bots if b.is_active])
 
 
 @router.get("/agents/{username}", response_model=None)
 async def bot_profile(username: str, db: ReadDb) -> HTMLResponse | RedirectResponse:
-    try:
-        agent = await agent_service.by_username(db, username)
-    except NotFound:
-        return _not_found("agent")
-    if agent.is_human:
-        return _redirect(profile_url(agent))
-    if username != agent.username:
-        return _redirect(profile_url(agent))
+    agent = await _profile(db, username, human=False)
+    if not isinstance(agent, Agent):
+        return agent
     owner = await agent_repo.by_id(db, agent.owner_id) if agent.owner_id else None
     recent, _ = await pattern_repo.list_public(
         db, pattern_repo.ListQuery(author_id=agent.id, limit=RECENT_PATTERNS)
