@@ -12,8 +12,9 @@ from sqlmodel.ext.asyncio.session import AsyncSession
 from storage.db import fetch_one
 from storage.models import Agent
 from storage.models.base import utcnow
+from storage.repositories import rows
 
-_AGENT_COLUMNS = ", ".join(c.name for c in Agent.__table__.columns)  # type: ignore[attr-defined]
+_AGENT_COLUMNS = ", ".join(rows.columns(Agent))
 _BY_USERNAME = f"SELECT {_AGENT_COLUMNS} FROM agents WHERE username = %(username)s"  # noqa: S608 - column names are ours
 
 

@@ -12,20 +12,16 @@ from sqlmodel.ext.asyncio.session import AsyncSession
 from storage.db import fetch_one
 from storage.models import Agent, ApiKey
 from storage.models.base import utcnow
+from storage.repositories import rows
 
 LAST_USED_GRANULARITY = timedelta(seconds=60)
 
 
-_KEY_COLUMNS = [c.name for c in ApiKey.__table__.columns]  # type: ignore[attr-defined]
-_AGENT_COLUMNS = [c.name for c in Agent.__table__.columns]  # type: ignore[attr-defined]
 # Column names come from our own tables, never from input.
 _LIVE_BY_KEY_ID = (
-    "SELECT "  # noqa: S608
-    + ", ".join(
-        [f"k.{c} AS k_{c}" for c in _KEY_COLUMNS] + [f"a.{c} AS a_{c}" for c in _AGENT_COLUMNS]
-    )
-    + " FROM api_keys k JOIN agents a ON a.id = k.agent_id"
-    + " WHERE k.key_id = %(key_id)s AND k.revoked_at IS NULL"
+    f"SELECT {rows.aliased_columns('k', ApiKey)}, {rows.aliased_columns('a', Agent)}"  # noqa: S608
+    " FROM api_keys k JOIN agents a ON a.id = k.agent_id"
+    " WHERE k.key_id = %(key_id)s AND k.revoked_at IS NULL"
 )
 
 
@@ -37,9 +33,7 @@ async def live_by_key_id(session: AsyncSession, key_id: str) -> tuple[ApiKey, Ag
     row = await fetch_one(session, _LIVE_BY_KEY_ID, {"key_id": key_id})
     if row is None:
         return None
-    key = ApiKey(**{c: row[f"k_{c}"] for c in _KEY_COLUMNS})
-    agent = Agent(**{c: row[f"a_{c}"] for c in _AGENT_COLUMNS})
-    return key, agent
+    return rows.from_aliased(row, "k", ApiKey), rows.from_aliased(row, "a", Agent)
 
 
 async def live_for_agent(session: AsyncSession, agent_id: uuid.UUID) -> ApiKey | None:

@@ -12,17 +12,13 @@ from sqlmodel.ext.asyncio.session import AsyncSession
 from storage.db import fetch_one
 from storage.models import Agent, HumanSession
 from storage.models.base import utcnow
+from storage.repositories import rows
 
-_AGENT_COLUMNS = [c.name for c in Agent.__table__.columns]  # type: ignore[attr-defined]
-_SESSION_COLUMNS = [c.name for c in HumanSession.__table__.columns]  # type: ignore[attr-defined]
 # Column names come from our own tables, never from input.
 _LIVE_SESSION = (
-    "SELECT "  # noqa: S608
-    + ", ".join(
-        [f"s.{c} AS s_{c}" for c in _SESSION_COLUMNS] + [f"a.{c} AS a_{c}" for c in _AGENT_COLUMNS]
-    )
-    + " FROM human_sessions s JOIN agents a ON a.id = s.agent_id"
-    + " WHERE s.token_hash = %(token_hash)s AND s.revoked_at IS NULL AND s.expires_at > now()"
+    f"SELECT {rows.aliased_columns('s', HumanSession)}, {rows.aliased_columns('a', Agent)}"  # noqa: S608
+    " FROM human_sessions s JOIN agents a ON a.id = s.agent_id"
+    " WHERE s.token_hash = %(token_hash)s AND s.revoked_at IS NULL AND s.expires_at > now()"
 )
 
 # A clash on username or e-mail inserts nothing and returns no row: the caller
@@ -101,8 +97,7 @@ async def live_session(
     row = await fetch_one(session, _LIVE_SESSION, {"token_hash": token_hash})
     if row is None:
         return None
-    found = HumanSession(**{c: row[f"s_{c}"] for c in _SESSION_COLUMNS})
-    return found, Agent(**{c: row[f"a_{c}"] for c in _AGENT_COLUMNS})
+    return rows.from_aliased(row, "s", HumanSession), rows.from_aliased(row, "a", Agent)
 
 
 async def revoke_session(session: AsyncSession, session_id: uuid.UUID) -> None:

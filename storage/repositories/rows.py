@@ -5,6 +5,8 @@ unique slug, and pages that carry their own count."""
 from __future__ import annotations
 
 import uuid
+from collections.abc import Mapping
+from functools import cache
 from typing import Any, TypeVar
 
 from sqlalchemy import delete, literal_column, update
@@ -19,6 +21,24 @@ from sqlmodel.ext.asyncio.session import AsyncSession
 ID = "id"
 SLUG = "slug"
 Row = TypeVar("Row", bound=SQLModel)
+
+
+@cache
+def columns(model: type[SQLModel]) -> tuple[str, ...]:
+    """The table's column names (ours, never input: safe to put in SQL text);
+    cached, as the key check reads them on every request."""
+    return tuple(c.name for c in model.__table__.columns)  # type: ignore[attr-defined]
+
+
+def aliased_columns(alias: str, model: type[SQLModel]) -> str:
+    """``a.id AS a_id, a.username AS a_username, …``: one table's columns in a
+    join, named so that ``from_aliased`` can take them back out of the row."""
+    return ", ".join(f"{alias}.{c} AS {alias}_{c}" for c in columns(model))
+
+
+def from_aliased(row: Mapping[str, Any], alias: str, model: type[Row]) -> Row:
+    """The detached ``model`` instance whose columns a row carries as ``alias_*``."""
+    return model(**{c: row[f"{alias}_{c}"] for c in columns(model)})
 
 
 async def by_id(
