@@ -20,7 +20,7 @@ from serve_app.errors import (
     ServiceUnavailable,
 )
 from serve_app.schemas.agents import AppealIn, ClaimIn, RelinkIn
-from serve_app.services.views import iso
+from serve_app.services import views
 from storage.models import Agent
 from storage.models.base import utcnow
 from storage.repositories import claims as repo
@@ -38,12 +38,7 @@ async def _bot(db: AsyncSession, agent_id: uuid.UUID, *, lock: bool = False) -> 
 
 
 def _brief(bot: Agent) -> dict[str, Any]:
-    return {
-        "id": str(bot.id),
-        "username": bot.username,
-        "display_name": bot.display_name,
-        "verification_level": bot.verification_level,
-    }
+    return {**views.agent_brief(bot), "verification_level": bot.verification_level}
 
 
 async def status(db: AsyncSession, agent_id: uuid.UUID) -> dict[str, Any]:
@@ -51,7 +46,7 @@ async def status(db: AsyncSession, agent_id: uuid.UUID) -> dict[str, Any]:
     bot = await _bot(db, agent_id)
     data = {**_brief(bot), "is_claimed": bot.is_claimed, "is_active": bot.is_active}
     if bot.is_claimed:
-        data["claimed_at"] = iso(bot.claimed_at)
+        data["claimed_at"] = views.iso(bot.claimed_at)
         data["owner_x_handle"] = bot.owner_x_handle
     else:
         data["claim_code"] = bot.claim_code
@@ -118,7 +113,7 @@ async def claim(
         "data": {
             **_brief(bot),
             "verification_level": "verified",
-            "claimed_at": iso(now),
+            "claimed_at": views.iso(now),
             "owner_x_handle": post.author_handle,
         },
     }
