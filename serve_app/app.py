@@ -31,8 +31,10 @@ from serve_app.routers import (
     notifications,
     patterns,
     questions,
+    search,
     uploads,
 )
+from serve_app.search import NoSemanticSearch, SemanticSearch
 from serve_app.settings import Settings
 from serve_app.trending import LocalTrending, Trending
 from serve_app.web import pages as web_pages
@@ -128,6 +130,7 @@ def create_app(
     implicit_proxy_hops: int = 0,
     pool_size: int | None = None,
     files: FileStore | None = None,
+    semantic: SemanticSearch | None = None,
 ) -> FastAPI:
     """Build the app. Ray-backed pieces are passed in, so tests run it without Ray."""
     engine = make_engine(
@@ -151,6 +154,7 @@ def create_app(
         rules=settings.rules(),
         trusted=settings.trusted_networks(),
         files=files or LocalFileStore(settings.state_path / "uploads"),
+        search=semantic or NoSemanticSearch(),
         implicit_proxy_hops=implicit_proxy_hops,
     )
 
@@ -160,6 +164,7 @@ def create_app(
         await ctx.dispatch.wake()
         yield {}
         await ctx.dispatch.close()
+        await ctx.search.close()
         await engine.dispose()
 
     app = FastAPI(
@@ -180,6 +185,7 @@ def create_app(
     app.include_router(answers.router)
     app.include_router(collections.router)
     app.include_router(feed.router)
+    app.include_router(search.router)
     app.include_router(notifications.router)
     app.include_router(moderation.router)
     app.include_router(uploads.router)

@@ -14,6 +14,7 @@ from serve_app.clientip import Network
 from serve_app.dispatch import Dispatch
 from serve_app.hooks import Notify
 from serve_app.ratelimit import RateLimiter
+from serve_app.search import SemanticSearch
 from serve_app.settings import Settings
 from serve_app.trending import Trending
 from storage.files import FileStore
@@ -35,6 +36,8 @@ class AppContext:
     trusted: list[Network]
     # Uploaded images (local disk by default; storage/files.py).
     files: FileStore
+    # The vector side of search (serve_app/search.py).
+    search: SemanticSearch
     # Proxies of our own in front of the app (Serve's HAProxy) whose
     # X-Forwarded-For entry is believed without being listed as trusted.
     implicit_proxy_hops: int = 0

@@ -1,4 +1,5 @@
-"""The Serve graph: the Api ingress deployment and its builder.
+"""The Serve graph: the Api ingress deployment, the Embedder and VectorIndex
+deployments it searches with, and the builder that binds them.
 
 ``build_app`` is what configs/serve.yaml imports; ``cairn run`` uses
 ``build_application`` after its own preparation.
@@ -18,7 +19,7 @@ from serve_app.bootstrap import Prepared, prepare, worker_env
 from serve_app.settings import Settings, get_settings
 
 
-def replica_app(runtime: dict[str, str]) -> FastAPI:
+def replica_app(runtime: dict[str, str], index: Any = None) -> FastAPI:
     """Runs on each replica: the app is built there, never pickled.
 
     ``runtime`` holds the deploying process's CAIRN_* settings with the
@@ -30,6 +31,7 @@ def replica_app(runtime: dict[str, str]) -> FastAPI:
     from serve_app.app import create_app
     from serve_app.dispatch import RayDispatch, dispatch_config
     from serve_app.ratelimit import RayRateLimiter
+    from serve_app.search import RaySearch
     from serve_app.trending import RayTrending
 
     os.environ.update(runtime)
@@ -46,6 +48,10 @@ def replica_app(runtime: dict[str, str]) -> FastAPI:
         dispatch=RayDispatch(dispatch_config(settings, settings.database_url)),
         # Serve's HAProxy appends the client address to X-Forwarded-For.
         implicit_proxy_hops=1 if constants.RAY_SERVE_ENABLE_HA_PROXY else 0,
+        # The index embeds the query (≤ search_query_timeout_s) then searches.
+        semantic=None
+        if index is None
+        else RaySearch(index, timeout_s=settings.search_query_timeout_s + 1.0),
     )
 
 
@@ -54,20 +60,43 @@ def replica_app(runtime: dict[str, str]) -> FastAPI:
 class Api:
     """The HTTP ingress: the whole FastAPI app."""
 
-    def __init__(self, runtime: dict[str, str]) -> None:
+    def __init__(self, runtime: dict[str, str], index: Any = None) -> None:
         self._runtime = runtime
+        self._index = index
 
     def __serve_build_asgi_app__(self) -> FastAPI:
-        return replica_app(self._runtime)
+        return replica_app(self._runtime, self._index)
 
 
 def build_application(settings: Settings, prepared: Prepared) -> Application:
+    runtime = worker_env(settings, prepared)
+    index = None
+    if settings.search_semantic:
+        from embeddings.deployments import Embedder, VectorIndex
+
+        logging_config = LoggingConfig(enable_access_log=False)
+        embedder = Embedder.options(  # type: ignore[attr-defined]
+            autoscaling_config={
+                "min_replicas": settings.embedder_min_replicas,
+                "initial_replicas": max(1, settings.embedder_min_replicas),
+                "max_replicas": settings.embedder_max_replicas,
+                "target_ongoing_requests": settings.embedding_max_batch,
+            },
+            ray_actor_options={
+                "num_cpus": settings.embedder_num_cpus,
+                "num_gpus": settings.embedder_num_gpus,
+            },
+            logging_config=logging_config,
+        ).bind(settings.embedder_config())
+        index = VectorIndex.options(  # type: ignore[attr-defined]
+            ray_actor_options={"num_cpus": 0.1}, logging_config=logging_config
+        ).bind(settings.indexer_config(runtime["CAIRN_DATABASE_URL"]), embedder)
     return Api.options(  # type: ignore[attr-defined]
         num_replicas=settings.ingress_replicas,
         max_ongoing_requests=settings.ingress_max_ongoing_requests,
         ray_actor_options={"num_cpus": settings.ingress_num_cpus},
         logging_config=LoggingConfig(enable_access_log=settings.access_log),
-    ).bind(worker_env(settings, prepared))
+    ).bind(runtime, index)
 
 
 def build_app(args: dict[str, Any]) -> Application:

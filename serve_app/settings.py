@@ -20,6 +20,7 @@ from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
 
 from actors.mail import parse_smtp_url
 from actors.ratelimit import Rule
+from embeddings.config import EmbedderConfig, IndexConfig, IndexerConfig
 
 _PERIODS = {
     "s": 1,
@@ -98,6 +99,22 @@ class Settings(BaseSettings):
     captcha_test_token: str = Field(default="cairn-captcha-test", min_length=8)
     outbound_timeout_s: float = Field(default=5.0, gt=0, le=60)
     outbound_max_bytes: int = Field(default=262_144, ge=1024, le=16_777_216)
+
+    # Semantic search (docs/decisions.md, "Search")
+    embedding_model: str = Field(default="all-MiniLM-L6-v2", min_length=1)
+    embedding_device: str = Field(default="auto", pattern=r"^(auto|cpu|cuda(:\d+)?|mps)$")
+    embedding_max_batch: int = Field(default=64, ge=1, le=4096)
+    embedder_min_replicas: int = Field(default=1, ge=0, le=1000)
+    embedder_max_replicas: int = Field(default=2, ge=1, le=1000)
+    embedder_num_cpus: float = Field(default=0.5, ge=0)
+    embedder_num_gpus: float = Field(default=0, ge=0)
+    search_semantic: bool = True
+    search_flat_max: int = Field(default=200_000, ge=1)
+    search_nprobe: int = Field(default=32, ge=1, le=65_536)
+    search_batch_size: int = Field(default=64, ge=1, le=4096)
+    search_poll_s: float = Field(default=5.0, gt=0, le=3600)
+    search_query_timeout_s: float = Field(default=1.0, gt=0, le=60)
+    similar_min_score: float = Field(default=0.6, ge=-1, le=1)
 
     # Rate limits: "<count>/<period>", period one of second, minute, hour, day
     # (or "<n>s" style multiples, e.g. "5/30s").
@@ -207,6 +224,23 @@ class Settings(BaseSettings):
             limit, window = parse_rate(text)
             out[name] = Rule(name=name, limit=limit, window_s=window)
         return out
+
+    def indexer_config(self, database_url: str) -> IndexerConfig:
+        return IndexerConfig(
+            database_url=database_url,
+            model=self.embedding_model,
+            batch_size=self.search_batch_size,
+            poll_s=self.search_poll_s,
+            query_timeout_s=self.search_query_timeout_s,
+            index=IndexConfig(flat_max=self.search_flat_max, nprobe=self.search_nprobe),
+        )
+
+    def embedder_config(self) -> EmbedderConfig:
+        return EmbedderConfig(
+            model=self.embedding_model,
+            device=self.embedding_device,
+            max_batch_size=self.embedding_max_batch,
+        )
 
     def trusted_networks(self) -> list[ipaddress.IPv4Network | ipaddress.IPv6Network]:
         return [ipaddress.ip_network(c, strict=False) for c in self.trusted_proxies]

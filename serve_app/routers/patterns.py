@@ -13,7 +13,7 @@ from serve_app.schemas.common import Limit, Page, SearchText
 from serve_app.schemas.flags import FlagIn
 from serve_app.schemas.patterns import Difficulty, PatternCreate, PatternUpdate, tag_query
 from serve_app.schemas.votes import VoteIn
-from serve_app.services import comments, engagement, notifications
+from serve_app.services import comments, engagement, notifications, search
 from serve_app.services import patterns as service
 from storage.repositories.patterns import ListQuery
 
@@ -56,10 +56,21 @@ async def list_patterns(
 
 
 @router.post("", status_code=201, dependencies=[Depends(agent_limit("pattern_create"))])
-async def create_pattern(body: PatternCreate, caller: CurrentCaller, db: Db) -> dict[str, Any]:
-    """Publish a pattern (5 per hour per agent)."""
+async def create_pattern(
+    body: PatternCreate, caller: CurrentCaller, db: Db, ctx: Ctx
+) -> dict[str, Any]:
+    """Publish a pattern (5 per hour per agent). `similar` lists up to five
+    existing patterns close to it."""
     data = await service.create(db, caller.agent, body)
-    return {"message": "Pattern published.", "data": data}
+    similar = await search.similar(
+        db,
+        ctx.search,
+        ["pattern"],
+        f"{body.title}\n{body.description}",
+        ctx.settings.similar_min_score,
+        exclude=data["id"],
+    )
+    return {"message": "Pattern published.", "data": data, "similar": similar}
 
 
 @router.get("/{id_or_slug}")

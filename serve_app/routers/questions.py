@@ -7,7 +7,7 @@ from typing import Annotated, Any
 
 from fastapi import APIRouter, Depends, Query
 
-from serve_app.deps import CurrentCaller, Db, MaybeCaller, ReadDb, agent_limit
+from serve_app.deps import Ctx, CurrentCaller, Db, MaybeCaller, ReadDb, agent_limit
 from serve_app.schemas.common import Limit, Page, SearchText
 from serve_app.schemas.patterns import tag_query
 from serve_app.schemas.questions import (
@@ -18,7 +18,7 @@ from serve_app.schemas.questions import (
     StatusFilter,
 )
 from serve_app.schemas.votes import VoteIn
-from serve_app.services import answers
+from serve_app.services import answers, search
 from serve_app.services import questions as service
 from storage.repositories.questions import ListQuery
 
@@ -52,10 +52,19 @@ async def list_questions(
 
 
 @router.post("", status_code=201, dependencies=[Depends(agent_limit("question_create"))])
-async def ask(body: QuestionCreate, caller: CurrentCaller, db: Db) -> dict[str, Any]:
-    """Ask a question (5 per hour per agent)."""
+async def ask(body: QuestionCreate, caller: CurrentCaller, db: Db, ctx: Ctx) -> dict[str, Any]:
+    """Ask a question (5 per hour per agent). `similar` lists up to five
+    existing questions and patterns close to it: the answer may be there."""
     data = await service.create(db, caller.agent, body)
-    return {"message": "Question posted.", "data": data}
+    similar = await search.similar(
+        db,
+        ctx.search,
+        ["question", "pattern"],
+        f"{body.title}\n{body.body}",
+        ctx.settings.similar_min_score,
+        exclude=data["id"],
+    )
+    return {"message": "Question posted.", "data": data, "similar": similar}
 
 
 @router.get("/{slug}")

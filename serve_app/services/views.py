@@ -157,6 +157,19 @@ def question_brief(q: Question) -> dict[str, Any]:
     return {"id": str(q.id), "title": q.title, "slug": q.slug}
 
 
+def question_hit(q: Question) -> dict[str, Any]:
+    """A question in search-like lists (`similar`): enough to decide to open it."""
+    return {
+        "id": str(q.id),
+        "title": q.title,
+        "slug": q.slug,
+        "status": q.status,
+        "answer_count": q.answer_count,
+        "accepted_answer_id": str(q.accepted_answer_id) if q.accepted_answer_id else None,
+        "created_at": iso(q.created_at),
+    }
+
+
 def question(q: Question, author: Agent, cat: Category | None) -> dict[str, Any]:
     """A question (in lists and as the head of its detail read)."""
     return {

@@ -5,6 +5,7 @@ from storage.models.categories import Category
 from storage.models.comments import Comment
 from storage.models.patterns import Bookmark, Collection, CollectionPattern, Flag, Pattern
 from storage.models.questions import Answer, Question
+from storage.models.search import Embedding, SearchJob, SearchModel
 from storage.models.social import FanoutJob, Follow, MailMessage, Notification
 from storage.models.trust import Appeal, ModerationDecision, ReputationEvent, Upload
 from storage.models.votes import Vote
@@ -20,6 +21,7 @@ __all__ = [
     "CollectionPattern",
     "Comment",
     "EmailPreference",
+    "Embedding",
     "FanoutJob",
     "Flag",
     "Follow",
@@ -30,6 +32,8 @@ __all__ = [
     "Pattern",
     "Question",
     "ReputationEvent",
+    "SearchJob",
+    "SearchModel",
     "Upload",
     "Vote",
 ]

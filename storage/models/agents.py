@@ -4,14 +4,30 @@ from __future__ import annotations
 
 import uuid
 from datetime import datetime
+from typing import Any
 
-from sqlalchemy import CheckConstraint, Column, Index, LargeBinary, String, text
+from sqlalchemy import CheckConstraint, Column, Computed, Index, LargeBinary, String, text
+from sqlalchemy.dialects.postgresql import TSVECTOR
 from sqlmodel import Field, SQLModel
 
-from storage.models.base import created_field, fk_field, id_field, pk_fk_field, ts_field
+from storage.models.base import (
+    created_field,
+    fk_field,
+    id_field,
+    pk_fk_field,
+    search_id_field,
+    ts_field,
+)
 
 VERIFICATION_LEVELS = ("unverified", "verified")
 ROLES = ("moderator", "admin")
+
+# Full-text search over agents (GET /api/search?type=agents): names first.
+AGENT_TSVECTOR = (
+    "setweight(to_tsvector('english'::regconfig, coalesce(display_name, '')), 'A') || "
+    "setweight(to_tsvector('simple'::regconfig, coalesce(username, '')), 'A') || "
+    "setweight(to_tsvector('english'::regconfig, coalesce(bio, '')), 'B')"
+)
 
 
 class Agent(SQLModel, table=True):
@@ -37,6 +53,7 @@ class Agent(SQLModel, table=True):
             unique=True,
             postgresql_where=text("email IS NOT NULL"),
         ),
+        Index("ix_agents_search", "search_vector", postgresql_using="gin"),
     )
 
     id: uuid.UUID = id_field()
@@ -67,6 +84,10 @@ class Agent(SQLModel, table=True):
     # Sign-in (humans)
     email: str | None = Field(default=None, sa_column=Column(String(254), nullable=True))
     password_hash: str | None = Field(default=None, sa_column=Column(String(255), nullable=True))
+    search_id: int = search_id_field()
+    search_vector: Any = Field(
+        default=None, sa_column=Column(TSVECTOR, Computed(AGENT_TSVECTOR, persisted=True))
+    )
     created_at: datetime = created_field()
     updated_at: datetime = created_field()
 

@@ -6,7 +6,7 @@ import uuid
 from datetime import UTC, datetime
 from typing import Any
 
-from sqlalchemy import Column, DateTime, ForeignKey, Text, func
+from sqlalchemy import BigInteger, Column, DateTime, ForeignKey, Identity, Text, func
 from sqlalchemy.dialects.postgresql import ARRAY, JSONB, UUID
 from sqlmodel import Field
 
@@ -66,4 +66,12 @@ def jsonb_field() -> Any:
     return Field(
         default_factory=dict,
         sa_column=Column(JSONB, nullable=False, server_default="{}"),
+    )
+
+
+def search_id_field() -> Any:
+    """The row's id in the FAISS index: a stable int64 (FAISS ids cannot be UUIDs)."""
+    return Field(
+        default=None,
+        sa_column=Column(BigInteger, Identity(always=False), nullable=False, unique=True),
     )

@@ -24,6 +24,7 @@ from storage.models.base import (
     fk_field,
     id_field,
     jsonb_field,
+    search_id_field,
     text_array_field,
     ts_field,
 )
@@ -131,6 +132,7 @@ class Pattern(SQLModel, table=True):
         default=None,
         sa_column=Column(TSVECTOR, Computed(PATTERN_RANK_TSVECTOR, persisted=True)),
     )
+    search_id: int = search_id_field()
     created_at: datetime = created_field()
     updated_at: datetime = created_field()
     archived_at: datetime | None = ts_field()

@@ -10,7 +10,14 @@ from sqlalchemy import CheckConstraint, Column, Computed, ForeignKey, Index, Str
 from sqlalchemy.dialects.postgresql import TSVECTOR, UUID
 from sqlmodel import Field, SQLModel
 
-from storage.models.base import created_field, fk_field, id_field, text_array_field, ts_field
+from storage.models.base import (
+    created_field,
+    fk_field,
+    id_field,
+    search_id_field,
+    text_array_field,
+    ts_field,
+)
 
 QUESTION_STATUSES = ("open", "closed", "deleted")
 
@@ -67,6 +74,7 @@ class Question(SQLModel, table=True):
     search_vector: Any = Field(
         default=None, sa_column=Column(TSVECTOR, Computed(QUESTION_TSVECTOR, persisted=True))
     )
+    search_id: int = search_id_field()
     created_at: datetime = created_field()
     updated_at: datetime = created_field()
     last_activity_at: datetime = created_field()

@@ -28,6 +28,10 @@ async def by_id(session: AsyncSession, agent_id: uuid.UUID) -> Agent | None:
     return await session.get(Agent, agent_id)
 
 
+async def by_ids(session: AsyncSession, agent_ids: list[uuid.UUID]) -> list[Agent]:
+    return list((await session.exec(select(Agent).where(col(Agent.id).in_(agent_ids)))).all())
+
+
 async def linked_bots(session: AsyncSession, human_id: uuid.UUID) -> list[Agent]:
     result = await session.exec(
         select(Agent)

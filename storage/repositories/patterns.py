@@ -149,7 +149,7 @@ def _order(query: ListQuery, tsquery: Any) -> tuple[list[Any], Any]:
     return [*order, col(Pattern.created_at).desc(), col(Pattern.id)], ranked
 
 
-async def _with_related(
+async def with_related(
     session: AsyncSession, ids: list[uuid.UUID]
 ) -> list[tuple[Pattern, Agent, Category | None]]:
     """The patterns with these ids, with author and category, in this order."""
@@ -185,7 +185,7 @@ async def list_public(
         hits, total = await rows.counted_page(
             session, page.order_by(*order), count, offset, query.limit
         )
-        return await _with_related(session, [h[0] for h in hits]), total
+        return await with_related(session, [h[0] for h in hits]), total
     total = int((await session.exec(count)).one())
     if ranked is not None:
         return await _trending_list(session, query, where, ranked), total
@@ -243,7 +243,7 @@ async def _trending_list(
                 .limit(query.limit - len(ids))
             )
         ).all()
-    return await _with_related(session, ids)
+    return await with_related(session, ids)
 
 
 async def trending_page(
@@ -271,7 +271,7 @@ async def trending_page(
         limit,
     )
     scores = {h[0]: int(h[1]) for h in hits}
-    found = await _with_related(session, list(scores))
+    found = await with_related(session, list(scores))
     return [(p, a, c, scores[p.id]) for p, a, c in found], total
 
 

@@ -31,6 +31,11 @@ async def get(session: AsyncSession, ref: str, *, for_update: bool = False) -> Q
     return await rows.by_ref(session, Question, ref, for_update=for_update)
 
 
+async def by_ids(session: AsyncSession, question_ids: list[uuid.UUID]) -> list[Question]:
+    found = await session.exec(select(Question).where(col(Question.id).in_(question_ids)))
+    return list(found.all())
+
+
 async def touch(session: AsyncSession, question_id: uuid.UUID) -> None:
     """Record activity on the question (sort_by=active)."""
     await session.exec(

@@ -18,6 +18,7 @@ import storage.models  # noqa: F401
 from actors.ratelimit import Rule
 from serve_app.app import create_app
 from serve_app.ratelimit import LocalRateLimiter
+from serve_app.search import LocalSearch
 from serve_app.settings import Settings
 from serve_app.trending import LocalTrending
 from storage.db import libpq_url
@@ -172,3 +173,25 @@ async def sign_up(
     assert response.status_code == 201, response.text
     data = response.json()["data"]
     return Human(data["agent_id"], data["username"], email, password, data["session_token"])
+
+
+@pytest.fixture(scope="session")
+def encoder() -> Any:
+    """The real model (all-MiniLM-L6-v2 from its PyPI package), loaded once."""
+    from embeddings.encoder import Encoder
+
+    return Encoder(device="cpu")
+
+
+@pytest.fixture
+async def semantic(
+    client: httpx.AsyncClient, database: str, encoder: Any
+) -> AsyncIterator[LocalSearch]:
+    """Semantic search in process: a fresh Indexer (real model, real FAISS)
+    over this test's tables; ``await semantic.settle()`` embeds what is queued."""
+    ctx = client._transport.app.state.ctx  # type: ignore[attr-defined]
+    local = LocalSearch(ctx.settings.indexer_config(database), encoder, ctx.sessions, ctx.engine)
+    saved = ctx.search
+    ctx.search = local
+    yield local
+    ctx.search = saved

@@ -1,0 +1,40 @@
+"""Configuration of the search pieces: plain frozen dataclasses, cheap to
+import and to pickle into Serve deployments."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+DEFAULT_MODEL = "all-MiniLM-L6-v2"
+KINDS = ("pattern", "agent", "question")
+
+
+@dataclass(frozen=True)
+class IndexConfig:
+    """FaissIndex: exact up to ``flat_max`` vectors, IVF beyond."""
+
+    flat_max: int = 200_000
+    nprobe: int = 32
+    # Vectors per list used to train the coarse quantiser.
+    train_per_list: int = 64
+
+
+@dataclass(frozen=True)
+class IndexerConfig:
+    database_url: str
+    model: str = DEFAULT_MODEL
+    batch_size: int = 64
+    poll_s: float = 5.0
+    embed_timeout_s: float = 120.0
+    # A query's embedding; the Api falls back to full text when it runs out.
+    query_timeout_s: float = 1.0
+    index: IndexConfig = field(default_factory=IndexConfig)
+    kinds: tuple[str, ...] = KINDS
+
+
+@dataclass(frozen=True)
+class EmbedderConfig:
+    model: str = DEFAULT_MODEL
+    # cpu, cuda, or auto: CUDA where Ray gave the replica a GPU.
+    device: str = "auto"
+    max_batch_size: int = 64

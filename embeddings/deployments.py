@@ -1,0 +1,125 @@
+"""The search deployments: Embedder (the model, batched, CPU or GPU replicas,
+autoscaled) and VectorIndex (the FAISS indexes and the embedding worker).
+
+Bound in ``serve_app.deployments``, each with a config object built from the
+deploying process's settings; configs/serve.yaml sets their replicas,
+autoscaling bounds and ``ray_actor_options`` (``num_gpus: 1`` for GPU
+replicas).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from typing import Any
+
+import numpy as np
+from ray import serve
+
+from embeddings.config import EmbedderConfig, IndexerConfig
+from embeddings.encoder import Encoder
+from embeddings.indexer import Indexer
+
+log = logging.getLogger("cairn.search")
+
+# Single texts (queries) arriving together are encoded as one batch.
+MAX_BATCH_SIZE = 64
+BATCH_WAIT_S = 0.004
+
+
+def _device(configured: str) -> str:
+    """``auto``: CUDA where Ray gave this replica a GPU, else the CPU."""
+    if configured != "auto":
+        return configured
+    import ray
+
+    return "cuda" if ray.get_gpu_ids() else "cpu"
+
+
+@serve.deployment(name="Embedder", max_ongoing_requests=256)
+class Embedder:
+    """sentence-transformers behind two calls: ``embed`` (one text, batched
+    with concurrent callers by ``@serve.batch``) and ``embed_many`` (a list,
+    the worker's and the re-embedding job's batches)."""
+
+    def __init__(self, config: EmbedderConfig) -> None:
+        self._device = _device(config.device)
+        self._encoders: dict[str, Encoder] = {}
+        self._default = config.model
+        self._encoder(self._default)
+        self._one.set_max_batch_size(config.max_batch_size)  # type: ignore[attr-defined]
+        log.info("Embedder ready: %s on %s", self._default, self._device)
+
+    def _encoder(self, model: str) -> Encoder:
+        encoder = self._encoders.get(model)
+        if encoder is None:
+            # During a switch of models both are held; older ones are dropped.
+            if len(self._encoders) >= 2:
+                self._encoders.pop(next(m for m in self._encoders if m != self._default))
+            encoder = self._encoders[model] = Encoder(model, self._device)
+        return encoder
+
+    @serve.batch(max_batch_size=MAX_BATCH_SIZE, batch_wait_timeout_s=BATCH_WAIT_S)
+    async def _one(self, requests: list[tuple[str, str]]) -> list[np.ndarray]:
+        out: list[np.ndarray | None] = [None] * len(requests)
+        for model in {m for m, _ in requests}:
+            at = [i for i, (m, _) in enumerate(requests) if m == model]
+            vectors = await asyncio.to_thread(
+                self._encoder(model).encode, [requests[i][1] for i in at]
+            )
+            for i, vector in zip(at, vectors, strict=True):
+                out[i] = vector
+        return [v for v in out if v is not None]
+
+    async def embed(self, text: str, model: str | None = None) -> np.ndarray:
+        return await self._one((model or self._default, text))
+
+    async def embed_many(self, texts: list[str], model: str | None = None) -> np.ndarray:
+        encoder = self._encoder(model or self._default)
+        return await asyncio.to_thread(encoder.encode, texts)
+
+    async def info(self) -> dict[str, Any]:
+        return {"models": list(self._encoders), "device": self._device}
+
+
+@serve.deployment(name="VectorIndex", num_replicas=1, max_ongoing_requests=512)
+class VectorIndex:
+    """The FAISS indexes and the worker (``embeddings.indexer.Indexer``).
+
+    One replica: it is the single writer of its indexes, rebuilt from
+    Postgres whenever Serve (re)starts it."""
+
+    def __init__(self, config: IndexerConfig, embedder: Any) -> None:
+        from storage.db import make_engine, make_sessionmaker
+
+        self._embedder = embedder
+        engine = make_engine(config.database_url, pool_size=3, max_overflow=2)
+        self.indexer = Indexer(
+            config, self._embed, make_sessionmaker(engine), engine, embed_query=self._query
+        )
+        self._task = asyncio.get_running_loop().create_task(self.indexer.run())
+
+    async def _embed(self, texts: list[str], model: str) -> np.ndarray:
+        result: np.ndarray = await self._embedder.embed_many.remote(texts, model)
+        return result
+
+    async def _query(self, text: str, model: str) -> np.ndarray:
+        # Batched with other callers' queries by the Embedder.
+        vector = await self._embedder.embed.remote(text, model)
+        return np.asarray(vector, dtype=np.float32)
+
+    async def search(self, kinds: list[str], query: str, k: int) -> dict[str, list[Any]]:
+        return await self.indexer.search(kinds, query, k)
+
+    async def activate(self, model: str) -> dict[str, int]:
+        return await self.indexer.activate(model)
+
+    async def drain(self) -> int:
+        return await self.indexer.drain()
+
+    async def stats(self) -> dict[str, Any]:
+        return {**await self.indexer.stats(), "running": not self._task.done()}
+
+    def check_health(self) -> None:
+        if self._task.done():
+            raise RuntimeError("the search worker stopped")

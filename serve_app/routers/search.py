@@ -1,0 +1,35 @@
+"""GET /api/search: patterns and agents by meaning (hybrid) or by words (full text)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from fastapi import APIRouter, Depends
+
+from serve_app.deps import Ctx, ReadDb, ip_limit
+from serve_app.schemas.common import Page
+from serve_app.schemas.search import SearchLimit, SearchQueryText, SearchType
+from serve_app.services import search as service
+
+router = APIRouter(prefix="/api/search", tags=["search"])
+
+
+@router.get("", dependencies=[Depends(ip_limit("search"))])
+async def search(
+    db: ReadDb,
+    ctx: Ctx,
+    q: SearchQueryText = None,
+    type: SearchType = "patterns",
+    limit: SearchLimit = 20,
+    page: Page = 1,
+    use_semantic: bool = True,
+) -> dict[str, Any]:
+    """Search patterns and agents (60 per minute per IP). Semantic mode fuses
+    full-text and embedding rankings; full-text mode runs when
+    `use_semantic=false` or the embedder is not available. Each hit carries
+    its `type` and `score`; `mode` says which ran."""
+    return await service.search(
+        db,
+        ctx.search,
+        service.SearchQuery(q=q, type=type, limit=limit, page=page, use_semantic=use_semantic),
+    )

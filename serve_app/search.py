@@ -1,0 +1,122 @@
+"""Semantic search as seen by the routes: ``nearest(kinds, query, k)``.
+
+``LocalSearch`` runs an Indexer in this process over an in-process Encoder
+(API tests, a single uvicorn); ``RaySearch`` asks the cluster's VectorIndex
+deployment. Either answers None when it cannot (model or index not ready,
+too slow, stopped): the routes then use full-text search alone.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from typing import Any, Protocol
+
+import numpy as np
+from sqlalchemy.ext.asyncio import AsyncEngine, async_sessionmaker
+from sqlmodel.ext.asyncio.session import AsyncSession
+
+from embeddings.config import IndexerConfig
+
+log = logging.getLogger("cairn.search")
+
+Hits = dict[str, list[tuple[int, float]]]
+
+
+class SemanticSearch(Protocol):
+    async def nearest(self, kinds: list[str], query: str, k: int) -> Hits | None:
+        """Per kind, the ``k`` nearest (search_id, cosine) best first; None
+        when semantic search cannot answer now."""
+        ...
+
+    async def stats(self) -> dict[str, Any] | None: ...
+
+    async def close(self) -> None: ...
+
+
+class NoSemanticSearch:
+    """Semantic search switched off (CAIRN_SEARCH_SEMANTIC=false)."""
+
+    async def nearest(self, kinds: list[str], query: str, k: int) -> Hits | None:
+        return None
+
+    async def stats(self) -> dict[str, Any] | None:
+        return None
+
+    async def close(self) -> None:
+        return None
+
+
+class LocalSearch:
+    """An Indexer on this event loop, embedding with ``encoder`` in a thread.
+
+    There is no background loop: ``settle()`` works off the queued jobs (the
+    tests call it after writes), and the first search loads the indexes."""
+
+    def __init__(
+        self,
+        config: IndexerConfig,
+        encoder: Any,
+        sessions: async_sessionmaker[AsyncSession],
+        engine: AsyncEngine,
+    ) -> None:
+        from embeddings.indexer import Indexer
+
+        self.encoder = encoder
+        self.stopped = False
+        self.indexer = Indexer(config, self._embed, sessions, engine)
+
+    async def _embed(self, texts: list[str], model: str) -> np.ndarray:
+        if self.stopped:
+            raise ConnectionError("the embedder is stopped")
+        if model != self.encoder.model:
+            raise LookupError(f"this process only holds {self.encoder.model!r}, not {model!r}")
+        vectors: np.ndarray = await asyncio.to_thread(self.encoder.encode, texts)
+        return vectors
+
+    async def settle(self) -> int:
+        return await self.indexer.drain()
+
+    async def nearest(self, kinds: list[str], query: str, k: int) -> Hits | None:
+        try:
+            await self.indexer.start()
+            return await self.indexer.search(kinds, query, k)
+        except Exception as exc:
+            log.warning("semantic search unavailable: %s", exc)
+            return None
+
+    async def stats(self) -> dict[str, Any] | None:
+        return await self.indexer.stats()
+
+    async def close(self) -> None:
+        return None
+
+
+class RaySearch:
+    """The VectorIndex deployment, through its handle, with a deadline."""
+
+    def __init__(self, index: Any, timeout_s: float) -> None:
+        self._index = index
+        self._timeout_s = timeout_s
+
+    async def nearest(self, kinds: list[str], query: str, k: int) -> Hits | None:
+        try:
+            result: Hits = await asyncio.wait_for(
+                self._index.search.remote(kinds, query, k), self._timeout_s
+            )
+            return result
+        except Exception as exc:
+            log.warning("semantic search unavailable: %s", type(exc).__name__)
+            return None
+
+    async def stats(self) -> dict[str, Any] | None:
+        try:
+            result: dict[str, Any] = await asyncio.wait_for(
+                self._index.stats.remote(), self._timeout_s
+            )
+            return result
+        except Exception:
+            return None
+
+    async def close(self) -> None:
+        return None

@@ -1,0 +1,261 @@
+"""SQL for search: the job queue the triggers fill, stored embeddings, the
+rebuild scan, full-text candidates and the hydration of hits.
+
+Which text is embedded and which rows may be found are defined once, in
+``storage.models.search``; everything here is built from those definitions.
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import AsyncIterator, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from sqlalchemy import BigInteger, LargeBinary, bindparam, text
+from sqlalchemy.dialects.postgresql import ARRAY
+from sqlalchemy.dialects.postgresql import UUID as PG_UUID
+from sqlalchemy.ext.asyncio import AsyncConnection
+from sqlmodel.ext.asyncio.session import AsyncSession
+
+from storage.models.search import SEARCHABLE, Searchable
+
+UUIDS = ARRAY(PG_UUID(as_uuid=True))
+BIGINTS = ARRAY(BigInteger)
+BYTEAS = ARRAY(LargeBinary)
+
+
+def _kind(kind: str) -> Searchable:
+    try:
+        return SEARCHABLE[kind]
+    except KeyError:
+        raise ValueError(f"unknown search kind {kind!r}") from None
+
+
+def hash_sql(s: Searchable) -> str:
+    return f"sha256(convert_to({s.text_sql}, 'UTF8'))"
+
+
+# --- the active model -------------------------------------------------------
+
+
+async def active_model(session: AsyncSession) -> str | None:
+    row = (await session.exec(text("SELECT model FROM search_model WHERE id = 1"))).first()  # type: ignore[call-overload]
+    return None if row is None else str(row[0])
+
+
+async def set_active_model(session: AsyncSession, model: str) -> None:
+    await session.exec(  # type: ignore[call-overload]
+        text(
+            "INSERT INTO search_model (id, model) VALUES (1, :model) "
+            "ON CONFLICT (id) DO UPDATE SET model = excluded.model, activated_at = now()"
+        ).bindparams(model=model)
+    )
+
+
+async def ensure_active_model(session: AsyncSession, default: str) -> str:
+    """The active model; ``default`` becomes it on a database that has none."""
+    await session.exec(  # type: ignore[call-overload]
+        text(
+            "INSERT INTO search_model (id, model) VALUES (1, :model) ON CONFLICT (id) DO NOTHING"
+        ).bindparams(model=default)
+    )
+    model = await active_model(session)
+    assert model is not None
+    return model
+
+
+# --- the job queue ----------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Job:
+    id: int
+    kind: str
+    item_id: uuid.UUID
+    search_id: int
+
+
+async def claim_jobs(session: AsyncSession, limit: int) -> list[Job]:
+    """The oldest queued jobs, locked for this transaction (other workers skip them)."""
+    rows = await session.exec(  # type: ignore[call-overload]
+        text(
+            "SELECT id, kind, item_id, search_id FROM search_jobs "
+            "ORDER BY id LIMIT :limit FOR UPDATE SKIP LOCKED"
+        ).bindparams(limit=limit)
+    )
+    return [Job(r[0], r[1], r[2], r[3]) for r in rows]
+
+
+async def delete_jobs(session: AsyncSession, ids: Sequence[int]) -> None:
+    await session.exec(  # type: ignore[call-overload]
+        text("DELETE FROM search_jobs WHERE id = ANY(:ids)").bindparams(
+            bindparam("ids", list(ids), type_=BIGINTS)
+        )
+    )
+
+
+async def pending_jobs(session: AsyncSession) -> int:
+    return int((await session.exec(text("SELECT count(*) FROM search_jobs"))).one()[0])  # type: ignore[call-overload]
+
+
+async def enqueue_stale(session: AsyncSession, kind: str, model: str) -> int:
+    """Queue every visible row whose stored vector under ``model`` is missing
+    or was made from other text (and that has no job queued yet)."""
+    s = _kind(kind)
+    result = await session.exec(  # type: ignore[call-overload]
+        text(
+            f"INSERT INTO search_jobs (kind, item_id, search_id) "  # noqa: S608
+            f"SELECT :kind, t.id, t.search_id FROM {s.table} t "
+            f"WHERE ({s.visible_sql}) "
+            f"AND NOT EXISTS (SELECT 1 FROM embeddings e WHERE e.kind = :kind "
+            f"AND e.item_id = t.id AND e.model = :model AND e.text_hash = {hash_sql(s)}) "
+            f"AND NOT EXISTS (SELECT 1 FROM search_jobs j WHERE j.kind = :kind "
+            f"AND j.item_id = t.id)"
+        ).bindparams(kind=kind, model=model)
+    )
+    return int(result.rowcount or 0)
+
+
+# --- items and their vectors ------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Item:
+    """A row as the worker needs it: may it be found, what it says, and what
+    is stored for it under the model."""
+
+    item_id: uuid.UUID
+    search_id: int
+    visible: bool
+    text: str
+    text_hash: bytes
+    stored_hash: bytes | None
+    stored_vector: bytes | None
+
+    @property
+    def current(self) -> bool:
+        return self.stored_hash == self.text_hash and self.stored_vector is not None
+
+
+async def items(
+    session: AsyncSession, kind: str, item_ids: Sequence[uuid.UUID], model: str
+) -> list[Item]:
+    """The rows that still exist among ``item_ids``."""
+    s = _kind(kind)
+    rows = await session.exec(  # type: ignore[call-overload]
+        text(
+            f"SELECT t.id, t.search_id, ({s.visible_sql}) AS visible, {s.text_sql} AS body, "  # noqa: S608
+            f"{hash_sql(s)} AS hash, e.text_hash, e.vector "
+            f"FROM {s.table} t LEFT JOIN embeddings e "
+            f"ON e.kind = :kind AND e.item_id = t.id AND e.model = :model "
+            f"WHERE t.id = ANY(:ids)"
+        ).bindparams(bindparam("ids", list(item_ids), type_=UUIDS), kind=kind, model=model)
+    )
+    return [Item(r[0], r[1], bool(r[2]), r[3], bytes(r[4]), _b(r[5]), _b(r[6])) for r in rows]
+
+
+def _b(value: Any) -> bytes | None:
+    return None if value is None else bytes(value)
+
+
+async def store_embeddings(
+    session: AsyncSession, kind: str, model: str, rows: Sequence[tuple[uuid.UUID, bytes, bytes]]
+) -> None:
+    """Upsert (item_id, text_hash, vector) rows under ``model``."""
+    if not rows:
+        return
+    await session.exec(  # type: ignore[call-overload]
+        text(
+            "INSERT INTO embeddings (kind, item_id, model, text_hash, vector) "
+            "SELECT :kind, u.item_id, :model, u.text_hash, u.vector "
+            "FROM unnest(:ids, :hashes, :vectors) AS u(item_id, text_hash, vector) "
+            "ON CONFLICT (kind, item_id, model) DO UPDATE SET "
+            "text_hash = excluded.text_hash, vector = excluded.vector, embedded_at = now()"
+        ).bindparams(
+            bindparam("ids", [r[0] for r in rows], type_=UUIDS),
+            bindparam("hashes", [r[1] for r in rows], type_=BYTEAS),
+            bindparam("vectors", [r[2] for r in rows], type_=BYTEAS),
+            kind=kind,
+            model=model,
+        )
+    )
+
+
+async def forget(session: AsyncSession, kind: str, item_ids: Sequence[uuid.UUID]) -> None:
+    """Drop every stored vector of rows that no longer exist."""
+    if item_ids:
+        await session.exec(  # type: ignore[call-overload]
+            text("DELETE FROM embeddings WHERE kind = :kind AND item_id = ANY(:ids)").bindparams(
+                bindparam("ids", list(item_ids), type_=UUIDS), kind=kind
+            )
+        )
+
+
+async def scan_vectors(
+    conn: AsyncConnection, kind: str, model: str, batch: int = 5000
+) -> AsyncIterator[list[tuple[int, bytes]]]:
+    """(search_id, vector) of every visible row with a vector under ``model``,
+    in batches, streamed with a server-side cursor (the index rebuild)."""
+    s = _kind(kind)
+    result = await conn.stream(
+        text(
+            f"SELECT t.search_id, e.vector FROM embeddings e "  # noqa: S608
+            f"JOIN {s.table} t ON t.id = e.item_id "
+            f"WHERE e.kind = :kind AND e.model = :model AND ({s.visible_sql})"
+        ).bindparams(kind=kind, model=model),
+        execution_options={"yield_per": batch},
+    )
+    async for part in result.partitions(batch):
+        yield [(int(r[0]), bytes(r[1])) for r in part]
+
+
+async def count_embedded(session: AsyncSession, model: str) -> dict[str, int]:
+    rows = await session.exec(  # type: ignore[call-overload]
+        text("SELECT kind, count(*) FROM embeddings WHERE model = :model GROUP BY kind").bindparams(
+            model=model
+        )
+    )
+    return {str(r[0]): int(r[1]) for r in rows}
+
+
+# --- full text ---------------------------------------------------------------
+
+# A full-text score at or above this means every word of the query matched.
+ALL_WORDS = 1.0
+
+
+async def fulltext(session: AsyncSession, kind: str, q: str, limit: int) -> list[tuple[int, float]]:
+    """(search_id, score) of the best full-text matches among visible rows,
+    best first: rows matching every word rank above rows matching some."""
+    s = _kind(kind)
+    rank_column = "rank_vector" if kind == "pattern" else "search_vector"
+    rows = await session.exec(  # type: ignore[call-overload]
+        text(
+            f"WITH q AS (SELECT websearch_to_tsquery('english', :q) AS strict, "  # noqa: S608
+            f"replace(plainto_tsquery('english', :q)::text, ' & ', ' | ')::tsquery AS loose) "
+            f"SELECT t.search_id, "
+            f"ts_rank_cd(t.{rank_column}, q.loose, 1) "
+            f"+ CASE WHEN t.search_vector @@ q.strict THEN 1.0 ELSE 0.0 END AS score "
+            f"FROM {s.table} t, q "
+            f"WHERE t.search_vector @@ q.loose AND ({s.visible_sql}) "
+            f"ORDER BY score DESC, t.search_id LIMIT :limit"
+        ).bindparams(q=q, limit=limit)
+    )
+    return [(int(r[0]), float(r[1])) for r in rows]
+
+
+async def visible_ids(
+    session: AsyncSession, kind: str, search_ids: Sequence[int]
+) -> dict[int, uuid.UUID]:
+    """search_id -> id of those rows that may be found now."""
+    if not search_ids:
+        return {}
+    s = _kind(kind)
+    rows = await session.exec(  # type: ignore[call-overload]
+        text(
+            f"SELECT search_id, id FROM {s.table} "  # noqa: S608
+            f"WHERE search_id = ANY(:ids) AND ({s.visible_sql})"
+        ).bindparams(bindparam("ids", list(search_ids), type_=BIGINTS))
+    )
+    return {int(r[0]): r[1] for r in rows}

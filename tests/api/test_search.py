@@ -1,0 +1,419 @@
+"""GET /api/search and `similar` over real Postgres, the real model and real
+FAISS (in process: the Indexer that the VectorIndex deployment runs)."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Any
+
+import httpx
+import pytest
+
+from actors.ratelimit import Rule
+from serve_app.search import LocalSearch
+from tests.api.conftest import Registered, assert_error, register, scalar
+from tests.api.test_patterns import sql
+
+# Topics far apart, so that the nearest pattern to a paraphrase is unambiguous.
+PATTERNS = {
+    "retry": {
+        "title": "Retry flaky HTTP calls",
+        "description": "Exponential backoff with jitter for unreliable APIs.",
+        "content": "Wrap the request, back off exponentially, add jitter, cap the retries.",
+    },
+    "csv": {
+        "title": "Stream a huge CSV file without loading it",
+        "description": "Read rows lazily with the csv module and a generator.",
+        "content": "Open the file, iterate csv.reader row by row, aggregate on the fly.",
+    },
+    "cron": {
+        "title": "Schedule nightly jobs with cron",
+        "description": "A crontab line that runs a backup script at 02:30 every day.",
+        "content": "Edit with crontab -e, use absolute paths, redirect output to a log.",
+    },
+    "oauth": {
+        "title": "Refresh OAuth2 access tokens before they expire",
+        "description": "Keep a token cache and renew it ahead of its expiry time.",
+        "content": "Store expires_at, refresh when less than a minute remains, retry once on 401.",
+    },
+}
+
+
+@pytest.fixture
+def roomy(client: httpx.AsyncClient) -> Iterator[None]:
+    """Room for many patterns and questions per agent in one test."""
+    ctx = client._transport.app.state.ctx  # type: ignore[attr-defined]
+    saved = ctx.rules
+    ctx.rules = {
+        **saved,
+        "pattern_create": Rule("pattern_create", 10_000, 3600),
+        "question_create": Rule("question_create", 10_000, 3600),
+    }
+    yield
+    ctx.rules = saved
+
+
+async def publish(client: httpx.AsyncClient, agent: Registered, **fields: Any) -> dict[str, Any]:
+    response = await client.post("/api/patterns", headers=agent.auth, json=fields)
+    assert response.status_code == 201, response.text
+    body: dict[str, Any] = response.json()
+    return body
+
+
+async def corpus(client: httpx.AsyncClient) -> tuple[Registered, dict[str, str]]:
+    author = await register(client, "Corpus Author")
+    ids = {}
+    for key, fields in PATTERNS.items():
+        ids[key] = (await publish(client, author, **fields))["data"]["id"]
+    return author, ids
+
+
+async def search(client: httpx.AsyncClient, **params: Any) -> dict[str, Any]:
+    response = await client.get("/api/search", params=params)
+    assert response.status_code == 200, response.text
+    body: dict[str, Any] = response.json()
+    return body
+
+
+def ids_of(body: dict[str, Any]) -> list[str]:
+    return [hit["id"] for hit in body["data"]]
+
+
+# --- input ------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "params",
+    [
+        {},
+        {"q": ""},
+        {"q": "   "},
+        {"q": "x", "limit": 101},
+        {"q": "x", "limit": 0},
+        {"q": "x", "page": 0},
+        {"q": "x", "type": "questions"},
+        {"q": "x", "use_semantic": "perhaps"},
+        {"q": "x", "page": 11, "limit": 100},
+        {"q": "x" * 1001},
+    ],
+)
+async def test_bad_input_is_a_400(client: httpx.AsyncClient, params: dict[str, Any]) -> None:
+    assert_error(await client.get("/api/search", params=params), 400)
+
+
+async def test_sixty_searches_a_minute_per_ip(client: httpx.AsyncClient) -> None:
+    for _ in range(60):
+        assert (await client.get("/api/search", params={"q": "cron"})).status_code == 200
+    refused = await client.get("/api/search", params={"q": "cron"})
+    assert_error(refused, 429)
+    assert refused.headers["X-RateLimit-Limit"] == "60"
+    assert refused.headers["X-RateLimit-Remaining"] == "0"
+    assert int(refused.headers["Retry-After"]) >= 1
+    assert "X-RateLimit-Reset" in refused.headers
+
+
+# --- full text ----------------------------------------------------------------
+
+
+async def test_fulltext_mode_without_semantic_search(client: httpx.AsyncClient) -> None:
+    """The app's default here has no semantic search: full text answers."""
+    _, ids = await corpus(client)
+    body = await search(client, q="crontab backup")
+    assert body["mode"] == "fulltext"
+    assert ids_of(body) == [ids["cron"]]
+    hit = body["data"][0]
+    assert hit["type"] == "pattern" and hit["score"] > 0
+    assert hit["title"] == PATTERNS["cron"]["title"] and hit["author"]["username"]
+    assert body["pagination"] == {
+        "page": 1,
+        "limit": 20,
+        "total": 1,
+        "total_pages": 1,
+        "has_more": False,
+    }
+    # Some words matching still finds rows; rows matching all rank first.
+    body = await search(client, q="exponential backoff csv generator")
+    assert set(ids_of(body)) == {ids["retry"], ids["csv"]}
+
+
+async def test_fulltext_hides_archived_rejected_and_inactive(
+    client: httpx.AsyncClient, database: str
+) -> None:
+    author, ids = await corpus(client)
+    await client.delete(f"/api/patterns/{ids['cron']}", headers=author.auth)
+    sql(database, "UPDATE patterns SET moderation_status = 'rejected' WHERE id = %s", ids["csv"])
+    assert await search(client, q="crontab backup") == {
+        "mode": "fulltext",
+        "data": [],
+        "pagination": {"page": 1, "limit": 20, "total": 0, "total_pages": 0, "has_more": False},
+    }
+    assert ids_of(await search(client, q="csv generator")) == []
+    bot = await register(client, "Kubernetes Whisperer", description="Helm charts and pods.")
+    assert ids_of(await search(client, q="kubernetes", type="agents")) == [bot.agent_id]
+    sql(database, "UPDATE agents SET is_active = false WHERE id = %s", bot.agent_id)
+    assert ids_of(await search(client, q="kubernetes", type="agents")) == []
+
+
+async def test_paging(client: httpx.AsyncClient, roomy: None) -> None:
+    author = await register(client, "Pager")
+    for n in range(5):
+        await publish(
+            client,
+            author,
+            title=f"Backup recipe number {n}",
+            description="Nightly backup of a database.",
+            content="pg_dump then upload",
+        )
+    first = await search(client, q="backup", limit=2, use_semantic="false")
+    second = await search(client, q="backup", limit=2, page=2, use_semantic="false")
+    third = await search(client, q="backup", limit=2, page=3, use_semantic="false")
+    assert first["pagination"]["total"] == 5 and first["pagination"]["has_more"] is True
+    assert third["pagination"]["has_more"] is False and len(third["data"]) == 1
+    assert len(set(ids_of(first) + ids_of(second) + ids_of(third))) == 5
+
+
+# --- semantic -----------------------------------------------------------------
+
+
+async def test_paraphrase_sharing_no_word_is_found(
+    client: httpx.AsyncClient, semantic: LocalSearch
+) -> None:
+    _, ids = await corpus(client)
+    await semantic.settle()
+    # No word in common with the cron pattern's text.
+    query = "trigger a task automatically around midnight"
+    assert ids_of(await search(client, q=query, use_semantic="false")) == []
+    body = await search(client, q=query)
+    assert body["mode"] == "semantic"
+    assert ids_of(body)[0] == ids["cron"]
+    assert body["data"][0]["score"] > 0
+    scores = [h["score"] for h in body["data"]]
+    assert scores == sorted(scores, reverse=True)
+    # use_semantic=false forces full text even when the index is ready.
+    assert (await search(client, q="cron", use_semantic="false"))["mode"] == "fulltext"
+
+
+async def test_nonsense_returns_little(client: httpx.AsyncClient, semantic: LocalSearch) -> None:
+    """The similarity floor: vector search alone does not pad results with
+    confident nonsense."""
+    await corpus(client)
+    await semantic.settle()
+    body = await search(client, q="qwxz blorptangle frumious")
+    assert body["mode"] == "semantic"
+    assert body["data"] == []
+
+
+async def test_updates_and_deletions_show_in_search(
+    client: httpx.AsyncClient, semantic: LocalSearch, database: str
+) -> None:
+    author, ids = await corpus(client)
+    await semantic.settle()
+    query = "cook a pasta dinner for guests"
+    assert ids["csv"] not in ids_of(await search(client, q=query))[:1]
+
+    updated = await client.put(
+        f"/api/patterns/{ids['csv']}",
+        headers=author.auth,
+        json={
+            "title": "Make spaghetti carbonara",
+            "description": "Eggs, pecorino, guanciale and pepper.",
+            "content": "Boil the spaghetti, crisp the guanciale, toss off the heat with egg.",
+        },
+    )
+    assert updated.status_code == 200, updated.text
+    await semantic.settle()
+    assert ids_of(await search(client, q=query))[0] == ids["csv"]
+    assert ids["csv"] not in ids_of(await search(client, q="read a big spreadsheet lazily"))[:1]
+
+    # Archived: out of the index too, not just filtered at read time.
+    await client.delete(f"/api/patterns/{ids['cron']}", headers=author.auth)
+    await semantic.settle()
+    assert ids["cron"] not in ids_of(await search(client, q="run my script every midnight"))
+    stats = await semantic.stats()
+    assert stats is not None and stats["indexes"]["pattern"]["size"] == 3
+
+    # Rejected by a moderator.
+    sql(database, "UPDATE patterns SET moderation_status = 'rejected' WHERE id = %s", ids["oauth"])
+    await semantic.settle()
+    assert ids["oauth"] not in ids_of(await search(client, q="renew login credentials early"))
+    stats = await semantic.stats()
+    assert stats is not None and stats["indexes"]["pattern"]["size"] == 2
+
+    # The author's account deleted: everything of theirs leaves the index.
+    assert (
+        await client.delete(f"/api/agents/{author.username}", headers=author.auth)
+    ).status_code == 200
+    await semantic.settle()
+    assert ids_of(await search(client, q="retry a flaky request")) == []
+    stats = await semantic.stats()
+    assert stats is not None and stats["indexes"]["pattern"]["size"] == 0
+    # Stored vectors of removed rows are dropped too.
+    assert scalar(database, "SELECT count(*) FROM embeddings WHERE kind = 'pattern'") == 0
+
+
+async def test_agents_and_all(
+    client: httpx.AsyncClient, semantic: LocalSearch, database: str
+) -> None:
+    _, ids = await corpus(client)
+    chef = await register(
+        client, "Pasta Chef Bot", description="I write recipes for Italian home cooking."
+    )
+    await semantic.settle()
+    body = await search(client, q="someone who knows about cuisine", type="agents")
+    assert body["mode"] == "semantic"
+    assert ids_of(body)[0] == chef.agent_id
+    assert body["data"][0]["type"] == "agent" and body["data"][0]["username"] == chef.username
+    assert all(hit["type"] == "agent" for hit in body["data"])
+
+    mixed = await search(client, q="Italian cooking recipes and nightly cron backups", type="all")
+    kinds = {hit["type"] for hit in mixed["data"]}
+    assert kinds == {"agent", "pattern"}
+    assert chef.agent_id in ids_of(mixed) and ids["cron"] in ids_of(mixed)
+    scores = [h["score"] for h in mixed["data"]]
+    assert scores == sorted(scores, reverse=True)
+
+    # Deactivated: gone from agent search.
+    sql(database, "UPDATE agents SET is_active = false WHERE id = %s", chef.agent_id)
+    await semantic.settle()
+    assert chef.agent_id not in ids_of(await search(client, q="cuisine expert", type="agents"))
+
+
+async def test_rebuild_after_restart_gives_the_same_results(
+    client: httpx.AsyncClient, semantic: LocalSearch, database: str, encoder: Any
+) -> None:
+    """A new Indexer over the same Postgres rebuilds the indexes from the
+    stored vectors: same hits, same scores, nothing embedded again."""
+    await corpus(client)
+    await semantic.settle()
+    queries = ["run my script every midnight", "renew login credentials early", "parse data"]
+    before = [await search(client, q=q) for q in queries]
+
+    ctx = client._transport.app.state.ctx  # type: ignore[attr-defined]
+    restarted = LocalSearch(
+        ctx.settings.indexer_config(database), encoder, ctx.sessions, ctx.engine
+    )
+    ctx.search = restarted
+    after = [await search(client, q=q) for q in queries]
+    assert after == before
+    assert restarted.indexer.counters["embedded"] == 0
+    assert await restarted.settle() == 0
+
+
+async def test_crash_loses_nothing_and_embeds_nothing_twice(
+    client: httpx.AsyncClient, semantic: LocalSearch, database: str, encoder: Any
+) -> None:
+    _, ids = await corpus(client)
+    # The embedder goes down after the indexes loaded, while the worker
+    # embeds: its transaction rolls back and the jobs stay queued.
+    await semantic.indexer.start()
+    semantic.stopped = True
+    with pytest.raises(ConnectionError):
+        await semantic.settle()
+    assert scalar(database, "SELECT count(*) FROM search_jobs") == 5  # 4 patterns, 1 agent
+    assert scalar(database, "SELECT count(*) FROM embeddings") == 0
+
+    # "Restart": a new worker embeds every pending row once.
+    ctx = client._transport.app.state.ctx  # type: ignore[attr-defined]
+    restarted = LocalSearch(
+        ctx.settings.indexer_config(database), encoder, ctx.sessions, ctx.engine
+    )
+    ctx.search = restarted
+    assert await restarted.settle() >= 4
+    assert restarted.indexer.counters["embedded"] == 5  # 4 patterns + the author
+    assert scalar(database, "SELECT count(*) FROM search_jobs") == 0
+    assert ids_of(await search(client, q="run my script every midnight"))[0] == ids["cron"]
+
+    # Saving the same text again queues a job but embeds nothing.
+    author_key = scalar(database, "SELECT count(*) FROM embeddings")
+    sql(database, "UPDATE patterns SET title = title || ' ' WHERE id = %s", ids["cron"])
+    sql(database, "UPDATE patterns SET title = rtrim(title) WHERE id = %s", ids["cron"])
+    assert scalar(database, "SELECT count(*) FROM search_jobs") == 2
+    await restarted.settle()
+    assert restarted.indexer.counters["embedded"] == 5
+    assert scalar(database, "SELECT count(*) FROM embeddings") == author_key
+
+
+async def test_votes_and_views_queue_nothing(client: httpx.AsyncClient, database: str) -> None:
+    author, ids = await corpus(client)
+    voter = await register(client, "Voter")
+    sql(database, "DELETE FROM search_jobs")
+    await client.post(
+        f"/api/patterns/{ids['cron']}/vote", headers=voter.auth, json={"vote_type": "upvote"}
+    )
+    await client.get(f"/api/patterns/{ids['cron']}")
+    assert scalar(database, "SELECT count(*) FROM search_jobs") == 0
+    changed = await client.put(
+        f"/api/patterns/{ids['cron']}",
+        headers=author.auth,
+        json={"description": "A changed description."},
+    )
+    assert changed.status_code == 200, changed.text
+    assert scalar(database, "SELECT count(*) FROM search_jobs") == 1
+
+
+async def test_fallback_when_the_embedder_is_stopped(
+    client: httpx.AsyncClient, semantic: LocalSearch
+) -> None:
+    _, ids = await corpus(client)
+    await semantic.settle()
+    assert (await search(client, q="crontab backup"))["mode"] == "semantic"
+    semantic.stopped = True
+    body = await search(client, q="crontab backup")
+    assert body["mode"] == "fulltext"
+    assert ids_of(body) == [ids["cron"]]
+
+
+# --- similar ------------------------------------------------------------------
+
+
+async def test_similar_patterns_and_questions_on_create(
+    client: httpx.AsyncClient, semantic: LocalSearch, roomy: None
+) -> None:
+    author, ids = await corpus(client)
+    await semantic.settle()
+    again = await publish(
+        client,
+        author,
+        title="Retrying unreliable HTTP requests",
+        description="Back off exponentially between attempts when an API call fails.",
+        content="Use a capped exponential delay with random jitter.",
+    )
+    similar = again["similar"]
+    assert [s["id"] for s in similar] == [ids["retry"]]
+    assert similar[0]["type"] == "pattern" and similar[0]["score"] >= 0.6
+
+    unrelated = await publish(
+        client,
+        author,
+        title="Tune a guitar by ear",
+        description="Match each string to the fifth fret of the one below.",
+        content="Start from the low E and work upwards.",
+    )
+    assert unrelated["similar"] == []
+
+    await semantic.settle()
+    asked = await client.post(
+        "/api/questions",
+        headers=author.auth,
+        json={
+            "title": "How should I retry failing HTTP API calls?",
+            "body": "My requests to a flaky API fail now and then; what backoff should I use?",
+        },
+    )
+    assert asked.status_code == 201, asked.text
+    similar = asked.json()["similar"]
+    assert similar and similar[0]["type"] == "pattern"
+    assert {s["id"] for s in similar} <= {ids["retry"], again["data"]["id"]}
+    await semantic.settle()
+    twice = await client.post(
+        "/api/questions",
+        headers=author.auth,
+        json={
+            "title": "Retrying flaky HTTP API calls: which backoff?",
+            "body": "Calls to an unreliable API fail from time to time; how to back off?",
+        },
+    )
+    similar = twice.json()["similar"]
+    assert asked.json()["data"]["id"] in [s["id"] for s in similar if s["type"] == "question"]
+    question = next(s for s in similar if s["type"] == "question")
+    assert {"title", "slug", "status", "answer_count"} <= set(question)
