@@ -1,0 +1,159 @@
+"""Search through the real service: Api → VectorIndex → Embedder deployments,
+the trigger-fed worker, the rebuild of the index when its replica restarts,
+and the fall-back to full text while the Embedder is down."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from typing import Any
+
+import httpx
+import psutil
+
+from tests.e2e.conftest import Service, actor_process
+from tests.e2e.test_service import as_client, auth, register
+
+PATTERNS = [
+    (
+        "Schedule nightly jobs with cron",
+        "A crontab line that runs a backup script at 02:30 every day.",
+        "Edit with crontab -e, use absolute paths, redirect output to a log.",
+    ),
+    (
+        "Refresh OAuth2 access tokens before they expire",
+        "Keep a token cache and renew it ahead of its expiry time.",
+        "Store expires_at, refresh when less than a minute remains, retry once on 401.",
+    ),
+    (
+        "Stream a huge CSV file without loading it",
+        "Read rows lazily with the csv module and a generator.",
+        "Open the file, iterate csv.reader row by row, aggregate on the fly.",
+    ),
+]
+MIDNIGHT = "trigger a task automatically around midnight"
+CREDENTIALS = "renew login credentials early"
+
+
+async def search(http: httpx.AsyncClient, q: str, **params: Any) -> dict[str, Any]:
+    response = await http.get("/api/search", params={"q": q, **params}, headers=as_client())
+    assert response.status_code == 200, response.text
+    body: dict[str, Any] = response.json()
+    return body
+
+
+async def first_hit(
+    http: httpx.AsyncClient, q: str, expected: str | None, timeout: float = 90.0
+) -> dict[str, Any]:
+    """Poll until semantic search ranks ``expected`` first (None: finds nothing
+    of it); the worker embeds asynchronously."""
+    deadline = time.monotonic() + timeout
+    body: dict[str, Any] = {}
+    while time.monotonic() < deadline:
+        body = await search(http, q)
+        ids = [hit["id"] for hit in body["data"]]
+        if body["mode"] == "semantic" and (
+            (expected is None and not ids) or (ids and ids[0] == expected)
+        ):
+            return body
+        await asyncio.sleep(0.3)
+    raise AssertionError(f"search for {q!r} never ranked {expected} first: {body}")
+
+
+def replicas(service: Service, deployment: str) -> list[psutil.Process]:
+    found = []
+    for proc in psutil.process_iter(["pid", "cmdline"]):
+        cmdline = " ".join(proc.info.get("cmdline") or [])
+        if f"ServeReplica:cairn:{deployment}" not in cmdline:
+            continue
+        try:
+            if proc.environ().get("CAIRN_STATE_DIR") == str(service.state_dir):
+                found.append(proc)
+        except psutil.Error:
+            continue
+    return found
+
+
+async def test_semantic_search_through_serve(http: httpx.AsyncClient, service: Service) -> None:
+    author = await register(http, "Search Author")
+    ids = []
+    for title, description, content in PATTERNS:
+        response = await http.post(
+            "/api/patterns",
+            headers=auth(author["api_key"]),
+            json={"title": title, "description": description, "content": content},
+        )
+        assert response.status_code == 201, response.text
+        ids.append(response.json()["data"]["id"])
+
+    # A paraphrase sharing no word with the pattern.
+    body = await first_hit(http, MIDNIGHT, ids[0])
+    assert body["data"][0]["score"] > 0 and body["data"][0]["type"] == "pattern"
+    assert (await search(http, MIDNIGHT, use_semantic="false"))["mode"] == "fulltext"
+
+    # An update shows up.
+    updated = await http.put(
+        f"/api/patterns/{ids[2]}",
+        headers=auth(author["api_key"]),
+        json={
+            "title": "Make spaghetti carbonara",
+            "description": "Eggs, pecorino, guanciale and pepper.",
+            "content": "Boil the spaghetti, crisp the guanciale, toss off the heat with egg.",
+        },
+    )
+    assert updated.status_code == 200, updated.text
+    await first_hit(http, "cook a pasta dinner for guests", ids[2])
+
+    # An archived pattern disappears.
+    archived = await http.delete(f"/api/patterns/{ids[1]}", headers=auth(author["api_key"]))
+    assert archived.status_code == 200, archived.text
+    body = await search(http, CREDENTIALS)
+    assert ids[1] not in [hit["id"] for hit in body["data"]]
+
+    # The VectorIndex replica dies: Serve starts another, which rebuilds the
+    # index from Postgres and answers as before.
+    before = await first_hit(http, MIDNIGHT, ids[0])
+    index = actor_process(service, "ServeReplica:cairn:VectorIndex")
+    index.kill()
+    index.wait(timeout=30)
+    deadline = time.monotonic() + 120
+    after: dict[str, Any] = {}
+    while time.monotonic() < deadline:
+        after = await search(http, MIDNIGHT)
+        if after["mode"] == "semantic":
+            break
+        await asyncio.sleep(0.5)
+    assert after["mode"] == "semantic", after
+    assert after["data"] == before["data"]
+
+
+async def test_full_text_while_the_embedder_is_down(
+    http: httpx.AsyncClient, service: Service
+) -> None:
+    author = await register(http, "Fallback Author")
+    response = await http.post(
+        "/api/patterns",
+        headers=auth(author["api_key"]),
+        json={
+            "title": "Rotate nginx access logs with logrotate",
+            "description": "Compress weekly and keep eight weeks of logrotate archives.",
+            "content": "Put a stanza in /etc/logrotate.d/nginx and reload nginx in postrotate.",
+        },
+    )
+    assert response.status_code == 201, response.text
+    pattern = response.json()["data"]["id"]
+    await first_hit(http, "logrotate nginx", pattern)
+
+    embedders = replicas(service, "Embedder")
+    assert embedders, "no Embedder replica found"
+    for proc in embedders:
+        proc.kill()
+    # Until Serve has a new replica with the model loaded, queries cannot be
+    # embedded: search answers from full text, within the deadline.
+    started = time.monotonic()
+    body = await search(http, "logrotate nginx")
+    assert time.monotonic() - started < 5
+    assert body["mode"] == "fulltext"
+    assert [hit["id"] for hit in body["data"]] == [pattern]
+    # And recovers by itself.
+    await first_hit(http, "logrotate nginx", pattern, timeout=120)
