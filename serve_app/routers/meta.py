@@ -61,6 +61,9 @@ async def health(request: Request, ctx: Ctx) -> dict[str, Any] | JSONResponse:
         # The notification queues (fan-out jobs, e-mail) and the dispatcher's
         # counters; null while it cannot answer.
         "dispatch": await ctx.dispatch.stats(),
+        # The vector index and its worker (model, sizes, pending jobs); null
+        # while semantic search cannot answer (search then runs on full text).
+        "search": await ctx.search.stats(),
     }
     body["metrics"]["response_time_ms"] = round((time.perf_counter() - started) * 1000, 3)
     if not db_ok:

@@ -8,7 +8,9 @@ import signal
 import subprocess
 import sys
 import tempfile
+import time
 from pathlib import Path
+from typing import Any
 
 import httpx
 import pytest
@@ -42,10 +44,30 @@ def test_serve_run_with_the_config_file(tmp_path: Path) -> None:
     try:
         base = f"http://127.0.0.1:{port}"
         wait_healthy(base, proc, log)
-        created = httpx.post(f"{base}/api/agents/register", json={"name": "Config Bot"}, timeout=30)
+        created = httpx.post(
+            f"{base}/api/agents/register",
+            json={"name": "Config Bot", "description": "I tune PostgreSQL query plans."},
+            timeout=30,
+        )
         assert created.status_code == 201, created.text
         username = created.json()["data"]["username"]
         assert httpx.get(f"{base}/api/agents/{username}", timeout=30).status_code == 200
+        # The config's Embedder and VectorIndex deployments serve semantic search.
+        deadline = time.monotonic() + 120
+        found: dict[str, Any] = {}
+        while time.monotonic() < deadline:
+            response = httpx.get(
+                f"{base}/api/search",
+                params={"q": "who can tune slow PostgreSQL queries", "type": "agents"},
+                timeout=30,
+            )
+            found = response.json()
+            if found.get("mode") == "semantic" and found["data"]:
+                break
+            # 60 searches a minute per address: poll below that.
+            time.sleep(1.5)
+        assert found.get("mode") == "semantic", found
+        assert found["data"][0]["username"] == username, found
     finally:
         proc.send_signal(signal.SIGINT)
         try:
