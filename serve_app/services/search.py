@@ -17,6 +17,7 @@ from typing import Any
 
 from sqlmodel.ext.asyncio.session import AsyncSession
 
+from embeddings import ranking
 from serve_app.errors import BadRequest
 from serve_app.schemas.search import KINDS
 from serve_app.search import Hits, SemanticSearch
@@ -65,36 +66,27 @@ async def ranked(
     if use_semantic:
         # The index works while Postgres ranks the full-text candidates.
         nearest = asyncio.ensure_future(semantic.nearest(list(kinds), text, depth))
-    fulltext = {kind: await repo.fulltext(db, kind, text, depth) for kind in kinds}
+    # The fusion gives rows matching only some words nothing (tuned on the
+    # evaluation set), so semantic mode asks Postgres for all-word matches
+    # only: the same fused ranking without ranking every partial match.
+    fulltext = {
+        kind: await repo.fulltext(db, kind, text, depth, any_word=nearest is None) for kind in kinds
+    }
     vectors = await nearest if nearest is not None else None
     hits: list[tuple[str, int, float]] = []
     if vectors is None:
+        if nearest is not None:  # semantic search could not answer: all matches
+            fulltext = {kind: await repo.fulltext(db, kind, text, depth) for kind in kinds}
         for kind in kinds:
             hits += [(kind, sid, score) for sid, score in fulltext[kind]]
         mode = FULLTEXT
     else:
         for kind in kinds:
-            fused = _fuse(fulltext[kind], vectors.get(kind, []), limit=depth)
+            fused = ranking.fuse(fulltext[kind], vectors.get(kind, []), limit=depth)
             hits += [(kind, sid, score) for sid, score in fused]
         mode = SEMANTIC
     hits.sort(key=lambda h: (-h[2], h[0], h[1]))
     return mode, hits
-
-
-def _fuse(fts: Any, vec: Any, limit: int) -> list[tuple[int, float]]:  # INTERIM
-    try:
-        from embeddings import ranking  # type: ignore[attr-defined,unused-ignore]
-
-        return ranking.fuse(fts, vec, limit=limit)  # type: ignore[no-any-return]
-    except ImportError:
-        scores: dict[int, float] = {}
-        for sid, s in vec:
-            if s >= 0.25:
-                scores[sid] = scores.get(sid, 0.0) + s
-        top = max((s for _, s in fts), default=1.0) or 1.0
-        for sid, s in fts:
-            scores[sid] = scores.get(sid, 0.0) + 0.3 * s / top
-        return sorted(scores.items(), key=lambda x: -x[1])[:limit]
 
 
 async def search(db: AsyncSession, semantic: SemanticSearch, query: SearchQuery) -> dict[str, Any]:
@@ -164,7 +156,7 @@ async def similar(
         for kind in kinds:
             hits += [
                 (kind, sid, s)
-                for sid, s in await repo.fulltext(db, kind, text, SIMILAR_MAX + 1)
+                for sid, s in await repo.fulltext(db, kind, text, SIMILAR_MAX + 1, any_word=False)
                 if s >= repo.ALL_WORDS
             ]
     hits.sort(key=lambda h: (-h[2], h[0], h[1]))

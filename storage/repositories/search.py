@@ -225,20 +225,26 @@ async def count_embedded(session: AsyncSession, model: str) -> dict[str, int]:
 ALL_WORDS = 1.0
 
 
-async def fulltext(session: AsyncSession, kind: str, q: str, limit: int) -> list[tuple[int, float]]:
+async def fulltext(
+    session: AsyncSession, kind: str, q: str, limit: int, *, any_word: bool = True
+) -> list[tuple[int, float]]:
     """(search_id, score) of the best full-text matches among visible rows,
-    best first: rows matching every word rank above rows matching some."""
+    best first. Rows matching every word (``websearch_to_tsquery``) score in
+    [1, 2), before rows matching some (``any_word``) in [0, 1); normalisation
+    32 keeps ``ts_rank_cd`` below 1. Measured against the alternatives in
+    docs/benchmarks.md, "Search ranking quality"."""
     s = _kind(kind)
-    rank_column = "rank_vector" if kind == "pattern" else "search_vector"
+    match = "q.any_word" if any_word else "q.all_words"
     rows = await session.exec(  # type: ignore[call-overload]
         text(
-            f"WITH q AS (SELECT websearch_to_tsquery('english', :q) AS strict, "  # noqa: S608
-            f"replace(plainto_tsquery('english', :q)::text, ' & ', ' | ')::tsquery AS loose) "
-            f"SELECT t.search_id, "
-            f"ts_rank_cd(t.{rank_column}, q.loose, 1) "
-            f"+ CASE WHEN t.search_vector @@ q.strict THEN 1.0 ELSE 0.0 END AS score "
+            f"WITH q AS (SELECT websearch_to_tsquery('english', :q) AS all_words, "  # noqa: S608
+            f"(SELECT string_agg(quote_literal(lexeme), ' | ') "
+            f"FROM unnest(tsvector_to_array(to_tsvector('english', :q))) AS lexeme"
+            f")::tsquery AS any_word) "
+            f"SELECT t.search_id, ts_rank_cd(t.search_vector, q.any_word, 32) "
+            f"+ CASE WHEN t.search_vector @@ q.all_words THEN {ALL_WORDS} ELSE 0 END AS score "
             f"FROM {s.table} t, q "
-            f"WHERE t.search_vector @@ q.loose AND ({s.visible_sql}) "
+            f"WHERE t.search_vector @@ {match} AND ({s.visible_sql}) "
             f"ORDER BY score DESC, t.search_id LIMIT :limit"
         ).bindparams(q=q, limit=limit)
     )

@@ -1,0 +1,143 @@
+"""Hybrid ranking: fuse the full-text and the vector candidates of one search.
+
+Both inputs are ranked best first with their raw scores:
+
+* full-text: the score of the production SQL, ``ts_rank_cd(..., 32)`` in
+  [0, 1) for a document that matches some of the query's words, plus 1 for
+  one that matches all of them (``websearch_to_tsquery``), so >= 1 means
+  "matched every word" (``ALL_WORDS``);
+* vector: the cosine similarity of the normalized embeddings, in [-1, 1].
+
+The fused score of a document starts from its cosine; a document the vector
+search did not return gets the lowest cosine it did return minus
+``missing_penalty``. Then
+
+* a document matching every query word gets ``match_bonus``, plus
+  ``specificity / n`` where n is the number of such documents (one or two
+  documents containing a rare identifier is strong evidence; fifty matching
+  two common words is not), plus ``rank_weight / r`` for the r-th of them in
+  full-text order;
+* a document matching only some words gets ``partial_weight * score``.
+
+A document is dropped unless it matches every query word or its cosine is at
+least ``floor``: nearest neighbours of nonsense, and documents that share one
+common word with the query, do not come back.
+
+Why not reciprocal rank fusion: RRF throws the scores away, so a confident
+exact match (a rare flag, an error name) and a weak one-word match count the
+same, and a vector list of near-random neighbours weighs as much as a strong
+one (docs/benchmarks.md, "Search ranking quality", compares them). ``rrf`` is
+kept as the baseline.
+
+Pure Python, no I/O: it runs per request on a few hundred candidates.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Hashable, Sequence
+from dataclasses import dataclass
+from typing import TypeVar
+
+K = TypeVar("K", bound=Hashable)
+
+# Full-text scores at or above this mean "matched every query word" (the SQL adds 1).
+ALL_WORDS = 1.0
+
+
+@dataclass(frozen=True)
+class FusionParams:
+    """Parameters of ``fuse``; the defaults were tuned on the dev split of
+    benchmarks/search_eval (``python -m benchmarks.ranking_bench --tune``).
+
+    floor: cosine below which a document is dropped unless it matches every
+        query word (also what keeps off-topic queries empty).
+    match_bonus: added to a document that matches every query word.
+    specificity: divided by the number of documents that match every word, and
+        added to each of them: rare matches count more.
+    rank_weight: divided by a full match's rank among the full matches (1, 2, …),
+        so the full-text order among them still counts.
+    partial_weight: weight of the full-text score of a document that matches
+        only some words (that score is in [0, 1)).
+    missing_penalty: subtracted from the lowest returned cosine to stand in for the
+        cosine of a document that only the full-text search returned.
+    """
+
+    floor: float = 0.25
+    match_bonus: float = 0.2
+    specificity: float = 0.1
+    rank_weight: float = 0.05
+    partial_weight: float = 0.0
+    missing_penalty: float = 0.2
+
+
+DEFAULT_PARAMS = FusionParams()
+
+
+def fuse(
+    fulltext: Sequence[tuple[K, float]],
+    vector: Sequence[tuple[K, float]],
+    *,
+    limit: int,
+    params: FusionParams = DEFAULT_PARAMS,
+) -> list[tuple[K, float]]:
+    """The ``limit`` best documents of both candidate lists, best first, with
+    their fused scores. Equal scores keep the order of first appearance
+    (full-text list first), so the result is deterministic. A key listed twice
+    counts at its first (best) place."""
+    if limit <= 0:
+        return []
+    cosines: dict[K, float] = {}
+    for key, similarity in vector:
+        cosines.setdefault(key, similarity)
+    lexical: dict[K, float] = {}
+    for key, rank in fulltext:
+        lexical.setdefault(key, rank)
+    n_full = sum(1 for rank in lexical.values() if rank >= ALL_WORDS)
+    missing = (min(cosines.values()) if cosines else 0.0) - params.missing_penalty
+
+    scored: list[tuple[float, int, K]] = []
+    full_rank = 0
+    keys = list(lexical) + [key for key in cosines if key not in lexical]
+    for order, key in enumerate(keys):
+        cos = cosines.get(key)
+        lex = lexical.get(key)
+        full = lex is not None and lex >= ALL_WORDS
+        if full:
+            full_rank += 1
+        elif cos is None or cos < params.floor:
+            continue
+        score = missing if cos is None else cos
+        if full:
+            score += params.match_bonus + params.specificity / n_full
+            score += params.rank_weight / full_rank
+        elif lex is not None:
+            score += params.partial_weight * max(lex, 0.0)
+        scored.append((-score, order, key))
+    scored.sort(key=lambda t: (t[0], t[1]))
+    return [(key, -neg) for neg, _, key in scored[:limit]]
+
+
+def rrf(
+    fulltext: Sequence[tuple[K, float]],
+    vector: Sequence[tuple[K, float]],
+    *,
+    limit: int,
+    k: int = 60,
+    fulltext_weight: float = 1.0,
+    vector_weight: float = 1.0,
+) -> list[tuple[K, float]]:
+    """Reciprocal rank fusion, ``sum(weight / (k + rank))``; the baseline ``fuse``
+    is compared with. Ties keep the order of first appearance."""
+    if limit <= 0:
+        return []
+    scores: dict[K, float] = {}
+    for weight, hits in ((fulltext_weight, fulltext), (vector_weight, vector)):
+        seen: set[K] = set()
+        for rank, (key, _) in enumerate(hits, 1):
+            if key in seen:
+                continue
+            seen.add(key)
+            scores[key] = scores.get(key, 0.0) + weight / (k + rank)
+    order = {key: i for i, key in enumerate(scores)}
+    ranked = sorted(scores, key=lambda key: (-scores[key], order[key]))
+    return [(key, scores[key]) for key in ranked[:limit]]

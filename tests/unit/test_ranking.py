@@ -1,0 +1,162 @@
+"""The hybrid ranking: embeddings.ranking.fuse (and the rrf baseline)."""
+
+from __future__ import annotations
+
+import random
+
+import pytest
+
+from embeddings.ranking import ALL_WORDS, DEFAULT_PARAMS, FusionParams, fuse, rrf
+
+P = FusionParams(
+    floor=0.3,
+    match_bonus=0.1,
+    specificity=0.3,
+    rank_weight=0.05,
+    partial_weight=0.02,
+    missing_penalty=0.1,
+)
+NONE = FusionParams(
+    floor=0.3,
+    match_bonus=0.0,
+    specificity=0.0,
+    rank_weight=0.0,
+    partial_weight=0.0,
+    missing_penalty=0.0,
+)
+
+
+def keys(hits: list[tuple[str, float]]) -> list[str]:
+    return [k for k, _ in hits]
+
+
+def test_empty_inputs_give_nothing() -> None:
+    assert fuse([], [], limit=10, params=P) == []
+    assert rrf([], [], limit=10) == []
+
+
+def test_vector_only_is_ordered_by_cosine() -> None:
+    vec = [("a", 0.9), ("b", 0.7), ("c", 0.5)]
+    assert keys(fuse([], vec, limit=10, params=P)) == ["a", "b", "c"]
+
+
+def test_scores_are_descending_and_limit_is_applied() -> None:
+    rng = random.Random(1)
+    ft = [(f"d{i}", rng.random() * 1.5) for i in range(50)]
+    ft.sort(key=lambda h: -h[1])
+    vec = [(f"d{i}", rng.uniform(0.2, 0.9)) for i in range(25, 90)]
+    vec.sort(key=lambda h: -h[1])
+    out = fuse(ft, vec, limit=7, params=P)
+    assert len(out) == 7
+    scores = [s for _, s in out]
+    assert scores == sorted(scores, reverse=True)
+    assert len(set(keys(out))) == 7
+
+
+def test_non_positive_limit() -> None:
+    assert fuse([("a", 1.2)], [("a", 0.8)], limit=0, params=P) == []
+    assert rrf([("a", 1.2)], [("a", 0.8)], limit=0) == []
+
+
+def test_floor_drops_weak_vector_only_hits() -> None:
+    vec = [("a", 0.45), ("b", 0.29), ("c", 0.1)]
+    assert keys(fuse([], vec, limit=10, params=P)) == ["a"]
+    # a nonsense query: nothing clears the floor, nothing comes back
+    assert fuse([], [("x", 0.2), ("y", 0.15)], limit=10, params=P) == []
+
+
+def test_floor_keeps_weak_hits_that_match_every_word() -> None:
+    vec = [("a", 0.45), ("b", 0.1), ("c", 0.1)]
+    out = keys(fuse([("b", ALL_WORDS + 0.01), ("c", 0.5)], vec, limit=10, params=P))
+    # b matches every word: kept below the floor; c shares some words only: dropped
+    assert set(out) == {"a", "b"}
+
+
+def test_full_match_found_only_by_full_text_wins() -> None:
+    # a rare identifier that only full-text knows: the vector list never saw it
+    vec = [("v1", 0.42), ("v2", 0.35)]
+    out = fuse([("id", ALL_WORDS + 0.3)], vec, limit=10, params=P)
+    assert keys(out)[0] == "id"
+    # its cosine is taken as the lowest returned one minus missing_penalty
+    assert out[0][1] == pytest.approx(0.35 - 0.1 + 0.1 + 0.3 / 1 + 0.05 / 1)
+
+
+def test_partial_match_found_only_by_full_text_is_dropped() -> None:
+    assert fuse([("x", 0.9)], [("v", 0.5)], limit=10, params=P) == [("v", 0.5)]
+
+
+def test_all_words_match_outranks_a_closer_vector_hit() -> None:
+    ft = [("exact", ALL_WORDS + 0.05)]
+    vec = [("near", 0.7), ("exact", 0.5)]
+    assert keys(fuse(ft, vec, limit=2, params=P)) == ["exact", "near"]
+    # without the bonuses the vector order wins
+    assert keys(fuse(ft, vec, limit=2, params=NONE)) == ["near", "exact"]
+
+
+def test_specificity_gates_the_full_match_bonus() -> None:
+    vec = [("near", 0.7), ("m1", 0.5)]
+    rare = [("m1", ALL_WORDS + 0.1)]
+    common = [("m1", ALL_WORDS + 0.1)] + [(f"o{i}", ALL_WORDS + 0.1) for i in range(29)]
+    rare_score = dict(fuse(rare, vec, limit=50, params=P))["m1"]
+    common_score = dict(fuse(common, vec, limit=50, params=P))["m1"]
+    assert rare_score - common_score == pytest.approx(0.3 - 0.3 / 30)
+    # one document containing the words beats the closer vector hit; one of thirty does not
+    assert keys(fuse(rare, vec, limit=1, params=P)) == ["m1"]
+    assert keys(fuse(common, vec, limit=1, params=P)) == ["near"]
+
+
+def test_full_text_order_counts_among_full_matches() -> None:
+    ft = [("first", ALL_WORDS + 0.2), ("second", ALL_WORDS + 0.1)]
+    vec = [("second", 0.5), ("first", 0.5)]
+    assert keys(fuse(ft, vec, limit=2, params=P)) == ["first", "second"]
+
+
+def test_a_much_closer_vector_hit_beats_a_weak_partial_match() -> None:
+    # the paraphrase case: the lexical hit matches one common word only
+    ft = [("oneword", 0.3)]
+    vec = [("meaning", 0.75), ("oneword", 0.4)]
+    out = dict(fuse(ft, vec, limit=2, params=P))
+    assert list(out) == ["meaning", "oneword"]
+    assert out["oneword"] == pytest.approx(0.4 + 0.02 * 0.3)
+
+
+def test_ties_keep_first_appearance_order() -> None:
+    vec = [("x", 0.5), ("y", 0.5), ("z", 0.5)]
+    assert keys(fuse([], vec, limit=3, params=P)) == ["x", "y", "z"]
+    ft = [("q", 0.2), ("p", 0.2)]
+    assert keys(fuse(ft, [("p", 0.5), ("q", 0.5)], limit=2, params=P)) == ["q", "p"]
+    # and the same inputs always give the same output
+    assert fuse(ft, vec, limit=5, params=P) == fuse(ft, vec, limit=5, params=P)
+
+
+def test_duplicate_keys_count_once() -> None:
+    out = fuse([("a", 0.3), ("a", 0.1)], [("a", 0.6), ("a", 0.2)], limit=5, params=P)
+    assert keys(out) == ["a"]
+    assert out[0][1] == pytest.approx(0.6 + 0.02 * 0.3)
+
+
+def test_default_params_are_sane() -> None:
+    d = DEFAULT_PARAMS
+    assert 0.0 < d.floor < 1.0
+    for value in (d.match_bonus, d.specificity, d.rank_weight, d.partial_weight):
+        assert value >= 0.0
+    # nonsense stays out with the defaults
+    assert fuse([("x", 0.05)], [("y", d.floor - 0.01)], limit=10) == []
+
+
+@pytest.mark.parametrize("weights", [(1.0, 1.0), (2.0, 1.0)])
+def test_rrf_sums_reciprocal_ranks(weights: tuple[float, float]) -> None:
+    wf, wv = weights
+    out = dict(
+        rrf(
+            [("a", 9.0), ("b", 1.0)],
+            [("b", 0.9), ("c", 0.8)],
+            limit=3,
+            k=60,
+            fulltext_weight=wf,
+            vector_weight=wv,
+        )
+    )
+    assert out["a"] == pytest.approx(wf / 61)
+    assert out["b"] == pytest.approx(wf / 62 + wv / 61)
+    assert out["c"] == pytest.approx(wv / 62)
