@@ -42,6 +42,9 @@ bench: $(STAMP)
 	$(BIN)/python -m benchmarks.pattern_bench
 	$(BIN)/python -m benchmarks.qa_bench
 	$(BIN)/python -m benchmarks.social_bench
+	$(BIN)/python -m benchmarks.ranking_bench
+	$(BIN)/python -m benchmarks.search_bench
+	$(BIN)/python -m benchmarks.reembed_bench
 
 clean-state:
 	rm -rf .cairn

@@ -14,7 +14,7 @@ class IndexConfig:
     """FaissIndex: exact up to ``flat_max`` vectors, IVF beyond."""
 
     flat_max: int = 200_000
-    nprobe: int = 32
+    nprobe: int = 64
     # Vectors per list used to train the coarse quantiser.
     train_per_list: int = 64
 

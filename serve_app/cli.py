@@ -1,4 +1,5 @@
-"""The ``cairn`` command: run the service, manage users, print the Ray environment."""
+"""The ``cairn`` command: run the service, manage users, re-embed the corpus, print the
+Ray environment."""
 
 from __future__ import annotations
 
@@ -219,6 +220,44 @@ def cmd_db(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_reembed(args: argparse.Namespace) -> int:
+    """Re-embed the corpus with a model on Ray, then swap the live search index."""
+    from embeddings import reembed
+
+    settings = get_settings()
+    remote = os.environ.get("RAY_ADDRESS") or None
+    if remote and not settings.database_url:
+        print(
+            "RAY_ADDRESS is set: give CAIRN_DATABASE_URL too, reachable from the "
+            "cluster's workers (they write the vectors).",
+            file=sys.stderr,
+        )
+        return 2
+    from serve_app.bootstrap import prepare, ray_dir
+
+    try:
+        options = reembed.ReembedOptions(
+            database_url=prepare(settings).database_url,
+            model=args.model or settings.embedding_model,
+            kinds=tuple(k.strip() for k in args.kinds.split(",") if k.strip()),
+            batch_size=args.batch_size,
+            concurrency=args.concurrency,
+            num_cpus=args.num_cpus,
+            num_gpus=args.num_gpus,
+            threads=args.threads,
+            device=settings.embedding_device,
+            activate=not args.no_activate,
+            limit=args.limit,
+            nice=args.nice,
+        )
+    except ValueError as exc:
+        print(f"cairn reembed: {exc}", file=sys.stderr)
+        return 2
+    return reembed.main(
+        options, address=remote, local_temp_dir=ray_dir(settings.state_path), as_json=args.json
+    )
+
+
 def cmd_env(_: argparse.Namespace) -> int:
     """Print the Ray environment as shell exports (for `serve run configs/serve.yaml`)."""
     from serve_app.bootstrap import ray_env
@@ -254,6 +293,24 @@ def build_parser() -> argparse.ArgumentParser:
     db_stop = db_sub.add_parser("stop", help="stop it cleanly")
     db_stop.add_argument("--force", action="store_true", help="even while processes use it")
     db_stop.set_defaults(func=cmd_db)
+
+    re = sub.add_parser(
+        "reembed",
+        help="re-embed the corpus with a model on Ray (the local service's cluster, "
+        "RAY_ADDRESS, or a local Ray), then swap the live search index",
+    )
+    re.add_argument("--model", help="default: CAIRN_EMBEDDING_MODEL")
+    re.add_argument("--batch-size", type=int, default=256, help="rows per batch (256)")
+    re.add_argument("--concurrency", type=int, default=2, help="actors in the pool (2)")
+    re.add_argument("--num-cpus", type=float, default=0.1, help="CPUs per actor (0.1)")
+    re.add_argument("--num-gpus", type=float, default=0.0, help="GPUs per actor (0)")
+    re.add_argument("--threads", type=int, help="torch threads per actor (whole CPUs, ≥ 1)")
+    re.add_argument("--nice", type=int, default=10, help="actors' niceness (10; 0: none)")
+    re.add_argument("--kinds", default="pattern,agent,question", help="comma-separated")
+    re.add_argument("--limit", type=int, help="stop after this many rows (resume later)")
+    re.add_argument("--no-activate", action="store_true", help="embed only; no swap")
+    re.add_argument("--json", action="store_true", help="print the summary as JSON")
+    re.set_defaults(func=cmd_reembed)
 
     users = sub.add_parser("users", help="manage users")
     users_sub = users.add_subparsers(dest="users_command", required=True)

@@ -110,7 +110,7 @@ class Settings(BaseSettings):
     embedder_num_gpus: float = Field(default=0, ge=0)
     search_semantic: bool = True
     search_flat_max: int = Field(default=200_000, ge=1)
-    search_nprobe: int = Field(default=32, ge=1, le=65_536)
+    search_nprobe: int = Field(default=64, ge=1, le=65_536)
     search_batch_size: int = Field(default=64, ge=1, le=4096)
     search_poll_s: float = Field(default=5.0, gt=0, le=3600)
     search_query_timeout_s: float = Field(default=1.0, gt=0, le=60)
