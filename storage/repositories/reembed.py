@@ -16,33 +16,15 @@ from collections.abc import Sequence
 from sqlalchemy import bindparam, text
 from sqlmodel.ext.asyncio.session import AsyncSession
 
-from storage.models.search import SEARCHABLE, Searchable
-from storage.repositories.search import UUIDS, hash_sql
-
-
-def _kind(kind: str) -> Searchable:
-    try:
-        return SEARCHABLE[kind]
-    except KeyError:
-        raise ValueError(f"unknown search kind {kind!r}") from None
-
-
-def _stale(s: Searchable) -> str:
-    """Rows of ``t`` that may be found and have no current vector under :model."""
-    # Built from the fixed definitions in storage.models.search only.
-    return (
-        f"({s.visible_sql}) AND NOT EXISTS (SELECT 1 FROM embeddings e "  # noqa: S608
-        f"WHERE e.kind = :kind AND e.item_id = t.id AND e.model = :model "
-        f"AND e.text_hash = {hash_sql(s)})"
-    )
+from storage.repositories.search import UUIDS, hash_sql, searchable, stale_sql
 
 
 async def count_stale(session: AsyncSession, kind: str, model: str) -> int:
     """How many visible rows of ``kind`` lack a current vector under ``model``."""
-    s = _kind(kind)
+    s = searchable(kind)
     row = (
         await session.exec(  # type: ignore[call-overload]
-            text(f"SELECT count(*) FROM {s.table} t WHERE {_stale(s)}").bindparams(  # noqa: S608
+            text(f"SELECT count(*) FROM {s.table} t WHERE {stale_sql(s)}").bindparams(  # noqa: S608
                 kind=kind, model=model
             )
         )
@@ -56,10 +38,10 @@ async def stale_ids(
     """The next ``limit`` ids (ascending, past ``after``) of rows lacking a
     current vector under ``model``: keyset pagination, so each page is one
     index range scan however far the job has got."""
-    s = _kind(kind)
+    s = searchable(kind)
     keyset = "" if after is None else "AND t.id > :after "
     statement = text(
-        f"SELECT t.id FROM {s.table} t WHERE {_stale(s)} {keyset}"  # noqa: S608
+        f"SELECT t.id FROM {s.table} t WHERE {stale_sql(s)} {keyset}"  # noqa: S608
         f"ORDER BY t.id LIMIT :limit"
     ).bindparams(kind=kind, model=model, limit=limit)
     if after is not None:
@@ -76,11 +58,11 @@ async def stale_texts(
     hash stored with a vector is the hash of the text it was made from."""
     if not item_ids:
         return []
-    s = _kind(kind)
+    s = searchable(kind)
     rows = await session.exec(  # type: ignore[call-overload]
         text(
             f"SELECT t.id, {s.text_sql}, {hash_sql(s)} FROM {s.table} t "  # noqa: S608
-            f"WHERE t.id = ANY(:ids) AND {_stale(s)} ORDER BY t.id"
+            f"WHERE t.id = ANY(:ids) AND {stale_sql(s)} ORDER BY t.id"
         ).bindparams(bindparam("ids", list(item_ids), type_=UUIDS), kind=kind, model=model)
     )
     return [(r[0], str(r[1]), bytes(r[2])) for r in rows]

@@ -25,7 +25,7 @@ BIGINTS = ARRAY(BigInteger)
 BYTEAS = ARRAY(LargeBinary)
 
 
-def _kind(kind: str) -> Searchable:
+def searchable(kind: str) -> Searchable:
     try:
         return SEARCHABLE[kind]
     except KeyError:
@@ -34,6 +34,16 @@ def _kind(kind: str) -> Searchable:
 
 def hash_sql(s: Searchable) -> str:
     return f"sha256(convert_to({s.text_sql}, 'UTF8'))"
+
+
+def stale_sql(s: Searchable) -> str:
+    """Rows ``t`` that may be found and have no current vector under :model
+    (none stored, or one made from other text); binds :kind and :model."""
+    return (
+        f"({s.visible_sql}) AND NOT EXISTS (SELECT 1 FROM embeddings e "  # noqa: S608
+        f"WHERE e.kind = :kind AND e.item_id = t.id AND e.model = :model "
+        f"AND e.text_hash = {hash_sql(s)})"
+    )
 
 
 # --- the active model -------------------------------------------------------
@@ -102,14 +112,12 @@ async def pending_jobs(session: AsyncSession) -> int:
 async def enqueue_stale(session: AsyncSession, kind: str, model: str) -> int:
     """Queue every visible row whose stored vector under ``model`` is missing
     or was made from other text (and that has no job queued yet)."""
-    s = _kind(kind)
+    s = searchable(kind)
     result = await session.exec(  # type: ignore[call-overload]
         text(
             f"INSERT INTO search_jobs (kind, item_id, search_id) "  # noqa: S608
             f"SELECT :kind, t.id, t.search_id FROM {s.table} t "
-            f"WHERE ({s.visible_sql}) "
-            f"AND NOT EXISTS (SELECT 1 FROM embeddings e WHERE e.kind = :kind "
-            f"AND e.item_id = t.id AND e.model = :model AND e.text_hash = {hash_sql(s)}) "
+            f"WHERE {stale_sql(s)} "
             f"AND NOT EXISTS (SELECT 1 FROM search_jobs j WHERE j.kind = :kind "
             f"AND j.item_id = t.id)"
         ).bindparams(kind=kind, model=model)
@@ -142,7 +150,7 @@ async def items(
     session: AsyncSession, kind: str, item_ids: Sequence[uuid.UUID], model: str
 ) -> list[Item]:
     """The rows that still exist among ``item_ids``."""
-    s = _kind(kind)
+    s = searchable(kind)
     rows = await session.exec(  # type: ignore[call-overload]
         text(
             f"SELECT t.id, t.search_id, ({s.visible_sql}) AS visible, {s.text_sql} AS body, "  # noqa: S608
@@ -197,7 +205,7 @@ async def scan_vectors(
 ) -> AsyncIterator[list[tuple[int, bytes]]]:
     """(search_id, vector) of every visible row with a vector under ``model``,
     in batches, streamed with a server-side cursor (the index rebuild)."""
-    s = _kind(kind)
+    s = searchable(kind)
     result = await conn.stream(
         text(
             f"SELECT t.search_id, e.vector FROM embeddings e "  # noqa: S608
@@ -208,15 +216,6 @@ async def scan_vectors(
     )
     async for part in result.partitions(batch):
         yield [(int(r[0]), bytes(r[1])) for r in part]
-
-
-async def count_embedded(session: AsyncSession, model: str) -> dict[str, int]:
-    rows = await session.exec(  # type: ignore[call-overload]
-        text("SELECT kind, count(*) FROM embeddings WHERE model = :model GROUP BY kind").bindparams(
-            model=model
-        )
-    )
-    return {str(r[0]): int(r[1]) for r in rows}
 
 
 # --- full text ---------------------------------------------------------------
@@ -233,7 +232,7 @@ async def fulltext(
     [1, 2), before rows matching some (``any_word``) in [0, 1); normalisation
     32 keeps ``ts_rank_cd`` below 1. Measured against the alternatives in
     docs/benchmarks.md, "Search ranking quality"."""
-    s = _kind(kind)
+    s = searchable(kind)
     match = "q.any_word" if any_word else "q.all_words"
     rows = await session.exec(  # type: ignore[call-overload]
         text(
@@ -257,7 +256,7 @@ async def visible_ids(
     """search_id -> id of those rows that may be found now."""
     if not search_ids:
         return {}
-    s = _kind(kind)
+    s = searchable(kind)
     rows = await session.exec(  # type: ignore[call-overload]
         text(
             f"SELECT search_id, id FROM {s.table} "  # noqa: S608
