@@ -222,30 +222,58 @@ async def scan_vectors(
 
 # A full-text score at or above this means every word of the query matched.
 ALL_WORDS = 1.0
+# Rows that full-text search ranks at most, per stage (every-word matches,
+# then matches of some word): ranking costs ~10 µs a row (the tsvector is
+# read from TOAST), and a common word matches half the corpus. Measured in
+# docs/benchmarks.md, "Search latency at 100,000 patterns".
+RANK_CANDIDATES = 2000
 
 
 async def fulltext(
-    session: AsyncSession, kind: str, q: str, limit: int, *, any_word: bool = True
+    session: AsyncSession,
+    kind: str,
+    q: str,
+    limit: int,
+    *,
+    any_word: bool = True,
+    candidates: int = RANK_CANDIDATES,
 ) -> list[tuple[int, float]]:
     """(search_id, score) of the best full-text matches among visible rows,
     best first. Rows matching every word (``websearch_to_tsquery``) score in
     [1, 2), before rows matching some (``any_word``) in [0, 1); normalisation
-    32 keeps ``ts_rank_cd`` below 1. Measured against the alternatives in
-    docs/benchmarks.md, "Search ranking quality"."""
+    32 keeps ``ts_rank_cd`` below 1.
+
+    The cost is bounded: at most ``candidates`` rows matching every word are
+    ranked, and only when fewer than ``limit`` match them all, rows matching
+    some word are added: up to ``candidates / words`` per query word, so
+    every match of a rare word is ranked while a common word contributes a
+    sample. Measured against the alternatives in docs/benchmarks.md, "Search
+    ranking quality"."""
     s = searchable(kind)
-    match = "q.any_word" if any_word else "q.all_words"
+    cap = max(candidates, limit)
+    loose = (
+        f"UNION SELECT c.search_id FROM q, unnest(q.words) AS w(word), LATERAL ("  # noqa: S608
+        f"SELECT t.search_id FROM {s.table} t "
+        f"WHERE t.search_vector @@ w.word AND ({s.visible_sql}) "
+        f"LIMIT :cap / greatest(1, cardinality(q.words))) c "
+        f"WHERE (SELECT count(*) FROM strict) < :limit"
+        if any_word
+        else ""
+    )
     rows = await session.exec(  # type: ignore[call-overload]
         text(
             f"WITH q AS (SELECT websearch_to_tsquery('english', :q) AS all_words, "  # noqa: S608
-            f"(SELECT string_agg(quote_literal(lexeme), ' | ') "
-            f"FROM unnest(tsvector_to_array(to_tsvector('english', :q))) AS lexeme"
-            f")::tsquery AS any_word) "
-            f"SELECT t.search_id, ts_rank_cd(t.search_vector, q.any_word, 32) "
+            f"ARRAY(SELECT quote_literal(lexeme)::tsquery "
+            f"FROM unnest(tsvector_to_array(to_tsvector('english', :q))) AS lexeme) AS words), "
+            f"strict AS (SELECT t.search_id FROM {s.table} t, q "
+            f"WHERE t.search_vector @@ q.all_words AND ({s.visible_sql}) LIMIT :cap), "
+            f"found AS (SELECT search_id FROM strict {loose}) "
+            f"SELECT t.search_id, ts_rank_cd(t.search_vector, "
+            f"(SELECT string_agg(w::text, ' | ') FROM unnest(q.words) AS w)::tsquery, 32) "
             f"+ CASE WHEN t.search_vector @@ q.all_words THEN {ALL_WORDS} ELSE 0 END AS score "
-            f"FROM {s.table} t, q "
-            f"WHERE t.search_vector @@ {match} AND ({s.visible_sql}) "
+            f"FROM found JOIN {s.table} t USING (search_id), q "
             f"ORDER BY score DESC, t.search_id LIMIT :limit"
-        ).bindparams(q=q, limit=limit)
+        ).bindparams(q=q, limit=limit, cap=cap)
     )
     return [(int(r[0]), float(r[1])) for r in rows]
 

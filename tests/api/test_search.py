@@ -11,6 +11,7 @@ import pytest
 
 from actors.ratelimit import Rule
 from serve_app.search import LocalSearch
+from storage.repositories import search as repo
 from tests.api.conftest import Registered, assert_error, register, scalar
 from tests.api.test_patterns import sql
 
@@ -170,6 +171,39 @@ async def test_paging(client: httpx.AsyncClient, roomy: None) -> None:
     assert first["pagination"]["total"] == 5 and first["pagination"]["has_more"] is True
     assert third["pagination"]["has_more"] is False and len(third["data"]) == 1
     assert len(set(ids_of(first) + ids_of(second) + ids_of(third))) == 5
+
+
+async def test_fulltext_ranks_a_bounded_sample_of_common_words(
+    client: httpx.AsyncClient, database: str, roomy: None
+) -> None:
+    """Every-word matches rank first; then a rare word brings all of its
+    matches to the ranking and a common word a bounded sample of its own."""
+    author = await register(client, "Sampler")
+
+    async def sid(title: str, description: str = "Kept for later use.") -> int:
+        body = await publish(client, author, title=title, description=description, content="Notes.")
+        found = scalar(database, "SELECT search_id FROM patterns WHERE id = %s", body["data"]["id"])
+        return int(found)
+
+    common = {await sid(f"Backup recipe {n}", "Backup kept for later use.") for n in range(8)}
+    rare = await sid("Zeppelin mooring")
+    both = await sid("Zeppelin backup")
+    ctx = client._transport.app.state.ctx  # type: ignore[attr-defined]
+    async with ctx.sessions() as session:
+        everything = await repo.fulltext(session, "pattern", "zeppelin backup", 50)
+        strict = await repo.fulltext(session, "pattern", "zeppelin backup", 50, any_word=False)
+        top = await repo.fulltext(session, "pattern", "zeppelin backup", 4, candidates=1000)
+        # Four candidates for two words: two rows per word at most.
+        sampled = await repo.fulltext(session, "pattern", "zeppelin backup", 4, candidates=4)
+    assert [s for s, _ in everything] == [both, *[s for s, _ in everything[1:-1]], rare]
+    assert {s for s, _ in everything[1:-1]} == common
+    assert everything[0][1] >= repo.ALL_WORDS > everything[1][1]
+    assert strict == everything[:1]
+    assert top == everything[:4]
+    found = [s for s, _ in sampled]
+    # Both rows with the rare word, and one or two of the nine with "backup".
+    assert found[0] == both and found[-1] == rare
+    assert len(found) in (3, 4) and set(found[1:-1]) < common
 
 
 # --- semantic -----------------------------------------------------------------
