@@ -35,6 +35,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
+import dataclasses
 import gc
 import hashlib
 import json
@@ -328,6 +329,15 @@ def measure_plain(model: Any, texts: list[str]) -> tuple[float, np.ndarray]:
     return len(texts) / (time.perf_counter() - t0), vectors
 
 
+def measure_plain_chunks(model: Any, texts: list[str], size: int = 64) -> float:
+    """Texts/s of plain ``encode`` called once per ``size`` texts, the unit
+    ``embed_many`` gets in this benchmark: no sorting by length across calls."""
+    t0 = time.perf_counter()
+    for i in range(0, len(texts), size):
+        encode(model, texts[i : i + size])
+    return len(texts) / (time.perf_counter() - t0)
+
+
 async def _drive(handle: Any, texts: list[str], in_flight: int) -> tuple[float, np.ndarray]:
     sem = asyncio.Semaphore(in_flight)
 
@@ -359,13 +369,13 @@ async def _drive_many(
 class Variant:
     label: str
     replicas: int
-    threads: int | None  # OMP_NUM_THREADS for the replica; None: what Ray sets
+    threads: int  # torch threads per replica (EmbedderConfig.threads); 0: the default
 
 
 def embedder_variants(num_cpus: float) -> list[Variant]:
     return [
-        Variant(f"1 replica, `num_cpus` {num_cpus} (the default deployment)", 1, None),
-        Variant("2 replicas (autoscaled to `max_replicas`), default threads", 2, None),
+        Variant(f"1 replica, `num_cpus` {num_cpus} (the default deployment)", 1, 0),
+        Variant("2 replicas (autoscaled to `max_replicas`), default threads", 2, 0),
         Variant("1 replica, 2 torch threads", 1, 2),
         Variant("2 replicas, 2 torch threads each", 2, 2),
     ]
@@ -398,15 +408,11 @@ def measure_embedder(
         serve.start(proxy_location="Disabled")
         for variant in variants:
             actor: dict[str, Any] = {"num_cpus": settings.embedder_num_cpus}
-            if variant.threads is not None:
-                actor["runtime_env"] = {"env_vars": {"OMP_NUM_THREADS": str(variant.threads)}}
             app = Embedder.options(  # type: ignore[attr-defined]
                 num_replicas=variant.replicas, ray_actor_options=actor
-            ).bind(config)
+            ).bind(dataclasses.replace(config, threads=variant.threads))
             handle = serve.run(app, name="embedder-bench", route_prefix=None)
-            # The torch threads a worker of the replica's size gets from Ray.
-            probe = ray.remote(num_cpus=settings.embedder_num_cpus)(_torch_threads)
-            threads = int(ray.get(probe.remote())) if variant.threads is None else 0
+            threads = int(handle.describe.remote().result()["threads"])
 
             async def run(handle: Any = handle) -> tuple[float, float, float, float]:
                 await _drive_many(handle, texts[:256], 2)  # warm-up, every replica
@@ -426,7 +432,7 @@ def measure_embedder(
             row = Throughput(
                 variant.label,
                 variant.replicas,
-                variant.threads or threads,
+                threads,
                 single,
                 many,
                 many2,
@@ -447,14 +453,9 @@ def measure_embedder(
     return rows, facts
 
 
-def _torch_threads() -> int:
-    import torch
-
-    return int(torch.get_num_threads())
-
-
 def embedder_section(
     plain: float,
+    chunked: float,
     plain_threads: int,
     rows: list[Throughput],
     facts: dict[str, Any],
@@ -466,26 +467,37 @@ def embedder_section(
     start, end = MARKS["embedder"]
     lines = [
         *section_head(start, "Embedder throughput", "search_bench.py", load[0]),
-        f"- 1-minute load average after the part: {load[1]:.2f}. Other work shares the 2 "
-        "cores: under contention two torch threads in one process encode slower than one "
-        "(39 vs 22 texts/s measured back to back at load ≈ 6), so compare rows measured at "
-        "similar load; the plain baseline ran first.",
+        f"- 1-minute load average after the part: {load[1]:.2f}. The rows ran one after "
+        "the other, the plain baseline first; other work on the 2 cores would slow them.",
         f"- Texts: {n_texts:,} generated technical texts, {mean_tokens:.0f} word-piece tokens "
         "on average; model all-MiniLM-L6-v2 (the packaged copy), CPU.",
         f"- Plain: `SentenceTransformer.encode(texts, batch_size=64)` in the benchmark's "
-        f"process (torch threads: {plain_threads}), Ray not running.",
+        f"process (torch threads: {plain_threads}), Ray not running: over all the texts in "
+        "one call (it sorts them by length, so batches carry little padding; the ratios "
+        "are against this) and in one call per 64 texts (the unit `embed_many` gets here).",
         "- Serve: a local Ray with only the `Embedder` deployment "
         f"(`num_cpus` {facts['num_cpus']} per replica, `@serve.batch` max size "
         f"{facts['max_batch']}); called through a DeploymentHandle from the benchmark's "
         f"process: `embed` = one call per text, {in_flight} in flight (the query path); "
         "`embed_many` = batches of 64 texts, one at a time (the worker's path) or 2 in "
-        "flight. Torch threads: Ray sets `OMP_NUM_THREADS` to the replica's whole CPUs "
-        "(at least 1) unless the environment sets it.",
+        "flight. Torch threads: `CAIRN_EMBEDDER_THREADS`; by default what Ray gives the "
+        "replica (its whole CPUs, at least 1). Two threads per replica speed `embed_many` "
+        "here, but as the service's default they cut semantic `/api/search` at 100,000 "
+        'patterns from 33 to 14 req/s (p50 117 → 284 ms, "Search latency" set-up, the same '
+        "idle machine): the API, HAProxy and Postgres share the 2 cores.",
+        "- Why `embed` trails `embed_many`: each text is one handle call. Measured "
+        "separately on these cores, a no-op method called the same way answers about 480 "
+        "calls/s (≈ 4 ms of CPU per call across the caller, Ray and the replica), and the "
+        "replica takes in requests between the encoder's Python steps, so `@serve.batch` "
+        "saw batches of about 4 texts, not 64. Callers with many texts use `embed_many` "
+        "(the worker, `cairn reembed`); a search embeds one short query.",
         "",
         "| Deployment | torch threads / replica | `embed` texts/s | ratio | "
         "`embed_many` texts/s | ratio | `embed_many`, 2 in flight, texts/s | max abs Δ vs plain |",
         "|---|---:|---:|---:|---:|---:|---:|---:|",
-        f"| plain `encode`, one process | {plain_threads} | {plain:.1f} | 1.00 | | | | |",
+        f"| plain `encode`, one call | {plain_threads} | {plain:.1f} | 1.00 | | | | |",
+        f"| plain `encode`, one call per 64 texts | {plain_threads} | | | {chunked:.1f} | "
+        f"{chunked / plain:.2f} | | |",
     ]
     for r in rows:
         lines.append(
@@ -1044,10 +1056,11 @@ def part_embedder(args: argparse.Namespace) -> None:
     mean_tokens = tokens(model, texts)
     load0 = os.getloadavg()[0]
     plain, reference = measure_plain(model, texts)
+    chunked = measure_plain_chunks(model, texts)
     plain_threads = torch.get_num_threads()
     print(
         f"bench: plain encode {plain:.1f} texts/s ({plain_threads} torch threads, "
-        f"{mean_tokens:.0f} tokens a text)",
+        f"{mean_tokens:.0f} tokens a text); in 64-text calls {chunked:.1f} texts/s",
         flush=True,
     )
     basis_vectors(model)  # cached for the other parts
@@ -1064,6 +1077,7 @@ def part_embedder(args: argparse.Namespace) -> None:
         write_docs(
             embedder_section(
                 plain,
+                chunked,
                 plain_threads,
                 rows,
                 facts,

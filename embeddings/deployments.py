@@ -44,11 +44,15 @@ class Embedder:
 
     def __init__(self, config: EmbedderConfig) -> None:
         self._device = _device(config.device)
+        if self._device == "cpu" and config.threads:
+            import torch
+
+            torch.set_num_threads(config.threads)
         self._encoders: dict[str, Encoder] = {}
         self._default = config.model
         self._encoder(self._default)
         self._one.set_max_batch_size(config.max_batch_size)  # type: ignore[attr-defined]
-        log.info("Embedder ready: %s on %s", self._default, self._device)
+        log.info("Embedder ready: %s", self.describe())
 
     def _encoder(self, model: str) -> Encoder:
         encoder = self._encoders.get(model)
@@ -70,6 +74,12 @@ class Embedder:
             for i, vector in zip(at, vectors, strict=True):
                 out[i] = vector
         return [v for v in out if v is not None]
+
+    def describe(self) -> dict[str, Any]:
+        """The replica's model, device and torch threads."""
+        import torch
+
+        return {"model": self._default, "device": self._device, "threads": torch.get_num_threads()}
 
     async def embed(self, text: str, model: str | None = None) -> np.ndarray:
         return await self._one((model or self._default, text))

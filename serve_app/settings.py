@@ -108,6 +108,7 @@ class Settings(BaseSettings):
     embedder_max_replicas: int = Field(default=2, ge=1, le=1000)
     embedder_num_cpus: float = Field(default=0.5, ge=0)
     embedder_num_gpus: float = Field(default=0, ge=0)
+    embedder_threads: int = Field(default=0, ge=0, le=1024)
     search_semantic: bool = True
     search_flat_max: int = Field(default=200_000, ge=1)
     search_nprobe: int = Field(default=64, ge=1, le=65_536)
@@ -240,6 +241,7 @@ class Settings(BaseSettings):
             model=self.embedding_model,
             device=self.embedding_device,
             max_batch_size=self.embedding_max_batch,
+            threads=self.embedder_threads,
         )
 
     def trusted_networks(self) -> list[ipaddress.IPv4Network | ipaddress.IPv6Network]:

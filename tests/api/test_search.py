@@ -451,3 +451,24 @@ async def test_similar_patterns_and_questions_on_create(
     assert asked.json()["data"]["id"] in [s["id"] for s in similar if s["type"] == "question"]
     question = next(s for s in similar if s["type"] == "question")
     assert {"title", "slug", "status", "answer_count"} <= set(question)
+
+
+async def test_embedder_torch_threads() -> None:
+    """CAIRN_EMBEDDER_THREADS sets a CPU Embedder replica's torch threads;
+    0 leaves what Ray gave it."""
+    import torch
+
+    from embeddings.config import EmbedderConfig
+    from embeddings.deployments import Embedder
+
+    saved = torch.get_num_threads()
+    try:
+        cls = Embedder.func_or_class  # the class behind the deployment
+        two = cls(EmbedderConfig(device="cpu", threads=2))
+        assert two.describe() == {"model": EmbedderConfig().model, "device": "cpu", "threads": 2}
+        torch.set_num_threads(1)
+        assert cls(EmbedderConfig(device="cpu")).describe()["threads"] == 1
+        vectors = await two.embed_many(["nightly database backups"])
+        assert vectors.shape == (1, 384)
+    finally:
+        torch.set_num_threads(saved)
