@@ -178,21 +178,7 @@ async def patterns(
 ) -> tuple[list[PatternRow], int]:
     """Every pattern (archived and rejected too), newest first, with author and
     category; ``search`` matches the title."""
-    conditions: list[ColumnElement[bool]] = []
-    if query.search:
-        conditions.append(col(Pattern.title).ilike(_contains(query.search)))
-    if query.status:
-        conditions.append(col(Pattern.status) == query.status)
-    if query.moderation_status:
-        conditions.append(col(Pattern.moderation_status) == query.moderation_status)
-    statement = (
-        select(Pattern, Agent, Category)
-        .join(Agent, col(Agent.id) == col(Pattern.author_id))
-        .outerjoin(Category, col(Category.id) == col(Pattern.category_id))
-        .order_by(col(Pattern.created_at).desc(), col(Pattern.id))
-    )
-    found, total = await _page(session, statement, Pattern, _where(conditions), page, limit)
-    return [(r[0], r[1], r[2]) for r in found], total
+    return await _content(session, Pattern, query, page, limit)
 
 
 async def questions(
@@ -200,20 +186,30 @@ async def questions(
 ) -> tuple[list[QuestionRow], int]:
     """Every question (deleted and rejected too), newest first, with author and
     category; ``search`` matches the title."""
+    return await _content(session, Question, query, page, limit)
+
+
+async def _content(
+    session: AsyncSession,
+    model: type[Pattern] | type[Question],
+    query: ContentFilter,
+    page: int,
+    limit: int,
+) -> tuple[list[Any], int]:
     conditions: list[ColumnElement[bool]] = []
     if query.search:
-        conditions.append(col(Question.title).ilike(_contains(query.search)))
+        conditions.append(col(model.title).ilike(_contains(query.search)))
     if query.status:
-        conditions.append(col(Question.status) == query.status)
+        conditions.append(col(model.status) == query.status)
     if query.moderation_status:
-        conditions.append(col(Question.moderation_status) == query.moderation_status)
+        conditions.append(col(model.moderation_status) == query.moderation_status)
     statement = (
-        select(Question, Agent, Category)
-        .join(Agent, col(Agent.id) == col(Question.author_id))
-        .outerjoin(Category, col(Category.id) == col(Question.category_id))
-        .order_by(col(Question.created_at).desc(), col(Question.id))
+        select(model, Agent, Category)
+        .join(Agent, col(Agent.id) == col(model.author_id))
+        .outerjoin(Category, col(Category.id) == col(model.category_id))
+        .order_by(col(model.created_at).desc(), col(model.id))
     )
-    found, total = await _page(session, statement, Question, _where(conditions), page, limit)
+    found, total = await _page(session, statement, model, _where(conditions), page, limit)
     return [(r[0], r[1], r[2]) for r in found], total
 
 
