@@ -38,7 +38,6 @@ class EmbedderConfig:
     # cpu, cuda, or auto: CUDA where Ray gave the replica a GPU.
     device: str = "auto"
     max_batch_size: int = 64
-    # torch threads of a CPU replica; 0: what Ray gives it (its whole CPUs,
-    # at least 1). More threads speed bulk encoding but slow search under
-    # load when the replica shares its cores (docs/benchmarks.md).
+    # torch threads of a CPU replica's bulk calls (embed_many of BULK_MIN
+    # texts or more); 0: every core of the node. Queries run on one thread.
     threads: int = 0

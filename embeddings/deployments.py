@@ -25,6 +25,17 @@ log = logging.getLogger("cairn.search")
 # Single texts (queries) arriving together are encoded as one batch.
 MAX_BATCH_SIZE = 64
 BATCH_WAIT_S = 0.004
+# embed_many calls of at least this many texts are bulk: on the CPU they get
+# the replica's bulk threads; smaller ones, and queries, one thread.
+BULK_MIN = 16
+
+
+def bulk_threads(configured: int) -> int:
+    """Torch threads of a CPU replica's bulk calls: ``configured``, or with 0
+    every core this process may run on."""
+    import os
+
+    return configured or max(1, len(os.sched_getaffinity(0)))
 
 
 def _device(configured: str) -> str:
@@ -40,14 +51,16 @@ def _device(configured: str) -> str:
 class Embedder:
     """sentence-transformers behind two calls: ``embed`` (one text, batched
     with concurrent callers by ``@serve.batch``) and ``embed_many`` (a list,
-    the worker's and the re-embedding job's batches)."""
+    the worker's batches).
+
+    On the CPU, queries run on one torch thread: it is the fastest for a few
+    short texts and leaves the other cores to the API and Postgres under load.
+    Bulk calls use ``bulk_threads`` (docs/benchmarks.md, "Embedder
+    throughput")."""
 
     def __init__(self, config: EmbedderConfig) -> None:
         self._device = _device(config.device)
-        if self._device == "cpu" and config.threads:
-            import torch
-
-            torch.set_num_threads(config.threads)
+        self._bulk = bulk_threads(config.threads)
         self._encoders: dict[str, Encoder] = {}
         self._default = config.model
         self._encoder(self._default)
@@ -69,24 +82,29 @@ class Embedder:
         for model in {m for m, _ in requests}:
             at = [i for i, (m, _) in enumerate(requests) if m == model]
             vectors = await asyncio.to_thread(
-                self._encoder(model).encode, [requests[i][1] for i in at]
+                self._encoder(model).encode, [requests[i][1] for i in at], threads=1
             )
             for i, vector in zip(at, vectors, strict=True):
                 out[i] = vector
         return [v for v in out if v is not None]
 
-    def describe(self) -> dict[str, Any]:
-        """The replica's model, device and torch threads."""
-        import torch
+    def threads_for(self, n: int) -> int | None:
+        """Torch threads of a call encoding ``n`` texts (None off the CPU)."""
+        if self._device != "cpu":
+            return None
+        return self._bulk if n >= BULK_MIN else 1
 
-        return {"model": self._default, "device": self._device, "threads": torch.get_num_threads()}
+    def describe(self) -> dict[str, Any]:
+        """The replica's model, device and torch threads per kind of call."""
+        threads = {"query": self.threads_for(1), "bulk": self.threads_for(BULK_MIN)}
+        return {"model": self._default, "device": self._device, "threads": threads}
 
     async def embed(self, text: str, model: str | None = None) -> np.ndarray:
         return await self._one((model or self._default, text))
 
     async def embed_many(self, texts: list[str], model: str | None = None) -> np.ndarray:
         encoder = self._encoder(model or self._default)
-        return await asyncio.to_thread(encoder.encode, texts)
+        return await asyncio.to_thread(encoder.encode, texts, threads=self.threads_for(len(texts)))
 
     async def info(self) -> dict[str, Any]:
         return {"models": list(self._encoders), "device": self._device}

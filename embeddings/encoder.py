@@ -55,10 +55,19 @@ class Encoder:
         # torch modules are not safe to call from two threads at once.
         self._lock = threading.Lock()
 
-    def encode(self, texts: list[str], batch_size: int = 64) -> np.ndarray:
+    def encode(
+        self, texts: list[str], batch_size: int = 64, threads: int | None = None
+    ) -> np.ndarray:
+        """``threads``: torch threads for this call on the CPU (None: leave
+        them). Set here, under the lock, in the thread that runs the model,
+        so one replica can encode queries on one thread and bulk on several."""
         if not texts:
             return np.zeros((0, self.dim), dtype=np.float32)
         with self._lock:
+            if threads and self.device == "cpu":
+                import torch
+
+                torch.set_num_threads(threads)
             vectors = self._st.encode(
                 texts,
                 batch_size=batch_size,

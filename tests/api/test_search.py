@@ -454,21 +454,39 @@ async def test_similar_patterns_and_questions_on_create(
 
 
 async def test_embedder_torch_threads() -> None:
-    """CAIRN_EMBEDDER_THREADS sets a CPU Embedder replica's torch threads;
-    0 leaves what Ray gave it."""
+    """A CPU Embedder replica encodes queries and small calls on one torch
+    thread and bulk calls on CAIRN_EMBEDDER_THREADS (0: every core); the
+    thread count is set per call, in the thread that runs the model."""
+    import os
+
+    import numpy as np
     import torch
 
     from embeddings.config import EmbedderConfig
-    from embeddings.deployments import Embedder
+    from embeddings.deployments import BULK_MIN, Embedder
 
     saved = torch.get_num_threads()
     try:
         cls = Embedder.func_or_class  # the class behind the deployment
         two = cls(EmbedderConfig(device="cpu", threads=2))
-        assert two.describe() == {"model": EmbedderConfig().model, "device": "cpu", "threads": 2}
-        torch.set_num_threads(1)
-        assert cls(EmbedderConfig(device="cpu")).describe()["threads"] == 1
-        vectors = await two.embed_many(["nightly database backups"])
-        assert vectors.shape == (1, 384)
+        assert two.describe() == {
+            "model": EmbedderConfig().model,
+            "device": "cpu",
+            "threads": {"query": 1, "bulk": 2},
+        }
+        assert [two.threads_for(n) for n in (1, BULK_MIN - 1, BULK_MIN, 500)] == [1, 1, 2, 2]
+        cores = len(os.sched_getaffinity(0))
+        assert cls(EmbedderConfig(device="cpu")).describe()["threads"]["bulk"] == cores
+
+        encoder = two._encoder(EmbedderConfig().model)
+        texts = [f"rotate the logs of service {i} every night" for i in range(BULK_MIN)]
+        one_thread = encoder.encode(texts, threads=1)
+        assert torch.get_num_threads() == 1
+        two_threads = encoder.encode(texts, threads=2)
+        assert torch.get_num_threads() == 2
+        assert np.abs(one_thread - two_threads).max() < 1e-5
+        bulk = await two.embed_many(texts)
+        assert bulk.shape == (BULK_MIN, 384)
+        assert np.abs(bulk - one_thread).max() < 1e-5
     finally:
         torch.set_num_threads(saved)
