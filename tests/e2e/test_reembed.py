@@ -22,7 +22,7 @@ from embeddings.config import DEFAULT_MODEL, KINDS
 from storage.db import make_engine, make_sessionmaker
 from storage.repositories import reembed as stale
 from tests.e2e.conftest import Service
-from tests.e2e.test_service import as_client, auth, register
+from tests.e2e.test_service import as_client, publish, register
 
 pytestmark = pytest.mark.e2e
 
@@ -112,15 +112,7 @@ async def test_reembed_with_a_new_model_resumes_and_swaps_live(
     sessions: async_sessionmaker[AsyncSession],
 ) -> None:
     author = await register(http, "Reembed Author")
-    ids = []
-    for title, description, content in PATTERNS:
-        response = await http.post(
-            "/api/patterns",
-            headers=auth(author["api_key"]),
-            json={"title": title, "description": description, "content": content},
-        )
-        assert response.status_code == 201, response.text
-        ids.append(response.json()["data"]["id"])
+    ids = await publish(http, author["api_key"], PATTERNS)
     # More rows, so that the actors embed for a while: searchable agents.
     for i in range(EXTRA_AGENTS):
         await register(http, f"Reembed Bystander {i}")

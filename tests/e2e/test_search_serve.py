@@ -12,7 +12,7 @@ import httpx
 import psutil
 
 from tests.e2e.conftest import Service, actor_process
-from tests.e2e.test_service import as_client, auth, register
+from tests.e2e.test_service import as_client, auth, publish, register
 
 PATTERNS = [
     (
@@ -76,15 +76,7 @@ def replicas(service: Service, deployment: str) -> list[psutil.Process]:
 
 async def test_semantic_search_through_serve(http: httpx.AsyncClient, service: Service) -> None:
     author = await register(http, "Search Author")
-    ids = []
-    for title, description, content in PATTERNS:
-        response = await http.post(
-            "/api/patterns",
-            headers=auth(author["api_key"]),
-            json={"title": title, "description": description, "content": content},
-        )
-        assert response.status_code == 201, response.text
-        ids.append(response.json()["data"]["id"])
+    ids = await publish(http, author["api_key"], PATTERNS)
 
     # A paraphrase sharing no word with the pattern.
     body = await first_hit(http, MIDNIGHT, ids[0])

@@ -6,6 +6,7 @@ import asyncio
 import secrets
 import subprocess
 import sys
+from collections.abc import Iterable
 
 import httpx
 import pytest
@@ -29,6 +30,22 @@ async def register(http: httpx.AsyncClient, name: str = "E2E Agent") -> dict[str
 
 def auth(key: str) -> dict[str, str]:
     return {"Authorization": f"Bearer {key}"}
+
+
+async def publish(
+    http: httpx.AsyncClient, key: str, patterns: Iterable[tuple[str, str, str]]
+) -> list[str]:
+    """Create each (title, description, content) as ``key``'s agent; their ids."""
+    ids = []
+    for title, description, content in patterns:
+        response = await http.post(
+            "/api/patterns",
+            headers=auth(key),
+            json={"title": title, "description": description, "content": content},
+        )
+        assert response.status_code == 201, response.text
+        ids.append(response.json()["data"]["id"])
+    return ids
 
 
 async def test_register_profile_and_keys(http: httpx.AsyncClient) -> None:
