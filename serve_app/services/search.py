@@ -81,8 +81,9 @@ async def ranked(
             hits += [(kind, sid, score) for sid, score in fulltext[kind]]
         mode = FULLTEXT
     else:
+        words = ranking.query_words(text)
         for kind in kinds:
-            fused = ranking.fuse(fulltext[kind], vectors.get(kind, []), limit=depth)
+            fused = ranking.fuse(fulltext[kind], vectors.get(kind, []), limit=depth, words=words)
             hits += [(kind, sid, score) for sid, score in fused]
         mode = SEMANTIC
     hits.sort(key=lambda h: (-h[2], h[0], h[1]))

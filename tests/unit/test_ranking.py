@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
+import dataclasses
 import random
 
 import pytest
 
-from embeddings.ranking import ALL_WORDS, DEFAULT_PARAMS, FusionParams, fuse, rrf
+from embeddings.ranking import ALL_WORDS, DEFAULT_PARAMS, FusionParams, fuse, query_words, rrf
 
 P = FusionParams(
     floor=0.3,
@@ -103,6 +104,48 @@ def test_specificity_gates_the_full_match_bonus() -> None:
     # one document containing the words beats the closer vector hit; one of thirty does not
     assert keys(fuse(rare, vec, limit=1, params=P)) == ["m1"]
     assert keys(fuse(common, vec, limit=1, params=P)) == ["near"]
+
+
+@pytest.mark.parametrize(
+    ("text", "words"),
+    [
+        ("fix_mean", 1),
+        ("--dry-run flag", 2),
+        ("  EPOLL_CTL_DEL   control ", 2),
+        ("a - b / c", 3),
+        ("keep a process alive after I log out of the ssh session", 12),
+        ("", 0),
+    ],
+)
+def test_query_words_counts_tokens_with_a_letter_or_digit(text: str, words: int) -> None:
+    assert query_words(text) == words
+
+
+def test_every_word_weight_falls_from_short_to_long_queries() -> None:
+    p = FusionParams(short_query=2, long_query=6, long_query_weight=0.2)
+    weights = [p.every_word_weight(n) for n in range(10)]
+    assert weights[:3] == [1.0, 1.0, 1.0]
+    assert weights[3:6] == pytest.approx([0.8, 0.6, 0.4])
+    assert weights[6:] == [0.2] * 4
+    # the shipped ramp: full weight up to 3 words, none from 8 on
+    d = DEFAULT_PARAMS
+    assert d.every_word_weight(d.short_query) == 1.0
+    assert d.every_word_weight(d.long_query) == d.long_query_weight
+
+
+def test_every_word_terms_shrink_for_long_queries() -> None:
+    # the handwritten-question case: a sentence whose words all occur in one
+    # unrelated document, while the vector search found the answer
+    ft = [("exact", ALL_WORDS + 0.05)]
+    vec = [("near", 0.7), ("exact", 0.5)]
+    p = dataclasses.replace(P, short_query=3, long_query=8, long_query_weight=0.0)
+    assert keys(fuse(ft, vec, limit=2, words=2, params=p)) == ["exact", "near"]
+    assert keys(fuse(ft, vec, limit=2, words=9, params=p)) == ["near", "exact"]
+    # in between, the bonus is scaled linearly: 5 words -> 1 - 2/5
+    out = dict(fuse(ft, vec, limit=2, words=5, params=p))
+    assert out["exact"] == pytest.approx(0.5 + 0.6 * (0.1 + 0.3 / 1 + 0.05 / 1))
+    # a long query's every-word match still passes the floor
+    assert "exact" in dict(fuse(ft, [("near", 0.7), ("exact", 0.1)], limit=5, words=9, params=p))
 
 
 def test_full_text_order_counts_among_full_matches() -> None:
