@@ -10,6 +10,7 @@ import httpx
 import pytest
 
 from actors.ratelimit import Rule
+from embeddings import ranking
 from serve_app.search import LocalSearch
 from storage.repositories import search as repo
 from tests.api.conftest import Registered, assert_error, register, scalar
@@ -225,6 +226,45 @@ async def test_paraphrase_sharing_no_word_is_found(
     assert scores == sorted(scores, reverse=True)
     # use_semantic=false forces full text even when the index is ready.
     assert (await search(client, q="cron", use_semantic="false"))["mode"] == "fulltext"
+
+
+async def test_every_word_bonus_fades_with_query_length(
+    client: httpx.AsyncClient, semantic: LocalSearch
+) -> None:
+    """A short query's every-word matches get the bonus; a sentence-long
+    question is ranked by cosine alone, even where some pattern happens to
+    contain all its words (embeddings.ranking, FusionParams.long_query)."""
+    author, ids = await corpus(client)
+    decoy = await publish(
+        client,
+        author,
+        title="Night shift rota for the support team",
+        description="Who is on call every night, from half past two until six.",
+        content="Run the backup script check by hand; nothing is automatically paged.",
+    )
+    await semantic.settle()
+    question = "run my backup script every night at half past two automatically"
+    assert ranking.query_words(question) >= ranking.DEFAULT_PARAMS.long_query
+    lexical = await search(client, q=question, use_semantic="false")
+    assert lexical["data"][0]["id"] == decoy["data"]["id"]
+    assert lexical["data"][0]["score"] >= ranking.ALL_WORDS  # matches every word
+
+    async def cosines(query: str) -> set[float]:
+        hits = await semantic.nearest(["pattern"], query, 100)
+        assert hits is not None
+        return {round(score, 4) for _, score in hits["pattern"]}
+
+    body = await search(client, q=question)
+    assert body["mode"] == "semantic"
+    assert {h["score"] for h in body["data"]} <= await cosines(question)
+    assert ids_of(body)[0] == ids["cron"]
+
+    # two words, matched by the decoy and the cron pattern: both get the bonus
+    short = await search(client, q="backup script")
+    full = {decoy["data"]["id"], ids["cron"]}
+    assert set(ids_of(short)[:2]) == full
+    plain = await cosines("backup script")
+    assert all(h["score"] not in plain for h in short["data"] if h["id"] in full)
 
 
 async def test_nonsense_returns_little(client: httpx.AsyncClient, semantic: LocalSearch) -> None:
