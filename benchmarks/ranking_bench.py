@@ -938,7 +938,7 @@ def render_section(
             f"text and vector on that style counted {SHORTFALL_PENALTY:g} times over, "
             "`tune` in the harness). The every-word terms are whole up to `short_query` "
             "words and scaled down linearly to `long_query_weight` at `long_query` words: "
-            "a sentence matches every word of some unrelated document by chance. (The "
+            "a document containing every word of a sentence mostly does so by chance. (The "
             f"set's keyword queries have at most {keyword_words} words, so it cannot place "
             "the ramp's start closely: the folds pick "
             + " or ".join(sorted({str(p.short_query) for p in fold_params}))
