@@ -262,14 +262,15 @@ async def fulltext(
     )
     rows = await session.exec(  # type: ignore[call-overload]
         text(
-            f"WITH q AS (SELECT websearch_to_tsquery('english', :q) AS all_words, "  # noqa: S608
+            f"WITH parsed AS (SELECT websearch_to_tsquery('english', :q) AS all_words, "  # noqa: S608
             f"ARRAY(SELECT quote_literal(lexeme)::tsquery "
             f"FROM unnest(tsvector_to_array(to_tsvector('english', :q))) AS lexeme) AS words), "
+            f"q AS (SELECT all_words, words, (SELECT string_agg(w::text, ' | ') "
+            f"FROM unnest(words) AS w)::tsquery AS any_word FROM parsed), "
             f"strict AS (SELECT t.search_id FROM {s.table} t, q "
             f"WHERE t.search_vector @@ q.all_words AND ({s.visible_sql}) LIMIT :cap), "
             f"found AS (SELECT search_id FROM strict {loose}) "
-            f"SELECT t.search_id, ts_rank_cd(t.search_vector, "
-            f"(SELECT string_agg(w::text, ' | ') FROM unnest(q.words) AS w)::tsquery, 32) "
+            f"SELECT t.search_id, ts_rank_cd(t.search_vector, q.any_word, 32) "
             f"+ CASE WHEN t.search_vector @@ q.all_words THEN {ALL_WORDS} ELSE 0 END AS score "
             f"FROM found JOIN {s.table} t USING (search_id), q "
             f"ORDER BY score DESC, t.search_id LIMIT :limit"
