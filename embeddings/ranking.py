@@ -52,10 +52,12 @@ from collections.abc import Hashable, Sequence
 from dataclasses import dataclass
 from typing import TypeVar
 
+from storage.repositories.search import ALL_WORDS as ALL_WORDS
+
 K = TypeVar("K", bound=Hashable)
 
-# Full-text scores at or above this mean "matched every query word" (the SQL adds 1).
-ALL_WORDS = 1.0
+# Full-text scores at or above ALL_WORDS mean "matched every query word": the
+# full-text SQL (storage.repositories.search.fulltext) adds it to such rows.
 
 _WORD = re.compile(r"\w")
 
