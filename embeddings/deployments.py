@@ -17,7 +17,7 @@ import numpy as np
 from ray import serve
 
 from embeddings.config import EmbedderConfig, IndexerConfig
-from embeddings.encoder import Encoder
+from embeddings.encoder import Encoder, ray_device
 from embeddings.indexer import Indexer
 
 log = logging.getLogger("cairn.search")
@@ -38,15 +38,6 @@ def bulk_threads(configured: int) -> int:
     return configured or max(1, len(os.sched_getaffinity(0)))
 
 
-def _device(configured: str) -> str:
-    """``auto``: CUDA where Ray gave this replica a GPU, else the CPU."""
-    if configured != "auto":
-        return configured
-    import ray
-
-    return "cuda" if ray.get_gpu_ids() else "cpu"
-
-
 @serve.deployment(name="Embedder", max_ongoing_requests=256)
 class Embedder:
     """sentence-transformers behind two calls: ``embed`` (one text, batched
@@ -59,7 +50,7 @@ class Embedder:
     throughput")."""
 
     def __init__(self, config: EmbedderConfig) -> None:
-        self._device = _device(config.device)
+        self._device = ray_device(config.device)
         self._bulk = bulk_threads(config.threads)
         self._encoders: dict[str, Encoder] = {}
         self._default = config.model

@@ -37,6 +37,16 @@ def pick_device(device: str | None) -> str:
     return "cuda" if torch.cuda.is_available() else "cpu"
 
 
+def ray_device(configured: str) -> str:
+    """The device of a Ray actor or replica: ``auto`` is CUDA where Ray gave
+    it a GPU, else the CPU (torch may see GPUs Ray gave to others)."""
+    if configured != "auto":
+        return configured
+    import ray
+
+    return "cuda" if ray.get_gpu_ids() else "cpu"
+
+
 class Encoder:
     """One loaded model; ``encode`` returns L2-normalised float32 rows."""
 

@@ -44,7 +44,7 @@ from sqlalchemy.ext.asyncio import async_sessionmaker
 from sqlmodel.ext.asyncio.session import AsyncSession
 
 from embeddings.config import DEFAULT_MODEL, KINDS
-from embeddings.encoder import Encoder, to_bytes
+from embeddings.encoder import Encoder, ray_device, to_bytes
 from storage.repositories import reembed as stale
 from storage.repositories import search as search_repo
 
@@ -429,13 +429,8 @@ class EmbedWorker:
         import torch
 
         torch.set_num_threads(options.torch_threads)
-        device = options.device
-        if device == "auto":
-            import ray
-
-            device = "cuda" if ray.get_gpu_ids() else "cpu"
         self.options = options
-        self.encoder = Encoder(options.model, device)
+        self.encoder = Encoder(options.model, ray_device(options.device))
         self._batches: BatchEmbedder | None = None
 
     def _embedder(self) -> BatchEmbedder:
