@@ -77,6 +77,7 @@ from benchmarks.http_bench import (
     wrk_version,
 )
 from benchmarks.pattern_bench import TECH, cum_weights, vocabulary, words
+from benchmarks.ranking_bench import encode
 
 STATE_DIR = ROOT / ".cairn" / "bench-search"
 CACHE_DIR = ROOT / ".cairn" / "bench" / "search-cache"
@@ -253,17 +254,6 @@ def load_model() -> Any:
     from sentence_transformers import SentenceTransformer
 
     return SentenceTransformer(model_path(), device="cpu")
-
-
-def encode(model: Any, texts: list[str]) -> np.ndarray:
-    out = model.encode(
-        texts,
-        batch_size=64,
-        normalize_embeddings=True,
-        convert_to_numpy=True,
-        show_progress_bar=False,
-    )
-    return np.ascontiguousarray(out, dtype=np.float32)
 
 
 def basis_vectors(model: Any | None = None) -> np.ndarray:
