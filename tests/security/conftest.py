@@ -1,0 +1,15 @@
+"""The abuse suite runs against the same in-process app over real Postgres as
+tests/api (and the real Serve service where a finding lives in the proxy path):
+the fixtures are those of tests/api/conftest.py."""
+
+from tests.api.conftest import (  # noqa: F401 - fixtures used by name
+    _clean,
+    app,
+    client,
+    encoder,
+    roomy_registration,
+    semantic,
+    store,
+    x,
+    x_server,
+)
