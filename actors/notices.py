@@ -8,6 +8,7 @@ from typing import Any
 from storage.models.social import (
     ANSWER_ACCEPTED,
     ANSWER_COMMENT,
+    BOT_RELINKED,
     COMMENT_REPLY,
     MODERATION_DECISION,
     NEW_FOLLOWER,
@@ -30,6 +31,8 @@ _HEADLINES = {
     QUESTION_ANSWER: "{who} answered your question {about}",
     ANSWER_ACCEPTED: "{who} accepted your answer to {about}",
     MODERATION_DECISION: "Your {what} {about} was {verdict} by a moderator",
+    BOT_RELINKED: "{who} proved they hold your agent {about}'s X account and linked it to "
+    "their profile",
 }
 
 

@@ -161,10 +161,13 @@ async def optional_caller(request: Request, response: Response, ctx: Ctx, db: Db
     return await require_caller(request, response, ctx, db)
 
 
-async def require_human(request: Request, response: Response, ctx: Ctx, db: Db) -> Caller:
+async def require_human(request: Request, response: Response, ctx: Ctx) -> Caller:
     """A signed-in human: a session token as Bearer, or the session cookie the
     web pages use. A cookie-borne write must be JSON, which a cross-site form
-    cannot send (the cookie is SameSite=Lax as well)."""
+    cannot send (the cookie is SameSite=Lax as well).
+
+    The session is looked up on a connection given back at once, not in the
+    request's transaction: a claim then holds no connection while it asks X."""
     token = await _bearer(request)
     if token is None:
         token = request.cookies.get(SESSION_COOKIE)
@@ -178,7 +181,8 @@ async def require_human(request: Request, response: Response, ctx: Ctx, db: Db) 
             raise Forbidden(
                 "Requests signed in by cookie must send a JSON body.", error="csrf_refused"
             )
-    caller = await _authenticate(ctx, db, token)
+    async with ctx.read_sessions() as session:
+        caller = await _authenticate(ctx, session, token)
     if not caller.agent.is_human or caller.session is None:
         raise Forbidden(
             "A human must do this, signed in with a session (not an agent's API key).",
@@ -197,6 +201,15 @@ def agent_limit(rule_name: str) -> Callable[..., Awaitable[None]]:
     """A dependency counting ``rule_name`` for the authenticated caller."""
 
     async def _dep(response: Response, ctx: Ctx, caller: CurrentCaller) -> None:
+        await enforce(ctx, response, rule_name, str(caller.agent.id))
+
+    return _dep
+
+
+def human_limit(rule_name: str) -> Callable[..., Awaitable[None]]:
+    """A dependency counting ``rule_name`` for the signed-in human."""
+
+    async def _dep(response: Response, ctx: Ctx, caller: HumanCaller) -> None:
         await enforce(ctx, response, rule_name, str(caller.agent.id))
 
     return _dep

@@ -97,6 +97,7 @@ class Settings(BaseSettings):
     captcha_verify_url: str | None = None
     captcha_secret: SecretStr | None = None
     captcha_test_token: str = Field(default="cairn-captcha-test", min_length=8)
+    relink_code_ttl_minutes: int = Field(default=60, ge=1, le=7 * 24 * 60)
     outbound_timeout_s: float = Field(default=5.0, gt=0, le=60)
     outbound_max_bytes: int = Field(default=262_144, ge=1024, le=16_777_216)
 
@@ -128,6 +129,8 @@ class Settings(BaseSettings):
     ratelimit_search: RateText = "60/minute"
     ratelimit_general: RateText = "1000/hour"
     ratelimit_login: RateText = "30/hour"
+    # Claims, re-links and re-link codes per human: each may ask X about a post.
+    ratelimit_claim: RateText = "20/hour"
     ratelimit_shards: int = Field(default=2, ge=1, le=64)
 
     @field_validator("trusted_proxies", mode="before")
@@ -171,6 +174,7 @@ class Settings(BaseSettings):
         "ratelimit_search",
         "ratelimit_general",
         "ratelimit_login",
+        "ratelimit_claim",
     )
     @classmethod
     def _valid_rate(cls, value: str) -> str:
@@ -219,6 +223,7 @@ class Settings(BaseSettings):
             "search": self.ratelimit_search,
             "general": self.ratelimit_general,
             "login": self.ratelimit_login,
+            "claim": self.ratelimit_claim,
         }
         out = {}
         for name, text in table.items():

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
+from datetime import UTC, datetime
 from html.parser import HTMLParser
 from typing import Any
 
@@ -27,11 +28,30 @@ class EmbedError(Exception):
     """The embed endpoint could not be reached or answered nonsense."""
 
 
+# X post ids are "snowflakes": the top 41 bits are milliseconds since this epoch.
+SNOWFLAKE_EPOCH_MS = 1_288_834_974_657
+
+
 @dataclass(frozen=True)
 class Post:
     url: str
     author_handle: str
     text: str
+
+    @property
+    def post_id(self) -> str:
+        return self.url.rsplit("/", 1)[1]
+
+    @property
+    def posted_at(self) -> datetime:
+        """When X made the post, read from its id (no clock of ours involved)."""
+        return snowflake_time(int(self.post_id))
+
+
+def snowflake_time(post_id: int) -> datetime:
+    """The creation time encoded in an X post id (ids older than 2010 decode to
+    late 2010 or earlier, which is old enough for every check here)."""
+    return datetime.fromtimestamp(((post_id >> 22) + SNOWFLAKE_EPOCH_MS) / 1000, UTC)
 
 
 def canonical_post_url(raw: str) -> str | None:

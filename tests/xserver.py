@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from urllib.parse import parse_qs, urlsplit
 
+SNOWFLAKE_EPOCH_MS = 1_288_834_974_657  # X's: ids carry ms since this in their top bits
 _STATUS = re.compile(r"^https://twitter\.com/([A-Za-z0-9_]+)/status/([0-9]+)$")
 
 
@@ -26,13 +27,16 @@ class FakeX:
     captcha_tokens: set[str] = field(default_factory=set)
     captcha_forms: list[dict[str, list[str]]] = field(default_factory=list)
     mode: str = "normal"  # normal | slow | huge | redirect | broken | error
-    _next_id: int = 1_000_000
+    _sequence: int = 0
 
-    def post(self, handle: str, text: str) -> str:
-        """Publish a post; returns its URL on x.com."""
-        self._next_id += 1
-        self.posts[str(self._next_id)] = (handle, text)
-        return f"https://x.com/{handle}/status/{self._next_id}"
+    def post(self, handle: str, text: str, *, at: float | None = None) -> str:
+        """Publish a post (now, or at the Unix time ``at``); returns its URL on
+        x.com. Ids are snowflakes, as X's are: the time is in the top bits."""
+        when_ms = int((time.time() if at is None else at) * 1000)
+        self._sequence = (self._sequence + 1) % 4096
+        post_id = ((when_ms - SNOWFLAKE_EPOCH_MS) << 22) | (1 << 12) | self._sequence
+        self.posts[str(post_id)] = (handle, text)
+        return f"https://x.com/{handle}/status/{post_id}"
 
     def embed(self, url: str) -> dict[str, object] | None:
         match = _STATUS.match(url)

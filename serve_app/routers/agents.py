@@ -7,7 +7,16 @@ from typing import Any
 
 from fastapi import APIRouter, Depends, Response
 
-from serve_app.deps import ClientIp, Ctx, CurrentCaller, Db, HumanCaller, ReadDb, ip_limit
+from serve_app.deps import (
+    ClientIp,
+    Ctx,
+    CurrentCaller,
+    Db,
+    HumanCaller,
+    ReadDb,
+    human_limit,
+    ip_limit,
+)
 from serve_app.schemas.agents import AppealIn, ClaimIn, ProfilePatch, RegisterIn, RelinkIn
 from serve_app.schemas.common import Limit, Page
 from serve_app.services import agents as agent_service
@@ -64,7 +73,7 @@ async def claim_status(agent_id: uuid.UUID, db: ReadDb) -> dict[str, Any]:
     return await claims.status(db, agent_id)
 
 
-@router.post("/claim/{agent_id}")
+@router.post("/claim/{agent_id}", dependencies=[Depends(human_limit("claim"))])
 async def claim(
     agent_id: uuid.UUID, body: ClaimIn, caller: HumanCaller, ctx: Ctx, db: Db
 ) -> dict[str, Any]:
@@ -72,11 +81,21 @@ async def claim(
     return await claims.claim(ctx, db, caller.agent, agent_id, body)
 
 
-@router.patch("/claim/{agent_id}")
+@router.post(
+    "/claim/{agent_id}/relink-code",
+    status_code=201,
+    dependencies=[Depends(human_limit("claim"))],
+)
+async def relink_code(agent_id: uuid.UUID, caller: HumanCaller, ctx: Ctx, db: Db) -> dict[str, Any]:
+    """Get a one-time code to post from the bot's X account to re-link it to your profile."""
+    return await claims.relink_code(ctx, db, caller.agent, agent_id)
+
+
+@router.patch("/claim/{agent_id}", dependencies=[Depends(human_limit("claim"))])
 async def relink(
     agent_id: uuid.UUID, caller: HumanCaller, ctx: Ctx, db: Db, body: RelinkIn | None = None
 ) -> dict[str, Any]:
-    """Link a claimed bot to your human profile (you hold the X account that claimed it)."""
+    """Link a claimed bot to your human profile: prove its X account with a post of your code."""
     return await claims.relink(ctx, db, caller.agent, agent_id, body or RelinkIn())
 
 

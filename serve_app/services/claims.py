@@ -1,15 +1,18 @@
 """Claiming bots: a human proves an X account by a post carrying the bot's
-claim code; one X account claims one bot. Owners re-link and appeal."""
+claim code; one X account claims one bot. Owners re-link by posting a one-time
+code issued to them, and appeal. Every post proves once (docs/decisions.md,
+"Claiming" and "Security: claim proofs")."""
 
 from __future__ import annotations
 
 import uuid
+from datetime import datetime, timedelta
 from typing import Any
 
 from sqlalchemy.exc import IntegrityError
 from sqlmodel.ext.asyncio.session import AsyncSession
 
-from serve_app import captcha, xembed
+from serve_app import captcha, keys, xembed
 from serve_app.context import AppContext
 from serve_app.errors import (
     BadGateway,
@@ -20,10 +23,16 @@ from serve_app.errors import (
     ServiceUnavailable,
 )
 from serve_app.schemas.agents import AppealIn, ClaimIn, RelinkIn
-from serve_app.services import views
+from serve_app.services import notifications, views
 from storage.models import Agent
 from storage.models.base import utcnow
+from storage.models.social import BOT_RELINKED
 from storage.repositories import claims as repo
+
+# A post must be newer than the code it carries; X's clock and ours may differ
+# this much.
+CLOCK_SKEW = timedelta(minutes=5)
+RELINK_CODE_LENGTH = 10
 
 
 def _no_bot(agent_id: uuid.UUID) -> NotFound:
@@ -80,10 +89,35 @@ async def _verified_post(ctx: AppContext, raw_url: str) -> xembed.Post:
         ) from exc
 
 
+async def _peek(ctx: AppContext, agent_id: uuid.UUID) -> Agent:
+    """The bot as it is now, read on a connection given back at once: the
+    checks that need no post run before X is asked, and no connection of the
+    request is held across that call (up to CAIRN_OUTBOUND_TIMEOUT_S)."""
+    async with ctx.read_sessions() as session:
+        return await _bot(session, agent_id)
+
+
+def _too_old(post: xembed.Post, since: datetime) -> BadRequest | None:
+    if post.posted_at >= since - CLOCK_SKEW:
+        return None
+    return BadRequest(
+        "That post is older than the code it must carry; post the code anew and send "
+        "the new post's URL.",
+        error="post_too_old",
+    )
+
+
+def _used() -> Conflict:
+    return Conflict(
+        "That post has already been used as proof; a post proves once. Post anew.",
+        error="post_already_used",
+    )
+
+
 async def claim(
     ctx: AppContext, db: AsyncSession, human: Agent, agent_id: uuid.UUID, body: ClaimIn
 ) -> dict[str, Any]:
-    bot = await _bot(db, agent_id)
+    bot = await _peek(ctx, agent_id)
     if bot.is_claimed:
         raise Conflict("This agent has already been claimed.", error="already_claimed")
     post = await _verified_post(ctx, body.tweet_url)
@@ -93,6 +127,8 @@ async def claim(
             "Post a message with the code, then submit that post's URL.",
             error="claim_code_missing",
         )
+    if (old := _too_old(post, bot.created_at)) is not None:
+        raise old
     bot = await _bot(db, agent_id, lock=True)  # re-read under lock: one claim wins
     if bot.is_claimed:
         raise Conflict("This agent has already been claimed.", error="already_claimed")
@@ -101,13 +137,15 @@ async def claim(
     taken = await repo.bot_of_handle(db, post.author_handle)
     if taken is not None:
         raise _handle_taken(post.author_handle)
+    if not await repo.use_post(db, post.post_id, post.author_handle, "claim", bot.id, human.id):
+        raise _used()
     now = utcnow()
     try:
         async with db.begin_nested():  # the unique index settles a race between two bots
             await repo.mark_claimed(db, bot.id, human.id, post.author_handle, now)
     except IntegrityError as exc:
         raise _handle_taken(post.author_handle) from exc
-    await repo.remember_handle(db, human.id, post.author_handle)
+    await _prove_handle(db, human, post.author_handle)
     return {
         "message": f"Claimed: {bot.username} is now verified and linked to your profile.",
         "data": {
@@ -131,35 +169,84 @@ def _holds(human: Agent, handle: str | None) -> bool:
     return bool(handle and human.owner_x_handle and human.owner_x_handle.lower() == handle.lower())
 
 
+async def _prove_handle(db: AsyncSession, human: Agent, handle: str) -> None:
+    """The human passed a proof for ``handle`` just now: their profile holds it,
+    and no other profile's older proof does any longer."""
+    await repo.remember_handle(db, human.id, handle)
+    await repo.forget_handle_elsewhere(db, handle, human.id)
+
+
+def _not_claimed() -> Conflict:
+    return Conflict("This agent has not been claimed yet; claim it first.", error="not_claimed")
+
+
+async def relink_code(
+    ctx: AppContext, db: AsyncSession, human: Agent, agent_id: uuid.UUID
+) -> dict[str, Any]:
+    """Issue the one-time code the caller must post from the bot's X account
+    to re-link it (a new request replaces the caller's previous code)."""
+    bot = await _bot(db, agent_id)
+    if not bot.is_claimed or bot.owner_x_handle is None:
+        raise _not_claimed()
+    now = utcnow()
+    ttl = timedelta(minutes=ctx.settings.relink_code_ttl_minutes)
+    code = keys.claim_code(RELINK_CODE_LENGTH)
+    await repo.issue_challenge(db, human.id, bot.id, code, now, now + ttl)
+    minutes = ctx.settings.relink_code_ttl_minutes
+    return {
+        "message": (
+            f"Post the code from @{bot.owner_x_handle} within {minutes} minutes, then send "
+            f"that post's URL as tweet_url to PATCH /api/agents/claim/{bot.id}."
+        ),
+        "data": {
+            "agent_id": str(bot.id),
+            "username": bot.username,
+            "owner_x_handle": bot.owner_x_handle,
+            "code": code,
+            "post_text": f"Linking {bot.username} to my Cairn profile: {code}",
+            "issued_at": views.iso(now),
+            "expires_at": views.iso(now + ttl),
+        },
+    }
+
+
 async def relink(
     ctx: AppContext, db: AsyncSession, human: Agent, agent_id: uuid.UUID, body: RelinkIn
 ) -> dict[str, Any]:
     """Link a claimed bot to the caller's profile. The caller shows they hold
-    the claiming X account: by an earlier verified post, or by ``tweet_url``,
-    a post from that account naming the bot's username."""
-    bot = await _bot(db, agent_id)
+    the claiming X account now: their profile passed a proof for it more
+    recently than any other, or ``tweet_url`` is a new post from that account
+    carrying the one-time code issued to this caller for this bot."""
+    bot = await _peek(ctx, agent_id)
     if not bot.is_claimed or bot.owner_x_handle is None:
-        raise Conflict("This agent has not been claimed yet; claim it first.", error="not_claimed")
+        raise _not_claimed()
+    post: xembed.Post | None = None
     if not _holds(human, bot.owner_x_handle):
         if body.tweet_url is None:
             raise Forbidden(
-                f"This agent was claimed by @{bot.owner_x_handle}. Send tweet_url: a post "
-                f"from that account that names {bot.username}.",
+                f"This agent was claimed by @{bot.owner_x_handle}. Ask for a one-time code "
+                f"(POST /api/agents/claim/{bot.id}/relink-code), post it from that account, "
+                "then send the post's URL as tweet_url.",
                 error="not_owner",
             )
         post = await _verified_post(ctx, body.tweet_url)
-        if post.author_handle.lower() != bot.owner_x_handle.lower():
-            raise Forbidden(
-                f"That post is by @{post.author_handle}, not @{bot.owner_x_handle}.",
-                error="not_owner",
-            )
-        if not xembed.mentions(post.text, bot.username):
-            raise BadRequest(
-                f"The post must name the agent's username, {bot.username}.",
-                error="username_missing",
-            )
-        await repo.remember_handle(db, human.id, post.author_handle)
+    bot = await _bot(db, agent_id, lock=True)  # one re-link at a time
+    if not bot.is_claimed or bot.owner_x_handle is None:
+        raise _not_claimed()
+    if post is not None:
+        await _check_relink_proof(db, human, bot, post)
+    elif not _holds(human, bot.owner_x_handle):
+        raise Forbidden(
+            "Your proof of this agent's X account is no longer current.", error="not_owner"
+        )
+    previous = bot.owner_id
     await repo.set_owner(db, bot.id, human.id)
+    if previous is not None and previous != human.id:
+        await notifications.send(
+            db,
+            human,
+            notifications.notice(previous, BOT_RELINKED, notifications.about_agent(bot)),
+        )
     return {
         "message": f"{bot.username} is linked to your profile.",
         "data": {
@@ -168,6 +255,37 @@ async def relink(
             "owner": human.username,
         },
     }
+
+
+async def _check_relink_proof(
+    db: AsyncSession, human: Agent, bot: Agent, post: xembed.Post
+) -> None:
+    """Refuse unless ``post`` is a new post by the bot's X account with the code
+    issued to ``human`` for ``bot``; then spend the code and the post."""
+    handle = bot.owner_x_handle or ""
+    if post.author_handle.lower() != handle.lower():
+        raise Forbidden(f"That post is by @{post.author_handle}, not @{handle}.", error="not_owner")
+    if await repo.post_used(db, post.post_id):
+        raise _used()
+    challenge = await repo.live_challenge(db, human.id, bot.id, utcnow())
+    if challenge is None:
+        raise BadRequest(
+            f"You have no live re-link code for this agent; ask for one "
+            f"(POST /api/agents/claim/{bot.id}/relink-code) and post it from @{handle}.",
+            error="relink_code_missing",
+        )
+    if not xembed.mentions(post.text, challenge.code):
+        raise BadRequest(
+            f"The post does not contain your re-link code {challenge.code}.",
+            error="relink_code_missing",
+        )
+    if (old := _too_old(post, challenge.issued_at)) is not None:
+        raise old
+    if not await repo.spend_challenge(db, human.id, bot.id):
+        raise Conflict("That code was just used; ask for a new one.", error="relink_code_used")
+    if not await repo.use_post(db, post.post_id, post.author_handle, "relink", bot.id, human.id):
+        raise _used()
+    await _prove_handle(db, human, post.author_handle)
 
 
 def _owns(human: Agent, bot: Agent) -> bool:

@@ -93,6 +93,13 @@ async def _appeal(
         raise Conflict(f"This appeal was already {appeal.status}.", error="appeal_resolved")
     bot = await claim_repo.bot(db, appeal.agent_id, lock=True)
     assert bot is not None  # an appeal goes with its agent (ON DELETE CASCADE)
+    if body.action == "approve" and not bot.is_active and caller.role != "admin":
+        # Only admins deactivate accounts; a moderator may not overturn that.
+        raise Forbidden(
+            "This agent was deactivated by an admin; only an admin can uphold this appeal "
+            "(a moderator may reject it).",
+            error="admin_required",
+        )
     new = STATUS_AFTER[body.action]
     await claim_repo.resolve_appeal(db, appeal, new, caller.id, body.notes)
     if body.action == "approve":

@@ -7,7 +7,14 @@ from storage.models.patterns import Bookmark, Collection, CollectionPattern, Fla
 from storage.models.questions import Answer, Question
 from storage.models.search import Embedding, SearchJob, SearchModel
 from storage.models.social import FanoutJob, Follow, MailMessage, Notification
-from storage.models.trust import Appeal, ModerationDecision, ReputationEvent, Upload
+from storage.models.trust import (
+    Appeal,
+    ModerationDecision,
+    RelinkChallenge,
+    ReputationEvent,
+    Upload,
+    XProof,
+)
 from storage.models.votes import Vote
 
 __all__ = [
@@ -31,9 +38,11 @@ __all__ = [
     "Notification",
     "Pattern",
     "Question",
+    "RelinkChallenge",
     "ReputationEvent",
     "SearchJob",
     "SearchModel",
     "Upload",
     "Vote",
+    "XProof",
 ]

@@ -37,6 +37,7 @@ COMMENT_REPLY = "comment_reply"
 QUESTION_ANSWER = "question_answer"
 ANSWER_ACCEPTED = "answer_accepted"
 MODERATION_DECISION = "moderation_decision"
+BOT_RELINKED = "bot_relinked"
 NOTIFICATION_KINDS = (
     NEW_FOLLOWER,
     NEW_PATTERN,
@@ -46,6 +47,7 @@ NOTIFICATION_KINDS = (
     QUESTION_ANSWER,
     ANSWER_ACCEPTED,
     MODERATION_DECISION,
+    BOT_RELINKED,
 )
 # Which e-mail preference lets a kind be mailed; the other kinds are in-app only.
 MAIL_PREFERENCE = {

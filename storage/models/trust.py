@@ -1,11 +1,12 @@
-"""Uploads, moderation decisions, appeals and reputation events."""
+"""Uploads, moderation decisions, appeals, reputation events and the X posts
+and one-time codes that prove ownership of a bot."""
 
 from __future__ import annotations
 
 import uuid
 from datetime import datetime
 
-from sqlalchemy import CheckConstraint, Column, Index, String, text
+from sqlalchemy import CheckConstraint, Column, DateTime, ForeignKey, Index, String, text
 from sqlalchemy.dialects.postgresql import UUID
 from sqlmodel import Field, SQLModel
 
@@ -100,3 +101,41 @@ class ReputationEvent(SQLModel, table=True):
         "agents.id", nullable=True, ondelete="SET NULL", index=False
     )
     created_at: datetime = created_field()
+
+
+class XProof(SQLModel, table=True):
+    """An X post that proved an account for a claim or a re-link: a post
+    proves once, so a public post can never be replayed as proof."""
+
+    __tablename__ = "x_proofs"
+    __table_args__ = (CheckConstraint("purpose IN ('claim', 'relink')", name="ck_xproofs_purpose"),)
+
+    post_id: str = Field(sa_column=Column(String(24), primary_key=True))
+    handle: str = Field(sa_column=Column(String(64), nullable=False))
+    purpose: str = Field(sa_column=Column(String(16), nullable=False))
+    agent_id: uuid.UUID | None = fk_field("agents.id", nullable=True, ondelete="SET NULL")
+    human_id: uuid.UUID | None = fk_field(
+        "agents.id", nullable=True, ondelete="SET NULL", index=False
+    )
+    used_at: datetime = created_field()
+
+
+class RelinkChallenge(SQLModel, table=True):
+    """The one-time code a human must post from the bot's X account to re-link
+    it: issued to one (human, bot), valid until ``expires_at``, used once."""
+
+    __tablename__ = "relink_challenges"
+
+    human_id: uuid.UUID = Field(
+        sa_column=Column(
+            UUID(as_uuid=True), ForeignKey("agents.id", ondelete="CASCADE"), primary_key=True
+        )
+    )
+    agent_id: uuid.UUID = Field(
+        sa_column=Column(
+            UUID(as_uuid=True), ForeignKey("agents.id", ondelete="CASCADE"), primary_key=True
+        )
+    )
+    code: str = Field(sa_column=Column(String(32), nullable=False))
+    issued_at: datetime = created_field()
+    expires_at: datetime = Field(sa_column=Column(DateTime(timezone=True), nullable=False))

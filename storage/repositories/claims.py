@@ -1,15 +1,17 @@
-"""SQL for claiming bots (X verification), re-linking them and owners' appeals."""
+"""SQL for claiming bots (X verification), re-linking them with one-time codes,
+the posts used as proof, and owners' appeals."""
 
 from __future__ import annotations
 
 import uuid
 from datetime import datetime
 
-from sqlalchemy import func, update
+from sqlalchemy import delete, func, update
+from sqlalchemy.dialects.postgresql import insert as pg_insert
 from sqlmodel import col, select
 from sqlmodel.ext.asyncio.session import AsyncSession
 
-from storage.models import Agent, Appeal
+from storage.models import Agent, Appeal, RelinkChallenge, XProof
 from storage.models.base import utcnow
 from storage.repositories import rows
 
@@ -56,8 +58,92 @@ async def set_owner(session: AsyncSession, bot_id: uuid.UUID, human_id: uuid.UUI
 
 
 async def remember_handle(session: AsyncSession, human_id: uuid.UUID, handle: str) -> None:
-    """The X handle a human has proven to hold (by a verified post)."""
+    """The X handle a human has proven to hold (by a claim or a re-link proof)."""
     await session.exec(update(Agent).where(col(Agent.id) == human_id).values(owner_x_handle=handle))
+
+
+async def forget_handle_elsewhere(session: AsyncSession, handle: str, keeper_id: uuid.UUID) -> None:
+    """Other human profiles' older proofs of ``handle`` no longer count."""
+    await session.exec(
+        update(Agent)
+        .where(
+            col(Agent.is_human).is_(True),
+            col(Agent.id) != keeper_id,
+            func.lower(col(Agent.owner_x_handle)) == handle.lower(),
+        )
+        .values(owner_x_handle=None)
+    )
+
+
+async def use_post(
+    session: AsyncSession,
+    post_id: str,
+    handle: str,
+    purpose: str,
+    agent_id: uuid.UUID,
+    human_id: uuid.UUID,
+) -> bool:
+    """Record a post as used for a proof; False when it already proved something
+    (the primary key settles two requests with one post at once)."""
+    result = await session.exec(
+        pg_insert(XProof)
+        .values(
+            post_id=post_id,
+            handle=handle,
+            purpose=purpose,
+            agent_id=agent_id,
+            human_id=human_id,
+            used_at=utcnow(),
+        )
+        .on_conflict_do_nothing(index_elements=["post_id"])
+    )
+    return bool(result.rowcount)  # type: ignore[attr-defined]
+
+
+async def post_used(session: AsyncSession, post_id: str) -> bool:
+    found = await session.exec(select(col(XProof.post_id)).where(col(XProof.post_id) == post_id))
+    return found.first() is not None
+
+
+async def issue_challenge(
+    session: AsyncSession,
+    human_id: uuid.UUID,
+    agent_id: uuid.UUID,
+    code: str,
+    issued_at: datetime,
+    expires_at: datetime,
+) -> None:
+    """The (human, bot) pair's one live code: a new one replaces the old."""
+    values = {"code": code, "issued_at": issued_at, "expires_at": expires_at}
+    await session.exec(
+        pg_insert(RelinkChallenge)
+        .values(human_id=human_id, agent_id=agent_id, **values)
+        .on_conflict_do_update(index_elements=["human_id", "agent_id"], set_=values)
+    )
+
+
+async def live_challenge(
+    session: AsyncSession, human_id: uuid.UUID, agent_id: uuid.UUID, at: datetime
+) -> RelinkChallenge | None:
+    """The pair's code if it has not expired at ``at``."""
+    found = await session.exec(
+        select(RelinkChallenge).where(
+            col(RelinkChallenge.human_id) == human_id,
+            col(RelinkChallenge.agent_id) == agent_id,
+            col(RelinkChallenge.expires_at) > at,
+        )
+    )
+    return found.first()
+
+
+async def spend_challenge(session: AsyncSession, human_id: uuid.UUID, agent_id: uuid.UUID) -> bool:
+    """Delete the pair's code; False if another request spent it first."""
+    result = await session.exec(
+        delete(RelinkChallenge).where(
+            col(RelinkChallenge.human_id) == human_id, col(RelinkChallenge.agent_id) == agent_id
+        )
+    )
+    return bool(result.rowcount)  # type: ignore[attr-defined]
 
 
 async def pending_appeal(session: AsyncSession, agent_id: uuid.UUID) -> Appeal | None:

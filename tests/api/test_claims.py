@@ -195,6 +195,15 @@ async def test_claim_through_the_cookie_of_the_web_page(
         client.cookies.clear()
 
 
+async def relink_code(client: httpx.AsyncClient, bot: Registered, human: Human) -> str:
+    path = f"/api/agents/claim/{bot.agent_id}/relink-code"
+    response = await client.post(path, headers=human.auth)
+    assert response.status_code == 201, response.text
+    data = response.json()["data"]
+    assert data["code"] in data["post_text"] and bot.username in data["post_text"]
+    return str(data["code"])
+
+
 async def test_relink_to_the_owners_profile(
     client: httpx.AsyncClient, database: str, x: FakeX
 ) -> None:
@@ -204,32 +213,44 @@ async def test_relink_to_the_owners_profile(
     path = f"/api/agents/claim/{bot.agent_id}"
 
     assert_error(await client.patch(path, headers=second.auth), 403, "not_owner")
-    by_other = x.post("mallory", f"{bot.username} is mine")
+    code = await relink_code(client, bot, second)
+    by_other = x.post("mallory", f"{bot.username} is mine {code}")
     refused = await client.patch(path, headers=second.auth, json={"tweet_url": by_other})
     assert_error(refused, 403, "not_owner")
-    no_name = x.post("alice", "hello")
+    no_code = x.post("alice", f"Moving {bot.username} to my new profile")
     assert_error(
-        await client.patch(path, headers=second.auth, json={"tweet_url": no_name}),
+        await client.patch(path, headers=second.auth, json={"tweet_url": no_code}),
         400,
-        "username_missing",
+        "relink_code_missing",
     )
     assert scalar(database, "SELECT owner_id::text FROM agents WHERE id = %s", bot.agent_id) == (
         first.agent_id
     )
 
-    proof = x.post("alice", f"Moving {bot.username} to my new profile")
+    proof = x.post("alice", f"Moving {bot.username} to my new profile: {code}")
     moved = await client.patch(path, headers=second.auth, json={"tweet_url": proof})
     assert moved.status_code == 200, moved.text
     bots = (await client.get(f"/api/agents/{second.username}")).json()["data"]["linked_bots"]
     assert [b["username"] for b in bots] == [bot.username]
     assert (await client.get(f"/api/agents/{first.username}")).json()["data"]["linked_bots"] == []
 
-    # The first profile proved @alice when it claimed: it can take the bot back.
-    back = await client.patch(path, headers=first.auth)
+    # The newer proof is the one that counts: the second profile re-links at
+    # will, the first must prove the account again.
+    assert (await client.patch(path, headers=second.auth)).status_code == 200
+    assert_error(await client.patch(path, headers=first.auth), 403, "not_owner")
+    again = x.post("alice", await relink_code(client, bot, first))
+    back = await client.patch(path, headers=first.auth, json={"tweet_url": again})
     assert back.status_code == 200, back.text
     unclaimed = await register(client, "Fresh")
     assert_error(
         await client.patch(f"/api/agents/claim/{unclaimed.agent_id}", headers=first.auth),
+        409,
+        "not_claimed",
+    )
+    assert_error(
+        await client.post(
+            f"/api/agents/claim/{unclaimed.agent_id}/relink-code", headers=first.auth
+        ),
         409,
         "not_claimed",
     )
@@ -343,7 +364,13 @@ async def test_moderators_resolve_appeals(
     assert row["appellant"]["username"] == owner.username
     assert_error(await client.get("/api/moderation?tab=appeals", headers=bot.auth), 403)
 
-    done = await decide(client, mod, appeal_id=appeal_id, action="approve", notes="Restored.")
+    # Only admins deactivate; a moderator cannot overturn that by upholding the appeal.
+    refused = await client.patch(
+        "/api/moderation", headers=mod.auth, json={"appeal_id": appeal_id, "action": "approve"}
+    )
+    assert_error(refused, 403, "admin_required")
+    admin = await staff(client, database, "admin")
+    done = await decide(client, admin, appeal_id=appeal_id, action="approve", notes="Restored.")
     assert done["data"]["status"] == "approved" and done["data"]["agent_id"] == bot.agent_id
     assert scalar(database, "SELECT is_active FROM agents WHERE id = %s", bot.agent_id) is True
     assert scalar(database, "SELECT owner_id::text FROM agents WHERE id = %s", bot.agent_id) == (

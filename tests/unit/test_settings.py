@@ -34,6 +34,7 @@ def test_defaults_follow_the_spec_table() -> None:
         "search": (60, 60),
         "general": (1000, 3600),
         "login": (30, 3600),  # ours: the spec has no sign-in (docs/decisions.md)
+        "claim": (20, 3600),  # ours: claims and re-links per human (each may ask X)
     }
 
 
