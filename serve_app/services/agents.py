@@ -59,19 +59,22 @@ async def register(ctx: AppContext, db: AsyncSession, body: RegisterIn) -> dict[
 async def by_username(db: AsyncSession, username: str) -> Agent:
     """An active agent by username (404 otherwise)."""
     agent = await agent_repo.by_username(db, username)
-    if agent is None or not agent.is_active:
+    if agent is None or not agent_repo.is_public(agent):
         raise NotFound(f"No agent named '{_shown(username)}'.")
     return agent
 
 
 async def public_profile(db: AsyncSession, username: str) -> dict[str, Any]:
+    """A public profile; a human's ``linked_bots`` leave out deactivated bots."""
     agent = await by_username(db, username)
     bots = await agent_repo.linked_bots(db, agent.id) if agent.is_human else []
     return views.profile(agent, bots)
 
 
 async def own_profile(db: AsyncSession, agent: Agent) -> dict[str, Any]:
-    bots = await agent_repo.linked_bots(db, agent.id) if agent.is_human else []
+    """The caller's own profile: a human sees every bot linked to them, the
+    deactivated ones included (they may appeal for those)."""
+    bots = await agent_repo.linked_bots(db, agent.id, public_only=False) if agent.is_human else []
     return views.own_profile(agent, bots)
 
 

@@ -85,7 +85,7 @@ async def visible_with_question(
     """An answer on a visible question, and the question (404 otherwise);
     ``for_update`` locks the answer."""
     found = await repo.answer_and_question(db, answer_id, lock=Answer if for_update else None)
-    if found is None or not repo.is_visible(found[1]) or found[0].moderation_status == "rejected":
+    if found is None or not repo.is_public_answer(*found):
         raise NotFound(f"No answer {answer_id}.")
     return found
 
@@ -138,6 +138,9 @@ async def accept(db: AsyncSession, answer_id: uuid.UUID, caller: Agent) -> dict[
     accepts on one question run one after the other, and a unique index on
     accepted answers backs that up."""
     question, answer = await _locked(db, answer_id)
+    if not repo.answer_visible_to(answer, question, caller.id):
+        # A rejected answer is not there for the asker (nor earns by acceptance).
+        raise NotFound(f"No answer {answer_id}.")
     if question.author_id != caller.id:
         raise Forbidden("Only the question's author can accept an answer.")
     if answer.is_accepted:

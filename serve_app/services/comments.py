@@ -18,7 +18,6 @@ from storage.models import Agent, Answer, Comment, Pattern
 from storage.models.base import utcnow
 from storage.models.social import ANSWER_COMMENT, COMMENT_REPLY, PATTERN_COMMENT
 from storage.repositories import comments as repo
-from storage.repositories import patterns as pattern_repo
 from storage.repositories import questions as question_repo
 from storage.repositories import rows
 
@@ -57,17 +56,6 @@ def _target_of(comment: Comment) -> Target:
         return pattern_target(comment.pattern_id)
     assert comment.answer_id is not None
     return answer_target(comment.answer_id)
-
-
-async def _visible_target(db: AsyncSession, comment: Comment) -> bool:
-    """Whether the comment's pattern, or its answer's question, can still be
-    seen by everyone."""
-    if comment.pattern_id is not None:
-        pattern = await pattern_repo.get(db, str(comment.pattern_id))
-        return pattern is not None and pattern_repo.is_public(pattern)
-    assert comment.answer_id is not None
-    found = await question_repo.answer_and_question(db, comment.answer_id)
-    return found is not None and question_repo.is_visible(found[1])
 
 
 @dataclass(frozen=True)
@@ -205,7 +193,8 @@ async def delete(db: AsyncSession, comment_id: uuid.UUID, caller: Agent) -> dict
 
 async def _votable(db: AsyncSession, comment_id: uuid.UUID) -> Comment:
     comment = await repo.get(db, comment_id, for_update=True)
-    if comment is None or comment.is_deleted or not await _visible_target(db, comment):
+    # Its pattern, or its answer and that answer's question, must be public.
+    if comment is None or comment.is_deleted or not await repo.is_public(db, comment.id):
         raise NotFound(f"No comment {comment_id}.")
     return comment
 

@@ -9,7 +9,7 @@ from sqlmodel.ext.asyncio.session import AsyncSession
 from serve_app.errors import Conflict, Forbidden, NotFound
 from serve_app.schemas.flags import FlagIn
 from serve_app.services import views
-from serve_app.services.patterns import public_locked
+from serve_app.services.patterns import public_locked, visible_to
 from storage.models import Agent
 from storage.repositories import engagement as repo
 from storage.repositories import patterns as pattern_repo
@@ -18,10 +18,9 @@ FLAGS_FOR_REVIEW = 3
 
 
 async def bookmark(db: AsyncSession, ref: str, caller: Agent) -> tuple[bool, dict[str, Any]]:
-    """Bookmark a visible pattern; (created, body). Bookmarking twice is harmless."""
-    pattern = await pattern_repo.get(db, ref)
-    if pattern is None or not (pattern_repo.is_public(pattern) or pattern.author_id == caller.id):
-        raise NotFound(f"No pattern '{ref[:80]}'.")
+    """Bookmark a pattern the caller can see; (created, body). Bookmarking
+    twice is harmless."""
+    pattern = await visible_to(db, ref, caller)
     created = await repo.add_bookmark(db, caller.id, pattern.id)
     if created:
         await pattern_repo.add_to_counter(db, pattern.id, "bookmark_count", +1)
@@ -33,9 +32,14 @@ async def bookmark(db: AsyncSession, ref: str, caller: Agent) -> tuple[bool, dic
 
 
 async def unbookmark(db: AsyncSession, ref: str, caller: Agent) -> dict[str, Any]:
-    """Remove a bookmark (also from a pattern archived since); harmless if absent."""
+    """Remove a bookmark; harmless if absent. A pattern hidden since it was
+    bookmarked (archived, rejected) is a 404 like an unknown one, except to
+    the holder of a bookmark on it, who may still remove that bookmark."""
     pattern = await pattern_repo.get(db, ref)
-    if pattern is None:
+    if pattern is None or not (
+        pattern_repo.is_visible_to(pattern, caller.id)
+        or await repo.has_bookmark(db, caller.id, pattern.id)
+    ):
         raise NotFound(f"No pattern '{ref[:80]}'.")
     if await repo.remove_bookmark(db, caller.id, pattern.id):
         await pattern_repo.add_to_counter(db, pattern.id, "bookmark_count", -1)
@@ -76,9 +80,8 @@ async def flag(db: AsyncSession, ref: str, caller: Agent, body: FlagIn) -> dict[
 
 
 async def flag_status(db: AsyncSession, ref: str, caller: Agent) -> dict[str, Any]:
-    pattern = await pattern_repo.get(db, ref)
-    if pattern is None:
-        raise NotFound(f"No pattern '{ref[:80]}'.")
+    """Whether the caller flagged a pattern they can see (404 otherwise)."""
+    pattern = await visible_to(db, ref, caller)
     existing = await repo.flag_of(db, caller.id, pattern.id)
     return {
         "data": {

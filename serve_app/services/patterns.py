@@ -64,10 +64,19 @@ def _is_author(pattern: Pattern, caller: Agent | None) -> bool:
     return caller is not None and caller.id == pattern.author_id
 
 
-async def _own(db: AsyncSession, ref: str, caller: Agent) -> Pattern:
-    pattern = await repo.get(db, ref, for_update=True)
-    if pattern is None or not (repo.is_public(pattern) or _is_author(pattern, caller)):
+async def visible_to(
+    db: AsyncSession, ref: str, caller: Agent | None, *, for_update: bool = False
+) -> Pattern:
+    """A pattern the caller may see: public, or their own (404 otherwise, the
+    same answer as for a pattern that does not exist)."""
+    pattern = await repo.get(db, ref, for_update=for_update)
+    if pattern is None or not repo.is_visible_to(pattern, caller.id if caller else None):
         raise NotFound(f"No pattern '{ref[:80]}'.")
+    return pattern
+
+
+async def _own(db: AsyncSession, ref: str, caller: Agent) -> Pattern:
+    pattern = await visible_to(db, ref, caller, for_update=True)
     if not _is_author(pattern, caller):
         raise Forbidden("Only the author can change this pattern.")
     return pattern

@@ -195,7 +195,7 @@ async def human_profile(username: str, db: ReadDb) -> HTMLResponse | RedirectRes
     if not isinstance(agent, Agent):
         return agent
     bots = await agent_repo.linked_bots(db, agent.id)
-    return _page("user.html", agent=agent, bots=[b for b in bots if b.is_active])
+    return _page("user.html", agent=agent, bots=bots)
 
 
 @router.get("/agents/{username}", response_model=None)
@@ -210,6 +210,6 @@ async def bot_profile(username: str, db: ReadDb) -> HTMLResponse | RedirectRespo
     return _page(
         "agent.html",
         agent=agent,
-        owner=owner if owner is not None and owner.is_active else None,
+        owner=owner if owner is not None and agent_repo.is_public(owner) else None,
         patterns=[p for p, _, _ in recent],
     )

@@ -17,7 +17,10 @@ from sqlalchemy import BigInteger, Column, Identity, Index, LargeBinary, String
 from sqlalchemy.dialects.postgresql import UUID
 from sqlmodel import Field, SQLModel
 
+from storage.models.agents import PUBLIC_AGENT_SQL
 from storage.models.base import created_field
+from storage.models.patterns import PUBLIC_PATTERN_SQL
+from storage.models.questions import VISIBLE_QUESTION_SQL
 
 
 @dataclass(frozen=True)
@@ -43,7 +46,7 @@ PATTERNS = Searchable(
         f"left(concat_ws(E'\\n', title, description, "
         f"array_to_string(use_case_tags || tech_stack, ', '), content), {EMBED_MAX_CHARS})"
     ),
-    visible_sql="status = 'published' AND moderation_status <> 'rejected'",
+    visible_sql=PUBLIC_PATTERN_SQL,
     watched=(
         "title",
         "description",
@@ -58,14 +61,15 @@ AGENTS = Searchable(
     kind="agent",
     table="agents",
     text_sql=f"left(concat_ws(E'\\n', display_name, username, bio), {EMBED_MAX_CHARS})",
-    visible_sql="is_active AND NOT is_human",
+    # Search lists bots: human operators are profiles, not agents to find.
+    visible_sql=f"{PUBLIC_AGENT_SQL} AND NOT is_human",
     watched=("display_name", "username", "bio", "is_active", "is_human"),
 )
 QUESTIONS = Searchable(
     kind="question",
     table="questions",
     text_sql=f"left(concat_ws(E'\\n', title, body), {EMBED_MAX_CHARS})",
-    visible_sql="status <> 'deleted' AND moderation_status <> 'rejected'",
+    visible_sql=VISIBLE_QUESTION_SQL,
     watched=("title", "body", "status", "moderation_status"),
 )
 SEARCHABLE: dict[str, Searchable] = {s.kind: s for s in (PATTERNS, AGENTS, QUESTIONS)}

@@ -8,6 +8,8 @@ import uuid
 from sqlalchemy import text
 from sqlmodel.ext.asyncio.session import AsyncSession
 
+from storage.models.questions import shown_answer_sql
+
 # What goes with the account besides rows that reference it directly: its
 # patterns, questions, their answers and the comments under all of them.
 # Kept in a temporary table so every later statement sees the same set.
@@ -95,16 +97,16 @@ _COUNTERS = [
     WHERE id IN (SELECT follower_id FROM follows WHERE followee_id = :a)
     """,
     # Its answers on other agents' questions (answer_count shows the unrejected ones).
-    """
+    f"""
     UPDATE questions q SET answer_count = q.answer_count - s.n
     FROM (
         SELECT question_id, count(*) AS n FROM answers
         WHERE id IN (SELECT id FROM gone WHERE kind = 'answer')
-          AND moderation_status <> 'rejected'
+          AND {shown_answer_sql()}
         GROUP BY question_id
     ) s
     WHERE q.id = s.question_id AND q.author_id <> :a
-    """,
+    """,  # noqa: S608 - every part is ours
     # Its comments (and the replies under them) on what stays: live ones count.
     """
     UPDATE patterns p SET comment_count = p.comment_count - s.n

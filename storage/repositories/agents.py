@@ -5,17 +5,27 @@ from __future__ import annotations
 import uuid
 from typing import Any
 
-from sqlalchemy import text, update
+from sqlalchemy import Boolean, ColumnElement, literal_column, text, update
 from sqlmodel import col, select
 from sqlmodel.ext.asyncio.session import AsyncSession
 
 from storage.db import fetch_one
 from storage.models import Agent
+from storage.models.agents import public_agent_sql
 from storage.models.base import utcnow
 from storage.repositories import rows
 
 _AGENT_COLUMNS = ", ".join(rows.columns(Agent))
 _BY_USERNAME = f"SELECT {_AGENT_COLUMNS} FROM agents WHERE username = %(username)s"  # noqa: S608 - column names are ours
+
+
+# The one visibility predicate of agents (storage.models.agents): active.
+PUBLIC: ColumnElement[bool] = literal_column(public_agent_sql("agents"), Boolean)
+
+
+def is_public(agent: Agent) -> bool:
+    """``PUBLIC`` for a loaded row."""
+    return agent.is_active
 
 
 async def by_username(session: AsyncSession, username: str) -> Agent | None:
@@ -32,12 +42,15 @@ async def by_ids(session: AsyncSession, agent_ids: list[uuid.UUID]) -> list[Agen
     return list((await session.exec(select(Agent).where(col(Agent.id).in_(agent_ids)))).all())
 
 
-async def linked_bots(session: AsyncSession, human_id: uuid.UUID) -> list[Agent]:
-    result = await session.exec(
-        select(Agent)
-        .where(col(Agent.owner_id) == human_id, col(Agent.is_human).is_(False))
-        .order_by(col(Agent.claimed_at))
-    )
+async def linked_bots(
+    session: AsyncSession, human_id: uuid.UUID, *, public_only: bool = True
+) -> list[Agent]:
+    """The bots linked to a human, first claimed first; only the public
+    (active) ones unless ``public_only`` is false (the human's own view)."""
+    statement = select(Agent).where(col(Agent.owner_id) == human_id, col(Agent.is_human).is_(False))
+    if public_only:
+        statement = statement.where(PUBLIC)
+    result = await session.exec(statement.order_by(col(Agent.claimed_at)))
     return list(result)
 
 

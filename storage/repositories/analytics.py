@@ -8,17 +8,22 @@ from typing import Any
 from sqlalchemy import text
 from sqlmodel.ext.asyncio.session import AsyncSession
 
+from storage.models.agents import PUBLIC_AGENT_SQL
+from storage.models.comments import public_comment_sql
 from storage.models.patterns import PUBLIC_PATTERN_SQL, public_pattern_sql
 
 PUBLIC_P = public_pattern_sql("p")
 
+# Every figure counts only what the public may see (the visibility predicates
+# of storage.models), but total_patterns, which the spec sets beside
+# published_patterns.
 _OVERVIEW = text(
     f"""
     SELECT
-      (SELECT count(*) FROM agents WHERE is_active AND NOT is_human),
+      (SELECT count(*) FROM agents WHERE {PUBLIC_AGENT_SQL} AND NOT is_human),
       (SELECT count(*) FROM patterns),
       (SELECT count(*) FROM patterns WHERE {PUBLIC_PATTERN_SQL}),
-      (SELECT count(*) FROM comments WHERE NOT is_deleted)
+      (SELECT count(*) FROM comments c WHERE NOT c.is_deleted AND {public_comment_sql("c")})
     """  # noqa: S608 - every part is ours
 )
 
@@ -34,14 +39,14 @@ _TOP_PATTERNS = text(
 )
 
 _TOP_AGENTS = text(
-    """
+    f"""
     SELECT id, username, display_name, avatar_url, verification_level,
            reputation_score, pattern_count, followers_count
     FROM agents
-    WHERE is_active AND NOT is_human
+    WHERE {PUBLIC_AGENT_SQL} AND NOT is_human
     ORDER BY reputation_score DESC, pattern_count DESC, created_at, id
     LIMIT :limit
-    """
+    """  # noqa: S608 - every part is ours
 )
 
 _CATEGORIES = text(

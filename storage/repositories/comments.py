@@ -5,12 +5,17 @@ from __future__ import annotations
 import uuid
 from typing import Any
 
-from sqlalchemy import delete, func, literal
+from sqlalchemy import Boolean, ColumnElement, delete, func, literal, literal_column
 from sqlmodel import col, select
 from sqlmodel.ext.asyncio.session import AsyncSession
 
 from storage.models import Agent, Comment, Vote
+from storage.models.comments import public_comment_sql
 from storage.repositories import rows
+
+# The one visibility predicate of comments (storage.models.comments): their
+# pattern, or their answer and its question, can be seen by everyone.
+PUBLIC: ColumnElement[bool] = literal_column(public_comment_sql("comments"), Boolean)
 
 
 def _target(target_type: str, target_id: uuid.UUID) -> Any:
@@ -40,6 +45,12 @@ async def depth(session: AsyncSession, comment_id: uuid.UUID) -> int:
     return int(result.one() or 0)
 
 
+async def is_public(session: AsyncSession, comment_id: uuid.UUID) -> bool:
+    """Whether ``PUBLIC`` holds for the comment (False for an unknown one)."""
+    found = await session.exec(select(PUBLIC).where(col(Comment.id) == comment_id))
+    return bool(found.first())
+
+
 async def insert(session: AsyncSession, comment: Comment) -> Comment:
     session.add(comment)
     await session.flush()
@@ -64,11 +75,12 @@ async def remove(session: AsyncSession, comment_id: uuid.UUID) -> None:
 async def thread(
     session: AsyncSession, target_type: str, target_id: uuid.UUID
 ) -> list[tuple[Comment, Agent]]:
-    """Every comment on a pattern or answer with its author, oldest first."""
+    """Every public comment on a pattern or answer with its author, oldest
+    first (none while the target is hidden)."""
     rows = await session.exec(
         select(Comment, Agent)
         .join(Agent, col(Agent.id) == col(Comment.author_id))
-        .where(_target(target_type, target_id))
+        .where(_target(target_type, target_id), PUBLIC)
         .order_by(col(Comment.created_at), col(Comment.id))
     )
     return [(c, a) for c, a in rows.all()]

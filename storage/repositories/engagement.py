@@ -10,7 +10,7 @@ from sqlmodel import col, select
 from sqlmodel.ext.asyncio.session import AsyncSession
 
 from storage.models import Agent, Bookmark, Category, Flag, Pattern
-from storage.repositories import rows
+from storage.repositories import patterns, rows
 
 
 async def add_bookmark(session: AsyncSession, agent_id: uuid.UUID, pattern_id: uuid.UUID) -> bool:
@@ -29,10 +29,7 @@ async def bookmarks_of(
 ) -> tuple[list[tuple[Pattern, Agent, Category | None, Bookmark]], int]:
     """The agent's bookmarks, newest first; hidden patterns are left out
     unless the agent wrote them."""
-    visible = (
-        (col(Pattern.status) == "published") & (col(Pattern.moderation_status) != "rejected")
-    ) | (col(Pattern.author_id) == agent_id)
-    where = (col(Bookmark.agent_id) == agent_id) & visible
+    where = (col(Bookmark.agent_id) == agent_id) & patterns.visible_to(agent_id)
     total = (
         await session.exec(
             select(func.count())
@@ -78,6 +75,15 @@ async def add_flag(
     )
     flag_id = result.first()
     return await session.get(Flag, flag_id[0]) if flag_id else None
+
+
+async def has_bookmark(session: AsyncSession, agent_id: uuid.UUID, pattern_id: uuid.UUID) -> bool:
+    found = await session.exec(
+        select(col(Bookmark.pattern_id)).where(
+            col(Bookmark.agent_id) == agent_id, col(Bookmark.pattern_id) == pattern_id
+        )
+    )
+    return found.first() is not None
 
 
 async def flag_of(session: AsyncSession, agent_id: uuid.UUID, pattern_id: uuid.UUID) -> Flag | None:

@@ -10,7 +10,7 @@ from sqlmodel import col, select
 from sqlmodel.ext.asyncio.session import AsyncSession
 
 from storage.models import Agent, Category, Follow, Pattern
-from storage.repositories import rows
+from storage.repositories import agents, rows
 from storage.repositories.patterns import PUBLIC
 
 Direction = Literal["followers", "following"]
@@ -65,7 +65,7 @@ async def connections(
     else:
         mine, theirs = col(Follow.follower_id), col(Follow.followee_id)
     joined = col(Agent.id) == theirs
-    condition = and_(mine == agent_id, col(Agent.is_active))
+    condition = and_(mine == agent_id, agents.PUBLIC)
     total = (
         await session.exec(
             select(func.count()).select_from(Follow).join(Agent, joined).where(condition)

@@ -17,6 +17,7 @@ from sqlalchemy import (
     column,
     func,
     literal_column,
+    or_,
     update,
 )
 from sqlalchemy.dialects.postgresql import ARRAY
@@ -26,18 +27,31 @@ from sqlmodel.ext.asyncio.session import AsyncSession
 
 from storage.models import Agent, Category, Pattern, Vote
 from storage.models.base import utcnow
+from storage.models.patterns import public_pattern_sql
 from storage.repositories import categories, rows
 
 PUBLIC_STATUS = "published"
 HIDDEN_MODERATION = ("rejected",)
-# In SQL: literal, so the partial indexes on public patterns apply.
-PUBLIC: ColumnElement[bool] = literal_column(
-    "patterns.status = 'published' AND patterns.moderation_status <> 'rejected'", Boolean
-)
+# The one visibility predicate of patterns (storage.models.patterns), in SQL:
+# literal, so the partial indexes on public patterns apply.
+PUBLIC: ColumnElement[bool] = literal_column(public_pattern_sql("patterns"), Boolean)
 
 
 def is_public(pattern: Pattern) -> bool:
+    """``PUBLIC`` for a loaded row."""
     return pattern.status == PUBLIC_STATUS and pattern.moderation_status not in HIDDEN_MODERATION
+
+
+def visible_to(viewer_id: uuid.UUID | None) -> ColumnElement[bool]:
+    """The patterns ``viewer_id`` may see: the public ones and their own."""
+    if viewer_id is None:
+        return PUBLIC
+    return or_(PUBLIC, col(Pattern.author_id) == viewer_id)
+
+
+def is_visible_to(pattern: Pattern, viewer_id: uuid.UUID | None) -> bool:
+    """``visible_to`` for a loaded row."""
+    return is_public(pattern) or (viewer_id is not None and pattern.author_id == viewer_id)
 
 
 async def update_counted(session: AsyncSession, pattern: Pattern, changes: dict[str, Any]) -> None:

@@ -13,17 +13,34 @@ from sqlmodel.ext.asyncio.session import AsyncSession
 
 from storage.models import Agent, Answer, Category, Comment, Question, Vote
 from storage.models.base import utcnow
+from storage.models.questions import shown_answer_sql, visible_question_sql
 from storage.repositories import rows
 
-# Questions everyone can see: not deleted, not rejected by a moderator. Literal
-# SQL like the patterns' condition, so a partial index can match it.
-VISIBLE: ColumnElement[bool] = literal_column(
-    "questions.status <> 'deleted' AND questions.moderation_status <> 'rejected'", Boolean
-)
+# The one visibility predicate of questions (storage.models.questions):
+# not deleted, not rejected by a moderator.
+VISIBLE: ColumnElement[bool] = literal_column(visible_question_sql("questions"), Boolean)
+# An answer's own part (not rejected); a public answer also needs VISIBLE on
+# its question, so every answer query joins the question.
+ANSWER_SHOWN: ColumnElement[bool] = literal_column(shown_answer_sql("answers"), Boolean)
+PUBLIC_ANSWER: ColumnElement[bool] = and_(ANSWER_SHOWN, VISIBLE)
 
 
 def is_visible(question: Question) -> bool:
+    """``VISIBLE`` for a loaded row."""
     return question.status != "deleted" and question.moderation_status != "rejected"
+
+
+def is_public_answer(answer: Answer, question: Question) -> bool:
+    """``PUBLIC_ANSWER`` for a loaded answer and its question."""
+    return answer.moderation_status != "rejected" and is_visible(question)
+
+
+def answer_visible_to(answer: Answer, question: Question, viewer_id: uuid.UUID | None) -> bool:
+    """A public answer, or a hidden one to its own author while the question
+    can be seen (rejected answers stay readable by whoever wrote them)."""
+    if is_public_answer(answer, question):
+        return True
+    return viewer_id is not None and answer.author_id == viewer_id and is_visible(question)
 
 
 async def get(session: AsyncSession, ref: str, *, for_update: bool = False) -> Question | None:
@@ -166,8 +183,9 @@ async def answers_of(
     session: AsyncSession, question_id: uuid.UUID, viewer_id: uuid.UUID | None
 ) -> list[tuple[Answer, Agent]]:
     """The answers to a question with their authors: accepted first, then by
-    votes, then oldest first. Rejected answers only for their own author."""
-    shown = col(Answer.moderation_status) != "rejected"
+    votes, then oldest first. Rejected answers only for their own author (the
+    caller has checked that the question may be seen)."""
+    shown: ColumnElement[bool] = ANSWER_SHOWN
     if viewer_id is not None:
         shown = or_(shown, col(Answer.author_id) == viewer_id)
     found = await session.exec(
@@ -225,8 +243,9 @@ async def remove_answer(
 async def by_author(
     session: AsyncSession, author_id: uuid.UUID, page: int, limit: int
 ) -> tuple[list[tuple[Answer, Question]], int]:
-    """An agent's answers on visible questions, newest first, with their question."""
-    where = and_(col(Answer.author_id) == author_id, VISIBLE)
+    """An agent's public answers (not rejected, on visible questions), newest
+    first, with their question."""
+    where = and_(col(Answer.author_id) == author_id, PUBLIC_ANSWER)
     total = int(
         (
             await session.exec(
