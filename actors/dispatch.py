@@ -17,16 +17,19 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import hashlib
+import hmac
 import logging
+import secrets
 import time
 from dataclasses import dataclass
-from datetime import timedelta
+from datetime import UTC, timedelta
 from typing import Any
 
 from sqlalchemy.ext.asyncio import AsyncEngine, async_sessionmaker
 from sqlmodel.ext.asyncio.session import AsyncSession
 
-from actors.mail import Letter, Permanent, compose, parse_smtp_url, send_batch
+from actors.mail import VERIFY_EMAIL, Letter, Permanent, compose, parse_smtp_url, send_batch
 from storage.db import make_engine, make_sessionmaker
 from storage.repositories import notifications as repo
 
@@ -36,10 +39,23 @@ log = logging.getLogger("cairn.dispatch")
 MAX_RETRY_S = 3600.0
 
 
+# An address-verification token (serve_app/services/humans.py reads it back).
+VERIFY_TOKEN_PREFIX = "cairn_v_"
+
+
+def token_hash(secret: bytes, token: str) -> bytes:
+    """HMAC-SHA256, the keyed hash every secret of Cairn is stored as
+    (serve_app.keys.hash_secret; actors cannot import serve_app)."""
+    return hmac.new(secret, token.encode(), hashlib.sha256).digest()
+
+
 @dataclass(frozen=True)
 class DispatchConfig:
     database_url: str
     base_url: str
+    # The HMAC key: verification tokens are made here, at sending time, and
+    # only their keyed hash is stored, so no usable token is ever at rest.
+    secret: bytes
     smtp_url: str | None = None
     mail_from: str = "Cairn <noreply@localhost>"
     fanout_batch_size: int = 500
@@ -47,6 +63,7 @@ class DispatchConfig:
     mail_max_attempts: int = 8
     mail_retry_base_s: float = 30.0
     poll_s: float = 2.0
+    notice_throttle_s: float = repo.DEFAULT_THROTTLE_S
 
 
 class Dispatcher:
@@ -97,7 +114,11 @@ class Dispatcher:
                 log.info("fan-out of %s %s cancelled: no longer public", job.kind, job.target_id)
                 return 1
             batch = await repo.fanout_batch(
-                session, job, self.config.fanout_batch_size, mail=self.mail
+                session,
+                job,
+                self.config.fanout_batch_size,
+                mail=self.mail,
+                throttle_s=self.config.notice_throttle_s,
             )
             await session.commit()
         self.counters["fanout_batches"] += 1
@@ -116,7 +137,10 @@ class Dispatcher:
                 await session.rollback()
                 return 0
             sender, base_url = self.config.mail_from, self.config.base_url
-            messages = [compose(self._letter(i), sender=sender, base_url=base_url) for i in due]
+            messages = [
+                compose(await self._letter(session, i), sender=sender, base_url=base_url)
+                for i in due
+            ]
             # The rows stay locked while the server talks: no other worker can
             # send them, and a crash here rolls back to "pending" (retried).
             results = await asyncio.to_thread(send_batch, self._smtp, messages)
@@ -146,9 +170,30 @@ class Dispatcher:
         delay = min(self.config.mail_retry_base_s * 2 ** (attempts - 1), MAX_RETRY_S)
         return timedelta(seconds=delay)
 
-    @staticmethod
-    def _letter(item: repo.Outgoing) -> Letter:
+    async def _letter(self, session: AsyncSession, item: repo.Outgoing) -> Letter:
+        v = item.verification
+        if v is not None:
+            # A fresh token for this message; its hash lands with the "sent"
+            # mark in this transaction (a retry makes another).
+            token = VERIFY_TOKEN_PREFIX + secrets.token_urlsafe(32)
+            await repo.set_verification_token(session, v.id, token_hash(self.config.secret, token))
+            return Letter(
+                message_id=str(item.message.id),
+                to_address=item.message.to_address,
+                to_name=item.recipient.display_name,
+                for_agent=None,
+                kind=VERIFY_EMAIL,
+                actor=None,
+                target_type=None,
+                target_title=None,
+                target_slug=None,
+                data={
+                    "token": token,
+                    "expires_at": v.expires_at.astimezone(UTC).strftime("%Y-%m-%d %H:%M"),
+                },
+            )
         n = item.notification
+        assert n is not None  # ck_mail_one_source
         return Letter(
             message_id=str(item.message.id),
             to_address=item.message.to_address,

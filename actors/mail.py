@@ -20,6 +20,9 @@ from urllib.parse import parse_qs, unquote, urlsplit
 from actors import notices
 from storage.models.base import utcnow
 
+# The kind of a Letter that carries an address-verification token.
+VERIFY_EMAIL = "email_verification"
+
 TIMEOUT_S = 15.0
 
 
@@ -75,8 +78,11 @@ class Letter:
 
 
 def compose(letter: Letter, *, sender: str, base_url: str) -> EmailMessage:
-    """The e-mail for one notification: a plain-text message whose Message-ID
-    is the outbox row's, so a resend after a crash can be recognised."""
+    """The e-mail for one notification (or one address verification): a
+    plain-text message whose Message-ID is the outbox row's, so a resend
+    after a crash can be recognised."""
+    if letter.kind == VERIFY_EMAIL:
+        return _verification(letter, sender=sender, base_url=base_url)
     headline = notices.headline(
         letter.kind, letter.actor, letter.target_type, letter.target_title, letter.data
     )
@@ -99,6 +105,34 @@ def compose(letter: Letter, *, sender: str, base_url: str) -> EmailMessage:
         "You get this e-mail because of the Cairn notification settings of",
         f"{'@' + letter.for_agent if letter.for_agent else 'your account'}; change them with",
         f"PUT {base_url.rstrip('/')}/api/notifications/email.",
+    ]
+    message.set_content("\n".join(lines))
+    return message
+
+
+def _verification(letter: Letter, *, sender: str, base_url: str) -> EmailMessage:
+    """The address-verification mail: the link with its one-time token."""
+    base = base_url.rstrip("/")
+    token = str(letter.data["token"])
+    message = EmailMessage()
+    message["From"] = sender
+    message["To"] = formataddr((letter.to_name, letter.to_address))
+    message["Subject"] = "[Cairn] Confirm your e-mail address"
+    message["Date"] = format_datetime(utcnow())
+    message["Message-ID"] = f"<{letter.message_id}@cairn>"
+    message["Auto-Submitted"] = "auto-generated"
+    lines = [
+        f"Hello {letter.to_name},",
+        "",
+        "Someone (we hope you) signed up to Cairn with this address, or asked",
+        "for a new confirmation token. To confirm the address, send",
+        "",
+        f"POST {base}/api/humans/email/confirm",
+        f'{{"token": "{token}"}}',
+        "",
+        f"The token works once and expires at {letter.data.get('expires_at', '')} (UTC).",
+        "Until the address is confirmed, Cairn sends it no other e-mail.",
+        "If this was not you, ignore this message.",
     ]
     message.set_content("\n".join(lines))
     return message

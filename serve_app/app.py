@@ -140,7 +140,7 @@ def create_app(
     )
     sessions = make_sessionmaker(engine)
     if dispatch is None:
-        config = dispatch_config(settings, database_url)
+        config = dispatch_config(settings, database_url, secret)
         dispatch = LocalDispatch(Dispatcher(config, sessions=sessions))
     ctx = AppContext(
         settings=settings,

@@ -47,7 +47,11 @@ class AppContext:
 
     @property
     def notify(self) -> Notify:
-        return Notify(mail=self.settings.mail_enabled, wake=self.dispatch.wake)
+        return Notify(
+            mail=self.settings.mail_enabled,
+            wake=self.dispatch.wake,
+            throttle_s=self.settings.notice_throttle_hours * 3600,
+        )
 
     def cache_entries(self) -> int:
         return len(self.caches) + self.limiter.cache_entries()

@@ -39,13 +39,14 @@ def replica_app(runtime: dict[str, str], index: Any = None) -> FastAPI:
     settings = get_settings()
     if not settings.database_url:
         raise RuntimeError("the Api deployment needs CAIRN_DATABASE_URL; deploy it with build_app")
+    secret = settings.secret_bytes()
     return create_app(
         settings,
         database_url=settings.database_url,
-        secret=settings.secret_bytes(),
+        secret=secret,
         limiter=RayRateLimiter(settings.ratelimit_shards),
         trending=RayTrending(settings.database_url),
-        dispatch=RayDispatch(dispatch_config(settings, settings.database_url)),
+        dispatch=RayDispatch(dispatch_config(settings, settings.database_url, secret)),
         # Serve's HAProxy appends the client address to X-Forwarded-For.
         implicit_proxy_hops=1 if constants.RAY_SERVE_ENABLE_HA_PROXY else 0,
         # The index embeds the query (≤ search_query_timeout_s) then searches.

@@ -21,16 +21,20 @@ from serve_app.settings import Settings
 log = logging.getLogger("cairn.dispatch")
 
 
-def dispatch_config(settings: Settings, database_url: str) -> DispatchConfig:
+def dispatch_config(settings: Settings, database_url: str, secret: bytes) -> DispatchConfig:
+    """The dispatcher's settings; ``secret`` is the app's HMAC key (the one
+    that checks the verification tokens the dispatcher mails)."""
     return DispatchConfig(
         database_url=database_url,
         base_url=settings.base_url,
+        secret=secret,
         smtp_url=settings.smtp_address,
         mail_from=settings.mail_sender,
         fanout_batch_size=settings.fanout_batch_size,
         mail_max_attempts=settings.mail_max_attempts,
         mail_retry_base_s=settings.mail_retry_base_s,
         poll_s=settings.dispatch_poll_s,
+        notice_throttle_s=settings.notice_throttle_hours * 3600,
     )
 
 

@@ -26,6 +26,8 @@ _WOKEN = "cairn.dispatch_woken"
 class Notify:
     mail: bool  # queue e-mail for the notifications that preferences allow
     wake: Callback  # tell the dispatcher that work was queued
+    # The window of "one notice per (actor, recipient, kind)", in seconds.
+    throttle_s: float = 24 * 3600.0
 
 
 def set_notify(session: AsyncSession, notify: Notify) -> None:
@@ -35,6 +37,11 @@ def set_notify(session: AsyncSession, notify: Notify) -> None:
 def mail_enabled(session: AsyncSession) -> bool:
     notify: Notify | None = session.info.get(_NOTIFY)
     return notify is not None and notify.mail
+
+
+def throttle_s(session: AsyncSession) -> float:
+    notify: Notify | None = session.info.get(_NOTIFY)
+    return notify.throttle_s if notify is not None else Notify.throttle_s
 
 
 def wake_dispatcher(session: AsyncSession) -> None:

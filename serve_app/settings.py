@@ -90,6 +90,13 @@ class Settings(BaseSettings):
     mail_retry_base_s: float = Field(default=30.0, ge=0)
     dispatch_poll_s: float = Field(default=2.0, gt=0, le=3600)
     notification_retention_days: int = Field(default=30, ge=1, le=3650)
+    # At most one notice per (actor, recipient, kind) per this many hours
+    # (docs/decisions.md, "Security: reputation and mail").
+    notice_throttle_hours: float = Field(default=24.0, gt=0, le=24 * 30)
+    # Address verification: how long a mailed link works, and how many
+    # verification mails one human, or one address, may get per hour.
+    email_verify_ttl_hours: float = Field(default=24.0, gt=0, le=24 * 14)
+    email_verify_per_hour: int = Field(default=3, ge=1, le=100)
 
     # Humans and claiming (docs/decisions.md, "Humans and sign-in", "Claiming")
     session_ttl_days: int = Field(default=30, ge=1, le=365)

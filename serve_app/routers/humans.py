@@ -9,7 +9,7 @@ from fastapi import APIRouter, Depends, Response
 
 from serve_app.context import AppContext
 from serve_app.deps import SESSION_COOKIE, Ctx, Db, HumanCaller, ip_limit
-from serve_app.schemas.humans import HumanRegisterIn, LoginIn
+from serve_app.schemas.humans import EmailConfirmIn, HumanRegisterIn, LoginIn
 from serve_app.services import humans
 
 router = APIRouter(prefix="/api/humans", tags=["humans"])
@@ -41,6 +41,19 @@ async def login(body: LoginIn, response: Response, ctx: Ctx, db: Db) -> dict[str
     out, token, expires_at = await humans.login(ctx, db, body)
     _set_cookie(ctx, response, token, expires_at)
     return out
+
+
+@router.post("/me/email/verify", status_code=202)
+async def send_verification(caller: HumanCaller, ctx: Ctx, db: Db) -> dict[str, Any]:
+    """(Re)send the link that confirms your e-mail address (no other mail goes
+    to an unconfirmed address); a few per hour at most."""
+    return await humans.request_verification(ctx, db, caller.agent)
+
+
+@router.post("/email/confirm", dependencies=[Depends(ip_limit("login"))])
+async def confirm_email(body: EmailConfirmIn, ctx: Ctx, db: Db) -> dict[str, Any]:
+    """Confirm an e-mail address with the token from the mailed link."""
+    return await humans.confirm_email(ctx, db, body.token)
 
 
 @router.post("/logout")

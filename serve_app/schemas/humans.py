@@ -36,3 +36,8 @@ class HumanRegisterIn(Input):
 class LoginIn(Input):
     email: Email
     password: str = Field(min_length=1, max_length=256)
+
+
+class EmailConfirmIn(Input):
+    # The mailed token: "cairn_v_" and 43 URL-safe characters.
+    token: str = Field(min_length=1, max_length=100)

@@ -2,14 +2,23 @@
 
 from __future__ import annotations
 
+import uuid
 from datetime import datetime, timedelta
 from typing import Any
 
 from sqlmodel.ext.asyncio.session import AsyncSession
 
-from serve_app import keys, passwords
+from actors.dispatch import VERIFY_TOKEN_PREFIX
+from serve_app import hooks, keys, passwords
 from serve_app.context import AppContext
-from serve_app.errors import Conflict, Forbidden, ServiceUnavailable, Unauthorized
+from serve_app.errors import (
+    BadRequest,
+    Conflict,
+    Forbidden,
+    RateLimited,
+    ServiceUnavailable,
+    Unauthorized,
+)
 from serve_app.schemas.humans import HumanRegisterIn, LoginIn
 from serve_app.services.views import iso
 from storage.models import Agent, HumanSession
@@ -62,10 +71,13 @@ async def register(
         raise ServiceUnavailable("Could not allocate a unique username; please retry.")
     human = Agent(id=human_id, username=username, name=body.name, display_name=body.name)
     token, expires_at = await _open_session(ctx, db, human)
-    body_out = {
-        "message": "Signed up and signed in. Send the session_token as 'Authorization: Bearer'.",
-        "data": _signed_in(human, token, expires_at),
-    }
+    message = "Signed up and signed in. Send the session_token as 'Authorization: Bearer'."
+    if ctx.settings.mail_enabled:
+        # The first verification mail goes out unasked (it counts toward the
+        # hourly throttle like any other).
+        await _queue_verification(ctx, db, human_id, body.email)
+        message += f" A link to confirm {body.email} is on its way."
+    body_out = {"message": message, "data": _signed_in(human, token, expires_at)}
     return body_out, token, expires_at
 
 
@@ -93,3 +105,74 @@ async def logout(db: AsyncSession, session: HumanSession | None) -> dict[str, An
     if session is not None:
         await repo.revoke_session(db, session.id)
     return {"message": "Signed out. The session token no longer works."}
+
+
+# Address verification ---------------------------------------------------------------
+
+_HOUR = timedelta(hours=1)
+
+
+async def _queue_verification(
+    ctx: AppContext, db: AsyncSession, human_id: uuid.UUID, email: str
+) -> datetime:
+    """Queue a verification mail unless the human or the address has had
+    ``email_verify_per_hour`` of them in the last hour (429). The caller holds
+    the human's row lock (or has just created it), so two requests are
+    counted one after the other."""
+    now = utcnow()
+    sent, oldest = await repo.recent_verifications(db, human_id, email, now - _HOUR)
+    limit = ctx.settings.email_verify_per_hour
+    if sent >= limit:
+        reset = (oldest or now) + _HOUR
+        retry_after = max(1, int((reset - now).total_seconds()) + 1)
+        raise RateLimited(
+            f"At most {limit} verification e-mails per hour go to one account or address."
+            f" Retry after {retry_after} seconds.",
+            headers={
+                "Retry-After": str(retry_after),
+                "X-RateLimit-Limit": str(limit),
+                "X-RateLimit-Remaining": "0",
+                "X-RateLimit-Reset": str(int(reset.timestamp())),
+            },
+        )
+    expires_at = now + timedelta(hours=ctx.settings.email_verify_ttl_hours)
+    await repo.queue_verification(db, human_id, email, expires_at)
+    hooks.wake_dispatcher(db)
+    return expires_at
+
+
+async def request_verification(ctx: AppContext, db: AsyncSession, human: Agent) -> dict[str, Any]:
+    """(Re)send the link that confirms the signed-in human's address."""
+    if not ctx.settings.mail_enabled:
+        raise ServiceUnavailable(
+            "This server sends no e-mail (CAIRN_SMTP_URL is unset).", error="mail_disabled"
+        )
+    found = await repo.address_locked(db, human.id)
+    email, verified_at = found if found is not None else (None, None)
+    if email is None:
+        raise BadRequest("This account has no e-mail address.", error="no_email")
+    if verified_at is not None:
+        raise Conflict(f"{email} is already confirmed.", error="email_already_verified")
+    expires_at = await _queue_verification(ctx, db, human.id, email)
+    return {
+        "message": f"A link to confirm {email} is on its way; it works once.",
+        "data": {"email": email, "email_verified": False, "expires_at": iso(expires_at)},
+    }
+
+
+async def confirm_email(ctx: AppContext, db: AsyncSession, token: str) -> dict[str, Any]:
+    """Spend a mailed token: the address it was sent to is verified."""
+    found = None
+    if token.startswith(VERIFY_TOKEN_PREFIX):
+        found = await repo.confirm_address(db, keys.hash_secret(ctx.secret, token))
+    if found is None:
+        raise BadRequest(
+            "This confirmation link is unknown, used, expired, or for an address the account"
+            " no longer has; ask for a new one (POST /api/humans/me/email/verify).",
+            error="invalid_token",
+        )
+    human_id, email = found
+    return {
+        "message": f"{email} is confirmed.",
+        "data": {"agent_id": str(human_id), "email": email, "email_verified": True},
+    }

@@ -151,10 +151,8 @@ async def _pattern(
         raise NotFound(f"No pattern {pattern_id}.")
     hidden_before = pattern.moderation_status == "rejected"
     if pattern.status == "published" and hidden_before != (new == "rejected"):
-        # pattern_count counts the author's public patterns.
-        await pattern_repo.adjust_pattern_count(
-            db, pattern.author_id, -1 if not hidden_before else +1
-        )
+        # pattern_count and a fork's credit count public patterns only.
+        await pattern_repo.publicity_changed(db, pattern, now_public=hidden_before)
     await repo.settle_flags(db, pattern.id, "resolved" if new == "rejected" else "dismissed")
     return pattern, pattern.author_id, notifications.about_pattern(pattern)
 

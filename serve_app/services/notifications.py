@@ -75,7 +75,7 @@ async def send(db: AsyncSession, actor: Agent, *notices_: Notice) -> None:
     if not records:
         return
     mail = hooks.mail_enabled(db)
-    await repo.add(db, list(records.values()), mail=mail)
+    await repo.add(db, list(records.values()), mail=mail, throttle_s=hooks.throttle_s(db))
     if mail:
         hooks.wake_dispatcher(db)
 

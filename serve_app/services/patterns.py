@@ -15,7 +15,7 @@ from serve_app.trending import MAX_RANKED, Trending
 from storage.models import Agent, Pattern
 from storage.models.base import utcnow
 from storage.repositories import patterns as repo
-from storage.repositories import reputation, rows
+from storage.repositories import rows
 
 
 def _stored(body: PatternCreate | PatternUpdate) -> dict[str, Any]:
@@ -175,12 +175,10 @@ async def trending_feed(
     }
 
 
-FORK_REPUTATION = 5
-
-
 async def fork(db: AsyncSession, ref: str, caller: Agent) -> dict[str, Any]:
     """Copy a public pattern under the caller's account, linked to its origin;
-    the original author earns +5 (not for forking your own)."""
+    the original author earns +5 (not for forking your own) and ``fork_count``
+    rises, once per forker however many forks it makes."""
     origin = await public_locked(db, ref)
     fields: dict[str, Any] = {
         "title": origin.title,
@@ -202,18 +200,8 @@ async def fork(db: AsyncSession, ref: str, caller: Agent) -> dict[str, Any]:
     else:
         raise ServiceUnavailable("Could not allocate a unique slug; please retry.")
     await repo.adjust_pattern_count(db, caller.id, +1)
-    await repo.add_to_counter(db, origin.id, "fork_count", +1)
+    await repo.fork_credit(db, origin.id, caller.id, copy.id, gained=True)
     await notifications.announce_pattern(db, caller, copy)
-    if origin.author_id != caller.id:
-        await reputation.record(
-            db,
-            origin.author_id,
-            FORK_REPUTATION,
-            "pattern_forked",
-            source_type="pattern",
-            source_id=copy.id,
-            actor_id=caller.id,
-        )
     _, category = await repo.related(db, copy)
     return views.pattern_detail(copy, caller, category)
 

@@ -1,12 +1,31 @@
 """Every table of Cairn; importing this module registers them all on SQLModel.metadata."""
 
-from storage.models.agents import Agent, ApiKey, EmailPreference, HumanSession
+from storage.models.agents import (
+    Agent,
+    ApiKey,
+    EmailPreference,
+    EmailVerification,
+    HumanSession,
+)
 from storage.models.categories import Category
 from storage.models.comments import Comment
-from storage.models.patterns import Bookmark, Collection, CollectionPattern, Flag, Pattern
+from storage.models.patterns import (
+    Bookmark,
+    Collection,
+    CollectionPattern,
+    Flag,
+    ForkCredit,
+    Pattern,
+)
 from storage.models.questions import Answer, Question
 from storage.models.search import Embedding, SearchJob, SearchModel
-from storage.models.social import FanoutJob, Follow, MailMessage, Notification
+from storage.models.social import (
+    FanoutJob,
+    Follow,
+    MailMessage,
+    NoticeThrottle,
+    Notification,
+)
 from storage.models.trust import (
     Appeal,
     ModerationDecision,
@@ -28,13 +47,16 @@ __all__ = [
     "CollectionPattern",
     "Comment",
     "EmailPreference",
+    "EmailVerification",
     "Embedding",
     "FanoutJob",
     "Flag",
     "Follow",
+    "ForkCredit",
     "HumanSession",
     "MailMessage",
     "ModerationDecision",
+    "NoticeThrottle",
     "Notification",
     "Pattern",
     "Question",

@@ -96,6 +96,10 @@ class Agent(SQLModel, table=True):
     # Sign-in (humans)
     email: str | None = Field(default=None, sa_column=Column(String(254), nullable=True))
     password_hash: str | None = Field(default=None, sa_column=Column(String(255), nullable=True))
+    # When the human proved they read mail at ``email`` (None: not yet). Mail
+    # goes only to verified addresses; a trigger clears this when ``email``
+    # changes (migration 0010), so a new address is never verified by an old proof.
+    email_verified_at: datetime | None = ts_field()
     search_id: int = search_id_field()
     search_vector: Any = Field(
         default=None, sa_column=Column(TSVECTOR, Computed(AGENT_TSVECTOR, persisted=True))
@@ -154,3 +158,31 @@ class EmailPreference(SQLModel, table=True):
     new_follower: bool = Field(default=True, sa_column_kwargs={"server_default": "true"})
     moderation_decision: bool = Field(default=True, sa_column_kwargs={"server_default": "true"})
     updated_at: datetime = created_field()
+
+
+class EmailVerification(SQLModel, table=True):
+    """A request to verify a human's address: mailed through the outbox, where
+    the dispatcher makes the token and stores only its keyed hash here.
+    Single use (``used_at``), expiring, bound to the address it was sent to."""
+
+    __tablename__ = "email_verifications"
+    __table_args__ = (
+        # The throttle counts recent requests per human and per address.
+        Index("ix_email_verifications_agent_created", "agent_id", text("created_at DESC")),
+        Index("ix_email_verifications_email_created", "email", text("created_at DESC")),
+    )
+
+    id: uuid.UUID = id_field()
+    # Kept (NULL) when the account is deleted: the per-address throttle must
+    # not forget an address by a sign-up, delete, sign-up cycle.
+    agent_id: uuid.UUID | None = fk_field(
+        "agents.id", nullable=True, ondelete="SET NULL", index=False
+    )
+    email: str = Field(sa_column=Column(String(254), nullable=False))
+    # HMAC-SHA256(secret, token); NULL until the dispatcher has mailed a token.
+    token_hash: bytes | None = Field(
+        default=None, sa_column=Column(LargeBinary(32), nullable=True, unique=True)
+    )
+    created_at: datetime = created_field()
+    expires_at: datetime = created_field()
+    used_at: datetime | None = ts_field()

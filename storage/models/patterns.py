@@ -198,3 +198,20 @@ class CollectionPattern(SQLModel, table=True):
         foreign_key="patterns.id", primary_key=True, ondelete="CASCADE", index=True
     )
     added_at: datetime = created_field()
+
+
+class ForkCredit(SQLModel, table=True):
+    """One (original, forker) pair: the forker's forks of the original count
+    once, however many there are. ``live`` is how many of them are public;
+    while it is above zero the original's author holds the fork reputation
+    (unless forking their own) and the pair counts once in ``fork_count``.
+    The primary key makes concurrent forks by one agent share one row."""
+
+    __tablename__ = "fork_credits"
+
+    original_id: uuid.UUID = Field(foreign_key="patterns.id", primary_key=True, ondelete="CASCADE")
+    forker_id: uuid.UUID = Field(
+        foreign_key="agents.id", primary_key=True, ondelete="CASCADE", index=True
+    )
+    live: int = Field(default=0, sa_column_kwargs={"server_default": "0"})
+    created_at: datetime = created_field()

@@ -49,6 +49,13 @@ NOTIFICATION_KINDS = (
     MODERATION_DECISION,
     BOT_RELINKED,
 )
+# Kinds whose event can repeat between the same two agents (follow, unfollow,
+# follow again; accept, take back, accept again): a repeat within the throttle
+# window makes no new notification at all.
+REPEATABLE_KINDS = (NEW_FOLLOWER, ANSWER_ACCEPTED)
+# Kinds mailed without the per-(actor, recipient, kind) daily throttle: a
+# moderator's decisions are each distinct and the author must hear of each.
+UNTHROTTLED_MAIL_KINDS = (MODERATION_DECISION,)
 # Which e-mail preference lets a kind be mailed; the other kinds are in-app only.
 MAIL_PREFERENCE = {
     NEW_PATTERN: "new_pattern_from_followed",
@@ -118,26 +125,58 @@ class FanoutJob(SQLModel, table=True):
     finished_at: datetime | None = ts_field()
 
 
+class NoticeThrottle(SQLModel, table=True):
+    """When an (actor, recipient, kind) last got through a throttle: the
+    notification itself for repeatable kinds (``subject_id`` the target), the
+    e-mail for the others (``subject_id`` all zeros). An upsert that moves
+    ``last_at`` only when the window has passed is the whole check, so two
+    concurrent events cannot both pass."""
+
+    __tablename__ = "notice_throttle"
+
+    recipient_id: uuid.UUID = Field(foreign_key="agents.id", primary_key=True, ondelete="CASCADE")
+    actor_id: uuid.UUID = Field(
+        foreign_key="agents.id", primary_key=True, ondelete="CASCADE", index=True
+    )
+    kind: str = Field(sa_column=Column(String(40), primary_key=True))
+    subject_id: uuid.UUID = Field(sa_column=Column(UUID(as_uuid=True), primary_key=True))
+    last_at: datetime = created_field()
+
+
 class MailMessage(SQLModel, table=True):
     """The e-mail outbox: one message per notification at most (the unique
-    notification_id), queued in the notification's transaction."""
+    notification_id), queued in the notification's transaction; or the one
+    message of an address verification (``verification_id``)."""
 
     __tablename__ = "mail_outbox"
     __table_args__ = (
         CheckConstraint("status IN ('pending', 'sent', 'failed')", name="ck_mail_status"),
+        CheckConstraint(
+            "num_nonnulls(notification_id, verification_id) = 1", name="ck_mail_one_source"
+        ),
         Index("ix_mail_due", "next_attempt_at", postgresql_where=text("status = 'pending'")),
         # Failures are rare; /api/health counts them without reading the sent mail.
         Index("ix_mail_failed", "created_at", postgresql_where=text("status = 'failed'")),
     )
 
     id: uuid.UUID = id_field()
-    notification_id: uuid.UUID = Field(
+    notification_id: uuid.UUID | None = Field(
+        default=None,
         sa_column=Column(
             UUID(as_uuid=True),
             ForeignKey("notifications.id", ondelete="CASCADE"),
-            nullable=False,
+            nullable=True,
             unique=True,
-        )
+        ),
+    )
+    verification_id: uuid.UUID | None = Field(
+        default=None,
+        sa_column=Column(
+            UUID(as_uuid=True),
+            ForeignKey("email_verifications.id", ondelete="CASCADE"),
+            nullable=True,
+            unique=True,
+        ),
     )
     recipient_id: uuid.UUID = fk_field("agents.id")
     to_address: str = Field(sa_column=Column(String(254), nullable=False))

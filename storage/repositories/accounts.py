@@ -137,14 +137,12 @@ _COUNTERS = [
     ) s
     WHERE c.id = s.parent_id AND c.id NOT IN (SELECT id FROM gone WHERE kind = 'comment')
     """,
-    # Its forks of other agents' patterns, its bookmarks and its flags.
+    # Its forks of other agents' patterns (counted once per original while
+    # one is public: fork_credits), its bookmarks and its flags.
     """
-    UPDATE patterns p SET fork_count = p.fork_count - s.n
-    FROM (
-        SELECT forked_from_id, count(*) AS n FROM patterns
-        WHERE author_id = :a AND forked_from_id IS NOT NULL GROUP BY forked_from_id
-    ) s
-    WHERE p.id = s.forked_from_id AND p.author_id <> :a
+    UPDATE patterns p SET fork_count = p.fork_count - 1
+    FROM fork_credits c
+    WHERE c.forker_id = :a AND c.live > 0 AND p.id = c.original_id AND p.author_id <> :a
     """,
     """
     UPDATE patterns p SET bookmark_count = p.bookmark_count - 1

@@ -106,3 +106,86 @@ async def revoke_session(session: AsyncSession, session_id: uuid.UUID) -> None:
         .where(col(HumanSession.id) == session_id, col(HumanSession.revoked_at).is_(None))
         .values(revoked_at=utcnow())
     )
+
+
+# Address verification ------------------------------------------------------------
+
+_LOCK_ADDRESS = text(
+    "SELECT email, email_verified_at FROM agents WHERE id = :id AND is_human FOR UPDATE"
+)
+_RECENT = text(
+    """
+    SELECT count(*), min(created_at) FROM email_verifications
+    WHERE (agent_id = :agent OR email = :email) AND created_at > :since
+    """
+)
+_QUEUE = text(
+    """
+    WITH request AS (
+        INSERT INTO email_verifications (id, agent_id, email, expires_at)
+        VALUES (gen_random_uuid(), :agent, :email, :expires_at)
+        RETURNING id
+    )
+    INSERT INTO mail_outbox (id, verification_id, recipient_id, to_address)
+    SELECT gen_random_uuid(), id, :agent, :email FROM request
+    """
+)
+# Single use: the token's row is spent by the same statement that verifies
+# the address, and only while the account still has the address it was sent to.
+_CONFIRM = text(
+    """
+    WITH spent AS (
+        UPDATE email_verifications SET used_at = now()
+        WHERE token_hash = :token_hash AND used_at IS NULL AND expires_at > now()
+        RETURNING agent_id, email
+    ), verified AS (
+        UPDATE agents a SET email_verified_at = now()
+        FROM spent
+        WHERE a.id = spent.agent_id AND a.email = spent.email AND a.is_active
+        RETURNING a.id, a.email
+    ), others AS (
+        UPDATE email_verifications SET used_at = now()
+        WHERE agent_id IN (SELECT id FROM verified) AND used_at IS NULL
+          AND token_hash IS DISTINCT FROM :token_hash
+    )
+    SELECT id, email FROM verified
+    """
+)
+
+
+async def address_locked(
+    session: AsyncSession, human_id: uuid.UUID
+) -> tuple[str | None, datetime | None] | None:
+    """The human's address and when it was verified, the row locked (so two
+    requests of one human are counted one after the other); None if no human."""
+    conn = await session.connection()
+    row = (await conn.execute(_LOCK_ADDRESS.bindparams(id=human_id))).first()
+    return None if row is None else (row[0], row[1])
+
+
+async def recent_verifications(
+    session: AsyncSession, human_id: uuid.UUID, email: str, since: datetime
+) -> tuple[int, datetime | None]:
+    """How many verification mails went to this human or this address since
+    ``since``, and when the oldest of them was asked for."""
+    conn = await session.connection()
+    count, oldest = (
+        await conn.execute(_RECENT.bindparams(agent=human_id, email=email, since=since))
+    ).one()
+    return int(count), oldest
+
+
+async def queue_verification(
+    session: AsyncSession, human_id: uuid.UUID, email: str, expires_at: datetime
+) -> None:
+    """A verification request and its outbox message (the dispatcher makes the token)."""
+    conn = await session.connection()
+    await conn.execute(_QUEUE.bindparams(agent=human_id, email=email, expires_at=expires_at))
+
+
+async def confirm_address(session: AsyncSession, token_hash: bytes) -> tuple[uuid.UUID, str] | None:
+    """Spend the token and verify the address it was sent to: (human, address),
+    or None for an unknown, used or expired token or a changed address."""
+    conn = await session.connection()
+    row = (await conn.execute(_CONFIRM.bindparams(token_hash=token_hash))).first()
+    return None if row is None else (row[0], row[1])

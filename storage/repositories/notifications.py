@@ -19,10 +19,17 @@ from sqlalchemy.orm import aliased
 from sqlmodel import col, select
 from sqlmodel.ext.asyncio.session import AsyncSession
 
-from storage.models import Agent, EmailPreference, FanoutJob, MailMessage, Notification
+from storage.models import (
+    Agent,
+    EmailPreference,
+    EmailVerification,
+    FanoutJob,
+    MailMessage,
+    Notification,
+)
 from storage.models.base import utcnow
 from storage.models.patterns import PUBLIC_PATTERN_SQL
-from storage.models.social import MAIL_PREFERENCE
+from storage.models.social import MAIL_PREFERENCE, REPEATABLE_KINDS, UNTHROTTLED_MAIL_KINDS
 
 PREFERENCES = tuple(MAIL_PREFERENCE.values())
 # Below every uuid4: where a fan-out starts.
@@ -38,27 +45,76 @@ _ALLOWED = (
 )
 
 
-def _queue_mail(source: str) -> str:
-    """Outbox rows for the notifications in ``source`` (id, recipient_id, kind)
-    that may be mailed: to a human's own address, or to the address of the
-    human who claimed a bot."""
+# At most one notice per (actor, recipient, kind) per window (docs/decisions.md,
+# "Security: reputation and mail"); CAIRN_NOTICE_THROTTLE_HOURS sets it.
+DEFAULT_THROTTLE_S = 24 * 3600.0
+_UNTHROTTLED = ", ".join(f"'{k}'" for k in UNTHROTTLED_MAIL_KINDS)
+
+
+def _mail_ctes(source: str) -> str:
+    """CTEs (to follow a WITH) that queue outbox rows for the notifications in
+    ``source`` (id, recipient_id, kind, actor_id) that may be mailed: to a
+    human's own address, or to the address of the human who claimed a bot,
+    and only to an address its owner has verified. Then at most one message
+    per (actor, recipient, kind) per window: the upsert into notice_throttle
+    lets a key through only when its last message is older than the window
+    (moderation decisions are exempt). The last CTE is ``mailed``."""
     return f"""
-        INSERT INTO mail_outbox (id, notification_id, recipient_id, to_address)
-        SELECT gen_random_uuid(), m.id, m.recipient_id, address.email
-        FROM {source} m
-        JOIN agents r ON r.id = m.recipient_id AND r.is_active
-        LEFT JOIN agents o ON o.id = r.owner_id AND o.is_human AND o.is_active
-        LEFT JOIN email_preferences p ON p.agent_id = r.id
-        CROSS JOIN LATERAL (
-            SELECT CASE WHEN r.is_human THEN r.email ELSE o.email END AS email
-        ) address
-        WHERE address.email IS NOT NULL AND {_ALLOWED}
-        ON CONFLICT (notification_id) DO NOTHING
+        mail_candidates AS (
+            SELECT m.id, m.recipient_id, m.kind, m.actor_id, address.email,
+                   row_number() OVER (
+                       PARTITION BY m.recipient_id, m.actor_id, m.kind ORDER BY m.id
+                   ) AS nth
+            FROM {source} m
+            JOIN agents r ON r.id = m.recipient_id AND r.is_active
+            LEFT JOIN agents o ON o.id = r.owner_id AND o.is_human AND o.is_active
+            LEFT JOIN email_preferences p ON p.agent_id = r.id
+            CROSS JOIN LATERAL (
+                SELECT CASE WHEN r.is_human THEN r.email ELSE o.email END AS email,
+                       CASE WHEN r.is_human THEN r.email_verified_at
+                            ELSE o.email_verified_at END AS verified_at
+            ) address
+            WHERE address.email IS NOT NULL AND address.verified_at IS NOT NULL AND {_ALLOWED}
+        ), mail_gate AS (
+            INSERT INTO notice_throttle AS t (recipient_id, actor_id, kind, subject_id, last_at)
+            SELECT recipient_id, actor_id, kind, '{START}'::uuid, now() FROM mail_candidates
+            WHERE nth = 1 AND actor_id IS NOT NULL AND kind NOT IN ({_UNTHROTTLED})
+            ON CONFLICT (recipient_id, actor_id, kind, subject_id)
+            DO UPDATE SET last_at = EXCLUDED.last_at
+            WHERE t.last_at <= EXCLUDED.last_at - make_interval(secs => :throttle_s)
+            RETURNING recipient_id, actor_id, kind
+        ), mailed AS (
+            INSERT INTO mail_outbox (id, notification_id, recipient_id, to_address)
+            SELECT gen_random_uuid(), c.id, c.recipient_id, c.email FROM mail_candidates c
+            WHERE c.actor_id IS NULL OR c.kind IN ({_UNTHROTTLED})
+               OR (c.nth = 1 AND (c.recipient_id, c.actor_id, c.kind) IN (
+                       SELECT recipient_id, actor_id, kind FROM mail_gate))
+            ON CONFLICT (notification_id) DO NOTHING
+            RETURNING id
+        )
     """  # noqa: S608 - every part is ours; values are bound
 
 
 _MAIL_FOR_IDS = text(
-    _queue_mail("(SELECT id, recipient_id, kind FROM notifications WHERE id = ANY(:ids))")
+    f"""
+    WITH src AS (
+        SELECT id, recipient_id, kind, actor_id FROM notifications WHERE id = ANY(:ids)
+    ), {_mail_ctes("src")}
+    SELECT count(*) FROM mailed
+    """  # noqa: S608 - every part is ours; values are bound
+)
+
+# A repeatable event (REPEATABLE_KINDS) makes a notification only when the
+# same (actor, recipient, kind, target) made none within the window.
+_NOTICE_GATE = text(
+    """
+    INSERT INTO notice_throttle AS t (recipient_id, actor_id, kind, subject_id, last_at)
+    VALUES (:recipient, :actor, :kind, :subject, now())
+    ON CONFLICT (recipient_id, actor_id, kind, subject_id)
+    DO UPDATE SET last_at = EXCLUDED.last_at
+    WHERE t.last_at <= EXCLUDED.last_at - make_interval(secs => :throttle_s)
+    RETURNING 1
+    """
 )
 
 
@@ -68,15 +124,44 @@ async def _sql(session: AsyncSession, statement: Any) -> Any:
     return await conn.execute(statement)
 
 
-async def add(session: AsyncSession, records: list[dict[str, Any]], *, mail: bool) -> None:
-    """Insert notifications (and, with ``mail``, their outbox rows)."""
+async def _passes(session: AsyncSession, record: dict[str, Any], throttle_s: float) -> bool:
+    """Whether a notification may be made: always, but for a repeatable kind
+    only the first of its (actor, recipient, kind, target) in the window."""
+    if record["kind"] not in REPEATABLE_KINDS or record.get("actor_id") is None:
+        return True
+    passed = await _sql(
+        session,
+        _NOTICE_GATE.bindparams(
+            recipient=record["recipient_id"],
+            actor=record["actor_id"],
+            kind=record["kind"],
+            subject=record.get("target_id") or START,
+            throttle_s=throttle_s,
+        ),
+    )
+    return passed.first() is not None
+
+
+async def add(
+    session: AsyncSession,
+    records: list[dict[str, Any]],
+    *,
+    mail: bool,
+    throttle_s: float = DEFAULT_THROTTLE_S,
+) -> None:
+    """Insert notifications (and, with ``mail``, their outbox rows), minus the
+    repeats the throttle drops."""
+    records = [r for r in records if await _passes(session, r, throttle_s)]
     if not records:
         return
     for record in records:
         record.setdefault("id", uuid.uuid4())
     await session.exec(insert(Notification).values(records))
     if mail and any(r["kind"] in MAIL_PREFERENCE for r in records):
-        await _sql(session, _MAIL_FOR_IDS.bindparams(ids=[r["id"] for r in records]))
+        await _sql(
+            session,
+            _MAIL_FOR_IDS.bindparams(ids=[r["id"] for r in records], throttle_s=throttle_s),
+        )
 
 
 def _mine(recipient_id: uuid.UUID, unread_only: bool = False) -> Any:
@@ -208,7 +293,7 @@ async def target_public(session: AsyncSession, job: FanoutJob) -> bool:
 
 
 def _fanout_sql(mail: bool) -> Any:
-    mailed = f", mailed AS ({_queue_mail('made')})" if mail else ""
+    mailed = f", {_mail_ctes('made')}" if mail else ""
     return text(
         f"""
         WITH batch AS (
@@ -222,7 +307,7 @@ def _fanout_sql(mail: bool) -> Any:
             SELECT gen_random_uuid(), b.follower_id, :kind, :actor, :target_type,
                    :target_id, :target_title, :target_slug, :at
             FROM batch b JOIN agents a ON a.id = b.follower_id AND a.is_active
-            RETURNING id, recipient_id, kind
+            RETURNING id, recipient_id, kind, actor_id
         ){mailed}
         SELECT (SELECT follower_id FROM batch ORDER BY follower_id DESC LIMIT 1),
                (SELECT count(*) FROM batch),
@@ -241,12 +326,22 @@ class Batch:
     done: bool
 
 
-async def fanout_batch(session: AsyncSession, job: FanoutJob, size: int, *, mail: bool) -> Batch:
+async def fanout_batch(
+    session: AsyncSession,
+    job: FanoutJob,
+    size: int,
+    *,
+    mail: bool,
+    throttle_s: float = DEFAULT_THROTTLE_S,
+) -> Batch:
     """Notify the next ``size`` followers after the job's cursor and move the
     cursor past them, in the caller's transaction."""
+    statement = _FANOUT[mail]
+    if mail:
+        statement = statement.bindparams(throttle_s=throttle_s)
     result = await _sql(
         session,
-        _FANOUT[mail].bindparams(
+        statement.bindparams(
             actor=job.actor_id,
             cursor=job.cursor or START,
             size=size,
@@ -287,10 +382,12 @@ async def cancel_fanout(session: AsyncSession, job: FanoutJob) -> None:
 
 @dataclass(frozen=True)
 class Outgoing:
-    """A due message with what it takes to write it."""
+    """A due message with what it takes to write it: its notification, or the
+    address verification it carries."""
 
     message: MailMessage
-    notification: Notification
+    notification: Notification | None
+    verification: EmailVerification | None
     actor: Agent | None
     recipient: Agent
 
@@ -300,7 +397,7 @@ async def claim_mail(session: AsyncSession, limit: int) -> list[Outgoing]:
     recipient = aliased(Agent, name="recipient")
     statement = (
         select(MailMessage, Notification, Agent, recipient)
-        .join(Notification, col(Notification.id) == col(MailMessage.notification_id))
+        .outerjoin(Notification, col(Notification.id) == col(MailMessage.notification_id))
         .outerjoin(Agent, col(Agent.id) == col(Notification.actor_id))
         .join(recipient, col(recipient.id) == col(MailMessage.recipient_id))
         .where(col(MailMessage.status) == "pending", col(MailMessage.next_attempt_at) <= func.now())
@@ -309,7 +406,24 @@ async def claim_mail(session: AsyncSession, limit: int) -> list[Outgoing]:
         .with_for_update(of=MailMessage, skip_locked=True)  # type: ignore[arg-type]
     )
     found = (await session.exec(statement)).all()
-    return [Outgoing(m, n, a, r) for m, n, a, r in found]
+    out = []
+    for m, n, a, r in found:
+        # Verification mail is rare (a few per human): looked up one by one.
+        v = await session.get(EmailVerification, m.verification_id) if m.verification_id else None
+        out.append(Outgoing(m, n, v, a, r))
+    return out
+
+
+async def set_verification_token(
+    session: AsyncSession, verification_id: uuid.UUID, token_hash: bytes
+) -> None:
+    """Store the keyed hash of the token about to be mailed (a retry replaces
+    it: only the token of the message that went out can be used)."""
+    await session.exec(
+        update(EmailVerification)
+        .where(col(EmailVerification.id) == verification_id)
+        .values(token_hash=token_hash)
+    )
 
 
 async def mail_sent(session: AsyncSession, ids: list[uuid.UUID]) -> None:

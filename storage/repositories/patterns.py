@@ -18,6 +18,7 @@ from sqlalchemy import (
     func,
     literal_column,
     or_,
+    text,
     update,
 )
 from sqlalchemy.dialects.postgresql import ARRAY
@@ -28,7 +29,7 @@ from sqlmodel.ext.asyncio.session import AsyncSession
 from storage.models import Agent, Category, Pattern, Vote
 from storage.models.base import utcnow
 from storage.models.patterns import public_pattern_sql
-from storage.repositories import categories, rows
+from storage.repositories import categories, reputation, rows
 
 PUBLIC_STATUS = "published"
 HIDDEN_MODERATION = ("rejected",)
@@ -55,13 +56,81 @@ def is_visible_to(pattern: Pattern, viewer_id: uuid.UUID | None) -> bool:
 
 
 async def update_counted(session: AsyncSession, pattern: Pattern, changes: dict[str, Any]) -> None:
-    """Apply ``changes``; the author's pattern_count follows the pattern in or
-    out of the public set (published and not rejected)."""
+    """Apply ``changes``; what counts the pattern while it is public (the
+    author's pattern_count, a fork's credit) follows it in or out of the
+    public set (published and not rejected)."""
     was_public = is_public(pattern)
     await apply_update(session, pattern, changes)
     now_public = is_public(pattern)
     if was_public != now_public:
-        await adjust_pattern_count(session, pattern.author_id, 1 if now_public else -1)
+        await publicity_changed(session, pattern, now_public)
+
+
+async def publicity_changed(session: AsyncSession, pattern: Pattern, now_public: bool) -> None:
+    """The pattern (its row locked) entered or left the public set: move the
+    counters that count public patterns."""
+    await adjust_pattern_count(session, pattern.author_id, 1 if now_public else -1)
+    if pattern.forked_from_id is not None:
+        await fork_credit(
+            session, pattern.forked_from_id, pattern.author_id, pattern.id, now_public
+        )
+
+
+FORK_REPUTATION = 5
+_ORIGINAL = text("SELECT author_id FROM patterns WHERE id = :id FOR UPDATE")
+_CREDIT = text(
+    """
+    INSERT INTO fork_credits AS c (original_id, forker_id, live)
+    VALUES (:original, :forker, greatest(:delta, 0))
+    ON CONFLICT (original_id, forker_id) DO UPDATE SET live = greatest(c.live + :delta, 0)
+    RETURNING live
+    """
+)
+
+
+async def fork_credit(
+    session: AsyncSession,
+    original_id: uuid.UUID,
+    forker_id: uuid.UUID,
+    fork_id: uuid.UUID,
+    gained: bool,
+) -> None:
+    """A public fork of ``original_id`` by ``forker_id`` appeared (``gained``)
+    or went. The pair's credit row counts the forker's public forks; only its
+    first (0 -> 1) and last (1 -> 0) change ``fork_count`` and the original
+    author's reputation (+5, or its withdrawal; none for one's own pattern).
+
+    The upsert on the pair's primary key is what makes concurrent forks by one
+    agent reward once: the second waits on the row the first wrote, then sees
+    ``live`` 2. The original's row is locked first, the order every fork path
+    takes (the fork request holds it already), so a fork and an archive of
+    the same pair cannot deadlock."""
+    conn = await session.connection()
+    found = (await conn.execute(_ORIGINAL.bindparams(id=original_id))).first()
+    if found is None:  # the original is gone (its author deleted): nothing to credit
+        return
+    author_id: uuid.UUID = found[0]
+    delta = 1 if gained else -1
+    live = int(
+        (
+            await conn.execute(
+                _CREDIT.bindparams(original=original_id, forker=forker_id, delta=delta)
+            )
+        ).scalar_one()
+    )
+    if (gained and live != 1) or (not gained and live != 0):
+        return  # another of the pair's forks is public: the credit stands as it was
+    await add_to_counter(session, original_id, "fork_count", delta)
+    if author_id != forker_id:
+        await reputation.record(
+            session,
+            author_id,
+            delta * FORK_REPUTATION,
+            "pattern_forked" if gained else "pattern_fork_withdrawn",
+            source_type="pattern",
+            source_id=fork_id,
+            actor_id=forker_id,
+        )
 
 
 async def adjust_pattern_count(session: AsyncSession, author_id: uuid.UUID, delta: int) -> None:

@@ -69,12 +69,14 @@ def local(client: httpx.AsyncClient) -> LocalDispatch:
 
 
 def human(database: str, name: str, email: str) -> str:
-    """A signed-up human (written straight to the table)."""
+    """A signed-up human whose address is verified (written straight to the
+    table; tests/security/test_reputation_and_mail.py verifies through the
+    real flow, and shows that an unverified address gets no mail)."""
     human_id = str(uuid.uuid4())
     sql(
         database,
-        "INSERT INTO agents (id, username, name, display_name, is_human, email)"
-        " VALUES (%s, %s, %s, %s, true, %s)",
+        "INSERT INTO agents (id, username, name, display_name, is_human, email,"
+        " email_verified_at) VALUES (%s, %s, %s, %s, true, %s, now())",
         human_id,
         name.lower(),
         name,
@@ -112,6 +114,9 @@ async def queue_follower_mail(database: str, recipient: str, follower: str) -> N
                     }
                 ],
                 mail=True,
+                # Each call is a message of its own here: no daily throttle
+                # (tests/security/test_reputation_and_mail.py tests it).
+                throttle_s=0,
             )
             await session.commit()
     finally:
@@ -296,7 +301,7 @@ async def test_server_down_then_back(
     dead = mail_settings.model_copy(
         update={"smtp_url": SecretStr(f"smtp://127.0.0.1:{free_port()}"), "mail_retry_base_s": 0.3}
     )
-    down = Dispatcher(dispatch_config(dead, database))
+    down = Dispatcher(dispatch_config(dead, database, SECRET))
     try:
         await queue_follower_mail(database, grace, fan.agent_id)
         await down.drain()
@@ -305,7 +310,7 @@ async def test_server_down_then_back(
         pending_id = row[5]
     finally:
         await down.close()
-    up = Dispatcher(dispatch_config(mail_settings, database))
+    up = Dispatcher(dispatch_config(mail_settings, database, SECRET))
     try:
         deadline = asyncio.get_running_loop().time() + 10
         while one(database, "SELECT status FROM mail_outbox WHERE id = %s", pending_id) != (
@@ -320,7 +325,7 @@ async def test_server_down_then_back(
 
     # All attempts used up while the server is away: failed for good.
     out_of_tries = Dispatcher(
-        dispatch_config(dead.model_copy(update={"mail_retry_base_s": 0}), database)
+        dispatch_config(dead.model_copy(update={"mail_retry_base_s": 0}), database, SECRET)
     )
     try:
         await queue_follower_mail(database, grace, fan.agent_id)
@@ -343,7 +348,7 @@ async def test_no_message_is_sent_twice(
         "UPDATE agents SET owner_id = %s, is_claimed = true WHERE username LIKE 'bot%%'",
         owner,
     )
-    workers = [Dispatcher(dispatch_config(mail_settings, database)) for _ in range(3)]
+    workers = [Dispatcher(dispatch_config(mail_settings, database, SECRET)) for _ in range(3)]
     try:
         await publish(client, star)
         await asyncio.gather(local(client).settle(), *(w.drain() for w in workers))

@@ -6,9 +6,9 @@ from __future__ import annotations
 
 import asyncio
 import os
+import re
 import signal
 import time
-import uuid
 from typing import Any
 
 import httpx
@@ -19,7 +19,7 @@ import pytest
 from storage.db import libpq_url
 from tests.e2e.conftest import Service, actor_process
 from tests.e2e.test_patterns_serve import publish
-from tests.e2e.test_service import auth, register
+from tests.e2e.test_service import as_client, auth, register
 
 pytestmark = pytest.mark.e2e
 
@@ -44,14 +44,28 @@ async def until(check: Any, what: str, within: float = 60.0) -> Any:
 async def test_notifications_and_mail_through_serve(
     http: httpx.AsyncClient, service: Service
 ) -> None:
-    owner_id = uuid.uuid4()
     star, fan = await register(http, "Serve Star"), await register(http, "Serve Fan")
+    # The owner signs up and confirms the address with the mailed token: no
+    # other mail goes to an unconfirmed address.
+    response = await http.post(
+        "/api/humans/register",
+        json={"name": "Owner", "email": "owner@example.org", "password": "a long passphrase"},
+        headers=as_client(),
+    )
+    assert response.status_code == 201, response.text
+    owner_id = response.json()["data"]["agent_id"]
+
+    def verification_token() -> str | None:
+        for message in service.mailbox.messages:
+            if "owner@example.org" in message["To"] and "Confirm" in message["Subject"]:
+                found = re.search(r"cairn_v_[A-Za-z0-9_-]{43}", message.get_content())
+                return found.group(0) if found else None
+        return None
+
+    token = await until(verification_token, "the verification e-mail")
+    response = await http.post("/api/humans/email/confirm", json={"token": token})
+    assert response.status_code == 200, response.text
     with psycopg.connect(libpq_url(service.database_url), autocommit=True) as db:
-        db.execute(
-            "INSERT INTO agents (id, username, name, display_name, is_human, email)"
-            " VALUES (%s, %s, 'Owner', 'Owner', true, 'owner@example.org')",
-            (owner_id, f"owner{owner_id.hex[:8]}"),
-        )
         db.execute(
             "UPDATE agents SET owner_id = %s, is_claimed = true WHERE id = %s",
             (owner_id, star["agent_id"]),
