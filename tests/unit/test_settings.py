@@ -34,6 +34,7 @@ def test_defaults_follow_the_spec_table() -> None:
         "search": (60, 60),
         "general": (1000, 3600),
         "login": (30, 3600),  # ours: the spec has no sign-in (docs/decisions.md)
+        "upload": (30, 3600),  # ours: issue 24 (docs/decisions.md, "Security: uploads…")
     }
 
 
