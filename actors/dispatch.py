@@ -91,7 +91,11 @@ class Dispatcher:
             "mail_failed": 0,
             "errors": 0,
         }
-        self.last_error: str | None = None
+        # When the last drain failed, and whether the latest one did: the
+        # exception text goes to the log only (it can carry SQL, addresses,
+        # SMTP replies), never into /api/health.
+        self.last_error_at: float | None = None
+        self.failing = False
 
     @property
     def mail(self) -> bool:
@@ -225,11 +229,13 @@ class Dispatcher:
             await self.drain()
         except asyncio.CancelledError:
             raise
-        except Exception as exc:
+        except Exception:
             self.counters["errors"] += 1
-            self.last_error = _describe(exc)
+            self.last_error_at = time.time()
+            self.failing = True
             log.exception("dispatch failed; the work stays queued")
             return False
+        self.failing = False
         return True
 
     def wake(self) -> None:
@@ -256,7 +262,8 @@ class Dispatcher:
             **self.counters,
             "mail_enabled": self.mail,
             "started": self.started,
-            "last_error": self.last_error,
+            "state": "failing" if self.failing else "ok",
+            "last_error_at": self.last_error_at,
         }
 
     async def close(self) -> None:

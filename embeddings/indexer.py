@@ -86,7 +86,11 @@ class Indexer:
             "errors": 0,
             "load_s": 0.0,
         }
-        self.last_error: str | None = None
+        # When the worker last failed, and whether its latest round did: the
+        # exception text goes to the log only (it can carry SQL or paths),
+        # never into /api/health.
+        self.last_error_at: float | None = None
+        self.failing = False
 
     # --- start ------------------------------------------------------------
 
@@ -253,10 +257,16 @@ class Indexer:
     async def drain_safely(self) -> None:
         try:
             await self.drain()
-        except Exception as exc:
-            self.counters["errors"] += 1
-            self.last_error = f"{type(exc).__name__}: {exc}"
+        except Exception:
+            self._failed()
             log.exception("search worker failed; the jobs stay queued")
+        else:
+            self.failing = False
+
+    def _failed(self) -> None:
+        self.counters["errors"] += 1
+        self.last_error_at = time.time()
+        self.failing = True
 
     async def run(self) -> None:
         """Forever: start, drain, then wait for a NOTIFY or ``poll_s``. Jobs
@@ -270,10 +280,15 @@ class Indexer:
                     await self.start()
                     await self.drain()
                     backoff = 1.0
+                    self.failing = False
                 except Exception as exc:
-                    self.counters["errors"] += 1
-                    self.last_error = f"{type(exc).__name__}: {exc}"
-                    log.warning("search worker: %s (retrying in %.0fs)", self.last_error, backoff)
+                    self._failed()
+                    log.warning(
+                        "search worker: %s: %s (retrying in %.0fs)",
+                        type(exc).__name__,
+                        exc,
+                        backoff,
+                    )
                     await asyncio.sleep(backoff)
                     backoff = min(backoff * 2, 60.0)
                     continue
@@ -334,6 +349,7 @@ class Indexer:
                 for k, v in self.indexes.items()
             },
             "counters": dict(self.counters),
-            "last_error": self.last_error,
+            "state": "failing" if self.failing else "ok",
+            "last_error_at": self.last_error_at,
             "started": self.started,
         }

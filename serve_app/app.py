@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 import logging
 import time
-from collections.abc import AsyncIterator, Mapping
+from collections.abc import AsyncIterator, Mapping, Sequence
 from contextlib import asynccontextmanager
 from typing import Any
 
@@ -13,7 +13,9 @@ from fastapi import FastAPI
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from actors.dispatch import Dispatcher
+from serve_app.clientip import Network
 from serve_app.context import AppContext
+from serve_app.decodes import DecodeSlots
 from serve_app.dispatch import Dispatch, LocalDispatch, dispatch_config
 from serve_app.errors import PayloadTooLarge, error_body, install_error_handlers
 from serve_app.ratelimit import LocalRateLimiter, RateLimiter
@@ -127,7 +129,7 @@ def create_app(
     limiter: RateLimiter | None = None,
     trending: Trending | None = None,
     dispatch: Dispatch | None = None,
-    implicit_proxy_hops: int = 0,
+    local_proxies: Sequence[Network] = (),
     pool_size: int | None = None,
     files: FileStore | None = None,
     semantic: SemanticSearch | None = None,
@@ -155,7 +157,8 @@ def create_app(
         trusted=settings.trusted_networks(),
         files=files or LocalFileStore(settings.state_path / "uploads"),
         search=semantic or NoSemanticSearch(),
-        implicit_proxy_hops=implicit_proxy_hops,
+        local_proxies=list(local_proxies),
+        decodes=DecodeSlots(settings.upload_decode_concurrency, settings.upload_decode_wait_s),
     )
 
     @asynccontextmanager
@@ -165,6 +168,7 @@ def create_app(
         yield {}
         await ctx.dispatch.close()
         await ctx.search.close()
+        ctx.decodes.close()
         await engine.dispose()
 
     app = FastAPI(

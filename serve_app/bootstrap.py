@@ -109,10 +109,22 @@ def ray_env(settings: Settings) -> dict[str, str]:
             "RAY_SERVE_DIRECT_INGRESS_MIN_DRAINING_PERIOD_S": str(settings.drain_period_s),
         }
     )
-    if shim.exists():
-        # Adds X-Forwarded-For and keeps the metrics listener on loopback.
-        env["RAY_SERVE_HAPROXY_BINARY_PATH"] = str(shim)
+    if not shim.exists():
+        # Ray's stock HAProxy passes the client's own X-Forwarded-For through
+        # and adds none: per-IP limits would either key everyone as HAProxy or
+        # believe what each client claims. Refuse rather than guess.
+        raise RuntimeError(
+            f"CAIRN_SERVE_PROXY=haproxy needs the cairn-haproxy launcher next to "
+            f"{sys.executable} (reinstall Cairn), or set CAIRN_SERVE_PROXY=default"
+        )
+    # Adds X-Forwarded-For and keeps the metrics listener on loopback.
+    env["RAY_SERVE_HAPROXY_BINARY_PATH"] = str(shim)
     return env
+
+
+def is_shim(binary: str | None) -> bool:
+    """Whether Serve launches HAProxy through ``cairn-haproxy``."""
+    return bool(binary) and Path(str(binary)).name == "cairn-haproxy"
 
 
 def stop_stray_haproxy(settings: Settings, timeout: float = 5.0) -> int:

@@ -1,55 +1,105 @@
-"""The real client address behind Serve's proxy and any trusted proxies."""
+"""The real client address behind the proxies we trust, and the key per-IP
+rate limits count it under (docs/decisions.md, "Security: uploads, exposure
+and client IP").
+
+Trust model: ``X-Forwarded-For`` is written by whoever sent the request, so it
+is believed only when the connection itself (the peer) comes from a proxy we
+know sets it honestly: one listed in ``CAIRN_TRUSTED_PROXIES``, or Serve's
+HAProxy on this host or another node of the cluster (``local_proxies``, filled
+in only when Cairn's own HAProxy launcher is in use). From such a peer the
+chain is walked from the right, past addresses in ``CAIRN_TRUSTED_PROXIES``;
+the right-most address that is not a trusted proxy is the client. Any other
+peer's ``X-Forwarded-For`` is ignored: the peer is the client.
+"""
 
 from __future__ import annotations
 
 import ipaddress
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 
 Network = ipaddress.IPv4Network | ipaddress.IPv6Network
+Address = ipaddress.IPv4Address | ipaddress.IPv6Address
+
+# Per-IP limits key an IPv6 caller by its /64: one subscriber (one LAN, one
+# VM) is usually handed a whole /64, so per-address keys would give a single
+# host 2**64 separate windows.
+IPV6_SUBJECT_PREFIX = 64
 
 
-def _parse(addr: str) -> ipaddress.IPv4Address | ipaddress.IPv6Address | None:
+def _parse(addr: str) -> Address | None:
     addr = addr.strip()
     if addr.startswith("[") and "]" in addr:  # [v6]:port
         addr = addr[1 : addr.index("]")]
     elif addr.count(":") == 1:  # v4:port
         addr = addr.split(":", 1)[0]
     try:
-        return ipaddress.ip_address(addr)
+        found = ipaddress.ip_address(addr)
     except ValueError:
         return None
+    # ::ffff:a.b.c.d is an IPv4 client on a dual-stack socket.
+    if isinstance(found, ipaddress.IPv6Address) and found.ipv4_mapped is not None:
+        return found.ipv4_mapped
+    return found
+
+
+def _within(addr: Address, networks: Iterable[Network]) -> bool:
+    return any(addr.version == net.version and addr in net for net in networks)
 
 
 def client_ip(
     peer: str | None,
     forwarded_for: str | None,
     trusted: Sequence[Network],
-    implicit_hops: int = 0,
+    local_proxies: Sequence[Network] = (),
 ) -> str:
-    """Walk X-Forwarded-For from the right, skipping our own proxy hops.
+    """The client's address (see the module docstring for the trust model).
 
-    ``implicit_hops`` counts proxies we run ourselves (Serve's HAProxy appends
-    the address it saw), which are believed without being listed. Beyond them
-    an address is skipped only while it lies in ``trusted``; the first other
-    address is the client. Unparseable entries end the walk.
+    ``trusted``: the operator's proxies (``CAIRN_TRUSTED_PROXIES``), believed
+    as the peer and skipped anywhere in the chain. ``local_proxies``: Serve's
+    own HAProxy, believed only as the peer (its one appended entry is the
+    address it saw). Unparseable entries end the walk at the last good one.
     """
-    chain: list[str] = []
-    if forwarded_for:
-        chain = [part for part in forwarded_for.split(",") if part.strip()]
-    chain.append(peer or "")
-    index = len(chain) - 1
-    hops = implicit_hops
-    while index > 0:
-        current = _parse(chain[index])
+    found = _parse(peer or "")
+    if found is None:
+        return peer or "unknown"
+    if not forwarded_for or not (_within(found, trusted) or _within(found, local_proxies)):
+        # A peer we do not know as a proxy is the client, whatever it claims.
+        return str(found)
+    chain = [part for part in forwarded_for.split(",") if part.strip()]
+    for entry in reversed(chain):
+        current = _parse(entry)
         if current is None:
             break
-        if hops > 0:
-            hops -= 1
-        elif not any(current in net for net in trusted):
+        found = current
+        if not _within(current, trusted):
             break
-        index -= 1
-        if _parse(chain[index]) is None:
-            index += 1
-            break
-    found = _parse(chain[index])
-    return str(found) if found is not None else (peer or "unknown")
+    return str(found)
+
+
+def limit_subject(ip: str) -> str:
+    """The per-IP rate-limit key of ``ip``: an IPv4 address as it is, an
+    IPv6 address as its /64 (IPv4-mapped IPv6 as the IPv4 address)."""
+    addr = _parse(ip)
+    if addr is None:
+        return f"ip:{ip}"
+    if isinstance(addr, ipaddress.IPv6Address):
+        net = ipaddress.IPv6Network((addr, IPV6_SUBJECT_PREFIX), strict=False)
+        return f"ip:{net}"
+    return f"ip:{addr}"
+
+
+def host_networks() -> list[Network]:
+    """Every address of this host's interfaces (loopback included), as /32 or
+    /128 networks: where Serve's HAProxy on this node connects from."""
+    import psutil
+
+    out: list[Network] = [
+        ipaddress.ip_network("127.0.0.0/8"),
+        ipaddress.ip_network("::1/128"),
+    ]
+    for addresses in psutil.net_if_addrs().values():
+        for item in addresses:
+            addr = _parse(item.address.split("%", 1)[0])
+            if addr is not None:
+                out.append(ipaddress.ip_network(addr))
+    return out

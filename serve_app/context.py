@@ -11,6 +11,7 @@ from sqlmodel.ext.asyncio.session import AsyncSession
 
 from actors.ratelimit import Rule
 from serve_app.clientip import Network
+from serve_app.decodes import DecodeSlots
 from serve_app.dispatch import Dispatch
 from serve_app.hooks import Notify
 from serve_app.ratelimit import RateLimiter
@@ -38,9 +39,12 @@ class AppContext:
     files: FileStore
     # The vector side of search (serve_app/search.py).
     search: SemanticSearch
-    # Proxies of our own in front of the app (Serve's HAProxy) whose
-    # X-Forwarded-For entry is believed without being listed as trusted.
-    implicit_proxy_hops: int = 0
+    # Bounded image checks for uploads (serve_app/decodes.py).
+    decodes: DecodeSlots
+    # Where Serve's own HAProxy connects from (this host, the cluster's nodes):
+    # believed as the peer that appended X-Forwarded-For's last entry. Empty
+    # unless Cairn's HAProxy launcher is in use (serve_app/clientip.py).
+    local_proxies: list[Network] = field(default_factory=list)
     # Small per-process caches (e.g. the category list); counted by /api/health.
     caches: dict[str, Any] = field(default_factory=dict)
     started_at: float = field(default_factory=time.time)

@@ -7,6 +7,8 @@ deployments it searches with, and the builder that binds them.
 
 from __future__ import annotations
 
+import ipaddress
+import logging
 import os
 from typing import Any
 
@@ -15,8 +17,11 @@ from ray import serve
 from ray.serve import Application
 from ray.serve.schema import LoggingConfig
 
-from serve_app.bootstrap import Prepared, prepare, worker_env
+from serve_app.bootstrap import Prepared, is_shim, prepare, worker_env
+from serve_app.clientip import Network, host_networks
 from serve_app.settings import Settings, get_settings
+
+log = logging.getLogger("cairn.deployments")
 
 
 def replica_app(runtime: dict[str, str], index: Any = None) -> FastAPI:
@@ -48,12 +53,35 @@ def replica_app(runtime: dict[str, str], index: Any = None) -> FastAPI:
         trending=RayTrending(settings.database_url),
         dispatch=RayDispatch(dispatch_config(settings, settings.database_url, secret)),
         # Serve's HAProxy appends the client address to X-Forwarded-For.
-        implicit_proxy_hops=1 if constants.RAY_SERVE_ENABLE_HA_PROXY else 0,
+        local_proxies=serve_proxies(constants.RAY_SERVE_ENABLE_HA_PROXY),
         # The index embeds the query (≤ search_query_timeout_s) then searches.
         semantic=None
         if index is None
         else RaySearch(index, timeout_s=settings.search_query_timeout_s + 1.0),
     )
+
+
+def serve_proxies(haproxy: bool) -> list[Network]:
+    """Where Serve's own HAProxy connects to this replica from: this host and
+    the cluster's nodes. Empty (nothing believed beyond CAIRN_TRUSTED_PROXIES)
+    unless HAProxy runs through ``cairn-haproxy``: Ray's stock template passes
+    a client's own X-Forwarded-For through untouched (docs/decisions.md,
+    "Security: uploads, exposure and client IP")."""
+    if not haproxy:
+        return []
+    if not is_shim(os.environ.get("RAY_SERVE_HAPROXY_BINARY_PATH")):
+        log.error(
+            "HAProxy runs without cairn-haproxy: X-Forwarded-For is ignored unless "
+            "the peer is in CAIRN_TRUSTED_PROXIES (per-IP limits see HAProxy's address)"
+        )
+        return []
+    import ray
+
+    networks = host_networks()
+    for node in ray.nodes():
+        if node.get("Alive") and node.get("NodeManagerAddress"):
+            networks.append(ipaddress.ip_network(node["NodeManagerAddress"]))
+    return networks
 
 
 @serve.deployment(name="Api")

@@ -12,7 +12,7 @@ from sqlmodel.ext.asyncio.session import AsyncSession
 
 from actors.ratelimit import Decision
 from serve_app import hooks, keys
-from serve_app.clientip import client_ip
+from serve_app.clientip import client_ip, limit_subject
 from serve_app.context import AppContext
 from serve_app.errors import Forbidden, RateLimited, Unauthorized
 from storage.models import Agent, ApiKey, HumanSession
@@ -62,7 +62,7 @@ async def request_ip(request: Request, ctx: Ctx) -> str:
     # HAProxy adds its own X-Forwarded-For line rather than appending to the
     # client's: join every line, in order, into one chain.
     forwarded = ",".join(request.headers.getlist("x-forwarded-for")) or None
-    return client_ip(peer, forwarded, ctx.trusted, ctx.implicit_proxy_hops)
+    return client_ip(peer, forwarded, ctx.trusted, ctx.local_proxies)
 
 
 ClientIp = Annotated[str, Depends(request_ip)]
@@ -154,6 +154,23 @@ async def require_caller(request: Request, response: Response, ctx: Ctx, db: Db)
     return caller
 
 
+async def authenticate_briefly(request: Request, response: Response, ctx: AppContext) -> Caller:
+    """``require_caller`` on a short transaction of its own, committed and its
+    connection returned before this returns: for routes that read a large body
+    only once the key is known to be good (POST /api/upload), without holding
+    a pooled connection while it streams in."""
+    token = await _bearer(request)
+    if token is None:
+        raise Unauthorized(
+            "Missing API key: send 'Authorization: Bearer <API key>'.", error="missing_api_key"
+        )
+    async with ctx.sessions() as db:
+        caller = await _authenticate(ctx, db, token)
+        await db.commit()
+    await enforce(ctx, response, "general", str(caller.agent.id))
+    return caller
+
+
 async def optional_caller(request: Request, response: Response, ctx: Ctx, db: Db) -> Caller | None:
     """The caller when a key is sent (a bad key is still a 401), else None."""
     if request.headers.get("authorization") is None:
@@ -219,6 +236,6 @@ def ip_limit(rule_name: str) -> Callable[..., Awaitable[None]]:
     """A dependency counting ``rule_name`` for the client address."""
 
     async def _dep(response: Response, ctx: Ctx, ip: ClientIp) -> None:
-        await enforce(ctx, response, rule_name, f"ip:{ip}")
+        await enforce(ctx, response, rule_name, limit_subject(ip))
 
     return _dep

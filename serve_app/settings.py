@@ -69,6 +69,13 @@ class Settings(BaseSettings):
     max_body_bytes: int = Field(default=1_048_576, ge=1024)
     # POST /api/upload: the largest image (docs/decisions.md, "Uploads").
     upload_max_bytes: int = Field(default=5 * 1024 * 1024, ge=1024, le=64 * 1024 * 1024)
+    # Stored upload bytes per agent, counted from the uploads table; deleting
+    # frees room (docs/decisions.md, "Security: uploads, exposure and client IP").
+    upload_quota_bytes: int = Field(default=100 * 1024 * 1024, ge=1024)
+    # Image checks (full decodes) at once per replica, and how long an upload
+    # waits for one before a 503 with Retry-After.
+    upload_decode_concurrency: int = Field(default=2, ge=1, le=64)
+    upload_decode_wait_s: float = Field(default=2.0, ge=0, le=60)
     secret_key: SecretStr | None = None
 
     # Serve topology
@@ -138,6 +145,7 @@ class Settings(BaseSettings):
     ratelimit_login: RateText = "30/hour"
     # Claims, re-links and re-link codes per human: each may ask X about a post.
     ratelimit_claim: RateText = "20/hour"
+    ratelimit_upload: RateText = "30/hour"
     ratelimit_shards: int = Field(default=2, ge=1, le=64)
 
     @field_validator("trusted_proxies", mode="before")
@@ -182,6 +190,7 @@ class Settings(BaseSettings):
         "ratelimit_general",
         "ratelimit_login",
         "ratelimit_claim",
+        "ratelimit_upload",
     )
     @classmethod
     def _valid_rate(cls, value: str) -> str:
@@ -231,6 +240,7 @@ class Settings(BaseSettings):
             "general": self.ratelimit_general,
             "login": self.ratelimit_login,
             "claim": self.ratelimit_claim,
+            "upload": self.ratelimit_upload,
         }
         out = {}
         for name, text in table.items():

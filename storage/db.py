@@ -35,6 +35,10 @@ def make_engine(url: str, pool_size: int = 10, max_overflow: int = 10) -> AsyncE
         pool_size=pool_size,
         max_overflow=max_overflow,
         pool_recycle=1800,
+        # Errors and logs never carry a statement's values (API-key hashes,
+        # e-mail addresses, bodies): SQLAlchemy leaves them out of the
+        # exception text, which is all that is logged (clients see none).
+        hide_parameters=True,
         connect_args={
             # Requests run at READ COMMITTED; counters use atomic UPDATE ... SET x = x + 1.
             "autocommit": False,

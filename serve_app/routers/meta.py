@@ -64,6 +64,8 @@ async def health(request: Request, ctx: Ctx) -> dict[str, Any] | JSONResponse:
         # The vector index and its worker (model, sizes, pending jobs); null
         # while semantic search cannot answer (search then runs on full text).
         "search": await ctx.search.stats(),
+        # Image checks on this replica: slots, running now, refused as busy.
+        "uploads": ctx.decodes.stats(),
     }
     body["metrics"]["response_time_ms"] = round((time.perf_counter() - started) * 1000, 3)
     if not db_ok:

@@ -6,8 +6,7 @@ from typing import Annotated, Any
 
 from fastapi import APIRouter, Depends, Request, Response
 
-from serve_app.deps import Ctx, CurrentCaller, Db, ReadDb
-from serve_app.errors import Unauthorized
+from serve_app.deps import Caller, Ctx, CurrentCaller, Db, ReadDb, authenticate_briefly, enforce
 from serve_app.multipart import FilePart, read_file_part
 from serve_app.schemas.uploads import UploadDelete
 from serve_app.services import uploads as service
@@ -40,14 +39,22 @@ _MULTIPART_BODY = {
 }
 
 
-async def _file_part(request: Request, ctx: Ctx) -> FilePart:
-    # Resolved before CurrentCaller, which opens the request's transaction:
-    # a slow upload must not hold a database connection. A request with no
-    # key at all is refused before its body is read.
-    if request.headers.get("authorization") is None:
-        raise Unauthorized(
-            "Missing API key: send 'Authorization: Bearer <API key>'.", error="missing_api_key"
-        )
+async def _uploader(request: Request, response: Response, ctx: Ctx) -> Caller:
+    # Everything that can refuse an upload without its bytes happens before
+    # the body is read: the key (401), the general and upload limits (429),
+    # a full quota (413). Each on a short transaction of its own, so a slow
+    # body never holds a pooled database connection while it streams.
+    caller = await authenticate_briefly(request, response, ctx)
+    await enforce(ctx, response, "upload", str(caller.agent.id))
+    async with ctx.read_sessions() as db:
+        await service.check_room(ctx, db, caller.agent)
+    return caller
+
+
+Uploader = Annotated[Caller, Depends(_uploader)]
+
+
+async def _file_part(request: Request, ctx: Ctx, _: Uploader) -> FilePart:
     return await read_file_part(request, "file", ctx.settings.upload_max_bytes)
 
 
@@ -55,7 +62,7 @@ UploadedFile = Annotated[FilePart, Depends(_file_part)]
 
 
 @router.post("/api/upload", status_code=201, openapi_extra=_MULTIPART_BODY)
-async def upload(file: UploadedFile, caller: CurrentCaller, db: Db, ctx: Ctx) -> dict[str, Any]:
+async def upload(file: UploadedFile, caller: Uploader, db: Db, ctx: Ctx) -> dict[str, Any]:
     """Upload an image (JPEG, PNG, GIF, WebP or SVG, at most 5 MB) as the multipart part 'file'."""
     data = await service.create(ctx, db, caller.agent, file)
     return {"message": "Image uploaded.", "data": data}

@@ -19,7 +19,7 @@ from sqlmodel.ext.asyncio.session import AsyncSession
 
 from serve_app import hooks, images
 from serve_app.context import AppContext
-from serve_app.errors import BadRequest, Forbidden, NotFound
+from serve_app.errors import BadRequest, Forbidden, NotFound, PayloadTooLarge
 from serve_app.multipart import FilePart
 from storage import files
 from storage.models import Agent, Upload
@@ -37,12 +37,38 @@ def url(ctx: AppContext, path: str) -> str:
     return f"{ctx.settings.base_url}/uploads/{path}"
 
 
+def _over_quota(ctx: AppContext, used: int) -> PayloadTooLarge:
+    quota = ctx.settings.upload_quota_bytes
+    return PayloadTooLarge(
+        f"Upload quota exceeded: your images take {used} of {quota} bytes. "
+        "Delete some (DELETE /api/upload) to make room.",
+        error="upload_quota_exceeded",
+    )
+
+
+async def check_room(ctx: AppContext, db: AsyncSession, agent: Agent) -> None:
+    """413 ``upload_quota_exceeded`` when ``agent``'s quota is already full:
+    checked before the body is read (the exact check is in :func:`create`)."""
+    used = await repo.bytes_used(db, agent.id)
+    if used >= ctx.settings.upload_quota_bytes:
+        raise _over_quota(ctx, used)
+
+
 async def create(ctx: AppContext, db: AsyncSession, agent: Agent, part: FilePart) -> dict[str, Any]:
-    """Store ``part`` as ``agent``'s image; the Upload result's ``data``."""
+    """Store ``part`` as ``agent``'s image; the Upload result's ``data``.
+
+    The image is judged first (a bounded decode, 503 when the replica is
+    busy), then the agent's quota is taken under a lock held to the end of
+    the transaction, so parallel uploads cannot overrun it together."""
     try:
-        kind = await asyncio.to_thread(images.inspect, part.data)
+        kind = await ctx.decodes.run(images.inspect, part.data)
     except images.Rejected as exc:
         raise BadRequest(exc.message, error=exc.error) from exc
+    size = len(part.data)
+    await repo.lock_quota(db, agent.id)
+    used = await repo.bytes_used(db, agent.id)
+    if used + size > ctx.settings.upload_quota_bytes:
+        raise _over_quota(ctx, used)
     path = files.new_path(agent.id, kind.ext)
     store = ctx.files
     saving: Future[None] = _WRITERS.submit(store.save, path, part.data)

@@ -19,7 +19,7 @@ target_metadata = SQLModel.metadata
 def run_migrations_online() -> None:
     url = config.attributes.get("database_url") or config.get_main_option("sqlalchemy.url")
     assert url, "no database URL given to alembic"
-    engine = create_engine(async_url(url), poolclass=pool.NullPool)
+    engine = create_engine(async_url(url), poolclass=pool.NullPool, hide_parameters=True)
     with engine.connect() as connection:
         connection.execute(text("SELECT pg_advisory_lock(:k)"), {"k": MIGRATION_LOCK})
         connection.commit()
