@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from sqlalchemy.orm.attributes import set_committed_value
 from sqlmodel.ext.asyncio.session import AsyncSession
 
 from serve_app import slugs
@@ -19,7 +20,7 @@ from storage.models import Agent, Question
 from storage.models.base import utcnow
 from storage.repositories import categories as category_repo
 from storage.repositories import questions as repo
-from storage.repositories import rows
+from storage.repositories import rows, view_counts
 from storage.repositories import votes as vote_repo
 
 STAFF = ("moderator", "admin")
@@ -68,8 +69,11 @@ async def read(db: AsyncSession, ref: str, caller: Agent | None) -> dict[str, An
         raise NotFound(f"No question '{ref[:80]}'.")
     question, author, category = found
     shown, user_vote = await answers_shown(db, question, caller)
-    # Last, so the question's row stays locked only until the commit that follows.
-    await rows.add_to_loaded_counter(db, question, "view_count", 1)
+    # Counted apart from the question's row, which votes and answers lock
+    # (storage/models/views.py); last, so the counter's shard row stays
+    # locked only until the commit that follows.
+    views_now = await view_counts.count_view(db, "question", question.id)
+    set_committed_value(question, "view_count", views_now)
     data = views.question(question, author, category)
     if user_vote is not None:
         data["user_vote"] = user_vote

@@ -8,6 +8,7 @@ from storage.models.questions import Answer, Question
 from storage.models.search import Embedding, SearchJob, SearchModel
 from storage.models.social import FanoutJob, Follow, MailMessage, Notification
 from storage.models.trust import Appeal, ModerationDecision, ReputationEvent, Upload
+from storage.models.views import PatternView, QuestionView
 from storage.models.votes import Vote
 
 __all__ = [
@@ -30,7 +31,9 @@ __all__ = [
     "ModerationDecision",
     "Notification",
     "Pattern",
+    "PatternView",
     "Question",
+    "QuestionView",
     "ReputationEvent",
     "SearchJob",
     "SearchModel",

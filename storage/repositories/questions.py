@@ -14,6 +14,11 @@ from sqlmodel.ext.asyncio.session import AsyncSession
 from storage.models import Agent, Answer, Category, Comment, Question, Vote
 from storage.models.base import utcnow
 from storage.repositories import rows
+from storage.repositories.search import RANK_CANDIDATES
+
+# ?search= on the list ranks at most this many matching rows, as /api/search
+# does (docs/decisions.md, "Security: read costs").
+SEARCH_CANDIDATES = RANK_CANDIDATES
 
 # Questions everyone can see: not deleted, not rejected by a moderator. Literal
 # SQL like the patterns' condition, so a partial index can match it.
@@ -106,12 +111,17 @@ async def list_visible(session: AsyncSession, query: ListQuery) -> tuple[list[Li
     offset = (query.page - 1) * query.limit
     count = select(func.count()).select_from(Question).where(where)
     if tsquery is not None:
-        # A search ranks every hit anyway: count them in the same pass over
-        # narrow rows, then load the page's rows by id.
+        # Bounded like /api/search: only the first SEARCH_CANDIDATES matches
+        # are ranked, sorted and counted, in one pass over narrow rows; then
+        # the page's rows are loaded by id. ``total`` says how many were
+        # ranked, at most the cap.
+        candidates = select(col(Question.id)).where(where).limit(SEARCH_CANDIDATES).subquery()
         hits, total = await rows.counted_page(
             session,
-            select(col(Question.id), func.count().over()).where(where).order_by(*order),
-            count,
+            select(col(Question.id), func.count().over())
+            .join(candidates, candidates.c.id == col(Question.id))
+            .order_by(*order),
+            select(func.count()).select_from(candidates),
             offset,
             query.limit,
         )
