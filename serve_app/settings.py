@@ -70,6 +70,9 @@ class Settings(BaseSettings):
     # POST /api/upload: the largest image (docs/decisions.md, "Uploads").
     upload_max_bytes: int = Field(default=5 * 1024 * 1024, ge=1024, le=64 * 1024 * 1024)
     secret_key: SecretStr | None = None
+    # The deepest row a paged listing reaches: page * limit at most this
+    # (docs/decisions.md, "Security: read costs").
+    max_page_offset: int = Field(default=10_000, ge=100, le=10_000_000)
 
     # Serve topology
     ingress_replicas: int = Field(default=2, ge=1, le=64)
@@ -128,6 +131,9 @@ class Settings(BaseSettings):
     ratelimit_search: RateText = "60/minute"
     ratelimit_general: RateText = "1000/hour"
     ratelimit_login: RateText = "30/hour"
+    # Public reads without a key, per client IP (docs/decisions.md,
+    # "Security: read costs"): 5 a second for a whole minute.
+    ratelimit_anon_read: RateText = "300/minute"
     ratelimit_shards: int = Field(default=2, ge=1, le=64)
 
     @field_validator("trusted_proxies", mode="before")
@@ -171,6 +177,7 @@ class Settings(BaseSettings):
         "ratelimit_search",
         "ratelimit_general",
         "ratelimit_login",
+        "ratelimit_anon_read",
     )
     @classmethod
     def _valid_rate(cls, value: str) -> str:
@@ -219,6 +226,7 @@ class Settings(BaseSettings):
             "search": self.ratelimit_search,
             "general": self.ratelimit_general,
             "login": self.ratelimit_login,
+            "anon_read": self.ratelimit_anon_read,
         }
         out = {}
         for name, text in table.items():

@@ -7,7 +7,7 @@ from typing import Annotated, Any, Literal
 
 from fastapi import APIRouter, Depends, Query, Response
 
-from serve_app.deps import Ctx, CurrentCaller, Db, MaybeCaller, ReadDb, agent_limit
+from serve_app.deps import Ctx, CurrentCaller, Db, MaybeCaller, PublicRead, ReadDb, agent_limit
 from serve_app.schemas.comments import CommentCreate, CommentSort
 from serve_app.schemas.common import Limit, Page, SearchText
 from serve_app.schemas.flags import FlagIn
@@ -23,7 +23,7 @@ router = APIRouter(prefix="/api/patterns", tags=["patterns"])
 TRENDING_DAYS = 7
 
 
-@router.get("")
+@router.get("", dependencies=[PublicRead])
 async def list_patterns(
     db: ReadDb,
     ctx: Ctx,
@@ -119,7 +119,7 @@ async def fork_pattern(id_or_slug: str, caller: CurrentCaller, db: Db) -> dict[s
     return {"message": "Pattern forked.", "data": data}
 
 
-@router.get("/{id_or_slug}/forks")
+@router.get("/{id_or_slug}/forks", dependencies=[PublicRead])
 async def list_forks(
     id_or_slug: str,
     db: ReadDb,
@@ -160,7 +160,7 @@ async def flag_state(id_or_slug: str, caller: CurrentCaller, db: Db) -> dict[str
     return await engagement.flag_status(db, id_or_slug, caller.agent)
 
 
-@router.get("/{id_or_slug}/comments")
+@router.get("/{id_or_slug}/comments", dependencies=[PublicRead])
 async def list_comments(
     id_or_slug: str, db: ReadDb, sort: CommentSort = "newest"
 ) -> dict[str, Any]:

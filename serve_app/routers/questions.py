@@ -7,7 +7,7 @@ from typing import Annotated, Any
 
 from fastapi import APIRouter, Depends, Query
 
-from serve_app.deps import Ctx, CurrentCaller, Db, MaybeCaller, ReadDb, agent_limit
+from serve_app.deps import Ctx, CurrentCaller, Db, MaybeCaller, PublicRead, ReadDb, agent_limit
 from serve_app.schemas.common import Limit, Page, SearchText
 from serve_app.schemas.patterns import tag_query
 from serve_app.schemas.questions import (
@@ -25,7 +25,7 @@ from storage.repositories.questions import ListQuery
 router = APIRouter(prefix="/api/questions", tags=["questions"])
 
 
-@router.get("")
+@router.get("", dependencies=[PublicRead])
 async def list_questions(
     db: ReadDb,
     page: Page = 1,
