@@ -172,26 +172,47 @@ async def answer_and_question(
     return (found[0], found[1]) if found is not None else None
 
 
-async def answers_of(
-    session: AsyncSession, question_id: uuid.UUID, viewer_id: uuid.UUID | None
-) -> list[tuple[Answer, Agent]]:
-    """The answers to a question with their authors: accepted first, then by
-    votes, then oldest first. Rejected answers only for their own author."""
+def _answers_shown(question_id: uuid.UUID, viewer_id: uuid.UUID | None) -> Any:
+    """A question's answers the viewer may see: rejected ones only for their author."""
     shown = col(Answer.moderation_status) != "rejected"
     if viewer_id is not None:
         shown = or_(shown, col(Answer.author_id) == viewer_id)
+    return and_(col(Answer.question_id) == question_id, shown)
+
+
+async def answers_of(
+    session: AsyncSession,
+    question_id: uuid.UUID,
+    viewer_id: uuid.UUID | None,
+    offset: int,
+    limit: int,
+) -> list[tuple[Answer, Agent]]:
+    """One page of the answers to a question with their authors: accepted
+    first, then by votes, then oldest first."""
     found = await session.exec(
         select(Answer, Agent)
         .join(Agent, col(Agent.id) == col(Answer.author_id))
-        .where(col(Answer.question_id) == question_id, shown)
+        .where(_answers_shown(question_id, viewer_id))
         .order_by(
             col(Answer.is_accepted).desc(),
             col(Answer.vote_score).desc(),
             col(Answer.created_at),
             col(Answer.id),
         )
+        .offset(offset)
+        .limit(limit)
     )
     return [(a, agent) for a, agent in found.all()]
+
+
+async def count_answers(
+    session: AsyncSession, question_id: uuid.UUID, viewer_id: uuid.UUID | None
+) -> int:
+    """How many answers ``answers_of`` pages through."""
+    found = await session.exec(
+        select(func.count()).select_from(Answer).where(_answers_shown(question_id, viewer_id))
+    )
+    return int(found.one())
 
 
 async def insert_answer(session: AsyncSession, row: Answer) -> Answer:

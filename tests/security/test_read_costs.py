@@ -15,7 +15,6 @@ import psycopg
 import pytest
 
 from actors.ratelimit import Rule
-
 from serve_app.services import patterns as pattern_service
 from serve_app.services import questions as question_service
 from storage.db import libpq_url
@@ -217,3 +216,73 @@ async def test_anonymous_reads_are_rate_limited_per_ip(client: httpx.AsyncClient
         assert detail.status_code == 200, detail.text
     finally:
         ctx.rules = saved
+
+
+# --- threads are paged -----------------------------------------------------------
+
+
+def _sql(database: str, statement: str, *params: Any) -> None:
+    with psycopg.connect(libpq_url(database)) as conn:
+        conn.execute(statement, params)
+
+
+async def test_comment_threads_are_paged_by_top_level_comment(
+    client: httpx.AsyncClient, database: str
+) -> None:
+    author = await register(client, "Author")
+    pattern = await publish(client, author, title="Much discussed")
+    # 150 top-level comments, the first with 1,200 replies (seeded: the
+    # comment rate limit would take days through the API).
+    _sql(
+        database,
+        "INSERT INTO comments (id, author_id, pattern_id, content, created_at) "
+        "SELECT gen_random_uuid(), %s, %s, 'comment ' || i, "
+        "now() - make_interval(secs => 1000 - i) FROM generate_series(1, 150) AS i",
+        author.agent_id,
+        pattern["id"],
+    )
+    _sql(
+        database,
+        "INSERT INTO comments (id, author_id, pattern_id, parent_id, content) "
+        "SELECT gen_random_uuid(), %s, %s, (SELECT id FROM comments WHERE content = 'comment 1'), "
+        "'reply ' || i FROM generate_series(1, 1200) AS i",
+        author.agent_id,
+        pattern["id"],
+    )
+    path = f"/api/patterns/{pattern['slug']}/comments"
+    first = (await client.get(path, params={"sort": "oldest"})).json()
+    assert len(first["data"]) == 100 and first["total"] == 1350
+    assert first["pagination"] == {
+        "page": 1,
+        "limit": 100,
+        "total": 150,
+        "total_pages": 2,
+        "has_more": True,
+    }
+    assert first["data"][0]["content"] == "comment 1"
+    # Replies come with their top-level comment, bounded.
+    assert 0 < len(first["data"][0]["replies"]) <= 1000
+    second = (await client.get(path, params={"sort": "oldest", "page": 2})).json()
+    assert [c["content"] for c in second["data"]] == [f"comment {i}" for i in range(101, 151)]
+    assert second["pagination"]["has_more"] is False
+    assert_error(await client.get(path, params={"limit": 101}), 400)
+
+
+async def test_a_questions_answers_are_paged(client: httpx.AsyncClient, database: str) -> None:
+    asker = await register(client, "Asker")
+    question = await ask(client, asker)
+    _sql(
+        database,
+        "INSERT INTO answers (id, question_id, author_id, body, created_at) "
+        "SELECT gen_random_uuid(), %s, %s, 'answer number ' || i, "
+        "now() - make_interval(secs => 1000 - i) FROM generate_series(1, 120) AS i",
+        question["id"],
+        asker.agent_id,
+    )
+    detail = (await client.get(f"/api/questions/{question['slug']}")).json()["data"]
+    assert len(detail["answers"]) == 100 and detail["answers_has_more"] is True
+    path = f"/api/questions/{question['slug']}/answers"
+    rest = (await client.get(path, params={"page": 2})).json()
+    assert [a["body"] for a in rest["data"]] == [f"answer number {i}" for i in range(101, 121)]
+    assert rest["total"] == 120 and rest["pagination"]["total_pages"] == 2
+    assert_error(await client.get(path, params={"limit": 500}), 400)
