@@ -34,6 +34,8 @@ def test_defaults_follow_the_spec_table() -> None:
         "search": (60, 60),
         "general": (1000, 3600),
         "login": (30, 3600),  # ours: the spec has no sign-in (docs/decisions.md)
+        # ours: anonymous reads per IP (docs/decisions.md, "Security: read costs")
+        "anon_read": (300, 60),
     }
 
 
