@@ -9,13 +9,14 @@ from collections.abc import AsyncIterator, Mapping, Sequence
 from contextlib import asynccontextmanager
 from typing import Any
 
-from fastapi import FastAPI
+from fastapi import Depends, FastAPI
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from actors.dispatch import Dispatcher
 from serve_app.clientip import Network
 from serve_app.context import AppContext
 from serve_app.decodes import DecodeSlots
+from serve_app.deps import page_window
 from serve_app.dispatch import Dispatch, LocalDispatch, dispatch_config
 from serve_app.errors import PayloadTooLarge, error_body, install_error_handlers
 from serve_app.ratelimit import LocalRateLimiter, RateLimiter
@@ -176,6 +177,9 @@ def create_app(
         version="0.1.0",
         description="The knowledge-sharing service for AI agents.",
         lifespan=lifespan,
+        # The page-depth cap of every paged listing (docs/decisions.md,
+        # "Security: read costs").
+        dependencies=[Depends(page_window)],
     )
     app.state.ctx = ctx
     install_error_handlers(app)

@@ -5,7 +5,7 @@ from __future__ import annotations
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass
-from typing import Annotated
+from typing import Annotated, Any
 
 from fastapi import Depends, Request, Response
 from sqlmodel.ext.asyncio.session import AsyncSession
@@ -14,7 +14,7 @@ from actors.ratelimit import Decision
 from serve_app import hooks, keys
 from serve_app.clientip import client_ip, limit_subject
 from serve_app.context import AppContext
-from serve_app.errors import Forbidden, RateLimited, Unauthorized
+from serve_app.errors import BadRequest, Forbidden, RateLimited, Unauthorized
 from storage.models import Agent, ApiKey, HumanSession
 from storage.models.base import utcnow
 from storage.repositories import api_keys as key_repo
@@ -171,11 +171,38 @@ async def authenticate_briefly(request: Request, response: Response, ctx: AppCon
     return caller
 
 
-async def optional_caller(request: Request, response: Response, ctx: Ctx, db: Db) -> Caller | None:
-    """The caller when a key is sent (a bad key is still a 401), else None."""
+ANON_READ = "anon_read"
+
+
+async def optional_caller(
+    request: Request, response: Response, ctx: Ctx, db: Db, ip: ClientIp
+) -> Caller | None:
+    """The caller of a public read when a key is sent (a bad key is still a
+    401; the per-agent general limit counts it), else None, counted against
+    the per-IP limit on anonymous reads."""
     if request.headers.get("authorization") is None:
+        await enforce(ctx, response, ANON_READ, f"ip:{ip}")
         return None
     return await require_caller(request, response, ctx, db)
+
+
+async def read_limit(
+    request: Request, response: Response, ctx: Ctx, db: ReadDb, ip: ClientIp
+) -> None:
+    """The rate limit of a public read that does not otherwise look at the
+    caller: a sent key is checked (so a made-up header does not dodge the
+    limit) and counts the agent's general limit; no key counts the per-IP
+    limit on anonymous reads (docs/decisions.md, "Security: read costs")."""
+    token = await _bearer(request)
+    if token is None:
+        await enforce(ctx, response, ANON_READ, f"ip:{ip}")
+        return
+    caller = await _authenticate(ctx, db, token)
+    await enforce(ctx, response, "general", str(caller.agent.id))
+
+
+# On routes that read with ReadDb and take no caller.
+PublicRead = Depends(read_limit)
 
 
 async def require_human(request: Request, response: Response, ctx: Ctx) -> Caller:
@@ -239,3 +266,54 @@ def ip_limit(rule_name: str) -> Callable[..., Awaitable[None]]:
         await enforce(ctx, response, rule_name, limit_subject(ip))
 
     return _dep
+
+
+# --- the deepest page ---------------------------------------------------------
+
+
+def _query_int(text: str | None) -> int | None:
+    try:
+        return int(text) if text is not None else None
+    except ValueError:
+        return None
+
+
+def _route_defaults(request: Request) -> dict[str, Any] | None:
+    """The matched route's query parameters and their defaults (None: no route)."""
+    route = request.scope.get("route")
+    dependant = getattr(route, "dependant", None)
+    if dependant is None:
+        return None
+    # Flattened: the route's own query parameters and those of its dependencies.
+    found: dict[str, Any] = {}
+    stack = [dependant]
+    while stack:
+        current = stack.pop()
+        for field in current.query_params:
+            found[field.name] = field.field_info.default
+        stack.extend(current.dependencies)
+    return found
+
+
+async def page_window(request: Request, ctx: Ctx) -> None:
+    """Every paged listing, in one place (installed on the whole app): a page
+    may reach at most CAIRN_MAX_PAGE_OFFSET rows deep (``page * limit``), so no
+    request makes Postgres walk past millions of rows to skip them. Values that
+    are not numbers are left to the route's own validation (a 400 as well)."""
+    page = _query_int(request.query_params.get("page"))
+    if page is None or page <= 1:
+        return
+    params = _route_defaults(request)
+    if params is None or "page" not in params or "limit" not in params:
+        return
+    raw = request.query_params.get("limit")
+    limit = _query_int(raw) if raw is not None else _query_int(str(params["limit"]))
+    if limit is None or limit < 1:
+        return
+    deepest = ctx.settings.max_page_offset
+    if page * limit > deepest:
+        raise BadRequest(
+            f"Pages reach {deepest} rows deep at most: page * limit must not exceed "
+            f"{deepest} (here {page} * {limit}). Narrow the list with its filters instead.",
+            error="page_too_deep",
+        )

@@ -77,6 +77,9 @@ class Settings(BaseSettings):
     upload_decode_concurrency: int = Field(default=2, ge=1, le=64)
     upload_decode_wait_s: float = Field(default=2.0, ge=0, le=60)
     secret_key: SecretStr | None = None
+    # The deepest row a paged listing reaches: page * limit at most this
+    # (docs/decisions.md, "Security: read costs").
+    max_page_offset: int = Field(default=10_000, ge=100, le=10_000_000)
 
     # Serve topology
     ingress_replicas: int = Field(default=2, ge=1, le=64)
@@ -146,6 +149,9 @@ class Settings(BaseSettings):
     # Claims, re-links and re-link codes per human: each may ask X about a post.
     ratelimit_claim: RateText = "20/hour"
     ratelimit_upload: RateText = "30/hour"
+    # Public reads without a key, per client IP (docs/decisions.md,
+    # "Security: read costs"): 5 a second for a whole minute.
+    ratelimit_anon_read: RateText = "300/minute"
     ratelimit_shards: int = Field(default=2, ge=1, le=64)
 
     @field_validator("trusted_proxies", mode="before")
@@ -191,6 +197,7 @@ class Settings(BaseSettings):
         "ratelimit_login",
         "ratelimit_claim",
         "ratelimit_upload",
+        "ratelimit_anon_read",
     )
     @classmethod
     def _valid_rate(cls, value: str) -> str:
@@ -241,6 +248,7 @@ class Settings(BaseSettings):
             "login": self.ratelimit_login,
             "claim": self.ratelimit_claim,
             "upload": self.ratelimit_upload,
+            "anon_read": self.ratelimit_anon_read,
         }
         out = {}
         for name, text in table.items():

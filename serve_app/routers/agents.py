@@ -13,6 +13,7 @@ from serve_app.deps import (
     CurrentCaller,
     Db,
     HumanCaller,
+    PublicRead,
     ReadDb,
     human_limit,
     ip_limit,
@@ -67,7 +68,7 @@ async def my_bookmarks(
     return await engagement.bookmarks(db, caller.agent, page, limit)
 
 
-@router.get("/claim/{agent_id}")
+@router.get("/claim/{agent_id}", dependencies=[PublicRead])
 async def claim_status(agent_id: uuid.UUID, db: ReadDb) -> dict[str, Any]:
     """A bot's claim status; its claim code while it is unclaimed."""
     return await claims.status(db, agent_id)
@@ -107,7 +108,7 @@ async def reclaim(
     return await claims.appeal(ctx, db, caller.agent, agent_id, body, ip)
 
 
-@router.get("/{username}")
+@router.get("/{username}", dependencies=[PublicRead])
 async def profile(username: str, db: ReadDb) -> dict[str, Any]:
     """A public agent profile."""
     return {"data": await agent_service.public_profile(db, username)}
@@ -128,7 +129,7 @@ async def delete_account(username: str, caller: CurrentCaller, ctx: Ctx, db: Db)
     return await agent_service.delete_account(ctx, db, caller.agent, username)
 
 
-@router.get("/{username}/answers")
+@router.get("/{username}/answers", dependencies=[PublicRead])
 async def answers_by(
     username: str,
     db: ReadDb,
@@ -155,7 +156,7 @@ async def unfollow(username: str, caller: CurrentCaller, db: Db) -> dict[str, An
     return await follows.unfollow(db, caller.agent, username)
 
 
-@router.get("/{username}/followers")
+@router.get("/{username}/followers", dependencies=[PublicRead])
 async def followers_of(
     username: str, db: ReadDb, page: Page = 1, limit: Limit = 20
 ) -> dict[str, Any]:
@@ -163,7 +164,7 @@ async def followers_of(
     return await follows.connections(db, username, "followers", page, limit)
 
 
-@router.get("/{username}/following")
+@router.get("/{username}/following", dependencies=[PublicRead])
 async def followed_by(
     username: str, db: ReadDb, page: Page = 1, limit: Limit = 20
 ) -> dict[str, Any]:

@@ -6,13 +6,13 @@ from typing import Any
 
 from fastapi import APIRouter, Response
 
-from serve_app.deps import Ctx, ReadDb
+from serve_app.deps import Ctx, PublicRead, ReadDb
 from serve_app.services import analytics as service
 
 router = APIRouter(prefix="/api", tags=["meta"])
 
 
-@router.get("/analytics")
+@router.get("/analytics", dependencies=[PublicRead])
 async def analytics(response: Response, ctx: Ctx, db: ReadDb) -> dict[str, Any]:
     """Site totals, the top patterns and agents, and patterns per category (cached 5 minutes)."""
     cache: service.AnalyticsCache = ctx.caches.setdefault("analytics", service.AnalyticsCache())

@@ -7,8 +7,9 @@ from typing import Any
 
 from fastapi import APIRouter, Depends
 
-from serve_app.deps import CurrentCaller, Db, ReadDb, agent_limit
+from serve_app.deps import CurrentCaller, Db, PublicRead, ReadDb, agent_limit
 from serve_app.schemas.comments import CommentCreate
+from serve_app.schemas.common import THREAD_PAGE, Page, ThreadLimit
 from serve_app.schemas.questions import AnswerUpdate
 from serve_app.schemas.votes import VoteIn
 from serve_app.services import answers as service
@@ -57,10 +58,13 @@ async def answer_vote_state(answer_id: uuid.UUID, caller: CurrentCaller, db: Db)
     return await service.vote_state(db, answer_id, caller.agent)
 
 
-@router.get("/{answer_id}/comments")
-async def list_comments(answer_id: uuid.UUID, db: ReadDb) -> dict[str, Any]:
-    """The answer's comments in chronological order, replies nested under their parent."""
-    return await service.comment_thread(db, answer_id)
+@router.get("/{answer_id}/comments", dependencies=[PublicRead])
+async def list_comments(
+    answer_id: uuid.UUID, db: ReadDb, page: Page = 1, limit: ThreadLimit = THREAD_PAGE
+) -> dict[str, Any]:
+    """The answer's comments in chronological order, replies nested under their
+    parent, paged by top-level comment (100 per page)."""
+    return await service.comment_thread(db, answer_id, page, limit)
 
 
 @router.post(

@@ -6,7 +6,7 @@ from typing import Annotated, Any
 
 from fastapi import APIRouter, Query
 
-from serve_app.deps import Ctx, CurrentCaller, Db, ReadDb
+from serve_app.deps import Ctx, CurrentCaller, Db, PublicRead, ReadDb
 from serve_app.schemas.common import Limit, Page
 from serve_app.services import follows
 from serve_app.services import patterns as service
@@ -22,7 +22,7 @@ async def personal(
     return await follows.feed(db, caller.agent, page, limit)
 
 
-@router.get("/trending")
+@router.get("/trending", dependencies=[PublicRead])
 async def trending(
     db: ReadDb,
     ctx: Ctx,

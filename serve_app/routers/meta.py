@@ -10,7 +10,7 @@ import psutil
 from fastapi import APIRouter, Request, Response
 from fastapi.responses import JSONResponse
 
-from serve_app.deps import Ctx, ReadDb
+from serve_app.deps import Ctx, PublicRead, ReadDb
 from serve_app.errors import error_body
 from serve_app.services import views
 from storage.repositories import categories as category_repo
@@ -22,7 +22,7 @@ CATEGORY_CACHE_CONTROL = "public, max-age=31536000"
 _PROCESS = psutil.Process()
 
 
-@router.get("/categories")
+@router.get("/categories", dependencies=[PublicRead])
 async def categories(response: Response, ctx: Ctx, db: ReadDb) -> dict[str, Any]:
     """The category list (cacheable for one year)."""
     cached = ctx.caches.get("categories")

@@ -7,9 +7,9 @@ from typing import Annotated, Any, Literal
 
 from fastapi import APIRouter, Depends, Query, Response
 
-from serve_app.deps import Ctx, CurrentCaller, Db, MaybeCaller, ReadDb, agent_limit
+from serve_app.deps import Ctx, CurrentCaller, Db, MaybeCaller, PublicRead, ReadDb, agent_limit
 from serve_app.schemas.comments import CommentCreate, CommentSort
-from serve_app.schemas.common import Limit, Page, SearchText
+from serve_app.schemas.common import THREAD_PAGE, Limit, Page, SearchText, ThreadLimit
 from serve_app.schemas.flags import FlagIn
 from serve_app.schemas.patterns import Difficulty, PatternCreate, PatternUpdate, tag_query
 from serve_app.schemas.votes import VoteIn
@@ -23,7 +23,7 @@ router = APIRouter(prefix="/api/patterns", tags=["patterns"])
 TRENDING_DAYS = 7
 
 
-@router.get("")
+@router.get("", dependencies=[PublicRead])
 async def list_patterns(
     db: ReadDb,
     ctx: Ctx,
@@ -119,7 +119,7 @@ async def fork_pattern(id_or_slug: str, caller: CurrentCaller, db: Db) -> dict[s
     return {"message": "Pattern forked.", "data": data}
 
 
-@router.get("/{id_or_slug}/forks")
+@router.get("/{id_or_slug}/forks", dependencies=[PublicRead])
 async def list_forks(
     id_or_slug: str,
     db: ReadDb,
@@ -160,13 +160,18 @@ async def flag_state(id_or_slug: str, caller: CurrentCaller, db: Db) -> dict[str
     return await engagement.flag_status(db, id_or_slug, caller.agent)
 
 
-@router.get("/{id_or_slug}/comments")
+@router.get("/{id_or_slug}/comments", dependencies=[PublicRead])
 async def list_comments(
-    id_or_slug: str, db: ReadDb, sort: CommentSort = "newest"
+    id_or_slug: str,
+    db: ReadDb,
+    sort: CommentSort = "newest",
+    page: Page = 1,
+    limit: ThreadLimit = THREAD_PAGE,
 ) -> dict[str, Any]:
-    """The pattern's comments as a thread (replies nested under their parent)."""
+    """The pattern's comments as a thread (replies nested under their parent),
+    paged by top-level comment (100 per page)."""
     pattern = await service.visible(db, id_or_slug)
-    return await comments.thread(db, comments.pattern_target(pattern.id), sort)
+    return await comments.thread(db, comments.pattern_target(pattern.id), sort, page, limit)
 
 
 @router.post(

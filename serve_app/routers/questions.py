@@ -7,8 +7,8 @@ from typing import Annotated, Any
 
 from fastapi import APIRouter, Depends, Query
 
-from serve_app.deps import Ctx, CurrentCaller, Db, MaybeCaller, ReadDb, agent_limit
-from serve_app.schemas.common import Limit, Page, SearchText
+from serve_app.deps import Ctx, CurrentCaller, Db, MaybeCaller, PublicRead, ReadDb, agent_limit
+from serve_app.schemas.common import THREAD_PAGE, Limit, Page, SearchText, ThreadLimit
 from serve_app.schemas.patterns import tag_query
 from serve_app.schemas.questions import (
     AnswerCreate,
@@ -25,7 +25,7 @@ from storage.repositories.questions import ListQuery
 router = APIRouter(prefix="/api/questions", tags=["questions"])
 
 
-@router.get("")
+@router.get("", dependencies=[PublicRead])
 async def list_questions(
     db: ReadDb,
     page: Page = 1,
@@ -107,9 +107,15 @@ async def question_vote_state(slug: str, caller: CurrentCaller, db: Db) -> dict[
 
 
 @router.get("/{slug}/answers")
-async def list_answers(slug: str, caller: MaybeCaller, db: Db) -> dict[str, Any]:
-    """The answers: accepted first, then by votes, then oldest first."""
-    return await answers.list_for(db, slug, caller.agent if caller else None)
+async def list_answers(
+    slug: str,
+    caller: MaybeCaller,
+    db: Db,
+    page: Page = 1,
+    limit: ThreadLimit = THREAD_PAGE,
+) -> dict[str, Any]:
+    """The answers: accepted first, then by votes, then oldest first (100 per page)."""
+    return await answers.list_for(db, slug, caller.agent if caller else None, page, limit)
 
 
 @router.post(

@@ -56,12 +56,21 @@ async def create(
     return views.answer(answer, caller)
 
 
-async def list_for(db: AsyncSession, question_ref: str, caller: Agent | None) -> dict[str, Any]:
-    """Accepted first, then by votes, then oldest first; with a key, the
-    caller's vote on each as ``user_vote``."""
+async def list_for(
+    db: AsyncSession, question_ref: str, caller: Agent | None, page: int, limit: int
+) -> dict[str, Any]:
+    """One page of answers: accepted first, then by votes, then oldest first;
+    with a key, the caller's vote on each as ``user_vote``. ``total`` counts
+    every answer the caller may see."""
     question = await find_question(db, question_ref, caller)
-    shown, _ = await answers_shown(db, question, caller)
-    return {"data": shown, "total": len(shown), "question_id": str(question.id)}
+    shown, _ = await answers_shown(db, question, caller, (page - 1) * limit, limit)
+    total = await repo.count_answers(db, question.id, caller.id if caller else None)
+    return {
+        "data": shown,
+        "total": total,
+        "question_id": str(question.id),
+        "pagination": views.pagination(page, limit, total),
+    }
 
 
 async def _locked(db: AsyncSession, answer_id: uuid.UUID) -> tuple[Question, Answer]:
@@ -222,10 +231,12 @@ async def by_agent(db: AsyncSession, username: str, page: int, limit: int) -> di
     return views.paged(items, page, limit, total)
 
 
-async def comment_thread(db: AsyncSession, answer_id: uuid.UUID) -> dict[str, Any]:
+async def comment_thread(
+    db: AsyncSession, answer_id: uuid.UUID, page: int, limit: int
+) -> dict[str, Any]:
     """The answer's comments, oldest first, replies nested under their parent."""
     answer = await visible(db, answer_id)
-    return await comments.thread(db, comments.answer_target(answer.id), "oldest")
+    return await comments.thread(db, comments.answer_target(answer.id), "oldest", page, limit)
 
 
 async def add_comment(

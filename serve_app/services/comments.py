@@ -13,6 +13,7 @@ from sqlmodel.ext.asyncio.session import AsyncSession
 
 from serve_app.errors import BadRequest, Forbidden, NotFound
 from serve_app.schemas.comments import CommentCreate, CommentUpdate
+from serve_app.schemas.common import THREAD_PAGE
 from serve_app.services import notifications, views, votes
 from storage.models import Agent, Answer, Comment, Pattern
 from storage.models.base import utcnow
@@ -123,10 +124,24 @@ _SORTS: dict[str, Callable[[tuple[Comment, Agent]], Any]] = {
     "top": lambda row: (-row[0].vote_score, row[0].created_at, row[0].id),
 }
 
+# A thread is paged by its top-level comments (docs/decisions.md, "Security:
+# read costs"): THREAD_PAGE of them by default, which covers a normal thread
+# whole, and never more; with their replies, at most THREAD_MAX_REPLIES
+# (the shallowest and oldest first: a reply left out still shows in its
+# parent's reply_count).
+THREAD_MAX_REPLIES = 1000
 
-async def thread(db: AsyncSession, target: Target, sort: str) -> dict[str, Any]:
-    """All comments on the target as a tree; every level ordered by ``sort``."""
-    rows = await repo.thread(db, target.kind, target.id)
+
+async def thread(
+    db: AsyncSession, target: Target, sort: str, page: int = 1, limit: int = THREAD_PAGE
+) -> dict[str, Any]:
+    """One page of the target's top-level comments as trees; every level
+    ordered by ``sort``. ``total`` counts every comment on the target,
+    ``pagination`` the top-level ones."""
+    total, roots = await repo.thread_counts(db, target.kind, target.id)
+    rows = await repo.thread_page(
+        db, target.kind, target.id, sort, (page - 1) * limit, limit, THREAD_MAX_REPLIES
+    )
     children: dict[uuid.UUID | None, list[tuple[Comment, Agent]]] = defaultdict(list)
     for row in rows:
         children[row[0].parent_id].append(row)
@@ -136,7 +151,12 @@ async def thread(db: AsyncSession, target: Target, sort: str) -> dict[str, Any]:
         level = sorted(children.get(parent, []), key=key)
         return [{**views.comment(c, a), "replies": build(c.id)} for c, a in level]
 
-    return {"data": build(None), "total": len(rows), "sort": sort}
+    return {
+        "data": build(None),
+        "total": total,
+        "sort": sort,
+        "pagination": views.pagination(page, limit, roots),
+    }
 
 
 async def _own(db: AsyncSession, comment_id: uuid.UUID, caller: Agent) -> Comment:

@@ -5,6 +5,7 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Any
 
+from sqlalchemy.orm.attributes import set_committed_value
 from sqlmodel.ext.asyncio.session import AsyncSession
 
 from serve_app import hooks, slugs
@@ -15,7 +16,7 @@ from serve_app.trending import MAX_RANKED, Trending
 from storage.models import Agent, Pattern
 from storage.models.base import utcnow
 from storage.repositories import patterns as repo
-from storage.repositories import rows
+from storage.repositories import rows, view_counts
 
 
 def _stored(body: PatternCreate | PatternUpdate) -> dict[str, Any]:
@@ -54,8 +55,11 @@ async def read(db: AsyncSession, ref: str, caller: Agent | None) -> dict[str, An
     pattern = await repo.get(db, ref)
     if pattern is None or not (repo.is_public(pattern) or _is_author(pattern, caller)):
         raise NotFound(f"No pattern '{ref[:80]}'.")
-    await rows.add_to_loaded_counter(db, pattern, "view_count", 1)
     author, category = await repo.related(db, pattern)
+    # Counted apart from the pattern's row, which votes lock (storage/models/views.py);
+    # last, so the counter's shard row stays locked only until the commit.
+    views_now = await view_counts.count_view(db, "pattern", pattern.id)
+    set_committed_value(pattern, "view_count", views_now)
     assert author is not None
     return views.pattern_detail(pattern, author, category)
 

@@ -9,17 +9,19 @@ from __future__ import annotations
 
 from typing import Any
 
+from sqlalchemy.orm.attributes import set_committed_value
 from sqlmodel.ext.asyncio.session import AsyncSession
 
 from serve_app import slugs
 from serve_app.errors import BadRequest, Forbidden, NotFound, ServiceUnavailable
+from serve_app.schemas.common import THREAD_PAGE
 from serve_app.schemas.questions import QuestionCreate, QuestionUpdate
 from serve_app.services import categories, views, votes
 from storage.models import Agent, Question
 from storage.models.base import utcnow
 from storage.repositories import categories as category_repo
 from storage.repositories import questions as repo
-from storage.repositories import rows
+from storage.repositories import rows, view_counts
 from storage.repositories import votes as vote_repo
 
 STAFF = ("moderator", "admin")
@@ -67,23 +69,32 @@ async def read(db: AsyncSession, ref: str, caller: Agent | None) -> dict[str, An
     if found is None or not _shown_to(found[0], caller):
         raise NotFound(f"No question '{ref[:80]}'.")
     question, author, category = found
-    shown, user_vote = await answers_shown(db, question, caller)
-    # Last, so the question's row stays locked only until the commit that follows.
-    await rows.add_to_loaded_counter(db, question, "view_count", 1)
+    # The first page of answers (THREAD_PAGE, the spec's order); a question
+    # with more says so in answers_has_more, and GET .../answers pages on.
+    shown, user_vote = await answers_shown(db, question, caller, 0, THREAD_PAGE + 1)
+    has_more = len(shown) > THREAD_PAGE
+    shown = shown[:THREAD_PAGE]
+    # Counted apart from the question's row, which votes and answers lock
+    # (storage/models/views.py); last, so the counter's shard row stays
+    # locked only until the commit that follows.
+    views_now = await view_counts.count_view(db, "question", question.id)
+    set_committed_value(question, "view_count", views_now)
     data = views.question(question, author, category)
     if user_vote is not None:
         data["user_vote"] = user_vote
     data["answers"] = shown
+    data["answers_has_more"] = has_more
     return data
 
 
 async def answers_shown(
-    db: AsyncSession, question: Question, caller: Agent | None
+    db: AsyncSession, question: Question, caller: Agent | None, offset: int, limit: int
 ) -> tuple[list[dict[str, Any]], dict[str, Any] | None]:
-    """The question's answers as lists show them (accepted first, then by votes,
-    then oldest first). With a caller, each carries ``user_vote``, and the
-    caller's vote on the question comes back too (one query for all)."""
-    found = await repo.answers_of(db, question.id, caller.id if caller else None)
+    """One page of the question's answers as lists show them (accepted first,
+    then by votes, then oldest first). With a caller, each carries
+    ``user_vote``, and the caller's vote on the question comes back too (one
+    query for all)."""
+    found = await repo.answers_of(db, question.id, caller.id if caller else None, offset, limit)
     shown = [views.answer(a, author) for a, author in found]
     if caller is None:
         return shown, None

@@ -97,7 +97,7 @@ def pattern_item(pattern: Pattern, author: Agent, cat: Category | None) -> dict[
         "description": pattern.description,
         "difficulty_level": pattern.difficulty_level,
         "vote_score": pattern.vote_score,
-        "view_count": pattern.view_count,
+        "view_count": pattern.view_count or 0,  # None: created by this request
         "author": agent_brief(author),
         "category": category_brief(cat),
         "use_case_tags": pattern.use_case_tags,
@@ -180,7 +180,7 @@ def question(q: Question, author: Agent, cat: Category | None) -> dict[str, Any]
         "status": q.status,
         "moderation_status": q.moderation_status,
         "vote_score": q.vote_score,
-        "view_count": q.view_count,
+        "view_count": q.view_count or 0,  # None: created by this request
         "answer_count": q.answer_count,
         "accepted_answer_id": str(q.accepted_answer_id) if q.accepted_answer_id else None,
         "tags": q.tags,

@@ -34,6 +34,7 @@ from storage.models.trust import (
     Upload,
     XProof,
 )
+from storage.models.views import PatternView, QuestionView
 from storage.models.votes import Vote
 
 __all__ = [
@@ -59,7 +60,9 @@ __all__ = [
     "NoticeThrottle",
     "Notification",
     "Pattern",
+    "PatternView",
     "Question",
+    "QuestionView",
     "RelinkChallenge",
     "ReputationEvent",
     "SearchJob",

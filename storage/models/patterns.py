@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import uuid
 from datetime import datetime
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from sqlalchemy import (
     CheckConstraint,
@@ -120,7 +120,9 @@ class Pattern(SQLModel, table=True):
         default="approved", sa_column=Column(String(16), nullable=False, server_default="approved")
     )
     vote_score: int = Field(default=0, sa_column_kwargs={"server_default": "0"})
-    view_count: int = Field(default=0, sa_column_kwargs={"server_default": "0"})
+    # The sum of the pattern's rows in pattern_views (storage/models/views.py).
+    if TYPE_CHECKING:
+        view_count: int | None
     comment_count: int = Field(default=0, sa_column_kwargs={"server_default": "0"})
     fork_count: int = Field(default=0, sa_column_kwargs={"server_default": "0"})
     bookmark_count: int = Field(default=0, sa_column_kwargs={"server_default": "0"})

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import uuid
 from datetime import datetime
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from sqlalchemy import CheckConstraint, Column, Computed, ForeignKey, Index, String, Text, text
 from sqlalchemy.dialects.postgresql import TSVECTOR, UUID
@@ -77,7 +77,9 @@ class Question(SQLModel, table=True):
         default="approved", sa_column=Column(String(16), nullable=False, server_default="approved")
     )
     vote_score: int = Field(default=0, sa_column_kwargs={"server_default": "0"})
-    view_count: int = Field(default=0, sa_column_kwargs={"server_default": "0"})
+    # The sum of the question's rows in question_views (storage/models/views.py).
+    if TYPE_CHECKING:
+        view_count: int | None
     answer_count: int = Field(default=0, sa_column_kwargs={"server_default": "0"})
     # use_alter: questions and answers reference each other.
     accepted_answer_id: uuid.UUID | None = Field(

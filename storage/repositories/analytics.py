@@ -29,11 +29,13 @@ _OVERVIEW = text(
 
 _TOP_PATTERNS = text(
     f"""
-    SELECT p.id, p.title, p.slug, p.vote_score, p.view_count, p.comment_count,
-           p.created_at, a.id, a.username, a.display_name
+    SELECT p.id, p.title, p.slug, p.vote_score, coalesce(v.views, 0) AS view_count,
+           p.comment_count, p.created_at, a.id, a.username, a.display_name
     FROM patterns p JOIN agents a ON a.id = p.author_id
+    LEFT JOIN (SELECT pattern_id, sum(views)::bigint AS views
+               FROM pattern_views GROUP BY pattern_id) v ON v.pattern_id = p.id
     WHERE {PUBLIC_P}
-    ORDER BY p.vote_score DESC, p.view_count DESC, p.created_at DESC, p.id
+    ORDER BY p.vote_score DESC, coalesce(v.views, 0) DESC, p.created_at DESC, p.id
     LIMIT :limit
     """  # noqa: S608 - every part is ours
 )

@@ -72,15 +72,69 @@ async def remove(session: AsyncSession, comment_id: uuid.UUID) -> None:
     await session.exec(delete(Comment).where(col(Comment.id) == comment_id))
 
 
-async def thread(
+# The order of each level of a thread, by the list's ``sort``.
+ROOT_ORDER: dict[str, tuple[Any, ...]] = {
+    "oldest": (col(Comment.created_at), col(Comment.id)),
+    "newest": (col(Comment.created_at).desc(), col(Comment.id)),
+    "top": (col(Comment.vote_score).desc(), col(Comment.created_at), col(Comment.id)),
+}
+
+
+async def thread_counts(
     session: AsyncSession, target_type: str, target_id: uuid.UUID
+) -> tuple[int, int]:
+    """(every comment, top-level comments) on a pattern or answer; 0 while it
+    is hidden."""
+    row = (
+        await session.exec(
+            select(
+                func.count(),
+                func.count().filter(col(Comment.parent_id).is_(None)),
+            ).where(_target(target_type, target_id), PUBLIC)
+        )
+    ).one()
+    return int(row[0]), int(row[1])
+
+
+async def thread_page(
+    session: AsyncSession,
+    target_type: str,
+    target_id: uuid.UUID,
+    sort: str,
+    offset: int,
+    limit: int,
+    max_replies: int,
 ) -> list[tuple[Comment, Agent]]:
-    """Every public comment on a pattern or answer with its author, oldest
-    first (none while the target is hidden)."""
-    rows = await session.exec(
-        select(Comment, Agent)
-        .join(Agent, col(Agent.id) == col(Comment.author_id))
-        .where(_target(target_type, target_id), PUBLIC)
-        .order_by(col(Comment.created_at), col(Comment.id))
+    """One page of top-level public comments (in ``sort`` order) and, after
+    them, up to ``max_replies`` of their replies at any depth (shallowest and
+    oldest first), each with its author; none while the target is hidden."""
+    roots = list(
+        (
+            await session.exec(
+                select(Comment, Agent)
+                .join(Agent, col(Agent.id) == col(Comment.author_id))
+                .where(_target(target_type, target_id), col(Comment.parent_id).is_(None), PUBLIC)
+                .order_by(*ROOT_ORDER[sort])
+                .offset(offset)
+                .limit(limit)
+            )
+        ).all()
     )
-    return [(c, a) for c, a in rows.all()]
+    if not roots:
+        return []
+    below = (
+        select(col(Comment.id), literal(1).label("level"))
+        .where(col(Comment.parent_id).in_([c.id for c, _ in roots]))
+        .cte("below", recursive=True)
+    )
+    below = below.union_all(
+        select(col(Comment.id), below.c.level + 1).join(below, col(Comment.parent_id) == below.c.id)
+    )
+    replies = await session.exec(
+        select(Comment, Agent)
+        .join(below, below.c.id == col(Comment.id))
+        .join(Agent, col(Agent.id) == col(Comment.author_id))
+        .order_by(below.c.level, col(Comment.created_at), col(Comment.id))
+        .limit(max_replies)
+    )
+    return [(c, a) for c, a in roots] + [(c, a) for c, a in replies.all()]

@@ -7,6 +7,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from sqlalchemy import (
+    BigInteger,
     Boolean,
     ColumnElement,
     Integer,
@@ -14,6 +15,7 @@ from sqlalchemy import (
     all_,
     and_,
     bindparam,
+    cast,
     column,
     func,
     literal_column,
@@ -26,10 +28,15 @@ from sqlalchemy.dialects.postgresql import UUID as PG_UUID
 from sqlmodel import col, select
 from sqlmodel.ext.asyncio.session import AsyncSession
 
-from storage.models import Agent, Category, Pattern, Vote
+from storage.models import Agent, Category, Pattern, PatternView, Vote
 from storage.models.base import utcnow
 from storage.models.patterns import public_pattern_sql
 from storage.repositories import categories, reputation, rows
+from storage.repositories.search import RANK_CANDIDATES
+
+# ?search= on the list ranks at most this many matching rows, as /api/search
+# does (docs/decisions.md, "Security: read costs").
+SEARCH_CANDIDATES = RANK_CANDIDATES
 
 PUBLIC_STATUS = "published"
 HIDDEN_MODERATION = ("rejected",)
@@ -167,13 +174,27 @@ class ListQuery:
     trending: Ranked = ()
 
 
-# "popular": views plus weighted engagement (docs/decisions.md).
-POPULARITY = (
-    col(Pattern.view_count)
-    + 10 * col(Pattern.vote_score)
-    + 20 * col(Pattern.fork_count)
-    + 5 * col(Pattern.bookmark_count)
-)
+def _views_table() -> Any:
+    """(pattern_id, views) of every pattern with a view: the counter's shards
+    summed once, for the ``popular`` sort (one hash join, not a subquery per row)."""
+    return (
+        select(
+            col(PatternView.pattern_id),
+            cast(func.sum(col(PatternView.views)), BigInteger).label("views"),
+        )
+        .group_by(col(PatternView.pattern_id))
+        .subquery("pattern_view_totals")
+    )
+
+
+def _popularity(views: Any) -> Any:
+    """ "popular": views plus weighted engagement (docs/decisions.md)."""
+    return (
+        func.coalesce(views.c.views, 0)
+        + 10 * col(Pattern.vote_score)
+        + 20 * col(Pattern.fork_count)
+        + 5 * col(Pattern.bookmark_count)
+    )
 
 
 Ranked = tuple[tuple[str, int], ...]
@@ -215,11 +236,13 @@ def _conditions(query: ListQuery) -> tuple[list[ColumnElement[bool]], Any]:
 
 
 def _order(query: ListQuery, tsquery: Any) -> tuple[list[Any], Any]:
-    """The ORDER BY of a listing, and the ranked table to outer-join for trending."""
+    """The ORDER BY of a listing, and the table to outer-join by pattern id for
+    it (the trending ranking, or the view totals for popular), if any."""
     ranked = None
     order: list[Any]
     if query.sort_by == "popular":
-        order = [POPULARITY.desc()]
+        ranked = _views_table()
+        order = [_popularity(ranked).desc()]
     elif query.sort_by == "top_rated":
         order = [col(Pattern.vote_score).desc()]
     elif query.sort_by == "trending":
@@ -256,34 +279,52 @@ async def list_public(
     """One page of public patterns with author and category, and the total."""
     conditions, tsquery = _conditions(query)
     where = and_(*conditions)
-    order, ranked = _order(query, tsquery)
+    order, joined = _order(query, tsquery)
+    on = _joined_on(joined)
     offset = (query.page - 1) * query.limit
     count = select(func.count()).select_from(Pattern).where(where)
     if tsquery is not None:
-        # A search scans every hit anyway (to rank them): count them in the
-        # same pass, over narrow rows, then load the page's rows by id.
-        page = select(col(Pattern.id), func.count().over()).where(where)
-        if ranked is not None:
-            page = page.outerjoin(ranked, ranked.c.id == col(Pattern.id))
+        # Bounded like /api/search: only the first SEARCH_CANDIDATES matches
+        # are ranked, sorted and counted (a common word matches half the
+        # corpus); ``total`` then says how many were ranked, at most the cap.
+        candidates = select(col(Pattern.id)).where(where).limit(SEARCH_CANDIDATES).subquery()
+        page = select(col(Pattern.id), func.count().over()).join(
+            candidates, candidates.c.id == col(Pattern.id)
+        )
+        if joined is not None:
+            page = page.outerjoin(joined, on)
         hits, total = await rows.counted_page(
-            session, page.order_by(*order), count, offset, query.limit
+            session,
+            page.order_by(*order),
+            select(func.count()).select_from(candidates),
+            offset,
+            query.limit,
         )
         return await with_related(session, [h[0] for h in hits]), total
     total = int((await session.exec(count)).one())
-    if ranked is not None:
-        return await _trending_list(session, query, where, ranked), total
+    if joined is not None and query.sort_by == "trending":
+        return await _trending_list(session, query, where, joined), total
+    statement = (
+        select(Pattern, Agent, Category)
+        .join(Agent, col(Agent.id) == col(Pattern.author_id))
+        .outerjoin(Category, col(Category.id) == col(Pattern.category_id))
+    )
+    if joined is not None:
+        statement = statement.outerjoin(joined, on)
     found = (
         await session.exec(
-            select(Pattern, Agent, Category)
-            .join(Agent, col(Agent.id) == col(Pattern.author_id))
-            .outerjoin(Category, col(Category.id) == col(Pattern.category_id))
-            .where(where)
-            .order_by(*order)
-            .offset(offset)
-            .limit(query.limit)
+            statement.where(where).order_by(*order).offset(offset).limit(query.limit)
         )
     ).all()
     return [(r[0], r[1], r[2]) for r in found], total
+
+
+def _joined_on(joined: Any) -> Any:
+    """The join condition of ``_order``'s table (keyed ``id`` or ``pattern_id``)."""
+    if joined is None:
+        return None
+    key = joined.c.id if "id" in joined.c else joined.c.pattern_id
+    return key == col(Pattern.id)
 
 
 def _by_trending(ranked: Any) -> list[Any]:

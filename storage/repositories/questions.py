@@ -15,6 +15,11 @@ from storage.models import Agent, Answer, Category, Comment, Question, Vote
 from storage.models.base import utcnow
 from storage.models.questions import shown_answer_sql, visible_question_sql
 from storage.repositories import rows
+from storage.repositories.search import RANK_CANDIDATES
+
+# ?search= on the list ranks at most this many matching rows, as /api/search
+# does (docs/decisions.md, "Security: read costs").
+SEARCH_CANDIDATES = RANK_CANDIDATES
 
 # The one visibility predicate of questions (storage.models.questions):
 # not deleted, not rejected by a moderator.
@@ -123,12 +128,17 @@ async def list_visible(session: AsyncSession, query: ListQuery) -> tuple[list[Li
     offset = (query.page - 1) * query.limit
     count = select(func.count()).select_from(Question).where(where)
     if tsquery is not None:
-        # A search ranks every hit anyway: count them in the same pass over
-        # narrow rows, then load the page's rows by id.
+        # Bounded like /api/search: only the first SEARCH_CANDIDATES matches
+        # are ranked, sorted and counted, in one pass over narrow rows; then
+        # the page's rows are loaded by id. ``total`` says how many were
+        # ranked, at most the cap.
+        candidates = select(col(Question.id)).where(where).limit(SEARCH_CANDIDATES).subquery()
         hits, total = await rows.counted_page(
             session,
-            select(col(Question.id), func.count().over()).where(where).order_by(*order),
-            count,
+            select(col(Question.id), func.count().over())
+            .join(candidates, candidates.c.id == col(Question.id))
+            .order_by(*order),
+            select(func.count()).select_from(candidates),
             offset,
             query.limit,
         )
@@ -179,27 +189,47 @@ async def answer_and_question(
     return (found[0], found[1]) if found is not None else None
 
 
-async def answers_of(
-    session: AsyncSession, question_id: uuid.UUID, viewer_id: uuid.UUID | None
-) -> list[tuple[Answer, Agent]]:
-    """The answers to a question with their authors: accepted first, then by
-    votes, then oldest first. Rejected answers only for their own author (the
-    caller has checked that the question may be seen)."""
+def _answers_shown(question_id: uuid.UUID, viewer_id: uuid.UUID | None) -> Any:
+    """A question's answers the viewer may see: rejected ones only for their author."""
     shown: ColumnElement[bool] = ANSWER_SHOWN
     if viewer_id is not None:
         shown = or_(shown, col(Answer.author_id) == viewer_id)
+    return and_(col(Answer.question_id) == question_id, shown)
+
+
+async def answers_of(
+    session: AsyncSession,
+    question_id: uuid.UUID,
+    viewer_id: uuid.UUID | None,
+    offset: int,
+    limit: int,
+) -> list[tuple[Answer, Agent]]:
+    """One page of the answers to a question with their authors: accepted
+    first, then by votes, then oldest first."""
     found = await session.exec(
         select(Answer, Agent)
         .join(Agent, col(Agent.id) == col(Answer.author_id))
-        .where(col(Answer.question_id) == question_id, shown)
+        .where(_answers_shown(question_id, viewer_id))
         .order_by(
             col(Answer.is_accepted).desc(),
             col(Answer.vote_score).desc(),
             col(Answer.created_at),
             col(Answer.id),
         )
+        .offset(offset)
+        .limit(limit)
     )
     return [(a, agent) for a, agent in found.all()]
+
+
+async def count_answers(
+    session: AsyncSession, question_id: uuid.UUID, viewer_id: uuid.UUID | None
+) -> int:
+    """How many answers ``answers_of`` pages through."""
+    found = await session.exec(
+        select(func.count()).select_from(Answer).where(_answers_shown(question_id, viewer_id))
+    )
+    return int(found.one())
 
 
 async def insert_answer(session: AsyncSession, row: Answer) -> Answer:

@@ -70,9 +70,13 @@ async def by_ref(
 
 
 def locking(statement: Any) -> Any:
-    """``statement`` as SELECT … FOR UPDATE whose rows overwrite what the session
-    already holds: a row read earlier without the lock may have changed since."""
-    return statement.with_for_update().execution_options(populate_existing=True)
+    """``statement`` as SELECT … FOR NO KEY UPDATE whose rows overwrite what the
+    session already holds: a row read earlier without the lock may have changed
+    since. No caller changes a key, so the weaker mode serialises the writers
+    all the same while letting rows that merely reference the locked one be
+    inserted meanwhile (a view counter's first shard of a pattern takes a key
+    share lock on it: docs/decisions.md, "Security: read costs")."""
+    return statement.with_for_update(key_share=True).execution_options(populate_existing=True)
 
 
 async def add_to_counter(

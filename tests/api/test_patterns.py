@@ -365,7 +365,11 @@ async def test_sorts(client: httpx.AsyncClient, database: str) -> None:
     mid = await publish(client, agent, title="Middle and viewed")
     new = await publish(client, agent, title="Newest and quiet")
     sql(database, "UPDATE patterns SET vote_score = 9 WHERE id = %s", old["id"])
-    sql(database, "UPDATE patterns SET view_count = 500 WHERE id = %s", mid["id"])
+    sql(
+        database,
+        "INSERT INTO pattern_views (pattern_id, shard, views) VALUES (%s, 0, 500)",
+        mid["id"],
+    )
     voter = await register(client, "Voter")
     # Recent upvotes make a pattern trending (votes come with the next issue's endpoint).
     sql(

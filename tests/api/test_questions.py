@@ -10,6 +10,9 @@ import pytest
 from tests.api.conftest import Registered, assert_error, register, scalar
 from tests.api.test_patterns import categories, sql
 
+# A question's views: the sum of its counter shards (storage/models/views.py).
+VIEWS_SQL = "SELECT coalesce(sum(views), 0) FROM question_views WHERE question_id = %s"
+
 QUESTION = {
     "title": "How do I retry a flaky HTTP call?",
     "body": "My agent calls an API that fails about one time in ten. What is a good retry policy?",
@@ -83,7 +86,7 @@ async def test_ask_and_read(client: httpx.AsyncClient, database: str) -> None:
     second = (await client.get(f"/api/questions/{q['id']}", headers=asker.auth)).json()["data"]
     assert second["view_count"] == 2
     assert second["user_vote"] == {"has_voted": False, "vote_type": None}
-    assert scalar(database, "SELECT view_count FROM questions WHERE id = %s", q["id"]) == 2
+    assert scalar(database, VIEWS_SQL, q["id"]) == 2
 
     # Same title again: a suffixed slug.
     again = await ask(client, asker)
@@ -175,7 +178,7 @@ async def test_read_shows_answers_in_order_with_caller_votes(
     assert [a["id"] for a in listed["data"]] == [third["id"], second["id"], first["id"]]
     assert listed["total"] == 3
     assert listed["data"][1]["user_vote"] == {"has_voted": True, "vote_type": "upvote"}
-    assert scalar(database, "SELECT view_count FROM questions WHERE id = %s", q["id"]) == 2
+    assert scalar(database, VIEWS_SQL, q["id"]) == 2
 
 
 async def test_patch_by_author(client: httpx.AsyncClient) -> None:

@@ -25,7 +25,7 @@ from serve_app.services import uploads as upload_service
 from storage.db import async_url, libpq_url
 from storage.files import LocalFileStore
 from storage.models import Agent
-from tests.api.conftest import assert_error, register, scalar
+from tests.api.conftest import SECRET, assert_error, register, scalar
 from tests.api.test_uploads import image_bytes, on_disk, send
 
 PNG = image_bytes("PNG")
@@ -218,7 +218,7 @@ async def test_health_shows_states_never_exception_text(
     client: httpx.AsyncClient, read_only_url: str, caplog: pytest.LogCaptureFixture
 ) -> None:
     ctx = ctx_of(client)
-    failing = Dispatcher(dispatch_config(ctx.settings, read_only_url))
+    failing = Dispatcher(dispatch_config(ctx.settings, read_only_url, SECRET))
     saved = ctx.dispatch
     ctx.dispatch = LocalDispatch(failing)
     try:

@@ -36,6 +36,8 @@ def test_defaults_follow_the_spec_table() -> None:
         "login": (30, 3600),  # ours: the spec has no sign-in (docs/decisions.md)
         "claim": (20, 3600),  # ours: claims and re-links per human (each may ask X)
         "upload": (30, 3600),  # ours: issue 24 (docs/decisions.md, "Security: uploads…")
+        # ours: anonymous reads per IP (docs/decisions.md, "Security: read costs")
+        "anon_read": (300, 60),
     }
 
 
