@@ -181,7 +181,7 @@ async def optional_caller(
     401; the per-agent general limit counts it), else None, counted against
     the per-IP limit on anonymous reads."""
     if request.headers.get("authorization") is None:
-        await enforce(ctx, response, ANON_READ, f"ip:{ip}")
+        await enforce(ctx, response, ANON_READ, limit_subject(ip))
         return None
     return await require_caller(request, response, ctx, db)
 
@@ -195,7 +195,7 @@ async def read_limit(
     limit on anonymous reads (docs/decisions.md, "Security: read costs")."""
     token = await _bearer(request)
     if token is None:
-        await enforce(ctx, response, ANON_READ, f"ip:{ip}")
+        await enforce(ctx, response, ANON_READ, limit_subject(ip))
         return
     caller = await _authenticate(ctx, db, token)
     await enforce(ctx, response, "general", str(caller.agent.id))

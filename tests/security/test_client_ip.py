@@ -12,6 +12,7 @@ from typing import Any
 import httpx
 import pytest
 
+from actors.ratelimit import Rule
 from serve_app import bootstrap
 from serve_app.clientip import client_ip, host_networks, limit_subject
 from serve_app.settings import Settings
@@ -136,3 +137,17 @@ async def test_ipv6_addresses_of_one_64_share_a_window(client: httpx.AsyncClient
             assert (await register(c)).status_code == 201
     async with from_peer(client, "198.51.100.44") as c:
         assert_error(await register(c), 429, "rate_limited")
+
+
+async def test_anonymous_reads_are_keyed_per_64_too(client: httpx.AsyncClient) -> None:
+    ctx = client._transport.app.state.ctx  # type: ignore[attr-defined]
+    saved = ctx.rules
+    ctx.rules = {**saved, "anon_read": Rule("anon_read", 3, 60)}
+    try:
+        for i in range(3):
+            async with from_peer(client, f"2001:db8:9:9::{i + 1:x}") as c:
+                assert (await c.get("/api/categories")).status_code == 200
+        async with from_peer(client, "2001:db8:9:9:ffff::1") as c:
+            assert_error(await c.get("/api/patterns"), 429, "rate_limited")
+    finally:
+        ctx.rules = saved
