@@ -80,9 +80,16 @@ async def test_sign_in_claim_and_appeal(http: httpx.AsyncClient, service: Servic
     )
     assert bot["username"] in (await http.get(f"/users/{human['username']}")).text
 
-    # The same person on a new profile re-links the bot with a post naming it.
+    # The same person on a new profile re-links the bot: a one-time code for
+    # this profile and bot, posted from the bot's X account.
     again = await sign_up(http, "Olive Again", "olive2@e2e.example")
-    proof = service.x.post("olive_x", f"{bot['username']} now lives on my new profile")
+    replayed = await http.patch(
+        claim_path, headers=auth(again["session_token"]), json={"tweet_url": post}
+    )
+    assert replayed.status_code == 409, replayed.text  # the claim post proved once
+    issued = await http.post(f"{claim_path}/relink-code", headers=auth(again["session_token"]))
+    assert issued.status_code == 201, issued.text
+    proof = service.x.post("olive_x", issued.json()["data"]["post_text"])
     relinked = await http.patch(
         claim_path, headers=auth(again["session_token"]), json={"tweet_url": proof}
     )
