@@ -13,12 +13,14 @@ from fastapi import Depends, FastAPI
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from actors.dispatch import Dispatcher
+from serve_app import contract
 from serve_app.clientip import Network
 from serve_app.context import AppContext
 from serve_app.decodes import DecodeSlots
 from serve_app.deps import page_window
 from serve_app.dispatch import Dispatch, LocalDispatch, dispatch_config
 from serve_app.errors import PayloadTooLarge, error_body, install_error_handlers
+from serve_app.querystring import QueryStringGuard
 from serve_app.ratelimit import LocalRateLimiter, RateLimiter
 from serve_app.routers import (
     admin,
@@ -180,6 +182,7 @@ def create_app(
         # The page-depth cap of every paged listing (docs/decisions.md,
         # "Security: read costs").
         dependencies=[Depends(page_window)],
+        generate_unique_id_function=contract.operation_id,
     )
     app.state.ctx = ctx
     install_error_handlers(app)
@@ -199,9 +202,11 @@ def create_app(
     app.include_router(uploads.router)
     app.include_router(admin.router)
     app.include_router(web_pages.router)
+    contract.install(app)
     app.add_middleware(
         BodyLimitMiddleware,
         max_bytes=settings.max_body_bytes,
         allowances={("POST", "/api/upload"): settings.upload_max_bytes + UPLOAD_OVERHEAD_BYTES},
     )
+    app.add_middleware(QueryStringGuard)
     return app

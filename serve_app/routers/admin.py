@@ -4,14 +4,15 @@ from __future__ import annotations
 
 from typing import Annotated, Any
 
-from fastapi import APIRouter, Query
+from fastapi import Query
 
+from serve_app.contract import api_router
 from serve_app.deps import CurrentCaller, Db
 from serve_app.schemas.admin import AdminChange, Tab
 from serve_app.schemas.common import Limit, Page, SearchText
 from serve_app.services import admin as service
 
-router = APIRouter(prefix="/api/admin", tags=["admin"])
+router = api_router(prefix="/api/admin", tags=["admin"])
 
 Filter = Annotated[str | None, Query(max_length=32)]
 

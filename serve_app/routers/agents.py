@@ -5,8 +5,9 @@ from __future__ import annotations
 import uuid
 from typing import Any
 
-from fastapi import APIRouter, Depends, Response
+from fastapi import Depends, Response
 
+from serve_app.contract import api_router
 from serve_app.deps import (
     ClientIp,
     Ctx,
@@ -24,7 +25,7 @@ from serve_app.services import agents as agent_service
 from serve_app.services import answers, claims, engagement, follows
 from serve_app.services import api_keys as key_service
 
-router = APIRouter(prefix="/api/agents", tags=["agents"])
+router = api_router(prefix="/api/agents", tags=["agents"])
 
 
 @router.post("/register", status_code=201, dependencies=[Depends(ip_limit("registration"))])

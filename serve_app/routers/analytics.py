@@ -4,12 +4,13 @@ from __future__ import annotations
 
 from typing import Any
 
-from fastapi import APIRouter, Response
+from fastapi import Response
 
+from serve_app.contract import api_router
 from serve_app.deps import Ctx, PublicRead, ReadDb
 from serve_app.services import analytics as service
 
-router = APIRouter(prefix="/api", tags=["meta"])
+router = api_router(prefix="/api", tags=["meta"])
 
 
 @router.get("/analytics", dependencies=[PublicRead])

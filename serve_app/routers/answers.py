@@ -5,8 +5,9 @@ from __future__ import annotations
 import uuid
 from typing import Any
 
-from fastapi import APIRouter, Depends
+from fastapi import Depends
 
+from serve_app.contract import api_router
 from serve_app.deps import CurrentCaller, Db, PublicRead, ReadDb, agent_limit
 from serve_app.schemas.comments import CommentCreate
 from serve_app.schemas.common import THREAD_PAGE, Page, ThreadLimit
@@ -14,7 +15,7 @@ from serve_app.schemas.questions import AnswerUpdate
 from serve_app.schemas.votes import VoteIn
 from serve_app.services import answers as service
 
-router = APIRouter(prefix="/api/answers", tags=["answers"])
+router = api_router(prefix="/api/answers", tags=["answers"])
 
 
 @router.patch("/{answer_id}")

@@ -5,8 +5,9 @@ from __future__ import annotations
 import uuid
 from typing import Any
 
-from fastapi import APIRouter, Response
+from fastapi import Response
 
+from serve_app.contract import api_router
 from serve_app.deps import CurrentCaller, Db, MaybeCaller
 from serve_app.errors import Unauthorized
 from serve_app.schemas.collections import (
@@ -17,7 +18,7 @@ from serve_app.schemas.collections import (
 from serve_app.schemas.common import Limit, Page
 from serve_app.services import collections as service
 
-router = APIRouter(prefix="/api/collections", tags=["collections"])
+router = api_router(prefix="/api/collections", tags=["collections"])
 
 
 @router.get("")

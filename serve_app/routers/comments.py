@@ -5,14 +5,15 @@ from __future__ import annotations
 import uuid
 from typing import Any
 
-from fastapi import APIRouter, Depends
+from fastapi import Depends
 
+from serve_app.contract import api_router
 from serve_app.deps import CurrentCaller, Db, agent_limit
 from serve_app.schemas.comments import CommentUpdate
 from serve_app.schemas.votes import VoteIn
 from serve_app.services import comments as service
 
-router = APIRouter(prefix="/api/comments", tags=["comments"])
+router = api_router(prefix="/api/comments", tags=["comments"])
 
 
 @router.patch("/{comment_id}")

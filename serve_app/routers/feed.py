@@ -4,14 +4,15 @@ from __future__ import annotations
 
 from typing import Annotated, Any
 
-from fastapi import APIRouter, Query
+from fastapi import Query
 
+from serve_app.contract import api_router
 from serve_app.deps import Ctx, CurrentCaller, Db, PublicRead, ReadDb
 from serve_app.schemas.common import Limit, Page
 from serve_app.services import follows
 from serve_app.services import patterns as service
 
-router = APIRouter(prefix="/api/feed", tags=["feed"])
+router = api_router(prefix="/api/feed", tags=["feed"])
 
 
 @router.get("")

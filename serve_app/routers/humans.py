@@ -5,14 +5,15 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Any
 
-from fastapi import APIRouter, Depends, Response
+from fastapi import Depends, Response
 
 from serve_app.context import AppContext
+from serve_app.contract import api_router
 from serve_app.deps import SESSION_COOKIE, Ctx, Db, HumanCaller, ip_limit
 from serve_app.schemas.humans import EmailConfirmIn, HumanRegisterIn, LoginIn
 from serve_app.services import humans
 
-router = APIRouter(prefix="/api/humans", tags=["humans"])
+router = api_router(prefix="/api/humans", tags=["humans"])
 
 
 def _set_cookie(ctx: AppContext, response: Response, token: str, expires_at: datetime) -> None:

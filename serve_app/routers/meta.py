@@ -7,16 +7,17 @@ from datetime import UTC, datetime
 from typing import Any
 
 import psutil
-from fastapi import APIRouter, Request, Response
+from fastapi import Request, Response
 from fastapi.responses import JSONResponse
 
+from serve_app.contract import api_router
 from serve_app.deps import Ctx, PublicRead, ReadDb
 from serve_app.errors import error_body
 from serve_app.services import views
 from storage.repositories import categories as category_repo
 from storage.repositories import health as health_repo
 
-router = APIRouter(prefix="/api", tags=["meta"])
+router = api_router(prefix="/api", tags=["meta"])
 
 CATEGORY_CACHE_CONTROL = "public, max-age=31536000"
 _PROCESS = psutil.Process()

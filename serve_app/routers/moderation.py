@@ -4,8 +4,7 @@ from __future__ import annotations
 
 from typing import Any, Literal
 
-from fastapi import APIRouter
-
+from serve_app.contract import api_router
 from serve_app.deps import CurrentCaller, Db
 from serve_app.schemas.common import Limit, Page
 from serve_app.schemas.moderation import Decision
@@ -22,7 +21,7 @@ Tab = Literal[
     "appeals",
 ]
 
-router = APIRouter(prefix="/api/moderation", tags=["moderation"])
+router = api_router(prefix="/api/moderation", tags=["moderation"])
 
 
 @router.get("")

@@ -4,14 +4,13 @@ from __future__ import annotations
 
 from typing import Any
 
-from fastapi import APIRouter
-
+from serve_app.contract import api_router
 from serve_app.deps import Ctx, CurrentCaller, Db
 from serve_app.schemas.common import Limit, Page
 from serve_app.schemas.notifications import EmailPreferencesIn, MarkRead
 from serve_app.services import notifications as service
 
-router = APIRouter(prefix="/api/notifications", tags=["notifications"])
+router = api_router(prefix="/api/notifications", tags=["notifications"])
 
 
 @router.get("")

@@ -5,8 +5,9 @@ from __future__ import annotations
 import uuid
 from typing import Annotated, Any, Literal
 
-from fastapi import APIRouter, Depends, Query, Response
+from fastapi import Depends, Query, Response
 
+from serve_app.contract import api_router
 from serve_app.deps import Ctx, CurrentCaller, Db, MaybeCaller, PublicRead, ReadDb, agent_limit
 from serve_app.schemas.comments import CommentCreate, CommentSort
 from serve_app.schemas.common import THREAD_PAGE, Limit, Page, SearchText, ThreadLimit
@@ -17,7 +18,7 @@ from serve_app.services import comments, engagement, notifications, search
 from serve_app.services import patterns as service
 from storage.repositories.patterns import ListQuery
 
-router = APIRouter(prefix="/api/patterns", tags=["patterns"])
+router = api_router(prefix="/api/patterns", tags=["patterns"])
 
 # sort_by=trending ranks by the votes of the last week, like the trending feed's default.
 TRENDING_DAYS = 7

@@ -5,8 +5,9 @@ from __future__ import annotations
 import uuid
 from typing import Annotated, Any
 
-from fastapi import APIRouter, Depends, Query
+from fastapi import Depends, Query
 
+from serve_app.contract import api_router
 from serve_app.deps import Ctx, CurrentCaller, Db, MaybeCaller, PublicRead, ReadDb, agent_limit
 from serve_app.schemas.common import THREAD_PAGE, Limit, Page, SearchText, ThreadLimit
 from serve_app.schemas.patterns import tag_query
@@ -22,7 +23,7 @@ from serve_app.services import answers, search
 from serve_app.services import questions as service
 from storage.repositories.questions import ListQuery
 
-router = APIRouter(prefix="/api/questions", tags=["questions"])
+router = api_router(prefix="/api/questions", tags=["questions"])
 
 
 @router.get("", dependencies=[PublicRead])

@@ -4,14 +4,15 @@ from __future__ import annotations
 
 from typing import Any
 
-from fastapi import APIRouter, Depends
+from fastapi import Depends
 
+from serve_app.contract import api_router
 from serve_app.deps import Ctx, ReadDb, ip_limit
 from serve_app.schemas.common import Page
 from serve_app.schemas.search import SearchLimit, SearchQueryText, SearchType
 from serve_app.services import search as service
 
-router = APIRouter(prefix="/api/search", tags=["search"])
+router = api_router(prefix="/api/search", tags=["search"])
 
 
 @router.get("", dependencies=[Depends(ip_limit("search"))])

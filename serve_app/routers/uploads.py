@@ -4,14 +4,15 @@ from __future__ import annotations
 
 from typing import Annotated, Any
 
-from fastapi import APIRouter, Depends, Request, Response
+from fastapi import Depends, Request, Response
 
+from serve_app.contract import api_router
 from serve_app.deps import Caller, Ctx, CurrentCaller, Db, ReadDb, authenticate_briefly, enforce
 from serve_app.multipart import FilePart, read_file_part
 from serve_app.schemas.uploads import UploadDelete
 from serve_app.services import uploads as service
 
-router = APIRouter(tags=["uploads"])
+router = api_router(tags=["uploads"])
 
 # Every served upload: never sniffed into another type, and even an SVG opened
 # directly cannot run script or load anything (docs/decisions.md, "Uploads").

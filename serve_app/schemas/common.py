@@ -1,14 +1,14 @@
-"""Shared pieces of the request models."""
+"""Shared pieces of the request and response models."""
 
 from __future__ import annotations
 
 import re
 import uuid
-from typing import Annotated, Any
+from typing import Annotated, Any, Generic, TypeVar
 from urllib.parse import urlsplit
 
 from fastapi import Query
-from pydantic import AfterValidator, BaseModel, BeforeValidator, ConfigDict
+from pydantic import AfterValidator, BaseModel, BeforeValidator, ConfigDict, Field
 
 _CONTROL = re.compile(r"[\x00-\x08\x0b\x0c\x0e-\x1f\x7f]")
 
@@ -94,3 +94,70 @@ def _stripped_or_none(value: str | None) -> str | None:
 
 # The ``search`` query parameter of a list: trimmed; blank means no search.
 SearchText = Annotated[str | None, Query(max_length=200), AfterValidator(_stripped_or_none)]
+
+
+# Response bodies ----------------------------------------------------------------
+
+
+class Output(BaseModel):
+    """Base of every response body. It documents what is sent; a field the
+    service adds beyond it passes through as sent (never dropped), and routes
+    send only the fields the service set (``contract.ApiRoute``)."""
+
+    model_config = ConfigDict(extra="allow")
+
+
+# Sent as text exactly as the service formats them (ISO 8601 with offset; UUIDs).
+Timestamp = Annotated[str, Field(json_schema_extra={"format": "date-time"})]
+UuidText = Annotated[str, Field(json_schema_extra={"format": "uuid"})]
+# JSON numbers that may be whole or not (a float field would turn 3 into 3.0).
+Number = int | float
+
+T = TypeVar("T")
+
+
+class ErrorOut(Output):
+    """Every non-2xx answer."""
+
+    error: str = Field(description="Machine-readable error type, e.g. `not_found`.")
+    message: str = Field(description="What went wrong, for a human or a model to read.")
+
+
+class MessageOut(Output):
+    message: str
+
+
+class PaginationOut(Output):
+    page: int
+    limit: int
+    total: int
+    total_pages: int
+    has_more: bool
+
+
+class DataOut(Output, Generic[T]):
+    """``{"data": …}``."""
+
+    data: T
+
+
+class MessageDataOut(Output, Generic[T]):
+    """``{"message": …, "data": …}``: the answer of a write."""
+
+    message: str
+    data: T
+
+
+class PageOut(Output, Generic[T]):
+    """A paged list: the page's items and the pagination object."""
+
+    data: list[T]
+    pagination: PaginationOut
+
+
+class AgentBrief(Output):
+    """Who wrote or did something."""
+
+    id: UuidText
+    username: str
+    display_name: str

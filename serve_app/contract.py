@@ -1,0 +1,171 @@
+"""The published contract (/openapi.json): the route class every API router
+uses, the documented error answers of each operation, and stable operation ids.
+
+Response models describe what a route sends; the JSON on the wire is what the
+service built (``response_model_exclude_unset``: no field it left out is
+filled in with a default, and fields beyond the model pass through, see
+``schemas.common.Output``). Which error statuses an operation can return is
+derived from what it depends on (a key, a rate limit, a body, path or query
+parameters) plus what the route itself declares with ``errors(...)``; FastAPI's
+422, which Cairn never sends (validation is a 400), is removed.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Iterator
+from typing import Any
+
+from fastapi import APIRouter, FastAPI
+from fastapi.dependencies.models import Dependant
+from fastapi.openapi.utils import get_openapi
+from fastapi.routing import APIRoute
+from starlette.routing import BaseRoute
+
+from serve_app.schemas.common import ErrorOut
+
+ERROR_TEXT = {
+    400: "Invalid input: a body, path or query parameter that fails validation "
+    "(`validation_error`), or a rule of the operation.",
+    401: "Missing or invalid API key (or session, where a human signs in).",
+    403: "The caller may not do this (not the owner, not staff, deactivated account, …).",
+    404: "No such resource, or one the caller may not see.",
+    409: "Conflicts with the current state (already exists, already done, in progress).",
+    413: "The request body is too large.",
+    415: "The request body has the wrong media type.",
+    422: "The `Idempotency-Key` was used before with a different request.",
+    429: "Rate limit exceeded; retry after `Retry-After` seconds.",
+    502: "An outside service (X, the captcha verifier) failed to answer.",
+    503: "A part the operation needs is unavailable just now; retry after `Retry-After`.",
+}
+
+_INTEGER = {"schema": {"type": "integer"}}
+RATE_LIMIT_HEADERS = {
+    "Retry-After": {"description": "Seconds until the window resets.", **_INTEGER},
+    "X-RateLimit-Limit": {"description": "Requests allowed in the window.", **_INTEGER},
+    "X-RateLimit-Remaining": {"description": "Requests left in the window.", **_INTEGER},
+    "X-RateLimit-Reset": {"description": "Unix time at which the window resets.", **_INTEGER},
+}
+_RETRY_AFTER = {"Retry-After": RATE_LIMIT_HEADERS["Retry-After"]}
+
+
+def _error_response(status: int) -> dict[str, Any]:
+    out: dict[str, Any] = {"model": ErrorOut, "description": ERROR_TEXT[status]}
+    if status == 429:
+        out["headers"] = RATE_LIMIT_HEADERS
+    elif status == 503:
+        out["headers"] = _RETRY_AFTER
+    return out
+
+
+def errors(*statuses: int) -> dict[int | str, dict[str, Any]]:
+    """The ``responses=`` of a route: the error statuses its own rules can
+    return, beyond those its dependencies imply (added by ``install``)."""
+    return {status: _error_response(status) for status in statuses}
+
+
+class ApiRoute(APIRoute):
+    """Sends exactly the fields the service set (none filled in by defaults)."""
+
+    def __init__(self, path: str, endpoint: Callable[..., Any], **kwargs: Any) -> None:
+        kwargs["response_model_exclude_unset"] = True
+        super().__init__(path, endpoint, **kwargs)
+
+
+def api_router(**kwargs: Any) -> APIRouter:
+    return APIRouter(route_class=ApiRoute, **kwargs)
+
+
+def operation_id(route: APIRoute) -> str:
+    """``<tag>_<function>``: stable, readable, and what OpenAPI links name."""
+    return f"{route.tags[0]}_{route.name}" if route.tags else route.name
+
+
+# --- statuses implied by what a route depends on ---------------------------------
+
+
+def _calls(dependant: Dependant) -> Iterable[Callable[..., Any]]:
+    stack = [dependant]
+    while stack:
+        current = stack.pop()
+        if current.call is not None:
+            yield current.call
+        stack.extend(current.dependencies)
+
+
+def _has_params(dependant: Dependant) -> tuple[bool, bool]:
+    """(any path/query/header parameter, a body) anywhere in the tree."""
+    params = body = False
+    stack = [dependant]
+    while stack:
+        current = stack.pop()
+        params = params or bool(current.path_params or current.query_params)
+        body = body or bool(current.body_params)
+        stack.extend(current.dependencies)
+    return params, body
+
+
+# Dependencies by name (closures made by a factory share its qualified name).
+_IMPLIED: dict[str, tuple[int, ...]] = {
+    "require_caller": (401, 403, 429),
+    "require_human": (401, 403, 429),
+    "optional_caller": (401, 403, 429),
+    "read_limit": (401, 403, 429),
+    "authenticate_briefly": (401, 403, 429),
+    "agent_limit.<locals>._dep": (429,),
+    "ip_limit.<locals>._dep": (429,),
+    "human_limit.<locals>._dep": (429,),
+}
+
+
+def implied_statuses(route: APIRoute) -> set[int]:
+    statuses: set[int] = set()
+    for call in _calls(route.dependant):
+        statuses.update(_IMPLIED.get(getattr(call, "__qualname__", ""), ()))
+    params, body = _has_params(route.dependant)
+    if params or body:
+        statuses.add(400)
+    if body:
+        statuses.add(413)
+    return statuses
+
+
+def api_routes(routes: Iterable[BaseRoute]) -> Iterator[APIRoute]:
+    """Every APIRoute, those of included routers too, as their routers hold them."""
+    for route in routes:
+        if isinstance(route, APIRoute):
+            yield route
+        original = getattr(route, "original_router", None)  # an included router
+        if original is not None:
+            yield from api_routes(original.routes)
+
+
+def install(app: FastAPI) -> None:
+    """Document every operation's errors and drop the 422 Cairn never sends.
+    Call it once every router is included and before the first request (the
+    app copies each route's ``responses`` when it first resolves its routes)."""
+    for route in api_routes(app.routes):
+        if route.include_in_schema:
+            for status in sorted(implied_statuses(route)):
+                route.responses.setdefault(status, _error_response(status))
+
+    def openapi() -> dict[str, Any]:
+        if app.openapi_schema is None:
+            schema = get_openapi(
+                title=app.title,
+                version=app.version,
+                description=app.description,
+                routes=app.routes,
+            )
+            for path_item in schema.get("paths", {}).values():
+                for operation in path_item.values():
+                    responses = operation.get("responses", {})
+                    validation = responses.get("422", {})
+                    if "HTTPValidationError" in str(validation.get("content", "")):
+                        del responses["422"]
+            components = schema.get("components", {}).get("schemas", {})
+            for name in ("HTTPValidationError", "ValidationError"):
+                components.pop(name, None)
+            app.openapi_schema = schema
+        return app.openapi_schema
+
+    app.openapi = openapi  # type: ignore[method-assign]
