@@ -63,6 +63,20 @@ def errors(*statuses: int) -> dict[int | str, dict[str, Any]]:
     return {status: _error_response(status) for status in statuses}
 
 
+def created(**targets: tuple[str, dict[str, str]]) -> dict[str, Any]:
+    """OpenAPI links of a create response, for clients and stateful fuzzers to
+    follow create -> read -> update -> delete. Each target is (operation id,
+    {parameter: runtime expression}), e.g.
+    ``created(read=("patterns_read_pattern", {"id_or_slug": "$response.body#/data/id"}))``;
+    put it in the route's ``responses={201: created(...)}``."""
+    return {
+        "links": {
+            name: {"operationId": op, "parameters": params}
+            for name, (op, params) in targets.items()
+        }
+    }
+
+
 class ApiRoute(APIRoute):
     """Sends exactly the fields the service set (none filled in by defaults)."""
 

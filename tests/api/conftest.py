@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import uuid
 from collections.abc import AsyncIterator, Iterator
 from dataclasses import dataclass
@@ -23,6 +24,7 @@ from serve_app.settings import Settings
 from serve_app.trending import LocalTrending
 from storage.db import libpq_url
 from storage.files import LocalFileStore
+from tests.contract_check import Contract
 from tests.xserver import FakeX, running_x
 
 SECRET = b"test-secret-key-for-hmac-0123456789"
@@ -55,13 +57,42 @@ def _clean(database: str, request: pytest.FixtureRequest) -> Any:
         conn.execute(f"TRUNCATE {', '.join(tables)} CASCADE")
 
 
+@pytest.fixture(scope="session")
+def contract(app: FastAPI) -> Contract:
+    return Contract(app.openapi())
+
+
+def _checked_paths() -> tuple[str, ...] | None:
+    """CAIRN_CONTRACT_CHECK: unset, none; "all", every /api route; else the
+    comma-separated path prefixes whose answers are checked."""
+    setting = os.environ.get("CAIRN_CONTRACT_CHECK", "").strip()
+    if not setting:
+        return None
+    if setting == "all":
+        return ("/api/",)
+    return tuple(p.strip() for p in setting.split(",") if p.strip())
+
+
 @pytest.fixture
-async def client(app: FastAPI, database: str) -> AsyncIterator[httpx.AsyncClient]:
+async def client(
+    app: FastAPI, database: str, contract: Contract
+) -> AsyncIterator[httpx.AsyncClient]:
     app.state.ctx.limiter = LocalRateLimiter()
     app.state.ctx.trending = LocalTrending(database)
     app.state.ctx.caches.clear()
     transport = httpx.ASGITransport(app=app, client=(CLIENT_IP, 40000))
-    async with httpx.AsyncClient(transport=transport, base_url="http://testserver") as c:
+    checked = _checked_paths()
+
+    async def conforms(response: httpx.Response) -> None:
+        if checked is None or not response.request.url.path.startswith(checked):
+            return
+        await response.aread()
+        problems = contract.problems(response)
+        assert not problems, "the answer breaks /openapi.json:\n" + "\n".join(problems)
+
+    async with httpx.AsyncClient(
+        transport=transport, base_url="http://testserver", event_hooks={"response": [conforms]}
+    ) as c:
         yield c
     # No dispatcher transaction may be open when the tables are emptied.
     await app.state.ctx.dispatch.idle()

@@ -6,6 +6,7 @@ from tests.api.conftest import (  # noqa: F401 - fixtures used by name
     _clean,
     app,
     client,
+    contract,
     encoder,
     roomy_registration,
     semantic,
