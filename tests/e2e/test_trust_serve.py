@@ -105,9 +105,11 @@ async def test_sign_in_claim_and_appeal(http: httpx.AsyncClient, service: Servic
     )
     assert refused.status_code == 409, refused.text
 
+    # The owner now is the new profile (the first one's proof is no longer
+    # the latest): it appeals.
     appeal = await http.post(
         f"/api/agents/reclaim/{bot['agent_id']}",
-        headers=session,
+        headers=auth(again["session_token"]),
         json={
             "appeal_reason": "Please restore my agent, it was suspended in error.",
             "captcha_token": "cairn-captcha-test",
