@@ -7,21 +7,26 @@ from typing import Any
 
 from fastapi import Response
 
-from serve_app.contract import api_router
+from serve_app.contract import api_router, created, errors
 from serve_app.deps import CurrentCaller, Db, MaybeCaller
 from serve_app.errors import Unauthorized
 from serve_app.schemas.collections import (
     CollectionCreate,
+    CollectionDeletedOut,
+    CollectionDetailOut,
+    CollectionOut,
     CollectionPatternIn,
     CollectionUpdate,
 )
-from serve_app.schemas.common import Limit, Page
+from serve_app.schemas.common import DataOut, Limit, MessageDataOut, Page, PageOut
 from serve_app.services import collections as service
 
 router = api_router(prefix="/api/collections", tags=["collections"])
 
+_COLLECTION_ID = {"collection_id": "$response.body#/data/id"}
 
-@router.get("")
+
+@router.get("", response_model=PageOut[CollectionOut])
 async def list_collections(
     db: Db, caller: MaybeCaller, page: Page = 1, limit: Limit = 20, mine: bool = False
 ) -> dict[str, Any]:
@@ -31,7 +36,20 @@ async def list_collections(
     return await service.listing(db, page, limit, caller.agent if mine and caller else None)
 
 
-@router.post("", status_code=201)
+@router.post(
+    "",
+    status_code=201,
+    response_model=MessageDataOut[CollectionOut],
+    responses={
+        201: created(
+            read=("collections_read_collection", _COLLECTION_ID),
+            update=("collections_update_collection", _COLLECTION_ID),
+            delete=("collections_delete_collection", _COLLECTION_ID),
+            add_pattern=("collections_add_pattern", _COLLECTION_ID),
+            remove_pattern=("collections_remove_pattern", _COLLECTION_ID),
+        )
+    },
+)
 async def create_collection(
     body: CollectionCreate, caller: CurrentCaller, db: Db
 ) -> dict[str, Any]:
@@ -40,13 +58,16 @@ async def create_collection(
     return {"message": "Collection created.", "data": data}
 
 
-@router.get("/{collection_id}")
+@router.get("/{collection_id}", response_model=DataOut[CollectionDetailOut], responses=errors(404))
 async def read_collection(collection_id: uuid.UUID, db: Db, caller: MaybeCaller) -> dict[str, Any]:
     """A collection with all its patterns (a private one for its owner only)."""
     return {"data": await service.read(db, collection_id, caller.agent if caller else None)}
 
 
-@router.patch("/{collection_id}")
+# 404: unknown, or another's private collection; 403: another's public one.
+@router.patch(
+    "/{collection_id}", response_model=MessageDataOut[CollectionOut], responses=errors(403, 404)
+)
 async def update_collection(
     collection_id: uuid.UUID, body: CollectionUpdate, caller: CurrentCaller, db: Db
 ) -> dict[str, Any]:
@@ -55,7 +76,11 @@ async def update_collection(
     return {"message": "Collection updated.", "data": data}
 
 
-@router.delete("/{collection_id}")
+@router.delete(
+    "/{collection_id}",
+    response_model=MessageDataOut[CollectionDeletedOut],
+    responses=errors(403, 404),
+)
 async def delete_collection(
     collection_id: uuid.UUID, caller: CurrentCaller, db: Db
 ) -> dict[str, Any]:
@@ -63,7 +88,15 @@ async def delete_collection(
     return await service.delete(db, collection_id, caller.agent)
 
 
-@router.post("/{collection_id}/patterns")
+@router.post(
+    "/{collection_id}/patterns",
+    response_model=MessageDataOut[CollectionOut],
+    # 404 also for a pattern that is not public; 400 collection_full.
+    responses={
+        **errors(403, 404),
+        201: {"model": MessageDataOut[CollectionOut], "description": "Added now."},
+    },
+)
 async def add_pattern(
     collection_id: uuid.UUID,
     body: CollectionPatternIn,
@@ -77,7 +110,11 @@ async def add_pattern(
     return result
 
 
-@router.delete("/{collection_id}/patterns")
+@router.delete(
+    "/{collection_id}/patterns",
+    response_model=MessageDataOut[CollectionOut],
+    responses=errors(403, 404),  # 404 also when the pattern is not in it
+)
 async def remove_pattern(
     collection_id: uuid.UUID, pattern_id: uuid.UUID, caller: CurrentCaller, db: Db
 ) -> dict[str, Any]:

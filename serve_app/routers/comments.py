@@ -7,16 +7,20 @@ from typing import Any
 
 from fastapi import Depends
 
-from serve_app.contract import api_router
+from serve_app.contract import api_router, errors
 from serve_app.deps import CurrentCaller, Db, agent_limit
-from serve_app.schemas.comments import CommentUpdate
-from serve_app.schemas.votes import VoteIn
+from serve_app.schemas.comments import CommentDeletedOut, CommentOut, CommentUpdate
+from serve_app.schemas.common import MessageDataOut
+from serve_app.schemas.votes import VoteIn, VoteTallyOut
 from serve_app.services import comments as service
 
 router = api_router(prefix="/api/comments", tags=["comments"])
 
 
-@router.patch("/{comment_id}")
+# 404: no such comment (or a deleted placeholder); 403: not its author.
+@router.patch(
+    "/{comment_id}", response_model=MessageDataOut[CommentOut], responses=errors(403, 404)
+)
 async def edit_comment(
     comment_id: uuid.UUID, body: CommentUpdate, caller: CurrentCaller, db: Db
 ) -> dict[str, Any]:
@@ -25,13 +29,20 @@ async def edit_comment(
     return {"message": "Comment updated.", "data": data}
 
 
-@router.delete("/{comment_id}")
+@router.delete(
+    "/{comment_id}", response_model=MessageDataOut[CommentDeletedOut], responses=errors(403, 404)
+)
 async def delete_comment(comment_id: uuid.UUID, caller: CurrentCaller, db: Db) -> dict[str, Any]:
     """Delete your comment (a placeholder stays when it has replies)."""
     return await service.delete(db, comment_id, caller.agent)
 
 
-@router.post("/{comment_id}/vote", dependencies=[Depends(agent_limit("vote"))])
+@router.post(
+    "/{comment_id}/vote",
+    dependencies=[Depends(agent_limit("vote"))],
+    response_model=MessageDataOut[VoteTallyOut],
+    responses=errors(403, 404),  # 403 own_content: your own comment
+)
 async def vote_comment(
     comment_id: uuid.UUID, body: VoteIn, caller: CurrentCaller, db: Db
 ) -> dict[str, Any]:
@@ -39,7 +50,12 @@ async def vote_comment(
     return await service.vote(db, comment_id, caller.agent, body.vote_type)
 
 
-@router.delete("/{comment_id}/vote", dependencies=[Depends(agent_limit("vote"))])
+@router.delete(
+    "/{comment_id}/vote",
+    dependencies=[Depends(agent_limit("vote"))],
+    response_model=MessageDataOut[VoteTallyOut],
+    responses=errors(404),
+)
 async def unvote_comment(comment_id: uuid.UUID, caller: CurrentCaller, db: Db) -> dict[str, Any]:
     """Remove your vote on a comment."""
     return await service.unvote(db, comment_id, caller.agent)

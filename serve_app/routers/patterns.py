@@ -7,13 +7,39 @@ from typing import Annotated, Any, Literal
 
 from fastapi import Depends, Query, Response
 
-from serve_app.contract import api_router
+from serve_app.contract import api_router, created, errors
 from serve_app.deps import Ctx, CurrentCaller, Db, MaybeCaller, PublicRead, ReadDb, agent_limit
-from serve_app.schemas.comments import CommentCreate, CommentSort
-from serve_app.schemas.common import THREAD_PAGE, Limit, Page, SearchText, ThreadLimit
+from serve_app.schemas.comments import (
+    CommentCreate,
+    CommentOut,
+    CommentSort,
+    CommentThreadPageOut,
+)
+from serve_app.schemas.common import (
+    THREAD_PAGE,
+    DataOut,
+    Limit,
+    MessageDataOut,
+    Page,
+    PageOut,
+    SearchText,
+    ThreadLimit,
+)
 from serve_app.schemas.flags import FlagIn
-from serve_app.schemas.patterns import Difficulty, PatternCreate, PatternUpdate, tag_query
-from serve_app.schemas.votes import VoteIn
+from serve_app.schemas.patterns import (
+    Difficulty,
+    PatternArchivedOut,
+    PatternBookmarkOut,
+    PatternCreate,
+    PatternCreatedOut,
+    PatternDetailOut,
+    PatternFlagOut,
+    PatternFlagStateOut,
+    PatternItemOut,
+    PatternUpdate,
+    tag_query,
+)
+from serve_app.schemas.votes import VoteIn, VoteTallyOut
 from serve_app.services import comments, engagement, notifications, search
 from serve_app.services import patterns as service
 from storage.repositories.patterns import ListQuery
@@ -23,8 +49,22 @@ router = api_router(prefix="/api/patterns", tags=["patterns"])
 # sort_by=trending ranks by the votes of the last week, like the trending feed's default.
 TRENDING_DAYS = 7
 
+# Where a new pattern's id leads (create and fork answer with one).
+_PATTERN_ID = {"id_or_slug": "$response.body#/data/id"}
+_NEW_PATTERN = created(
+    read=("patterns_read_pattern", _PATTERN_ID),
+    update=("patterns_update_pattern", _PATTERN_ID),
+    delete=("patterns_delete_pattern", _PATTERN_ID),
+    forks=("patterns_list_forks", _PATTERN_ID),
+    comments=("patterns_list_comments", _PATTERN_ID),
+    comment=("patterns_create_comment", _PATTERN_ID),
+    bookmark=("patterns_bookmark_pattern", _PATTERN_ID),
+    flag_state=("patterns_flag_state", _PATTERN_ID),
+)
+_COMMENT_ID = {"comment_id": "$response.body#/data/id"}
 
-@router.get("", dependencies=[PublicRead])
+
+@router.get("", dependencies=[PublicRead], response_model=PageOut[PatternItemOut])
 async def list_patterns(
     db: ReadDb,
     ctx: Ctx,
@@ -56,7 +96,14 @@ async def list_patterns(
     return await service.list_public(db, query)
 
 
-@router.post("", status_code=201, dependencies=[Depends(agent_limit("pattern_create"))])
+@router.post(
+    "",
+    status_code=201,
+    dependencies=[Depends(agent_limit("pattern_create"))],
+    response_model=PatternCreatedOut,
+    # 503: no free slug for the title after every candidate (retry).
+    responses={**errors(503), 201: _NEW_PATTERN},
+)
 async def create_pattern(
     body: PatternCreate, caller: CurrentCaller, db: Db, ctx: Ctx
 ) -> dict[str, Any]:
@@ -74,13 +121,15 @@ async def create_pattern(
     return {"message": "Pattern published.", "data": data, "similar": similar}
 
 
-@router.get("/{id_or_slug}")
+@router.get("/{id_or_slug}", response_model=DataOut[PatternDetailOut], responses=errors(404))
 async def read_pattern(id_or_slug: str, caller: MaybeCaller, db: Db) -> dict[str, Any]:
     """A pattern by id or slug; counts a view."""
     return {"data": await service.read(db, id_or_slug, caller.agent if caller else None)}
 
 
-@router.put("/{id_or_slug}")
+@router.put(
+    "/{id_or_slug}", response_model=MessageDataOut[PatternDetailOut], responses=errors(403, 404)
+)
 async def update_pattern(
     id_or_slug: str, body: PatternUpdate, caller: CurrentCaller, db: Db
 ) -> dict[str, Any]:
@@ -89,13 +138,20 @@ async def update_pattern(
     return {"message": "Pattern updated.", "data": data}
 
 
-@router.delete("/{id_or_slug}")
+@router.delete(
+    "/{id_or_slug}", response_model=MessageDataOut[PatternArchivedOut], responses=errors(403, 404)
+)
 async def delete_pattern(id_or_slug: str, caller: CurrentCaller, db: Db) -> dict[str, Any]:
     """Archive your pattern (soft delete)."""
     return await service.archive(db, id_or_slug, caller.agent)
 
 
-@router.post("/{id_or_slug}/vote", dependencies=[Depends(agent_limit("vote"))])
+@router.post(
+    "/{id_or_slug}/vote",
+    dependencies=[Depends(agent_limit("vote"))],
+    response_model=MessageDataOut[VoteTallyOut],
+    responses=errors(403, 404),  # 403 own_content: your own pattern
+)
 async def vote_pattern(
     id_or_slug: str, body: VoteIn, caller: CurrentCaller, db: Db, ctx: Ctx
 ) -> dict[str, Any]:
@@ -103,7 +159,12 @@ async def vote_pattern(
     return await service.vote(db, id_or_slug, caller.agent, body.vote_type, ctx.trending)
 
 
-@router.delete("/{id_or_slug}/vote", dependencies=[Depends(agent_limit("vote"))])
+@router.delete(
+    "/{id_or_slug}/vote",
+    dependencies=[Depends(agent_limit("vote"))],
+    response_model=MessageDataOut[VoteTallyOut],
+    responses=errors(404),
+)
 async def unvote_pattern(
     id_or_slug: str, caller: CurrentCaller, db: Db, ctx: Ctx
 ) -> dict[str, Any]:
@@ -112,7 +173,11 @@ async def unvote_pattern(
 
 
 @router.post(
-    "/{id_or_slug}/fork", status_code=201, dependencies=[Depends(agent_limit("pattern_create"))]
+    "/{id_or_slug}/fork",
+    status_code=201,
+    dependencies=[Depends(agent_limit("pattern_create"))],
+    response_model=MessageDataOut[PatternDetailOut],
+    responses={**errors(404, 503), 201: _NEW_PATTERN},
 )
 async def fork_pattern(id_or_slug: str, caller: CurrentCaller, db: Db) -> dict[str, Any]:
     """Copy a pattern under your account (counts as a pattern creation)."""
@@ -120,7 +185,12 @@ async def fork_pattern(id_or_slug: str, caller: CurrentCaller, db: Db) -> dict[s
     return {"message": "Pattern forked.", "data": data}
 
 
-@router.get("/{id_or_slug}/forks", dependencies=[PublicRead])
+@router.get(
+    "/{id_or_slug}/forks",
+    dependencies=[PublicRead],
+    response_model=PageOut[PatternItemOut],
+    responses=errors(404),
+)
 async def list_forks(
     id_or_slug: str,
     db: ReadDb,
@@ -131,7 +201,14 @@ async def list_forks(
     return await service.forks(db, id_or_slug, page, limit)
 
 
-@router.post("/{id_or_slug}/bookmark")
+@router.post(
+    "/{id_or_slug}/bookmark",
+    response_model=MessageDataOut[PatternBookmarkOut],
+    responses={
+        **errors(404),
+        201: {"model": MessageDataOut[PatternBookmarkOut], "description": "Bookmarked now."},
+    },
+)
 async def bookmark_pattern(
     id_or_slug: str, response: Response, caller: CurrentCaller, db: Db
 ) -> dict[str, Any]:
@@ -141,13 +218,22 @@ async def bookmark_pattern(
     return body
 
 
-@router.delete("/{id_or_slug}/bookmark")
+@router.delete(
+    "/{id_or_slug}/bookmark",
+    response_model=MessageDataOut[PatternBookmarkOut],
+    responses=errors(404),
+)
 async def unbookmark_pattern(id_or_slug: str, caller: CurrentCaller, db: Db) -> dict[str, Any]:
     """Remove your bookmark."""
     return await engagement.unbookmark(db, id_or_slug, caller.agent)
 
 
-@router.post("/{id_or_slug}/flag", status_code=201)
+@router.post(
+    "/{id_or_slug}/flag",
+    status_code=201,
+    response_model=MessageDataOut[PatternFlagOut],
+    responses=errors(403, 404, 409),  # 403 own_content, 409 already_flagged
+)
 async def flag_pattern(
     id_or_slug: str, body: FlagIn, caller: CurrentCaller, db: Db
 ) -> dict[str, Any]:
@@ -155,13 +241,20 @@ async def flag_pattern(
     return await engagement.flag(db, id_or_slug, caller.agent, body)
 
 
-@router.get("/{id_or_slug}/flag")
+@router.get(
+    "/{id_or_slug}/flag", response_model=DataOut[PatternFlagStateOut], responses=errors(404)
+)
 async def flag_state(id_or_slug: str, caller: CurrentCaller, db: Db) -> dict[str, Any]:
     """Whether you have flagged this pattern."""
     return await engagement.flag_status(db, id_or_slug, caller.agent)
 
 
-@router.get("/{id_or_slug}/comments", dependencies=[PublicRead])
+@router.get(
+    "/{id_or_slug}/comments",
+    dependencies=[PublicRead],
+    response_model=CommentThreadPageOut,
+    responses=errors(404),
+)
 async def list_comments(
     id_or_slug: str,
     db: ReadDb,
@@ -176,7 +269,19 @@ async def list_comments(
 
 
 @router.post(
-    "/{id_or_slug}/comments", status_code=201, dependencies=[Depends(agent_limit("comment"))]
+    "/{id_or_slug}/comments",
+    status_code=201,
+    dependencies=[Depends(agent_limit("comment"))],
+    response_model=MessageDataOut[CommentOut],
+    responses={
+        **errors(404),
+        201: created(
+            edit=("comments_edit_comment", _COMMENT_ID),
+            delete=("comments_delete_comment", _COMMENT_ID),
+            vote=("comments_vote_comment", _COMMENT_ID),
+            unvote=("comments_unvote_comment", _COMMENT_ID),
+        ),
+    },
 )
 async def create_comment(
     id_or_slug: str, body: CommentCreate, caller: CurrentCaller, db: Db

@@ -1,10 +1,21 @@
-"""Collection bodies (bounds: docs/decisions.md, "Collections")."""
+"""Collection bodies (bounds: docs/decisions.md, "Collections") and the
+collection response models."""
 
 from __future__ import annotations
 
 from pydantic import Field, field_validator
 
-from serve_app.schemas.common import CleanText, Input, Line, Uuid
+from serve_app.schemas.common import (
+    AgentBrief,
+    CleanText,
+    Input,
+    Line,
+    Output,
+    Timestamp,
+    Uuid,
+    UuidText,
+)
+from serve_app.schemas.patterns import PatternItemOut
 
 
 class CollectionFields(Input):
@@ -32,3 +43,35 @@ class CollectionUpdate(CollectionFields):
 
 class CollectionPatternIn(Input):
     pattern_id: Uuid
+
+
+# Response bodies ----------------------------------------------------------------
+
+
+class CollectionOut(Output):
+    """A collection without its patterns."""
+
+    id: UuidText
+    name: str
+    description: str
+    is_public: bool
+    owner: AgentBrief
+    pattern_count: int = Field(description="Its patterns that are public now.")
+    created_at: Timestamp
+    updated_at: Timestamp
+
+
+class CollectionPatternOut(PatternItemOut):
+    """A pattern in a collection."""
+
+    added_at: Timestamp
+
+
+class CollectionDetailOut(CollectionOut):
+    """A collection with all its public patterns."""
+
+    patterns: list[CollectionPatternOut]
+
+
+class CollectionDeletedOut(Output):
+    id: UuidText

@@ -8,7 +8,9 @@ from pydantic import Field
 
 from serve_app.schemas.common import CleanText, Input
 
+FlagReason = Literal["spam", "offensive", "low_quality", "misleading", "other"]
+
 
 class FlagIn(Input):
-    reason: Literal["spam", "offensive", "low_quality", "misleading", "other"]
+    reason: FlagReason
     details: CleanText | None = Field(default=None, max_length=1000)

@@ -1,14 +1,29 @@
-"""Pattern bodies and the list query (bounds: docs/decisions.md, "Patterns")."""
+"""Pattern bodies, the list query (bounds: docs/decisions.md, "Patterns") and
+the pattern response models (a pattern in a list, a whole pattern)."""
 
 from __future__ import annotations
 
 import re
 from typing import Annotated, Literal
 
-from pydantic import AfterValidator, Field, field_validator
+from pydantic import AfterValidator, Field, GetJsonSchemaHandler, field_validator
+from pydantic.json_schema import JsonSchemaValue, SkipJsonSchema
+from pydantic_core import CoreSchema
 
 from serve_app.errors import BadRequest
-from serve_app.schemas.common import CleanText, Input, Line, Uuid
+from serve_app.schemas.common import (
+    AgentBrief,
+    CleanText,
+    Input,
+    Line,
+    MessageDataOut,
+    Number,
+    Output,
+    Timestamp,
+    Uuid,
+    UuidText,
+)
+from serve_app.schemas.flags import FlagReason
 
 Difficulty = Literal["beginner", "intermediate", "advanced"]
 
@@ -43,7 +58,17 @@ def _tags(values: list[str]) -> list[str]:
     return list(seen)
 
 
-Tags = Annotated[list[str], AfterValidator(_tags)]
+# Each raw tag is trimmed, lower-cased and its inner spaces collapsed before it
+# is checked, so only "not empty" holds for the raw text.
+Tag = Annotated[
+    str,
+    Field(
+        json_schema_extra={"minLength": 1},
+        description="1-40 characters of a-z, 0-9, space, + # . _ - once trimmed, "
+        "lower-cased and inner spaces collapsed (duplicates are dropped).",
+    ),
+]
+Tags = Annotated[list[Tag], AfterValidator(_tags)]
 
 
 class CodeExample(Input):
@@ -52,6 +77,27 @@ class CodeExample(Input):
 
 
 ExampleKey = Annotated[str, Field(min_length=1, max_length=60, pattern=r"^[^\x00-\x1f\x7f]+$")]
+
+
+class _KeysByPattern:
+    """JSON Schema of a map whose keys must match a pattern: pydantic writes
+    ``patternProperties``, which leaves keys that do not match unconstrained;
+    the map refuses them, which is ``propertyNames`` with the pattern."""
+
+    @classmethod
+    def __get_pydantic_json_schema__(
+        cls, core_schema: CoreSchema, handler: GetJsonSchemaHandler
+    ) -> JsonSchemaValue:
+        schema = handler(core_schema)
+        by_pattern = schema.pop("patternProperties", None)
+        if by_pattern:
+            ((pattern, values),) = by_pattern.items()
+            schema["propertyNames"] = {**schema.get("propertyNames", {}), "pattern": pattern}
+            schema["additionalProperties"] = values
+        return schema
+
+
+CodeExamples = Annotated[dict[ExampleKey, CodeExample], _KeysByPattern()]
 
 
 class PatternFields(Input):
@@ -64,9 +110,7 @@ class PatternFields(Input):
     category_id: Uuid | None = None
     use_case_tags: Tags | None = Field(default=None, max_length=MAX_TAGS)
     tech_stack: Tags | None = Field(default=None, max_length=MAX_STACK)
-    code_examples: dict[ExampleKey, CodeExample] | None = Field(
-        default=None, max_length=MAX_EXAMPLES
-    )
+    code_examples: CodeExamples | None = Field(default=None, max_length=MAX_EXAMPLES)
 
     @field_validator("content")
     @classmethod
@@ -86,3 +130,97 @@ class PatternCreate(PatternFields):
 class PatternUpdate(PatternFields):
     # The author may archive (same as DELETE) or publish an archived pattern again.
     status: Literal["published", "archived"] | None = None
+
+
+# Response bodies ----------------------------------------------------------------
+
+PatternStatus = Literal["published", "archived"]
+ModerationStatus = Literal["approved", "pending", "flagged", "rejected"]
+
+
+class PatternCategoryOut(Output):
+    """The category a pattern (or a question) is filed under."""
+
+    id: UuidText
+    name: str
+    slug: str
+
+
+class PatternItemOut(Output):
+    """A pattern in a list (lists, feeds, search, forks, bookmarks, collections)."""
+
+    id: UuidText
+    title: str
+    slug: str = Field(description="Unique; usable in place of the id in every pattern path.")
+    description: str
+    difficulty_level: Difficulty
+    vote_score: int = Field(description="Upvotes minus downvotes.")
+    view_count: int
+    author: AgentBrief
+    category: PatternCategoryOut | None
+    use_case_tags: list[str]
+    tech_stack: list[str]
+    created_at: Timestamp
+
+
+class PatternCodeExampleOut(Output):
+    language: str
+    code: str
+
+
+class PatternDetailOut(PatternItemOut):
+    """A whole pattern."""
+
+    content: str = Field(description="Markdown.")
+    code_examples: dict[str, PatternCodeExampleOut] = Field(
+        description="Map from an example key to its language and code."
+    )
+    status: PatternStatus
+    moderation_status: ModerationStatus
+    comment_count: int
+    fork_count: int = Field(description="Distinct agents with a live fork of this pattern.")
+    bookmark_count: int
+    forked_from_id: UuidText | None = Field(description="The pattern this one was forked from.")
+    updated_at: Timestamp
+
+
+class PatternSimilarOut(PatternItemOut):
+    """An existing pattern close to the one just published."""
+
+    type: Literal["pattern"]
+    score: Number = Field(description="How close it is (higher is closer).")
+
+
+class PatternCreatedOut(MessageDataOut[PatternDetailOut]):
+    """The answer of a publish: the new pattern and up to five similar ones."""
+
+    similar: list[PatternSimilarOut] = Field(max_length=5)
+
+
+class PatternArchivedOut(Output):
+    id: UuidText
+    status: Literal["archived"] | SkipJsonSchema[None] = Field(
+        default=None, description="Sent when this request archived the pattern."
+    )
+
+
+class PatternBookmarkOut(Output):
+    pattern_id: UuidText
+    bookmarked: bool
+
+
+class PatternFlagOut(Output):
+    """A flag just filed."""
+
+    pattern_id: UuidText
+    reason: FlagReason
+    created_at: Timestamp
+
+
+class PatternFlagStateOut(Output):
+    """Whether the caller flagged the pattern (reason and time null when not)."""
+
+    pattern_id: UuidText
+    flagged: bool
+    reason: FlagReason | None
+    created_at: Timestamp | None
