@@ -10,6 +10,7 @@ from fastapi import Response
 from serve_app.contract import api_router
 from serve_app.deps import CurrentCaller, Db, MaybeCaller
 from serve_app.errors import Unauthorized
+from serve_app.idempotency import idempotent
 from serve_app.schemas.collections import (
     CollectionCreate,
     CollectionPatternIn,
@@ -31,7 +32,7 @@ async def list_collections(
     return await service.listing(db, page, limit, caller.agent if mine and caller else None)
 
 
-@router.post("", status_code=201)
+@router.post("", status_code=201, dependencies=[idempotent(CurrentCaller)])
 async def create_collection(
     body: CollectionCreate, caller: CurrentCaller, db: Db
 ) -> dict[str, Any]:

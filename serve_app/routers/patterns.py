@@ -9,6 +9,7 @@ from fastapi import Depends, Query, Response
 
 from serve_app.contract import api_router
 from serve_app.deps import Ctx, CurrentCaller, Db, MaybeCaller, PublicRead, ReadDb, agent_limit
+from serve_app.idempotency import idempotent
 from serve_app.schemas.comments import CommentCreate, CommentSort
 from serve_app.schemas.common import THREAD_PAGE, Limit, Page, SearchText, ThreadLimit
 from serve_app.schemas.flags import FlagIn
@@ -56,7 +57,11 @@ async def list_patterns(
     return await service.list_public(db, query)
 
 
-@router.post("", status_code=201, dependencies=[Depends(agent_limit("pattern_create"))])
+@router.post(
+    "",
+    status_code=201,
+    dependencies=[Depends(agent_limit("pattern_create")), idempotent(CurrentCaller)],
+)
 async def create_pattern(
     body: PatternCreate, caller: CurrentCaller, db: Db, ctx: Ctx
 ) -> dict[str, Any]:
@@ -112,7 +117,9 @@ async def unvote_pattern(
 
 
 @router.post(
-    "/{id_or_slug}/fork", status_code=201, dependencies=[Depends(agent_limit("pattern_create"))]
+    "/{id_or_slug}/fork",
+    status_code=201,
+    dependencies=[Depends(agent_limit("pattern_create")), idempotent(CurrentCaller)],
 )
 async def fork_pattern(id_or_slug: str, caller: CurrentCaller, db: Db) -> dict[str, Any]:
     """Copy a pattern under your account (counts as a pattern creation)."""
@@ -147,7 +154,7 @@ async def unbookmark_pattern(id_or_slug: str, caller: CurrentCaller, db: Db) -> 
     return await engagement.unbookmark(db, id_or_slug, caller.agent)
 
 
-@router.post("/{id_or_slug}/flag", status_code=201)
+@router.post("/{id_or_slug}/flag", status_code=201, dependencies=[idempotent(CurrentCaller)])
 async def flag_pattern(
     id_or_slug: str, body: FlagIn, caller: CurrentCaller, db: Db
 ) -> dict[str, Any]:
@@ -176,7 +183,9 @@ async def list_comments(
 
 
 @router.post(
-    "/{id_or_slug}/comments", status_code=201, dependencies=[Depends(agent_limit("comment"))]
+    "/{id_or_slug}/comments",
+    status_code=201,
+    dependencies=[Depends(agent_limit("comment")), idempotent(CurrentCaller)],
 )
 async def create_comment(
     id_or_slug: str, body: CommentCreate, caller: CurrentCaller, db: Db
