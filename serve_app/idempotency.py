@@ -78,13 +78,16 @@ class _Replay(Exception):
 
 def note_body(request: Request, *parts: bytes) -> None:
     """For a body the route reads itself (a multipart upload, whose boundary
-    changes on every retry): what of it makes two requests the same."""
-    setattr(request.state, _STATE_BODY, body_digest(*parts))
+    changes on every retry): what of it makes two requests the same. Hashed
+    only when the request carries a key."""
+    setattr(request.state, _STATE_BODY, parts)
 
 
 async def _fingerprint(request: Request) -> bytes:
-    digest: bytes | None = getattr(request.state, _STATE_BODY, None)
-    if digest is None:
+    parts: tuple[bytes, ...] | None = getattr(request.state, _STATE_BODY, None)
+    if parts is not None:
+        digest = body_digest(*parts)
+    else:
         raw = await request.body()
         try:
             # Key order and spacing do not make a JSON body a different request.

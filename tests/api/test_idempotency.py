@@ -78,6 +78,32 @@ async def test_a_retry_replays_the_first_answer_byte_for_byte(
     assert patterns(database) == 2 and stored_keys(database) == 1
 
 
+async def test_the_key_costs_no_second_authentication(
+    client: httpx.AsyncClient, database: str, roomy: None
+) -> None:
+    """The key's dependency shares the route's caller: one authentication
+    and one count per limit, with the header or without."""
+    agent = await register(client, "Counted")
+    ctx = client._transport.app.state.ctx  # type: ignore[attr-defined]
+    hits: list[str] = []
+    limiter_hit = ctx.limiter.hit
+
+    async def counting(rule: Rule, subject: str) -> Any:
+        hits.append(rule.name)
+        return await limiter_hit(rule, subject)
+
+    ctx.limiter.hit = counting
+    try:
+        assert (await client.post("/api/patterns", headers=agent.auth, json=BODY)).is_success
+        plain = list(hits)
+        hits.clear()
+        keyed_post = await client.post("/api/patterns", headers=keyed(agent, "k1"), json=BODY)
+        assert keyed_post.is_success
+    finally:
+        del ctx.limiter.hit
+    assert sorted(hits) == sorted(plain) == ["general", "pattern_create"]
+
+
 async def test_the_same_key_with_another_request_is_a_422(
     client: httpx.AsyncClient, database: str
 ) -> None:
