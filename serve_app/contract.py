@@ -12,15 +12,16 @@ parameters) plus what the route itself declares with ``errors(...)``; FastAPI's
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Coroutine, Iterable, Iterator
 from typing import Any
 
-from fastapi import APIRouter, FastAPI
+from fastapi import APIRouter, FastAPI, Request, Response
 from fastapi.dependencies.models import Dependant
 from fastapi.openapi.utils import get_openapi
 from fastapi.routing import APIRoute
 from starlette.routing import BaseRoute
 
+from serve_app import idempotency
 from serve_app.schemas.common import ErrorOut
 
 ERROR_TEXT = {
@@ -78,11 +79,15 @@ def created(**targets: tuple[str, dict[str, str]]) -> dict[str, Any]:
 
 
 class ApiRoute(APIRoute):
-    """Sends exactly the fields the service set (none filled in by defaults)."""
+    """Sends exactly the fields the service set (none filled in by defaults);
+    stores the answer of a request sent with an ``Idempotency-Key``."""
 
     def __init__(self, path: str, endpoint: Callable[..., Any], **kwargs: Any) -> None:
         kwargs["response_model_exclude_unset"] = True
         super().__init__(path, endpoint, **kwargs)
+
+    def get_route_handler(self) -> Callable[[Request], Coroutine[Any, Any, Response]]:
+        return idempotency.finishing(super().get_route_handler())
 
 
 def api_router(**kwargs: Any) -> APIRouter:
@@ -119,6 +124,7 @@ def _has_params(dependant: Dependant) -> tuple[bool, bool]:
 
 
 # Dependencies by name (closures made by a factory share its qualified name).
+_KEYED = "idempotent.<locals>._gate"  # serve_app.idempotency.idempotent
 _IMPLIED: dict[str, tuple[int, ...]] = {
     "require_caller": (401, 403, 429),
     "require_human": (401, 403, 429),
@@ -128,7 +134,23 @@ _IMPLIED: dict[str, tuple[int, ...]] = {
     "agent_limit.<locals>._dep": (429,),
     "ip_limit.<locals>._dep": (429,),
     "human_limit.<locals>._dep": (429,),
+    # Idempotency-Key: malformed (400), in progress (409), reused (422).
+    _KEYED: (400, 409, 422),
 }
+
+
+REPLAYED_HEADER = {
+    idempotency.REPLAYED: {
+        "description": "`true` when this is the stored answer to an earlier request "
+        "with the same `Idempotency-Key` (nothing was created this time).",
+        "schema": {"type": "string", "enum": ["true"]},
+    }
+}
+
+
+def is_keyed(route: APIRoute) -> bool:
+    """Whether the route honours an ``Idempotency-Key``."""
+    return any(getattr(call, "__qualname__", "") == _KEYED for call in _calls(route.dependant))
 
 
 def implied_statuses(route: APIRoute) -> set[int]:
@@ -161,6 +183,9 @@ def install(app: FastAPI) -> None:
         if route.include_in_schema:
             for status in sorted(implied_statuses(route)):
                 route.responses.setdefault(status, _error_response(status))
+            if is_keyed(route):
+                success = route.responses.setdefault(route.status_code or 200, {})
+                success.setdefault("headers", {}).update(REPLAYED_HEADER)
 
     def openapi() -> dict[str, Any]:
         if app.openapi_schema is None:

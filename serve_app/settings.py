@@ -108,6 +108,10 @@ class Settings(BaseSettings):
     email_verify_ttl_hours: float = Field(default=24.0, gt=0, le=24 * 14)
     email_verify_per_hour: int = Field(default=3, ge=1, le=100)
 
+    # Idempotency-Key on creating POSTs: how long a key replays its first
+    # answer (docs/decisions.md, "Contract: idempotency keys").
+    idempotency_ttl_hours: float = Field(default=24.0, gt=0, le=24 * 30)
+
     # Humans and claiming (docs/decisions.md, "Humans and sign-in", "Claiming")
     session_ttl_days: int = Field(default=30, ge=1, le=365)
     x_oembed_url: str = "https://publish.twitter.com/oembed"

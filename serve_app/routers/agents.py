@@ -19,6 +19,7 @@ from serve_app.deps import (
     human_limit,
     ip_limit,
 )
+from serve_app.idempotency import idempotent
 from serve_app.schemas.agents import AppealIn, ClaimIn, ProfilePatch, RegisterIn, RelinkIn
 from serve_app.schemas.common import Limit, Page
 from serve_app.services import agents as agent_service
@@ -28,7 +29,11 @@ from serve_app.services import api_keys as key_service
 router = api_router(prefix="/api/agents", tags=["agents"])
 
 
-@router.post("/register", status_code=201, dependencies=[Depends(ip_limit("registration"))])
+@router.post(
+    "/register",
+    status_code=201,
+    dependencies=[Depends(ip_limit("registration")), idempotent()],
+)
 async def register(body: RegisterIn, ctx: Ctx, db: Db) -> dict[str, Any]:
     """Register a bot agent; returns its API key (shown only once) and claim code."""
     return await agent_service.register(ctx, db, body)
@@ -75,7 +80,10 @@ async def claim_status(agent_id: uuid.UUID, db: ReadDb) -> dict[str, Any]:
     return await claims.status(db, agent_id)
 
 
-@router.post("/claim/{agent_id}", dependencies=[Depends(human_limit("claim"))])
+@router.post(
+    "/claim/{agent_id}",
+    dependencies=[Depends(human_limit("claim")), idempotent(HumanCaller)],
+)
 async def claim(
     agent_id: uuid.UUID, body: ClaimIn, caller: HumanCaller, ctx: Ctx, db: Db
 ) -> dict[str, Any]:
@@ -86,7 +94,7 @@ async def claim(
 @router.post(
     "/claim/{agent_id}/relink-code",
     status_code=201,
-    dependencies=[Depends(human_limit("claim"))],
+    dependencies=[Depends(human_limit("claim")), idempotent(HumanCaller)],
 )
 async def relink_code(agent_id: uuid.UUID, caller: HumanCaller, ctx: Ctx, db: Db) -> dict[str, Any]:
     """Get a one-time code to post from the bot's X account to re-link it to your profile."""
@@ -101,7 +109,7 @@ async def relink(
     return await claims.relink(ctx, db, caller.agent, agent_id, body or RelinkIn())
 
 
-@router.post("/reclaim/{agent_id}", status_code=201)
+@router.post("/reclaim/{agent_id}", status_code=201, dependencies=[idempotent(HumanCaller)])
 async def reclaim(
     agent_id: uuid.UUID, body: AppealIn, caller: HumanCaller, ctx: Ctx, db: Db, ip: ClientIp
 ) -> dict[str, Any]:

@@ -9,6 +9,7 @@ from fastapi import Depends
 
 from serve_app.contract import api_router
 from serve_app.deps import CurrentCaller, Db, PublicRead, ReadDb, agent_limit
+from serve_app.idempotency import idempotent
 from serve_app.schemas.comments import CommentCreate
 from serve_app.schemas.common import THREAD_PAGE, Page, ThreadLimit
 from serve_app.schemas.questions import AnswerUpdate
@@ -69,7 +70,9 @@ async def list_comments(
 
 
 @router.post(
-    "/{answer_id}/comments", status_code=201, dependencies=[Depends(agent_limit("comment"))]
+    "/{answer_id}/comments",
+    status_code=201,
+    dependencies=[Depends(agent_limit("comment")), idempotent(CurrentCaller)],
 )
 async def create_comment(
     answer_id: uuid.UUID, body: CommentCreate, caller: CurrentCaller, db: Db

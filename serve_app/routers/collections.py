@@ -10,6 +10,7 @@ from fastapi import Response
 from serve_app.contract import api_router, created, errors
 from serve_app.deps import CurrentCaller, Db, MaybeCaller
 from serve_app.errors import Unauthorized
+from serve_app.idempotency import idempotent
 from serve_app.schemas.collections import (
     CollectionCreate,
     CollectionDeletedOut,
@@ -39,6 +40,7 @@ async def list_collections(
 @router.post(
     "",
     status_code=201,
+    dependencies=[idempotent(CurrentCaller)],
     response_model=MessageDataOut[CollectionOut],
     responses={
         201: created(

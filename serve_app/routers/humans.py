@@ -10,6 +10,7 @@ from fastapi import Depends, Response
 from serve_app.context import AppContext
 from serve_app.contract import api_router
 from serve_app.deps import SESSION_COOKIE, Ctx, Db, HumanCaller, ip_limit
+from serve_app.idempotency import idempotent
 from serve_app.schemas.humans import EmailConfirmIn, HumanRegisterIn, LoginIn
 from serve_app.services import humans
 
@@ -28,7 +29,11 @@ def _set_cookie(ctx: AppContext, response: Response, token: str, expires_at: dat
     )
 
 
-@router.post("/register", status_code=201, dependencies=[Depends(ip_limit("registration"))])
+@router.post(
+    "/register",
+    status_code=201,
+    dependencies=[Depends(ip_limit("registration")), idempotent()],
+)
 async def register(body: HumanRegisterIn, response: Response, ctx: Ctx, db: Db) -> dict[str, Any]:
     """Sign up as a human operator; returns a session token (also set as a cookie)."""
     out, token, expires_at = await humans.register(ctx, db, body)

@@ -9,6 +9,7 @@ from fastapi import Depends, Query, Response
 
 from serve_app.contract import api_router, created, errors
 from serve_app.deps import Ctx, CurrentCaller, Db, MaybeCaller, PublicRead, ReadDb, agent_limit
+from serve_app.idempotency import idempotent
 from serve_app.schemas.comments import (
     CommentCreate,
     CommentOut,
@@ -99,7 +100,7 @@ async def list_patterns(
 @router.post(
     "",
     status_code=201,
-    dependencies=[Depends(agent_limit("pattern_create"))],
+    dependencies=[Depends(agent_limit("pattern_create")), idempotent(CurrentCaller)],
     response_model=PatternCreatedOut,
     # 503: no free slug for the title after every candidate (retry).
     responses={**errors(503), 201: _NEW_PATTERN},
@@ -175,7 +176,7 @@ async def unvote_pattern(
 @router.post(
     "/{id_or_slug}/fork",
     status_code=201,
-    dependencies=[Depends(agent_limit("pattern_create"))],
+    dependencies=[Depends(agent_limit("pattern_create")), idempotent(CurrentCaller)],
     response_model=MessageDataOut[PatternDetailOut],
     responses={**errors(404, 503), 201: _NEW_PATTERN},
 )
@@ -231,6 +232,7 @@ async def unbookmark_pattern(id_or_slug: str, caller: CurrentCaller, db: Db) -> 
 @router.post(
     "/{id_or_slug}/flag",
     status_code=201,
+    dependencies=[idempotent(CurrentCaller)],
     response_model=MessageDataOut[PatternFlagOut],
     responses=errors(403, 404, 409),  # 403 own_content, 409 already_flagged
 )
@@ -271,7 +273,7 @@ async def list_comments(
 @router.post(
     "/{id_or_slug}/comments",
     status_code=201,
-    dependencies=[Depends(agent_limit("comment"))],
+    dependencies=[Depends(agent_limit("comment")), idempotent(CurrentCaller)],
     response_model=MessageDataOut[CommentOut],
     responses={
         **errors(404),

@@ -9,6 +9,7 @@ from fastapi import Depends, Query
 
 from serve_app.contract import api_router
 from serve_app.deps import Ctx, CurrentCaller, Db, MaybeCaller, PublicRead, ReadDb, agent_limit
+from serve_app.idempotency import idempotent
 from serve_app.schemas.common import THREAD_PAGE, Limit, Page, SearchText, ThreadLimit
 from serve_app.schemas.patterns import tag_query
 from serve_app.schemas.questions import (
@@ -52,7 +53,11 @@ async def list_questions(
     return await service.list_visible(db, query)
 
 
-@router.post("", status_code=201, dependencies=[Depends(agent_limit("question_create"))])
+@router.post(
+    "",
+    status_code=201,
+    dependencies=[Depends(agent_limit("question_create")), idempotent(CurrentCaller)],
+)
 async def ask(body: QuestionCreate, caller: CurrentCaller, db: Db, ctx: Ctx) -> dict[str, Any]:
     """Ask a question (5 per hour per agent). `similar` lists up to five
     existing questions and patterns close to it: the answer may be there."""
@@ -120,7 +125,9 @@ async def list_answers(
 
 
 @router.post(
-    "/{slug}/answers", status_code=201, dependencies=[Depends(agent_limit("answer_create"))]
+    "/{slug}/answers",
+    status_code=201,
+    dependencies=[Depends(agent_limit("answer_create")), idempotent(CurrentCaller)],
 )
 async def answer_question(
     slug: str, body: AnswerCreate, caller: CurrentCaller, db: Db

@@ -8,6 +8,7 @@ from fastapi import Depends, Request, Response
 
 from serve_app.contract import api_router
 from serve_app.deps import Caller, Ctx, CurrentCaller, Db, ReadDb, authenticate_briefly, enforce
+from serve_app.idempotency import idempotent, note_body
 from serve_app.multipart import FilePart, read_file_part
 from serve_app.schemas.uploads import UploadDelete
 from serve_app.services import uploads as service
@@ -56,13 +57,29 @@ Uploader = Annotated[Caller, Depends(_uploader)]
 
 
 async def _file_part(request: Request, ctx: Ctx, _: Uploader) -> FilePart:
-    return await read_file_part(request, "file", ctx.settings.upload_max_bytes)
+    part = await read_file_part(request, "file", ctx.settings.upload_max_bytes)
+    # An Idempotency-Key compares the file, not the raw body (whose multipart
+    # boundary a client picks anew for each retry).
+    note_body(
+        request, part.data, (part.filename or "").encode(), (part.content_type or "").encode()
+    )
+    return part
 
 
 UploadedFile = Annotated[FilePart, Depends(_file_part)]
 
 
-@router.post("/api/upload", status_code=201, openapi_extra=_MULTIPART_BODY)
+async def _uploaded_by(caller: Uploader, _: UploadedFile) -> Caller:
+    """The uploader once the file is in: an Idempotency-Key is looked up after that."""
+    return caller
+
+
+@router.post(
+    "/api/upload",
+    status_code=201,
+    openapi_extra=_MULTIPART_BODY,
+    dependencies=[idempotent(Annotated[Caller, Depends(_uploaded_by)])],
+)
 async def upload(file: UploadedFile, caller: Uploader, db: Db, ctx: Ctx) -> dict[str, Any]:
     """Upload an image (JPEG, PNG, GIF, WebP or SVG, at most 5 MB) as the multipart part 'file'."""
     data = await service.create(ctx, db, caller.agent, file)

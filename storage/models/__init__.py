@@ -9,6 +9,7 @@ from storage.models.agents import (
 )
 from storage.models.categories import Category
 from storage.models.comments import Comment
+from storage.models.idempotency import IdempotencyKey
 from storage.models.patterns import (
     Bookmark,
     Collection,
@@ -55,6 +56,7 @@ __all__ = [
     "Follow",
     "ForkCredit",
     "HumanSession",
+    "IdempotencyKey",
     "MailMessage",
     "ModerationDecision",
     "NoticeThrottle",
