@@ -35,18 +35,21 @@ documented answer; tests/api checks the limits themselves).
 
 from __future__ import annotations
 
+import io
 import os
 import uuid
+import zlib
 from collections.abc import Callable, Iterator
 from contextlib import AbstractAsyncContextManager
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, cast
 
 import psycopg
 import pytest
 import schemathesis
 from fastapi import FastAPI
 from hypothesis import HealthCheck, settings
+from PIL import Image
 from schemathesis.checks import not_a_server_error
 from schemathesis.python import asgi
 from schemathesis.specs.openapi.checks import (
@@ -105,6 +108,7 @@ ROOMY = 10_000_000
 
 @dataclass
 class Caller:
+    agent_id: str
     username: str
     token: str
 
@@ -152,15 +156,21 @@ class Fuzzing:
 
     def __init__(self, app: FastAPI) -> None:
         self.app = OneLifespan(app)
-        self.http = asgi.get_client(self.app)
+        # Schemathesis types an ASGI app with plain dicts; Starlette's are mappings.
+        self.asgi: Any = cast(Any, self.app)
+        self.http = asgi.get_client(self.asgi)
         self.agent: Caller | None = None
+        self.other: Caller | None = None
         self.human: Caller | None = None
+        self.shared: dict[tuple[str, bool], str] = {}
+        self.upload_path: str | None = None
+        self._made = 0
         self.human_only = {
             (method, route.path)
             for route in contract.api_routes(app.routes)
             if "require_human"
             in {getattr(call, "__qualname__", "") for call in contract._calls(route.dependant)}
-            for method in route.methods
+            for method in route.methods or ()
         }
 
     def register_agent(self) -> Caller:
@@ -168,7 +178,7 @@ class Fuzzing:
         response = self.http.post("/api/agents/register", json={"name": name})
         assert response.status_code == 201, response.text
         data = response.json()["data"]
-        return Caller(data["username"], data["api_key"])
+        return Caller(data["agent_id"], data["username"], data["api_key"])
 
     def sign_up(self) -> Caller:
         tag = uuid.uuid4().hex[:10]
@@ -182,7 +192,7 @@ class Fuzzing:
         )
         assert response.status_code == 201, response.text
         data = response.json()["data"]
-        return Caller(data["username"], data["session_token"])
+        return Caller(data["agent_id"], data["username"], data["session_token"])
 
     def caller_for(self, case: schemathesis.Case) -> Caller:
         """Who sends this case (see the module docstring)."""
@@ -197,10 +207,134 @@ class Fuzzing:
         assert found is not None
         return found
 
+    # --- real objects to aim at --------------------------------------------
+
+    def _post(self, caller: Caller, path: str, body: dict[str, Any]) -> dict[str, Any]:
+        response = self.http.post(path, json=body, headers=caller.headers)
+        assert response.status_code == 201, f"{path}: {response.text}"
+        data: dict[str, Any] = response.json()["data"]
+        return data
+
+    def _tag(self) -> str:
+        self._made += 1
+        return f"{self._made:04d}"
+
+    def pattern(self, owner: Caller) -> str:
+        tag = self._tag()
+        data = self._post(
+            owner,
+            "/api/patterns",
+            {
+                "title": f"Retry flaky HTTP calls {tag}",
+                "description": "Exponential backoff with jitter for unreliable APIs.",
+                "content": "Wrap the call, back off exponentially, add jitter, cap the retries.",
+            },
+        )
+        return str(data["id"])
+
+    def question(self, owner: Caller) -> str:
+        tag = self._tag()
+        data = self._post(
+            owner,
+            "/api/questions",
+            {
+                "title": f"How do I retry a flaky HTTP call, case {tag}?",
+                "body": "My agent calls an API that fails about one time in ten. What policy?",
+            },
+        )
+        return str(data["slug"])
+
+    def answer(self, owner: Caller, asker: Caller) -> str:
+        slug = self.question(asker)
+        body = {"body": "Use exponential backoff with jitter and a cap."}
+        return str(self._post(owner, f"/api/questions/{slug}/answers", body)["id"])
+
+    def comment(self, owner: Caller, author: Caller) -> str:
+        pattern = self.pattern(author)
+        body = {"content": "A useful remark about the retries."}
+        return str(self._post(owner, f"/api/patterns/{pattern}/comments", body)["id"])
+
+    def collection(self, owner: Caller) -> str:
+        body = {"name": f"Reliability {self._tag()}", "description": "Patterns for retries."}
+        return str(self._post(owner, "/api/collections", body)["id"])
+
+    def make(self, kind: str, mine: bool) -> str:
+        """A new object of ``kind``: the fuzzing agent's own, or another's."""
+        assert self.agent is not None and self.other is not None
+        owner, peer = (self.agent, self.other) if mine else (self.other, self.agent)
+        if kind == "pattern":
+            return self.pattern(owner)
+        if kind == "question":
+            return self.question(owner)
+        if kind == "answer":
+            return self.answer(owner, peer)
+        if kind == "comment":
+            return self.comment(owner, peer)
+        if kind == "collection":
+            return self.collection(owner)
+        if kind == "agent":
+            return owner.username
+        if kind == "agent_id":
+            return owner.agent_id
+        raise AssertionError(kind)
+
+    def aim(self, case: schemathesis.Case) -> None:
+        """Point a valid case's path at real objects two times in three (the
+        fuzzing agent's own or another agent's), so the fuzzed bodies and
+        queries reach the rules behind the lookup; a DELETE gets an object
+        made for it alone, so the shared ones stay."""
+        params = case.path_parameters or {}
+        if not params or _negative(case) or (case.method.upper(), case.path) in SELF_DESTRUCTIVE:
+            return
+        choice = zlib.crc32(repr(sorted(params.items())).encode()) % 3
+        if choice == 0:
+            return
+        mine = choice == 1
+        fresh = case.method.upper() == "DELETE"
+        aimed = dict(params)
+        for name in params:
+            kind = PATH_KINDS.get(name)
+            if kind is None:
+                continue
+            if fresh and kind not in ("agent", "agent_id"):
+                aimed[name] = self.make(kind, mine)
+            else:
+                aimed[name] = self.shared.setdefault((kind, mine), self.make(kind, mine))
+        if case.path == "/uploads/{agent_id}/{name}" and self.upload_path:
+            agent_id, _, name = self.upload_path.partition("/")
+            aimed.update(agent_id=agent_id, name=name)
+        case.path_parameters = aimed
+
+
+# Path parameters by the kind of object they name.
+PATH_KINDS = {
+    "id_or_slug": "pattern",
+    "slug": "question",
+    "answer_id": "answer",
+    "comment_id": "comment",
+    "collection_id": "collection",
+    "username": "agent",
+    "agent_id": "agent_id",
+}
+
 
 def _negative(case: schemathesis.Case) -> bool:
     meta = case.meta
     return meta is not None and meta.generation.mode.is_negative
+
+
+def _upload(fuzz: Fuzzing) -> str:
+    """One real image of the fuzzing agent's (its path, ``<agent_id>/<name>``)."""
+    assert fuzz.agent is not None
+    image = io.BytesIO()
+    Image.new("RGB", (4, 4), (200, 40, 40)).save(image, format="PNG")
+    response = fuzz.http.post(
+        "/api/upload",
+        files={"file": ("dot.png", image.getvalue(), "image/png")},
+        headers=fuzz.agent.headers,
+    )
+    assert response.status_code == 201, response.text
+    return str(response.json()["data"]["path"])
 
 
 def _truncate(database: str) -> None:
@@ -234,17 +368,17 @@ def _fuzzing(
     )
     app = create_app(settings_, database_url=database, secret=SECRET, pool_size=5)
     ctx = app.state.ctx
-    ctx.rules = {
-        name: Rule(name, ROOMY, rule.window_s) for name, rule in ctx.rules.items()
-    }
+    ctx.rules = {name: Rule(name, ROOMY, rule.window_s) for name, rule in ctx.rules.items()}
     ctx.files = LocalFileStore(tmp_path_factory.mktemp("fuzz-uploads"))
     fuzz = Fuzzing(app)
     with fuzz.http:
         fuzz.agent = fuzz.register_agent()
+        fuzz.other = fuzz.register_agent()
         fuzz.human = fuzz.sign_up()
+        fuzz.upload_path = _upload(fuzz)
         yield fuzz
     fuzz.app.final = True
-    with asgi.get_client(fuzz.app):  # (re)started, if a test's end stopped it
+    with asgi.get_client(fuzz.asgi):  # (re)started, if a test's end stopped it
         pass
     asgi.shutdown_lifespans()
     _truncate(database)
@@ -293,4 +427,5 @@ CHECKS = selected_checks()
 def test_fuzz(case: schemathesis.Case, fuzzing: Fuzzing) -> None:
     """Every generated case answers without breaking the selected checks."""
     caller = fuzzing.caller_for(case)
+    fuzzing.aim(case)
     case.call_and_validate(headers=caller.headers, checks=CHECKS, app=fuzzing.app)
