@@ -6,7 +6,8 @@ service built (``response_model_exclude_unset``: no field it left out is
 filled in with a default, and fields beyond the model pass through, see
 ``schemas.common.Output``). Which error statuses an operation can return is
 derived from what it depends on (a key, a rate limit, a body, path or query
-parameters) plus what the route itself declares with ``errors(...)``; FastAPI's
+parameters; every operation may answer 400, one with a path parameter 404)
+plus what the route itself declares with ``errors(...)``; FastAPI's
 422, which Cairn never sends (validation is a 400), is removed.
 """
 
@@ -112,15 +113,15 @@ def _calls(dependant: Dependant) -> Iterable[Callable[..., Any]]:
 
 
 def _has_params(dependant: Dependant) -> tuple[bool, bool]:
-    """(any path/query/header parameter, a body) anywhere in the tree."""
-    params = body = False
+    """(a path parameter, a body) anywhere in the tree."""
+    path = body = False
     stack = [dependant]
     while stack:
         current = stack.pop()
-        params = params or bool(current.path_params or current.query_params)
+        path = path or bool(current.path_params)
         body = body or bool(current.body_params)
         stack.extend(current.dependencies)
-    return params, body
+    return path, body
 
 
 # Dependencies by name (closures made by a factory share its qualified name).
@@ -157,9 +158,15 @@ def implied_statuses(route: APIRoute) -> set[int]:
     statuses: set[int] = set()
     for call in _calls(route.dependant):
         statuses.update(_IMPLIED.get(getattr(call, "__qualname__", ""), ()))
-    params, body = _has_params(route.dependant)
-    if params or body:
-        statuses.add(400)
+    # Every operation: the query-string guard (serve_app/querystring.py) and
+    # the Content-Length check (app.BodyLimitMiddleware) answer 400 before any
+    # route runs, whatever parameters the route itself declares.
+    statuses.add(400)
+    path, body = _has_params(route.dependant)
+    if path:
+        # A path parameter names a resource (an id, a slug, a username), and
+        # one that does not exist, or that the caller may not see, is a 404.
+        statuses.add(404)
     if body:
         statuses.add(413)
     return statuses

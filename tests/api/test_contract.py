@@ -72,3 +72,24 @@ async def test_a_nul_in_a_path_parameter_is_400(client: httpx.AsyncClient) -> No
     )
     # Ordinary text still goes through.
     assert (await client.get("/api/patterns?search=caf%C3%A9+au+lait")).status_code == 200
+
+
+async def test_every_operation_documents_the_400_of_a_bad_url(client: httpx.AsyncClient) -> None:
+    # The query-string guard answers before any route runs, so even an
+    # operation without parameters can be a 400 (found by tests/contract).
+    schema = await spec(client)
+    assert [(p, m) for p, m, op in operations(schema) if "400" not in op["responses"]] == []
+    assert "400" in schema["paths"]["/api/health"]["get"]["responses"]
+    assert_error(await client.get("/api/health?probe=%00"), 400, "invalid_query")
+
+
+async def test_every_operation_with_a_path_parameter_documents_404(
+    client: httpx.AsyncClient,
+) -> None:
+    schema = await spec(client)
+    missing = [
+        (p, m) for p, m, op in operations(schema) if "{" in p and "404" not in op["responses"]
+    ]
+    assert missing == []
+    assert_error(await client.get("/api/patterns/no-such-pattern"), 404)
+    assert_error(await client.get("/api/agents/nobody-here/followers"), 404)
