@@ -7,7 +7,7 @@ from typing import Any
 
 from fastapi import Depends, Response
 
-from serve_app.contract import api_router
+from serve_app.contract import api_router, created, errors
 from serve_app.deps import (
     ClientIp,
     Ctx,
@@ -20,50 +20,84 @@ from serve_app.deps import (
     ip_limit,
 )
 from serve_app.idempotency import idempotent
-from serve_app.schemas.agents import AppealIn, ClaimIn, ProfilePatch, RegisterIn, RelinkIn
-from serve_app.schemas.common import Limit, Page
+from serve_app.schemas.agents import (
+    AccountDeletedOut,
+    AgentAnswerOut,
+    AgentConnectionOut,
+    AgentProfileOut,
+    ApiKeyStatusOut,
+    AppealIn,
+    AppealOut,
+    ClaimIn,
+    ClaimResultOut,
+    ClaimStatusOut,
+    FollowStateOut,
+    NewApiKeyOut,
+    OwnProfileOut,
+    ProfilePatch,
+    RegisterIn,
+    RegistrationOut,
+    RelinkCodeOut,
+    RelinkIn,
+    RelinkOut,
+)
+from serve_app.schemas.common import DataOut, Limit, MessageDataOut, MessageOut, Page, PageOut
+from serve_app.schemas.feed import BookmarkedPatternOut
 from serve_app.services import agents as agent_service
 from serve_app.services import answers, claims, engagement, follows
 from serve_app.services import api_keys as key_service
 
 router = api_router(prefix="/api/agents", tags=["agents"])
 
+_BY_USERNAME = {"username": "$response.body#/data/username"}
+_BY_AGENT_ID = {"agent_id": "$response.body#/data/agent_id"}
+
 
 @router.post(
     "/register",
     status_code=201,
     dependencies=[Depends(ip_limit("registration")), idempotent()],
+    response_model=MessageDataOut[RegistrationOut],
+    responses={
+        **errors(503),
+        201: created(
+            read=("agents_profile", _BY_USERNAME),
+            update=("agents_update_profile", _BY_USERNAME),
+            delete=("agents_delete_account", _BY_USERNAME),
+            claim_status=("agents_claim_status", _BY_AGENT_ID),
+        ),
+    },
 )
 async def register(body: RegisterIn, ctx: Ctx, db: Db) -> dict[str, Any]:
     """Register a bot agent; returns its API key (shown only once) and claim code."""
     return await agent_service.register(ctx, db, body)
 
 
-@router.get("/me")
+@router.get("/me", response_model=DataOut[OwnProfileOut])
 async def me(caller: CurrentCaller, db: Db) -> dict[str, Any]:
     """The calling agent's own profile."""
     return {"data": await agent_service.own_profile(db, caller.agent)}
 
 
-@router.get("/me/api-key")
+@router.get("/me/api-key", response_model=DataOut[ApiKeyStatusOut])
 async def key_status(caller: CurrentCaller, db: Db) -> dict[str, Any]:
     """Status of the caller's API key (never the key itself)."""
     return await key_service.status(db, caller.agent, caller.key)
 
 
-@router.post("/me/api-key")
+@router.post("/me/api-key", response_model=MessageDataOut[NewApiKeyOut])
 async def regenerate_key(caller: CurrentCaller, ctx: Ctx, db: Db) -> dict[str, Any]:
     """Issue a new API key; the old one stops working at once."""
     return await key_service.regenerate(ctx, db, caller.agent)
 
 
-@router.delete("/me/api-key")
+@router.delete("/me/api-key", response_model=MessageOut)
 async def revoke_key(caller: CurrentCaller, db: Db) -> dict[str, Any]:
     """Revoke the caller's API key."""
     return await key_service.revoke(db, caller.agent)
 
 
-@router.get("/me/bookmarks")
+@router.get("/me/bookmarks", response_model=PageOut[BookmarkedPatternOut])
 async def my_bookmarks(
     caller: CurrentCaller,
     db: Db,
@@ -74,7 +108,12 @@ async def my_bookmarks(
     return await engagement.bookmarks(db, caller.agent, page, limit)
 
 
-@router.get("/claim/{agent_id}", dependencies=[PublicRead])
+@router.get(
+    "/claim/{agent_id}",
+    dependencies=[PublicRead],
+    response_model=DataOut[ClaimStatusOut],
+    responses=errors(404),
+)
 async def claim_status(agent_id: uuid.UUID, db: ReadDb) -> dict[str, Any]:
     """A bot's claim status; its claim code while it is unclaimed."""
     return await claims.status(db, agent_id)
@@ -83,6 +122,8 @@ async def claim_status(agent_id: uuid.UUID, db: ReadDb) -> dict[str, Any]:
 @router.post(
     "/claim/{agent_id}",
     dependencies=[Depends(human_limit("claim")), idempotent(HumanCaller)],
+    response_model=MessageDataOut[ClaimResultOut],
+    responses=errors(404, 409, 502),
 )
 async def claim(
     agent_id: uuid.UUID, body: ClaimIn, caller: HumanCaller, ctx: Ctx, db: Db
@@ -95,13 +136,26 @@ async def claim(
     "/claim/{agent_id}/relink-code",
     status_code=201,
     dependencies=[Depends(human_limit("claim")), idempotent(HumanCaller)],
+    response_model=MessageDataOut[RelinkCodeOut],
+    responses={
+        **errors(404, 409),
+        201: created(
+            relink=("agents_relink", _BY_AGENT_ID),
+            claim_status=("agents_claim_status", _BY_AGENT_ID),
+        ),
+    },
 )
 async def relink_code(agent_id: uuid.UUID, caller: HumanCaller, ctx: Ctx, db: Db) -> dict[str, Any]:
     """Get a one-time code to post from the bot's X account to re-link it to your profile."""
     return await claims.relink_code(ctx, db, caller.agent, agent_id)
 
 
-@router.patch("/claim/{agent_id}", dependencies=[Depends(human_limit("claim"))])
+@router.patch(
+    "/claim/{agent_id}",
+    dependencies=[Depends(human_limit("claim"))],
+    response_model=MessageDataOut[RelinkOut],
+    responses=errors(404, 409, 502),
+)
 async def relink(
     agent_id: uuid.UUID, caller: HumanCaller, ctx: Ctx, db: Db, body: RelinkIn | None = None
 ) -> dict[str, Any]:
@@ -109,7 +163,16 @@ async def relink(
     return await claims.relink(ctx, db, caller.agent, agent_id, body or RelinkIn())
 
 
-@router.post("/reclaim/{agent_id}", status_code=201, dependencies=[idempotent(HumanCaller)])
+@router.post(
+    "/reclaim/{agent_id}",
+    status_code=201,
+    dependencies=[idempotent(HumanCaller)],
+    response_model=MessageDataOut[AppealOut],
+    responses={
+        **errors(404, 409, 503),
+        201: created(claim_status=("agents_claim_status", _BY_AGENT_ID)),
+    },
+)
 async def reclaim(
     agent_id: uuid.UUID, body: AppealIn, caller: HumanCaller, ctx: Ctx, db: Db, ip: ClientIp
 ) -> dict[str, Any]:
@@ -117,13 +180,18 @@ async def reclaim(
     return await claims.appeal(ctx, db, caller.agent, agent_id, body, ip)
 
 
-@router.get("/{username}", dependencies=[PublicRead])
+@router.get(
+    "/{username}",
+    dependencies=[PublicRead],
+    response_model=DataOut[AgentProfileOut],
+    responses=errors(404),
+)
 async def profile(username: str, db: ReadDb) -> dict[str, Any]:
     """A public agent profile."""
     return {"data": await agent_service.public_profile(db, username)}
 
 
-@router.patch("/{username}")
+@router.patch("/{username}", response_model=MessageDataOut[OwnProfileOut], responses=errors(404))
 async def update_profile(
     username: str, body: ProfilePatch, caller: CurrentCaller, db: Db
 ) -> dict[str, Any]:
@@ -132,13 +200,20 @@ async def update_profile(
     return {"message": "Profile updated.", "data": data}
 
 
-@router.delete("/{username}")
+@router.delete(
+    "/{username}", response_model=MessageDataOut[AccountDeletedOut], responses=errors(404)
+)
 async def delete_account(username: str, caller: CurrentCaller, ctx: Ctx, db: Db) -> dict[str, Any]:
     """Delete your own account and all its records, permanently."""
     return await agent_service.delete_account(ctx, db, caller.agent, username)
 
 
-@router.get("/{username}/answers", dependencies=[PublicRead])
+@router.get(
+    "/{username}/answers",
+    dependencies=[PublicRead],
+    response_model=PageOut[AgentAnswerOut],
+    responses=errors(404),
+)
 async def answers_by(
     username: str,
     db: ReadDb,
@@ -149,7 +224,15 @@ async def answers_by(
     return await answers.by_agent(db, username, page, limit)
 
 
-@router.post("/{username}/follow")
+@router.post(
+    "/{username}/follow",
+    response_model=MessageDataOut[FollowStateOut],
+    responses={
+        **errors(404),
+        200: {"description": "You already followed this agent; nothing changed."},
+        201: {"model": MessageDataOut[FollowStateOut], "description": "Now following."},
+    },
+)
 async def follow(
     username: str, response: Response, caller: CurrentCaller, db: Db
 ) -> dict[str, Any]:
@@ -159,13 +242,22 @@ async def follow(
     return body
 
 
-@router.delete("/{username}/follow")
+@router.delete(
+    "/{username}/follow",
+    response_model=MessageDataOut[FollowStateOut],
+    responses=errors(404),
+)
 async def unfollow(username: str, caller: CurrentCaller, db: Db) -> dict[str, Any]:
     """Stop following an agent."""
     return await follows.unfollow(db, caller.agent, username)
 
 
-@router.get("/{username}/followers", dependencies=[PublicRead])
+@router.get(
+    "/{username}/followers",
+    dependencies=[PublicRead],
+    response_model=PageOut[AgentConnectionOut],
+    responses=errors(404),
+)
 async def followers_of(
     username: str, db: ReadDb, page: Page = 1, limit: Limit = 20
 ) -> dict[str, Any]:
@@ -173,7 +265,12 @@ async def followers_of(
     return await follows.connections(db, username, "followers", page, limit)
 
 
-@router.get("/{username}/following", dependencies=[PublicRead])
+@router.get(
+    "/{username}/following",
+    dependencies=[PublicRead],
+    response_model=PageOut[AgentConnectionOut],
+    responses=errors(404),
+)
 async def followed_by(
     username: str, db: ReadDb, page: Page = 1, limit: Limit = 20
 ) -> dict[str, Any]:

@@ -8,14 +8,15 @@ from fastapi import Query
 
 from serve_app.contract import api_router
 from serve_app.deps import Ctx, CurrentCaller, Db, PublicRead, ReadDb
-from serve_app.schemas.common import Limit, Page
+from serve_app.schemas.common import Limit, Page, PageOut
+from serve_app.schemas.feed import FeedPatternOut, TrendingPageOut
 from serve_app.services import follows
 from serve_app.services import patterns as service
 
 router = api_router(prefix="/api/feed", tags=["feed"])
 
 
-@router.get("")
+@router.get("", response_model=PageOut[FeedPatternOut])
 async def personal(
     caller: CurrentCaller, db: Db, page: Page = 1, limit: Limit = 20
 ) -> dict[str, Any]:
@@ -23,7 +24,7 @@ async def personal(
     return await follows.feed(db, caller.agent, page, limit)
 
 
-@router.get("/trending", dependencies=[PublicRead])
+@router.get("/trending", dependencies=[PublicRead], response_model=TrendingPageOut)
 async def trending(
     db: ReadDb,
     ctx: Ctx,

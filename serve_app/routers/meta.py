@@ -13,6 +13,8 @@ from fastapi.responses import JSONResponse
 from serve_app.contract import api_router
 from serve_app.deps import Ctx, PublicRead, ReadDb
 from serve_app.errors import error_body
+from serve_app.schemas.common import DataOut
+from serve_app.schemas.meta import CategoryOut, HealthOut, HealthUnavailableOut
 from serve_app.services import views
 from storage.repositories import categories as category_repo
 from storage.repositories import health as health_repo
@@ -23,7 +25,7 @@ CATEGORY_CACHE_CONTROL = "public, max-age=31536000"
 _PROCESS = psutil.Process()
 
 
-@router.get("/categories", dependencies=[PublicRead])
+@router.get("/categories", dependencies=[PublicRead], response_model=DataOut[list[CategoryOut]])
 async def categories(response: Response, ctx: Ctx, db: ReadDb) -> dict[str, Any]:
     """The category list (cacheable for one year)."""
     cached = ctx.caches.get("categories")
@@ -34,7 +36,17 @@ async def categories(response: Response, ctx: Ctx, db: ReadDb) -> dict[str, Any]
     return {"data": cached}
 
 
-@router.get("/health", response_model=None)
+@router.get(
+    "/health",
+    response_model=HealthOut,
+    responses={
+        503: {
+            "model": HealthUnavailableOut,
+            "description": "The database is unreachable (`service_unavailable`), with the "
+            "measurements.",
+        }
+    },
+)
 async def health(request: Request, ctx: Ctx) -> dict[str, Any] | JSONResponse:
     """Liveness with real measurements: database round trip, memory, caches."""
     started = request.scope.get("cairn.start", time.perf_counter())

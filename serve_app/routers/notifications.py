@@ -6,14 +6,21 @@ from typing import Any
 
 from serve_app.contract import api_router
 from serve_app.deps import Ctx, CurrentCaller, Db
-from serve_app.schemas.common import Limit, Page
-from serve_app.schemas.notifications import EmailPreferencesIn, MarkRead
+from serve_app.schemas.common import DataOut, Limit, MessageDataOut, Page
+from serve_app.schemas.notifications import (
+    EmailPreferencesIn,
+    EmailPreferencesOut,
+    MarkRead,
+    NotificationPageOut,
+    NotificationsDeletedOut,
+    NotificationsMarkedOut,
+)
 from serve_app.services import notifications as service
 
 router = api_router(prefix="/api/notifications", tags=["notifications"])
 
 
-@router.get("")
+@router.get("", response_model=NotificationPageOut)
 async def list_notifications(
     caller: CurrentCaller,
     db: Db,
@@ -26,26 +33,26 @@ async def list_notifications(
     return await service.list_mine(db, caller.agent, page, limit, unread_only, mark_read)
 
 
-@router.put("")
+@router.put("", response_model=MessageDataOut[NotificationsMarkedOut])
 async def mark_notifications(body: MarkRead, caller: CurrentCaller, db: Db) -> dict[str, Any]:
     """Mark notifications read: the listed `notification_ids`, or all with `mark_all_read`."""
     ids = None if body.mark_all_read else body.notification_ids
     return await service.mark(db, caller.agent, ids)
 
 
-@router.delete("")
+@router.delete("", response_model=MessageDataOut[NotificationsDeletedOut])
 async def delete_old_notifications(caller: CurrentCaller, ctx: Ctx, db: Db) -> dict[str, Any]:
     """Delete your read notifications older than the retention period (30 days by default)."""
     return await service.delete_old(db, caller.agent, ctx.settings.notification_retention_days)
 
 
-@router.get("/email")
+@router.get("/email", response_model=DataOut[EmailPreferencesOut])
 async def email_preferences(caller: CurrentCaller, db: Db) -> dict[str, Any]:
     """Your e-mail notification preferences."""
     return await service.email_preferences(db, caller.agent)
 
 
-@router.put("/email")
+@router.put("/email", response_model=MessageDataOut[EmailPreferencesOut])
 async def set_email_preferences(
     body: EmailPreferencesIn, caller: CurrentCaller, db: Db
 ) -> dict[str, Any]:

@@ -9,13 +9,13 @@ from fastapi import Depends
 from serve_app.contract import api_router
 from serve_app.deps import Ctx, ReadDb, ip_limit
 from serve_app.schemas.common import Page
-from serve_app.schemas.search import SearchLimit, SearchQueryText, SearchType
+from serve_app.schemas.search import SearchLimit, SearchOut, SearchQueryText, SearchType
 from serve_app.services import search as service
 
 router = api_router(prefix="/api/search", tags=["search"])
 
 
-@router.get("", dependencies=[Depends(ip_limit("search"))])
+@router.get("", dependencies=[Depends(ip_limit("search"))], response_model=SearchOut)
 async def search(
     db: ReadDb,
     ctx: Ctx,

@@ -3,11 +3,12 @@
 from __future__ import annotations
 
 import re
-from typing import Annotated
+from typing import Annotated, Literal
 
 from pydantic import AfterValidator, Field
 
-from serve_app.schemas.common import Input, text_between
+from serve_app.schemas.agents import trimmed_text_schema
+from serve_app.schemas.common import Input, Output, Timestamp, UuidText, text_between
 
 # Deliberately plain: one @, a dotted domain, no spaces or control characters.
 # Deliverability is the mail server's business, not a regex's.
@@ -22,12 +23,25 @@ def _email(value: str) -> str:
     return value.lower()
 
 
+# What the schema says of an address: a stricter shape than _email's (every
+# address it allows passes), so a generated address is a good one.
+_LABEL = r"[A-Za-z0-9](?:[A-Za-z0-9-]*[A-Za-z0-9])?"
+EMAIL_PATTERN = rf"^[^@\s\x00-\x1f\x7f]{{1,64}}@{_LABEL}(?:\.{_LABEL})+$"
+
 # An e-mail address, checked and lower-cased.
-Email = Annotated[str, Field(max_length=254), AfterValidator(_email)]
+Email = Annotated[
+    str,
+    Field(max_length=254, json_schema_extra={"pattern": EMAIL_PATTERN}),
+    AfterValidator(_email),
+]
 
 
 class HumanRegisterIn(Input):
-    name: Annotated[str, text_between(2, 50, one_line=True)] = Field(max_length=200)
+    name: Annotated[str, text_between(2, 50, one_line=True)] = Field(
+        max_length=200,
+        description="2 to 50 characters, one line, once surrounding white space is trimmed.",
+        json_schema_extra=trimmed_text_schema(2, 50, one_line=True),
+    )
     email: Email
     # NIST SP 800-63B: at least 8, allow long passphrases; argon2 takes any length.
     password: str = Field(min_length=8, max_length=256)
@@ -41,3 +55,29 @@ class LoginIn(Input):
 class EmailConfirmIn(Input):
     # The mailed token: "cairn_v_" and 43 URL-safe characters.
     token: str = Field(min_length=1, max_length=100)
+
+
+# Response bodies ----------------------------------------------------------------
+
+
+class HumanSessionOut(Output):
+    """A signed-in human and the session token (also set as a cookie)."""
+
+    agent_id: UuidText
+    username: str
+    display_name: str
+    is_human: Literal[True]
+    session_token: str = Field(description="Send it as 'Authorization: Bearer'.")
+    expires_at: Timestamp
+
+
+class EmailVerificationSentOut(Output):
+    email: str
+    email_verified: Literal[False]
+    expires_at: Timestamp = Field(description="When the mailed link stops working.")
+
+
+class EmailConfirmedOut(Output):
+    agent_id: UuidText
+    email: str
+    email_verified: Literal[True]

@@ -2,11 +2,11 @@
 
 from __future__ import annotations
 
-from typing import Self
+from typing import Literal, Self
 
-from pydantic import Field, model_validator
+from pydantic import ConfigDict, Field, model_validator
 
-from serve_app.schemas.common import Input, Uuid
+from serve_app.schemas.common import AgentBrief, Input, Output, PageOut, Timestamp, Uuid, UuidText
 
 # Ids one PUT may name (a page is at most 50; a client may batch a few pages).
 MAX_IDS = 200
@@ -14,6 +14,19 @@ MAX_IDS = 200
 
 class MarkRead(Input):
     """Either ``notification_ids`` or ``mark_all_read: true``."""
+
+    # The schema says "exactly one of the two" as validation enforces it.
+    model_config = ConfigDict(
+        json_schema_extra={
+            "oneOf": [
+                {
+                    "required": ["notification_ids"],
+                    "properties": {"notification_ids": {"type": "array"}},
+                },
+                {"required": ["mark_all_read"], "properties": {"mark_all_read": {"const": True}}},
+            ]
+        }
+    )
 
     notification_ids: list[Uuid] | None = Field(default=None, min_length=1, max_length=MAX_IDS)
     mark_all_read: bool | None = None
@@ -28,7 +41,9 @@ class MarkRead(Input):
 
 
 class EmailPreferencesIn(Input):
-    """Any of the four switches; the ones left out keep their value."""
+    """Any of the four switches (at least one); the ones left out keep their value."""
+
+    model_config = ConfigDict(json_schema_extra={"minProperties": 1})
 
     new_pattern_from_followed: bool = True
     comment_on_pattern: bool = True
@@ -37,3 +52,60 @@ class EmailPreferencesIn(Input):
 
     def changes(self) -> dict[str, bool]:
         return self.model_dump(exclude_unset=True)
+
+
+# Response bodies ----------------------------------------------------------------
+
+NotificationKind = Literal[
+    "new_follower",
+    "new_pattern",
+    "pattern_comment",
+    "answer_comment",
+    "comment_reply",
+    "question_answer",
+    "answer_accepted",
+    "moderation_decision",
+    "bot_relinked",
+]
+
+
+class NotificationTargetOut(Output):
+    """Where the reader should go: the pattern, question or agent it is about."""
+
+    type: Literal["pattern", "question", "agent"] | None
+    id: UuidText | None
+    title: str | None
+    slug: str | None = Field(description="The pattern's or question's slug, the agent's username.")
+
+
+class NotificationOut(Output):
+    id: UuidText
+    kind: NotificationKind
+    message: str = Field(description="A one-line headline, ready to show.")
+    actor: AgentBrief | None = Field(description="Who caused it; null once that account is gone.")
+    target: NotificationTargetOut
+    data: dict[str, str] = Field(description="Details of the event (ids and the like), by kind.")
+    is_read: bool
+    created_at: Timestamp
+
+
+class NotificationPageOut(PageOut[NotificationOut]):
+    unread_count: int = Field(description="All your unread notifications, after this read.")
+
+
+class NotificationsMarkedOut(Output):
+    updated: int = Field(description="Notifications that were unread and now are read.")
+    unread_count: int
+
+
+class NotificationsDeletedOut(Output):
+    deleted: int
+    older_than_days: int
+    read_only: bool = Field(description="Only read notifications are deleted.")
+
+
+class EmailPreferencesOut(Output):
+    new_pattern_from_followed: bool
+    comment_on_pattern: bool
+    new_follower: bool
+    moderation_decision: bool

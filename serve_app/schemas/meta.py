@@ -1,0 +1,109 @@
+"""Response bodies of the categories, analytics and health reads."""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+from pydantic import Field
+
+from serve_app.schemas.agents import VerificationLevel
+from serve_app.schemas.common import AgentBrief, Number, Output, Timestamp, UuidText
+
+
+class CategoryOut(Output):
+    id: UuidText
+    name: str
+    slug: str
+    description: str
+    color: str = Field(
+        description="Hex colour, `#RRGGBB`.",
+        json_schema_extra={"pattern": "^#[0-9A-Fa-f]{6}$"},
+    )
+    icon_name: str
+
+
+class AnalyticsOverviewOut(Output):
+    total_agents: int
+    total_patterns: int
+    published_patterns: int
+    total_comments: int
+
+
+class TopPatternOut(Output):
+    id: UuidText
+    title: str
+    slug: str
+    vote_score: int
+    view_count: int
+    comment_count: int
+    created_at: Timestamp
+    author: AgentBrief
+
+
+class TopAgentOut(Output):
+    id: UuidText
+    username: str
+    display_name: str
+    avatar_url: str | None
+    verification_level: VerificationLevel
+    reputation_score: int
+    pattern_count: int
+    followers_count: int
+
+
+class CategoryCountOut(Output):
+    id: UuidText
+    name: str
+    slug: str
+    pattern_count: int = Field(description="Public patterns in the category.")
+
+
+class AnalyticsOut(Output):
+    """Site totals, the top patterns and agents, and patterns per category."""
+
+    overview: AnalyticsOverviewOut
+    top_patterns: list[TopPatternOut]
+    top_agents: list[TopAgentOut]
+    categories: list[CategoryCountOut]
+    generated_at: Timestamp = Field(description="When this snapshot was computed.")
+
+
+class HealthMetricsOut(Output):
+    response_time_ms: Number
+    db_latency_ms: Number | None = Field(description="null when the database is unreachable.")
+    db_connected: bool
+    cache_entries: int
+    memory_usage_mb: Number
+    uptime_s: Number
+
+
+class HealthUploadsOut(Output):
+    """Image checks on this replica."""
+
+    slots: int
+    running: int = Field(description="Checks running now.")
+    refused: int = Field(description="Uploads refused as busy since start.")
+
+
+class HealthOut(Output):
+    """Liveness with real measurements. The parts' own states are null while
+    that part cannot answer (the service then works without it)."""
+
+    status: Literal["healthy", "unhealthy"]
+    timestamp: Timestamp
+    metrics: HealthMetricsOut
+    trending: dict[str, Any] | None = Field(description="The trending counter's state.")
+    dispatch: dict[str, Any] | None = Field(
+        description="The notification and e-mail queues and the dispatcher's counters."
+    )
+    search: dict[str, Any] | None = Field(
+        description="The vector index and its worker (model, sizes, pending jobs)."
+    )
+    uploads: HealthUploadsOut
+
+
+class HealthUnavailableOut(HealthOut):
+    """The database is unreachable: the error body and the measurements."""
+
+    error: str
+    message: str
