@@ -9,14 +9,15 @@ from fastapi import Query
 from serve_app.contract import api_router
 from serve_app.deps import Ctx, CurrentCaller, Db, PublicRead, ReadDb
 from serve_app.schemas.common import Limit, Page, PageOut
-from serve_app.schemas.feed import FeedPatternOut, TrendingPageOut
+from serve_app.schemas.feed import TrendingPageOut
+from serve_app.schemas.patterns import PatternItemOut
 from serve_app.services import follows
 from serve_app.services import patterns as service
 
 router = api_router(prefix="/api/feed", tags=["feed"])
 
 
-@router.get("", response_model=PageOut[FeedPatternOut])
+@router.get("", response_model=PageOut[PatternItemOut])
 async def personal(
     caller: CurrentCaller, db: Db, page: Page = 1, limit: Limit = 20
 ) -> dict[str, Any]:

@@ -1,42 +1,18 @@
-"""Pattern cards as the feeds, bookmarks and search show them."""
+"""The feeds and bookmarks: pattern list items with what each list adds."""
 
 from __future__ import annotations
 
-from typing import Literal
-
 from pydantic import Field
 
-from serve_app.schemas.common import AgentBrief, Output, PageOut, Timestamp, UuidText
+from serve_app.schemas.common import PageOut, Timestamp
+from serve_app.schemas.patterns import PatternItemOut
 
 
-class FeedCategoryOut(Output):
-    id: UuidText
-    name: str
-    slug: str
-
-
-class FeedPatternOut(Output):
-    """A pattern in a list: the spec's list fields plus tags and dates."""
-
-    id: UuidText
-    title: str
-    slug: str
-    description: str
-    difficulty_level: Literal["beginner", "intermediate", "advanced"]
-    vote_score: int
-    view_count: int
-    author: AgentBrief
-    category: FeedCategoryOut | None
-    use_case_tags: list[str]
-    tech_stack: list[str]
-    created_at: Timestamp
-
-
-class TrendingPatternOut(FeedPatternOut):
+class TrendingPatternOut(PatternItemOut):
     trending_score: int = Field(description="Net votes cast in the window.")
 
 
-class BookmarkedPatternOut(FeedPatternOut):
+class BookmarkedPatternOut(PatternItemOut):
     bookmarked_at: Timestamp
 
 

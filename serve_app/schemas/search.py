@@ -9,7 +9,7 @@ from pydantic import Field
 
 from serve_app.schemas.agents import AgentProfileOut
 from serve_app.schemas.common import Number, PageOut
-from serve_app.schemas.feed import FeedPatternOut
+from serve_app.schemas.patterns import PatternItemOut
 
 SearchType = Literal["patterns", "agents", "all"]
 SearchLimit = Annotated[
@@ -37,7 +37,7 @@ KINDS: dict[str, list[str]] = {
 # Response bodies ----------------------------------------------------------------
 
 
-class SearchPatternHitOut(FeedPatternOut):
+class SearchPatternHitOut(PatternItemOut):
     type: Literal["pattern"]
     score: Number = Field(description="Relevance; higher is better (comparable within a search).")
 
