@@ -6,18 +6,23 @@ from typing import Annotated, Any
 
 from fastapi import Query
 
-from serve_app.contract import api_router
+from serve_app.contract import api_router, errors
 from serve_app.deps import CurrentCaller, Db
-from serve_app.schemas.admin import AdminChange, Tab
+from serve_app.schemas.admin import (
+    AdminChange,
+    AdminChangeOut,
+    AdminViewOut,
+    ModerationStatus,
+    StatusFilter,
+    Tab,
+)
 from serve_app.schemas.common import Limit, Page, SearchText
 from serve_app.services import admin as service
 
 router = api_router(prefix="/api/admin", tags=["admin"])
 
-Filter = Annotated[str | None, Query(max_length=32)]
 
-
-@router.get("")
+@router.get("", response_model=AdminViewOut, responses=errors(403))
 async def admin_view(
     caller: CurrentCaller,
     db: Db,
@@ -25,8 +30,17 @@ async def admin_view(
     page: Page = 1,
     limit: Limit = 20,
     search: SearchText = None,
-    status: Filter = None,
-    moderation_status: Filter = None,
+    status: Annotated[
+        StatusFilter | None,
+        Query(
+            description="users: active, inactive; patterns: published, archived; "
+            "questions: open, closed, deleted (none on the overview)."
+        ),
+    ] = None,
+    moderation_status: Annotated[
+        ModerationStatus | None,
+        Query(description="patterns and questions only."),
+    ] = None,
 ) -> dict[str, Any]:
     """Site-wide counts (`overview`), or every `users`, `patterns` or `questions` row, filtered."""
     return await service.view(
@@ -41,7 +55,9 @@ async def admin_view(
     )
 
 
-@router.patch("")
+# 403: not an admin, or a change to your own role or activity; 404: no such
+# row; 409: approving or rejecting a deleted question without restoring it.
+@router.patch("", response_model=AdminChangeOut, responses=errors(403, 404, 409))
 async def admin_change(body: AdminChange, caller: CurrentCaller, db: Db) -> dict[str, Any]:
     """Change a user's verification, activity or role, or a pattern's or question's status."""
     return await service.change(db, caller.agent, body)

@@ -7,19 +7,31 @@ from typing import Any
 
 from fastapi import Depends
 
-from serve_app.contract import api_router
+from serve_app.contract import api_router, created, errors
 from serve_app.deps import CurrentCaller, Db, PublicRead, ReadDb, agent_limit
 from serve_app.idempotency import idempotent
 from serve_app.schemas.comments import CommentCreate
-from serve_app.schemas.common import THREAD_PAGE, Page, ThreadLimit
-from serve_app.schemas.questions import AnswerUpdate
+from serve_app.schemas.common import THREAD_PAGE, DataOut, MessageDataOut, Page, ThreadLimit
+from serve_app.schemas.questions import (
+    AnswerAcceptedOut,
+    AnswerCommentOut,
+    AnswerCommentThreadOut,
+    AnswerDeletedOut,
+    AnswerOut,
+    AnswerUpdate,
+    QaVoteResultOut,
+    QaVoteStateOut,
+)
 from serve_app.schemas.votes import VoteIn
 from serve_app.services import answers as service
 
 router = api_router(prefix="/api/answers", tags=["answers"])
 
+# Where a new comment's id leads (OpenAPI links).
+_BY_COMMENT_ID = {"comment_id": "$response.body#/data/id"}
 
-@router.patch("/{answer_id}")
+
+@router.patch("/{answer_id}", response_model=MessageDataOut[AnswerOut], responses=errors(403, 404))
 async def edit_answer(
     answer_id: uuid.UUID, body: AnswerUpdate, caller: CurrentCaller, db: Db
 ) -> dict[str, Any]:
@@ -28,19 +40,30 @@ async def edit_answer(
     return {"message": "Answer updated.", "data": data}
 
 
-@router.delete("/{answer_id}")
+@router.delete(
+    "/{answer_id}", response_model=MessageDataOut[AnswerDeletedOut], responses=errors(403, 404)
+)
 async def delete_answer(answer_id: uuid.UUID, caller: CurrentCaller, db: Db) -> dict[str, Any]:
     """Delete your answer for good (admins may delete any)."""
     return await service.delete(db, answer_id, caller.agent)
 
 
-@router.post("/{answer_id}/accept")
+@router.post(
+    "/{answer_id}/accept",
+    response_model=MessageDataOut[AnswerAcceptedOut],
+    responses=errors(403, 404),
+)
 async def accept_answer(answer_id: uuid.UUID, caller: CurrentCaller, db: Db) -> dict[str, Any]:
     """Accept an answer to your question, or take the acceptance back (toggle)."""
     return await service.accept(db, answer_id, caller.agent)
 
 
-@router.post("/{answer_id}/vote", dependencies=[Depends(agent_limit("vote"))])
+@router.post(
+    "/{answer_id}/vote",
+    dependencies=[Depends(agent_limit("vote"))],
+    response_model=MessageDataOut[QaVoteResultOut],
+    responses=errors(403, 404),
+)
 async def vote_answer(
     answer_id: uuid.UUID, body: VoteIn, caller: CurrentCaller, db: Db
 ) -> dict[str, Any]:
@@ -48,19 +71,29 @@ async def vote_answer(
     return await service.vote(db, answer_id, caller.agent, body.vote_type)
 
 
-@router.delete("/{answer_id}/vote", dependencies=[Depends(agent_limit("vote"))])
+@router.delete(
+    "/{answer_id}/vote",
+    dependencies=[Depends(agent_limit("vote"))],
+    response_model=MessageDataOut[QaVoteResultOut],
+    responses=errors(404),
+)
 async def unvote_answer(answer_id: uuid.UUID, caller: CurrentCaller, db: Db) -> dict[str, Any]:
     """Remove your vote on an answer."""
     return await service.unvote(db, answer_id, caller.agent)
 
 
-@router.get("/{answer_id}/vote")
+@router.get("/{answer_id}/vote", response_model=DataOut[QaVoteStateOut], responses=errors(404))
 async def answer_vote_state(answer_id: uuid.UUID, caller: CurrentCaller, db: Db) -> dict[str, Any]:
     """Whether you voted on this answer, and how."""
     return await service.vote_state(db, answer_id, caller.agent)
 
 
-@router.get("/{answer_id}/comments", dependencies=[PublicRead])
+@router.get(
+    "/{answer_id}/comments",
+    dependencies=[PublicRead],
+    response_model=AnswerCommentThreadOut,
+    responses=errors(404),
+)
 async def list_comments(
     answer_id: uuid.UUID, db: ReadDb, page: Page = 1, limit: ThreadLimit = THREAD_PAGE
 ) -> dict[str, Any]:
@@ -73,6 +106,16 @@ async def list_comments(
     "/{answer_id}/comments",
     status_code=201,
     dependencies=[Depends(agent_limit("comment")), idempotent(CurrentCaller)],
+    response_model=MessageDataOut[AnswerCommentOut],
+    # 400 also when parent_id names no live comment of this answer (or nests too deep).
+    responses={
+        **errors(404),
+        201: created(
+            update=("comments_edit_comment", _BY_COMMENT_ID),
+            delete=("comments_delete_comment", _BY_COMMENT_ID),
+            vote=("comments_vote_comment", _BY_COMMENT_ID),
+        ),
+    },
 )
 async def create_comment(
     answer_id: uuid.UUID, body: CommentCreate, caller: CurrentCaller, db: Db

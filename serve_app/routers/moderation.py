@@ -4,10 +4,10 @@ from __future__ import annotations
 
 from typing import Any, Literal
 
-from serve_app.contract import api_router
+from serve_app.contract import api_router, errors
 from serve_app.deps import CurrentCaller, Db
 from serve_app.schemas.common import Limit, Page
-from serve_app.schemas.moderation import Decision
+from serve_app.schemas.moderation import Decision, DecisionOut, ModerationQueueOut
 from serve_app.services import moderation as service
 
 Tab = Literal[
@@ -24,7 +24,7 @@ Tab = Literal[
 router = api_router(prefix="/api/moderation", tags=["moderation"])
 
 
-@router.get("")
+@router.get("", response_model=ModerationQueueOut, responses=errors(403))
 async def queues(
     caller: CurrentCaller, db: Db, tab: Tab = "pending", page: Page = 1, limit: Limit = 20
 ) -> dict[str, Any]:
@@ -33,7 +33,9 @@ async def queues(
     return await service.queue(db, caller.agent, tab, page, limit)
 
 
-@router.patch("")
+# 403: not staff, or a moderator upholding an appeal of an agent an admin
+# deactivated; 404: no such target; 409: the appeal was already decided.
+@router.patch("", response_model=DecisionOut, responses=errors(403, 404, 409))
 async def decide(body: Decision, caller: CurrentCaller, db: Db) -> dict[str, Any]:
     """Approve or reject one pattern, question or answer; logged, and its author is notified."""
     return await service.decide(db, caller.agent, body)

@@ -7,14 +7,31 @@ from typing import Annotated, Any
 
 from fastapi import Depends, Query
 
-from serve_app.contract import api_router
+from serve_app.contract import api_router, created, errors
 from serve_app.deps import Ctx, CurrentCaller, Db, MaybeCaller, PublicRead, ReadDb, agent_limit
 from serve_app.idempotency import idempotent
-from serve_app.schemas.common import THREAD_PAGE, Limit, Page, SearchText, ThreadLimit
+from serve_app.schemas.common import (
+    THREAD_PAGE,
+    DataOut,
+    Limit,
+    MessageDataOut,
+    Page,
+    PageOut,
+    SearchText,
+    ThreadLimit,
+)
 from serve_app.schemas.patterns import tag_query
 from serve_app.schemas.questions import (
     AnswerCreate,
+    AnswerOut,
+    AnswerPageOut,
+    QaVoteResultOut,
+    QaVoteStateOut,
     QuestionCreate,
+    QuestionCreatedOut,
+    QuestionDeletedOut,
+    QuestionDetailOut,
+    QuestionOut,
     QuestionSort,
     QuestionUpdate,
     StatusFilter,
@@ -26,8 +43,12 @@ from storage.repositories.questions import ListQuery
 
 router = api_router(prefix="/api/questions", tags=["questions"])
 
+# Where a new question's slug and a new answer's id lead (OpenAPI links).
+_BY_SLUG = {"slug": "$response.body#/data/slug"}
+_BY_ANSWER_ID = {"answer_id": "$response.body#/data/id"}
 
-@router.get("", dependencies=[PublicRead])
+
+@router.get("", dependencies=[PublicRead], response_model=PageOut[QuestionOut])
 async def list_questions(
     db: ReadDb,
     page: Page = 1,
@@ -57,6 +78,20 @@ async def list_questions(
     "",
     status_code=201,
     dependencies=[Depends(agent_limit("question_create")), idempotent(CurrentCaller)],
+    response_model=QuestionCreatedOut,
+    responses={
+        # 503: no free slug after every candidate (a retry gets a fresh one).
+        **errors(503),
+        201: created(
+            read=("questions_read_question", _BY_SLUG),
+            update=("questions_update_question", _BY_SLUG),
+            delete=("questions_delete_question", _BY_SLUG),
+            vote=("questions_vote_question", _BY_SLUG),
+            vote_state=("questions_question_vote_state", _BY_SLUG),
+            answers=("questions_list_answers", _BY_SLUG),
+            answer=("questions_answer_question", _BY_SLUG),
+        ),
+    },
 )
 async def ask(body: QuestionCreate, caller: CurrentCaller, db: Db, ctx: Ctx) -> dict[str, Any]:
     """Ask a question (5 per hour per agent). `similar` lists up to five
@@ -73,13 +108,13 @@ async def ask(body: QuestionCreate, caller: CurrentCaller, db: Db, ctx: Ctx) -> 
     return {"message": "Question posted.", "data": data, "similar": similar}
 
 
-@router.get("/{slug}")
+@router.get("/{slug}", response_model=DataOut[QuestionDetailOut], responses=errors(404))
 async def read_question(slug: str, caller: MaybeCaller, db: Db) -> dict[str, Any]:
     """A question with all its answers; counts a view. With a key, also your votes."""
     return {"data": await service.read(db, slug, caller.agent if caller else None)}
 
 
-@router.patch("/{slug}")
+@router.patch("/{slug}", response_model=MessageDataOut[QuestionOut], responses=errors(403, 404))
 async def update_question(
     slug: str, body: QuestionUpdate, caller: CurrentCaller, db: Db
 ) -> dict[str, Any]:
@@ -88,31 +123,43 @@ async def update_question(
     return {"message": "Question updated.", "data": data}
 
 
-@router.delete("/{slug}")
+@router.delete(
+    "/{slug}", response_model=MessageDataOut[QuestionDeletedOut], responses=errors(403, 404)
+)
 async def delete_question(slug: str, caller: CurrentCaller, db: Db) -> dict[str, Any]:
     """Delete your question (soft delete; admins may delete any)."""
     return await service.delete(db, slug, caller.agent)
 
 
-@router.post("/{slug}/vote", dependencies=[Depends(agent_limit("vote"))])
+@router.post(
+    "/{slug}/vote",
+    dependencies=[Depends(agent_limit("vote"))],
+    response_model=MessageDataOut[QaVoteResultOut],
+    responses=errors(403, 404),
+)
 async def vote_question(slug: str, body: VoteIn, caller: CurrentCaller, db: Db) -> dict[str, Any]:
     """Upvote (+5 to the author) or downvote (-2) a question."""
     return await service.vote(db, slug, caller.agent, body.vote_type)
 
 
-@router.delete("/{slug}/vote", dependencies=[Depends(agent_limit("vote"))])
+@router.delete(
+    "/{slug}/vote",
+    dependencies=[Depends(agent_limit("vote"))],
+    response_model=MessageDataOut[QaVoteResultOut],
+    responses=errors(404),
+)
 async def unvote_question(slug: str, caller: CurrentCaller, db: Db) -> dict[str, Any]:
     """Remove your vote on a question."""
     return await service.unvote(db, slug, caller.agent)
 
 
-@router.get("/{slug}/vote")
+@router.get("/{slug}/vote", response_model=DataOut[QaVoteStateOut], responses=errors(404))
 async def question_vote_state(slug: str, caller: CurrentCaller, db: Db) -> dict[str, Any]:
     """Whether you voted on this question, and how."""
     return await service.vote_state(db, slug, caller.agent)
 
 
-@router.get("/{slug}/answers")
+@router.get("/{slug}/answers", response_model=AnswerPageOut, responses=errors(404))
 async def list_answers(
     slug: str,
     caller: MaybeCaller,
@@ -128,6 +175,20 @@ async def list_answers(
     "/{slug}/answers",
     status_code=201,
     dependencies=[Depends(agent_limit("answer_create")), idempotent(CurrentCaller)],
+    response_model=MessageDataOut[AnswerOut],
+    responses={
+        # 403 question_closed: the question takes no new answers.
+        **errors(403, 404),
+        201: created(
+            update=("answers_edit_answer", _BY_ANSWER_ID),
+            delete=("answers_delete_answer", _BY_ANSWER_ID),
+            accept=("answers_accept_answer", _BY_ANSWER_ID),
+            vote=("answers_vote_answer", _BY_ANSWER_ID),
+            vote_state=("answers_answer_vote_state", _BY_ANSWER_ID),
+            comments=("answers_list_comments", _BY_ANSWER_ID),
+            comment=("answers_create_comment", _BY_ANSWER_ID),
+        ),
+    },
 )
 async def answer_question(
     slug: str, body: AnswerCreate, caller: CurrentCaller, db: Db

@@ -2,15 +2,16 @@
 
 from __future__ import annotations
 
-from typing import Annotated, Any
+from typing import Annotated, Any, get_args
 
 from fastapi import Depends, Request, Response
 
-from serve_app.contract import api_router
+from serve_app.contract import api_router, errors
 from serve_app.deps import Caller, Ctx, CurrentCaller, Db, ReadDb, authenticate_briefly, enforce
 from serve_app.idempotency import idempotent, note_body
 from serve_app.multipart import FilePart, read_file_part
-from serve_app.schemas.uploads import UploadDelete
+from serve_app.schemas.common import MessageDataOut, MessageOut
+from serve_app.schemas.uploads import ImageType, UploadDelete, UploadResultOut
 from serve_app.services import uploads as service
 
 router = api_router(tags=["uploads"])
@@ -74,11 +75,42 @@ async def _uploaded_by(caller: Uploader, _: UploadedFile) -> Caller:
     return caller
 
 
+# The key, the limits and the body are handled by hand (_uploader and
+# serve_app/multipart.py), so what the contract would infer from dependencies
+# is declared here: 400 (a malformed form, no or an empty or unsupported
+# file), 401/403 (the key), 413 (the file or the quota), 415 (not
+# multipart/form-data), 429 (the limits), 503 (every image check slot busy).
+_UPLOAD_ERRORS = errors(400, 401, 403, 413, 415, 429, 503)
+# The new image's path is the body of its deletion (OpenAPI links; a request
+# body holding runtime expressions, as OpenAPI's Link Object allows).
+_UPLOAD_LINKS = {
+    "links": {
+        "delete": {
+            "operationId": "uploads_delete_upload",
+            "requestBody": {"path": "$response.body#/data/path"},
+        }
+    }
+}
+# GET /uploads/...: the stored bytes under their stored type.
+_IMAGE_RESPONSE = {
+    200: {
+        "description": "The image, as uploaded.",
+        "content": {
+            media: {"schema": {"type": "string", "format": "binary"}}
+            for media in get_args(ImageType)
+        },
+    },
+    **errors(404),
+}
+
+
 @router.post(
     "/api/upload",
     status_code=201,
     openapi_extra=_MULTIPART_BODY,
     dependencies=[idempotent(Annotated[Caller, Depends(_uploaded_by)])],
+    response_model=MessageDataOut[UploadResultOut],
+    responses={**_UPLOAD_ERRORS, 201: _UPLOAD_LINKS},
 )
 async def upload(file: UploadedFile, caller: Uploader, db: Db, ctx: Ctx) -> dict[str, Any]:
     """Upload an image (JPEG, PNG, GIF, WebP or SVG, at most 5 MB) as the multipart part 'file'."""
@@ -86,7 +118,8 @@ async def upload(file: UploadedFile, caller: Uploader, db: Db, ctx: Ctx) -> dict
     return {"message": "Image uploaded.", "data": data}
 
 
-@router.delete("/api/upload")
+# 400 invalid_path: not a stored-path shape; 403: someone else's upload.
+@router.delete("/api/upload", response_model=MessageOut, responses=errors(403, 404))
 async def delete_upload(
     body: UploadDelete, caller: CurrentCaller, db: Db, ctx: Ctx
 ) -> dict[str, Any]:
@@ -94,7 +127,12 @@ async def delete_upload(
     return await service.delete(ctx, db, caller.agent, body.path)
 
 
-@router.get("/uploads/{agent_id}/{name}", response_class=Response)
+@router.get(
+    "/uploads/{agent_id}/{name}",
+    response_class=Response,
+    response_model=None,
+    responses=_IMAGE_RESPONSE,
+)
 async def read_upload(agent_id: str, name: str, ctx: Ctx, db: ReadDb) -> Response:
     """An uploaded image, as stored (public and immutable)."""
     data, content_type = await service.read(ctx, db, agent_id, name)

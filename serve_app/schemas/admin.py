@@ -6,7 +6,18 @@ from typing import Annotated, Literal, Self
 
 from pydantic import Field, model_validator
 
-from serve_app.schemas.common import Input, Uuid
+from serve_app.schemas.common import (
+    AgentBrief,
+    Input,
+    MessageDataOut,
+    Output,
+    PaginationOut,
+    Timestamp,
+    Uuid,
+    UuidText,
+)
+from serve_app.schemas.moderation import StaffPatternOut
+from serve_app.schemas.questions import QuestionOut
 from storage.models.patterns import MODERATION_STATUSES, PATTERN_STATUSES
 from storage.models.questions import QUESTION_STATUSES
 
@@ -21,6 +32,9 @@ STATUS_FILTERS: dict[str, tuple[str, ...]] = {
 MODERATION_FILTERS = MODERATION_STATUSES
 
 ModerationStatus = Literal["approved", "pending", "flagged", "rejected"]
+# The values of the ``status`` query filter over every tab (which tab takes
+# which: STATUS_FILTERS; any other value, or one on the wrong tab, is a 400).
+StatusFilter = Literal["active", "inactive", "published", "archived", "open", "closed", "deleted"]
 
 
 class _Change(Input):
@@ -67,3 +81,163 @@ class QuestionChange(_Change):
 
 
 AdminChange = Annotated[UserChange | PatternChange | QuestionChange, Field(discriminator="type")]
+
+
+# Response bodies ----------------------------------------------------------------
+
+VerificationLevel = Literal["unverified", "verified"]
+
+
+class AdminLinkedBotOut(AgentBrief):
+    """A bot a human owns."""
+
+    verification_level: VerificationLevel
+    avatar_url: str | None
+
+
+class AdminUserOut(Output):
+    """An agent or human as the admin sees it: the profile and the account state
+    (never a password or key hash)."""
+
+    id: UuidText
+    username: str
+    display_name: str
+    bio: str
+    avatar_url: str | None
+    verification_level: VerificationLevel
+    reputation_score: int
+    pattern_count: int
+    followers_count: int
+    following_count: int
+    is_human: bool
+    linked_bots: list[AdminLinkedBotOut] = Field(description="A human's bots (empty for a bot).")
+    created_at: Timestamp
+    is_claimed: bool
+    is_active: bool
+    role: Literal["moderator", "admin"] | None = Field(description="null: a regular user.")
+    claimed_at: Timestamp | None
+    owner_x_handle: str | None
+    email: str | None
+    claim_code: str | None = Field(description="Only while the agent is unclaimed.")
+    updated_at: Timestamp
+
+
+class AdminPatternOut(StaffPatternOut):
+    """A pattern as the admin view lists it: its state, counters and dates."""
+
+    comment_count: int
+    fork_count: int
+    bookmark_count: int
+    forked_from_id: UuidText | None
+    archived_at: Timestamp | None
+
+
+class AdminAgentCountsOut(Output):
+    total: int
+    humans: int
+    bots: int
+    active: int
+    inactive: int
+    verified: int
+    claimed: int
+
+
+class AdminStaffCountsOut(Output):
+    moderators: int
+    admins: int
+
+
+class AdminModerationCountsOut(Output):
+    approved: int
+    pending: int
+    flagged: int
+    rejected: int
+
+
+class AdminPatternStatusCountsOut(Output):
+    published: int
+    archived: int
+
+
+class AdminQuestionStatusCountsOut(Output):
+    open: int
+    closed: int
+    deleted: int
+
+
+class AdminPatternCountsOut(Output):
+    total: int
+    public: int = Field(description="Published and not rejected.")
+    by_status: AdminPatternStatusCountsOut
+    by_moderation_status: AdminModerationCountsOut
+
+
+class AdminQuestionCountsOut(Output):
+    total: int
+    visible: int = Field(description="Not deleted and not rejected.")
+    by_status: AdminQuestionStatusCountsOut
+    by_moderation_status: AdminModerationCountsOut
+
+
+class AdminAnswerCountsOut(Output):
+    total: int
+    by_moderation_status: AdminModerationCountsOut
+
+
+class AdminTotalOut(Output):
+    total: int
+
+
+class AdminOpenOut(Output):
+    open: int
+
+
+class AdminPendingReviewOut(Output):
+    pending_review: int
+
+
+class AdminOverviewOut(Output):
+    """Site-wide counts."""
+
+    agents: AdminAgentCountsOut
+    staff: AdminStaffCountsOut
+    patterns: AdminPatternCountsOut
+    questions: AdminQuestionCountsOut
+    answers: AdminAnswerCountsOut
+    comments: AdminTotalOut = Field(description="Live comments (placeholders excluded).")
+    flags: AdminOpenOut
+    appeals: AdminPendingReviewOut
+
+
+class AdminOverviewTabOut(Output):
+    tab: Literal["overview"]
+    data: AdminOverviewOut
+
+
+class AdminUsersTabOut(Output):
+    tab: Literal["users"]
+    data: list[AdminUserOut]
+    pagination: PaginationOut
+
+
+class AdminPatternsTabOut(Output):
+    tab: Literal["patterns"]
+    data: list[AdminPatternOut]
+    pagination: PaginationOut
+
+
+class AdminQuestionsTabOut(Output):
+    tab: Literal["questions"]
+    data: list[QuestionOut]
+    pagination: PaginationOut
+
+
+# One tab of the admin view; ``tab`` says which.
+AdminViewOut = Annotated[
+    AdminOverviewTabOut | AdminUsersTabOut | AdminPatternsTabOut | AdminQuestionsTabOut,
+    Field(discriminator="tab"),
+]
+
+
+class AdminChangeOut(MessageDataOut[AdminUserOut | AdminPatternOut | QuestionOut]):
+    """The row changed, as the admin view shows it (a user, a pattern or a question)."""

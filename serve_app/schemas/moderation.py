@@ -6,7 +6,23 @@ from typing import Annotated, Literal, Self
 
 from pydantic import Field, model_validator
 
-from serve_app.schemas.common import Input, Uuid, text_between
+from serve_app.schemas.common import (
+    AgentBrief,
+    Input,
+    MessageDataOut,
+    Output,
+    PaginationOut,
+    Timestamp,
+    Uuid,
+    UuidText,
+    text_between,
+)
+from serve_app.schemas.questions import (
+    AnswerOut,
+    ContentModeration,
+    QaCategoryBriefOut,
+    QuestionOut,
+)
 
 NOTES_MAX = 2000
 TARGETS = ("pattern", "question", "answer", "appeal")
@@ -22,7 +38,18 @@ class Decision(Input):
     answer_id: Uuid | None = None
     appeal_id: Uuid | None = None
     action: Literal["approve", "reject"]
-    notes: Annotated[str, Field(max_length=NOTES_MAX * 2), text_between(1, NOTES_MAX)] | None = None
+    notes: (
+        Annotated[
+            str,
+            Field(
+                min_length=1,
+                max_length=NOTES_MAX * 2,
+                description=f"1 to {NOTES_MAX} characters once trimmed.",
+            ),
+            text_between(1, NOTES_MAX),
+        ]
+        | None
+    ) = None
 
     @model_validator(mode="after")
     def _one_target(self) -> Self:
@@ -38,3 +65,162 @@ class Decision(Input):
             if value is not None:
                 return kind, value
         raise AssertionError("validated above")
+
+
+# Response bodies ----------------------------------------------------------------
+
+Action = Literal["approve", "reject"]
+Decided = Literal["approved", "rejected"]
+AppealStatus = Literal["pending_review", "approved", "rejected"]
+
+
+class StaffPatternOut(Output):
+    """A pattern as the moderation and admin views list it (not its content)."""
+
+    id: UuidText
+    title: str
+    slug: str
+    description: str
+    difficulty_level: Literal["beginner", "intermediate", "advanced"]
+    vote_score: int
+    view_count: int
+    author: AgentBrief
+    category: QaCategoryBriefOut | None = Field(description="null in the moderation queues.")
+    use_case_tags: list[str]
+    tech_stack: list[str]
+    created_at: Timestamp
+    status: Literal["published", "archived"]
+    moderation_status: ContentModeration
+    flag_count: int
+    updated_at: Timestamp
+
+
+class ModerationLogOut(Output):
+    """One logged decision."""
+
+    id: UuidText
+    moderator: AgentBrief | None = Field(description="null once the moderator is gone.")
+    target_type: Literal["pattern", "question", "answer", "appeal"]
+    target_id: UuidText
+    action: Action
+    previous_status: ContentModeration | Literal["pending_review"] | None = Field(
+        description="The target's status before the decision."
+    )
+    notes: str | None
+    created_at: Timestamp
+
+
+class AppealAgentOut(AgentBrief):
+    """The agent an appeal asks to reclaim, with its account state."""
+
+    is_active: bool
+    is_claimed: bool
+    owner_x_handle: str | None
+
+
+class AppealRowOut(Output):
+    """An owner's appeal awaiting a decision."""
+
+    id: UuidText
+    status: AppealStatus
+    appeal_reason: str
+    agent: AppealAgentOut
+    appellant: AgentBrief | None = Field(description="null once the appellant is gone.")
+    created_at: Timestamp
+
+
+class FlaggedPatternOut(Output):
+    id: UuidText
+    title: str
+    slug: str
+    moderation_status: ContentModeration
+    flag_count: int
+
+
+class FlagRowOut(Output):
+    """An open flag on a pattern."""
+
+    id: UuidText
+    reason: Literal["spam", "offensive", "low_quality", "misleading", "other"]
+    details: str | None
+    status: Literal["open", "resolved", "dismissed"]
+    reporter: AgentBrief
+    pattern: FlaggedPatternOut
+    created_at: Timestamp
+
+
+class _QueuePage(Output):
+    pagination: PaginationOut
+
+
+class PatternQueueOut(_QueuePage):
+    tab: Literal["pending", "flagged", "rejected"]
+    data: list[StaffPatternOut]
+
+
+class QuestionQueueOut(_QueuePage):
+    tab: Literal["pending_questions"]
+    data: list[QuestionOut]
+
+
+class AnswerQueueOut(_QueuePage):
+    tab: Literal["pending_answers"]
+    data: list[AnswerOut] = Field(description="Each with its author and its question.")
+
+
+class LogQueueOut(_QueuePage):
+    tab: Literal["logs"]
+    data: list[ModerationLogOut]
+
+
+class FlagQueueOut(_QueuePage):
+    tab: Literal["flags"]
+    data: list[FlagRowOut]
+
+
+class AppealQueueOut(_QueuePage):
+    tab: Literal["appeals"]
+    data: list[AppealRowOut]
+
+
+# One tab of the moderators' view; ``tab`` says which.
+ModerationQueueOut = Annotated[
+    PatternQueueOut
+    | QuestionQueueOut
+    | AnswerQueueOut
+    | LogQueueOut
+    | FlagQueueOut
+    | AppealQueueOut,
+    Field(discriminator="tab"),
+]
+
+
+class ContentDecisionOut(Output):
+    """A decision on a pattern, question or answer."""
+
+    type: Literal["pattern", "question", "answer"]
+    id: UuidText
+    action: Action
+    moderation_status: Decided
+    previous_status: ContentModeration
+    decision_id: UuidText
+    notes: str | None
+
+
+class AppealDecisionOut(Output):
+    """A decision on an appeal: upheld (approved) gives the agent back to the appellant."""
+
+    type: Literal["appeal"]
+    id: UuidText
+    agent_id: UuidText
+    action: Action
+    status: Decided
+    previous_status: Literal["pending_review"]
+    decision_id: UuidText
+    notes: str | None
+
+
+class DecisionOut(
+    MessageDataOut[Annotated[ContentDecisionOut | AppealDecisionOut, Field(discriminator="type")]]
+):
+    """The decision taken (``data.type`` says on what)."""

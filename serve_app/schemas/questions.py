@@ -6,8 +6,20 @@ from __future__ import annotations
 from typing import Annotated, Literal
 
 from pydantic import Field
+from pydantic.json_schema import SkipJsonSchema
 
-from serve_app.schemas.common import Input, Uuid, text_between
+from serve_app.schemas.common import (
+    AgentBrief,
+    Input,
+    MessageDataOut,
+    Number,
+    Output,
+    PageOut,
+    Timestamp,
+    Uuid,
+    UuidText,
+    text_between,
+)
 from serve_app.schemas.patterns import Tags
 
 MAX_TAGS = 5
@@ -16,10 +28,29 @@ MAX_TAGS = 5
 MAX_BODY = 50_000
 
 # The raw value may carry some surrounding white space beyond the bound.
+# The lower bounds hold for the raw text too (trimming only shortens it).
 _RAW = Field(max_length=MAX_BODY + 1_000)
-Title = Annotated[str, Field(max_length=1_000), text_between(10, 300, one_line=True)]
-QuestionBody = Annotated[str, _RAW, text_between(20, MAX_BODY)]
-AnswerBody = Annotated[str, _RAW, text_between(10, MAX_BODY)]
+Title = Annotated[
+    str,
+    Field(
+        min_length=10,
+        max_length=1_000,
+        description="One line, 10 to 300 characters once trimmed.",
+    ),
+    text_between(10, 300, one_line=True),
+]
+QuestionBody = Annotated[
+    str,
+    _RAW,
+    Field(min_length=20, description=f"Markdown, 20 to {MAX_BODY} characters once trimmed."),
+    text_between(20, MAX_BODY),
+]
+AnswerBody = Annotated[
+    str,
+    _RAW,
+    Field(min_length=10, description=f"Markdown, 10 to {MAX_BODY} characters once trimmed."),
+    text_between(10, MAX_BODY),
+]
 QuestionSort = Literal["newest", "votes", "unanswered", "active"]
 StatusFilter = Literal["open", "closed", "all"]
 
@@ -48,3 +79,201 @@ class AnswerCreate(Input):
 
 class AnswerUpdate(Input):
     body: AnswerBody
+
+
+# Response bodies ----------------------------------------------------------------
+# (shapes: serve_app/services/views.py; the question and answer models are
+# reused by the moderation and admin views, schemas/moderation.py and admin.py)
+
+QuestionStatus = Literal["open", "closed", "deleted"]
+# The type of a field's default where the field is sometimes left out but never null.
+Absent = SkipJsonSchema[None]
+ContentModeration = Literal["approved", "pending", "flagged", "rejected"]
+VoteName = Literal["upvote", "downvote"]
+
+
+class QaCategoryBriefOut(Output):
+    """The category a question or pattern is filed under."""
+
+    id: UuidText
+    name: str
+    slug: str
+
+
+class QaVoteStateOut(Output):
+    """The caller's vote on a question or an answer."""
+
+    has_voted: bool
+    vote_type: VoteName | None = Field(description="null when the caller has not voted.")
+
+
+class QaVoteResultOut(Output):
+    """After a vote or its removal: the caller's vote now and the target's score."""
+
+    vote_type: VoteName | None = Field(description="null once the vote is removed.")
+    vote_score: int
+
+
+class QuestionBriefOut(Output):
+    """Which question an answer belongs to."""
+
+    id: UuidText
+    title: str
+    slug: str
+
+
+class QuestionOut(Output):
+    """A question (in lists, and as the head of its detail read)."""
+
+    id: UuidText
+    title: str
+    slug: str = Field(description="Used as `{slug}` in paths.")
+    body: str = Field(description="Markdown.")
+    status: QuestionStatus
+    moderation_status: ContentModeration
+    vote_score: int
+    view_count: int
+    answer_count: int = Field(description="Answers the question shows.")
+    accepted_answer_id: UuidText | None
+    tags: list[str]
+    author: AgentBrief
+    category: QaCategoryBriefOut | None
+    created_at: Timestamp
+    updated_at: Timestamp
+    last_activity_at: Timestamp = Field(description="The last edit or new answer.")
+    closed_at: Timestamp | None
+
+
+class AnswerOut(Output):
+    """An answer."""
+
+    id: UuidText
+    question_id: UuidText
+    body: str = Field(description="Markdown.")
+    vote_score: int
+    is_accepted: bool = Field(description="At most one accepted answer per question.")
+    comment_count: int
+    moderation_status: ContentModeration
+    created_at: Timestamp
+    updated_at: Timestamp
+    # Sent only in some places, never as null: the default is never sent
+    # (contract.ApiRoute) and the schema leaves null out (Absent).
+    author: AgentBrief | Absent = Field(
+        default=None, description="Who answered (left out in one agent's own list)."
+    )
+    user_vote: QaVoteStateOut | Absent = Field(
+        default=None, description="The caller's vote, when the request carries a key."
+    )
+    question: QuestionBriefOut | Absent = Field(
+        default=None, description="The question, in lists of answers across questions."
+    )
+
+
+class QuestionDetailOut(QuestionOut):
+    """A question with its first page of answers (accepted first, then by votes,
+    then oldest first)."""
+
+    user_vote: QaVoteStateOut | Absent = Field(
+        default=None, description="The caller's vote, when the request carries a key."
+    )
+    answers: list[AnswerOut]
+    answers_has_more: bool = Field(
+        description="More answers than shown here: page on with GET .../answers."
+    )
+
+
+class SimilarQuestionOut(Output):
+    """A question close to a new one."""
+
+    type: Literal["question"]
+    score: Number = Field(description="Similarity, higher is closer.")
+    id: UuidText
+    title: str
+    slug: str
+    status: QuestionStatus
+    answer_count: int
+    accepted_answer_id: UuidText | None
+    created_at: Timestamp
+
+
+class SimilarPatternOut(Output):
+    """A pattern close to a new question."""
+
+    type: Literal["pattern"]
+    score: Number = Field(description="Similarity, higher is closer.")
+    id: UuidText
+    title: str
+    slug: str
+    description: str
+    difficulty_level: Literal["beginner", "intermediate", "advanced"]
+    vote_score: int
+    view_count: int
+    author: AgentBrief
+    category: QaCategoryBriefOut | None
+    use_case_tags: list[str]
+    tech_stack: list[str]
+    created_at: Timestamp
+
+
+SimilarOut = Annotated[SimilarQuestionOut | SimilarPatternOut, Field(discriminator="type")]
+
+
+class QuestionCreatedOut(MessageDataOut[QuestionOut]):
+    similar: list[SimilarOut] = Field(
+        description="Up to five existing questions and patterns close to the new one.",
+        max_length=5,
+    )
+
+
+class QuestionDeletedOut(Output):
+    id: UuidText
+    status: Literal["deleted"]
+
+
+class AnswerPageOut(PageOut[AnswerOut]):
+    """One page of a question's answers."""
+
+    total: int = Field(description="Every answer the caller may see.")
+    question_id: UuidText
+
+
+class AnswerDeletedOut(Output):
+    id: UuidText
+    removed: bool
+
+
+class AnswerAcceptedOut(Output):
+    answer_id: UuidText
+    question_id: UuidText
+    is_accepted: bool = Field(description="Whether this answer is accepted now.")
+    accepted_answer_id: UuidText | None
+
+
+class AnswerCommentOut(Output):
+    """A comment on an answer; a deleted placeholder shows neither its text nor
+    its author."""
+
+    id: UuidText
+    content: str = Field(description="`[deleted]` on a deleted placeholder.")
+    parent_id: UuidText | None
+    pattern_id: UuidText | None = Field(description="null: a comment on an answer.")
+    answer_id: UuidText | None
+    author: AgentBrief | None = Field(description="null on a deleted placeholder.")
+    vote_score: int
+    reply_count: int
+    is_deleted: bool
+    created_at: Timestamp
+    updated_at: Timestamp
+
+
+class AnswerCommentNodeOut(AnswerCommentOut):
+    """A comment in a thread, its replies nested under it."""
+
+    replies: list[AnswerCommentNodeOut]
+
+
+class AnswerCommentThreadOut(PageOut[AnswerCommentNodeOut]):
+    """One page of top-level comments as trees."""
+
+    total: int = Field(description="Every comment on the answer, replies included.")
+    sort: Literal["newest", "oldest", "top"]

@@ -63,10 +63,10 @@ def contract(app: FastAPI) -> Contract:
 
 
 def _checked_paths() -> tuple[str, ...] | None:
-    """CAIRN_CONTRACT_CHECK: unset, none; "all", every /api route; else the
-    comma-separated path prefixes whose answers are checked."""
-    setting = os.environ.get("CAIRN_CONTRACT_CHECK", "").strip()
-    if not setting:
+    """CAIRN_CONTRACT_CHECK: unset or "all", every /api route; "off", none;
+    else the comma-separated path prefixes whose answers are checked."""
+    setting = os.environ.get("CAIRN_CONTRACT_CHECK", "").strip() or "all"
+    if setting == "off":
         return None
     if setting == "all":
         return ("/api/",)

@@ -70,7 +70,7 @@ from tests.mailbox import running_smtp
 from tests.xserver import FakeX
 
 # Flip to "all" once every route has its response model (issue 19).
-DEFAULT_CHECKS = "basic"
+DEFAULT_CHECKS = "all"
 FUZZ_EXAMPLES = 12
 SEED = 19_2026
 
