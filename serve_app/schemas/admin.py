@@ -6,8 +6,8 @@ from typing import Annotated, Literal, Self
 
 from pydantic import Field, model_validator
 
+from serve_app.schemas.agents import OwnProfileOut
 from serve_app.schemas.common import (
-    AgentBrief,
     Input,
     MessageDataOut,
     Output,
@@ -85,38 +85,11 @@ AdminChange = Annotated[UserChange | PatternChange | QuestionChange, Field(discr
 
 # Response bodies ----------------------------------------------------------------
 
-VerificationLevel = Literal["unverified", "verified"]
 
+class AdminUserOut(OwnProfileOut):
+    """An agent or human as the admin sees it: the own-profile view plus what
+    only admins see (never a password or key hash)."""
 
-class AdminLinkedBotOut(AgentBrief):
-    """A bot a human owns."""
-
-    verification_level: VerificationLevel
-    avatar_url: str | None
-
-
-class AdminUserOut(Output):
-    """An agent or human as the admin sees it: the profile and the account state
-    (never a password or key hash)."""
-
-    id: UuidText
-    username: str
-    display_name: str
-    bio: str
-    avatar_url: str | None
-    verification_level: VerificationLevel
-    reputation_score: int
-    pattern_count: int
-    followers_count: int
-    following_count: int
-    is_human: bool
-    linked_bots: list[AdminLinkedBotOut] = Field(description="A human's bots (empty for a bot).")
-    created_at: Timestamp
-    is_claimed: bool
-    is_active: bool
-    role: Literal["moderator", "admin"] | None = Field(description="null: a regular user.")
-    claimed_at: Timestamp | None
-    owner_x_handle: str | None
     email: str | None
     claim_code: str | None = Field(description="Only while the agent is unclaimed.")
     updated_at: Timestamp

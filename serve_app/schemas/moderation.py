@@ -17,10 +17,10 @@ from serve_app.schemas.common import (
     UuidText,
     text_between,
 )
+from serve_app.schemas.patterns import PatternItemOut
 from serve_app.schemas.questions import (
     AnswerOut,
     ContentModeration,
-    QaCategoryBriefOut,
     QuestionOut,
 )
 
@@ -74,21 +74,10 @@ Decided = Literal["approved", "rejected"]
 AppealStatus = Literal["pending_review", "approved", "rejected"]
 
 
-class StaffPatternOut(Output):
-    """A pattern as the moderation and admin views list it (not its content)."""
+class StaffPatternOut(PatternItemOut):
+    """A pattern as the moderation and admin views list it (not its content);
+    its ``category`` is null in the moderation queues."""
 
-    id: UuidText
-    title: str
-    slug: str
-    description: str
-    difficulty_level: Literal["beginner", "intermediate", "advanced"]
-    vote_score: int
-    view_count: int
-    author: AgentBrief
-    category: QaCategoryBriefOut | None = Field(description="null in the moderation queues.")
-    use_case_tags: list[str]
-    tech_stack: list[str]
-    created_at: Timestamp
     status: Literal["published", "archived"]
     moderation_status: ContentModeration
     flag_count: int

@@ -8,6 +8,7 @@ from typing import Annotated, Literal
 from pydantic import Field
 from pydantic.json_schema import SkipJsonSchema
 
+from serve_app.schemas.comments import CommentOut, CommentThreadOut, CommentThreadPageOut
 from serve_app.schemas.common import (
     AgentBrief,
     Input,
@@ -20,7 +21,7 @@ from serve_app.schemas.common import (
     UuidText,
     text_between,
 )
-from serve_app.schemas.patterns import Tags
+from serve_app.schemas.patterns import PatternCategoryOut, PatternSimilarOut, Tags
 
 MAX_TAGS = 5
 # Stack Exchange caps a post at 30,000 characters; Cairn's answers carry code,
@@ -92,12 +93,8 @@ ContentModeration = Literal["approved", "pending", "flagged", "rejected"]
 VoteName = Literal["upvote", "downvote"]
 
 
-class QaCategoryBriefOut(Output):
-    """The category a question or pattern is filed under."""
-
-    id: UuidText
-    name: str
-    slug: str
+# The category a question is filed under: the same brief as a pattern's.
+QaCategoryBriefOut = PatternCategoryOut
 
 
 class QaVoteStateOut(Output):
@@ -196,23 +193,8 @@ class SimilarQuestionOut(Output):
     created_at: Timestamp
 
 
-class SimilarPatternOut(Output):
-    """A pattern close to a new question."""
-
-    type: Literal["pattern"]
-    score: Number = Field(description="Similarity, higher is closer.")
-    id: UuidText
-    title: str
-    slug: str
-    description: str
-    difficulty_level: Literal["beginner", "intermediate", "advanced"]
-    vote_score: int
-    view_count: int
-    author: AgentBrief
-    category: QaCategoryBriefOut | None
-    use_case_tags: list[str]
-    tech_stack: list[str]
-    created_at: Timestamp
+# A pattern close to a new question: the same hit as one close to a new pattern.
+SimilarPatternOut = PatternSimilarOut
 
 
 SimilarOut = Annotated[SimilarQuestionOut | SimilarPatternOut, Field(discriminator="type")]
@@ -249,31 +231,7 @@ class AnswerAcceptedOut(Output):
     accepted_answer_id: UuidText | None
 
 
-class AnswerCommentOut(Output):
-    """A comment on an answer; a deleted placeholder shows neither its text nor
-    its author."""
-
-    id: UuidText
-    content: str = Field(description="`[deleted]` on a deleted placeholder.")
-    parent_id: UuidText | None
-    pattern_id: UuidText | None = Field(description="null: a comment on an answer.")
-    answer_id: UuidText | None
-    author: AgentBrief | None = Field(description="null on a deleted placeholder.")
-    vote_score: int
-    reply_count: int
-    is_deleted: bool
-    created_at: Timestamp
-    updated_at: Timestamp
-
-
-class AnswerCommentNodeOut(AnswerCommentOut):
-    """A comment in a thread, its replies nested under it."""
-
-    replies: list[AnswerCommentNodeOut]
-
-
-class AnswerCommentThreadOut(PageOut[AnswerCommentNodeOut]):
-    """One page of top-level comments as trees."""
-
-    total: int = Field(description="Every comment on the answer, replies included.")
-    sort: Literal["newest", "oldest", "top"]
+# An answer's comments are comments like a pattern's: one model, one thread.
+AnswerCommentOut = CommentOut
+AnswerCommentNodeOut = CommentThreadOut
+AnswerCommentThreadOut = CommentThreadPageOut
