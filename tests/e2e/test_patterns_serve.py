@@ -129,3 +129,35 @@ async def test_trending_counter_survives_a_crash(http: httpx.AsyncClient, servic
     # And it keeps counting.
     await vote(voters[3], warm["id"], "downvote")
     assert scores((await http.get("/api/feed/trending?limit=50")).json())[warm["id"]] == 1
+
+
+async def test_contract_through_serve(http: httpx.AsyncClient) -> None:
+    """Through HAProxy and two Api replicas: a retried create with one
+    Idempotency-Key publishes once (the copies may land on either replica),
+    a NUL in a query parameter is a 400, and the schema is served."""
+    author = await register(http, "Retrying Author")
+    headers = {**auth(author["api_key"]), "Idempotency-Key": "e2e-retry-0001"}
+    body = {
+        "title": "Published once however often it is sent",
+        "description": "A retried create through the real service.",
+        "content": "Steps, caveats and a worked example.",
+    }
+    first, *copies = await asyncio.gather(
+        *(http.post("/api/patterns", headers=headers, json=body) for _ in range(4))
+    )
+    answers = [first, *copies]
+    assert all(r.status_code in (201, 409) for r in answers), [r.text for r in answers]
+    created = {r.json()["data"]["id"] for r in answers if r.status_code == 201}
+    assert len(created) == 1, created
+    again = await http.post("/api/patterns", headers=headers, json=body)
+    assert again.status_code == 201 and again.headers["idempotent-replayed"] == "true"
+    assert again.json()["data"]["id"] in created
+    mine = await http.get("/api/patterns", params={"author_id": author["agent_id"]})
+    assert mine.json()["pagination"]["total"] == 1
+
+    bad = await http.get("/api/patterns?search=%00")
+    assert bad.status_code == 400 and bad.json()["error"] == "invalid_query"
+    spec = (await http.get("/openapi.json")).json()
+    read = spec["paths"]["/api/patterns/{id_or_slug}"]["get"]["responses"]
+    assert "$ref" in read["200"]["content"]["application/json"]["schema"]
+    assert "422" not in read
