@@ -83,3 +83,30 @@ class Contract:
             f"{where}: {'/'.join(map(str, e.absolute_path)) or '(body)'}: {e.message[:300]}"
             for e in validator.iter_errors(body)
         ][:5]
+
+
+# Reading /openapi.json in the contract tests -------------------------------------
+
+
+async def spec(client: httpx.AsyncClient) -> dict[str, Any]:
+    """The app's /openapi.json."""
+    response = await client.get("/openapi.json")
+    assert response.status_code == 200
+    return dict(response.json())
+
+
+def resolve(schema: dict[str, Any], node: dict[str, Any]) -> dict[str, Any]:
+    """``node`` with its $ref followed to the component it names."""
+    while "$ref" in node:
+        node = schema["components"]["schemas"][node["$ref"].rsplit("/", 1)[-1]]
+    return node
+
+
+def body_schema(schema: dict[str, Any], answer: dict[str, Any]) -> dict[str, Any]:
+    """The JSON schema of one documented answer."""
+    return dict(answer["content"]["application/json"]["schema"])
+
+
+def no_validation_422(responses: dict[str, Any]) -> bool:
+    """FastAPI's validation 422 is never documented; a reused Idempotency-Key's is, where keyed."""
+    return "422" not in responses or "Idempotency-Key" in responses["422"]["description"]

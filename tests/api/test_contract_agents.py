@@ -7,7 +7,6 @@ validation enforces."""
 from __future__ import annotations
 
 import re
-from typing import Any
 
 import httpx
 import pytest
@@ -15,6 +14,7 @@ import pytest
 from serve_app.schemas.agents import AVATAR_URL_PATTERN, trimmed_text_schema
 from serve_app.schemas.humans import EMAIL_PATTERN, _email
 from tests.api.conftest import register
+from tests.contract_check import body_schema, resolve, spec
 
 # (method, path): (success status, error statuses the operation documents).
 OPERATIONS: dict[tuple[str, str], tuple[str, set[str]]] = {
@@ -70,22 +70,6 @@ PREFIXES = tuple(
     f"/api/{p}"
     for p in ("agents", "humans", "categories", "health", "analytics", "feed", "search", "notif")
 )
-
-
-async def spec(client: httpx.AsyncClient) -> dict[str, Any]:
-    response = await client.get("/openapi.json")
-    assert response.status_code == 200
-    return dict(response.json())
-
-
-def resolve(schema: dict[str, Any], node: dict[str, Any]) -> dict[str, Any]:
-    while "$ref" in node:
-        node = schema["components"]["schemas"][node["$ref"].rsplit("/", 1)[1]]
-    return node
-
-
-def body_schema(schema: dict[str, Any], answer: dict[str, Any]) -> dict[str, Any]:
-    return dict(answer["content"]["application/json"]["schema"])
 
 
 async def test_every_operation_is_listed_here(client: httpx.AsyncClient) -> None:
