@@ -23,6 +23,7 @@ from fastapi.routing import APIRoute
 from starlette.routing import BaseRoute
 
 from serve_app import idempotency
+from serve_app.deps import dependants
 from serve_app.schemas.common import ErrorOut
 
 ERROR_TEXT = {
@@ -104,24 +105,13 @@ def operation_id(route: APIRoute) -> str:
 
 
 def _calls(dependant: Dependant) -> Iterable[Callable[..., Any]]:
-    stack = [dependant]
-    while stack:
-        current = stack.pop()
-        if current.call is not None:
-            yield current.call
-        stack.extend(current.dependencies)
+    return (d.call for d in dependants(dependant) if d.call is not None)
 
 
 def _has_params(dependant: Dependant) -> tuple[bool, bool]:
     """(a path parameter, a body) anywhere in the tree."""
-    path = body = False
-    stack = [dependant]
-    while stack:
-        current = stack.pop()
-        path = path or bool(current.path_params)
-        body = body or bool(current.body_params)
-        stack.extend(current.dependencies)
-    return path, body
+    tree = list(dependants(dependant))
+    return any(d.path_params for d in tree), any(d.body_params for d in tree)
 
 
 # Dependencies by name (closures made by a factory share its qualified name).

@@ -3,11 +3,12 @@
 from __future__ import annotations
 
 import time
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
 from dataclasses import dataclass
 from typing import Annotated, Any
 
 from fastapi import Depends, Request, Response
+from fastapi.dependencies.models import Dependant
 from sqlmodel.ext.asyncio.session import AsyncSession
 
 from actors.ratelimit import Decision
@@ -278,21 +279,39 @@ def _query_int(text: str | None) -> int | None:
         return None
 
 
-def _route_defaults(request: Request) -> dict[str, Any] | None:
-    """The matched route's query parameters and their defaults (None: no route)."""
-    route = request.scope.get("route")
-    dependant = getattr(route, "dependant", None)
-    if dependant is None:
-        return None
-    # Flattened: the route's own query parameters and those of its dependencies.
-    found: dict[str, Any] = {}
-    stack = [dependant]
+def dependants(root: Dependant) -> Iterator[Dependant]:
+    """A route's dependency tree, the route itself included."""
+    stack = [root]
     while stack:
         current = stack.pop()
-        for field in current.query_params:
-            found[field.name] = field.field_info.default
+        yield current
         stack.extend(current.dependencies)
+
+
+# By route dependant (an unhashable dataclass, so keyed by id; the entry keeps
+# the dependant alive, so its id cannot be reused by another).
+_QUERY_DEFAULTS: dict[int, tuple[Dependant, dict[str, Any]]] = {}
+
+
+def _query_defaults(dependant: Dependant) -> dict[str, Any]:
+    """A route's query parameters and their defaults, its dependencies'
+    included (worked out once per route, not per request)."""
+    cached = _QUERY_DEFAULTS.get(id(dependant))
+    if cached is not None:
+        return cached[1]
+    found = {
+        field.name: field.field_info.default
+        for current in dependants(dependant)
+        for field in current.query_params
+    }
+    _QUERY_DEFAULTS[id(dependant)] = (dependant, found)
     return found
+
+
+def _route_defaults(request: Request) -> dict[str, Any] | None:
+    """The matched route's query parameters and their defaults (None: no route)."""
+    dependant = getattr(request.scope.get("route"), "dependant", None)
+    return _query_defaults(dependant) if dependant is not None else None
 
 
 async def page_window(request: Request, ctx: Ctx) -> None:
