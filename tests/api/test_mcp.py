@@ -407,3 +407,23 @@ async def test_the_modern_protocol_client_works_statelessly(
             result = await mcp_client.call_tool("my_profile", {})
             assert ok(result)["data"]["username"] == agent.username
     assert seen and all(value is None for value in seen)
+
+
+async def test_the_app_middlewares_guard_mcp_too(client: httpx.AsyncClient, app: FastAPI) -> None:
+    limit = app.state.ctx.settings.max_body_bytes
+    huge = await client.post(
+        "/mcp",
+        content=b"x" * (limit + 1),
+        headers={"Content-Type": "application/json", "Accept": "application/json"},
+    )
+    assert huge.status_code == 413 and huge.json()["error"] == "payload_too_large"
+    bad = await client.post("/mcp?x=%00", json={})
+    assert bad.status_code == 400 and bad.json()["error"] == "invalid_query"
+    # Not JSON-RPC: the transport's own JSON-RPC error, never a 500.
+    wrong = await client.post(
+        "/mcp",
+        content=b"{not json",
+        headers={"Content-Type": "application/json", "Accept": "application/json"},
+    )
+    assert 400 <= wrong.status_code < 500, wrong.text
+    assert "error" in wrong.json()
