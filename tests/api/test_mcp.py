@@ -19,6 +19,9 @@ from mcp.shared.exceptions import MCPError
 from mcp_types import CallToolResult
 
 from actors.ratelimit import Rule
+from serve_app.contract import api_routes
+from serve_app.deps import LimitTag
+from serve_app.mcp.door import Door, RouteRules
 from tests.api.conftest import CLIENT_IP, register, scalar
 
 PATTERN = {
@@ -427,3 +430,23 @@ async def test_the_app_middlewares_guard_mcp_too(client: httpx.AsyncClient, app:
     )
     assert 400 <= wrong.status_code < 500, wrong.text
     assert "error" in wrong.json()
+
+
+def test_each_tool_reads_its_rules_off_the_rest_route(app: FastAPI) -> None:
+    """The key requirement and the limits come from the route's dependencies."""
+    door = Door(app.state.ctx, api_routes(app.routes))
+    assert door.rules("search_search") == RouteRules(
+        "search_search", "none", (LimitTag("ip", "search"),)
+    )
+    assert door.rules("questions_ask") == RouteRules(
+        "questions_ask", "required", (LimitTag("agent", "question_create"),)
+    )
+    assert door.rules("questions_list_questions").auth == "optional"
+    assert door.rules("patterns_read_pattern") == RouteRules(
+        "patterns_read_pattern", "optional", ()
+    )
+    assert door.rules("answers_vote_answer").limits == (LimitTag("agent", "vote"),)
+    with pytest.raises(ValueError, match="humans"):
+        door.rules("humans_logout")
+    with pytest.raises(LookupError):
+        door.rules("no_such_operation")
