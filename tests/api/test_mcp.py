@@ -406,6 +406,8 @@ async def test_the_modern_protocol_client_works_statelessly(
         ) as http,
         Client(streamable_http_client("http://testserver/mcp", http_client=http)) as mcp_client,
     ):
+        # Discovery, not the initialize handshake: the protocol of 2026 and later.
+        assert mcp_client.protocol_version >= "2026"
         for _ in range(3):
             result = await mcp_client.call_tool("my_profile", {})
             assert ok(result)["data"]["username"] == agent.username
