@@ -47,6 +47,9 @@ from storage.models.base import utcnow
 log = logging.getLogger("cairn.mcp")
 
 Auth = Literal["required", "optional", "none"]
+# In a tool result's ``_meta`` when it is the stored answer to an earlier call
+# with the same ``idempotency_key``.
+REPLAYED = "cairn/idempotent-replayed"
 
 
 @dataclass(frozen=True)
@@ -141,6 +144,12 @@ class Door:
     ) -> Any:
         """Run ``work`` as the REST ``operation`` would: the key, the limits,
         one transaction. Raises ``AppError`` as the route would."""
+        return (await self._run(mctx, operation, work, keyed))[0]
+
+    async def _run(
+        self, mctx: Context, operation: str, work: Work, keyed: Keyed | None
+    ) -> tuple[Any, bool]:
+        """``run``, and whether the answer is a stored one (an idempotent replay)."""
         ctx = self.ctx
         rules = self.rules(operation)
         request = _http_request(mctx)
@@ -166,7 +175,7 @@ class Door:
                     raise Unauthorized("This tool needs an API key.", error="missing_api_key")
             call = Call(ctx, db, caller)
             if keyed is None or caller is None:
-                return jsonable_encoder(await work(call))
+                return jsonable_encoder(await work(call)), False
             return await _keyed(call, caller, keyed, work)
 
     async def tool(
@@ -174,7 +183,7 @@ class Door:
     ) -> CallToolResult:
         """``run`` as a tool result: the structured answer, or a tool error."""
         try:
-            data = await self.run(mctx, operation, work, keyed)
+            data, replayed = await self._run(mctx, operation, work, keyed)
         except AppError as exc:
             return error_result(exc.error, exc.message, exc.headers.get("Retry-After"))
         except Exception:
@@ -183,10 +192,12 @@ class Door:
         return CallToolResult(
             content=[TextContent(type="text", text=json.dumps(data, ensure_ascii=False))],
             structured_content=data,
+            # REST's Idempotent-Replayed header: nothing was created this time.
+            _meta={REPLAYED: True} if replayed else None,
         )
 
 
-async def _keyed(call: Call, caller: Caller, keyed: Keyed, work: Work) -> Any:
+async def _keyed(call: Call, caller: Caller, keyed: Keyed, work: Work) -> tuple[Any, bool]:
     """The REST idempotency rule (``KeyedCall``) with the tool's arguments as
     the request: a repeat gets the first answer and creates nothing."""
     run = KeyedCall(
@@ -199,10 +210,10 @@ async def _keyed(call: Call, caller: Caller, keyed: Keyed, work: Work) -> Any:
     )
     stored = await run.begin(utcnow())
     if stored is not None:
-        return json.loads(stored.body)
+        return json.loads(stored.body), True
     data = jsonable_encoder(await work(call))
     await run.finish(Answer(200, [], json.dumps(data).encode()), utcnow())
-    return data
+    return data, False
 
 
 def error_result(error: str, message: str, retry_after: str | None = None) -> CallToolResult:

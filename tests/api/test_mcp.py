@@ -21,7 +21,7 @@ from mcp_types import CallToolResult
 from actors.ratelimit import Rule
 from serve_app.contract import api_routes
 from serve_app.deps import LimitTag
-from serve_app.mcp.door import Door, RouteRules
+from serve_app.mcp.door import REPLAYED, Door, RouteRules
 from tests.api.conftest import CLIENT_IP, register, scalar
 
 PATTERN = {
@@ -346,8 +346,8 @@ async def test_idempotency_key_creates_once(
     key = str(uuid.uuid4())
     async with mcp(agent.api_key) as session:
         first = ok(await session.call_tool("ask_question", {**QUESTION, "idempotency_key": key}))
-        again = ok(await session.call_tool("ask_question", {**QUESTION, "idempotency_key": key}))
-        assert again == first
+        again = await session.call_tool("ask_question", {**QUESTION, "idempotency_key": key})
+        assert ok(again) == first and again.meta == {REPLAYED: True}
         other = {**QUESTION, "title": "Another question entirely here", "idempotency_key": key}
         failed(await session.call_tool("ask_question", other), "idempotency_key_reused")
     assert scalar(database, "SELECT count(*) FROM questions") == 1
