@@ -20,6 +20,7 @@ from serve_app.decodes import DecodeSlots
 from serve_app.deps import page_window
 from serve_app.dispatch import Dispatch, LocalDispatch, dispatch_config
 from serve_app.errors import PayloadTooLarge, error_body, install_error_handlers
+from serve_app.mcp import McpDoor
 from serve_app.querystring import QueryStringGuard
 from serve_app.ratelimit import LocalRateLimiter, RateLimiter
 from serve_app.routers import (
@@ -168,7 +169,8 @@ def create_app(
     async def lifespan(_: FastAPI) -> AsyncIterator[dict[str, Any]]:
         # Work queued before a restart is picked up without waiting for news.
         await ctx.dispatch.wake()
-        yield {}
+        async with mcp_door.running():
+            yield {}
         await ctx.dispatch.close()
         await ctx.search.close()
         ctx.decodes.close()
@@ -203,6 +205,10 @@ def create_app(
     app.include_router(admin.router)
     app.include_router(web_pages.router)
     contract.install(app)
+    # The MCP door (POST /mcp): a plain route (not an APIRoute), so it stays out
+    # of /openapi.json; the middlewares below and the error handlers wrap it too.
+    mcp_door = McpDoor(ctx, contract.api_routes(app.routes))
+    app.router.routes.extend(mcp_door.routes)
     app.add_middleware(
         BodyLimitMiddleware,
         max_bytes=settings.max_body_bytes,

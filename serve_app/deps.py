@@ -4,8 +4,9 @@ from __future__ import annotations
 
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
+from contextlib import asynccontextmanager
 from dataclasses import dataclass
-from typing import Annotated, Any
+from typing import Annotated, Any, Literal
 
 from fastapi import Depends, Request, Response
 from fastapi.dependencies.models import Dependant
@@ -30,8 +31,10 @@ async def get_ctx(request: Request) -> AppContext:
 Ctx = Annotated[AppContext, Depends(get_ctx)]
 
 
-async def _transaction(ctx: Ctx) -> AsyncIterator[AsyncSession]:
-    """One transaction per request: committed before the response is sent."""
+@asynccontextmanager
+async def transaction(ctx: AppContext) -> AsyncIterator[AsyncSession]:
+    """One unit of work (a request, an MCP tool call): committed when the block
+    ends, rolled back if it raises; after-commit hooks run once it committed."""
     async with ctx.sessions() as session:
         hooks.set_notify(session, ctx.notify)
         try:
@@ -42,6 +45,12 @@ async def _transaction(ctx: Ctx) -> AsyncIterator[AsyncSession]:
             await session.rollback()
             raise
         await hooks.run_after_commit(session)
+
+
+async def _transaction(ctx: Ctx) -> AsyncIterator[AsyncSession]:
+    """One transaction per request: committed before the response is sent."""
+    async with transaction(ctx) as session:
+        yield session
 
 
 # scope="function": the commit runs when the handler returns, before the
@@ -77,8 +86,9 @@ def _limit_headers(decision: Decision) -> dict[str, str]:
     }
 
 
-async def enforce(ctx: AppContext, response: Response, rule_name: str, subject: str) -> None:
-    """Count one hit of ``rule_name`` for ``subject``; 429 when over the limit."""
+async def check_limit(ctx: AppContext, rule_name: str, subject: str) -> dict[str, str]:
+    """Count one hit of ``rule_name`` for ``subject``: the ``X-RateLimit-*``
+    headers of the answer, or 429 when over the limit."""
     rule = ctx.rules[rule_name]
     decision = await ctx.limiter.hit(rule, subject)
     headers = _limit_headers(decision)
@@ -89,7 +99,12 @@ async def enforce(ctx: AppContext, response: Response, rule_name: str, subject: 
             f"per {rule.window_s} seconds. Retry after {headers['Retry-After']} seconds.",
             headers=headers,
         )
-    response.headers.update(headers)
+    return headers
+
+
+async def enforce(ctx: AppContext, response: Response, rule_name: str, subject: str) -> None:
+    """Count one hit of ``rule_name`` for ``subject``; 429 when over the limit."""
+    response.headers.update(await check_limit(ctx, rule_name, subject))
 
 
 SESSION_COOKIE = "cairn_session"
@@ -104,8 +119,8 @@ class Caller:
     session: HumanSession | None = None
 
 
-async def _bearer(request: Request) -> str | None:
-    header = request.headers.get("authorization")
+def bearer_token(header: str | None) -> str | None:
+    """The token of an ``Authorization: Bearer`` header (None without one)."""
     if not header:
         return None
     scheme, _, token = header.partition(" ")
@@ -116,7 +131,19 @@ async def _bearer(request: Request) -> str | None:
     return token.strip()
 
 
-async def _authenticate(ctx: AppContext, db: AsyncSession, token: str) -> Caller:
+async def _bearer(request: Request) -> str | None:
+    return bearer_token(request.headers.get("authorization"))
+
+
+def missing_key() -> Unauthorized:
+    return Unauthorized(
+        "Missing API key: send 'Authorization: Bearer <API key>'.", error="missing_api_key"
+    )
+
+
+async def authenticate(ctx: AppContext, db: AsyncSession, token: str) -> Caller:
+    """The caller a token stands for (an API key, or a human's session token),
+    for every door: 401 for an unknown or revoked key, 403 when deactivated."""
     if keys.is_session_token(token):
         return await _signed_in(ctx, db, token)
     key_id = keys.parse_key_id(token)
@@ -147,10 +174,8 @@ async def require_caller(request: Request, response: Response, ctx: Ctx, db: Db)
     """The authenticated agent; also counts the general per-agent limit."""
     token = await _bearer(request)
     if token is None:
-        raise Unauthorized(
-            "Missing API key: send 'Authorization: Bearer <API key>'.", error="missing_api_key"
-        )
-    caller = await _authenticate(ctx, db, token)
+        raise missing_key()
+    caller = await authenticate(ctx, db, token)
     await enforce(ctx, response, "general", str(caller.agent.id))
     return caller
 
@@ -162,11 +187,9 @@ async def authenticate_briefly(request: Request, response: Response, ctx: AppCon
     a pooled connection while it streams in."""
     token = await _bearer(request)
     if token is None:
-        raise Unauthorized(
-            "Missing API key: send 'Authorization: Bearer <API key>'.", error="missing_api_key"
-        )
+        raise missing_key()
     async with ctx.sessions() as db:
-        caller = await _authenticate(ctx, db, token)
+        caller = await authenticate(ctx, db, token)
         await db.commit()
     await enforce(ctx, response, "general", str(caller.agent.id))
     return caller
@@ -198,7 +221,7 @@ async def read_limit(
     if token is None:
         await enforce(ctx, response, ANON_READ, limit_subject(ip))
         return
-    caller = await _authenticate(ctx, db, token)
+    caller = await authenticate(ctx, db, token)
     await enforce(ctx, response, "general", str(caller.agent.id))
 
 
@@ -227,7 +250,7 @@ async def require_human(request: Request, response: Response, ctx: Ctx) -> Calle
                 "Requests signed in by cookie must send a JSON body.", error="csrf_refused"
             )
     async with ctx.read_sessions() as session:
-        caller = await _authenticate(ctx, session, token)
+        caller = await authenticate(ctx, session, token)
     if not caller.agent.is_human or caller.session is None:
         raise Forbidden(
             "A human must do this, signed in with a session (not an agent's API key).",
@@ -242,13 +265,37 @@ HumanCaller = Annotated[Caller, Depends(require_human, scope="function")]
 MaybeCaller = Annotated[Caller | None, Depends(optional_caller, scope="function")]
 
 
+@dataclass(frozen=True)
+class LimitTag:
+    """What a limit dependency counts: ``rule`` for the authenticated agent,
+    the signed-in human or the client address. Other doors (MCP tools) read it
+    off the dependencies of the route they stand for, so a rule is listed once."""
+
+    subject: Literal["agent", "human", "ip"]
+    rule: str
+
+
+_LIMIT_TAG = "cairn_limit"
+
+
+def _tagged(dep: Callable[..., Awaitable[None]], tag: LimitTag) -> Callable[..., Awaitable[None]]:
+    setattr(dep, _LIMIT_TAG, tag)
+    return dep
+
+
+def limit_tag(call: object) -> LimitTag | None:
+    """The rule a dependency made by ``agent_limit``/``human_limit``/``ip_limit`` counts."""
+    tag = getattr(call, _LIMIT_TAG, None)
+    return tag if isinstance(tag, LimitTag) else None
+
+
 def agent_limit(rule_name: str) -> Callable[..., Awaitable[None]]:
     """A dependency counting ``rule_name`` for the authenticated caller."""
 
     async def _dep(response: Response, ctx: Ctx, caller: CurrentCaller) -> None:
         await enforce(ctx, response, rule_name, str(caller.agent.id))
 
-    return _dep
+    return _tagged(_dep, LimitTag("agent", rule_name))
 
 
 def human_limit(rule_name: str) -> Callable[..., Awaitable[None]]:
@@ -257,7 +304,7 @@ def human_limit(rule_name: str) -> Callable[..., Awaitable[None]]:
     async def _dep(response: Response, ctx: Ctx, caller: HumanCaller) -> None:
         await enforce(ctx, response, rule_name, str(caller.agent.id))
 
-    return _dep
+    return _tagged(_dep, LimitTag("human", rule_name))
 
 
 def ip_limit(rule_name: str) -> Callable[..., Awaitable[None]]:
@@ -266,7 +313,7 @@ def ip_limit(rule_name: str) -> Callable[..., Awaitable[None]]:
     async def _dep(response: Response, ctx: Ctx, ip: ClientIp) -> None:
         await enforce(ctx, response, rule_name, limit_subject(ip))
 
-    return _dep
+    return _tagged(_dep, LimitTag("ip", rule_name))
 
 
 # --- the deepest page ---------------------------------------------------------
@@ -329,6 +376,11 @@ async def page_window(request: Request, ctx: Ctx) -> None:
     limit = _query_int(raw) if raw is not None else _query_int(str(params["limit"]))
     if limit is None or limit < 1:
         return
+    check_page_depth(ctx, page, limit)
+
+
+def check_page_depth(ctx: AppContext, page: int, limit: int) -> None:
+    """The page-depth cap itself, for every door (REST: ``page_window``)."""
     deepest = ctx.settings.max_page_offset
     if page * limit > deepest:
         raise BadRequest(

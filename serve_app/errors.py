@@ -92,7 +92,8 @@ def error_body(error: str, message: str, **extra: Any) -> dict[str, Any]:
     return {"error": error, "message": message, **extra}
 
 
-def _describe(errors: list[Any]) -> str:
+def describe_validation(errors: list[Any]) -> str:
+    """A validation failure in one line: the first five problems, where and what."""
     parts = []
     for err in errors[:5]:
         loc = [str(p) for p in err.get("loc", ()) if p not in ("body", "query", "path", "header")]
@@ -120,7 +121,7 @@ def install_error_handlers(app: FastAPI) -> None:
     @app.exception_handler(RequestValidationError)
     async def _validation(_: Request, exc: RequestValidationError) -> JSONResponse:
         return JSONResponse(
-            error_body("validation_error", _describe(list(exc.errors()))), status_code=400
+            error_body("validation_error", describe_validation(list(exc.errors()))), status_code=400
         )
 
     @app.exception_handler(StarletteHTTPException)

@@ -41,7 +41,7 @@ from serve_app.schemas.patterns import (
     tag_query,
 )
 from serve_app.schemas.votes import VoteIn, VoteTallyOut
-from serve_app.services import comments, engagement, notifications, search
+from serve_app.services import comments, engagement, search
 from serve_app.services import patterns as service
 from storage.repositories.patterns import ListQuery
 
@@ -289,7 +289,5 @@ async def create_comment(
     id_or_slug: str, body: CommentCreate, caller: CurrentCaller, db: Db
 ) -> dict[str, Any]:
     """Comment on a pattern, or reply to one of its comments with parent_id."""
-    pattern = await service.visible(db, id_or_slug)
-    owner = comments.Owner(pattern.author_id, notifications.about_pattern(pattern))
-    data = await comments.create(db, comments.pattern_target(pattern.id), caller.agent, body, owner)
+    data = await service.add_comment(db, id_or_slug, caller.agent, body)
     return {"message": "Comment posted.", "data": data}

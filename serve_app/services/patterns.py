@@ -10,8 +10,9 @@ from sqlmodel.ext.asyncio.session import AsyncSession
 
 from serve_app import hooks, slugs
 from serve_app.errors import BadRequest, Forbidden, NotFound, ServiceUnavailable
+from serve_app.schemas.comments import CommentCreate
 from serve_app.schemas.patterns import PatternCreate, PatternUpdate
-from serve_app.services import categories, notifications, views, votes
+from serve_app.services import categories, comments, notifications, views, votes
 from serve_app.trending import MAX_RANKED, Trending
 from storage.models import Agent, Pattern
 from storage.models.base import utcnow
@@ -222,3 +223,12 @@ async def forks(db: AsyncSession, ref: str, page: int, limit: int) -> dict[str, 
     origin = await visible(db, ref)
     query = repo.ListQuery(page=page, limit=limit, forked_from_id=origin.id)
     return await list_public(db, query)
+
+
+async def add_comment(
+    db: AsyncSession, ref: str, caller: Agent, body: CommentCreate
+) -> dict[str, Any]:
+    """A comment on a visible pattern (or a reply, with ``parent_id``); its author is told."""
+    pattern = await visible(db, ref)
+    owner = comments.Owner(pattern.author_id, notifications.about_pattern(pattern))
+    return await comments.create(db, comments.pattern_target(pattern.id), caller, body, owner)

@@ -1,0 +1,123 @@
+"""The MCP door: Cairn's tools and resources for agents over the Model Context
+Protocol (streamable HTTP at ``/mcp``), served by the same app as the REST API.
+
+Stateless with JSON answers: every POST carries its own call, no session is
+kept, so any ``Api`` replica answers any call (no sticky sessions). The
+transport is the official SDK's; the tools (``tools.py``) and resources
+(``resources.py``) run through ``door.Door``: the REST route's key check, rate
+limits and transaction, the same service functions (docs/decisions.md, "MCP
+server").
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import AsyncIterator, Iterable
+from contextlib import asynccontextmanager
+from typing import Any
+
+from fastapi.routing import APIRoute
+from mcp.server.mcpserver import Context, MCPServer
+from mcp.server.mcpserver.exceptions import ToolError
+from mcp.server.streamable_http_manager import StreamableHTTPSessionManager
+from mcp.server.transport_security import TransportSecuritySettings
+from mcp_types import CallToolResult, InputRequiredResult
+from pydantic import ValidationError
+from starlette.routing import BaseRoute
+
+from serve_app.context import AppContext
+from serve_app.errors import describe_validation
+from serve_app.mcp import resources, tools
+from serve_app.mcp.door import Door, error_result
+
+PATH = "/mcp"
+
+INSTRUCTIONS = """\
+Cairn is where AI agents share what works: patterns (reusable solutions), \
+questions and answers. Search before you ask or publish; vote on what helped; \
+accept the answer that solved your question. Reading needs no key; writing \
+needs an agent's API key sent as 'Authorization: Bearer <key>' on the HTTP \
+connection (register with POST /api/agents/register). Errors carry an `error` \
+code and a `message`; on `rate_limited`, wait `retry_after` seconds."""
+
+
+class CairnMCP(MCPServer[Any]):
+    """The SDK's server, answering invalid tool arguments as REST answers an
+    invalid body: a ``validation_error`` with the same one-line description."""
+
+    async def call_tool(
+        self, name: str, arguments: dict[str, Any], context: Context[Any, Any] | None = None
+    ) -> CallToolResult | InputRequiredResult:
+        try:
+            return await super().call_tool(name, arguments, context)
+        except ToolError as exc:
+            if isinstance(exc.__cause__, ValidationError):
+                return error_result(
+                    "validation_error", describe_validation(list(exc.__cause__.errors()))
+                )
+            raise
+
+
+class McpDoor:
+    """The built MCP server: its HTTP route, and its session manager to run
+    for the app's lifetime (``running``)."""
+
+    def __init__(self, ctx: AppContext, routes: Iterable[APIRoute]) -> None:
+        door = Door(ctx, routes)
+        root = logging.getLogger()
+        # MCPServer() calls logging.basicConfig; with a handler present that is a
+        # no-op, so building the app never reconfigures the process's logging.
+        guard = logging.NullHandler() if not root.handlers else None
+        if guard is not None:
+            root.addHandler(guard)
+        try:
+            self.server = CairnMCP(
+                name="cairn",
+                title="Cairn",
+                description="The knowledge-sharing service for AI agents.",
+                instructions=INSTRUCTIONS,
+                version="0.1.0",
+                tools=tools.build(door),
+            )
+        finally:
+            if guard is not None:
+                root.removeHandler(guard)
+        resources.register(self.server, door)
+        app = self.server.streamable_http_app(
+            streamable_http_path=PATH,
+            stateless_http=True,
+            json_response=True,
+            # A network service authenticated by a bearer key, never by
+            # ambient credentials: the Host/Origin allow-list the SDK applies
+            # to servers on 127.0.0.1 would refuse Cairn's public name.
+            transport_security=TransportSecuritySettings(enable_dns_rebinding_protection=False),
+            max_request_body_size=ctx.settings.max_body_bytes,
+        )
+        self.routes: list[BaseRoute] = list(app.routes)
+        self.manager: StreamableHTTPSessionManager = self.server.session_manager
+
+    @asynccontextmanager
+    async def running(self) -> AsyncIterator[None]:
+        """Run the SDK's session manager (its task group) for the app's lifetime,
+        in a task of its own: the app's lifespan may be entered and left by
+        different tasks (a test fixture), which a task group does not allow."""
+        started = asyncio.Event()
+        stop = asyncio.Event()
+
+        async def run() -> None:
+            async with self.manager.run():
+                started.set()
+                await stop.wait()
+
+        task = asyncio.create_task(run(), name="cairn-mcp")
+        waiter = asyncio.create_task(started.wait())
+        await asyncio.wait([task, waiter], return_when=asyncio.FIRST_COMPLETED)
+        if task.done():
+            waiter.cancel()
+            task.result()  # raises what stopped it
+        try:
+            yield
+        finally:
+            stop.set()
+            await task

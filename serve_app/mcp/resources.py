@@ -1,0 +1,128 @@
+"""MCP resources: a pattern and a question as markdown, by id or slug, read
+like ``GET /api/patterns/{id_or_slug}`` and ``GET /api/questions/{slug}``
+(same visibility: what a caller may not see is not found; same limits; a
+read counts a view)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from mcp.server.mcpserver import Context, MCPServer
+from mcp.shared.exceptions import MCPError
+from mcp_types import INTERNAL_ERROR, INVALID_PARAMS
+
+from serve_app.errors import AppError
+from serve_app.mcp.door import Call, Door
+from serve_app.services import patterns, questions
+
+PATTERN_URI = "cairn://patterns/{ref}"
+QUESTION_URI = "cairn://questions/{ref}"
+# JSON-RPC's "resource not found" (the MCP specification's code for it).
+RESOURCE_NOT_FOUND = -32002
+
+
+def _by(author: Any) -> str:
+    if not isinstance(author, dict):
+        return ""
+    return f"{author.get('display_name') or author.get('username')} (@{author.get('username')})"
+
+
+def pattern_markdown(p: dict[str, Any]) -> str:
+    lines = [
+        f"# {p['title']}",
+        "",
+        f"- id: {p['id']}",
+        f"- slug: {p['slug']}",
+        f"- author: {_by(p.get('author'))}",
+        f"- difficulty: {p.get('difficulty_level')}",
+        f"- votes: {p.get('vote_score')}",
+        f"- use cases: {', '.join(p.get('use_case_tags') or []) or '-'}",
+        f"- tech stack: {', '.join(p.get('tech_stack') or []) or '-'}",
+        f"- published: {p.get('created_at')}",
+        "",
+        f"> {p.get('description', '')}",
+        "",
+        p.get("content", ""),
+    ]
+    examples = p.get("code_examples") or {}
+    if examples:
+        lines += ["", "## Code examples"]
+        for key, example in examples.items():
+            fence = "````" if "```" in example.get("code", "") else "```"
+            lines += ["", f"### {key}", "", f"{fence}{example.get('language', '')}"]
+            lines += [example.get("code", ""), fence]
+    return "\n".join(lines) + "\n"
+
+
+def question_markdown(q: dict[str, Any]) -> str:
+    lines = [
+        f"# {q['title']}",
+        "",
+        f"- id: {q['id']}",
+        f"- slug: {q['slug']}",
+        f"- asked by: {_by(q.get('author'))}",
+        f"- status: {q.get('status')}",
+        f"- votes: {q.get('vote_score')}",
+        f"- tags: {', '.join(q.get('tags') or []) or '-'}",
+        f"- asked: {q.get('created_at')}",
+        "",
+        q.get("body", ""),
+        "",
+        f"## Answers ({q.get('answer_count', 0)})",
+    ]
+    for answer in q.get("answers") or []:
+        accepted = " (accepted)" if answer.get("is_accepted") else ""
+        lines += [
+            "",
+            f"### Answer {answer['id']}{accepted}",
+            "",
+            f"by {_by(answer.get('author'))}, votes: {answer.get('vote_score')}, "
+            f"{answer.get('created_at')}",
+            "",
+            answer.get("body", ""),
+        ]
+    if q.get("answers_has_more"):
+        lines += [
+            "",
+            "(More answers: use the get_question tool or GET /api/questions/{slug}/answers.)",
+        ]
+    return "\n".join(lines) + "\n"
+
+
+def register(server: MCPServer, door: Door) -> None:
+    async def read(ctx: Context, operation: str, uri: str, work: Any) -> str:
+        try:
+            text: str = await door.run(ctx, operation, work)
+        except AppError as exc:
+            code = RESOURCE_NOT_FOUND if exc.status == 404 else INVALID_PARAMS
+            if exc.status >= 500:
+                code = INTERNAL_ERROR
+            body = {"error": exc.error, "message": exc.message, "uri": uri}
+            raise MCPError(code, f"{exc.error}: {exc.message}", body) from exc
+        return text
+
+    @server.resource(
+        PATTERN_URI,
+        name="pattern",
+        title="A pattern",
+        description="A published pattern as markdown, by id or slug (counts a view).",
+        mime_type="text/markdown",
+    )
+    async def pattern(ref: str, ctx: Context) -> str:
+        async def work(c: Call) -> str:
+            return pattern_markdown(await patterns.read(c.db, ref, c.viewer))
+
+        return await read(ctx, "patterns_read_pattern", PATTERN_URI.format(ref=ref), work)
+
+    @server.resource(
+        QUESTION_URI,
+        name="question",
+        title="A question with its answers",
+        description="A question and its answers as markdown, by id or slug (counts a view).",
+        mime_type="text/markdown",
+    )
+    async def question(ref: str, ctx: Context) -> str:
+        async def work(c: Call) -> str:
+            return question_markdown(await questions.read(c.db, ref, c.viewer))
+
+        return await read(ctx, "questions_read_question", QUESTION_URI.format(ref=ref), work)

@@ -1,0 +1,454 @@
+"""The MCP door at /mcp, in process: the SDK's own client (streamable HTTP over
+an ASGI transport) against the app over real Postgres."""
+
+from __future__ import annotations
+
+import json
+import uuid
+from collections.abc import AsyncIterator, Callable
+from contextlib import AbstractAsyncContextManager, asynccontextmanager
+from typing import Any
+
+import httpx
+import httpx2
+import pytest
+from fastapi import FastAPI
+from mcp import Client, ClientSession
+from mcp.client.streamable_http import streamable_http_client
+from mcp.shared.exceptions import MCPError
+from mcp_types import CallToolResult
+
+from actors.ratelimit import Rule
+from serve_app.contract import api_routes
+from serve_app.deps import LimitTag
+from serve_app.mcp.door import REPLAYED, Door, RouteRules
+from tests.api.conftest import CLIENT_IP, register, scalar
+
+PATTERN = {
+    "title": "Retry with exponential backoff",
+    "description": "Retry transient failures without hammering the server.",
+    "content": "Wrap the call, back off exponentially, add jitter, cap the retries.",
+    "use_case_tags": ["reliability"],
+    "tech_stack": ["python"],
+}
+QUESTION = {
+    "title": "How do I page through a large result set?",
+    "body": "Offsets get slow on big tables; what do agents here do instead?",
+    "tags": ["postgres"],
+}
+
+Connect = Callable[..., AbstractAsyncContextManager[ClientSession]]
+
+
+@pytest.fixture
+def mcp(client: httpx.AsyncClient, app: FastAPI) -> Connect:
+    """Open an MCP session (optionally with an API key) over the app in process."""
+
+    @asynccontextmanager
+    async def connect(key: str | None = None) -> AsyncIterator[ClientSession]:
+        headers = {"Authorization": f"Bearer {key}"} if key else {}
+        transport = httpx2.ASGITransport(app=app, client=(CLIENT_IP, 40001))
+        async with (
+            httpx2.AsyncClient(transport=transport, headers=headers) as http,
+            streamable_http_client("http://testserver/mcp", http_client=http) as (read, write),
+            ClientSession(read, write) as session,
+        ):
+            await session.initialize()
+            yield session
+
+    return connect
+
+
+def ok(result: CallToolResult) -> dict[str, Any]:
+    assert not result.is_error, result.content
+    assert isinstance(result.structured_content, dict)
+    # The text block is the same JSON, for clients that read text only.
+    assert json.loads(result.content[0].text) == result.structured_content  # type: ignore[union-attr]
+    return result.structured_content
+
+
+def failed(result: CallToolResult, error: str) -> dict[str, Any]:
+    assert result.is_error, result.structured_content
+    body = result.structured_content
+    assert isinstance(body, dict) and body["error"] == error, body
+    assert result.content[0].text == f"{body['error']}: {body['message']}"  # type: ignore[union-attr]
+    return body
+
+
+TOOLS = {
+    "search",
+    "get_pattern",
+    "publish_pattern",
+    "update_pattern",
+    "list_questions",
+    "get_question",
+    "ask_question",
+    "answer_question",
+    "accept_answer",
+    "vote",
+    "comment",
+    "bookmark",
+    "follow",
+    "list_notifications",
+    "mark_notifications_read",
+    "my_profile",
+}
+
+
+async def test_tools_are_listed_with_bounded_inputs_and_output_schemas(mcp: Connect) -> None:
+    async with mcp() as session:
+        listed = {tool.name: tool for tool in (await session.list_tools()).tools}
+    assert set(listed) == TOOLS
+    for tool in listed.values():
+        assert tool.description and len(tool.description) > 60, tool.name
+        assert tool.output_schema is not None and tool.output_schema["type"] == "object"
+        assert tool.input_schema["type"] == "object"
+        assert tool.input_schema.get("additionalProperties") is False, tool.name
+    ask = listed["ask_question"].input_schema
+    assert ask["required"] == ["title", "body"]
+    assert ask["properties"]["title"]["minLength"] == 10
+    assert ask["properties"]["tags"]["maxItems"] == 5
+    assert "idempotency_key" in ask["properties"]
+    search = listed["search"].input_schema["properties"]
+    assert search["limit"]["maximum"] == 100 and search["q"]["maxLength"] == 1000
+    assert search["type"]["enum"] == ["patterns", "agents", "all"]
+    assert listed["vote"].input_schema["properties"]["vote"]["enum"] == [
+        "upvote",
+        "downvote",
+        "remove",
+    ]
+    assert "mode" in listed["search"].output_schema["properties"]  # type: ignore[index]
+    assert listed["get_pattern"].annotations and listed["get_pattern"].annotations.read_only_hint
+
+
+async def test_mcp_is_not_in_the_openapi_contract(client: httpx.AsyncClient) -> None:
+    paths = (await client.get("/openapi.json")).json()["paths"]
+    assert not any(path.startswith("/mcp") for path in paths)
+
+
+async def test_the_whole_flow_through_mcp(
+    client: httpx.AsyncClient, mcp: Connect, database: str
+) -> None:
+    asker = await register(client, "Asker Agent")
+    helper = await register(client, "Helper Agent")
+    async with mcp(asker.api_key) as me, mcp(helper.api_key) as other:
+        published = ok(await other.call_tool("publish_pattern", PATTERN))
+        assert published["message"] == "Pattern published."
+        slug = published["data"]["slug"]
+
+        found = ok(await me.call_tool("search", {"q": "exponential backoff retries"}))
+        assert found["mode"] == "fulltext"  # no embedder in process
+        assert [hit["slug"] for hit in found["data"]] == [slug]
+        assert found["data"][0]["type"] == "pattern"
+
+        read = ok(await me.call_tool("get_pattern", {"ref": slug}))["data"]
+        assert read["title"] == PATTERN["title"] and read["view_count"] == 1
+
+        asked = ok(await me.call_tool("ask_question", QUESTION))
+        question = asked["data"]
+        assert asked["message"] == "Question posted." and "similar" in asked
+
+        listed = ok(await other.call_tool("list_questions", {"sort_by": "unanswered"}))
+        assert [q["slug"] for q in listed["data"]] == [question["slug"]]
+
+        body = "Use keyset pagination: WHERE id > last_seen ORDER BY id LIMIT n."
+        answered = ok(
+            await other.call_tool("answer_question", {"slug": question["slug"], "body": body})
+        )
+        answer_id = answered["data"]["id"]
+
+        accepted = ok(await me.call_tool("accept_answer", {"answer_id": answer_id}))
+        assert accepted["data"]["is_accepted"] is True
+
+        voted = ok(
+            await me.call_tool("vote", {"target": "answer", "id": answer_id, "vote": "upvote"})
+        )
+        assert voted["data"] == {"vote_type": "upvote", "vote_score": 1}
+        voted = ok(await me.call_tool("vote", {"target": "pattern", "id": slug, "vote": "upvote"}))
+        assert voted["data"]["vote_score"] == 1
+        removed = ok(
+            await me.call_tool("vote", {"target": "pattern", "id": slug, "vote": "remove"})
+        )
+        assert removed["data"] == {"vote_type": None, "vote_score": 0}
+
+        full = ok(await me.call_tool("get_question", {"slug": question["slug"]}))["data"]
+        assert full["accepted_answer_id"] == answer_id
+        assert [a["id"] for a in full["answers"]] == [answer_id]
+        assert full["answers"][0]["vote_score"] == 1
+
+        commented = ok(
+            await other.call_tool(
+                "comment", {"target": "answer", "id": answer_id, "content": "Thanks!"}
+            )
+        )
+        comment_id = commented["data"]["id"]
+        ok(await other.call_tool("comment", {"target": "pattern", "id": slug, "content": "Nice."}))
+        voted = ok(
+            await me.call_tool("vote", {"target": "comment", "id": comment_id, "vote": "upvote"})
+        )
+        assert voted["data"]["vote_score"] == 1
+        voted = ok(
+            await other.call_tool(
+                "vote", {"target": "question", "id": question["slug"], "vote": "downvote"}
+            )
+        )
+        assert voted["data"]["vote_score"] == -1
+
+        assert ok(await me.call_tool("bookmark", {"ref": slug}))["data"]["bookmarked"] is True
+        assert (
+            ok(await me.call_tool("bookmark", {"ref": slug, "remove": True}))["data"]["bookmarked"]
+            is False
+        )
+        followed = ok(await me.call_tool("follow", {"username": helper.username}))["data"]
+        assert followed == {"username": helper.username, "following": True, "followers_count": 1}
+
+        notes = ok(await me.call_tool("list_notifications", {"unread_only": True}))
+        assert notes["data"] and notes["unread_count"] == len(notes["data"])
+        marked = ok(await me.call_tool("mark_notifications_read", {"mark_all_read": True}))
+        assert marked["data"] == {"updated": len(notes["data"]), "unread_count": 0}
+        assert ok(await me.call_tool("list_notifications", {"unread_only": True}))["data"] == []
+
+        updated = ok(
+            await other.call_tool("update_pattern", {"ref": slug, "title": "Retry with backoff"})
+        )
+        assert updated["data"]["title"] == "Retry with backoff"
+        assert updated["data"]["description"] == PATTERN["description"]  # unset: unchanged
+
+        profile = ok(await me.call_tool("my_profile", {}))["data"]
+        assert profile["username"] == asker.username and profile["is_active"] is True
+    # What MCP wrote is what REST reads.
+    rest = (await client.get(f"/api/questions/{question['slug']}")).json()["data"]
+    assert rest["accepted_answer_id"] == answer_id
+    assert scalar(database, "SELECT count(*) FROM answers") == 1
+
+
+async def test_anonymous_callers_read_but_do_not_write(
+    client: httpx.AsyncClient, mcp: Connect
+) -> None:
+    author = await register(client, "Author Agent")
+    created = await client.post("/api/patterns", json=PATTERN, headers=author.auth)
+    slug = created.json()["data"]["slug"]
+    async with mcp() as anon:
+        assert ok(await anon.call_tool("get_pattern", {"ref": slug}))["data"]["slug"] == slug
+        assert ok(await anon.call_tool("list_questions", {}))["data"] == []
+        assert ok(await anon.call_tool("search", {"q": "backoff", "type": "all"}))["data"]
+        refused = failed(await anon.call_tool("ask_question", QUESTION), "missing_api_key")
+        rest = (await client.post("/api/questions", json=QUESTION)).json()
+        assert refused == rest  # the same code and message as REST
+        failed(await anon.call_tool("my_profile", {}), "missing_api_key")
+        failed(
+            await anon.call_tool("vote", {"target": "pattern", "id": slug, "vote": "upvote"}),
+            "missing_api_key",
+        )
+
+
+async def test_bad_key_and_deactivated_account(
+    client: httpx.AsyncClient, mcp: Connect, database: str
+) -> None:
+    agent = await register(client, "Soon Inactive")
+    async with mcp("cairn_not-a-real-key") as bad:
+        body = failed(await bad.call_tool("my_profile", {}), "invalid_api_key")
+        rest = (await client.get("/api/agents/me", headers={"Authorization": "Bearer x"})).json()
+        assert body == rest
+        # A sent key is checked on reads too, as REST does.
+        failed(await bad.call_tool("list_questions", {}), "invalid_api_key")
+    scalar(
+        database, "UPDATE agents SET is_active = false WHERE id = %s RETURNING id", agent.agent_id
+    )
+    async with mcp(agent.api_key) as inactive:
+        failed(await inactive.call_tool("ask_question", QUESTION), "account_inactive")
+
+
+async def test_errors_carry_the_rest_code_and_message(
+    client: httpx.AsyncClient, mcp: Connect
+) -> None:
+    agent = await register(client, "Careful Agent")
+    async with mcp(agent.api_key) as session:
+        missing = failed(await session.call_tool("get_pattern", {"ref": "no-such"}), "not_found")
+        rest = (await client.get("/api/patterns/no-such")).json()
+        assert missing == rest
+        # Invalid arguments: REST's validation_error and its one-line description.
+        short = failed(
+            await session.call_tool("ask_question", {**QUESTION, "title": "Too short"}),
+            "validation_error",
+        )
+        assert "title" in short["message"]
+        rest = (
+            await client.post(
+                "/api/questions", json={**QUESTION, "title": "Too short"}, headers=agent.auth
+            )
+        ).json()
+        assert short["message"] == rest["message"]
+        failed(await session.call_tool("my_profile", {"surprise": 1}), "validation_error")
+        failed(
+            await session.call_tool("vote", {"target": "answer", "id": "nope", "vote": "upvote"}),
+            "validation_error",
+        )
+        own = ok(await session.call_tool("publish_pattern", PATTERN))["data"]
+        failed(
+            await session.call_tool(
+                "vote", {"target": "pattern", "id": own["id"], "vote": "upvote"}
+            ),
+            "own_content",
+        )
+        failed(
+            await session.call_tool("list_notifications", {"page": 1000, "limit": 50}),
+            "page_too_deep",
+        )
+
+
+async def test_rate_limited_tool_call(
+    client: httpx.AsyncClient, app: FastAPI, mcp: Connect
+) -> None:
+    agent = await register(client, "Busy Agent")
+    ctx = app.state.ctx
+    saved = ctx.rules
+    ctx.rules = {**saved, "question_create": Rule("question_create", 1, 3600)}
+    try:
+        async with mcp(agent.api_key) as session:
+            ok(await session.call_tool("ask_question", QUESTION))
+            second = {**QUESTION, "title": "A second question about paging"}
+            body = failed(await session.call_tool("ask_question", second), "rate_limited")
+        assert "question create: 1 requests per 3600 seconds" in body["message"]
+        assert body["retry_after"] >= 1 and f"Retry after {body['retry_after']}" in body["message"]
+        # The tool call counted like the REST call: REST is refused as well.
+        rest = await client.post("/api/questions", json=second, headers=agent.auth)
+        assert rest.status_code == 429
+    finally:
+        ctx.rules = saved
+
+
+async def test_anonymous_reads_count_the_per_ip_limit(
+    client: httpx.AsyncClient, app: FastAPI, mcp: Connect
+) -> None:
+    ctx = app.state.ctx
+    saved = ctx.rules
+    ctx.rules = {**saved, "anon_read": Rule("anon_read", 2, 60), "search": Rule("search", 1, 60)}
+    try:
+        async with mcp() as anon:
+            ok(await anon.call_tool("list_questions", {}))
+            ok(await anon.call_tool("list_questions", {}))
+            failed(await anon.call_tool("list_questions", {}), "rate_limited")
+            # search counts its own per-IP rule (and, like REST, not anon_read).
+            ok(await anon.call_tool("search", {"q": "anything"}))
+            body = failed(await anon.call_tool("search", {"q": "anything"}), "rate_limited")
+            assert "search" in body["message"]
+        # The same address, as REST sees it.
+        assert (await client.get("/api/questions")).status_code == 429
+    finally:
+        ctx.rules = saved
+
+
+async def test_idempotency_key_creates_once(
+    client: httpx.AsyncClient, mcp: Connect, database: str
+) -> None:
+    agent = await register(client, "Retrying Agent")
+    key = str(uuid.uuid4())
+    async with mcp(agent.api_key) as session:
+        first = ok(await session.call_tool("ask_question", {**QUESTION, "idempotency_key": key}))
+        again = await session.call_tool("ask_question", {**QUESTION, "idempotency_key": key})
+        assert ok(again) == first and again.meta == {REPLAYED: True}
+        other = {**QUESTION, "title": "Another question entirely here", "idempotency_key": key}
+        failed(await session.call_tool("ask_question", other), "idempotency_key_reused")
+    assert scalar(database, "SELECT count(*) FROM questions") == 1
+
+
+async def test_resources_read_markdown_and_respect_visibility(
+    client: httpx.AsyncClient, mcp: Connect
+) -> None:
+    author = await register(client, "Resource Author")
+    pattern = (await client.post("/api/patterns", json=PATTERN, headers=author.auth)).json()["data"]
+    question = (await client.post("/api/questions", json=QUESTION, headers=author.auth)).json()[
+        "data"
+    ]
+    async with mcp() as anon:
+        templates = {
+            t.uri_template for t in (await anon.list_resource_templates()).resource_templates
+        }
+        assert templates == {"cairn://patterns/{ref}", "cairn://questions/{ref}"}
+        for ref in (pattern["slug"], pattern["id"]):
+            read = await anon.read_resource(f"cairn://patterns/{ref}")
+            text = read.contents[0].text  # type: ignore[union-attr]
+            assert read.contents[0].mime_type == "text/markdown"
+            assert text.startswith(f"# {PATTERN['title']}") and PATTERN["content"] in text
+        text = (await anon.read_resource(f"cairn://questions/{question['slug']}")).contents[0].text  # type: ignore[union-attr]
+        assert QUESTION["body"] in text and "## Answers (0)" in text
+        with pytest.raises(MCPError) as missing:
+            await anon.read_resource("cairn://patterns/no-such-pattern")
+        assert missing.value.data["error"] == "not_found"
+    # Archived: hidden from others, so not found.
+    await client.delete(f"/api/patterns/{pattern['id']}", headers=author.auth)
+    async with mcp() as anon:
+        with pytest.raises(MCPError):
+            await anon.read_resource(f"cairn://patterns/{pattern['slug']}")
+    async with mcp(author.api_key) as own:
+        text = (await own.read_resource(f"cairn://patterns/{pattern['slug']}")).contents[0].text  # type: ignore[union-attr]
+        assert PATTERN["title"] in text
+
+
+async def test_the_modern_protocol_client_works_statelessly(
+    client: httpx.AsyncClient, app: FastAPI
+) -> None:
+    """The SDK's high-level client (protocol discovery, no handshake), and many
+    calls with no session id: any replica could have answered each."""
+    agent = await register(client, "Modern Agent")
+    transport = httpx2.ASGITransport(app=app, client=(CLIENT_IP, 40002))
+    seen: list[str | None] = []
+
+    async def note(response: httpx2.Response) -> None:
+        seen.append(response.headers.get("mcp-session-id"))
+
+    async with (
+        httpx2.AsyncClient(
+            transport=transport,
+            headers={"Authorization": f"Bearer {agent.api_key}"},
+            event_hooks={"response": [note]},
+        ) as http,
+        Client(streamable_http_client("http://testserver/mcp", http_client=http)) as mcp_client,
+    ):
+        # Discovery, not the initialize handshake: the protocol of 2026 and later.
+        assert mcp_client.protocol_version >= "2026"
+        for _ in range(3):
+            result = await mcp_client.call_tool("my_profile", {})
+            assert ok(result)["data"]["username"] == agent.username
+    assert seen and all(value is None for value in seen)
+
+
+async def test_the_app_middlewares_guard_mcp_too(client: httpx.AsyncClient, app: FastAPI) -> None:
+    limit = app.state.ctx.settings.max_body_bytes
+    huge = await client.post(
+        "/mcp",
+        content=b"x" * (limit + 1),
+        headers={"Content-Type": "application/json", "Accept": "application/json"},
+    )
+    assert huge.status_code == 413 and huge.json()["error"] == "payload_too_large"
+    bad = await client.post("/mcp?x=%00", json={})
+    assert bad.status_code == 400 and bad.json()["error"] == "invalid_query"
+    # Not JSON-RPC: the transport's own JSON-RPC error, never a 500.
+    wrong = await client.post(
+        "/mcp",
+        content=b"{not json",
+        headers={"Content-Type": "application/json", "Accept": "application/json"},
+    )
+    assert 400 <= wrong.status_code < 500, wrong.text
+    assert "error" in wrong.json()
+
+
+def test_each_tool_reads_its_rules_off_the_rest_route(app: FastAPI) -> None:
+    """The key requirement and the limits come from the route's dependencies."""
+    door = Door(app.state.ctx, api_routes(app.routes))
+    assert door.rules("search_search") == RouteRules(
+        "search_search", "none", (LimitTag("ip", "search"),)
+    )
+    assert door.rules("questions_ask") == RouteRules(
+        "questions_ask", "required", (LimitTag("agent", "question_create"),)
+    )
+    assert door.rules("questions_list_questions").auth == "optional"
+    assert door.rules("patterns_read_pattern") == RouteRules(
+        "patterns_read_pattern", "optional", ()
+    )
+    assert door.rules("answers_vote_answer").limits == (LimitTag("agent", "vote"),)
+    with pytest.raises(ValueError, match="humans"):
+        door.rules("humans_logout")
+    with pytest.raises(LookupError):
+        door.rules("no_such_operation")
