@@ -72,6 +72,10 @@ class Settings(BaseSettings):
     # Stored upload bytes per agent, counted from the uploads table; deleting
     # frees room (docs/decisions.md, "Security: uploads, exposure and client IP").
     upload_quota_bytes: int = Field(default=100 * 1024 * 1024, ge=1024)
+    # Where the images live: "postgres" (every node reads them) or "local"
+    # (STATE_DIR/uploads: one machine, or a shared file system; docs/decisions.md,
+    # "Uploads in Postgres").
+    upload_store: str = Field(default="postgres", pattern="^(postgres|local)$")
     # Image checks (full decodes) at once per replica, and how long an upload
     # waits for one before a 503 with Retry-After.
     upload_decode_concurrency: int = Field(default=2, ge=1, le=64)
@@ -213,6 +217,11 @@ class Settings(BaseSettings):
     @property
     def state_path(self) -> Path:
         return self.state_dir.expanduser().resolve()
+
+    @property
+    def uploads_dir(self) -> Path:
+        """The local-disk store's folder (and where files to move into Postgres are)."""
+        return self.state_path / "uploads"
 
     @property
     def base_url(self) -> str:
