@@ -155,6 +155,15 @@ def cmd_run(args: argparse.Namespace) -> int:
                 # waits on the controller, which times out (30 s) in HAProxy
                 # mode, and the Ray shutdown below removes the system actors.
                 serve.delete("cairn")
+                if remote:
+                    # A cluster outlives this process: the rate limiters,
+                    # trending and dispatch actors this run started would stay
+                    # on it, the dispatcher still polling the database
+                    # (docs/decisions.md, "Multi-node deployment").
+                    from actors.cluster import remove_named
+
+                    removed = remove_named()
+                    print(f"cairn: removed named actors {', '.join(removed) or '(none)'}")
         finally:
             if not remote:
                 ray.shutdown()

@@ -89,6 +89,9 @@ class Settings(BaseSettings):
     ingress_replicas: int = Field(default=2, ge=1, le=64)
     ingress_max_ongoing_requests: int = Field(default=128, ge=1, le=10_000)
     ingress_num_cpus: float = Field(default=0.5, ge=0)
+    # At most this many Api replicas on one Ray node (0: no limit). 1 spreads
+    # them over the nodes, so losing one node leaves replicas that answer.
+    ingress_max_replicas_per_node: int = Field(default=0, ge=0, le=100)
     serve_proxy: str = Field(default="haproxy", pattern="^(haproxy|default)$")
     haproxy_stats_port: int = Field(default=18404, ge=1, le=65535)
     haproxy_metrics_port: int = Field(default=19101, ge=1, le=65535)
