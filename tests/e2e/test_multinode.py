@@ -30,15 +30,17 @@ import httpx
 import psutil
 import psycopg
 import pytest
+import yaml
 from PIL import Image
 
 from storage.embedded import ensure_database
-from tests.e2e.conftest import wait_healthy
+from tests.e2e.conftest import REPO_ROOT, wait_healthy
 from tests.mailbox import free_port
 
 pytestmark = [pytest.mark.e2e, pytest.mark.multinode]
 
 RAY = str(Path(sys.executable).with_name("ray"))
+SERVE = str(Path(sys.executable).with_name("serve"))
 API_REPLICA = "ServeReplica:cairn:Api"
 NAMED_ACTORS = ("RateLimiterShard", "TrendingActor", "DispatchActor")
 # The head takes no CPU work: the Embedder and the VectorIndex (they need CPUs)
@@ -113,8 +115,10 @@ class RayCluster:
     root: Path
     port: int
     env: dict[str, str]
+    dashboard_port: int
     head_raylet: int = 0
     workers: list[int] = field(default_factory=list)  # raylet pids, in start order
+    seen: dict[int, float] = field(default_factory=dict)  # pid: its create_time
 
     @property
     def address(self) -> str:
@@ -137,7 +141,9 @@ class RayCluster:
                 "--head",
                 f"--port={self.port}",
                 f"--num-cpus={HEAD_CPUS}",
-                "--include-dashboard=false",
+                "--include-dashboard=true",
+                "--dashboard-host=127.0.0.1",
+                f"--dashboard-port={self.dashboard_port}",
                 f"--ray-client-server-port={free_port()}",
                 *self._node_args(),
             ],
@@ -167,22 +173,40 @@ class RayCluster:
             new = set(self.raylets()) - before
             if new:
                 assert len(new) == 1, new
-                return new.pop()
+                pid = new.pop()
+                # Its agents (remembered by processes(): they outlive a killed raylet).
+                while len(psutil.Process(pid).children()) < 2 and time.monotonic() < deadline:
+                    time.sleep(0.5)
+                self.processes()
+                return pid
             time.sleep(0.5)
         raise AssertionError("no new raylet appeared")
 
     def processes(self) -> list[psutil.Process]:
-        """Every process of this cluster: each inherits ``CLUSTER_MARK`` from the
-        `ray start` that began its node (titles like ``ray::DashboardAgent``
-        hide the command line; a killed raylet's children lose their parent)."""
-        # Read raw: a process title set over the environment's memory (Ray
-        # workers do that) leaves psutil's parse of it short.
-        mark = f"{CLUSTER_MARK}={self.root}".encode() + b"\0"
+        """Every process of this cluster: those seen under its raylets so far,
+        and any whose environment carries this cluster's marks (inherited from
+        the `ray start` that began its node). Titles like ``ray::DashboardAgent``
+        hide the command line, and a killed raylet's children lose their parent."""
+        # Read raw: a process title written over the environment's memory (Ray
+        # workers do that) clears some of it, and psutil's parse stops short.
+        marks = [
+            f"{CLUSTER_MARK}={self.root}".encode() + b"\0",
+            f"RAY_AUTH_TOKEN_PATH={self.env['RAY_AUTH_TOKEN_PATH']}".encode() + b"\0",
+        ]
         found = []
-        for proc in psutil.process_iter(["pid", "name"]):
+        for proc in psutil.process_iter(["pid", "name", "create_time"]):
+            if self.seen.get(proc.pid) == proc.info["create_time"]:
+                found.append(proc)
+                continue
             with contextlib.suppress(OSError):
-                if mark in Path(f"/proc/{proc.pid}/environ").read_bytes():
+                environ = Path(f"/proc/{proc.pid}/environ").read_bytes()
+                if any(mark in environ for mark in marks):
                     found.append(proc)
+        for proc in found:
+            self.seen[proc.pid] = proc.info["create_time"]
+            with contextlib.suppress(psutil.Error):
+                for child in proc.children(recursive=True):
+                    self.seen[child.pid] = child.create_time()
         return found
 
     def raylets(self) -> list[int]:
@@ -216,20 +240,45 @@ class RayCluster:
         assert not left, f"Ray processes left: {left}"
 
 
-@dataclass
-class Deployment:
-    base_url: str
-    database_url: str
-    ray: RayCluster
-    process: subprocess.Popen[bytes]
-    log_path: Path
+SETTINGS = {
+    "CAIRN_PUBLIC_BASE_URL": "https://cairn.cluster",
+    "CAIRN_INGRESS_NUM_CPUS": "0",
+    "CAIRN_INGRESS_MAX_REPLICAS_PER_NODE": "1",
+    "CAIRN_EMBEDDER_MAX_REPLICAS": "1",
+    "CAIRN_EMBEDDER_THREADS": "1",
+    "CAIRN_ACCESS_LOG": "true",
+    "CAIRN_DB_POOL_SIZE": "5",
+    "CAIRN_TRUSTED_PROXIES": "127.0.0.0/8",
+    "CAIRN_RATELIMIT_GENERAL": "100000/hour",
+    "CAIRN_RATELIMIT_REGISTRATION": "10000/hour",
+    "CAIRN_RATELIMIT_PATTERN_CREATE": "10000/hour",
+    "CAIRN_RATELIMIT_VOTE": "100000/hour",
+    "CAIRN_RATELIMIT_SEARCH": "100000/hour",
+    "CAIRN_RATELIMIT_ANON_READ": "100000/hour",
+    "CAIRN_RATELIMIT_UPLOAD": "10000/hour",
+}
 
-    def log(self) -> str:
-        return self.log_path.read_text(errors="replace")[-5000:]
+
+@dataclass
+class Cluster:
+    root: Path
+    ray: RayCluster
+    pg: TcpPostgres
+    http_port: int  # Serve's proxy, on the head
+
+    @property
+    def base_url(self) -> str:
+        return f"http://127.0.0.1:{self.http_port}"
+
+    @property
+    def database_url(self) -> str:
+        return self.pg.url("cairn")
 
 
 @pytest.fixture(scope="module")
-def deployment() -> Iterator[Deployment]:
+def cluster() -> Iterator[Cluster]:
+    """Postgres on TCP, a Ray head (no CPUs, the dashboard for `serve deploy`)
+    and a worker node (2 CPUs), all this test's own."""
     # Short: Ray's socket paths must stay under 107 bytes.
     root = Path(tempfile.mkdtemp(prefix="cmn", dir="/tmp"))
     root.chmod(0o755)  # the Postgres user must reach its folder
@@ -247,63 +296,77 @@ def deployment() -> Iterator[Deployment]:
         "RAY_SERVE_PROXY_PREFER_LOCAL_NODE_ROUTING": "0",
     }
     pg: TcpPostgres | None = None
-    cluster = RayCluster(root / "ray", free_port(), ray_env)
-    process: subprocess.Popen[bytes] | None = None
+    ray_nodes = RayCluster(root / "ray", free_port(), ray_env, dashboard_port=free_port())
     try:
         pg = TcpPostgres.start(root / "pg")
         ensure_database(pg.admin_url, "cairn")
-        cluster.start_head()
-        cluster.start_worker()
-        port = free_port()
-        env = {
-            **ray_env,
-            "RAY_ADDRESS": cluster.address,
-            "CAIRN_DATABASE_URL": pg.url("cairn"),
-            "CAIRN_STATE_DIR": str(root / "state"),
-            "CAIRN_PORT": str(port),
-            "CAIRN_PUBLIC_BASE_URL": "https://cairn.cluster",
-            # Serve's HAProxy needs its settings in the nodes' environment
-            # (README, "Running on a cluster"); this cluster uses Serve's proxy.
-            "CAIRN_SERVE_PROXY": "default",
-            "CAIRN_INGRESS_NUM_CPUS": "0",
-            "CAIRN_INGRESS_MAX_REPLICAS_PER_NODE": "1",
-            "CAIRN_EMBEDDER_MAX_REPLICAS": "1",
-            "CAIRN_EMBEDDER_THREADS": "1",
-            "CAIRN_ACCESS_LOG": "true",
-            "CAIRN_DB_POOL_SIZE": "5",
-            "CAIRN_TRUSTED_PROXIES": "127.0.0.0/8",
-            "CAIRN_RATELIMIT_GENERAL": "100000/hour",
-            "CAIRN_RATELIMIT_REGISTRATION": "10000/hour",
-            "CAIRN_RATELIMIT_PATTERN_CREATE": "10000/hour",
-            "CAIRN_RATELIMIT_VOTE": "100000/hour",
-            "CAIRN_RATELIMIT_SEARCH": "100000/hour",
-            "CAIRN_RATELIMIT_ANON_READ": "100000/hour",
-            "CAIRN_RATELIMIT_UPLOAD": "10000/hour",
-        }
-        log_path = root / "cairn-run.log"
-        with open(log_path, "wb") as log:
-            process = subprocess.Popen(
-                [sys.executable, "-m", "serve_app.cli", "run"],
-                env=env,
-                stdout=log,
-                stderr=subprocess.STDOUT,
-            )
-        wait_healthy(f"http://127.0.0.1:{port}", process, log_path, timeout=420)
-        yield Deployment(f"http://127.0.0.1:{port}", pg.url("cairn"), cluster, process, log_path)
+        ray_nodes.start_head()
+        ray_nodes.start_worker()
+        yield Cluster(root, ray_nodes, pg, free_port())
     finally:
         try:
-            if process is not None and process.poll() is None:
-                process.send_signal(signal.SIGINT)
-                try:
-                    process.wait(timeout=120)
-                except subprocess.TimeoutExpired:
-                    process.kill()
-                    process.wait()
+            ray_nodes.stop()
         finally:
-            cluster.stop()
             if pg is not None:
                 pg.stop()
             shutil.rmtree(root, ignore_errors=True)
+
+
+@dataclass
+class Deployment:
+    cluster: Cluster
+    process: subprocess.Popen[bytes]
+    log_path: Path
+
+    @property
+    def base_url(self) -> str:
+        return self.cluster.base_url
+
+    @property
+    def database_url(self) -> str:
+        return self.cluster.database_url
+
+    @property
+    def ray(self) -> RayCluster:
+        return self.cluster.ray
+
+    def log(self) -> str:
+        return self.log_path.read_text(errors="replace")[-5000:]
+
+
+@pytest.fixture
+def deployment(cluster: Cluster) -> Iterator[Deployment]:
+    """`cairn run` with RAY_ADDRESS (and the token) against the cluster."""
+    env = {
+        **cluster.ray.env,
+        **SETTINGS,
+        "RAY_ADDRESS": cluster.ray.address,
+        "CAIRN_DATABASE_URL": cluster.database_url,
+        "CAIRN_STATE_DIR": str(cluster.root / "state"),
+        "CAIRN_PORT": str(cluster.http_port),
+        # Serve's HAProxy needs its settings in the nodes' environment
+        # (README, "Running on a cluster"); this cluster uses Serve's proxy.
+        "CAIRN_SERVE_PROXY": "default",
+    }
+    log_path = cluster.root / "cairn-run.log"
+    with open(log_path, "wb") as log:
+        process = subprocess.Popen(
+            [sys.executable, "-m", "serve_app.cli", "run"],
+            env=env,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+        )
+    try:
+        wait_healthy(cluster.base_url, process, log_path, timeout=420)
+        yield Deployment(cluster, process, log_path)
+    finally:
+        if process.poll() is None:
+            process.send_signal(signal.SIGINT)
+            try:
+                process.wait(timeout=120)
+            except subprocess.TimeoutExpired:
+                process.kill()
+                process.wait()
 
 
 def as_client(n: int) -> dict[str, str]:
@@ -454,6 +517,7 @@ async def test_two_nodes_uploads_votes_and_losing_a_node(deployment: Deployment)
             while len(acknowledged) < len(work) // 4:
                 assert time.monotonic() < deadline, "the vote load never got going"
                 await asyncio.sleep(0.2)
+            cluster.processes()  # remember the node's processes: they lose their parent
             os.kill(cluster.workers[0], signal.SIGKILL)  # the worker node's raylet
             killed_at.append(time.monotonic())
 
@@ -516,3 +580,71 @@ async def test_two_nodes_uploads_votes_and_losing_a_node(deployment: Deployment)
     while named_actor_pids() and time.monotonic() < deadline:
         await asyncio.sleep(1)
     assert not named_actor_pids(), f"named actors left running: {named_actor_pids()}"
+
+
+async def test_serve_deploy_on_the_cluster(cluster: Cluster, tmp_path: Path) -> None:
+    """`serve deploy configs/serve.yaml` against the cluster's dashboard (the
+    settings in the application's runtime_env): replicas on both nodes (the
+    worker that joined last), images stored and read through both."""
+    config = yaml.safe_load((REPO_ROOT / "configs" / "serve.yaml").read_text())
+    config["http_options"]["port"] = cluster.http_port
+    config["logging_config"]["enable_access_log"] = True
+    app = config["applications"][0]
+    app["runtime_env"] = {
+        "env_vars": {
+            **SETTINGS,
+            "CAIRN_DATABASE_URL": cluster.database_url,
+            "CAIRN_STATE_DIR": str(cluster.root / "deploy-state"),
+            "CAIRN_SECRET_KEY": secrets.token_hex(32),
+        }
+    }
+    for deployment_config in app["deployments"]:
+        if deployment_config["name"] == "Api":
+            deployment_config["ray_actor_options"]["num_cpus"] = 0
+            deployment_config["max_replicas_per_node"] = 1
+    path = tmp_path / "serve.yaml"
+    path.write_text(yaml.safe_dump(config))
+    before = replica_log_hits(cluster.ray.root, "GET /uploads/")
+    dashboard = f"http://127.0.0.1:{cluster.ray.dashboard_port}"
+    _run([SERVE, "deploy", str(path), "--address", dashboard], cluster.ray.env)
+
+    async with httpx.AsyncClient(base_url=cluster.base_url, timeout=30) as http:
+        deadline = time.monotonic() + 420
+        while True:
+            with contextlib.suppress(httpx.HTTPError):
+                if (await http.get("/api/health")).status_code == 200:
+                    break
+            assert time.monotonic() < deadline, _run(
+                [SERVE, "status", "--address", dashboard], cluster.ray.env
+            )
+            await asyncio.sleep(2)
+
+        raylets = cluster.ray.raylets()
+        assert len(raylets) == 2, raylets
+        deadline = time.monotonic() + 120
+        while not all(cluster.ray.workers_of(r, API_REPLICA) for r in raylets):
+            assert time.monotonic() < deadline, "the Api replicas are not on both nodes"
+            await asyncio.sleep(1)
+
+        agent = await register(http, "Deployed Uploader", 3)
+        data = noise_png(300, 300)
+        response = await http.post(
+            "/api/upload",
+            headers=auth(agent["api_key"]),
+            files={"file": ("a.png", data, "image/png")},
+        )
+        assert response.status_code == 201, response.text
+        path_ = response.json()["data"]["path"]
+        for _ in range(24):
+            served = await http.get(f"/uploads/{path_}")
+            assert served.status_code == 200 and served.content == data
+
+        def new_hits() -> dict[str, int]:
+            now = replica_log_hits(cluster.ray.root, "GET /uploads/")
+            return {k: v - before.get(k, 0) for k, v in now.items() if v > before.get(k, 0)}
+
+        deadline = time.monotonic() + 60
+        while len(new_hits()) < 2 and time.monotonic() < deadline:
+            await asyncio.sleep(1)
+        assert len(new_hits()) == 2, f"reads served by {new_hits()}"
+    _run([SERVE, "shutdown", "--address", dashboard, "--yes"], cluster.ray.env)
