@@ -4,6 +4,7 @@ The behaviour both stores share is tested once per store in test_uploads.py."""
 
 from __future__ import annotations
 
+import asyncio
 import os
 import subprocess
 import sys
@@ -15,6 +16,7 @@ import psycopg
 import pytest
 
 from serve_app.app import file_store
+from serve_app.cli import _move_uploads
 from storage.db import libpq_url
 from storage.files import CHUNK_BYTES, LocalFileStore, PostgresFileStore
 from storage.upload_migration import MoveReport, move_to_postgres
@@ -232,6 +234,24 @@ async def test_cairn_uploads_migrate_command(
         timeout=120,
     )
     assert local.returncode == 2 and "CAIRN_UPLOAD_STORE=local" in local.stderr
+
+
+async def test_cairn_run_moves_files_at_start(
+    client: httpx.AsyncClient, database: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """What `cairn run` does before deploying: quiet with nothing to move,
+    else the move with its progress."""
+    state = tmp_path / "state"
+    settings = make_settings(state_dir=str(state))
+    assert await asyncio.to_thread(_move_uploads, settings, database, quiet=True) == 0
+    assert capsys.readouterr().out == ""
+    agent = await register(client, "Run Mover")
+    with using_store(client, database, LocalFileStore(state / "uploads")):
+        result = await uploaded(client, agent, image_bytes("GIF"))
+    assert await asyncio.to_thread(_move_uploads, settings, database, quiet=True) == 0
+    out = capsys.readouterr().out
+    assert "moving 1 files" in out and "1/1 files: 1 moved" in out
+    assert chunk_rows(database, result["path"]) == [(0, len(image_bytes("GIF")))]
 
 
 def test_move_report_counts() -> None:

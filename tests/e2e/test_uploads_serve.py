@@ -4,6 +4,7 @@ images in Postgres, the default store)."""
 from __future__ import annotations
 
 import io
+import os
 from collections.abc import AsyncIterator
 
 import httpx
@@ -18,6 +19,15 @@ pytestmark = pytest.mark.e2e
 
 MB = 1024 * 1024
 CSP = "default-src 'none'; img-src 'self' data:; style-src 'unsafe-inline'; sandbox"
+
+
+def noise_png(width: int, height: int) -> bytes:
+    """Random pixels: incompressible, about width * height * 3 bytes."""
+    out = io.BytesIO()
+    Image.frombytes("RGB", (width, height), os.urandom(width * height * 3)).save(
+        out, format="PNG", compress_level=1
+    )
+    return out.getvalue()
 
 
 def png() -> bytes:
@@ -72,6 +82,18 @@ async def test_upload_serve_and_delete_through_serve(
         assert served.headers["x-content-type-options"] == "nosniff"
         assert served.headers["content-security-policy"] == CSP
         assert "immutable" in served.headers["cache-control"]
+
+    # A larger image (three 256 KiB chunks) is streamed back whole.
+    big = noise_png(400, 500)
+    response = await upload(http, agent["api_key"], big)
+    assert response.status_code == 201, response.text
+    big_path = response.json()["data"]["path"]
+    for _ in range(4):
+        served = await http.get(f"/uploads/{big_path}")
+        assert served.status_code == 200 and served.content == big
+        assert served.headers["content-length"] == str(len(big))
+        assert served.headers["etag"] == f'"{big_path.split("/")[1].split(".")[0]}"'
+    assert stored_bytes(service, big_path) == big
 
     traversal = await http.request(
         "DELETE", "/api/upload", headers=auth(agent["api_key"]), json={"path": "../../etc/passwd"}
