@@ -177,20 +177,27 @@ async def read(ctx: AppContext, db: AsyncSession, owner: str, name: str) -> Stor
     return Stored(upload.content_type, upload.size, etag(path), head, rest)
 
 
+# Chunks read per query while streaming: fewer round trips, and at most
+# this many chunks (1 MiB) held per reader.
+READ_AHEAD = 4
+
+
 async def _chunks(ctx: AppContext, upload: Upload, sent: int) -> AsyncIterator[bytes]:
-    """Chunks 1, 2, … of ``upload``, each read on a short connection of its own."""
+    """Chunks 1, 2, … of ``upload``, a few at a time, each few read on a
+    short connection of its own."""
     seq = 1
     while sent < upload.size:
         async with ctx.read_sessions() as db:
-            data = await repo.chunk(db, upload.id, seq)
-        if data is None:
+            batch = await repo.chunks(db, upload.id, seq, READ_AHEAD)
+        if not batch:
             # Deleted while being read: the body stops short of its
             # Content-Length, which the client sees as a broken transfer.
             log.info("upload %s went away while it was being served", upload.path)
             return
-        yield data
-        sent += len(data)
-        seq += 1
+        for data in batch:
+            yield data
+            sent += len(data)
+        seq += len(batch)
 
 
 async def delete_owner(ctx: AppContext, agent_id: uuid.UUID) -> int:

@@ -82,6 +82,23 @@ async def chunk(session: AsyncSession, upload_id: uuid.UUID, seq: int) -> bytes 
     return None if data is None else bytes(data)
 
 
+async def chunks(
+    session: AsyncSession, upload_id: uuid.UUID, first: int, count: int
+) -> list[bytes]:
+    """Chunks ``first`` to ``first + count - 1`` of an upload's bytes, in
+    order (fewer past the last, none when gone)."""
+    query = (
+        select(UploadChunk.data)
+        .where(
+            col(UploadChunk.upload_id) == upload_id,
+            col(UploadChunk.seq) >= first,
+            col(UploadChunk.seq) < first + count,
+        )
+        .order_by(col(UploadChunk.seq))
+    )
+    return [bytes(data) for data in (await session.exec(query)).all()]
+
+
 async def has_chunks(session: AsyncSession, upload_id: uuid.UUID) -> bool:
     query = select(UploadChunk.seq).where(col(UploadChunk.upload_id) == upload_id).limit(1)
     return (await session.exec(query)).first() is not None
