@@ -45,7 +45,7 @@ from serve_app.settings import Settings
 from serve_app.trending import LocalTrending, Trending
 from serve_app.web import pages as web_pages
 from storage.db import make_engine, make_sessionmaker
-from storage.files import FileStore, LocalFileStore
+from storage.files import FileStore, LocalFileStore, PostgresFileStore
 
 log = logging.getLogger("cairn")
 
@@ -125,6 +125,13 @@ class BodyLimitMiddleware:
         await self.app(scope, limited_receive, send)
 
 
+def file_store(settings: Settings) -> FileStore | PostgresFileStore:
+    """The upload store CAIRN_UPLOAD_STORE names."""
+    if settings.upload_store == "local":
+        return LocalFileStore(settings.uploads_dir)
+    return PostgresFileStore()
+
+
 def create_app(
     settings: Settings,
     *,
@@ -135,7 +142,7 @@ def create_app(
     dispatch: Dispatch | None = None,
     local_proxies: Sequence[Network] = (),
     pool_size: int | None = None,
-    files: FileStore | None = None,
+    files: FileStore | PostgresFileStore | None = None,
     semantic: SemanticSearch | None = None,
 ) -> FastAPI:
     """Build the app. Ray-backed pieces are passed in, so tests run it without Ray."""
@@ -159,7 +166,7 @@ def create_app(
         secret=secret,
         rules=settings.rules(),
         trusted=settings.trusted_networks(),
-        files=files or LocalFileStore(settings.state_path / "uploads"),
+        files=files or file_store(settings),
         search=semantic or NoSemanticSearch(),
         local_proxies=list(local_proxies),
         decodes=DecodeSlots(settings.upload_decode_concurrency, settings.upload_decode_wait_s),

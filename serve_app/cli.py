@@ -96,6 +96,10 @@ def cmd_run(args: argparse.Namespace) -> int:
     prepared = prepare(settings)
     kind = "embedded" if prepared.embedded else "external"
     print(f"cairn: {kind} database ready, migrations applied", flush=True)
+    if settings.upload_store == "postgres" and not stop.requested:
+        # Images of the local-disk store (an older Cairn, or CAIRN_UPLOAD_STORE=local
+        # before) move into Postgres before anything serves them.
+        _move_uploads(settings, prepared.database_url, quiet=True)
     if stop.requested:
         print(f"cairn: {stop.name()} received during start-up; stopped", flush=True)
         return 0  # the embedded Postgres stops when this process exits
@@ -151,6 +155,15 @@ def cmd_run(args: argparse.Namespace) -> int:
                 # waits on the controller, which times out (30 s) in HAProxy
                 # mode, and the Ray shutdown below removes the system actors.
                 serve.delete("cairn")
+                if remote:
+                    # A cluster outlives this process: the rate limiters,
+                    # trending and dispatch actors this run started would stay
+                    # on it, the dispatcher still polling the database
+                    # (docs/decisions.md, "Multi-node deployment").
+                    from actors.cluster import remove_named
+
+                    removed = remove_named()
+                    print(f"cairn: removed named actors {', '.join(removed) or '(none)'}")
         finally:
             if not remote:
                 ray.shutdown()
@@ -168,6 +181,44 @@ def cmd_migrate(_: argparse.Namespace) -> int:
         "cairn: migrations applied and categories seeded",
         "(embedded database)" if prepared.embedded else "",
     )
+    return 0
+
+
+def _move_uploads(settings: Settings, database_url: str, *, quiet: bool = False) -> int:
+    """Move the files of STATE_DIR/uploads into Postgres, with progress; how
+    many stayed on disk (no row, or a size that disagrees with it)."""
+    from storage.files import LocalFileStore
+    from storage.upload_migration import MoveReport, move_to_postgres
+
+    folder = settings.uploads_dir
+    count = len(LocalFileStore(folder).paths())
+    if not count:
+        if not quiet:
+            print(f"cairn: uploads: nothing to move from {folder}", flush=True)
+        return 0
+    print(f"cairn: uploads: moving {count} files from {folder} into Postgres", flush=True)
+
+    def show(report: MoveReport) -> None:
+        print(f"cairn: uploads: {report.line()}", flush=True)
+
+    report = asyncio.run(move_to_postgres(database_url, folder, progress=show))
+    for skipped in report.skipped:
+        print(f"cairn: uploads: left on disk: {skipped}", flush=True)
+    return len(report.skipped)
+
+
+def cmd_uploads_migrate(_: argparse.Namespace) -> int:
+    """Move the local-disk store's images into Postgres (idempotent, resumable)."""
+    settings = get_settings()
+    if settings.upload_store != "postgres":
+        print(
+            "cairn: CAIRN_UPLOAD_STORE=local: images stay in the folder; nothing to move",
+            file=sys.stderr,
+        )
+        return 2
+    from serve_app.bootstrap import prepare
+
+    _move_uploads(settings, prepare(settings).database_url)
     return 0
 
 
@@ -311,6 +362,13 @@ def build_parser() -> argparse.ArgumentParser:
     re.add_argument("--no-activate", action="store_true", help="embed only; no swap")
     re.add_argument("--json", action="store_true", help="print the summary as JSON")
     re.set_defaults(func=cmd_reembed)
+
+    uploads = sub.add_parser("uploads", help="uploaded images")
+    uploads_sub = uploads.add_subparsers(dest="uploads_command", required=True)
+    uploads_sub.add_parser(
+        "migrate",
+        help="move images from STATE_DIR/uploads (the local-disk store) into Postgres",
+    ).set_defaults(func=cmd_uploads_migrate)
 
     users = sub.add_parser("users", help="manage users")
     users_sub = users.add_subparsers(dest="users_command", required=True)

@@ -18,7 +18,7 @@ from serve_app.ratelimit import RateLimiter
 from serve_app.search import SemanticSearch
 from serve_app.settings import Settings
 from serve_app.trending import Trending
-from storage.files import FileStore
+from storage.files import FileStore, PostgresFileStore
 
 
 @dataclass
@@ -35,8 +35,8 @@ class AppContext:
     secret: bytes
     rules: dict[str, Rule]
     trusted: list[Network]
-    # Uploaded images (local disk by default; storage/files.py).
-    files: FileStore
+    # Where uploaded images live (Postgres by default; storage/files.py).
+    files: FileStore | PostgresFileStore
     # The vector side of search (serve_app/search.py).
     search: SemanticSearch
     # Bounded image checks for uploads (serve_app/decodes.py).

@@ -120,11 +120,17 @@ def build_application(settings: Settings, prepared: Prepared) -> Application:
         index = VectorIndex.options(  # type: ignore[attr-defined]
             ray_actor_options={"num_cpus": 0.1}, logging_config=logging_config
         ).bind(settings.indexer_config(runtime["CAIRN_DATABASE_URL"]), embedder)
+    spread = (
+        {"max_replicas_per_node": settings.ingress_max_replicas_per_node}
+        if settings.ingress_max_replicas_per_node
+        else {}
+    )
     return Api.options(  # type: ignore[attr-defined]
         num_replicas=settings.ingress_replicas,
         max_ongoing_requests=settings.ingress_max_ongoing_requests,
         ray_actor_options={"num_cpus": settings.ingress_num_cpus},
         logging_config=LoggingConfig(enable_access_log=settings.access_log),
+        **spread,
     ).bind(runtime, index)
 
 

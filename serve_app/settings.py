@@ -72,6 +72,10 @@ class Settings(BaseSettings):
     # Stored upload bytes per agent, counted from the uploads table; deleting
     # frees room (docs/decisions.md, "Security: uploads, exposure and client IP").
     upload_quota_bytes: int = Field(default=100 * 1024 * 1024, ge=1024)
+    # Where the images live: "postgres" (every node reads them) or "local"
+    # (STATE_DIR/uploads: one machine, or a shared file system; docs/decisions.md,
+    # "Uploads in Postgres").
+    upload_store: str = Field(default="postgres", pattern="^(postgres|local)$")
     # Image checks (full decodes) at once per replica, and how long an upload
     # waits for one before a 503 with Retry-After.
     upload_decode_concurrency: int = Field(default=2, ge=1, le=64)
@@ -85,6 +89,9 @@ class Settings(BaseSettings):
     ingress_replicas: int = Field(default=2, ge=1, le=64)
     ingress_max_ongoing_requests: int = Field(default=128, ge=1, le=10_000)
     ingress_num_cpus: float = Field(default=0.5, ge=0)
+    # At most this many Api replicas on one Ray node (0: no limit). 1 spreads
+    # them over the nodes, so losing one node leaves replicas that answer.
+    ingress_max_replicas_per_node: int = Field(default=0, ge=0, le=100)
     serve_proxy: str = Field(default="haproxy", pattern="^(haproxy|default)$")
     haproxy_stats_port: int = Field(default=18404, ge=1, le=65535)
     haproxy_metrics_port: int = Field(default=19101, ge=1, le=65535)
@@ -213,6 +220,11 @@ class Settings(BaseSettings):
     @property
     def state_path(self) -> Path:
         return self.state_dir.expanduser().resolve()
+
+    @property
+    def uploads_dir(self) -> Path:
+        """The local-disk store's folder (and where files to move into Postgres are)."""
+        return self.state_path / "uploads"
 
     @property
     def base_url(self) -> str:

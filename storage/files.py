@@ -1,4 +1,7 @@
-"""Where uploaded files live: the ``FileStore`` interface and its local-disk store.
+"""Where uploaded files live: in Postgres (:class:`PostgresFileStore`, the
+default: every node of a cluster reaches it), or behind the ``FileStore``
+interface, whose store is a folder on the local disk (one machine, or a
+shared file system).
 
 A stored path is ``"{agent_id}/{32 hex}.{ext}"``: one folder per agent (so an
 account's files go with :meth:`FileStore.delete_owner`), a random name, and an
@@ -6,7 +9,10 @@ extension from the detected type. Every path is checked against that exact
 shape before it touches the disk, and the resolved file must lie inside the
 store's root, so no path a client sends can reach anything else.
 
-The methods block (disk I/O): async callers run them in a worker thread.
+A ``FileStore``'s methods block (disk I/O): async callers run them in a
+worker thread. The Postgres store has no methods of its own: its bytes are
+rows (``upload_chunks``, storage/repositories/uploads.py) written and deleted
+in the request's own transaction.
 """
 
 from __future__ import annotations
@@ -21,6 +27,9 @@ from pathlib import Path
 from typing import Protocol
 
 EXTENSIONS = ("jpg", "png", "gif", "webp", "svg")
+# Bytes per upload_chunks row: a 5 MiB image is 20 rows, and a reader holds
+# at most one chunk (plus what the client has not taken yet) in memory.
+CHUNK_BYTES = 256 * 1024
 
 _UUID = r"[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}"
 PATH_RE = re.compile(rf"^(?P<owner>{_UUID})/(?P<name>[0-9a-f]{{32}}\.(?:{'|'.join(EXTENSIONS)}))\Z")
@@ -61,6 +70,16 @@ class FileStore(Protocol):
     def delete(self, path: str) -> bool: ...
 
     def delete_owner(self, agent_id: uuid.UUID) -> int: ...
+
+
+class PostgresFileStore:
+    """Uploads' bytes in Postgres, ``chunk_bytes`` per row: saved with the
+    upload's row, deleted with it (and with its agent), read a chunk at a time."""
+
+    def __init__(self, chunk_bytes: int = CHUNK_BYTES) -> None:
+        if chunk_bytes < 1:
+            raise ValueError("chunk_bytes must be positive")
+        self.chunk_bytes = chunk_bytes
 
 
 class LocalFileStore:
@@ -117,6 +136,33 @@ class LocalFileStore:
         except (FileNotFoundError, NotADirectoryError):
             return False
         return True
+
+    def paths(self) -> list[str]:
+        """Every stored path (valid shape, a plain file), sorted."""
+        root = self._resolved_root()
+        if not root.is_dir():
+            return []
+        found = []
+        for folder in os.scandir(root):
+            if not folder.is_dir(follow_symlinks=False):
+                continue
+            for entry in os.scandir(folder.path):
+                path = f"{folder.name}/{entry.name}"
+                if entry.is_file(follow_symlinks=False) and is_valid_path(path):
+                    found.append(path)
+        return sorted(found)
+
+    def remove_empty_folders(self) -> int:
+        """Remove agent folders left empty (after their files moved elsewhere)."""
+        root = self._resolved_root()
+        removed = 0
+        if root.is_dir():
+            for folder in os.scandir(root):
+                if folder.is_dir(follow_symlinks=False):
+                    with contextlib.suppress(OSError):  # not empty
+                        os.rmdir(folder.path)
+                        removed += 1
+        return removed
 
     def delete_owner(self, agent_id: uuid.UUID) -> int:
         """Remove ``agent_id``'s whole folder; returns how many stored files it held."""

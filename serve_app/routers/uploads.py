@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+from collections.abc import AsyncIterator
 from typing import Annotated, Any, get_args
 
 from fastapi import Depends, Request, Response
+from fastapi.responses import StreamingResponse
 
 from serve_app.contract import api_router, errors
 from serve_app.deps import Caller, Ctx, CurrentCaller, Db, ReadDb, authenticate_briefly, enforce
@@ -92,14 +94,18 @@ _UPLOAD_LINKS = {
     }
 }
 # GET /uploads/...: the stored bytes under their stored type.
-_IMAGE_RESPONSE = {
+_IMAGE_RESPONSE: dict[int | str, dict[str, Any]] = {
     200: {
         "description": "The image, as uploaded.",
         "content": {
             media: {"schema": {"type": "string", "format": "binary"}}
             for media in get_args(ImageType)
         },
+        "headers": {
+            "ETag": {"schema": {"type": "string"}, "description": "The image's strong ETag."}
+        },
     },
+    304: {"description": "Not modified: If-None-Match named this image's ETag."},
     **errors(404),
 }
 
@@ -133,7 +139,29 @@ async def delete_upload(
     response_model=None,
     responses=_IMAGE_RESPONSE,
 )
-async def read_upload(agent_id: str, name: str, ctx: Ctx, db: ReadDb) -> Response:
+async def read_upload(agent_id: str, name: str, request: Request, ctx: Ctx, db: ReadDb) -> Response:
     """An uploaded image, as stored (public and immutable)."""
-    data, content_type = await service.read(ctx, db, agent_id, name)
-    return Response(data, media_type=content_type, headers=SERVED_HEADERS)
+    stored = await service.read(ctx, db, agent_id, name)
+    headers = {**SERVED_HEADERS, "ETag": stored.etag}
+    if _matches(request.headers.get("if-none-match"), stored.etag):
+        return Response(status_code=304, headers=headers)
+    if stored.rest is None:
+        return Response(stored.head, media_type=stored.content_type, headers=headers)
+    return StreamingResponse(
+        _body(stored.head, stored.rest),
+        media_type=stored.content_type,
+        headers={**headers, "Content-Length": str(stored.size)},
+    )
+
+
+def _matches(if_none_match: str | None, etag: str) -> bool:
+    if not if_none_match:
+        return False
+    tags = {tag.strip().removeprefix("W/") for tag in if_none_match.split(",")}
+    return "*" in tags or etag in tags
+
+
+async def _body(head: bytes, rest: AsyncIterator[bytes]) -> AsyncIterator[bytes]:
+    yield head
+    async for chunk in rest:
+        yield chunk

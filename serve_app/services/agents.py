@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import asyncio
 import time
 from typing import Any
 
@@ -12,7 +11,7 @@ from serve_app import hooks, keys
 from serve_app.context import AppContext
 from serve_app.errors import Forbidden, NotFound, ServiceUnavailable
 from serve_app.schemas.agents import ProfilePatch, RegisterIn
-from serve_app.services import views
+from serve_app.services import uploads, views
 from storage.models import Agent
 from storage.repositories import accounts as account_repo
 from storage.repositories import agents as agent_repo
@@ -97,7 +96,7 @@ async def delete_account(
 
     async def clean_up() -> None:
         # After the commit: the files, then the trending counter's view of its votes.
-        await asyncio.to_thread(ctx.files.delete_owner, caller.id)
+        await uploads.delete_owner(ctx, caller.id)
         if events:
             await ctx.trending.record(events)
 

@@ -33,6 +33,7 @@ from storage.models.trust import (
     RelinkChallenge,
     ReputationEvent,
     Upload,
+    UploadChunk,
     XProof,
 )
 from storage.models.views import PatternView, QuestionView
@@ -70,6 +71,7 @@ __all__ = [
     "SearchJob",
     "SearchModel",
     "Upload",
+    "UploadChunk",
     "Vote",
     "XProof",
 ]

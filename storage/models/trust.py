@@ -6,11 +6,21 @@ from __future__ import annotations
 import uuid
 from datetime import datetime
 
-from sqlalchemy import CheckConstraint, Column, DateTime, ForeignKey, Index, String, text
+from sqlalchemy import (
+    CheckConstraint,
+    Column,
+    DateTime,
+    ForeignKey,
+    Index,
+    Integer,
+    LargeBinary,
+    String,
+    text,
+)
 from sqlalchemy.dialects.postgresql import UUID
 from sqlmodel import Field, SQLModel
 
-from storage.models.base import created_field, fk_field, id_field, ts_field
+from storage.models.base import created_field, fk_field, id_field, pk_fk_field, ts_field
 
 
 class Upload(SQLModel, table=True):
@@ -22,6 +32,19 @@ class Upload(SQLModel, table=True):
     content_type: str = Field(sa_column=Column(String(40), nullable=False))
     size: int
     created_at: datetime = created_field()
+
+
+class UploadChunk(SQLModel, table=True):
+    """The bytes of an upload in the Postgres store: ``seq`` 0, 1, … of at most
+    the store's chunk size each, written in the upload's own transaction and
+    gone with its row (docs/decisions.md, "Uploads in Postgres")."""
+
+    __tablename__ = "upload_chunks"
+    __table_args__ = (CheckConstraint("seq >= 0", name="ck_upload_chunks_seq"),)
+
+    upload_id: uuid.UUID = pk_fk_field("uploads.id")
+    seq: int = Field(sa_column=Column(Integer, primary_key=True, autoincrement=False))
+    data: bytes = Field(sa_column=Column(LargeBinary, nullable=False))
 
 
 class ModerationDecision(SQLModel, table=True):

@@ -1,14 +1,15 @@
-"""SQL for uploaded files (the bytes themselves live in a FileStore, storage/files.py)."""
+"""SQL for uploaded files: their rows, and their bytes when Postgres stores them
+(``upload_chunks``; the other store is a FileStore, storage/files.py)."""
 
 from __future__ import annotations
 
 import uuid
 
-from sqlalchemy import func, text
+from sqlalchemy import LargeBinary, bindparam, func, text
 from sqlmodel import col, select
 from sqlmodel.ext.asyncio.session import AsyncSession
 
-from storage.models import Upload
+from storage.models import Upload, UploadChunk
 from storage.repositories import rows
 
 
@@ -48,3 +49,63 @@ async def bytes_used(session: AsyncSession, agent_id: uuid.UUID) -> int:
         col(Upload.agent_id) == agent_id
     )
     return int((await session.exec(query)).one())
+
+
+# --- the bytes, in the Postgres store (upload_chunks) -----------------------
+
+_INSERT_CHUNK = text(
+    "INSERT INTO upload_chunks (upload_id, seq, data) VALUES (:upload_id, :seq, :data)"
+).bindparams(bindparam("data", type_=LargeBinary))
+
+
+async def save_chunks(
+    session: AsyncSession, upload_id: uuid.UUID, data: bytes, chunk_bytes: int
+) -> int:
+    """Store ``data`` as ``upload_id``'s chunks 0, 1, … of ``chunk_bytes`` at
+    most (in the caller's transaction); returns how many."""
+    view = memoryview(data)
+    rows = [
+        {"upload_id": upload_id, "seq": seq, "data": view[start : start + chunk_bytes]}
+        for seq, start in enumerate(range(0, len(data), chunk_bytes))
+    ]
+    if rows:
+        await session.execute(_INSERT_CHUNK, rows)
+    return len(rows)
+
+
+async def chunk(session: AsyncSession, upload_id: uuid.UUID, seq: int) -> bytes | None:
+    """Chunk ``seq`` of an upload's bytes, or None past the last (or when gone)."""
+    query = select(UploadChunk.data).where(
+        col(UploadChunk.upload_id) == upload_id, col(UploadChunk.seq) == seq
+    )
+    data = (await session.exec(query)).first()
+    return None if data is None else bytes(data)
+
+
+async def chunks(
+    session: AsyncSession, upload_id: uuid.UUID, first: int, count: int
+) -> list[bytes]:
+    """Chunks ``first`` to ``first + count - 1`` of an upload's bytes, in
+    order (fewer past the last, none when gone)."""
+    query = (
+        select(UploadChunk.data)
+        .where(
+            col(UploadChunk.upload_id) == upload_id,
+            col(UploadChunk.seq) >= first,
+            col(UploadChunk.seq) < first + count,
+        )
+        .order_by(col(UploadChunk.seq))
+    )
+    return [bytes(data) for data in (await session.exec(query)).all()]
+
+
+async def has_chunks(session: AsyncSession, upload_id: uuid.UUID) -> bool:
+    query = select(UploadChunk.seq).where(col(UploadChunk.upload_id) == upload_id).limit(1)
+    return (await session.exec(query)).first() is not None
+
+
+async def lock_row(session: AsyncSession, path: str) -> Upload | None:
+    """The upload at ``path``, locked until this transaction ends (moving its
+    file into the database: two movers cannot both write its chunks)."""
+    query = select(Upload).where(col(Upload.path) == path).with_for_update()
+    return (await session.exec(query)).first()

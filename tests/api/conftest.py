@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 import uuid
 from collections.abc import AsyncIterator, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -23,7 +24,7 @@ from serve_app.search import LocalSearch
 from serve_app.settings import Settings
 from serve_app.trending import LocalTrending
 from storage.db import libpq_url
-from storage.files import LocalFileStore
+from storage.files import FileStore, LocalFileStore, PostgresFileStore
 from tests.contract_check import Contract
 from tests.xserver import FakeX, running_x
 
@@ -98,14 +99,85 @@ async def client(
     await app.state.ctx.dispatch.idle()
 
 
-@pytest.fixture
-def store(client: httpx.AsyncClient, tmp_path: Path) -> Iterator[LocalFileStore]:
-    """This test's own upload folder (the app is shared by the session)."""
+@dataclass
+class StoreProbe:
+    """The upload store a test runs with, and what it holds, looked at
+    directly: the folder of the local-disk store, the rows of the Postgres one."""
+
+    files: FileStore | PostgresFileStore
+    database: str
+
+    @property
+    def kind(self) -> str:
+        return "postgres" if isinstance(self.files, PostgresFileStore) else "local"
+
+    @property
+    def root(self) -> Path:
+        assert isinstance(self.files, LocalFileStore), "only the local store has a folder"
+        return self.files.root
+
+    def paths(self) -> list[str]:
+        """Every stored file's path, sorted."""
+        if isinstance(self.files, LocalFileStore):
+            if not self.files.root.exists():
+                return []
+            root = self.files.root
+            return sorted(str(p.relative_to(root)) for p in root.rglob("*") if p.is_file())
+        with psycopg.connect(libpq_url(self.database)) as conn:
+            found = conn.execute(
+                "SELECT DISTINCT u.path FROM upload_chunks c JOIN uploads u ON u.id = c.upload_id"
+                " ORDER BY u.path"
+            ).fetchall()
+        return [row[0] for row in found]
+
+    def read(self, path: str) -> bytes | None:
+        """The stored bytes at ``path``, chunks joined in order."""
+        if isinstance(self.files, LocalFileStore):
+            return self.files.read(path)
+        with psycopg.connect(libpq_url(self.database)) as conn:
+            chunks = conn.execute(
+                "SELECT c.seq, c.data FROM upload_chunks c JOIN uploads u ON u.id = c.upload_id"
+                " WHERE u.path = %s ORDER BY c.seq",
+                (path,),
+            ).fetchall()
+        if not chunks:
+            return None
+        assert [seq for seq, _ in chunks] == list(range(len(chunks))), "chunks out of sequence"
+        return b"".join(bytes(data) for _, data in chunks)
+
+
+@contextmanager
+def using_store(
+    client: httpx.AsyncClient, database: str, files: FileStore | PostgresFileStore
+) -> Iterator[StoreProbe]:
+    """Run the (session-wide) app with ``files`` as its upload store for a while."""
     ctx = client._transport.app.state.ctx  # type: ignore[attr-defined]
     saved = ctx.files
-    ctx.files = LocalFileStore(tmp_path / "uploads")
-    yield ctx.files
-    ctx.files = saved
+    ctx.files = files
+    try:
+        yield StoreProbe(files, database)
+    finally:
+        ctx.files = saved
+
+
+@pytest.fixture(params=["postgres", "local"])
+def store(
+    client: httpx.AsyncClient, database: str, tmp_path: Path, request: pytest.FixtureRequest
+) -> Iterator[StoreProbe]:
+    """This test's upload store, each test once per kind: the Postgres store
+    (the default), then the local disk in this test's own folder."""
+    files = (
+        PostgresFileStore() if request.param == "postgres" else LocalFileStore(tmp_path / "uploads")
+    )
+    with using_store(client, database, files) as probe:
+        yield probe
+
+
+@pytest.fixture
+def local_store(client: httpx.AsyncClient, database: str, tmp_path: Path) -> Iterator[StoreProbe]:
+    """The local-disk store alone, in this test's own folder."""
+    with using_store(client, database, LocalFileStore(tmp_path / "uploads")) as probe:
+        yield probe
 
 
 @pytest.fixture(scope="session")

@@ -9,8 +9,14 @@ import httpx
 import psycopg
 
 from storage.db import libpq_url
-from storage.files import LocalFileStore
-from tests.api.conftest import Registered, assert_error, register, scalar, sign_up
+from tests.api.conftest import (
+    Registered,
+    StoreProbe,
+    assert_error,
+    register,
+    scalar,
+    sign_up,
+)
 from tests.api.test_answers import accept
 from tests.api.test_answers import vote as vote_answer
 from tests.api.test_comments import comment
@@ -215,7 +221,7 @@ async def test_a_human_deletes_their_profile_and_bots_stay(
 
 
 async def test_uploaded_files_go_with_the_account(
-    client: httpx.AsyncClient, database: str, store: LocalFileStore
+    client: httpx.AsyncClient, database: str, store: StoreProbe
 ) -> None:
     leaving, staying = await register(client, "Leaving"), await register(client, "Staying")
     mine = await uploaded(client, leaving, image_bytes("PNG"))

@@ -14,8 +14,7 @@ import httpx
 import pytest
 from PIL import Image
 
-from storage.files import LocalFileStore
-from tests.api.conftest import Registered, register
+from tests.api.conftest import Registered, StoreProbe, register
 from tests.api.test_patterns import publish, sql
 from tests.api.test_questions import make_role
 from tests.contract_check import Contract, no_validation_422, resolve, spec
@@ -346,7 +345,7 @@ async def test_moderation_and_admin_match_the_contract(
 
 
 async def test_uploads_match_the_contract(
-    client: httpx.AsyncClient, contract: Contract, store: LocalFileStore
+    client: httpx.AsyncClient, contract: Contract, store: StoreProbe
 ) -> None:
     call = Checked(client, contract)
     owner, other = await register(client, "Uploader"), await register(client, "Other")

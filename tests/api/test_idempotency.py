@@ -388,8 +388,8 @@ async def _collection(client: httpx.AsyncClient, _: pytest.FixtureRequest) -> Ca
     )
 
 
-async def _upload(client: httpx.AsyncClient, request: pytest.FixtureRequest) -> Case:
-    request.getfixturevalue("store")
+async def _upload(client: httpx.AsyncClient, _: pytest.FixtureRequest) -> Case:
+    # The app's default store (Postgres): nothing is written outside the database.
     agent = await register(client, "Uploader")
     files = {"file": ("pic.png", image_bytes("PNG"), "image/png")}
     return Case("/api/upload", "SELECT count(*) FROM uploads", files=files, auth=agent.auth)

@@ -17,8 +17,7 @@ from PIL import Image
 
 from serve_app.images import MAX_PIXELS
 from storage.db import libpq_url
-from storage.files import LocalFileStore
-from tests.api.conftest import Registered, assert_error, register, scalar
+from tests.api.conftest import Registered, StoreProbe, assert_error, register, scalar
 
 MB = 1024 * 1024
 LIMIT = 5 * MB
@@ -77,10 +76,9 @@ FORMATS = [
 ]
 
 
-def on_disk(store: LocalFileStore) -> list[str]:
-    if not store.root.exists():
-        return []
-    return sorted(str(p.relative_to(store.root)) for p in store.root.rglob("*") if p.is_file())
+def on_disk(store: StoreProbe) -> list[str]:
+    """The paths the store holds bytes for (files on disk, or chunk rows)."""
+    return store.paths()
 
 
 def rows(database: str) -> int:
@@ -126,7 +124,7 @@ async def assert_served(
     assert "max-age=31536000" in response.headers["cache-control"]
 
 
-def assert_nothing_stored(database: str, store: LocalFileStore) -> None:
+def assert_nothing_stored(database: str, store: StoreProbe) -> None:
     assert rows(database) == 0
     assert on_disk(store) == []
 
@@ -138,7 +136,7 @@ def assert_nothing_stored(database: str, store: LocalFileStore) -> None:
 async def test_each_raster_type_is_stored_and_served_back(
     client: httpx.AsyncClient,
     database: str,
-    store: LocalFileStore,
+    store: StoreProbe,
     fmt: str,
     content_type: str,
     ext: str,
@@ -155,16 +153,14 @@ async def test_each_raster_type_is_stored_and_served_back(
     assert result["url"] == f"https://cairn.example/uploads/{result['path']}"
     assert (result["size"], result["contentType"]) == (len(data), content_type)
     assert on_disk(store) == [result["path"]]
-    assert (store.root / result["path"]).read_bytes() == data
+    assert store.read(result["path"]) == data
     assert scalar(database, "SELECT content_type FROM uploads WHERE path = %s", result["path"]) == (
         content_type
     )
     await assert_served(client, served_path(result), data, content_type)
 
 
-async def test_svg_is_stored_and_served_back(
-    client: httpx.AsyncClient, store: LocalFileStore
-) -> None:
+async def test_svg_is_stored_and_served_back(client: httpx.AsyncClient, store: StoreProbe) -> None:
     agent = await register(client, "Drawer")
     result = await uploaded(client, agent, SVG)
     assert result["contentType"] == "image/svg+xml" and result["path"].endswith(".svg")
@@ -180,7 +176,7 @@ async def test_svg_is_stored_and_served_back(
 
 
 async def test_declared_type_and_name_are_ignored(
-    client: httpx.AsyncClient, database: str, store: LocalFileStore
+    client: httpx.AsyncClient, database: str, store: StoreProbe
 ) -> None:
     agent = await register(client, "Liar")
     png = image_bytes("PNG")
@@ -197,7 +193,7 @@ async def test_declared_type_and_name_are_ignored(
 
 
 async def test_html_named_png_is_refused_and_nothing_stored(
-    client: httpx.AsyncClient, database: str, store: LocalFileStore
+    client: httpx.AsyncClient, database: str, store: StoreProbe
 ) -> None:
     agent = await register(client, "Sneaky")
     html = b"<!DOCTYPE html><html><body><script>alert(document.cookie)</script></body></html>"
@@ -209,7 +205,7 @@ async def test_html_named_png_is_refused_and_nothing_stored(
 
 
 async def test_a_file_near_the_limit_is_accepted(
-    client: httpx.AsyncClient, store: LocalFileStore
+    client: httpx.AsyncClient, store: StoreProbe
 ) -> None:
     agent = await register(client, "Big")
     data = noise_png(1270, 1270)
@@ -223,7 +219,7 @@ async def test_a_file_near_the_limit_is_accepted(
 
 
 async def test_six_megabytes_is_413_and_nothing_stored(
-    client: httpx.AsyncClient, database: str, store: LocalFileStore
+    client: httpx.AsyncClient, database: str, store: StoreProbe
 ) -> None:
     agent = await register(client, "Too Big")
     data = image_bytes("PNG") + b"\x00" * (6 * MB)
@@ -233,7 +229,7 @@ async def test_six_megabytes_is_413_and_nothing_stored(
 
 
 async def test_over_the_limit_without_content_length_stops_reading(
-    client: httpx.AsyncClient, database: str, store: LocalFileStore
+    client: httpx.AsyncClient, database: str, store: StoreProbe
 ) -> None:
     """A chunked body: no length to refuse up front, so the parser stops at the limit."""
     agent = await register(client, "Streamer")
@@ -273,7 +269,7 @@ async def test_over_the_limit_without_content_length_stops_reading(
     ],
 )
 async def test_decompression_bombs_are_refused(
-    client: httpx.AsyncClient, database: str, store: LocalFileStore, data: bytes
+    client: httpx.AsyncClient, database: str, store: StoreProbe, data: bytes
 ) -> None:
     agent = await register(client, "Bomber")
     assert len(data) < 100_000
@@ -283,7 +279,7 @@ async def test_decompression_bombs_are_refused(
 
 
 async def test_broken_images_are_refused(
-    client: httpx.AsyncClient, database: str, store: LocalFileStore
+    client: httpx.AsyncClient, database: str, store: StoreProbe
 ) -> None:
     agent = await register(client, "Breaker")
     png = image_bytes("PNG", (64, 64))
@@ -370,7 +366,7 @@ SVG_OPEN = b'<svg xmlns="http://www.w3.org/2000/svg" xmlns:xlink="http://www.w3.
     ],
 )
 async def test_unsafe_svg_is_refused(
-    client: httpx.AsyncClient, database: str, store: LocalFileStore, svg: bytes
+    client: httpx.AsyncClient, database: str, store: StoreProbe, svg: bytes
 ) -> None:
     agent = await register(client, "Scripter")
     assert_error(await send(client, agent, svg, "a.svg", "image/svg+xml"), 400, "unsafe_svg")
@@ -378,7 +374,7 @@ async def test_unsafe_svg_is_refused(
 
 
 async def test_xml_that_is_not_svg_is_unsupported(
-    client: httpx.AsyncClient, store: LocalFileStore
+    client: httpx.AsyncClient, store: StoreProbe
 ) -> None:
     agent = await register(client, "Xml")
     for xml in (
@@ -397,7 +393,7 @@ async def test_xml_that_is_not_svg_is_unsupported(
 
 
 async def test_upload_needs_a_key(
-    client: httpx.AsyncClient, database: str, store: LocalFileStore
+    client: httpx.AsyncClient, database: str, store: StoreProbe
 ) -> None:
     assert_error(await send(client, None, image_bytes("PNG")), 401)
     response = await client.post(
@@ -410,7 +406,7 @@ async def test_upload_needs_a_key(
 
 
 async def test_malformed_requests_are_400(
-    client: httpx.AsyncClient, database: str, store: LocalFileStore
+    client: httpx.AsyncClient, database: str, store: StoreProbe
 ) -> None:
     agent = await register(client, "Sloppy")
     png = image_bytes("PNG")
@@ -482,7 +478,7 @@ def failing_uploads(database: str) -> Iterator[Any]:
 async def test_a_failed_transaction_removes_the_file(
     client: httpx.AsyncClient,
     database: str,
-    store: LocalFileStore,
+    store: StoreProbe,
     failing_uploads: Any,
     at_commit: bool,
 ) -> None:
@@ -520,7 +516,7 @@ async def test_a_failed_transaction_removes_the_file(
     ],
 )
 async def test_delete_refuses_malformed_paths(
-    client: httpx.AsyncClient, database: str, store: LocalFileStore, path: str
+    client: httpx.AsyncClient, database: str, store: StoreProbe, path: str
 ) -> None:
     agent = await register(client, "Careful")
     result = await uploaded(client, agent, image_bytes("PNG"))
@@ -534,7 +530,7 @@ async def test_delete_refuses_malformed_paths(
 
 
 async def test_delete_is_for_the_owner(
-    client: httpx.AsyncClient, database: str, store: LocalFileStore, roomy_registration: None
+    client: httpx.AsyncClient, database: str, store: StoreProbe, roomy_registration: None
 ) -> None:
     owner = await register(client, "Owner")
     other = await register(client, "Other")
@@ -556,7 +552,7 @@ async def test_delete_is_for_the_owner(
 
 
 async def test_delete_own_upload(
-    client: httpx.AsyncClient, database: str, store: LocalFileStore
+    client: httpx.AsyncClient, database: str, store: StoreProbe
 ) -> None:
     agent = await register(client, "Tidy")
     keep = await uploaded(client, agent, image_bytes("PNG"))
@@ -587,8 +583,9 @@ async def test_delete_body_keeps_the_general_size_limit(client: httpx.AsyncClien
 
 
 async def test_delete_owner_removes_the_agents_folder(
-    client: httpx.AsyncClient, store: LocalFileStore, roomy_registration: None
+    client: httpx.AsyncClient, local_store: StoreProbe, roomy_registration: None
 ) -> None:
+    store = local_store  # the Postgres store's bytes go with the agent's row
     agent = await register(client, "Leaving")
     other = await register(client, "Staying")
     mine = [await uploaded(client, agent, image_bytes(fmt)) for fmt in ("PNG", "WEBP")]
@@ -616,22 +613,22 @@ async def test_delete_owner_removes_the_agents_folder(
     ],
 )
 async def test_unknown_or_malformed_upload_urls_are_404(
-    client: httpx.AsyncClient, store: LocalFileStore, path: str
+    client: httpx.AsyncClient, store: StoreProbe, path: str
 ) -> None:
     assert_error(await client.get(path), 404)
 
 
 async def test_a_file_without_its_row_is_not_served(
-    client: httpx.AsyncClient, store: LocalFileStore
+    client: httpx.AsyncClient, local_store: StoreProbe
 ) -> None:
     agent = await register(client, "Orphan")
     path = f"{agent.agent_id}/{'a' * 32}.png"
-    store.save(path, image_bytes("PNG"))
+    local_store.files.save(path, image_bytes("PNG"))  # type: ignore[union-attr]
     assert_error(await client.get(f"/uploads/{path}"), 404)
 
 
 async def test_the_body_is_read_before_a_database_connection_is_taken(
-    client: httpx.AsyncClient, store: LocalFileStore
+    client: httpx.AsyncClient, store: StoreProbe
 ) -> None:
     """A slow upload must not hold one of the few pooled connections while it streams."""
     agent = await register(client, "Slow")

@@ -64,7 +64,6 @@ from actors.ratelimit import Rule
 from serve_app import contract
 from serve_app.app import create_app
 from storage.db import libpq_url
-from storage.files import LocalFileStore
 from tests.api.conftest import KEEP, SECRET, make_settings
 from tests.mailbox import running_smtp
 from tests.xserver import FakeX
@@ -369,7 +368,6 @@ def _fuzzing(
     app = create_app(settings_, database_url=database, secret=SECRET, pool_size=5)
     ctx = app.state.ctx
     ctx.rules = {name: Rule(name, ROOMY, rule.window_s) for name, rule in ctx.rules.items()}
-    ctx.files = LocalFileStore(tmp_path_factory.mktemp("fuzz-uploads"))
     fuzz = Fuzzing(app)
     with fuzz.http:
         fuzz.agent = fuzz.register_agent()

@@ -23,9 +23,8 @@ from serve_app.dispatch import LocalDispatch, dispatch_config
 from serve_app.multipart import FilePart
 from serve_app.services import uploads as upload_service
 from storage.db import async_url, libpq_url
-from storage.files import LocalFileStore
 from storage.models import Agent
-from tests.api.conftest import SECRET, assert_error, register, scalar
+from tests.api.conftest import SECRET, StoreProbe, assert_error, register, scalar
 from tests.api.test_uploads import image_bytes, on_disk, send
 
 PNG = image_bytes("PNG")
@@ -81,7 +80,7 @@ async def stream(client: httpx.AsyncClient, auth: dict[str, str], body: Body) ->
 
 
 async def test_uploads_have_their_own_rate_limit(
-    client: httpx.AsyncClient, store: LocalFileStore
+    client: httpx.AsyncClient, store: StoreProbe
 ) -> None:
     agent = await register(client, "Uploader")
     for i in range(30):
@@ -103,7 +102,7 @@ async def test_uploads_have_their_own_rate_limit(
 
 
 async def test_per_agent_quota_is_413_and_deleting_makes_room(
-    client: httpx.AsyncClient, database: str, store: LocalFileStore, quota: Any
+    client: httpx.AsyncClient, database: str, store: StoreProbe, quota: Any
 ) -> None:
     quota(2 * len(PNG))  # exactly two images: then full
     agent = await register(client, "Hoarder")
@@ -128,7 +127,7 @@ async def test_per_agent_quota_is_413_and_deleting_makes_room(
 
 
 async def test_parallel_uploads_cannot_overrun_the_quota(
-    client: httpx.AsyncClient, database: str, store: LocalFileStore, quota: Any
+    client: httpx.AsyncClient, database: str, store: StoreProbe, quota: Any
 ) -> None:
     quota(2 * len(PNG) + len(PNG) // 2)  # room for two, not three
     agent = await register(client, "Racer")
@@ -147,7 +146,7 @@ async def test_parallel_uploads_cannot_overrun_the_quota(
 
 @pytest.mark.parametrize("token", ["wrong", "cairn_" + "x" * 40, "altered"])
 async def test_a_bad_key_is_refused_before_the_body_is_read(
-    client: httpx.AsyncClient, database: str, store: LocalFileStore, token: str
+    client: httpx.AsyncClient, database: str, store: StoreProbe, token: str
 ) -> None:
     agent = await register(client, "Victim")
     if token == "altered":  # the real key with its last character changed
@@ -168,7 +167,7 @@ async def test_a_bad_key_is_refused_before_the_body_is_read(
 
 
 async def test_decodes_are_bounded_per_replica_with_a_503_when_busy(
-    client: httpx.AsyncClient, database: str, store: LocalFileStore
+    client: httpx.AsyncClient, database: str, store: StoreProbe
 ) -> None:
     ctx = ctx_of(client)
     saved = ctx.decodes
@@ -244,7 +243,7 @@ async def test_health_shows_states_never_exception_text(
 
 
 async def test_database_errors_carry_no_parameters(
-    client: httpx.AsyncClient, store: LocalFileStore
+    client: httpx.AsyncClient, store: StoreProbe
 ) -> None:
     """A real constraint violation in a service path: the raised (and logged)
     message names the statement but none of its values."""
