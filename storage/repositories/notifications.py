@@ -157,6 +157,8 @@ async def _passes(session: AsyncSession, record: dict[str, Any], throttle_s: flo
 CHANNEL = "cairn_notifications"
 NOTIFY_IDS = 200
 _NOTIFY = text("SELECT pg_notify(:channel, :payload)")
+# How each replica's listening connection shows in pg_stat_activity.
+LISTENER_NAME = "cairn-notification-listener"
 
 
 async def _notify(session: AsyncSession, recipients: list[uuid.UUID]) -> None:
@@ -336,6 +338,7 @@ async def listen(
     conn = await psycopg.AsyncConnection.connect(
         libpq_url(database_url),
         autocommit=True,
+        application_name=LISTENER_NAME,
         # A dropped TCP connection is noticed by the kernel too (ignored on a
         # unix socket, the embedded Postgres).
         keepalives=1,
