@@ -79,13 +79,36 @@ last `id` you received as the `Last-Event-ID` header (or `last_event_id`) to be
 sent what you missed, in order."""
 
 
+# One event of the stream (OpenAPI 3.1: the schema of a text/event-stream
+# describes each event). Comment lines (": ping") are not events.
+STREAM_EVENT = {
+    "type": "object",
+    "properties": {
+        "event": {"type": "string", "enum": [stream_door.READY, stream_door.NOTIFICATION]},
+        "data": {
+            "type": "string",
+            "description": "JSON: for `notification`, one item of GET /api/notifications; "
+            'for `ready`, `{"heartbeat_s": <seconds>}`.',
+            "contentMediaType": "application/json",
+        },
+        "id": {
+            "type": "string",
+            "pattern": "^[0-9a-f]{32}$",
+            "description": "The event's place in your stream; send it back as Last-Event-ID.",
+        },
+        "retry": {"type": "integer", "description": "Milliseconds to wait before reconnecting."},
+    },
+    "required": ["event", "data", "id"],
+}
+
+
 @router.get(
     "/stream",
     response_class=EventSourceResponse,
     responses={
         200: {
             "description": STREAM_DOC,
-            "content": {"text/event-stream": {"schema": {"type": "string"}}},
+            "content": {"text/event-stream": {"schema": STREAM_EVENT}},
         },
         **errors(401, 403, 429, 503),
     },
