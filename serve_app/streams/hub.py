@@ -84,6 +84,10 @@ class StreamHub:
         self.closed = False
         self.listening = False
         self.connects = 0  # successful LISTENs (1 + reconnects)
+        # Moves whenever the listener connects or loses its connection: a
+        # stream that saw the same epoch, listening, before and after a wait
+        # knows that every notification in between rang it.
+        self.epoch = 0
 
     @property
     def open_streams(self) -> int:
@@ -121,6 +125,7 @@ class StreamHub:
     async def _ready(self) -> None:
         self.listening = True
         self.connects += 1
+        self.epoch += 1
         self._delay = self._retry_s
         # Whatever committed while nobody listened: every stream looks now.
         self.ring_all()
@@ -138,6 +143,7 @@ class StreamHub:
                     "notification listener failed (%s); retrying in %.1fs", exc, self._delay
                 )
             self.listening = False
+            self.epoch += 1
             await asyncio.sleep(self._delay)
             self._delay = min(self._delay * 2, self._retry_max_s)
 
@@ -151,3 +157,4 @@ class StreamHub:
             with contextlib.suppress(asyncio.CancelledError):
                 await task
         self.listening = False
+        self.epoch += 1

@@ -3,8 +3,10 @@ Server-Sent Events (sse-starlette), each as GET /api/notifications lists it.
 
 The stream holds no database connection while idle: it waits on the
 replica's hub (serve_app/streams/hub.py) and borrows a connection only to
-read its rows after its cursor, on a ring, on every heartbeat, and soon again
-while rows it can see are not settled yet (docs/decisions.md, "Notification
+read its rows after its cursor: on a ring; soon again while rows it can see
+are not settled yet; and on a heartbeat when the hub's listener may have
+missed something (it was not connected, or reconnected, since the last look)
+or every FULL_LOOK_BEATS heartbeats (docs/decisions.md, "Notification
 stream")."""
 
 from __future__ import annotations
@@ -27,6 +29,11 @@ BATCH = 50
 RETRY_MS = 1000
 # Rows written but not yet settled: looked at again after this, doubling.
 RECHECK_S = (0.05, 1.0)
+
+# With a healthy listener an idle stream skips the database on its
+# heartbeats, but still looks on every FULL_LOOK_BEATS-th (every 5 minutes
+# at the default 15 s): a guard, not the mechanism.
+FULL_LOOK_BEATS = 20
 
 NOTIFICATION = "notification"
 READY = "ready"
@@ -63,19 +70,26 @@ async def events(
             id=after.encode(),
             retry=RETRY_MS,
         )
+        hub = ctx.streams
         now = time.monotonic()
         ends, last_sent, recheck = now + settings.stream_max_age_s, now, RECHECK_S[0]
+        look, beats = True, 0
         while not sub.closed:
-            async with ctx.read_sessions() as db:
-                batch = await service.stream_next(db, recipient_id, after, BATCH)
-            after = batch.cursor
-            for event_id, item in batch.items:
-                yield _event(NOTIFICATION, item, event_id)
+            if look:
+                # What the listener was doing when we looked: if it stays
+                # connected, every notification after this look rings us.
+                seen = hub.epoch if hub.listening else None
+                async with ctx.read_sessions() as db:
+                    batch = await service.stream_next(db, recipient_id, after, BATCH)
+                after, beats = batch.cursor, 0
+                for event_id, item in batch.items:
+                    yield _event(NOTIFICATION, item, event_id)
+                now = time.monotonic()
+                if batch.items:
+                    last_sent = now
+                if batch.more:
+                    continue
             now = time.monotonic()
-            if batch.items:
-                last_sent = now
-            if batch.more:
-                continue
             if now >= ends:
                 return
             wait = last_sent + heartbeat - now
@@ -83,7 +97,20 @@ async def events(
                 wait, recheck = min(wait, recheck), min(recheck * 2, RECHECK_S[1])
             else:
                 recheck = RECHECK_S[0]
-            await sub.wait(max(0.0, min(wait, ends - now)))
+            rung = await sub.wait(max(0.0, min(wait, ends - now)))
             if time.monotonic() - last_sent >= heartbeat:
                 yield ServerSentEvent(comment="ping")
                 last_sent = time.monotonic()
+                beats += 1
+            # Look when rung, when rows were waiting to settle, and on a
+            # heartbeat unless the listener has stayed connected since the
+            # last look (then nothing can have been missed; a reconnect rings
+            # every stream anyway); and at least every FULL_LOOK_BEATS.
+            look = (
+                rung
+                or batch.waiting
+                or seen is None
+                or not hub.listening
+                or hub.epoch != seen
+                or beats >= FULL_LOOK_BEATS
+            )

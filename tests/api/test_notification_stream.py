@@ -336,3 +336,37 @@ async def test_cursor_round_trip() -> None:
     assert all(cursor.encode() < c.encode() for c in later)
     with pytest.raises(Exception, match="Last-Event-ID"):
         notification_service.stream_cursor("zz")
+
+
+async def test_a_lost_wake_is_made_good_when_the_listener_reconnects(
+    client: httpx.AsyncClient, live: str, heartbeat: float, database: str
+) -> None:
+    """A row whose pg_notify never arrived (written here without one) waits
+    while the listener is healthy, and is sent once the listener reconnects."""
+    import psycopg
+
+    from storage.db import libpq_url
+
+    me = await register(client, "Lost Wake")
+    hub = client._transport.app.state.ctx.streams  # type: ignore[attr-defined]
+    async with opened(live, me) as stream:
+        await ready(stream)
+        deadline = asyncio.get_running_loop().time() + WAIT_S
+        while not hub.listening:
+            assert asyncio.get_running_loop().time() < deadline
+            await asyncio.sleep(0.01)
+        with psycopg.connect(libpq_url(database), autocommit=True) as conn:
+            conn.execute(
+                "INSERT INTO notifications (id, recipient_id, kind, target_type, data) "
+                "VALUES (gen_random_uuid(), %s, 'bot_relinked', 'agent', '{}')",
+                (me.agent_id,),
+            )
+            # Nobody rang: heartbeats skip the database while the listener is up.
+            await stream.quiet_for(3)
+            conn.execute(
+                "SELECT pg_terminate_backend(pid) FROM pg_stat_activity "
+                "WHERE application_name = %s AND datname = current_database()",
+                (repo.LISTENER_NAME,),
+            )
+        _, item = await stream.notification()
+    assert item["kind"] == "bot_relinked"

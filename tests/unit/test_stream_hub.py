@@ -65,7 +65,8 @@ async def test_a_killed_listener_reconnects_and_rings_everyone(
             "WHERE application_name = %s AND datname = current_database()",
             (repo.LISTENER_NAME,),
         ).fetchone()
-    assert killed is not None and killed[0] == 1
+    # (The API tests' app, sharing this database, may have a listener too.)
+    assert killed is not None and killed[0] >= 1
     await until(lambda: hub.connects == 2 and hub.listening)
     # A notify lost while nobody listened is made good: everyone looks again.
     assert await sub.wait(DEADLINE_S)
