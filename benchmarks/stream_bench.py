@@ -280,7 +280,19 @@ def section(rows: list[dict[str, Any]], load_before: float, env: dict[str, str])
             f"{statistics.median(d) if d else float('nan'):.1f} | "
             f"{max(d, default=float('nan')):.1f} | {r['memory_mb']:.0f} |"
         )
-    lines.append(END_MARK)
+    lines += [
+        "",
+        "Measured while building the stream (not rerun by this script): with the "
+        "Api replica's 128 Serve slots shared by streams and requests, 200 idle "
+        "streams on one replica stopped it answering anything (`/api/health` timed "
+        "out after 15 s), hence the streams' own slots; and with every idle stream "
+        "reading the database on each 15 s heartbeat, 500 streams cut the probe "
+        "rate from 202/s to 65/s, hence heartbeats skip the database while the "
+        "replica's listener stays connected (docs/decisions.md, \"Notification "
+        'stream"). The machine is shared with other work: compare rows of one '
+        "run, not runs.",
+        END_MARK,
+    ]
     return "\n".join(lines) + "\n"
 
 
