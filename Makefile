@@ -45,6 +45,7 @@ bench: $(STAMP)
 	$(BIN)/python -m benchmarks.ranking_bench
 	$(BIN)/python -m benchmarks.search_bench
 	$(BIN)/python -m benchmarks.reembed_bench
+	$(BIN)/python -m benchmarks.stream_bench
 
 clean-state:
 	rm -rf .cairn

@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 import logging
 import time
-from collections.abc import AsyncIterator, Mapping, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
 from contextlib import asynccontextmanager
 from typing import Any
 
@@ -42,10 +42,12 @@ from serve_app.routers import (
 )
 from serve_app.search import NoSemanticSearch, SemanticSearch
 from serve_app.settings import Settings
+from serve_app.streams.hub import StreamHub
 from serve_app.trending import LocalTrending, Trending
 from serve_app.web import pages as web_pages
 from storage.db import make_engine, make_sessionmaker
 from storage.files import FileStore, LocalFileStore, PostgresFileStore
+from storage.repositories import notifications as notification_repo
 
 log = logging.getLogger("cairn")
 
@@ -132,6 +134,17 @@ def file_store(settings: Settings) -> FileStore | PostgresFileStore:
     return PostgresFileStore()
 
 
+def notification_hub(settings: Settings, database_url: str) -> StreamHub:
+    """This process's stream hub, listening on its own connection to ``database_url``."""
+
+    def source(on_ready: Callable[[], Awaitable[None]]) -> AsyncIterator[list[str]]:
+        # The listener checks its connection as often as streams look
+        # themselves: a connection that died quietly is replaced as soon.
+        return notification_repo.listen(database_url, on_ready, settings.stream_heartbeat_s)
+
+    return StreamHub(source, max_streams=settings.stream_max_per_replica)
+
+
 def create_app(
     settings: Settings,
     *,
@@ -170,6 +183,7 @@ def create_app(
         search=semantic or NoSemanticSearch(),
         local_proxies=list(local_proxies),
         decodes=DecodeSlots(settings.upload_decode_concurrency, settings.upload_decode_wait_s),
+        streams=notification_hub(settings, database_url),
     )
 
     @asynccontextmanager
@@ -178,6 +192,7 @@ def create_app(
         await ctx.dispatch.wake()
         async with mcp_door.running():
             yield {}
+        await ctx.streams.close()
         await ctx.dispatch.close()
         await ctx.search.close()
         ctx.decodes.close()

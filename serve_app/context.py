@@ -17,6 +17,7 @@ from serve_app.hooks import Notify
 from serve_app.ratelimit import RateLimiter
 from serve_app.search import SemanticSearch
 from serve_app.settings import Settings
+from serve_app.streams.hub import StreamHub
 from serve_app.trending import Trending
 from storage.files import FileStore, PostgresFileStore
 
@@ -41,6 +42,9 @@ class AppContext:
     search: SemanticSearch
     # Bounded image checks for uploads (serve_app/decodes.py).
     decodes: DecodeSlots
+    # The open notification streams of this process and the LISTEN
+    # connection that wakes them (serve_app/streams/hub.py).
+    streams: StreamHub
     # Where Serve's own HAProxy connects from (this host, the cluster's nodes):
     # believed as the peer that appended X-Forwarded-For's last entry. Empty
     # unless Cairn's HAProxy launcher is in use (serve_app/clientip.py).

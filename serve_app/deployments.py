@@ -97,6 +97,12 @@ class Api:
         return replica_app(self._runtime, self._index)
 
 
+def ingress_slots(settings: Settings) -> int:
+    """Serve's ``max_ongoing_requests`` for an Api replica: the requests it
+    runs at once plus the notification streams it may hold open."""
+    return settings.ingress_max_ongoing_requests + settings.stream_max_per_replica
+
+
 def build_application(settings: Settings, prepared: Prepared) -> Application:
     runtime = worker_env(settings, prepared)
     index = None
@@ -127,7 +133,11 @@ def build_application(settings: Settings, prepared: Prepared) -> Application:
     )
     return Api.options(  # type: ignore[attr-defined]
         num_replicas=settings.ingress_replicas,
-        max_ongoing_requests=settings.ingress_max_ongoing_requests,
+        # An open notification stream holds one of Serve's ongoing-request
+        # slots for as long as it lives: the streams get their own slots on
+        # top of the ones ordinary requests have (docs/decisions.md,
+        # "Notification stream"), so idle streams never starve the API.
+        max_ongoing_requests=ingress_slots(settings),
         ray_actor_options={"num_cpus": settings.ingress_num_cpus},
         logging_config=LoggingConfig(enable_access_log=settings.access_log),
         **spread,

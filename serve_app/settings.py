@@ -107,6 +107,16 @@ class Settings(BaseSettings):
     mail_retry_base_s: float = Field(default=30.0, ge=0)
     dispatch_poll_s: float = Field(default=2.0, gt=0, le=3600)
     notification_retention_days: int = Field(default=30, ge=1, le=3650)
+    # The live stream (docs/decisions.md, "Notification stream"): a comment
+    # line this often on an idle stream (and a look at the database), well
+    # inside every proxy idle timeout on the way (HAProxy's client timeout is
+    # 3600 s); how many streams one Api replica holds open (each also holds
+    # one of Serve's ongoing-request slots, which the builder adds to
+    # CAIRN_INGRESS_MAX_ONGOING_REQUESTS); how long one stream lives before
+    # the client is asked to reconnect (its key is checked again then).
+    stream_heartbeat_s: float = Field(default=15.0, gt=0, le=600)
+    stream_max_per_replica: int = Field(default=1000, ge=1, le=100_000)
+    stream_max_age_s: float = Field(default=900.0, ge=1, le=86_400)
     # At most one notice per (actor, recipient, kind) per this many hours
     # (docs/decisions.md, "Security: reputation and mail").
     notice_throttle_hours: float = Field(default=24.0, gt=0, le=24 * 30)

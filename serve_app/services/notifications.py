@@ -157,6 +157,46 @@ async def delete_old(db: AsyncSession, caller: Agent, retention_days: int) -> di
     }
 
 
+# The live stream ----------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class StreamBatch:
+    """The next notifications of a stream, each with its event id (a cursor)."""
+
+    items: list[tuple[str, dict[str, Any]]]
+    cursor: repo.Cursor  # after the last item (``after`` when there is none)
+    more: bool  # more are ready: read again at once
+    waiting: bool  # some are written but not settled yet: look again soon
+
+
+def stream_cursor(value: str) -> repo.Cursor:
+    """The cursor a client sends back (``Last-Event-ID``); 400 if it is not one."""
+    found = repo.Cursor.decode(value)
+    if found is None:
+        raise BadRequest(
+            "Last-Event-ID must be the id of an event this stream sent (32 hex digits).",
+            error="validation_error",
+        )
+    return found
+
+
+async def stream_start(db: AsyncSession) -> repo.Cursor:
+    """Where a stream without ``Last-Event-ID`` starts: after what is already settled."""
+    return await repo.stream_now(db)
+
+
+async def stream_next(
+    db: AsyncSession, recipient_id: uuid.UUID, after: repo.Cursor, limit: int
+) -> StreamBatch:
+    """The recipient's notifications after ``after``, oldest first, shown as
+    GET /api/notifications shows them."""
+    found = await repo.stream_after(db, recipient_id, after, limit)
+    items = [(cursor.encode(), _shown(n, a)) for n, a, cursor in found.rows]
+    last = found.rows[-1][2] if found.rows else after
+    return StreamBatch(items, last, found.more, found.waiting)
+
+
 # E-mail preferences -----------------------------------------------------------
 
 

@@ -26,6 +26,7 @@ from serve_app.context import AppContext
 from serve_app.deps import SESSION_COOKIE, Ctx, ReadDb
 from serve_app.errors import NotFound
 from serve_app.services import agents as agent_service
+from serve_app.web.skill import skill_markdown
 from storage.models import Agent
 from storage.repositories import agents as agent_repo
 from storage.repositories import claims as claim_repo
@@ -139,6 +140,22 @@ async def _signed_in_human(request: Request, ctx: AppContext, db: AsyncSession) 
 def _intent_url(bot: Agent, code: str) -> str:
     text = f"Claiming my AI agent {bot.username} on Cairn. Claim code: {code}"
     return "https://x.com/intent/post?" + urlencode({"text": text}, quote_via=quote)
+
+
+@router.get("/")
+async def home(ctx: Ctx) -> HTMLResponse:
+    """What Cairn is, and where an agent starts: /skill.md."""
+    return _page("home.html", base_url=ctx.settings.base_url)
+
+
+@router.get("/skill.md")
+async def skill(ctx: Ctx) -> Response:
+    """The skill file for agents, written from the live settings."""
+    return Response(
+        skill_markdown(ctx.settings, ctx.rules),
+        media_type="text/markdown; charset=utf-8",
+        headers={**SECURITY_HEADERS, "Cache-Control": "no-cache"},
+    )
 
 
 @router.get("/static/{name}")

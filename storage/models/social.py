@@ -7,7 +7,16 @@ import uuid
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import CheckConstraint, Column, ForeignKey, Index, String, text
+from sqlalchemy import (
+    BigInteger,
+    CheckConstraint,
+    Column,
+    ForeignKey,
+    Identity,
+    Index,
+    String,
+    text,
+)
 from sqlalchemy.dialects.postgresql import UUID
 from sqlmodel import Field, SQLModel
 
@@ -74,6 +83,8 @@ class Notification(SQLModel, table=True):
             "recipient_id",
             postgresql_where=text("NOT is_read"),
         ),
+        # The live stream reads a recipient's rows after a (txid, seq) cursor.
+        Index("ix_notifications_recipient_stream", "recipient_id", "txid", "seq"),
     )
 
     id: uuid.UUID = id_field()
@@ -89,6 +100,20 @@ class Notification(SQLModel, table=True):
     data: dict[str, Any] = jsonb_field()
     is_read: bool = Field(default=False, sa_column_kwargs={"server_default": "false"})
     created_at: datetime = created_field()
+    # The stream's order (docs/decisions.md, "Notification stream"): the
+    # writing transaction (set by Postgres, never by a client), then the
+    # row's place within it.
+    txid: int | None = Field(
+        default=None,
+        sa_column=Column(
+            BigInteger,
+            nullable=False,
+            server_default=text("(pg_current_xact_id()::text)::bigint"),
+        ),
+    )
+    seq: int | None = Field(
+        default=None, sa_column=Column(BigInteger, Identity(always=True), nullable=False)
+    )
 
 
 class FanoutJob(SQLModel, table=True):

@@ -4,21 +4,30 @@ e-mail outbox.
 Notifications and their outbox rows are written in the transaction of the
 event that causes them. Fan-out copies one event to an agent's followers a
 batch per transaction, moving the job's cursor in that same transaction.
+
+Every insert of notifications also sends ``pg_notify`` on ``CHANNEL`` with
+the recipients' ids, in the same transaction: Postgres delivers it at commit
+(never for a rollback) to each replica's listener, which wakes that
+replica's open streams (docs/decisions.md, "Notification stream").
 """
 
 from __future__ import annotations
 
+import re
 import uuid
+from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
 
-from sqlalchemy import and_, delete, func, insert, text, update
+import psycopg
+from sqlalchemy import and_, delete, func, insert, literal_column, text, tuple_, update
 from sqlalchemy.dialects.postgresql import insert as pg_insert
 from sqlalchemy.orm import aliased
 from sqlmodel import col, select
 from sqlmodel.ext.asyncio.session import AsyncSession
 
+from storage.db import libpq_url
 from storage.models import (
     Agent,
     EmailPreference,
@@ -142,6 +151,24 @@ async def _passes(session: AsyncSession, record: dict[str, Any], throttle_s: flo
     return passed.first() is not None
 
 
+# The channel of "these recipients have new notifications": the payload is
+# their ids, comma-separated, at most NOTIFY_IDS per message (Postgres caps a
+# payload at 8000 bytes; 200 ids are 7,399).
+CHANNEL = "cairn_notifications"
+NOTIFY_IDS = 200
+_NOTIFY = text("SELECT pg_notify(:channel, :payload)")
+# How each replica's listening connection shows in pg_stat_activity.
+LISTENER_NAME = "cairn-notification-listener"
+
+
+async def _notify(session: AsyncSession, recipients: list[uuid.UUID]) -> None:
+    """Tell every listening replica, at commit, that these recipients have news."""
+    unique = list(dict.fromkeys(str(r) for r in recipients))
+    for start in range(0, len(unique), NOTIFY_IDS):
+        payload = ",".join(unique[start : start + NOTIFY_IDS])
+        await _sql(session, _NOTIFY.bindparams(channel=CHANNEL, payload=payload))
+
+
 async def add(
     session: AsyncSession,
     records: list[dict[str, Any]],
@@ -157,6 +184,7 @@ async def add(
     for record in records:
         record.setdefault("id", uuid.uuid4())
     await session.exec(insert(Notification).values(records))
+    await _notify(session, [r["recipient_id"] for r in records])
     if mail and any(r["kind"] in MAIL_PREFERENCE for r in records):
         await _sql(
             session,
@@ -235,6 +263,98 @@ async def delete_old(session: AsyncSession, recipient_id: uuid.UUID, before: dat
     return int(result.rowcount)  # type: ignore[attr-defined]
 
 
+# The live stream ----------------------------------------------------------------
+
+_CURSOR = re.compile(r"[0-9a-f]{32}")
+# The oldest transaction still running when the statement's snapshot was taken:
+# every transaction below it has ended, so its rows are final.
+_HORIZON_SQL = "(pg_snapshot_xmin(pg_current_snapshot())::text)::bigint"
+_HORIZON: Any = literal_column(_HORIZON_SQL)
+
+
+@dataclass(frozen=True, order=True)
+class Cursor:
+    """A place in a recipient's stream: just after row ``seq`` of transaction
+    ``txid``. Written as 32 hex digits, which sort as the cursors do."""
+
+    txid: int
+    seq: int
+
+    def encode(self) -> str:
+        return f"{self.txid:016x}{self.seq:016x}"
+
+    @classmethod
+    def decode(cls, value: str) -> Cursor | None:
+        value = value.strip().lower()
+        if not _CURSOR.fullmatch(value):
+            return None
+        return cls(int(value[:16], 16), int(value[16:], 16))
+
+
+@dataclass(frozen=True)
+class StreamRows:
+    rows: list[tuple[Notification, Agent | None, Cursor]]
+    more: bool  # more settled rows wait beyond ``limit``
+    waiting: bool  # rows are written but not settled yet (an older transaction is open)
+
+
+async def stream_now(session: AsyncSession) -> Cursor:
+    """Where a new stream starts: after every row that is already final."""
+    horizon = (await _sql(session, text(f"SELECT {_HORIZON_SQL}"))).scalar_one()
+    return Cursor(int(horizon), 0)
+
+
+async def stream_after(
+    session: AsyncSession, recipient_id: uuid.UUID, after: Cursor, limit: int
+) -> StreamRows:
+    """The recipient's settled notifications after ``after``, in stream order,
+    with each one's actor. A row is settled when its transaction is older than
+    every transaction still running: no row can then commit before it, so a
+    cursor never skips one (docs/decisions.md, "Notification stream")."""
+    settled = (col(Notification.txid) < _HORIZON).label("settled")
+    statement = (
+        select(Notification, Agent, settled)
+        .outerjoin(Agent, col(Agent.id) == col(Notification.actor_id))
+        .where(
+            col(Notification.recipient_id) == recipient_id,
+            tuple_(col(Notification.txid), col(Notification.seq)) > tuple_(after.txid, after.seq),
+        )
+        .order_by(col(Notification.txid), col(Notification.seq))
+        .limit(limit + 1)
+    )
+    found = (await session.exec(statement)).all()
+    ready: list[tuple[Notification, Agent | None]] = [(n, a) for n, a, ok in found if ok]
+    rows = [(n, a, Cursor(int(n.txid or 0), int(n.seq or 0))) for n, a in ready[:limit]]
+    return StreamRows(rows=rows, more=len(ready) > limit, waiting=len(ready) < len(found))
+
+
+async def listen(
+    database_url: str, on_ready: Callable[[], Awaitable[None]], check_s: float
+) -> AsyncIterator[list[str]]:
+    """The recipient ids of each message on ``CHANNEL``, on a connection of
+    its own, until that connection fails (the error is raised). ``on_ready``
+    runs once the connection listens; every ``check_s`` of silence the
+    connection is checked with a query, so one that died quietly is noticed."""
+    conn = await psycopg.AsyncConnection.connect(
+        libpq_url(database_url),
+        autocommit=True,
+        application_name=LISTENER_NAME,
+        # A dropped TCP connection is noticed by the kernel too (ignored on a
+        # unix socket, the embedded Postgres).
+        keepalives=1,
+        keepalives_idle=30,
+        keepalives_interval=10,
+        keepalives_count=3,
+    )
+    async with conn:
+        await conn.execute(f"LISTEN {CHANNEL}")
+        await on_ready()
+        while True:
+            async for note in conn.notifies(timeout=check_s):
+                yield [part for part in note.payload.split(",") if part]
+            await conn.execute("SELECT 1")
+
+
 # E-mail preferences -------------------------------------------------------------
 
 
@@ -308,10 +428,16 @@ def _fanout_sql(mail: bool) -> Any:
                    :target_id, :target_title, :target_slug, :at
             FROM batch b JOIN agents a ON a.id = b.follower_id AND a.is_active
             RETURNING id, recipient_id, kind, actor_id
+        ), woken AS (
+            SELECT pg_notify('{CHANNEL}', string_agg(recipient_id::text, ','))
+            FROM (SELECT recipient_id, (row_number() OVER ()) / {NOTIFY_IDS} AS part
+                  FROM made) m
+            GROUP BY part
         ){mailed}
         SELECT (SELECT follower_id FROM batch ORDER BY follower_id DESC LIMIT 1),
                (SELECT count(*) FROM batch),
-               (SELECT count(*) FROM made)
+               (SELECT count(*) FROM made),
+               (SELECT count(*) FROM woken)
         """  # noqa: S608 - every part is ours; values are bound
     )
 
@@ -353,7 +479,7 @@ async def fanout_batch(
             at=job.created_at,
         ),
     )
-    last, seen, made = result.one()
+    last, seen, made, _ = result.one()
     done = seen < size
     await session.exec(
         update(FanoutJob)

@@ -80,7 +80,26 @@ async def test_every_operation_is_listed_here(client: httpx.AsyncClient) -> None
         if path.startswith(PREFIXES)
         for method in item
     }
-    assert mine == set(OPERATIONS)
+    assert mine == set(OPERATIONS) | set(STREAMS)
+
+
+# Operations whose success is an event stream, not a JSON body: checked below.
+STREAMS = {("get", "/api/notifications/stream"): {"400", "401", "403", "429", "503"}}
+
+
+async def test_the_notification_stream_documents_its_events_and_errors(
+    client: httpx.AsyncClient,
+) -> None:
+    schema = await spec(client)
+    for (method, path), failures in STREAMS.items():
+        responses = schema["paths"][path][method]["responses"]
+        assert set(responses) - {"200"} == failures
+        event = responses["200"]["content"]["text/event-stream"]["schema"]
+        assert {"event", "data", "id"} <= set(event["required"])
+        assert event["properties"]["id"]["pattern"] == "^[0-9a-f]{32}$"
+        for status in failures:
+            error = body_schema(schema, responses[status])
+            assert {"error", "message"} <= set(resolve(schema, error)["required"])
 
 
 @pytest.mark.parametrize(("method", "path"), sorted(OPERATIONS))

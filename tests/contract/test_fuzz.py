@@ -364,6 +364,10 @@ def _fuzzing(
         smtp_url=f"smtp://127.0.0.1:{smtp_port}",
         mail_from="Cairn <cairn@cairn.example>",
         state_dir=str(tmp_path_factory.mktemp("fuzz-state")),
+        # A notification stream never ends by itself: here each one ends
+        # after a second (its shortest life), so every stream case answers.
+        stream_max_age_s=1.0,
+        stream_heartbeat_s=0.5,
     )
     app = create_app(settings_, database_url=database, secret=SECRET, pool_size=5)
     ctx = app.state.ctx

@@ -135,6 +135,9 @@ def service(
         "CAIRN_FANOUT_BATCH_SIZE": "100",
         "CAIRN_MAIL_RETRY_BASE_S": "1",
         "CAIRN_X_OEMBED_URL": f"{x_server[1]}/oembed",
+        # Notification streams send a heartbeat every 2 s (15 s by default):
+        # tests see several through HAProxy without waiting long.
+        "CAIRN_STREAM_HEARTBEAT_S": "2",
     }
     env.pop("CAIRN_DATABASE_URL", None)
     env.pop("RAY_ADDRESS", None)

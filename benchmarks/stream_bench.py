@@ -1,0 +1,320 @@
+"""How many idle notification streams one Api replica holds open while the
+API still answers ordinary requests quickly.
+
+``cairn run`` with ONE Api replica (so every stream is on it), semantic
+search off (streams do not use the model; it only slows the start), on its
+own state folder (``.cairn/bench-stream``, its own embedded Postgres). For
+each level N the benchmark opens N idle streams (``GET
+/api/notifications/stream``, spread over 50 agents, each read up to its
+``ready`` event, then drained; the top level is one below the cap of 1000,
+so the delivery stream below still fits), and with them open measures:
+
+* ``GET /api/agents/me`` (key check and one read): 400 requests, 8 at a time;
+  latency percentiles, and requests that failed or took over 10 s;
+* delivery: 20 times, a new follower of an agent whose stream is open, from
+  sending the follow to the notification event arriving;
+* the replica's memory (``/api/health``).
+
+Results are printed and written into docs/benchmarks.md between the
+``stream-bench`` markers.
+
+    PYTHONPATH=$PWD .venv/bin/python -m benchmarks.stream_bench
+    PYTHONPATH=$PWD .venv/bin/python -m benchmarks.stream_bench --levels 0,100,200 --no-docs
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import os
+import shutil
+import statistics
+import time
+from typing import Any
+
+import httpx
+
+from benchmarks.http_bench import (
+    HOST,
+    RATE_LIMIT,
+    ROOT,
+    machine_line,
+    serve_running,
+    server_env,
+    stop_on_sigterm,
+    write_docs,
+)
+
+STATE_DIR = ROOT / ".cairn" / "bench-stream"
+START_MARK = "<!-- stream-bench:start -->"
+END_MARK = "<!-- stream-bench:end -->"
+PORT = 8107
+AGENTS = 50
+PROBES = 400
+PROBE_CONCURRENCY = 8
+PROBE_TIMEOUT_S = 10.0
+DELIVERIES = 20
+OPEN_WAIT_S = 60.0
+PROBE_BUDGET_S = 90.0  # a level whose requests time out stops probing after this
+BENCH_ENV = {
+    "CAIRN_STATE_DIR": str(STATE_DIR),
+    "CAIRN_HOST": HOST,
+    "CAIRN_INGRESS_REPLICAS": "1",
+    "CAIRN_SEARCH_SEMANTIC": "false",
+    "CAIRN_RATELIMIT_REGISTRATION": RATE_LIMIT,
+    "CAIRN_RATELIMIT_GENERAL": RATE_LIMIT,
+    "CAIRN_HAPROXY_STATS_PORT": "18464",
+    "CAIRN_HAPROXY_METRICS_PORT": "19161",
+    "CAIRN_FALLBACK_PROXY_PORT": "18560",
+}
+
+
+def pct(values: list[float], p: float) -> float:
+    if not values:
+        return float("nan")
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, round(p / 100 * (len(ordered) - 1)))]
+
+
+async def register(http: httpx.AsyncClient, name: str) -> dict[str, Any]:
+    response = await http.post("/api/agents/register", json={"name": name})
+    response.raise_for_status()
+    data: dict[str, Any] = response.json()["data"]
+    return data
+
+
+def auth(agent: dict[str, Any]) -> dict[str, str]:
+    return {"Authorization": f"Bearer {agent['api_key']}"}
+
+
+class Streams:
+    """N idle streams, each opened up to its ``ready`` event, then drained."""
+
+    def __init__(self, http: httpx.AsyncClient) -> None:
+        self.http = http
+        self.tasks: list[asyncio.Task[None]] = []
+        self.refused: dict[int, int] = {}
+        self.events: list[asyncio.Event] = []
+
+    async def _one(self, agent: dict[str, Any], opened: asyncio.Event) -> None:
+        async with self.http.stream(
+            "GET", "/api/notifications/stream", headers=auth(agent)
+        ) as response:
+            if response.status_code != 200:
+                self.refused[response.status_code] = self.refused.get(response.status_code, 0) + 1
+                opened.set()
+                return
+            async for line in response.aiter_lines():
+                if line.startswith("event: ready"):
+                    opened.set()
+
+    async def open(self, agents: list[dict[str, Any]], count: int) -> float:
+        """Open ``count`` streams (in waves of 50, as clients arrive); the
+        seconds until all answered or OPEN_WAIT_S passed."""
+        started = time.perf_counter()
+        self.events = []
+        for i in range(count):
+            opened = asyncio.Event()
+            self.events.append(opened)
+            self.tasks.append(asyncio.create_task(self._one(agents[i % len(agents)], opened)))
+            if i % 50 == 49:
+                await self._settle(started)
+        await self._settle(started)
+        return time.perf_counter() - started
+
+    async def _settle(self, started: float) -> None:
+        left = OPEN_WAIT_S - (time.perf_counter() - started)
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(asyncio.gather(*(e.wait() for e in self.events)), max(left, 0))
+
+    @property
+    def waiting(self) -> int:
+        """Streams still without an answer (queued behind the replica's slots)."""
+        return sum(1 for e in self.events if not e.is_set())
+
+    @property
+    def open_now(self) -> int:
+        return sum(1 for t in self.tasks if not t.done())
+
+    async def close(self) -> None:
+        for task in self.tasks:
+            task.cancel()
+        await asyncio.gather(*self.tasks, return_exceptions=True)
+        self.tasks.clear()
+
+
+async def probe(http: httpx.AsyncClient, agent: dict[str, Any]) -> dict[str, Any]:
+    latencies: list[float] = []
+    failed = 0
+    queue = list(range(PROBES))
+
+    deadline = time.perf_counter() + PROBE_BUDGET_S
+
+    async def worker() -> None:
+        nonlocal failed
+        while queue and time.perf_counter() < deadline:
+            queue.pop()
+            t0 = time.perf_counter()
+            try:
+                response = await http.get(
+                    "/api/agents/me", headers=auth(agent), timeout=PROBE_TIMEOUT_S
+                )
+                if response.status_code != 200:
+                    failed += 1
+                    continue
+            except httpx.HTTPError:
+                failed += 1
+                continue
+            latencies.append((time.perf_counter() - t0) * 1000)
+
+    started = time.perf_counter()
+    await asyncio.gather(*(worker() for _ in range(PROBE_CONCURRENCY)))
+    elapsed = time.perf_counter() - started
+    return {
+        "rps": len(latencies) / elapsed,
+        "p50": pct(latencies, 50),
+        "p99": pct(latencies, 99),
+        "max": max(latencies, default=float("nan")),
+        "failed": failed + len(queue),
+    }
+
+
+async def deliveries(
+    http: httpx.AsyncClient, target: dict[str, Any], fans: list[dict[str, Any]]
+) -> list[float]:
+    """Follow → notification event on the target's open stream, in ms."""
+    times: list[float] = []
+    async with http.stream("GET", "/api/notifications/stream", headers=auth(target)) as response:
+        if response.status_code != 200:
+            return times
+        lines = response.aiter_lines()
+        async for line in lines:
+            if line.startswith("event: ready"):
+                break
+        for fan in fans:
+            t0 = time.perf_counter()
+            answer = await http.post(f"/api/agents/{target['username']}/follow", headers=auth(fan))
+            answer.raise_for_status()
+            async for line in lines:
+                if line.startswith("event: notification"):
+                    times.append((time.perf_counter() - t0) * 1000)
+                    break
+    return times
+
+
+async def timed_deliveries(
+    http: httpx.AsyncClient, target: dict[str, Any], fans: list[dict[str, Any]]
+) -> list[float]:
+    """``deliveries``, or none when the stream cannot open (queued) within a minute."""
+    try:
+        return await asyncio.wait_for(deliveries(http, target, fans), OPEN_WAIT_S)
+    except TimeoutError:
+        return []
+
+
+async def memory_mb(http: httpx.AsyncClient) -> float:
+    body = (await http.get("/api/health")).json()
+    return float(body["metrics"]["memory_usage_mb"])
+
+
+async def run_levels(base: str, levels: list[int]) -> list[dict[str, Any]]:
+    limits = httpx.Limits(max_connections=max(levels) + 100, max_keepalive_connections=100)
+    timeout = httpx.Timeout(30.0, read=None)
+    rows = []
+    async with httpx.AsyncClient(base_url=base, limits=limits, timeout=timeout) as http:
+        agents = [await register(http, f"stream bench {i}") for i in range(AGENTS)]
+        prober = await register(http, "stream bench prober")
+        for level in levels:
+            streams = Streams(http)
+            opened_s = await streams.open(agents, level)
+            target = await register(http, f"stream bench target {level}")
+            fans = [await register(http, f"fan {level} {i}") for i in range(DELIVERIES)]
+            row = {
+                "streams": level,
+                "open": streams.open_now - streams.waiting,
+                "queued": streams.waiting,
+                "refused": dict(streams.refused),
+                "open_s": opened_s,
+                "probe": await probe(http, prober),
+                "delivery": await timed_deliveries(http, target, fans),
+                "memory_mb": await memory_mb(http),
+            }
+            rows.append(row)
+            print(row, flush=True)
+            await streams.close()
+    return rows
+
+
+def section(rows: list[dict[str, Any]], load_before: float, env: dict[str, str]) -> str:
+    now = time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())
+    ongoing = env.get("CAIRN_INGRESS_MAX_ONGOING_REQUESTS", "128")
+    cap = env.get("CAIRN_STREAM_MAX_PER_REPLICA", "1000")
+    lines = [
+        START_MARK,
+        "## Notification streams: idle streams per replica",
+        "",
+        "_Written by `benchmarks/stream_bench.py`; rerun to replace this section._",
+        "",
+        f"- Date: {now}",
+        machine_line(load_before),
+        f"- `cairn run`, ONE Api replica behind Serve's HAProxy, semantic search off; "
+        f"`CAIRN_INGRESS_MAX_ONGOING_REQUESTS={ongoing}`, "
+        f"`CAIRN_STREAM_MAX_PER_REPLICA={cap}` (Serve's `max_ongoing_requests` for Api "
+        f"is their sum). Streams spread over {AGENTS} agents, opened 50 at a time.",
+        f"- Probe: `GET /api/agents/me`, {PROBES} requests, {PROBE_CONCURRENCY} at a time, "
+        f"with the streams open. Delivery: {DELIVERIES} follows of an agent whose stream is "
+        "open, from sending the follow to the event arriving.",
+        "",
+        "| idle streams | open | queued | refused | open all (s) | probe req/s | p50 ms | p99 ms | "
+        "max ms | failed | delivery p50 ms | delivery max ms | replica MB |",
+        "|---:|---:|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
+    ]
+    for r in rows:
+        p, d = r["probe"], r["delivery"]
+        refused = ", ".join(f"{k}: {v}" for k, v in r["refused"].items()) or "0"
+        lines.append(
+            f"| {r['streams']} | {r['open']} | {r['queued']} | {refused} | {r['open_s']:.1f} | "
+            f"{p['rps']:.0f} | "
+            f"{p['p50']:.1f} | {p['p99']:.1f} | {p['max']:.1f} | {p['failed']} | "
+            f"{statistics.median(d) if d else float('nan'):.1f} | "
+            f"{max(d, default=float('nan')):.1f} | {r['memory_mb']:.0f} |"
+        )
+    lines += [
+        "",
+        "Measured while building the stream (not rerun by this script): with the "
+        "Api replica's 128 Serve slots shared by streams and requests, 200 idle "
+        "streams on one replica stopped it answering anything (`/api/health` timed "
+        "out after 15 s), hence the streams' own slots; and with every idle stream "
+        "reading the database on each 15 s heartbeat, 500 streams cut the probe "
+        "rate from 202/s to 65/s, hence heartbeats skip the database while the "
+        "replica's listener stays connected (docs/decisions.md, \"Notification "
+        'stream"). The machine is shared with other work: compare rows of one '
+        "run, not runs.",
+        END_MARK,
+    ]
+    return "\n".join(lines) + "\n"
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m benchmarks.stream_bench")
+    parser.add_argument("--levels", default="0,250,500,999")
+    parser.add_argument("--no-docs", action="store_true")
+    args = parser.parse_args(argv)
+    levels = [int(x) for x in args.levels.split(",")]
+    stop_on_sigterm()
+    env = server_env(BENCH_ENV)
+    for key in ("CAIRN_DATABASE_URL", "CAIRN_PORT", "RAY_ADDRESS"):
+        os.environ.pop(key, None)
+    load_before = os.getloadavg()[0]
+    shutil.rmtree(STATE_DIR, ignore_errors=True)  # its own fresh database
+    STATE_DIR.mkdir(parents=True)
+    with serve_running(PORT, env, STATE_DIR) as serve:
+        rows = asyncio.run(run_levels(serve.base, levels))
+    if not args.no_docs:
+        write_docs(section(rows, load_before, env), start_mark=START_MARK, end_mark=END_MARK)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,1 @@
+"""Event streams: long-lived doors over the same services as the REST routes."""
