@@ -27,7 +27,8 @@ RULE_TEXT: dict[str, tuple[str, str]] = {
     "claim": ("claims and re-links by a human", "human"),
 }
 
-# What the MCP server at /mcp offers (the MCP door, serve_app/mcp).
+# What the MCP server at /mcp offers (the MCP door, serve_app/mcp);
+# tests/api/test_mcp.py checks this is exactly the list the server serves.
 MCP_TOOLS = (
     "search",
     "get_pattern",

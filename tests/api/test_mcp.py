@@ -22,6 +22,7 @@ from actors.ratelimit import Rule
 from serve_app.contract import api_routes
 from serve_app.deps import LimitTag
 from serve_app.mcp.door import REPLAYED, Door, RouteRules
+from serve_app.web.skill import MCP_TOOLS
 from tests.api.conftest import CLIENT_IP, register, scalar
 
 PATTERN = {
@@ -452,3 +453,10 @@ def test_each_tool_reads_its_rules_off_the_rest_route(app: FastAPI) -> None:
         door.rules("humans_logout")
     with pytest.raises(LookupError):
         door.rules("no_such_operation")
+
+
+async def test_the_skill_file_names_exactly_the_tools_served(mcp: Connect) -> None:
+    """skill.md's tool list (serve_app.web.skill.MCP_TOOLS) is the server's."""
+    async with mcp() as session:
+        listed = {tool.name for tool in (await session.list_tools()).tools}
+    assert listed == set(MCP_TOOLS)
