@@ -25,6 +25,7 @@ import pytest
 from serve_app.app import create_app
 from serve_app.dispatch import LocalDispatch
 from serve_app.settings import load_or_create_secret
+from storage import backup
 from storage.db import libpq_url
 from storage.embedded import start_embedded, stop_server
 from storage.files import LocalFileStore
@@ -179,3 +180,23 @@ async def test_backup_and_restore_round_trip(
     assert again.returncode == 1 and "refusing to overwrite" in again.stderr
     assert "--force" in again.stderr
     assert table_sums(url) == before
+
+    # --force: after a change, the database is put back as the backup has it.
+    with psycopg.connect(libpq_url(url)) as conn:
+        conn.execute("DELETE FROM comments")
+    forced = subprocess.run(
+        [sys.executable, "-m", "serve_app.cli", "restore", "--force", str(backup_dir)],
+        env={**env_without_url, "PYTHONPATH": str(REPO), **env},
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert forced.returncode == 0, forced.stderr + forced.stdout
+    assert "DROP SCHEMA public CASCADE" in forced.stdout
+    assert table_sums(url) == before
+
+
+def test_a_database_password_stays_off_the_command_line() -> None:
+    conninfo, env = backup._connection("postgresql://cairn:s3cret@db.example:5433/cairn")
+    assert "s3cret" not in conninfo and env["PGPASSWORD"] == "s3cret"
+    assert "host=db.example" in conninfo and "port=5433" in conninfo
