@@ -102,7 +102,7 @@ class Embedder:
 
 
 # How long the VectorIndex's stats wait for the Embedder to answer.
-EMBEDDER_PROBE_S = 0.5
+EMBEDDER_PROBE_S = 1.0
 
 
 @serve.deployment(name="VectorIndex", num_replicas=1, max_ongoing_requests=512)
@@ -143,17 +143,16 @@ class VectorIndex:
     async def stats(self) -> dict[str, Any]:
         # Whether the Embedder answers: with no replica (none could be
         # placed, its node is gone) the index is ready but no query can be
-        # embedded, and /api/health must say so.
-        try:
-            await asyncio.wait_for(self._embedder.info.remote(), EMBEDDER_PROBE_S)
-            embedder = "ok"
-        except Exception:
-            embedder = "unavailable"
-        return {
-            **await self.indexer.stats(),
-            "running": not self._task.done(),
-            "embedder": embedder,
-        }
+        # embedded, and /api/health must say so. Asked alongside the indexer.
+        probe, stats = await asyncio.gather(
+            asyncio.wait_for(self._embedder.info.remote(), EMBEDDER_PROBE_S),
+            self.indexer.stats(),
+            return_exceptions=True,
+        )
+        if isinstance(stats, BaseException):
+            raise stats
+        embedder = "unavailable" if isinstance(probe, BaseException) else "ok"
+        return {**stats, "running": not self._task.done(), "embedder": embedder}
 
     def check_health(self) -> None:
         if self._task.done():
