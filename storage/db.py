@@ -123,6 +123,7 @@ def make_engine(
     *,
     connect_wait_s: float = CONNECT_WAIT_S,
     pre_ping: bool = False,
+    pool_timeout: float = 30.0,
 ) -> AsyncEngine:
     """The engine of a process. A checkout first checks, without a round
     trip, that the server has not closed the pooled connection (``dropped``),
@@ -139,6 +140,7 @@ def make_engine(
         pool_size=pool_size,
         max_overflow=max_overflow,
         pool_recycle=1800,
+        pool_timeout=pool_timeout,
         pool_pre_ping=pre_ping,
         # Errors and logs never carry a statement's values (API-key hashes,
         # e-mail addresses, bodies): SQLAlchemy leaves them out of the

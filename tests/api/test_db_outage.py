@@ -13,6 +13,7 @@ import pytest
 from fastapi import FastAPI
 from sqlalchemy import text
 from sqlalchemy.exc import DBAPIError
+from sqlalchemy.exc import TimeoutError as PoolTimeout
 
 from serve_app.app import create_app
 from serve_app.keys import generate_key
@@ -122,5 +123,17 @@ async def test_a_connection_the_server_closed_is_replaced_on_checkout(database: 
         async with engine.connect() as conn:
             new_pid = (await conn.execute(text("SELECT pg_backend_pid()"))).scalar_one()
         assert new_pid != pid
+    finally:
+        await engine.dispose()
+
+
+async def test_no_pooled_connection_in_time_is_an_outage(database: str) -> None:
+    engine = make_engine(database, pool_size=1, max_overflow=0, pool_timeout=0.2)
+    try:
+        async with engine.connect():
+            with pytest.raises(PoolTimeout) as waited:
+                async with engine.connect():
+                    pass
+        assert is_outage(waited.value)
     finally:
         await engine.dispose()
