@@ -101,6 +101,10 @@ class Embedder:
         return {"models": list(self._encoders), "device": self._device}
 
 
+# How long the VectorIndex's stats wait for the Embedder to answer.
+EMBEDDER_PROBE_S = 1.0
+
+
 @serve.deployment(name="VectorIndex", num_replicas=1, max_ongoing_requests=512)
 class VectorIndex:
     """The FAISS indexes and the worker (``embeddings.indexer.Indexer``).
@@ -137,7 +141,18 @@ class VectorIndex:
         return await self.indexer.drain()
 
     async def stats(self) -> dict[str, Any]:
-        return {**await self.indexer.stats(), "running": not self._task.done()}
+        # Whether the Embedder answers: with no replica (none could be
+        # placed, its node is gone) the index is ready but no query can be
+        # embedded, and /api/health must say so. Asked alongside the indexer.
+        probe, stats = await asyncio.gather(
+            asyncio.wait_for(self._embedder.info.remote(), EMBEDDER_PROBE_S),
+            self.indexer.stats(),
+            return_exceptions=True,
+        )
+        if isinstance(stats, BaseException):
+            raise stats
+        embedder = "unavailable" if isinstance(probe, BaseException) else "ok"
+        return {**stats, "running": not self._task.done(), "embedder": embedder}
 
     def check_health(self) -> None:
         if self._task.done():

@@ -163,6 +163,8 @@ def create_app(
         database_url,
         pool_size=pool_size or settings.db_pool_size,
         max_overflow=settings.db_max_overflow,
+        connect_wait_s=settings.db_connect_wait_s,
+        pre_ping=settings.db_pre_ping,
     )
     sessions = make_sessionmaker(engine)
     if dispatch is None:

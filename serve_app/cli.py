@@ -1,5 +1,5 @@
-"""The ``cairn`` command: run the service, manage users, re-embed the corpus, print the
-Ray environment."""
+"""The ``cairn`` command: run the service, manage users, re-embed the corpus, back up
+and restore, print the Ray environment."""
 
 from __future__ import annotations
 
@@ -271,6 +271,79 @@ def cmd_db(args: argparse.Namespace) -> int:
     return 0
 
 
+def _cairn_version() -> str:
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return version("cairn")
+    except PackageNotFoundError:
+        return "unknown"
+
+
+def cmd_backup(args: argparse.Namespace) -> int:
+    """A consistent dump of the database plus the state folder's files; safe
+    while the service runs."""
+    from pathlib import Path
+
+    from serve_app.bootstrap import prepare
+    from storage import backup
+
+    settings = get_settings()
+    prepared = prepare(settings, migrate=False)
+    source = backup.Source(
+        database_url=prepared.database_url,
+        state_dir=settings.state_path,
+        embedded=prepared.embedded,
+        secret_in_state=settings.secret_key is None,
+        cairn_version=_cairn_version(),
+    )
+    target = Path(args.path).expanduser().resolve()
+    try:
+        manifest = backup.backup(source, target, lambda m: print(f"cairn backup: {m}", flush=True))
+    except backup.BackupError as exc:
+        print(f"cairn backup: {exc}", file=sys.stderr)
+        return 1
+    rows = sum(manifest["database"]["tables"].values())
+    files = manifest["files"].get("uploads", {}).get("count", 0)
+    print(
+        f"cairn backup: {target}: {rows} rows, {files} uploaded files, revision "
+        f"{manifest['alembic_revision']}, in {manifest['seconds']}s"
+        + ("" if manifest["secret_key"] else " (the key is CAIRN_SECRET_KEY: keep it too)"),
+        flush=True,
+    )
+    return 0
+
+
+def cmd_restore(args: argparse.Namespace) -> int:
+    """Restore a backup into this configuration's database and state folder,
+    then apply migrations as on every start."""
+    from pathlib import Path
+
+    from serve_app.bootstrap import prepare
+    from storage import backup
+    from storage.embedded import start_embedded
+
+    settings = get_settings()
+    state = settings.state_path
+    state.mkdir(parents=True, exist_ok=True)
+    # The database only: prepare() would migrate it (and make a new key)
+    # before the backup's schema and key are in.
+    url = settings.database_url or start_embedded(state)
+    target = backup.Target(
+        database_url=url, state_dir=state, secret_in_state=settings.secret_key is None
+    )
+    source = Path(args.path).expanduser().resolve()
+    say = lambda m: print(f"cairn restore: {m}", flush=True)  # noqa: E731
+    try:
+        counts = backup.restore(source, target, say, force=args.force)
+    except backup.BackupError as exc:
+        print(f"cairn restore: {exc}", file=sys.stderr)
+        return 1
+    prepare(settings)
+    say(f"{sum(counts.values())} rows in {len(counts)} tables restored; migrations applied")
+    return 0
+
+
 def cmd_reembed(args: argparse.Namespace) -> int:
     """Re-embed the corpus with a model on Ray, then swap the live search index."""
     from embeddings import reembed
@@ -344,6 +417,27 @@ def build_parser() -> argparse.ArgumentParser:
     db_stop = db_sub.add_parser("stop", help="stop it cleanly")
     db_stop.add_argument("--force", action="store_true", help="even while processes use it")
     db_stop.set_defaults(func=cmd_db)
+
+    bk = sub.add_parser(
+        "backup",
+        help="dump the database (one consistent snapshot) and the uploaded files into a "
+        "new folder; safe while the service runs",
+    )
+    bk.add_argument("path", help="a folder to create (or an empty one)")
+    bk.set_defaults(func=cmd_backup)
+    rs = sub.add_parser(
+        "restore",
+        help="restore a backup folder into this configuration's database and state "
+        "folder (CAIRN_STATE_DIR, CAIRN_DATABASE_URL), then apply migrations",
+    )
+    rs.add_argument("path", help="a folder written by `cairn backup`")
+    rs.add_argument(
+        "--force",
+        action="store_true",
+        help="restore over a database that has tables (they are dropped: DROP SCHEMA "
+        "public CASCADE) and over existing uploads (replaced); stop the service first",
+    )
+    rs.set_defaults(func=cmd_restore)
 
     re = sub.add_parser(
         "reembed",

@@ -7,7 +7,9 @@ filled in with a default, and fields beyond the model pass through, see
 ``schemas.common.Output``). Which error statuses an operation can return is
 derived from what it depends on (a key, a rate limit, a body, path or query
 parameters; every operation may answer 400, one with a path parameter 404)
-plus what the route itself declares with ``errors(...)``; FastAPI's
+plus what the route itself declares with ``errors(...)``; every operation may
+answer 503 ``database_unavailable`` (with ``Retry-After``) while the
+database cannot be reached; FastAPI's
 422, which Cairn never sends (validation is a 400), is removed.
 """
 
@@ -38,7 +40,8 @@ ERROR_TEXT = {
     422: "The `Idempotency-Key` was used before with a different request.",
     429: "Rate limit exceeded; retry after `Retry-After` seconds.",
     502: "An outside service (X, the captcha verifier) failed to answer.",
-    503: "A part the operation needs is unavailable just now; retry after `Retry-After`.",
+    503: "A part the operation needs is unavailable just now (`database_unavailable`: "
+    "the database cannot be reached); retry after `Retry-After` seconds.",
 }
 
 _INTEGER = {"schema": {"type": "integer"}}
@@ -152,6 +155,11 @@ def implied_statuses(route: APIRoute) -> set[int]:
     # the Content-Length check (app.BodyLimitMiddleware) answer 400 before any
     # route runs, whatever parameters the route itself declares.
     statuses.add(400)
+    # Every operation: while the database cannot be reached, the error
+    # handlers answer 503 database_unavailable with Retry-After
+    # (serve_app/errors.py). Each route reads or writes the database, through
+    # its caller's key if not otherwise, so none is left out.
+    statuses.add(503)
     path, body = _has_params(route.dependant)
     if path:
         # A path parameter names a resource (an id, a slug, a username), and

@@ -9,7 +9,12 @@ from typing import Any
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
+from psycopg import Error as DriverError
+from sqlalchemy.exc import DBAPIError
+from sqlalchemy.exc import TimeoutError as PoolTimeout
 from starlette.exceptions import HTTPException as StarletteHTTPException
+
+from storage.db import is_outage
 
 log = logging.getLogger("cairn.errors")
 
@@ -75,6 +80,21 @@ class ServiceUnavailable(AppError):
     error = "service_unavailable"
 
 
+# Seconds a client is asked to wait when the database cannot be reached: a
+# restart takes about one, and requests already wait up to
+# storage.db.CONNECT_WAIT_S for a connection before giving up.
+DATABASE_RETRY_AFTER_S = 5
+
+
+def database_unavailable() -> dict[str, Any]:
+    """The body of the 503 sent when the database cannot be reached."""
+    return error_body(
+        "database_unavailable",
+        "The database is unavailable just now; retry after a few seconds "
+        "(with the same Idempotency-Key, where the operation takes one).",
+    )
+
+
 _HTTP_ERRORS = {
     400: "bad_request",
     401: "unauthorized",
@@ -133,6 +153,29 @@ def install_error_handlers(app: FastAPI) -> None:
             status_code=exc.status_code,
             headers=getattr(exc, "headers", None),
         )
+
+    async def _database(request: Request, exc: Exception) -> JSONResponse:
+        # An unreachable database is not a bug in the request: 503, so clients
+        # and load balancers retry. Anything else (a bad statement, a
+        # constraint violation) goes on to the 500 handler below, as before.
+        if not is_outage(exc):
+            raise exc
+        log.warning(
+            "database unavailable on %s %s (%s)",
+            request.method,
+            request.url.path,
+            type(getattr(exc, "orig", None) or exc).__name__,
+        )
+        return JSONResponse(
+            database_unavailable(),
+            status_code=503,
+            headers={"Retry-After": str(DATABASE_RETRY_AFTER_S)},
+        )
+
+    # SQLAlchemy's wrapped driver errors, the pool's timeout, and psycopg's
+    # own (the hot paths that run SQL straight through psycopg, storage.db.fetch_one).
+    for kind in (DBAPIError, PoolTimeout, DriverError):
+        app.add_exception_handler(kind, _database)
 
     @app.exception_handler(Exception)
     async def _unexpected(request: Request, exc: Exception) -> JSONResponse:

@@ -38,6 +38,10 @@ class RateLimiter(Protocol):
 
     def cache_entries(self) -> int: ...
 
+    async def available(self) -> bool:
+        """Whether the shared windows answer now (else each replica counts alone)."""
+        ...
+
 
 def _key(rule: Rule, subject: str) -> str:
     return f"{rule.name}:{subject}"
@@ -53,6 +57,9 @@ class LocalRateLimiter:
 
     def cache_entries(self) -> int:
         return len(self._limiter)
+
+    async def available(self) -> bool:
+        return True
 
 
 @dataclass
@@ -100,6 +107,16 @@ class RayRateLimiter:
 
     def cache_entries(self) -> int:
         return len(self._full_until) + len(self._fallback) + len(self._credits)
+
+    async def available(self) -> bool:
+        """Every shard answers an empty batch within the call deadline."""
+        try:
+            calls = [shard.apply.remote(self._client, []) for shard in self._shards()]
+            await asyncio.wait_for(asyncio.gather(*calls), timeout=self.CALL_TIMEOUT_S)
+        except Exception as exc:
+            log.warning("rate-limit shards unavailable (%s)", type(exc).__name__)
+            return False
+        return True
 
     async def hit(self, rule: Rule, subject: str) -> Decision:
         key = _key(rule, subject)

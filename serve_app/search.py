@@ -86,7 +86,9 @@ class LocalSearch:
             return None
 
     async def stats(self) -> dict[str, Any] | None:
-        return await self.indexer.stats()
+        # The indexes load on first use here: asking for the state is a use.
+        await self.indexer.start()
+        return {**await self.indexer.stats(), "embedder": "stopped" if self.stopped else "ok"}
 
     async def close(self) -> None:
         return None

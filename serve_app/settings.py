@@ -60,6 +60,12 @@ class Settings(BaseSettings):
     state_dir: Path = Path(".cairn")
     db_pool_size: int = Field(default=20, ge=1, le=200)
     db_max_overflow: int = Field(default=0, ge=0, le=200)
+    # How long opening a connection waits for a database that is restarting
+    # before the request gets a 503 (docs/decisions.md, "Database outages").
+    db_connect_wait_s: float = Field(default=5.0, ge=0, le=120)
+    # SQLAlchemy's round-trip ping on every checkout, for networks that drop
+    # idle connections without a word (a cheaper check runs anyway).
+    db_pre_ping: bool = False
 
     # HTTP
     host: str = "127.0.0.1"

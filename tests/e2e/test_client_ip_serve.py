@@ -10,6 +10,7 @@ import httpx
 import pytest
 
 from tests.api.test_uploads import image_bytes
+from tests.e2e.conftest import until_healthy
 
 pytestmark = pytest.mark.e2e
 
@@ -56,8 +57,7 @@ async def test_client_ip_uploads_and_health_through_serve(http: httpx.AsyncClien
     assert good.status_code == 201, good.text
     assert good.headers["X-RateLimit-Limit"] == "30"
 
-    health = (await http.get("/api/health")).json()
-    assert health["status"] == "healthy"
+    health = await until_healthy(http)
     dispatch = health["dispatch"]
     assert dispatch is None or ("last_error" not in dispatch and "state" in dispatch)
     assert health["uploads"]["slots"] >= 1

@@ -7,12 +7,15 @@ import asyncio
 import random
 from collections.abc import Iterator
 
+import httpx
 import pytest
 import ray
 
 from actors.ratelimit import Rule
 from actors.ratelimit_actor import RateLimiterShard
+from serve_app.app import create_app
 from serve_app.ratelimit import RayRateLimiter
+from tests.api.conftest import SECRET, make_settings
 
 pytestmark = pytest.mark.e2e
 
@@ -73,3 +76,24 @@ async def test_unreachable_shard_falls_back_to_a_local_window(local_ray: None) -
     rule = Rule("general", 3, 3600)
     decisions = [await client.hit(rule, "agent-4") for _ in range(5)]
     assert [d.allowed for d in decisions] == [True, True, True, False, False]
+
+
+async def test_health_is_degraded_while_the_shards_are_gone(local_ray: None, database: str) -> None:
+    """The shards killed for good: the limiter says so, and /api/health over
+    an app that uses it is degraded (200), naming the rate limiter."""
+    (limiter,), handles = clients(1)
+    assert await limiter.available()
+    for handle in handles:
+        ray.kill(handle, no_restart=True)  # type: ignore[arg-type]
+    assert not await limiter.available()
+
+    app = create_app(make_settings(), database_url=database, secret=SECRET, limiter=limiter)
+    async with app.router.lifespan_context(app):
+        transport = httpx.ASGITransport(app=app)
+        async with httpx.AsyncClient(transport=transport, base_url="http://t") as client:
+            response = await client.get("/api/health")
+    assert response.status_code == 200
+    body = response.json()
+    assert body["status"] == "degraded"
+    assert body["parts"]["rate_limiter"]["state"] == "down"
+    assert body["parts"]["database"]["state"] == "up"

@@ -11,7 +11,7 @@ from typing import Any
 import httpx
 import psutil
 
-from tests.e2e.conftest import Service, actor_process
+from tests.e2e.conftest import Service, actor_process, until_healthy
 from tests.e2e.test_service import as_client, auth, publish, register
 
 PATTERNS = [
@@ -147,5 +147,16 @@ async def test_full_text_while_the_embedder_is_down(
     assert time.monotonic() - started < 5
     assert body["mode"] == "fulltext"
     assert [hit["id"] for hit in body["data"]] == [pattern]
+    # /api/health says so meanwhile: degraded, semantic search down because
+    # of the Embedder (the VectorIndex itself is ready).
+    deadline = time.monotonic() + 30
+    health: dict[str, Any] = (await http.get("/api/health")).json()
+    while health["parts"]["search"]["state"] == "up" and time.monotonic() < deadline:
+        await asyncio.sleep(0.2)
+        health = (await http.get("/api/health")).json()
+    assert health["status"] == "degraded", health["parts"]
+    assert "embedder" in health["parts"]["search"]["reason"], health["parts"]
+    assert health["search"]["ready"] is True and health["search"]["embedder"] == "unavailable"
     # And recovers by itself.
     await first_hit(http, "logrotate nginx", pattern, timeout=120)
+    await until_healthy(http, within_s=120)

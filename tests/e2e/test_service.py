@@ -11,7 +11,7 @@ from collections.abc import Iterable
 import httpx
 import pytest
 
-from tests.e2e.conftest import GENERAL_LIMIT, Service
+from tests.e2e.conftest import GENERAL_LIMIT, Service, until_healthy
 
 pytestmark = pytest.mark.e2e
 
@@ -143,8 +143,9 @@ async def test_categories_and_health(http: httpx.AsyncClient) -> None:
     cats = await http.get("/api/categories")
     assert cats.status_code == 200 and cats.headers["cache-control"] == "public, max-age=31536000"
     assert len(cats.json()["data"]) >= 10
-    health = (await http.get("/api/health")).json()
-    assert health["status"] == "healthy" and health["metrics"]["db_connected"] is True
+    health = await until_healthy(http)
+    assert health["metrics"]["db_connected"] is True
+    assert {part["state"] for part in health["parts"].values()} == {"up"}
 
 
 async def test_set_role_while_running(http: httpx.AsyncClient, service: Service) -> None:

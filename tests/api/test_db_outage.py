@@ -1,0 +1,139 @@
+"""Database outages: a request that fails because Postgres cannot be reached
+answers 503 database_unavailable with Retry-After, never a 500; real bugs
+(a bad statement, a constraint violation) are not outages; every operation
+documents the 503."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+
+import httpx
+import psycopg
+import pytest
+from fastapi import FastAPI
+from sqlalchemy import text
+from sqlalchemy.exc import DBAPIError
+from sqlalchemy.exc import TimeoutError as PoolTimeout
+
+from serve_app.app import create_app
+from serve_app.keys import generate_key
+from storage.db import connect, dropped, is_outage, libpq_url, make_engine
+from tests.api.conftest import SECRET, assert_error, make_settings
+from tests.contract_check import Contract, spec
+
+NOWHERE = "postgresql://nobody@/cairn?host=/nonexistent-socket-dir&connect_timeout=1"
+
+
+@pytest.fixture
+async def unreachable() -> AsyncIterator[httpx.AsyncClient]:
+    """The app over a database that is not there (no server on the socket)."""
+    app = create_app(
+        make_settings(db_connect_wait_s=0.3), database_url=NOWHERE, secret=SECRET, pool_size=2
+    )
+    contract = Contract(app.openapi())
+
+    async def conforms(response: httpx.Response) -> None:
+        await response.aread()
+        problems = contract.problems(response)
+        assert not problems, "the answer breaks /openapi.json:\n" + "\n".join(problems)
+
+    async with app.router.lifespan_context(app):
+        transport = httpx.ASGITransport(app=app, client=("203.0.113.9", 40000))
+        async with httpx.AsyncClient(
+            transport=transport, base_url="http://t", event_hooks={"response": [conforms]}
+        ) as client:
+            yield client
+
+
+def assert_unavailable(response: httpx.Response) -> None:
+    assert_error(response, 503, "database_unavailable")
+    assert int(response.headers["Retry-After"]) > 0
+    assert "psycopg" not in response.text and "Traceback" not in response.text
+
+
+async def test_reads_and_writes_answer_503_when_the_database_is_unreachable(
+    unreachable: httpx.AsyncClient,
+) -> None:
+    assert_unavailable(await unreachable.get("/api/categories"))
+    assert_unavailable(await unreachable.get("/api/patterns"))
+    assert_unavailable(await unreachable.post("/api/agents/register", json={"name": "Ada"}))
+    key = {"Authorization": f"Bearer {generate_key().key}"}
+    assert_unavailable(await unreachable.get("/api/agents/me", headers=key))
+    assert_unavailable(await unreachable.post("/api/patterns", json={"title": "t"}, headers=key))
+
+
+async def test_every_operation_documents_the_503(client: httpx.AsyncClient) -> None:
+    schema = await spec(client)
+    for path, item in schema["paths"].items():
+        if not path.startswith("/api/"):
+            continue
+        for method, operation in item.items():
+            answer = operation["responses"].get("503")
+            assert answer is not None, (method, path)
+            assert "Retry-After" in answer.get("headers", {}) or path == "/api/health"
+
+
+async def test_outages_are_told_apart_from_bugs(app: FastAPI, database: str) -> None:
+    engine = app.state.ctx.engine
+    # A bad statement and a constraint violation, from the real server: bugs.
+    for statement in ("SELEC 1", "INSERT INTO categories (id) VALUES (NULL)"):
+        with pytest.raises(DBAPIError) as bad:
+            async with engine.connect() as conn:
+                await conn.execute(text(statement))
+        assert not is_outage(bad.value), statement
+    # A statement timeout is the query's own doing, not an outage.
+    with pytest.raises(DBAPIError) as slow:
+        async with engine.connect() as conn:
+            await conn.execute(text("SET statement_timeout = 50"))
+            await conn.execute(text("SELECT pg_sleep(1)"))
+    assert not is_outage(slow.value)
+    # The server ends a connection (what a restart or shutdown does to each).
+    async with engine.connect() as conn:
+        pid = (await conn.execute(text("SELECT pg_backend_pid()"))).scalar_one()
+        with psycopg.connect(libpq_url(database), autocommit=True) as admin:
+            admin.execute("SELECT pg_terminate_backend(%s)", (pid,))
+        with pytest.raises(DBAPIError) as ended:
+            await conn.execute(text("SELECT 1"))
+    assert is_outage(ended.value)
+    # No server at all.
+    with pytest.raises(psycopg.OperationalError) as nowhere:
+        await connect(NOWHERE, wait_s=0)
+    assert is_outage(nowhere.value)
+
+
+async def test_a_connection_the_server_closed_is_replaced_on_checkout(database: str) -> None:
+    engine = make_engine(database, pool_size=1, max_overflow=0)
+    try:
+        async with engine.connect() as conn:
+            pid = (await conn.execute(text("SELECT pg_backend_pid()"))).scalar_one()
+            raw = await conn.get_raw_connection()
+            assert not dropped(raw.dbapi_connection)
+        with psycopg.connect(libpq_url(database), autocommit=True) as admin:
+            admin.execute("SELECT pg_terminate_backend(%s)", (pid,))
+            # Wait (with a deadline) until the backend is gone.
+            for _ in range(200):
+                gone = admin.execute(
+                    "SELECT NOT EXISTS (SELECT 1 FROM pg_stat_activity WHERE pid = %s)", (pid,)
+                ).fetchone()
+                if gone and gone[0]:
+                    break
+                admin.execute("SELECT pg_sleep(0.01)")
+        # The pooled connection is dead; the checkout sees it and opens another,
+        # so the statement succeeds on a new backend.
+        async with engine.connect() as conn:
+            new_pid = (await conn.execute(text("SELECT pg_backend_pid()"))).scalar_one()
+        assert new_pid != pid
+    finally:
+        await engine.dispose()
+
+
+async def test_no_pooled_connection_in_time_is_an_outage(database: str) -> None:
+    engine = make_engine(database, pool_size=1, max_overflow=0, pool_timeout=0.2)
+    try:
+        async with engine.connect():
+            with pytest.raises(PoolTimeout) as waited:
+                async with engine.connect():
+                    pass
+        assert is_outage(waited.value)
+    finally:
+        await engine.dispose()
