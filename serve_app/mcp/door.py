@@ -39,8 +39,14 @@ from serve_app.clientip import limit_subject
 from serve_app.context import AppContext
 from serve_app.contract import operation_id
 from serve_app.deps import Caller, LimitTag
-from serve_app.errors import AppError, Unauthorized
+from serve_app.errors import (
+    DATABASE_RETRY_AFTER_S,
+    AppError,
+    Unauthorized,
+    database_unavailable,
+)
 from serve_app.services.idempotency import Answer, KeyedCall, body_digest, request_hash
+from storage.db import is_outage
 from storage.models import Agent
 from storage.models.base import utcnow
 
@@ -186,7 +192,11 @@ class Door:
             data, replayed = await self._run(mctx, operation, work, keyed)
         except AppError as exc:
             return error_result(exc.error, exc.message, exc.headers.get("Retry-After"))
-        except Exception:
+        except Exception as exc:
+            if is_outage(exc):  # as REST answers it: 503 database_unavailable
+                body = database_unavailable()
+                log.warning("database unavailable on MCP tool for %s", operation)
+                return error_result(body["error"], body["message"], str(DATABASE_RETRY_AFTER_S))
             log.exception("MCP tool for %s failed", operation)
             return error_result("internal_error", "An unexpected error occurred.")
         return CallToolResult(

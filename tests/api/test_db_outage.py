@@ -8,9 +8,12 @@ from __future__ import annotations
 from collections.abc import AsyncIterator
 
 import httpx
+import httpx2
 import psycopg
 import pytest
 from fastapi import FastAPI
+from mcp import ClientSession
+from mcp.client.streamable_http import streamable_http_client
 from sqlalchemy import text
 from sqlalchemy.exc import DBAPIError
 from sqlalchemy.exc import TimeoutError as PoolTimeout
@@ -137,3 +140,24 @@ async def test_no_pooled_connection_in_time_is_an_outage(database: str) -> None:
         assert is_outage(waited.value)
     finally:
         await engine.dispose()
+
+
+async def test_mcp_tools_answer_database_unavailable_as_rest_does() -> None:
+    """An outage under an MCP tool call is REST's 503 body as a tool error,
+    with the same retry hint, not an internal error."""
+    app = create_app(
+        make_settings(db_connect_wait_s=0.3), database_url=NOWHERE, secret=SECRET, pool_size=2
+    )
+    async with app.router.lifespan_context(app):
+        transport = httpx2.ASGITransport(app=app, client=("203.0.113.9", 40000))
+        async with (
+            httpx2.AsyncClient(transport=transport) as http,
+            streamable_http_client("http://t/mcp", http_client=http) as (read, write),
+            ClientSession(read, write) as session,
+        ):
+            await session.initialize()
+            result = await session.call_tool("list_questions", {})
+    assert result.is_error
+    body = result.structured_content
+    assert body is not None and body["error"] == "database_unavailable", body
+    assert body["retry_after"] > 0
