@@ -28,8 +28,8 @@ from serve_app.settings import load_or_create_secret
 from storage import backup
 from storage.db import libpq_url
 from storage.embedded import start_embedded, stop_server
-from storage.files import LocalFileStore
-from tests.api.conftest import SECRET, make_settings, register
+from storage.files import LocalFileStore, PostgresFileStore
+from tests.api.conftest import SECRET, StoreProbe, make_settings, register
 from tests.api.test_comments import comment
 from tests.api.test_follows import follow
 from tests.api.test_patterns import publish
@@ -91,7 +91,7 @@ def fresh_state() -> Iterator[Path]:
 async def test_backup_and_restore_round_trip(
     client: httpx.AsyncClient,
     database: str,
-    store: LocalFileStore,
+    store: StoreProbe,
     tmp_path: Path,
     fresh_state: Path,
 ) -> None:
@@ -111,12 +111,17 @@ async def test_backup_and_restore_round_trip(
     assert isinstance(dispatch, LocalDispatch)
     await dispatch.settle()  # the fan-out done: nothing changes under the comparison
 
-    # The source state folder: the upload store and the HMAC key the app uses.
+    # The source state folder: the HMAC key the app uses and, with the local
+    # store, the uploaded files (the Postgres store keeps them in upload_chunks).
     source_state = tmp_path
-    assert store.root == source_state / "uploads"
+    local = store.kind == "local"
+    if local:
+        assert store.root == source_state / "uploads"
     (source_state / "secret_key").write_text(SECRET.decode())
-    before, files_before = table_sums(database), file_sums(store.root)
+    before = table_sums(database)
+    files_before = file_sums(store.root) if local else {}
     assert before["patterns"][0] == 2 and before["uploads"][0] == 1
+    assert before["upload_chunks"][0] == (0 if local else 1)
 
     backup_dir = tmp_path / "backup"
     made = cairn(
@@ -134,7 +139,11 @@ async def test_backup_and_restore_round_trip(
     )
     assert revision is not None and manifest["alembic_revision"] == revision[0]
     assert manifest["database"]["tables"] == {t: n for t, (n, _) in before.items()}
-    assert manifest["files"]["uploads"]["count"] == 1 and manifest["secret_key"] is True
+    assert manifest["secret_key"] is True
+    if local:
+        assert manifest["files"]["uploads"]["count"] == 1
+    else:
+        assert "uploads" not in manifest["files"]
     assert oct(backup_dir.stat().st_mode & 0o777) == "0o700"
 
     env = {"CAIRN_STATE_DIR": str(fresh_state)}
@@ -151,14 +160,17 @@ async def test_backup_and_restore_round_trip(
 
     url = start_embedded(fresh_state)  # the restored server (its command has exited)
     assert table_sums(url) == before
-    assert file_sums(fresh_state / "uploads") == files_before
+    if local:
+        assert file_sums(fresh_state / "uploads") == files_before
+    else:
+        assert not (fresh_state / "uploads").exists()
 
     # The restored service: the old key works, the old upload is served.
     app = create_app(
         make_settings(state_dir=str(fresh_state)),
         database_url=url,
         secret=load_or_create_secret(fresh_state).encode(),
-        files=LocalFileStore(fresh_state / "uploads"),
+        files=LocalFileStore(fresh_state / "uploads") if local else PostgresFileStore(),
         pool_size=2,
     )
     async with app.router.lifespan_context(app):
