@@ -195,3 +195,80 @@ def rrf(
     order = {key: i for i, key in enumerate(scores)}
     ranked = sorted(scores, key=lambda key: (-scores[key], order[key]))
     return [(key, scores[key]) for key in ranked[:limit]]
+
+
+# --- the hybrid of BM25 and cosine (issue 23) ---------------------------------
+
+
+@dataclass(frozen=True)
+class HybridParams:
+    """Parameters of ``hybrid``.
+
+    lexical_weight: the share of the lexical half in the fused score,
+        ``w * bm25 / scale + (1 - w) * cosine``; chosen on the dev queries
+        of every evaluation set (docs/benchmarks.md, "Search ranking
+        quality").
+    floor: a candidate that only the vector search returned, with a cosine
+        below this, is dropped (nearest neighbours of nonsense do not come
+        back); a document that contains query words always stays.
+    """
+
+    lexical_weight: float = 0.3
+    floor: float = 0.25
+
+
+DEFAULT_HYBRID = HybridParams()
+
+
+@dataclass(frozen=True)
+class Ranked:
+    """A fused hit: its score and the two halves it came from (None where
+    that half did not return it)."""
+
+    key: Hashable
+    score: float
+    lexical: float | None
+    vector: float | None
+
+
+def hybrid(
+    lexical: Sequence[tuple[K, float]],
+    vector: Sequence[tuple[K, float]],
+    *,
+    limit: int,
+    params: HybridParams = DEFAULT_HYBRID,
+    lexical_scale: float | None = None,
+) -> list[Ranked]:
+    """The ``limit`` best of both candidate lists, best first.
+
+    ``lexical`` is (key, BM25 score) best first, ``vector`` (key, cosine)
+    best first. The fused score is a convex combination of the BM25 score
+    divided by ``lexical_scale`` and the cosine. The scale is the score of a
+    document holding every query term once (``LexicalIndex.scale``, the sum
+    of the terms' IDF): about 1 for a document that explains the whole query,
+    little for one sharing a common word with it, whatever the best match
+    of this search. Without a scale (Postgres full text) the best lexical
+    score of the search is the scale. A candidate missing from the vector list
+    gets the lowest cosine the list holds (it ranked below all of them); one
+    missing from the lexical list gets 0 there (it contains no query word, or
+    fewer than the lexical list's last). Equal scores keep the order of first
+    appearance (lexical list first): deterministic."""
+    if limit <= 0:
+        return []
+    cosines, scores, keys = merge_candidates(lexical, vector)
+    best = max(scores.values(), default=0.0)
+    if lexical_scale is not None and lexical_scale > 0:
+        best = lexical_scale
+    missing = min(cosines.values(), default=0.0)
+    w = params.lexical_weight
+    out: list[tuple[float, int, Ranked]] = []
+    for order, key in enumerate(keys):
+        lex = scores.get(key)
+        cos = cosines.get(key)
+        if lex is None and (cos is None or cos < params.floor):
+            continue
+        norm = lex / best if lex is not None and best > 0 else 0.0
+        fused = w * norm + (1.0 - w) * (missing if cos is None else cos)
+        out.append((-fused, order, Ranked(key, fused, lex, cos)))
+    out.sort(key=lambda t: (t[0], t[1]))
+    return [r for _, _, r in out[:limit]]
