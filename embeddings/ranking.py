@@ -205,19 +205,26 @@ class HybridParams:
     """Parameters of ``hybrid``.
 
     lexical_weight: the share of the lexical half in the fused score,
-        ``w * bm25 / scale + (1 - w) * cosine``; chosen on the dev queries
-        of every evaluation set (docs/benchmarks.md, "Search ranking
-        quality").
+        ``w * min(bm25 / scale, LEXICAL_CAP) ** p + (1 - w) * cosine``.
+    lexical_power: ``p``: above 1 a document explaining the whole query
+        (a rare identifier, every word of a short query) keeps most of its
+        weight while one sharing a word or two with a long question keeps
+        little. Both chosen on the dev queries of every evaluation set
+        (docs/benchmarks.md, "Search ranking quality").
     floor: a candidate that only the vector search returned, with a cosine
         below this, is dropped (nearest neighbours of nonsense do not come
         back); a document that contains query words always stays.
     """
 
-    lexical_weight: float = 0.3
+    lexical_weight: float = 0.1
+    lexical_power: float = 3.0
     floor: float = 0.25
 
 
 DEFAULT_HYBRID = HybridParams()
+# A document can score above the scale (a term many times); capped so that
+# one repeated word cannot outweigh everything else.
+LEXICAL_CAP = 1.5
 
 
 @dataclass(frozen=True)
@@ -243,7 +250,8 @@ def hybrid(
 
     ``lexical`` is (key, BM25 score) best first, ``vector`` (key, cosine)
     best first. The fused score is a convex combination of the BM25 score
-    divided by ``lexical_scale`` and the cosine. The scale is the score of a
+    divided by ``lexical_scale`` (capped, to a power: ``HybridParams``) and
+    the cosine. The scale is the score of a
     document holding every query term once (``LexicalIndex.scale``, the sum
     of the terms' IDF): about 1 for a document that explains the whole query,
     little for one sharing a common word with it, whatever the best match
@@ -267,7 +275,11 @@ def hybrid(
         cos = cosines.get(key)
         if lex is None and (cos is None or cos < params.floor):
             continue
-        norm = lex / best if lex is not None and best > 0 else 0.0
+        norm = (
+            min(lex / best, LEXICAL_CAP) ** params.lexical_power
+            if lex is not None and best > 0
+            else 0.0
+        )
         fused = w * norm + (1.0 - w) * (missing if cos is None else cos)
         out.append((-fused, order, Ranked(key, fused, lex, cos)))
     out.sort(key=lambda t: (t[0], t[1]))

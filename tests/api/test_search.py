@@ -265,8 +265,9 @@ async def test_hybrid_fuses_bm25_and_cosine_and_shows_both(
     for hit in body["data"]:
         parts = hit["components"]
         assert parts["vector"] in cosines
-        lex = (parts["lexical"] or 0.0) / scale
-        assert hit["score"] == pytest.approx(w * lex + (1 - w) * parts["vector"], abs=1e-3)
+        lex = min((parts["lexical"] or 0.0) / scale, ranking.LEXICAL_CAP)
+        p = ranking.DEFAULT_HYBRID.lexical_power
+        assert hit["score"] == pytest.approx(w * lex**p + (1 - w) * parts["vector"], abs=1e-3)
 
 
 async def test_fulltext_ranks_a_rare_word_above_a_common_one(

@@ -210,7 +210,7 @@ def test_rrf_sums_reciprocal_ranks(weights: tuple[float, float]) -> None:
 
 
 def test_hybrid_is_a_convex_combination_with_components() -> None:
-    params = ranking.HybridParams(lexical_weight=0.4, floor=0.25)
+    params = ranking.HybridParams(lexical_weight=0.4, lexical_power=1.0, floor=0.25)
     lexical = [("a", 8.0), ("b", 4.0)]
     vector = [("b", 0.9), ("c", 0.5), ("a", 0.3)]
     out = ranking.hybrid(lexical, vector, limit=10, params=params)
@@ -226,7 +226,7 @@ def test_hybrid_is_a_convex_combination_with_components() -> None:
 def test_hybrid_missing_cosine_and_floor() -> None:
     """A lexical-only hit stands in with the lowest cosine returned; a
     vector-only hit below the floor is dropped, a lexical one never."""
-    params = ranking.HybridParams(lexical_weight=0.5, floor=0.25)
+    params = ranking.HybridParams(lexical_weight=0.5, lexical_power=1.0, floor=0.25)
     out = ranking.hybrid([("x", 2.0)], [("y", 0.6), ("z", 0.2)], limit=10, params=params)
     by_key = {r.key: r for r in out}
     assert set(by_key) == {"x", "y"}
@@ -234,6 +234,26 @@ def test_hybrid_missing_cosine_and_floor() -> None:
     assert by_key["x"].vector is None
     # Nothing lexical and only weak neighbours: empty (nonsense queries).
     assert ranking.hybrid([], [("y", 0.1)], limit=10, params=params) == []
+
+
+def test_hybrid_lexical_scale_cap_and_power() -> None:
+    """BM25 is divided by the query's scale (not the best hit), capped at
+    LEXICAL_CAP, and raised to the power: a hit explaining half the query
+    keeps an eighth of the lexical weight at power 3."""
+    params = ranking.HybridParams(lexical_weight=0.5, lexical_power=3.0, floor=0.0)
+    out = ranking.hybrid(
+        [("half", 2.0), ("many", 9.0)],
+        [("half", 0.4), ("many", 0.4)],
+        limit=5,
+        params=params,
+        lexical_scale=4.0,
+    )
+    by_key = {r.key: r.score for r in out}
+    assert by_key["half"] == pytest.approx(0.5 * 0.5**3 + 0.5 * 0.4)
+    assert by_key["many"] == pytest.approx(0.5 * ranking.LEXICAL_CAP**3 + 0.5 * 0.4)
+    # Without a scale (Postgres full text) the best hit is the scale.
+    out = ranking.hybrid([("a", 2.0), ("b", 1.0)], [], limit=5, params=params)
+    assert [r.score for r in out] == pytest.approx([0.5, 0.5 * 0.5**3])
 
 
 def test_hybrid_weights_at_the_ends_are_the_halves() -> None:
