@@ -10,9 +10,9 @@ cannot answer, need nothing but this process and Postgres
   answers None and the routes use Postgres full text, as before.
 - **Follow**: the triggers log every change of a searchable row in
   ``search_changes`` with its transaction id (migration 0015). A search
-  finding the index older than ``refresh_s`` first reads the changes of the
-  transactions its last read had not seen finish, re-reads those rows and
-  updates the index. A reader that could not read the log for longer than
+  (with ``refresh_s`` > 0: one finding the index older than that) first reads
+  the changes of the transactions its last read had not seen finish, re-reads
+  those rows and updates the index. A reader that could not read the log for longer than
   the log keeps changes rebuilds instead.
 
 Hits are re-read from Postgres by the search service before they are shown,
@@ -121,10 +121,16 @@ class LexicalSearch:
     async def refresh(self, force: bool = False) -> int:
         """Apply the changes logged since the last read; the number applied.
         Without ``force``, only when the last read is older than ``refresh_s``
-        and no other search is reading already."""
+        and no other search is reading already; with ``refresh_s`` 0, always
+        (waiting for a read in progress): a search sees every committed write."""
         if not self.ready:
             return 0
-        if not force and (time.monotonic() - self._read_at < self.refresh_s or self._lock.locked()):
+        if (
+            not force
+            and self.refresh_s > 0
+            and (time.monotonic() - self._read_at < self.refresh_s or self._lock.locked())
+        ):
+            # Stale by less than refresh_s, or being refreshed: use it as it is.
             return 0
         async with self._lock:
             if time.monotonic() - self._read_at > repo.CHANGES_KEPT_S / 2:

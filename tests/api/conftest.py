@@ -81,9 +81,8 @@ async def client(
     app.state.ctx.trending = LocalTrending(database)
     app.state.ctx.caches.clear()
     if app.state.ctx.lexical is not None:
-        # This test's tables are empty: a fresh BM25 index, which reads the
-        # change log at every search (no waiting for writes to show).
-        app.state.ctx.lexical.refresh_s = 0.0
+        # This test's tables are empty (TRUNCATE logs no changes): a fresh
+        # BM25 index.
         await app.state.ctx.lexical.build()
     transport = httpx.ASGITransport(app=app, client=(CLIENT_IP, 40000))
     checked = _checked_paths()

@@ -7,11 +7,13 @@ from collections.abc import Iterator
 from typing import Any
 
 import httpx
+import psycopg
 import pytest
 
 from actors.ratelimit import Rule
 from embeddings import ranking
 from serve_app.search import LocalSearch
+from storage.db import libpq_url
 from storage.repositories import search as repo
 from tests.api.conftest import Registered, assert_error, register, scalar
 from tests.api.test_patterns import sql
@@ -298,6 +300,33 @@ async def test_fulltext_ranks_a_rare_word_above_a_common_one(
     assert body["pagination"]["total"] == 7
     scores = [h["score"] for h in body["data"]]
     assert scores == sorted(scores, reverse=True) and scores[0] > scores[1]
+
+
+async def test_bm25_index_sees_a_transaction_that_commits_late(
+    client: httpx.AsyncClient, database: str
+) -> None:
+    """The index follows the change log by transaction, not by log order: an
+    edit logged first but committed after a later one is not skipped."""
+    _, ids = await corpus(client)
+    with (
+        psycopg.connect(libpq_url(database)) as early,
+        psycopg.connect(libpq_url(database)) as late,
+    ):
+        early.execute(
+            "UPDATE patterns SET content = 'zeppelin mooring' WHERE id = %s", [ids["csv"]]
+        )
+        late.execute("UPDATE patterns SET content = 'zeppelin hangar' WHERE id = %s", [ids["cron"]])
+        late.commit()
+        # The later edit shows; the earlier one is not committed yet.
+        assert ids_of(await search(client, q="zeppelin", use_semantic="false")) == [ids["cron"]]
+        early.commit()
+    found = ids_of(await search(client, q="zeppelin", use_semantic="false"))
+    assert set(found) == {ids["cron"], ids["csv"]}
+    # Hidden rows leave the index (not only the page).
+    sql(database, "UPDATE patterns SET moderation_status = 'rejected' WHERE id = %s", ids["csv"])
+    assert ids_of(await search(client, q="mooring", use_semantic="false")) == []
+    ctx = client._transport.app.state.ctx  # type: ignore[attr-defined]
+    assert ctx.lexical.indexes["pattern"].search("mooring", 5) == []
 
 
 async def test_fallback_ranks_with_bm25(client: httpx.AsyncClient, semantic: LocalSearch) -> None:
