@@ -211,14 +211,18 @@ class HybridParams:
         weight while one sharing a word or two with a long question keeps
         little. Both chosen on the dev queries of every evaluation set
         (docs/benchmarks.md, "Search ranking quality").
-    floor: a candidate that only the vector search returned, with a cosine
-        below this, is dropped (nearest neighbours of nonsense do not come
-        back); a document that contains query words always stays.
+    floor: a candidate whose cosine (or, missing, its stand-in) is below this
+        is dropped unless it explains at least ``explains`` of the query
+        lexically (BM25 / scale): nearest neighbours of nonsense, and
+        documents sharing one word with it, do not come back; a rare
+        identifier's documents do. Product rules for off-topic queries, not
+        tuned for MRR.
     """
 
     lexical_weight: float = 0.1
     lexical_power: float = 3.0
     floor: float = 0.25
+    explains: float = 0.5
 
 
 DEFAULT_HYBRID = HybridParams()
@@ -273,14 +277,11 @@ def hybrid(
     for order, key in enumerate(keys):
         lex = scores.get(key)
         cos = cosines.get(key)
-        if lex is None and (cos is None or cos < params.floor):
+        share = min(lex / best, LEXICAL_CAP) if lex is not None and best > 0 else 0.0
+        similarity = missing if cos is None else cos
+        if similarity < params.floor and share < params.explains:
             continue
-        norm = (
-            min(lex / best, LEXICAL_CAP) ** params.lexical_power
-            if lex is not None and best > 0
-            else 0.0
-        )
-        fused = w * norm + (1.0 - w) * (missing if cos is None else cos)
+        fused = w * share**params.lexical_power + (1.0 - w) * similarity
         out.append((-fused, order, Ranked(key, fused, lex, cos)))
     out.sort(key=lambda t: (t[0], t[1]))
     return [r for _, _, r in out[:limit]]

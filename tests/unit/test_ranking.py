@@ -224,16 +224,25 @@ def test_hybrid_is_a_convex_combination_with_components() -> None:
 
 
 def test_hybrid_missing_cosine_and_floor() -> None:
-    """A lexical-only hit stands in with the lowest cosine returned; a
-    vector-only hit below the floor is dropped, a lexical one never."""
+    """A lexical-only hit stands in with the lowest cosine returned; a hit
+    below the cosine floor is dropped unless it explains at least half the
+    query lexically."""
     params = ranking.HybridParams(lexical_weight=0.5, lexical_power=1.0, floor=0.25)
-    out = ranking.hybrid([("x", 2.0)], [("y", 0.6), ("z", 0.2)], limit=10, params=params)
+    out = ranking.hybrid(
+        [("x", 2.0), ("w", 0.9)],
+        [("y", 0.6), ("z", 0.2), ("w", 0.1)],
+        limit=10,
+        params=params,
+        lexical_scale=2.0,
+    )
     by_key = {r.key: r for r in out}
-    assert set(by_key) == {"x", "y"}
-    assert by_key["x"].score == pytest.approx(0.5 * 1.0 + 0.5 * 0.2)
+    assert set(by_key) == {"x", "y"}  # z: weak neighbour; w: weak both ways
+    assert by_key["x"].score == pytest.approx(0.5 * 1.0 + 0.5 * 0.1)
     assert by_key["x"].vector is None
     # Nothing lexical and only weak neighbours: empty (nonsense queries).
     assert ranking.hybrid([], [("y", 0.1)], limit=10, params=params) == []
+    # One shared word of four with weak cosines: empty too.
+    assert ranking.hybrid([("r", 1.0)], [("r", 0.1)], limit=5, lexical_scale=4.0) == []
 
 
 def test_hybrid_lexical_scale_cap_and_power() -> None:
@@ -273,4 +282,6 @@ def test_hybrid_ties_limit_and_duplicates() -> None:
     )
     assert [r.key for r in out] == ["a", "b"]
     assert ranking.hybrid([("a", 1.0)], [], limit=0, params=params) == []
-    assert len(ranking.hybrid([(i, 1.0 / (i + 1)) for i in range(9)], [], limit=4)) == 4
+    assert (
+        len(ranking.hybrid([(i, 1.0 / (i + 1)) for i in range(9)], [], limit=4, params=params)) == 4
+    )
