@@ -12,8 +12,8 @@ cannot answer, need nothing but this process and Postgres
   ``search_changes`` with its transaction id (migration 0015). A search
   (with ``refresh_s`` > 0: one finding the index older than that) first reads
   the changes of the transactions its last read had not seen finish, re-reads
-  those rows and updates the index. A reader that could not read the log for longer than
-  the log keeps changes rebuilds instead.
+  those rows and updates the index. One that has not read the log for
+  nearly as long as the log keeps changes (an hour) rebuilds instead.
 
 Hits are re-read from Postgres by the search service before they are shown,
 so a row hidden a moment ago never appears even before the index catches up.
@@ -133,8 +133,9 @@ class LexicalSearch:
             # Stale by less than refresh_s, or being refreshed: use it as it is.
             return 0
         async with self._lock:
-            if time.monotonic() - self._read_at > repo.CHANGES_KEPT_S / 2:
-                # The log may have been pruned past what this index saw.
+            if time.monotonic() - self._read_at > 0.9 * repo.CHANGES_KEPT_S:
+                # Changes are pruned an hour after their transaction began:
+                # some this index has not read may be gone.
                 self.ready, self._task = False, None
                 self.start()
                 return 0
