@@ -195,3 +195,93 @@ def rrf(
     order = {key: i for i, key in enumerate(scores)}
     ranked = sorted(scores, key=lambda key: (-scores[key], order[key]))
     return [(key, scores[key]) for key in ranked[:limit]]
+
+
+# --- the hybrid of BM25 and cosine (issue 23) ---------------------------------
+
+
+@dataclass(frozen=True)
+class HybridParams:
+    """Parameters of ``hybrid``.
+
+    lexical_weight: the share of the lexical half in the fused score,
+        ``w * min(bm25 / scale, LEXICAL_CAP) ** p + (1 - w) * cosine``.
+    lexical_power: ``p``: above 1 a document explaining the whole query
+        (a rare identifier, every word of a short query) keeps most of its
+        weight while one sharing a word or two with a long question keeps
+        little. Both chosen on the dev queries of every evaluation set
+        (docs/benchmarks.md, "Search ranking quality").
+    floor: a candidate whose cosine (or, missing, its stand-in) is below this
+        is dropped unless it explains at least ``explains`` of the query
+        lexically (BM25 / scale): nearest neighbours of nonsense, and
+        documents sharing one word with it, do not come back; a rare
+        identifier's documents do. Product rules for off-topic queries, not
+        tuned for MRR.
+    """
+
+    lexical_weight: float = 0.1
+    lexical_power: float = 3.0
+    floor: float = 0.25
+    explains: float = 0.5
+
+
+DEFAULT_HYBRID = HybridParams()
+# A document can score above the scale (a term many times); capped so that
+# one repeated word cannot outweigh everything else.
+LEXICAL_CAP = 1.5
+
+
+@dataclass(frozen=True)
+class Ranked:
+    """A fused hit: its score and the two halves it came from (None where
+    that half did not return it)."""
+
+    key: Hashable
+    score: float
+    lexical: float | None
+    vector: float | None
+
+
+def hybrid(
+    lexical: Sequence[tuple[K, float]],
+    vector: Sequence[tuple[K, float]],
+    *,
+    limit: int,
+    params: HybridParams = DEFAULT_HYBRID,
+    lexical_scale: float | None = None,
+) -> list[Ranked]:
+    """The ``limit`` best of both candidate lists, best first.
+
+    ``lexical`` is (key, BM25 score) best first, ``vector`` (key, cosine)
+    best first. The fused score is a convex combination of the BM25 score
+    divided by ``lexical_scale`` (capped, to a power: ``HybridParams``) and
+    the cosine. The scale is the score of a
+    document holding every query term once (``LexicalIndex.scale``, the sum
+    of the terms' IDF): about 1 for a document that explains the whole query,
+    little for one sharing a common word with it, whatever the best match
+    of this search. Without a scale (Postgres full text) the best lexical
+    score of the search is the scale. A candidate missing from the vector list
+    gets the lowest cosine the list holds (it ranked below all of them); one
+    missing from the lexical list gets 0 there (it contains no query word, or
+    fewer than the lexical list's last). Equal scores keep the order of first
+    appearance (lexical list first): deterministic."""
+    if limit <= 0:
+        return []
+    cosines, scores, keys = merge_candidates(lexical, vector)
+    best = max(scores.values(), default=0.0)
+    if lexical_scale is not None and lexical_scale > 0:
+        best = lexical_scale
+    missing = min(cosines.values(), default=0.0)
+    w = params.lexical_weight
+    out: list[tuple[float, int, Ranked]] = []
+    for order, key in enumerate(keys):
+        lex = scores.get(key)
+        cos = cosines.get(key)
+        share = min(lex / best, LEXICAL_CAP) if lex is not None and best > 0 else 0.0
+        similarity = missing if cos is None else cos
+        if similarity < params.floor and share < params.explains:
+            continue
+        fused = w * share**params.lexical_power + (1.0 - w) * similarity
+        out.append((-fused, order, Ranked(key, fused, lex, cos)))
+    out.sort(key=lambda t: (t[0], t[1]))
+    return [r for _, _, r in out[:limit]]

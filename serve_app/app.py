@@ -20,6 +20,7 @@ from serve_app.decodes import DecodeSlots
 from serve_app.deps import page_window
 from serve_app.dispatch import Dispatch, LocalDispatch, dispatch_config
 from serve_app.errors import PayloadTooLarge, error_body, install_error_handlers
+from serve_app.lexical import LexicalSearch
 from serve_app.mcp import McpDoor
 from serve_app.querystring import QueryStringGuard
 from serve_app.ratelimit import LocalRateLimiter, RateLimiter
@@ -184,6 +185,9 @@ def create_app(
         files=files or file_store(settings),
         search=semantic or NoSemanticSearch(),
         local_proxies=list(local_proxies),
+        lexical=LexicalSearch(sessions, engine, refresh_s=settings.search_lexical_refresh_s)
+        if settings.search_lexical
+        else None,
         decodes=DecodeSlots(settings.upload_decode_concurrency, settings.upload_decode_wait_s),
         streams=notification_hub(settings, database_url),
     )
@@ -192,9 +196,13 @@ def create_app(
     async def lifespan(_: FastAPI) -> AsyncIterator[dict[str, Any]]:
         # Work queued before a restart is picked up without waiting for news.
         await ctx.dispatch.wake()
+        if ctx.lexical is not None:
+            ctx.lexical.start()
         async with mcp_door.running():
             yield {}
         await ctx.streams.close()
+        if ctx.lexical is not None:
+            await ctx.lexical.close()
         await ctx.dispatch.close()
         await ctx.search.close()
         ctx.decodes.close()

@@ -14,6 +14,7 @@ from serve_app.clientip import Network
 from serve_app.decodes import DecodeSlots
 from serve_app.dispatch import Dispatch
 from serve_app.hooks import Notify
+from serve_app.lexical import LexicalSearch
 from serve_app.ratelimit import RateLimiter
 from serve_app.search import SemanticSearch
 from serve_app.settings import Settings
@@ -49,6 +50,9 @@ class AppContext:
     # believed as the peer that appended X-Forwarded-For's last entry. Empty
     # unless Cairn's HAProxy launcher is in use (serve_app/clientip.py).
     local_proxies: list[Network] = field(default_factory=list)
+    # The BM25 side of search, one per process (serve_app/lexical.py); None
+    # with CAIRN_SEARCH_LEXICAL=false (Postgres full text instead).
+    lexical: LexicalSearch | None = None
     # Small per-process caches (e.g. the category list); counted by /api/health.
     caches: dict[str, Any] = field(default_factory=dict)
     started_at: float = field(default_factory=time.time)

@@ -155,6 +155,13 @@ class Settings(BaseSettings):
     embedder_num_gpus: float = Field(default=0, ge=0)
     embedder_threads: int = Field(default=0, ge=0, le=1024)
     search_semantic: bool = True
+    # The BM25 index each Api process holds (serve_app/lexical.py), and how
+    # stale it may be: 0, every search first reads the change log (one small
+    # indexed query; full text sees every committed write); above 0, only a
+    # search finding the last read older than this does (docs/decisions.md,
+    # "Lexical ranking and fusion (issue 23)").
+    search_lexical: bool = True
+    search_lexical_refresh_s: float = Field(default=0.0, ge=0, le=3600)
     search_flat_max: int = Field(default=200_000, ge=1)
     search_nprobe: int = Field(default=64, ge=1, le=65_536)
     search_batch_size: int = Field(default=64, ge=1, le=4096)

@@ -26,11 +26,13 @@ async def search(
     use_semantic: bool = True,
 ) -> dict[str, Any]:
     """Search patterns and agents (60 per minute per IP). Semantic mode fuses
-    full-text and embedding rankings; full-text mode runs when
+    BM25 and embedding rankings; full-text mode (BM25) runs when
     `use_semantic=false` or the embedder is not available. Each hit carries
-    its `type` and `score`; `mode` says which ran."""
+    its `type`, `score` and the `components` it was fused from; `mode` says
+    which ran."""
     return await service.search(
         db,
         ctx.search,
         service.SearchQuery(q=q, type=type, limit=limit, page=page, use_semantic=use_semantic),
+        ctx.lexical,
     )

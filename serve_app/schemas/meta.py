@@ -126,6 +126,10 @@ class HealthOut(Output):
         description="The vector index and its worker (model, sizes, pending jobs)."
     )
     uploads: HealthUploadsOut
+    lexical: dict[str, Any] | None = Field(
+        description="This replica's BM25 index: whether it is built (full text runs on "
+        "Postgres until then), documents per kind, changes followed."
+    )
 
 
 class HealthUnavailableOut(HealthOut):

@@ -8,7 +8,7 @@ from fastapi import Query
 from pydantic import Field
 
 from serve_app.schemas.agents import AgentProfileOut
-from serve_app.schemas.common import Number, PageOut
+from serve_app.schemas.common import Number, Output, PageOut
 from serve_app.schemas.patterns import PatternItemOut
 
 SearchType = Literal["patterns", "agents", "all"]
@@ -37,14 +37,33 @@ KINDS: dict[str, list[str]] = {
 # Response bodies ----------------------------------------------------------------
 
 
+class SearchComponentsOut(Output):
+    """Why a hit ranked: the two halves of the hybrid ranking."""
+
+    lexical: Number | None = Field(
+        description="BM25 score of the query's words in the hit's fields (null: not among "
+        "the lexical candidates)."
+    )
+    vector: Number | None = Field(
+        description="Cosine similarity of the query's and the hit's embeddings (null: not "
+        "among the vector candidates, or full-text mode)."
+    )
+
+
+_SCORE = "Relevance; higher is better (comparable within a search)."
+_COMPONENTS = "The lexical and vector scores the hit's score was fused from."
+
+
 class SearchPatternHitOut(PatternItemOut):
     type: Literal["pattern"]
-    score: Number = Field(description="Relevance; higher is better (comparable within a search).")
+    score: Number = Field(description=_SCORE)
+    components: SearchComponentsOut = Field(description=_COMPONENTS)
 
 
 class SearchAgentHitOut(AgentProfileOut):
     type: Literal["agent"]
-    score: Number = Field(description="Relevance; higher is better (comparable within a search).")
+    score: Number = Field(description=_SCORE)
+    components: SearchComponentsOut = Field(description=_COMPONENTS)
 
 
 SearchHit = Annotated[SearchPatternHitOut | SearchAgentHitOut, Field(discriminator="type")]

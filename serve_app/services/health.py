@@ -131,6 +131,9 @@ async def report(ctx: AppContext, started: float) -> tuple[int, dict[str, Any]]:
         # The vector index and its worker (model, sizes, pending jobs); null
         # while semantic search cannot answer (search then runs on full text).
         "search": search,
+        # This replica's BM25 index (serve_app/lexical.py): built yet, sizes,
+        # changes followed; null with CAIRN_SEARCH_LEXICAL=false.
+        "lexical": ctx.lexical.stats() if ctx.lexical is not None else None,
         # Image checks on this replica: slots, running now, refused as busy.
         "uploads": ctx.decodes.stats(),
     }

@@ -1,10 +1,11 @@
 """Search: GET /api/search, and the `similar` items shown when a pattern or a
 question is created.
 
-Semantic mode asks the vector index and Postgres full-text search for
-candidates and fuses the two rankings (``embeddings.ranking``); full-text
-mode ranks by Postgres alone. Hits are then re-read from Postgres, so a row
-that stopped being visible since it was indexed never shows.
+Semantic mode asks the vector index and this process's BM25 index
+(``serve_app.lexical``) for candidates and fuses the two rankings
+(``embeddings.ranking.hybrid``); full-text mode ranks by BM25 alone. Hits are
+then re-read from Postgres, so a row that stopped being visible since it was
+indexed never shows.
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ from sqlmodel.ext.asyncio.session import AsyncSession
 
 from embeddings import ranking
 from serve_app.errors import BadRequest
+from serve_app.lexical import LexicalHits, LexicalSearch
 from serve_app.schemas.search import KINDS
 from serve_app.search import Hits, SemanticSearch
 from serve_app.services import views
@@ -53,44 +55,64 @@ def _query_text(q: str | None) -> str:
     return text
 
 
+@dataclass(frozen=True)
+class Hit:
+    kind: str
+    search_id: int
+    score: float
+    # The halves it was ranked from (None: that half did not return it).
+    lexical: float | None = None
+    vector: float | None = None
+
+
 async def ranked(
     db: AsyncSession,
     semantic: SemanticSearch,
+    lexical: LexicalSearch | None,
     kinds: Sequence[str],
     text: str,
     depth: int,
     use_semantic: bool,
-) -> tuple[str, list[tuple[str, int, float]]]:
-    """The mode that ran, and (kind, search_id, score) best first."""
+) -> tuple[str, list[Hit]]:
+    """The mode that ran, and the hits best first.
+
+    Both halves run at once: the vector index (which embeds the query) and
+    this process's BM25 index. Without vectors (``use_semantic=false``, or
+    the Embedder or the VectorIndex cannot answer) BM25 alone ranks: full-text
+    mode. Only while the BM25 index is not built yet does Postgres full text
+    stand in for it."""
     nearest: asyncio.Task[Hits | None] | None = None
     if use_semantic:
-        # The index works while Postgres ranks the full-text candidates.
         nearest = asyncio.ensure_future(semantic.nearest(list(kinds), text, depth))
-    # The fusion gives rows matching only some words nothing (tuned on the
-    # evaluation set), so semantic mode asks Postgres for all-word matches
-    # only: the same fused ranking without ranking every partial match.
-    fulltext = {
-        kind: await repo.fulltext(db, kind, text, depth, any_word=nearest is None) for kind in kinds
-    }
+    words = await lexical.search(kinds, text, depth) if lexical is not None else None
+    if words is None:
+        words = {kind: LexicalHits(await repo.fulltext(db, kind, text, depth)) for kind in kinds}
     vectors = await nearest if nearest is not None else None
-    hits: list[tuple[str, int, float]] = []
+    hits: list[Hit] = []
+    none = LexicalHits([])
     if vectors is None:
-        if nearest is not None:  # semantic search could not answer: all matches
-            fulltext = {kind: await repo.fulltext(db, kind, text, depth) for kind in kinds}
         for kind in kinds:
-            hits += [(kind, sid, score) for sid, score in fulltext[kind]]
+            found = words.get(kind, none).hits
+            hits += [Hit(kind, sid, score, lexical=score) for sid, score in found]
         mode = FULLTEXT
     else:
-        words = ranking.query_words(text)
         for kind in kinds:
-            fused = ranking.fuse(fulltext[kind], vectors.get(kind, []), limit=depth, words=words)
-            hits += [(kind, sid, score) for sid, score in fused]
+            lex = words.get(kind, none)
+            fused = ranking.hybrid(
+                lex.hits, vectors.get(kind, []), limit=depth, lexical_scale=lex.scale
+            )
+            hits += [Hit(kind, int(r.key), r.score, r.lexical, r.vector) for r in fused]  # type: ignore[call-overload]
         mode = SEMANTIC
-    hits.sort(key=lambda h: (-h[2], h[0], h[1]))
+    hits.sort(key=lambda h: (-h.score, h.kind, h.search_id))
     return mode, hits
 
 
-async def search(db: AsyncSession, semantic: SemanticSearch, query: SearchQuery) -> dict[str, Any]:
+async def search(
+    db: AsyncSession,
+    semantic: SemanticSearch,
+    query: SearchQuery,
+    lexical: LexicalSearch | None = None,
+) -> dict[str, Any]:
     text = _query_text(query.q)
     end = query.page * query.limit
     if end > MAX_RESULTS:
@@ -99,16 +121,27 @@ async def search(db: AsyncSession, semantic: SemanticSearch, query: SearchQuery)
             f"page * limit must not exceed {MAX_RESULTS}."
         )
     depth = min(MAX_RESULTS, max(MIN_DEPTH, end))
-    mode, hits = await ranked(db, semantic, KINDS[query.type], text, depth, query.use_semantic)
-    shown = await _hydrate(db, hits)
+    mode, hits = await ranked(
+        db, semantic, lexical, KINDS[query.type], text, depth, query.use_semantic
+    )
+    shown = await _hydrate(db, [(h.kind, h.search_id, h.score) for h in hits])
+    parts = {(h.kind, h.search_id): h for h in hits}
+    for item in shown:
+        h = parts[(item["type"], item.pop("_search_id"))]
+        item["components"] = {"lexical": _round(h.lexical), "vector": _round(h.vector)}
     total = len(shown)
     data = shown[(query.page - 1) * query.limit : end]
     return {"mode": mode, **views.paged(data, query.page, query.limit, total)}
 
 
+def _round(x: float | None) -> float | None:
+    return None if x is None else round(x, 4)
+
+
 async def _hydrate(db: AsyncSession, hits: list[tuple[str, int, float]]) -> list[dict[str, Any]]:
-    """Hits as response items (``type``, ``score`` and the item's list view),
-    in order, leaving out rows that are no longer visible."""
+    """Hits as response items (``type``, ``score`` and the item's list view,
+    and ``_search_id`` for the caller to pop), in order, leaving out rows that
+    are no longer visible."""
     rows: dict[tuple[str, int], dict[str, Any]] = {}
     for kind in sorted({h[0] for h in hits}):
         ids = await repo.visible_ids(db, kind, [h[1] for h in hits if h[0] == kind])
@@ -120,7 +153,7 @@ async def _hydrate(db: AsyncSession, hits: list[tuple[str, int, float]]) -> list
     for kind, sid, score in hits:
         item = rows.get((kind, sid))
         if item is not None:
-            out.append({"type": kind, "score": round(score, 4), **item})
+            out.append({"type": kind, "score": round(score, 4), **item, "_search_id": sid})
     return out
 
 
@@ -162,4 +195,6 @@ async def similar(
             ]
     hits.sort(key=lambda h: (-h[2], h[0], h[1]))
     items = [i for i in await _hydrate(db, hits) if i["id"] != exclude]
+    for item in items:
+        del item["_search_id"]
     return items[:SIMILAR_MAX]

@@ -19,7 +19,7 @@ from storage.models.patterns import (
     Pattern,
 )
 from storage.models.questions import Answer, Question
-from storage.models.search import Embedding, SearchJob, SearchModel
+from storage.models.search import Embedding, SearchChange, SearchJob, SearchModel
 from storage.models.social import (
     FanoutJob,
     Follow,
@@ -68,6 +68,7 @@ __all__ = [
     "QuestionView",
     "RelinkChallenge",
     "ReputationEvent",
+    "SearchChange",
     "SearchJob",
     "SearchModel",
     "Upload",

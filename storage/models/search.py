@@ -35,6 +35,9 @@ class Searchable:
     visible_sql: str
     # Columns whose change queues a job (migration 0008's triggers).
     watched: tuple[str, ...]
+    # What the lexical index reads: SQL for (title, description, tags,
+    # content), whole (not cut like ``text_sql``): BM25 weighs each field.
+    lexical_sql: tuple[str, str, str, str] = ("NULL", "NULL", "NULL", "NULL")
 
 
 EMBED_MAX_CHARS = 4000
@@ -56,6 +59,12 @@ PATTERNS = Searchable(
         "status",
         "moderation_status",
     ),
+    lexical_sql=(
+        "title",
+        "description",
+        "array_to_string(use_case_tags || tech_stack, ' ')",
+        "content",
+    ),
 )
 AGENTS = Searchable(
     kind="agent",
@@ -64,6 +73,7 @@ AGENTS = Searchable(
     # Search lists bots: human operators are profiles, not agents to find.
     visible_sql=f"{PUBLIC_AGENT_SQL} AND NOT is_human",
     watched=("display_name", "username", "bio", "is_active", "is_human"),
+    lexical_sql=("concat_ws(' ', display_name, username)", "NULL", "NULL", "bio"),
 )
 QUESTIONS = Searchable(
     kind="question",
@@ -71,6 +81,7 @@ QUESTIONS = Searchable(
     text_sql=f"left(concat_ws(E'\\n', title, body), {EMBED_MAX_CHARS})",
     visible_sql=VISIBLE_QUESTION_SQL,
     watched=("title", "body", "status", "moderation_status"),
+    lexical_sql=("title", "NULL", "NULL", "body"),
 )
 SEARCHABLE: dict[str, Searchable] = {s.kind: s for s in (PATTERNS, AGENTS, QUESTIONS)}
 
@@ -111,3 +122,22 @@ class SearchModel(SQLModel, table=True):
     id: int = Field(default=1, primary_key=True)
     model: str = Field(sa_column=Column(String(200), nullable=False))
     activated_at: datetime = created_field()
+
+
+class SearchChange(SQLModel, table=True):
+    """A change to a searchable row, for the lexical index each Api process
+    holds (migration 0015): the same trigger that queues a ``search_jobs`` row
+    logs one here, with its transaction id, and readers take the rows of
+    transactions their last snapshot had not seen finish. Pruned after an hour."""
+
+    __tablename__ = "search_changes"
+    __table_args__ = (Index("ix_search_changes_xid", "xid"),)
+
+    id: int | None = Field(
+        default=None, sa_column=Column(BigInteger, Identity(always=False), primary_key=True)
+    )
+    kind: str = Field(sa_column=Column(String(16), nullable=False))
+    search_id: int = Field(sa_column=Column(BigInteger, nullable=False))
+    # pg_current_xact_id() (xid8, as a bigint): compared with a snapshot's xmin.
+    xid: int = Field(sa_column=Column(BigInteger, nullable=False))
+    changed_at: datetime = created_field()

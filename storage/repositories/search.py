@@ -293,3 +293,83 @@ async def visible_ids(
         ).bindparams(bindparam("ids", list(search_ids), type_=BIGINTS))
     )
     return {int(r[0]): r[1] for r in rows}
+
+
+# --- the lexical index's feed (migration 0015) ------------------------------
+
+# Changes are kept this long; a reader that has not read the log for longer
+# rebuilds its index instead.
+CHANGES_KEPT_S = 3600
+
+
+def lexical_select(s: Searchable) -> str:
+    title, description, tags, content = s.lexical_sql
+    return (
+        f"t.search_id, {title} AS title, {description} AS description, "
+        f"{tags} AS tags, {content} AS content"
+    )
+
+
+async def snapshot_xmin(session: AsyncSession) -> int:
+    """The oldest transaction still running as of this statement: every
+    change logged by an older one is committed (or rolled back) and visible."""
+    row = (
+        await session.exec(  # type: ignore[call-overload]
+            text("SELECT pg_snapshot_xmin(pg_current_snapshot())::text::bigint")
+        )
+    ).one()
+    return int(row[0])
+
+
+async def changes_since(session: AsyncSession, xmin: int) -> list[tuple[int, str, int]]:
+    """(id, kind, search_id) of the changes logged by transactions from
+    ``xmin`` on (those a reader whose snapshot had that xmin may have missed)."""
+    rows = await session.exec(  # type: ignore[call-overload]
+        text(
+            "SELECT id, kind, search_id FROM search_changes WHERE xid >= :xmin ORDER BY id"
+        ).bindparams(xmin=xmin)
+    )
+    return [(int(r[0]), str(r[1]), int(r[2])) for r in rows]
+
+
+async def prune_changes(session: AsyncSession, keep_s: int = CHANGES_KEPT_S) -> int:
+    result = await session.exec(  # type: ignore[call-overload]
+        text(
+            "DELETE FROM search_changes WHERE changed_at < now() - make_interval(secs => :keep)"
+        ).bindparams(keep=keep_s)
+    )
+    return int(result.rowcount or 0)
+
+
+LexicalRow = tuple[int, tuple[str | None, str | None, str | None, str | None]]
+
+
+async def lexical_rows(
+    session: AsyncSession, kind: str, search_ids: Sequence[int]
+) -> list[LexicalRow]:
+    """(search_id, (title, description, tags, content)) of those rows that
+    may be found now; the others are to leave the lexical index."""
+    if not search_ids:
+        return []
+    s = searchable(kind)
+    rows = await session.exec(  # type: ignore[call-overload]
+        text(
+            f"SELECT {lexical_select(s)} FROM {s.table} t "  # noqa: S608
+            f"WHERE t.search_id = ANY(:ids) AND ({s.visible_sql})"
+        ).bindparams(bindparam("ids", list(search_ids), type_=BIGINTS))
+    )
+    return [(int(r[0]), (r[1], r[2], r[3], r[4])) for r in rows]
+
+
+async def scan_lexical(
+    conn: AsyncConnection, kind: str, batch: int = 2000
+) -> AsyncIterator[list[LexicalRow]]:
+    """Every row of ``kind`` that may be found, as ``lexical_rows`` gives
+    them, in batches (the lexical index's build)."""
+    s = searchable(kind)
+    result = await conn.stream(
+        text(f"SELECT {lexical_select(s)} FROM {s.table} t WHERE {s.visible_sql}"),  # noqa: S608
+        execution_options={"yield_per": batch},
+    )
+    async for part in result.partitions(batch):
+        yield [(int(r[0]), (r[1], r[2], r[3], r[4])) for r in part]

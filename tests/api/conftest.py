@@ -81,6 +81,10 @@ async def client(
     app.state.ctx.limiter = LocalRateLimiter()
     app.state.ctx.trending = LocalTrending(database)
     app.state.ctx.caches.clear()
+    if app.state.ctx.lexical is not None:
+        # This test's tables are empty (TRUNCATE logs no changes): a fresh
+        # BM25 index.
+        await app.state.ctx.lexical.build()
     transport = httpx.ASGITransport(app=app, client=(CLIENT_IP, 40000))
     checked = _checked_paths()
 

@@ -49,6 +49,9 @@ async def test_health_reports_real_metrics(client: httpx.AsyncClient) -> None:
     assert metrics["response_time_ms"] >= metrics["db_latency_ms"]
     assert metrics["cache_entries"] >= 1
     assert metrics["memory_usage_mb"] > 10
+    # This process's BM25 index (built per test by the client fixture).
+    assert body["lexical"]["ready"] is True
+    assert body["lexical"]["indexes"] == {"pattern": 0, "agent": 0, "question": 0}
 
 
 async def test_unknown_route_and_method_use_error_shape(client: httpx.AsyncClient) -> None:

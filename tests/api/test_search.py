@@ -7,11 +7,13 @@ from collections.abc import Iterator
 from typing import Any
 
 import httpx
+import psycopg
 import pytest
 
 from actors.ratelimit import Rule
 from embeddings import ranking
 from serve_app.search import LocalSearch
+from storage.db import libpq_url
 from storage.repositories import search as repo
 from tests.api.conftest import Registered, assert_error, register, scalar
 from tests.api.test_patterns import sql
@@ -228,12 +230,14 @@ async def test_paraphrase_sharing_no_word_is_found(
     assert (await search(client, q="cron", use_semantic="false"))["mode"] == "fulltext"
 
 
-async def test_every_word_bonus_fades_with_query_length(
+async def test_hybrid_fuses_bm25_and_cosine_and_shows_both(
     client: httpx.AsyncClient, semantic: LocalSearch
 ) -> None:
-    """A short query's every-word matches get the bonus; a sentence-long
-    question is ranked by cosine alone, even where some pattern happens to
-    contain all its words (embeddings.ranking, FusionParams.long_query)."""
+    """Each hit's score is the convex combination of its BM25 score (divided
+    by the query's scale, its terms' summed IDF) and its cosine (embeddings.ranking.hybrid),
+    and both are in the hit's ``components``. A sentence-long question that a
+    decoy shares most words with still finds what it means near the top (the
+    decoy, which BM25 alone ranks first, may stay above it)."""
     author, ids = await corpus(client)
     decoy = await publish(
         client,
@@ -244,27 +248,105 @@ async def test_every_word_bonus_fades_with_query_length(
     )
     await semantic.settle()
     question = "run my backup script every night at half past two automatically"
-    assert ranking.query_words(question) >= ranking.DEFAULT_PARAMS.long_query
     lexical = await search(client, q=question, use_semantic="false")
+    assert lexical["mode"] == "fulltext"
     assert lexical["data"][0]["id"] == decoy["data"]["id"]
-    assert lexical["data"][0]["score"] >= ranking.ALL_WORDS  # matches every word
-
-    async def cosines(query: str) -> set[float]:
-        hits = await semantic.nearest(["pattern"], query, 100)
-        assert hits is not None
-        return {round(score, 4) for _, score in hits["pattern"]}
+    for hit in lexical["data"]:
+        assert hit["components"]["vector"] is None
+        assert hit["score"] == hit["components"]["lexical"] > 0
 
     body = await search(client, q=question)
     assert body["mode"] == "semantic"
-    assert {h["score"] for h in body["data"]} <= await cosines(question)
-    assert ids_of(body)[0] == ids["cron"]
+    assert ids["cron"] in ids_of(body)[:2]
+    hits = await semantic.nearest(["pattern"], question, 100)
+    assert hits is not None
+    cosines = {round(score, 4) for _, score in hits["pattern"]}
+    ctx = client._transport.app.state.ctx  # type: ignore[attr-defined]
+    scale = ctx.lexical.indexes["pattern"].scale(question)
+    w = ranking.DEFAULT_HYBRID.lexical_weight
+    for hit in body["data"]:
+        parts = hit["components"]
+        assert parts["vector"] in cosines
+        lex = min((parts["lexical"] or 0.0) / scale, ranking.LEXICAL_CAP)
+        p = ranking.DEFAULT_HYBRID.lexical_power
+        assert hit["score"] == pytest.approx(w * lex**p + (1 - w) * parts["vector"], abs=1e-3)
 
-    # two words, matched by the decoy and the cron pattern: both get the bonus
-    short = await search(client, q="backup script")
-    full = {decoy["data"]["id"], ids["cron"]}
-    assert set(ids_of(short)[:2]) == full
-    plain = await cosines("backup script")
-    assert all(h["score"] not in plain for h in short["data"] if h["id"] in full)
+
+async def test_fulltext_ranks_a_rare_word_above_a_common_one(
+    client: httpx.AsyncClient, roomy: None
+) -> None:
+    """BM25's inverse document frequency: of two patterns matching one query
+    word each, the one with the word few patterns contain ranks first, even
+    where the common word sits in the title and the rare one in the content."""
+    author = await register(client, "Idf")
+    for n in range(6):
+        await publish(
+            client,
+            author,
+            title=f"Backup recipe {n}",
+            description="A backup kept for later.",
+            content="Notes.",
+        )
+    rare = await publish(
+        client,
+        author,
+        title="Mooring lines",
+        description="Knots for the mast.",
+        content="How to moor a zeppelin in wind.",
+    )
+    body = await search(client, q="zeppelin backup", use_semantic="false")
+    assert body["mode"] == "fulltext"
+    assert ids_of(body)[0] == rare["data"]["id"]
+    assert body["pagination"]["total"] == 7
+    scores = [h["score"] for h in body["data"]]
+    assert scores == sorted(scores, reverse=True) and scores[0] > scores[1]
+
+
+async def test_bm25_index_sees_a_transaction_that_commits_late(
+    client: httpx.AsyncClient, database: str
+) -> None:
+    """The index follows the change log by transaction, not by log order: an
+    edit logged first but committed after a later one is not skipped."""
+    _, ids = await corpus(client)
+    with (
+        psycopg.connect(libpq_url(database)) as early,
+        psycopg.connect(libpq_url(database)) as late,
+    ):
+        early.execute(
+            "UPDATE patterns SET content = 'zeppelin mooring' WHERE id = %s", [ids["csv"]]
+        )
+        late.execute("UPDATE patterns SET content = 'zeppelin hangar' WHERE id = %s", [ids["cron"]])
+        late.commit()
+        # The later edit shows; the earlier one is not committed yet.
+        assert ids_of(await search(client, q="zeppelin", use_semantic="false")) == [ids["cron"]]
+        early.commit()
+    found = ids_of(await search(client, q="zeppelin", use_semantic="false"))
+    assert set(found) == {ids["cron"], ids["csv"]}
+    # Hidden rows leave the index (not only the page).
+    sql(database, "UPDATE patterns SET moderation_status = 'rejected' WHERE id = %s", ids["csv"])
+    assert ids_of(await search(client, q="mooring", use_semantic="false")) == []
+    ctx = client._transport.app.state.ctx  # type: ignore[attr-defined]
+    assert ctx.lexical.indexes["pattern"].search("mooring", 5) == []
+
+
+async def test_fallback_ranks_with_bm25(client: httpx.AsyncClient, semantic: LocalSearch) -> None:
+    """With the embedder stopped the answer is full text, ranked by this
+    process's BM25 index (components: lexical only), and edits show at once."""
+    author, ids = await corpus(client)
+    await semantic.settle()
+    semantic.stopped = True
+    body = await search(client, q="jitter backoff retries")
+    assert body["mode"] == "fulltext"
+    assert ids_of(body) == [ids["retry"]]
+    assert body["data"][0]["components"]["vector"] is None
+    assert body["data"][0]["components"]["lexical"] > 0
+    changed = await client.put(
+        f"/api/patterns/{ids['csv']}",
+        headers=author.auth,
+        json={"content": "jitter jitter jitter backoff"},
+    )
+    assert changed.status_code == 200, changed.text
+    assert set(ids_of(await search(client, q="jitter backoff"))) == {ids["retry"], ids["csv"]}
 
 
 async def test_nonsense_returns_little(client: httpx.AsyncClient, semantic: LocalSearch) -> None:

@@ -135,6 +135,10 @@ async def test_full_text_while_the_embedder_is_down(
     assert response.status_code == 201, response.text
     pattern = response.json()["data"]["id"]
     await first_hit(http, "logrotate nginx", pattern)
+    # Every Api replica has built its BM25 index by now (a fresh database);
+    # full text and the fallback rank with it.
+    health = (await http.get("/api/health")).json()
+    assert health["lexical"]["ready"] is True, health
 
     embedders = replicas(service, "Embedder")
     assert embedders, "no Embedder replica found"
@@ -147,6 +151,8 @@ async def test_full_text_while_the_embedder_is_down(
     assert time.monotonic() - started < 5
     assert body["mode"] == "fulltext"
     assert [hit["id"] for hit in body["data"]] == [pattern]
+    parts = body["data"][0]["components"]
+    assert parts["vector"] is None and parts["lexical"] == body["data"][0]["score"]
     # /api/health says so meanwhile: degraded, semantic search down because
     # of the Embedder (the VectorIndex itself is ready).
     deadline = time.monotonic() + 30

@@ -7,6 +7,7 @@ import random
 
 import pytest
 
+from embeddings import ranking
 from embeddings.ranking import ALL_WORDS, DEFAULT_PARAMS, FusionParams, fuse, query_words, rrf
 
 P = FusionParams(
@@ -203,3 +204,84 @@ def test_rrf_sums_reciprocal_ranks(weights: tuple[float, float]) -> None:
     assert out["a"] == pytest.approx(wf / 61)
     assert out["b"] == pytest.approx(wf / 62 + wv / 61)
     assert out["c"] == pytest.approx(wv / 62)
+
+
+# --- hybrid (issue 23) ----------------------------------------------------------
+
+
+def test_hybrid_is_a_convex_combination_with_components() -> None:
+    params = ranking.HybridParams(lexical_weight=0.4, lexical_power=1.0, floor=0.25)
+    lexical = [("a", 8.0), ("b", 4.0)]
+    vector = [("b", 0.9), ("c", 0.5), ("a", 0.3)]
+    out = ranking.hybrid(lexical, vector, limit=10, params=params)
+    by_key = {r.key: r for r in out}
+    assert by_key["a"].score == pytest.approx(0.4 * 1.0 + 0.6 * 0.3)
+    assert by_key["b"].score == pytest.approx(0.4 * 0.5 + 0.6 * 0.9)
+    assert by_key["c"].score == pytest.approx(0.6 * 0.5)
+    assert [r.key for r in out] == ["b", "a", "c"]
+    assert (by_key["a"].lexical, by_key["a"].vector) == (8.0, 0.3)
+    assert (by_key["c"].lexical, by_key["c"].vector) == (None, 0.5)
+
+
+def test_hybrid_missing_cosine_and_floor() -> None:
+    """A lexical-only hit stands in with the lowest cosine returned; a hit
+    below the cosine floor is dropped unless it explains at least half the
+    query lexically."""
+    params = ranking.HybridParams(lexical_weight=0.5, lexical_power=1.0, floor=0.25)
+    out = ranking.hybrid(
+        [("x", 2.0), ("w", 0.9)],
+        [("y", 0.6), ("z", 0.2), ("w", 0.1)],
+        limit=10,
+        params=params,
+        lexical_scale=2.0,
+    )
+    by_key = {r.key: r for r in out}
+    assert set(by_key) == {"x", "y"}  # z: weak neighbour; w: weak both ways
+    assert by_key["x"].score == pytest.approx(0.5 * 1.0 + 0.5 * 0.1)
+    assert by_key["x"].vector is None
+    # Nothing lexical and only weak neighbours: empty (nonsense queries).
+    assert ranking.hybrid([], [("y", 0.1)], limit=10, params=params) == []
+    # One shared word of four with weak cosines: empty too.
+    assert ranking.hybrid([("r", 1.0)], [("r", 0.1)], limit=5, lexical_scale=4.0) == []
+
+
+def test_hybrid_lexical_scale_cap_and_power() -> None:
+    """BM25 is divided by the query's scale (not the best hit), capped at
+    LEXICAL_CAP, and raised to the power: a hit explaining half the query
+    keeps an eighth of the lexical weight at power 3."""
+    params = ranking.HybridParams(lexical_weight=0.5, lexical_power=3.0, floor=0.0)
+    out = ranking.hybrid(
+        [("half", 2.0), ("many", 9.0)],
+        [("half", 0.4), ("many", 0.4)],
+        limit=5,
+        params=params,
+        lexical_scale=4.0,
+    )
+    by_key = {r.key: r.score for r in out}
+    assert by_key["half"] == pytest.approx(0.5 * 0.5**3 + 0.5 * 0.4)
+    assert by_key["many"] == pytest.approx(0.5 * ranking.LEXICAL_CAP**3 + 0.5 * 0.4)
+    # Without a scale (Postgres full text) the best hit is the scale.
+    out = ranking.hybrid([("a", 2.0), ("b", 1.0)], [], limit=5, params=params)
+    assert [r.score for r in out] == pytest.approx([0.5, 0.5 * 0.5**3])
+
+
+def test_hybrid_weights_at_the_ends_are_the_halves() -> None:
+    lexical = [("a", 3.0), ("b", 2.0), ("c", 1.0)]
+    vector = [("c", 0.8), ("b", 0.7), ("a", 0.6)]
+    only_lex = ranking.HybridParams(lexical_weight=1.0, floor=0.0)
+    only_vec = ranking.HybridParams(lexical_weight=0.0, floor=0.0)
+    assert [r.key for r in ranking.hybrid(lexical, vector, limit=3, params=only_lex)] == list("abc")
+    assert [r.key for r in ranking.hybrid(lexical, vector, limit=3, params=only_vec)] == list("cba")
+
+
+def test_hybrid_ties_limit_and_duplicates() -> None:
+    params = ranking.HybridParams(lexical_weight=0.5, floor=0.0)
+    # Equal scores keep first appearance (lexical list first); duplicates count once.
+    out = ranking.hybrid(
+        [("a", 1.0), ("a", 0.5)], [("b", 0.5), ("a", 0.5)], limit=10, params=params
+    )
+    assert [r.key for r in out] == ["a", "b"]
+    assert ranking.hybrid([("a", 1.0)], [], limit=0, params=params) == []
+    assert (
+        len(ranking.hybrid([(i, 1.0 / (i + 1)) for i in range(9)], [], limit=4, params=params)) == 4
+    )
