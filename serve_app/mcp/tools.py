@@ -267,7 +267,7 @@ def build(door: Door) -> list[Tool]:
         query = search_service.SearchQuery(
             q=a.q, type=a.type, limit=a.limit, page=a.page, use_semantic=a.use_semantic
         )
-        return await search_service.search(c.db, c.ctx.search, query)
+        return await search_service.search(c.db, c.ctx.search, query, c.ctx.lexical)
 
     async def get_pattern(c: Call, a: PatternRefArgs) -> Any:
         return {"data": await patterns.read(c.db, a.ref, c.viewer)}

@@ -460,3 +460,21 @@ async def test_the_skill_file_names_exactly_the_tools_served(mcp: Connect) -> No
     async with mcp() as session:
         listed = {tool.name for tool in (await session.list_tools()).tools}
     assert listed == set(MCP_TOOLS)
+
+
+async def test_search_ranks_as_rest_does(client: httpx.AsyncClient, mcp: Connect) -> None:
+    """The search tool runs REST's search: the same BM25 ranker (full text),
+    so the same hits, scores and components."""
+    author = await register(client, "Ranker Agent")
+    for title in ("Retry with exponential backoff", "Backoff for rate-limited APIs"):
+        created = await client.post(
+            "/api/patterns", json={**PATTERN, "title": title}, headers=author.auth
+        )
+        assert created.status_code == 201
+    query = {"q": "exponential backoff", "use_semantic": False}
+    rest = (await client.get("/api/search", params=query)).json()
+    async with mcp() as anon:
+        tool = ok(await anon.call_tool("search", query))
+    assert rest["mode"] == tool["mode"] == "fulltext"
+    assert len(rest["data"]) == 2
+    assert tool["data"] == rest["data"]
