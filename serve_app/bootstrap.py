@@ -85,7 +85,15 @@ def ray_env(settings: Settings) -> dict[str, str]:
     all of its ports and files moved into our config and state folder.
     """
     state = settings.state_path
-    env = {"RAY_TMPDIR": str(ray_dir(state))}
+    env = {
+        "RAY_TMPDIR": str(ray_dir(state)),
+        # Ray starts every worker process at nice 15 (below its own daemons):
+        # the Api replicas, HAProxy and the rate-limit and trending actors are
+        # the service here, so they run at the priority of Postgres. At 15 a
+        # replica gets about 1/28 of the CPU share of any ordinary process it
+        # shares a core with (docs/decisions.md, "Serve path performance").
+        "RAY_worker_niceness": "0",
+    }
     if settings.serve_proxy != "haproxy":
         return env
     hap = haproxy_dir(state)
