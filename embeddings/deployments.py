@@ -19,6 +19,7 @@ from ray import serve
 from embeddings.config import EmbedderConfig, IndexerConfig
 from embeddings.encoder import Encoder, ray_device
 from embeddings.indexer import Indexer
+from embeddings.querycache import QueryVectors
 
 log = logging.getLogger("cairn.search")
 
@@ -112,9 +113,11 @@ class VectorIndex:
         from storage.db import make_engine, make_sessionmaker
 
         self._embedder = embedder
+        # Repeated queries skip the Embedder hop and the encode.
+        self._queries = QueryVectors(self._embed_query)
         engine = make_engine(config.database_url, pool_size=3, max_overflow=2)
         self.indexer = Indexer(
-            config, self._embed, make_sessionmaker(engine), engine, embed_query=self._query
+            config, self._embed, make_sessionmaker(engine), engine, embed_query=self._queries.get
         )
         self._task = asyncio.get_running_loop().create_task(self.indexer.run())
 
@@ -122,7 +125,7 @@ class VectorIndex:
         result: np.ndarray = await self._embedder.embed_many.remote(texts, model)
         return result
 
-    async def _query(self, text: str, model: str) -> np.ndarray:
+    async def _embed_query(self, text: str, model: str) -> np.ndarray:
         # Batched with other callers' queries by the Embedder.
         vector = await self._embedder.embed.remote(text, model)
         return np.asarray(vector, dtype=np.float32)
@@ -137,7 +140,11 @@ class VectorIndex:
         return await self.indexer.drain()
 
     async def stats(self) -> dict[str, Any]:
-        return {**await self.indexer.stats(), "running": not self._task.done()}
+        return {
+            **await self.indexer.stats(),
+            "running": not self._task.done(),
+            "query_cache": self._queries.stats(),
+        }
 
     def check_health(self) -> None:
         if self._task.done():
