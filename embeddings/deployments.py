@@ -20,6 +20,7 @@ from embeddings.config import EmbedderConfig, IndexerConfig
 from embeddings.encoder import Encoder, ray_device
 from embeddings.indexer import Indexer
 from embeddings.querycache import QueryVectors
+from embeddings.searchbatch import SearchBatcher
 
 log = logging.getLogger("cairn.search")
 
@@ -116,8 +117,15 @@ class VectorIndex:
         # Repeated queries skip the Embedder hop and the encode.
         self._queries = QueryVectors(self._embed_query)
         engine = make_engine(config.database_url, pool_size=3, max_overflow=2)
+        # Concurrent searches of an index share one FAISS scan.
+        self._batcher = SearchBatcher()
         self.indexer = Indexer(
-            config, self._embed, make_sessionmaker(engine), engine, embed_query=self._queries.get
+            config,
+            self._embed,
+            make_sessionmaker(engine),
+            engine,
+            embed_query=self._queries.get,
+            search_index=self._batcher.search,
         )
         self._task = asyncio.get_running_loop().create_task(self.indexer.run())
 
@@ -144,6 +152,7 @@ class VectorIndex:
             **await self.indexer.stats(),
             "running": not self._task.done(),
             "query_cache": self._queries.stats(),
+            "search_batches": self._batcher.stats(),
         }
 
     def check_health(self) -> None:
