@@ -718,17 +718,26 @@ def libpq(database_url: str) -> str:
     return libpq_url(database_url)
 
 
+# The threads take the paths in turn (thread t the t-th, t+THREADS-th, …), so
+# no two connections ask the same query at the same moment.
 WRK_SCRIPT = """\
 local paths = {{{paths}}}
-local i = 0
+local nthreads = {threads}
+local counter = 0
 local threads = {{}}
 fulltext = 0
 function setup(thread)
   table.insert(threads, thread)
+  thread:set("tid", counter)
+  counter = counter + 1
+end
+function init(args)
+  n = 0
 end
 request = function()
-  i = i % #paths + 1
-  return wrk.format("GET", paths[i])
+  local k = n * nthreads + tid
+  n = n + 1
+  return wrk.format("GET", paths[(k % #paths) + 1])
 end
 response = function(status, headers, body)
   if string.find(body, '"mode":"fulltext"', 1, true)
@@ -746,7 +755,9 @@ end
 
 def search_script(tmp: Path, paths: list[str], name: str) -> Path:
     path = tmp / f"{name}.lua"
-    path.write_text(WRK_SCRIPT.format(paths=", ".join(json.dumps(p) for p in paths)))
+    path.write_text(
+        WRK_SCRIPT.format(paths=", ".join(json.dumps(p) for p in paths), threads=THREADS)
+    )
     return path
 
 
@@ -777,28 +788,44 @@ class SearchRun:
     fulltext_responses: int
 
 
+# The "every query new" run: queries asked nowhere else in the benchmark (its
+# warm-up has its own), so each one misses the VectorIndex's query cache.
+N_NEW_QUERIES = 8000
+
+
 def measure_search(base: str, wrk: str, tmp: Path, args: argparse.Namespace) -> list[SearchRun]:
-    queries = queries_for(N_QUERIES)
+    every = queries_for(N_QUERIES + N_NEW_QUERIES)
+    queries, new = every[:N_QUERIES], every[N_QUERIES:]
+    half = N_NEW_QUERIES // 2
     out = []
-    for semantic in (True, False):
+    for semantic, label, measured, warm in (
+        (True, " (semantic)", queries, queries),
+        (True, " (semantic, every query new)", new[half:], new[:half]),
+        (False, "&use_semantic=false", queries, queries),
+    ):
         suffix = "" if semantic else "&use_semantic=false"
-        paths = [f"/api/search?q={quote(q)}&type=patterns&limit=20{suffix}" for q in queries]
-        for path in paths[:5]:
+
+        def paths_of(texts: list[str], suffix: str = suffix) -> list[str]:
+            return [f"/api/search?q={quote(q)}&type=patterns&limit=20{suffix}" for q in texts]
+
+        paths, warm_paths = paths_of(measured), paths_of(warm)
+        for path in warm_paths[:5]:
             status, body = http_json("GET", base + path, timeout=30)
             if status != 200:
                 raise RuntimeError(f"{path} answered {status}: {body}")
             want = "semantic" if semantic else "fulltext"
             if body.get("mode") != want:
                 raise RuntimeError(f"{path} ran in {body.get('mode')!r} mode, not {want!r}")
-        script = search_script(tmp, paths, "semantic" if semantic else "fulltext")
-        label = "GET /api/search?q=…" + (" (semantic)" if semantic else "&use_semantic=false")
+        name = f"run{len(out)}"
+        script = search_script(tmp, paths, name)
+        label = "GET /api/search?q=…" + label
         if args.warmup:
             wrk_timeout(
                 wrk,
                 base + paths[0],
                 duration=args.warmup,
                 connections=args.connections,
-                script=script,
+                script=search_script(tmp, warm_paths, name + "-warm"),
             )
         result, raw = wrk_timeout(
             wrk,
@@ -865,10 +892,19 @@ def search_section(
         f"- Load: {wrk_ver}, `-t{THREADS} -c{args.connections} -d{args.duration}s --timeout "
         "10s --latency` "
         f"after a {args.warmup} s warm-up, cycling through {N_QUERIES} distinct queries "
-        "(2 to 12 words, e.g. `retry webhook deliveries postgres`), `type=patterns&limit=20`; "
-        "wrk on the same machine; search rate limit raised for the run. Semantic mode embeds "
-        "the query (the Embedder's `@serve.batch` path), searches FAISS and fuses with "
-        "Postgres full text; `use_semantic=false` runs full text alone.",
+        "(2 to 12 words, e.g. `retry webhook deliveries postgres`; wrk's threads take them "
+        "in turn), `type=patterns&limit=20`; wrk on the same machine; search rate limit "
+        "raised for the run. Semantic mode embeds the query (the Embedder's `@serve.batch` "
+        "path), searches FAISS and fuses with Postgres full text; `use_semantic=false` runs "
+        "full text alone. The VectorIndex keeps the vectors of the last 4,096 queries "
+        "(`embeddings/querycache.py`), so after the warm-up the cycling run finds every "
+        f"query's vector there; the *every query new* run asks {N_NEW_QUERIES // 2:,} "
+        "queries asked nowhere else (its warm-up has its own), so each one is embedded.",
+        f"- The limit on a cache miss: one query alone encodes in {facts['encode_ms']:.1f} ms "
+        "on one torch thread in the benchmark's process (median of 200; the Embedder encodes "
+        f"queries on one thread), so one Embedder replica embeds at most "
+        f"{1000 / facts['encode_ms']:.0f} queries/s, less the CPU the API, Postgres and "
+        "wrk take from the same 2 cores.",
         f"- Full-text selectivity over the first 40 queries: any word matches a median "
         f"{facts['loose']:.1%} of the patterns, every word {facts['strict']:.2%}. Semantic "
         "mode fuses the vector hits with the every-word matches; `use_semantic=false` adds "
@@ -1064,7 +1100,7 @@ def recommendation(result: dict[str, Any]) -> list[str]:
 
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(prog="python -m benchmarks.search_bench")
-    wrk_options(parser, connections=4)
+    wrk_options(parser, connections=16)
     parser.add_argument(
         "--parts", default="embedder,search,index", help="embedder,search,index (all)"
     )
@@ -1153,6 +1189,8 @@ def part_search(args: argparse.Namespace) -> None:
         f"{matched['fulltext_ms']:.0f} ms (median; {matched['unbounded_ms']:.0f} ms unbounded)",
         flush=True,
     )
+    matched["encode_ms"] = query_encode_ms(settings.embedding_model)
+    print(f"bench: one query encodes in {matched['encode_ms']:.1f} ms (one thread)", flush=True)
     gc.collect()
     load0 = os.getloadavg()[0]
     with (
@@ -1175,6 +1213,30 @@ def part_search(args: argparse.Namespace) -> None:
             start_mark=MARKS["search-latency"][0],
             end_mark=MARKS["search-latency"][1],
         )
+
+
+def query_encode_ms(model: str, n: int = 200) -> float:
+    """The limit of semantic search on a cache miss: the median time to encode
+    one query alone on one torch thread (as the Embedder encodes queries)."""
+    import torch
+
+    from embeddings.encoder import Encoder
+
+    encoder = Encoder(model, "cpu")
+    queries = queries_for(N_QUERIES + N_NEW_QUERIES + n)[-n:]
+    threads = torch.get_num_threads()
+    try:
+        encoder.encode(queries[:5], threads=1)
+        times = []
+        for q in queries:
+            t0 = time.perf_counter()
+            encoder.encode([q], threads=1)
+            times.append(1000 * (time.perf_counter() - t0))
+    finally:
+        torch.set_num_threads(threads)
+    del encoder
+    gc.collect()
+    return float(np.median(times))
 
 
 def part_index(args: argparse.Namespace) -> None:

@@ -1,45 +1,90 @@
-"""The "plain uvicorn" side of benchmarks.http_bench: the same app, one process.
+"""The "plain uvicorn" side of benchmarks.http_bench: the same app, N processes.
 
-Prepares the state folder and database exactly as ``cairn run`` does, builds the
-app with the default in-process rate limiter and serves it with one uvicorn
-worker. Settings come from the CAIRN_* environment (the benchmark sets them).
+Prepares the state folder and database exactly as ``cairn run`` does (once, in
+the parent), then serves the app with ``--workers`` uvicorn worker processes
+(by default as many as Serve runs ``Api`` replicas, CAIRN_INGRESS_REPLICAS),
+each building it with ``create_app`` and the default in-process rate limiter
+and trending counter. With ``--semantic`` each worker also holds the model and
+the FAISS index in process (``LocalSearch``), the single-process counterpart of
+the Embedder and VectorIndex deployments. Settings come from the CAIRN_*
+environment (the benchmark sets them).
 
-    python -m benchmarks.uvicorn_app --host 127.0.0.1 --port 8101
+    python -m benchmarks.uvicorn_app --host 127.0.0.1 --port 8101 --workers 2
 """
 
 from __future__ import annotations
 
 import argparse
 import logging
+import os
 
 import uvicorn
+from fastapi import FastAPI
 
 from serve_app.app import create_app
 from serve_app.bootstrap import prepare
 from serve_app.settings import get_settings
+
+# Set by main() for the worker processes (uvicorn spawns them).
+_SEMANTIC_ENV = "CAIRN_BENCH_UVICORN_SEMANTIC"
+
+
+def build() -> FastAPI:
+    """The app factory each worker calls (``uvicorn --factory``)."""
+    settings = get_settings()
+    assert settings.database_url, "main() puts the prepared database URL in the environment"
+    secret = settings.secret_bytes()
+    semantic = None
+    if os.environ.get(_SEMANTIC_ENV) == "1":
+        from embeddings.encoder import Encoder
+        from embeddings.querycache import DEFAULT_SIZE
+        from serve_app.search import LocalSearch
+        from storage.db import make_engine, make_sessionmaker
+
+        engine = make_engine(settings.database_url, pool_size=3, max_overflow=2)
+        semantic = LocalSearch(
+            settings.indexer_config(settings.database_url),
+            Encoder(settings.embedding_model, "cpu"),
+            make_sessionmaker(engine),
+            engine,
+            query_cache=DEFAULT_SIZE,  # as the VectorIndex deployment
+        )
+    return create_app(
+        settings, database_url=settings.database_url, secret=secret, semantic=semantic
+    )
 
 
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--host", default="127.0.0.1")
     parser.add_argument("--port", type=int, default=8101)
+    parser.add_argument(
+        "--workers", type=int, default=0, help="uvicorn workers (0: CAIRN_INGRESS_REPLICAS)"
+    )
+    parser.add_argument(
+        "--semantic", action="store_true", help="semantic search in process (model per worker)"
+    )
     args = parser.parse_args(argv)
 
     logging.basicConfig(level=logging.WARNING)
-    settings = get_settings().model_copy(update={"host": args.host, "port": args.port})
+    settings = get_settings()
+    workers = args.workers or settings.ingress_replicas
     prepared = prepare(settings)
-    app = create_app(
-        settings,
-        database_url=prepared.database_url,
-        # The bytes Serve replicas use: settings.secret_bytes() == CAIRN_SECRET_KEY.encode().
-        secret=prepared.secret_key.encode(),
+    # What the workers build the app from: the same settings, the resolved
+    # database and the secret (the bytes Serve replicas use).
+    os.environ["CAIRN_DATABASE_URL"] = prepared.database_url
+    os.environ["CAIRN_SECRET_KEY"] = prepared.secret_key
+    os.environ[_SEMANTIC_ENV] = "1" if args.semantic else "0"
+    print(
+        f"uvicorn_app: serving on http://{args.host}:{args.port} with {workers} worker(s)",
+        flush=True,
     )
-    print(f"uvicorn_app: serving on http://{args.host}:{args.port}", flush=True)
     uvicorn.run(
-        app,
+        "benchmarks.uvicorn_app:build",
+        factory=True,
         host=args.host,
         port=args.port,
-        workers=1,
+        workers=workers,
         log_level="warning",
         access_log=False,
         proxy_headers=False,

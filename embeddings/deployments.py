@@ -19,6 +19,8 @@ from ray import serve
 from embeddings.config import EmbedderConfig, IndexerConfig
 from embeddings.encoder import Encoder, ray_device
 from embeddings.indexer import Indexer
+from embeddings.querycache import QueryVectors
+from embeddings.searchbatch import SearchBatcher
 
 log = logging.getLogger("cairn.search")
 
@@ -116,9 +118,18 @@ class VectorIndex:
         from storage.db import make_engine, make_sessionmaker
 
         self._embedder = embedder
+        # Repeated queries skip the Embedder hop and the encode.
+        self._queries = QueryVectors(self._embed_query)
         engine = make_engine(config.database_url, pool_size=3, max_overflow=2)
+        # Concurrent searches of an index share one FAISS scan.
+        self._batcher = SearchBatcher()
         self.indexer = Indexer(
-            config, self._embed, make_sessionmaker(engine), engine, embed_query=self._query
+            config,
+            self._embed,
+            make_sessionmaker(engine),
+            engine,
+            embed_query=self._queries.get,
+            search_index=self._batcher.search,
         )
         self._task = asyncio.get_running_loop().create_task(self.indexer.run())
 
@@ -126,7 +137,7 @@ class VectorIndex:
         result: np.ndarray = await self._embedder.embed_many.remote(texts, model)
         return result
 
-    async def _query(self, text: str, model: str) -> np.ndarray:
+    async def _embed_query(self, text: str, model: str) -> np.ndarray:
         # Batched with other callers' queries by the Embedder.
         vector = await self._embedder.embed.remote(text, model)
         return np.asarray(vector, dtype=np.float32)
@@ -152,7 +163,13 @@ class VectorIndex:
         if isinstance(stats, BaseException):
             raise stats
         embedder = "unavailable" if isinstance(probe, BaseException) else "ok"
-        return {**stats, "running": not self._task.done(), "embedder": embedder}
+        return {
+            **stats,
+            "running": not self._task.done(),
+            "embedder": embedder,
+            "query_cache": self._queries.stats(),
+            "search_batches": self._batcher.stats(),
+        }
 
     def check_health(self) -> None:
         if self._task.done():

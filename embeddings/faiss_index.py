@@ -85,6 +85,20 @@ class FaissIndex:
         scores, ids = self._index.search(query, min(k, len(self)))
         return [(int(i), float(s)) for i, s in zip(ids[0], scores[0], strict=True) if i >= 0]
 
+    def search_many(self, vectors: np.ndarray, k: int) -> list[list[tuple[int, float]]]:
+        """``search`` for each row of ``vectors`` in one FAISS call: an exact
+        index is scanned once for all of them (the scan, not the arithmetic,
+        is what a flat search costs)."""
+        n = len(vectors)
+        if k <= 0 or len(self) == 0 or n == 0:
+            return [[] for _ in range(n)]
+        queries = _vectors(vectors).reshape(n, self.dim)
+        scores, ids = self._index.search(queries, min(k, len(self)))
+        return [
+            [(int(i), float(s)) for i, s in zip(row_ids, row_scores, strict=True) if i >= 0]
+            for row_ids, row_scores in zip(ids, scores, strict=True)
+        ]
+
     def memory_bytes(self) -> int:
         """What the index holds in memory, by the formula of its kind."""
         n = len(self)

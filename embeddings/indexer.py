@@ -47,6 +47,8 @@ log = logging.getLogger("cairn.search")
 EmbedFn = Callable[[list[str], str], Awaitable[np.ndarray]]
 # (query, model) -> (dim,) vector
 QueryFn = Callable[[str, str], Awaitable[np.ndarray]]
+# How one index is searched for one query vector (the VectorIndex batches them).
+IndexSearchFn = Callable[[FaissIndex, np.ndarray, int], Awaitable[list[tuple[int, float]]]]
 
 CHANNEL = "cairn_search"
 
@@ -63,10 +65,12 @@ class Indexer:
         sessions: async_sessionmaker[AsyncSession],
         engine: AsyncEngine,
         embed_query: QueryFn | None = None,
+        search_index: IndexSearchFn | None = None,
     ) -> None:
         self.config = config
         self._embed = embed
         self._embed_query = embed_query
+        self._search_index = search_index
         self._sessions = sessions
         self._engine = engine
         self.model: str | None = None
@@ -330,6 +334,11 @@ class Indexer:
         else:
             pending = self._first(self._embed([query], model))
         vector = await asyncio.wait_for(pending, self.config.query_timeout_s)
+        if self._search_index is not None:
+            search = self._search_index
+            return {
+                kind: await search(indexes[kind], vector, k) for kind in kinds if kind in indexes
+            }
         return {kind: indexes[kind].search(vector, k) for kind in kinds if kind in indexes}
 
     @staticmethod

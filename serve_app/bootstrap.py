@@ -86,6 +86,22 @@ def ray_env(settings: Settings) -> dict[str, str]:
     """
     state = settings.state_path
     env = {"RAY_TMPDIR": str(ray_dir(state))}
+    # Defaults an operator may override in the environment (docs/decisions.md,
+    # "Serve path performance"):
+    tunables = {
+        # Ray starts every worker process at nice 15 (below its own daemons):
+        # the Api replicas, HAProxy and the rate-limit and trending actors are
+        # the service here, so they run at the priority of Postgres. At 15 a
+        # replica gets about 1/28 of the CPU share of any ordinary process it
+        # shares a core with.
+        "RAY_worker_niceness": "0",
+        # Work Serve does while idle: the controller's loop every 0.5 s instead
+        # of 0.1 s, replica and handle metrics pushed every second instead of
+        # every 0.1 s (idle Serve: 0.12 -> 0.09 of a core here).
+        "RAY_SERVE_CONTROL_LOOP_INTERVAL_S": "0.5",
+        "RAY_SERVE_METRICS_EXPORT_INTERVAL_MS": "1000",
+    }
+    env.update({k: os.environ.get(k, v) for k, v in tunables.items()})
     if settings.serve_proxy != "haproxy":
         return env
     hap = haproxy_dir(state)

@@ -8,7 +8,10 @@ actor hop — about 2 ms of CPU on this hardware — off most requests:
 * **leases**: while a window has plenty of room the actor grants a small block
   of tokens, which this replica spends locally; blocks are counted as spent when
   granted, so the limit is never exceeded, and shrink to one token per request
-  near the limit. Unused tokens go back after ``RELEASE_IDLE_S`` without use; a
+  near the limit. A key whose block was spent within ``GROW_WITHIN_S`` of its
+  grant asks for twice as many next time (up to ``LEASE_WANT_MAX``), so a busy
+  key costs one hop per few hundred requests, an occasional one no more tokens
+  held than before. Unused tokens go back after ``RELEASE_IDLE_S`` without use; a
   request refused while other replicas still hold tokens waits for them and
   retries, so exactly ``limit`` requests are admitted.
 * **full windows** are refused locally until they reset;
@@ -71,6 +74,8 @@ class _Credit:
     reset_at: float
     last_used: float
     shard: int
+    granted: int = 0  # the block's size
+    granted_at: float = 0.0
 
 
 _Pending = list[tuple[tuple[Any, ...], "asyncio.Future[Any]"]]
@@ -80,7 +85,9 @@ class RayRateLimiter:
     """Client of the RateLimiterShard actors (created on first use)."""
 
     CALL_TIMEOUT_S = 2.0
-    LEASE_WANT = 16
+    LEASE_WANT = 16  # a key's first block
+    LEASE_WANT_MAX = 256
+    GROW_WITHIN_S = 1.0
     RELEASE_IDLE_S = 0.25
     RETRIES = 8  # while tokens are leased elsewhere: up to ~RETRIES * RELEASE_IDLE_S
 
@@ -92,6 +99,7 @@ class RayRateLimiter:
         self._flush_scheduled = [False] * shards
         self._in_flight = [False] * shards
         self._credits: dict[str, _Credit] = {}
+        self._want: dict[str, int] = {}  # keys asking for more than LEASE_WANT
         self._acquiring: dict[str, asyncio.Future[None]] = {}
         self._full_until: dict[str, tuple[float, int]] = {}  # key -> (reset_at, limit)
         self._fallback = LeaseLimiter()
@@ -138,18 +146,28 @@ class RayRateLimiter:
                         True, rule.limit, credit.remaining + credit.tokens, credit.reset_at
                     )
                 del self._credits[key]  # spent or expired: the next acquire settles it
+                self._grow(key, credit, now)
             acquiring = self._acquiring.get(key)
             if acquiring is not None:
                 # Another request here is fetching a block for this key: share it.
                 await asyncio.wait([acquiring])
                 continue
             grant = await self._acquire(shard, key, rule)
+            if grant is None or grant.granted <= 1:
+                self._want.pop(key, None)  # no block to grow from
             if grant is None:  # shard unreachable: this replica's own window
                 return self._fallback.hit(key, rule.limit, rule.window_s, time.time())
             if grant.granted:
                 if grant.granted > 1:
+                    at = time.time()
                     self._credits[key] = _Credit(
-                        grant.granted - 1, grant.remaining, grant.reset_at, time.time(), shard
+                        grant.granted - 1,
+                        grant.remaining,
+                        grant.reset_at,
+                        at,
+                        shard,
+                        grant.granted,
+                        at,
                     )
                     self._ensure_releaser()
                 return Decision(
@@ -168,12 +186,21 @@ class RayRateLimiter:
         marker: asyncio.Future[None] = asyncio.get_running_loop().create_future()
         self._acquiring[key] = marker
         try:
-            op = ("acquire", key, rule.limit, float(rule.window_s), self.LEASE_WANT)
+            want = self._want.get(key, self.LEASE_WANT)
+            op = ("acquire", key, rule.limit, float(rule.window_s), want)
             answer = await self._call(shard, op)
             return Grant.from_tuple(answer) if answer is not None else None
         finally:
             del self._acquiring[key]
             marker.set_result(None)
+
+    def _grow(self, key: str, credit: _Credit, now: float) -> None:
+        """After a block is used up: twice the size next time if it went fast,
+        back to the first size if it took longer (or the window ended)."""
+        if credit.tokens == 0 and now - credit.granted_at < self.GROW_WITHIN_S:
+            self._want[key] = min(self.LEASE_WANT_MAX, 2 * max(credit.granted, self.LEASE_WANT))
+        else:
+            self._want.pop(key, None)
 
     def _remember_full(self, key: str, reset_at: float, limit: int) -> None:
         self._full_until[key] = (reset_at, limit)
@@ -193,8 +220,10 @@ class RayRateLimiter:
             for key, credit in list(self._credits.items()):
                 if now >= credit.reset_at:
                     del self._credits[key]
+                    self._want.pop(key, None)
                 elif now - credit.last_used >= self.RELEASE_IDLE_S:
                     del self._credits[key]
+                    self._want.pop(key, None)
                     if credit.tokens:
                         op = ("release", key, credit.tokens, credit.reset_at)
                         task = asyncio.ensure_future(self._call(credit.shard, op))

@@ -1,8 +1,10 @@
 """Trending as seen by the routes: ``record`` vote events, ask for the ``top``.
 
 ``LocalTrending`` keeps a TrendingCounter in this process (API tests, a single
-uvicorn); ``RayTrending`` talks to the cluster's TrendingActor. Both are
-rebuilt from the votes in Postgres before their first answer.
+uvicorn); ``RayTrending`` talks to the cluster's TrendingActor, and keeps the
+rankings it got for up to ``RANKING_TTL_S`` (a ``RankingCache``) so a busy
+replica does not make an actor call per feed read. Both are rebuilt from the
+votes in Postgres before their first answer.
 """
 
 from __future__ import annotations
@@ -10,6 +12,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
+from collections.abc import Awaitable, Callable
 from typing import Any, Protocol
 
 from actors.trending import HORIZON_DAYS, Event, TrendingCounter
@@ -20,6 +23,13 @@ log = logging.getLogger("cairn.trending")
 
 # How many patterns a ranking holds at most (docs/decisions.md, "Trending").
 MAX_RANKED = 1000
+# How long a replica answers rankings from its own copy: a vote recorded
+# through another replica shows up in this one's rankings within this bound;
+# one recorded through this replica, at once (docs/decisions.md, "Serve path
+# performance").
+RANKING_TTL_S = 1.0
+
+Ranking = list[tuple[str, int]]
 
 
 class Trending(Protocol):
@@ -74,26 +84,89 @@ class LocalTrending:
         return True
 
 
+class RankingCache:
+    """Rankings by (days, limit), each answered from a copy for at most
+    ``ttl_s`` after it was fetched.
+
+    Concurrent readers of a missing or expired ranking share one fetch.
+    ``invalidate()`` (called once a vote went through this process) drops every
+    copy and every fetch in flight, so a reader that comes after it sees the
+    vote. A failed fetch (None) is not kept."""
+
+    def __init__(
+        self,
+        fetch: Callable[[int, int], Awaitable[Ranking | None]],
+        ttl_s: float = RANKING_TTL_S,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self._fetch = fetch
+        self._ttl_s = ttl_s
+        self._clock = clock
+        self._copies: dict[tuple[int, int], tuple[float, Ranking]] = {}
+        self._fetching: dict[tuple[int, int], asyncio.Future[Ranking | None]] = {}
+        self._generation = 0
+        self.fetches = 0  # calls made to ``fetch`` (for tests and /api/health)
+
+    def invalidate(self) -> None:
+        self._generation += 1
+        self._copies.clear()
+        self._fetching.clear()
+
+    async def top(self, days: int, limit: int) -> Ranking | None:
+        key = (days, limit)
+        copy = self._copies.get(key)
+        if copy is not None and self._clock() < copy[0]:
+            return copy[1]
+        pending = self._fetching.get(key)
+        if pending is None:
+            pending = asyncio.ensure_future(self._load(key))
+            self._fetching[key] = pending
+        return await asyncio.shield(pending)
+
+    async def _load(self, key: tuple[int, int]) -> Ranking | None:
+        generation, started = self._generation, self._clock()
+        try:
+            self.fetches += 1
+            ranked = await self._fetch(*key)
+        finally:
+            if self._fetching.get(key) is asyncio.current_task():
+                del self._fetching[key]
+        # Kept only if no vote went through here meanwhile, and until ttl_s
+        # after it was asked for: a copy is never older than the bound.
+        if ranked is not None and generation == self._generation:
+            self._copies[key] = (started + self._ttl_s, ranked)
+        return ranked
+
+
 class RayTrending:
-    """The cluster's TrendingActor, with a deadline on every call.
+    """The cluster's TrendingActor, with a deadline on every call, and its
+    rankings kept for ``RANKING_TTL_S`` in this replica (``RankingCache``).
 
     A call that misses its deadline is not cancelled: an event still reaches
     the actor (Ray keeps it queued while the actor restarts)."""
 
-    def __init__(self, database_url: str, timeout_s: float = 2.0) -> None:
+    def __init__(
+        self, database_url: str, timeout_s: float = 2.0, ttl_s: float = RANKING_TTL_S
+    ) -> None:
         from actors.trending_actor import get_or_create
 
         self._actor = ClusterActor("trending actor", lambda: get_or_create(database_url), timeout_s)
+        self.rankings = RankingCache(self._top, ttl_s)
 
     async def record(self, events: list[Event]) -> None:
         try:
             await self._actor.call("apply", events)
         except Exception as exc:
             log.warning("trending event not confirmed (%s); the actor gets it later", exc)
+        # Read-your-writes through this replica: the next ranking is fetched anew.
+        self.rankings.invalidate()
 
     async def top(self, days: int, limit: int = MAX_RANKED) -> list[tuple[str, int]] | None:
+        return await self.rankings.top(days, limit)
+
+    async def _top(self, days: int, limit: int) -> Ranking | None:
         try:
-            ranked: list[tuple[str, int]] = await self._actor.call("top", days, limit)
+            ranked: Ranking = await self._actor.call("top", days, limit)
         except Exception as exc:
             log.warning("trending actor unavailable (%s); ranking from Postgres", exc)
             return None

@@ -144,10 +144,10 @@ async def test_full_text_while_the_embedder_is_down(
     assert embedders, "no Embedder replica found"
     for proc in embedders:
         proc.kill()
-    # Until Serve has a new replica with the model loaded, queries cannot be
+    # Until Serve has a new replica with the model loaded, a new query cannot be
     # embedded: search answers from full text, within the deadline.
     started = time.monotonic()
-    body = await search(http, "logrotate nginx")
+    body = await search(http, "nginx logrotate")
     assert time.monotonic() - started < 5
     assert body["mode"] == "fulltext"
     assert [hit["id"] for hit in body["data"]] == [pattern]
@@ -156,13 +156,17 @@ async def test_full_text_while_the_embedder_is_down(
     # /api/health says so meanwhile: degraded, semantic search down because
     # of the Embedder (the VectorIndex itself is ready).
     deadline = time.monotonic() + 30
-    health: dict[str, Any] = (await http.get("/api/health")).json()
+    health = (await http.get("/api/health")).json()
     while health["parts"]["search"]["state"] == "up" and time.monotonic() < deadline:
         await asyncio.sleep(0.2)
         health = (await http.get("/api/health")).json()
     assert health["status"] == "degraded", health["parts"]
     assert "embedder" in health["parts"]["search"]["reason"], health["parts"]
     assert health["search"]["ready"] is True and health["search"]["embedder"] == "unavailable"
-    # And recovers by itself.
-    await first_hit(http, "logrotate nginx", pattern, timeout=120)
+    # A query asked before is still answered semantically: its vector is in the
+    # VectorIndex's query cache (docs/decisions.md, "Serve path performance").
+    cached = await search(http, "logrotate nginx")
+    assert cached["mode"] == "semantic" and cached["data"][0]["id"] == pattern
+    # And recovers by itself (a query not asked before needs the Embedder).
+    await first_hit(http, "nginx logrotate", pattern, timeout=120)
     await until_healthy(http, within_s=120)

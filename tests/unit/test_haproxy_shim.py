@@ -35,3 +35,37 @@ def test_binds_operator_listeners_to_loopback_only() -> None:
     # The public frontend keeps the host the operator configured.
     assert "bind *:8000" in patched
     assert patched.endswith("\n")
+
+
+QUIET = {"RAY_SERVE_HAPROXY_METRICS_ENABLED": "0"}
+
+
+def _section(text: str, header: str) -> list[str]:
+    lines = text.splitlines()
+    start = lines.index(header) + 1
+    end = next(
+        (i for i in range(start, len(lines)) if lines[i] and not lines[i][0].isspace()),
+        len(lines),
+    )
+    return [line.split("#")[0].strip() for line in lines[start:end]]
+
+
+def test_public_frontend_skips_the_disconnect_watch_and_unread_logs() -> None:
+    patched = patch_config(GENERATED, QUIET)
+    public = _section(patched, "frontend http_frontend")
+    assert "http-request set-header x-request-disconnect-disabled ?1" in public
+    assert "no log" in public
+    # The operator listeners are left as they were.
+    assert "no log" not in _section(patched, "frontend prometheus")
+    assert not any("disconnect" in line for line in _section(patched, "frontend prometheus"))
+    assert patch_config(patched, QUIET) == patched
+
+
+def test_logs_kept_when_something_reads_them() -> None:
+    for env in ({}, {**QUIET, "RAY_SERVE_HAPROXY_LOG_TARGET": "127.0.0.1:514"}):
+        public = _section(patch_config(GENERATED, env), "frontend http_frontend")
+        assert "no log" not in public
+        assert "http-request set-header x-request-disconnect-disabled ?1" in public
+    # A config patched with logs off, patched again with logs read, logs again.
+    relogged = patch_config(patch_config(GENERATED, QUIET), {})
+    assert "no log" not in _section(relogged, "frontend http_frontend")

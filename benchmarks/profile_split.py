@@ -1,0 +1,136 @@
+"""Where an app process's CPU goes, from ``py-spy record -f raw`` files.
+
+Each sample is a stack (outermost first); it is charged to the component of
+its innermost frame that is not plumbing (asyncio, contextlib, threading, …),
+so time spent in the event loop on behalf of, say, SQLAlchemy counts as
+SQLAlchemy. Samples of threads waiting in native code (a Ray worker's main
+loop, an idle thread) are dropped. ``split_files`` answers each component's
+share of the busy samples; http_bench multiplies the shares by the CPU time
+the processes used, to give ms per request.
+
+    python -m benchmarks.profile_split spy-profile-*.txt
+"""
+
+from __future__ import annotations
+
+import re
+import sys
+from collections import Counter
+from collections.abc import Iterable
+from pathlib import Path
+
+COMPONENTS = (
+    "Serve replica wrapper and metrics",
+    "Ray actor calls",
+    "uvicorn HTTP",
+    "our middleware",
+    "FastAPI/Starlette",
+    "pydantic and JSON",
+    "SQLAlchemy/SQLModel",
+    "psycopg",
+    "our routes, services, repositories",
+    "asyncio, logging, stdlib",
+)
+
+_FILE = re.compile(r"\((.*?)(?::\d+)?\)$")
+# Frames that only pass work along: charged to the frame that called them.
+_PLUMBING = (
+    "/asyncio/",
+    "contextlib.py",
+    "threading.py",
+    "functools.py",
+    "typing.py",
+    "<frozen",
+    "/anyio/",
+    "/sniffio/",
+    "/concurrent/",
+    "weakref.py",
+    "_weakrefset.py",
+    "/greenlet/",
+    "selectors.py",
+    "queue.py",
+)
+_OURS_MIDDLEWARE = ("serve_app/app.py", "serve_app/querystring.py")
+_BY_PATH = (
+    ("/ray/serve/", "Serve replica wrapper and metrics"),
+    ("/ray/", "Ray actor calls"),
+    ("/uvicorn/", "uvicorn HTTP"),
+    ("/httptools/", "uvicorn HTTP"),
+    ("/h11/", "uvicorn HTTP"),
+    ("/fastapi/", "FastAPI/Starlette"),
+    ("/starlette/", "FastAPI/Starlette"),
+    ("/pydantic", "pydantic and JSON"),
+    ("/json/", "pydantic and JSON"),
+    ("orjson", "pydantic and JSON"),
+    ("/sqlalchemy/", "SQLAlchemy/SQLModel"),
+    ("/sqlmodel/", "SQLAlchemy/SQLModel"),
+    ("/psycopg", "psycopg"),
+    ("serve_app/", "our routes, services, repositories"),
+    ("storage/", "our routes, services, repositories"),
+    ("actors/", "our routes, services, repositories"),
+    ("embeddings/", "our routes, services, repositories"),
+)
+
+
+def _path(frame: str) -> str:
+    found = _FILE.search(frame)
+    return found.group(1) if found else ""
+
+
+def _idle(frames: list[str]) -> bool:
+    """A thread waiting in native code: no Python work of its own."""
+    if not frames or not frames[-1]:
+        return True
+    leaf = frames[-1]
+    return leaf.startswith(("Worker.main_loop", "Thread.run", "Thread._bootstrap")) or (
+        "sleep" in leaf and len(frames) <= 3
+    )
+
+
+def component(frames: list[str]) -> str | None:
+    """The component a sample is charged to (None: idle)."""
+    if _idle(frames):
+        return None
+    for frame in reversed(frames):
+        path = _path(frame)
+        if not path or any(p in path for p in _PLUMBING):
+            continue
+        if any(path.endswith(m) for m in _OURS_MIDDLEWARE):
+            return "our middleware"
+        for part, name in _BY_PATH:
+            if part in path or path.startswith(part.lstrip("/")):
+                return name
+        return "asyncio, logging, stdlib"
+    return "asyncio, logging, stdlib"
+
+
+def count(lines: Iterable[str]) -> Counter[str]:
+    found: Counter[str] = Counter()
+    for line in lines:
+        stack, _, n = line.rstrip("\n").rpartition(" ")
+        if not n.isdigit():
+            continue
+        name = component(stack.split(";") if stack else [])
+        if name is not None:
+            found[name] += int(n)
+    return found
+
+
+def split_files(paths: Iterable[Path]) -> dict[str, float]:
+    """Each component's share of the busy samples in these files."""
+    found: Counter[str] = Counter()
+    for path in paths:
+        with path.open() as fh:
+            found += count(fh)
+    total = sum(found.values())
+    return {name: found[name] / total for name in COMPONENTS} if total else {}
+
+
+def main(argv: list[str]) -> None:
+    shares = split_files(Path(p) for p in argv)
+    for name, share in sorted(shares.items(), key=lambda kv: -kv[1]):
+        print(f"{100 * share:5.1f}%  {name}")
+
+
+if __name__ == "__main__":
+    main(sys.argv[1:])
