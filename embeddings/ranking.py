@@ -204,13 +204,25 @@ def rrf(
 class HybridParams:
     """Parameters of ``hybrid``.
 
-    lexical_weight: the share of the lexical half in the fused score,
-        ``w * min(bm25 / scale, LEXICAL_CAP) ** p + (1 - w) * cosine``.
-    lexical_power: ``p``: above 1 a document explaining the whole query
-        (a rare identifier, every word of a short query) keeps most of its
-        weight while one sharing a word or two with a long question keeps
-        little. Both chosen on the dev queries of every evaluation set
-        (docs/benchmarks.md, "Search ranking quality").
+    The fused score of a document is ``w * x**p + (1 - w) * cosine``, with
+    ``x = min(bm25 / scale, LEXICAL_CAP)`` (how much of the query it
+    explains) and a weight that depends on the query:
+    ``w = lexical_weight * coverage ** coverage_power``, where ``coverage``
+    is ``x`` of the best lexical hit of the search, capped at 1 (the share of
+    the query's IDF mass that the best BM25 match explains).
+
+    lexical_weight: the lexical half's share for a query that some document
+        explains completely (an identifier, a flag, every word of a short
+        query): there BM25 is reliable.
+    coverage_power: how fast that share falls as the best match explains
+        less of the query: at 8, a best match explaining 90 % of it gives
+        0.43 of ``lexical_weight``, 70 % gives 0.06. A paraphrase or a long
+        question, whose words no document holds all of, is ranked by its
+        cosine (nearly) alone, where BM25's partial matches mislead. 0 is a
+        fixed weight (the fusion before this form).
+    lexical_power: ``p``, the power of each document's own ``x``.
+    All three chosen on the dev queries of every evaluation set
+    (docs/benchmarks.md, "Search ranking quality").
     floor: a candidate whose cosine (or, missing, its stand-in) is below this
         is dropped unless it explains at least ``explains`` of the query
         lexically (BM25 / scale): nearest neighbours of nonsense, and
@@ -219,10 +231,17 @@ class HybridParams:
         tuned for MRR.
     """
 
-    lexical_weight: float = 0.1
-    lexical_power: float = 3.0
+    lexical_weight: float = 0.3
+    coverage_power: float = 8.0
+    lexical_power: float = 1.0
     floor: float = 0.25
     explains: float = 0.5
+
+    def weight(self, coverage: float) -> float:
+        """The lexical half's weight for a search whose best lexical hit
+        explains ``coverage`` of the query (clamped to [0, 1])."""
+        c = min(max(coverage, 0.0), 1.0)
+        return self.lexical_weight * c**self.coverage_power
 
 
 DEFAULT_HYBRID = HybridParams()
@@ -254,13 +273,15 @@ def hybrid(
 
     ``lexical`` is (key, BM25 score) best first, ``vector`` (key, cosine)
     best first. The fused score is a convex combination of the BM25 score
-    divided by ``lexical_scale`` (capped, to a power: ``HybridParams``) and
-    the cosine. The scale is the score of a
+    divided by ``lexical_scale`` (capped, to a power) and the cosine, whose
+    weight grows with how much of the query the best BM25 hit explains
+    (``HybridParams``). The scale is the score of a
     document holding every query term once (``LexicalIndex.scale``, the sum
     of the terms' IDF): about 1 for a document that explains the whole query,
     little for one sharing a common word with it, whatever the best match
     of this search. Without a scale (Postgres full text) the best lexical
-    score of the search is the scale. A candidate missing from the vector list
+    score of the search is the scale (so the best hit's coverage is 1). A
+    candidate missing from the vector list
     gets the lowest cosine the list holds (it ranked below all of them); one
     missing from the lexical list gets 0 there (it contains no query word, or
     fewer than the lexical list's last). Equal scores keep the order of first
@@ -268,11 +289,10 @@ def hybrid(
     if limit <= 0:
         return []
     cosines, scores, keys = merge_candidates(lexical, vector)
-    best = max(scores.values(), default=0.0)
-    if lexical_scale is not None and lexical_scale > 0:
-        best = lexical_scale
+    top = max(scores.values(), default=0.0)
+    best = lexical_scale if lexical_scale is not None and lexical_scale > 0 else top
     missing = min(cosines.values(), default=0.0)
-    w = params.lexical_weight
+    w = params.weight(top / best if best > 0 else 0.0)
     out: list[tuple[float, int, Ranked]] = []
     for order, key in enumerate(keys):
         lex = scores.get(key)

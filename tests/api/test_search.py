@@ -234,7 +234,8 @@ async def test_hybrid_fuses_bm25_and_cosine_and_shows_both(
     client: httpx.AsyncClient, semantic: LocalSearch
 ) -> None:
     """Each hit's score is the convex combination of its BM25 score (divided
-    by the query's scale, its terms' summed IDF) and its cosine (embeddings.ranking.hybrid),
+    by the query's scale, its terms' summed IDF) and its cosine, weighted by
+    how much of the query the best BM25 hit explains (embeddings.ranking.hybrid),
     and both are in the hit's ``components``. A sentence-long question that a
     decoy shares most words with still finds what it means near the top (the
     decoy, which BM25 alone ranks first, may stay above it)."""
@@ -262,8 +263,13 @@ async def test_hybrid_fuses_bm25_and_cosine_and_shows_both(
     assert hits is not None
     cosines = {round(score, 4) for _, score in hits["pattern"]}
     ctx = client._transport.app.state.ctx  # type: ignore[attr-defined]
-    scale = ctx.lexical.indexes["pattern"].scale(question)
-    w = ranking.DEFAULT_HYBRID.lexical_weight
+    index = ctx.lexical.indexes["pattern"]
+    scale = index.scale(question)
+    # The lexical half's weight for this query: how much of it the best BM25
+    # hit (the decoy) explains.
+    best = index.search(question, 1)[0][1]
+    w = ranking.DEFAULT_HYBRID.weight(best / scale)
+    assert 0 < w <= ranking.DEFAULT_HYBRID.lexical_weight
     for hit in body["data"]:
         parts = hit["components"]
         assert parts["vector"] in cosines

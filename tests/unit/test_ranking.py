@@ -210,7 +210,9 @@ def test_rrf_sums_reciprocal_ranks(weights: tuple[float, float]) -> None:
 
 
 def test_hybrid_is_a_convex_combination_with_components() -> None:
-    params = ranking.HybridParams(lexical_weight=0.4, lexical_power=1.0, floor=0.25)
+    params = ranking.HybridParams(
+        lexical_weight=0.4, coverage_power=0.0, lexical_power=1.0, floor=0.25
+    )
     lexical = [("a", 8.0), ("b", 4.0)]
     vector = [("b", 0.9), ("c", 0.5), ("a", 0.3)]
     out = ranking.hybrid(lexical, vector, limit=10, params=params)
@@ -227,7 +229,9 @@ def test_hybrid_missing_cosine_and_floor() -> None:
     """A lexical-only hit stands in with the lowest cosine returned; a hit
     below the cosine floor is dropped unless it explains at least half the
     query lexically."""
-    params = ranking.HybridParams(lexical_weight=0.5, lexical_power=1.0, floor=0.25)
+    params = ranking.HybridParams(
+        lexical_weight=0.5, coverage_power=0.0, lexical_power=1.0, floor=0.25
+    )
     out = ranking.hybrid(
         [("x", 2.0), ("w", 0.9)],
         [("y", 0.6), ("z", 0.2), ("w", 0.1)],
@@ -249,7 +253,9 @@ def test_hybrid_lexical_scale_cap_and_power() -> None:
     """BM25 is divided by the query's scale (not the best hit), capped at
     LEXICAL_CAP, and raised to the power: a hit explaining half the query
     keeps an eighth of the lexical weight at power 3."""
-    params = ranking.HybridParams(lexical_weight=0.5, lexical_power=3.0, floor=0.0)
+    params = ranking.HybridParams(
+        lexical_weight=0.5, coverage_power=0.0, lexical_power=3.0, floor=0.0
+    )
     out = ranking.hybrid(
         [("half", 2.0), ("many", 9.0)],
         [("half", 0.4), ("many", 0.4)],
@@ -268,14 +274,14 @@ def test_hybrid_lexical_scale_cap_and_power() -> None:
 def test_hybrid_weights_at_the_ends_are_the_halves() -> None:
     lexical = [("a", 3.0), ("b", 2.0), ("c", 1.0)]
     vector = [("c", 0.8), ("b", 0.7), ("a", 0.6)]
-    only_lex = ranking.HybridParams(lexical_weight=1.0, floor=0.0)
+    only_lex = ranking.HybridParams(lexical_weight=1.0, coverage_power=0.0, floor=0.0)
     only_vec = ranking.HybridParams(lexical_weight=0.0, floor=0.0)
     assert [r.key for r in ranking.hybrid(lexical, vector, limit=3, params=only_lex)] == list("abc")
     assert [r.key for r in ranking.hybrid(lexical, vector, limit=3, params=only_vec)] == list("cba")
 
 
 def test_hybrid_ties_limit_and_duplicates() -> None:
-    params = ranking.HybridParams(lexical_weight=0.5, floor=0.0)
+    params = ranking.HybridParams(lexical_weight=0.5, coverage_power=0.0, floor=0.0)
     # Equal scores keep first appearance (lexical list first); duplicates count once.
     out = ranking.hybrid(
         [("a", 1.0), ("a", 0.5)], [("b", 0.5), ("a", 0.5)], limit=10, params=params
@@ -285,3 +291,53 @@ def test_hybrid_ties_limit_and_duplicates() -> None:
     assert (
         len(ranking.hybrid([(i, 1.0 / (i + 1)) for i in range(9)], [], limit=4, params=params)) == 4
     )
+
+
+def test_hybrid_weight_grows_with_the_best_hits_coverage() -> None:
+    """The lexical half's weight is lexical_weight * coverage ** coverage_power,
+    coverage being how much of the query the best BM25 hit explains (BM25 /
+    scale, clamped to [0, 1])."""
+    params = ranking.HybridParams(lexical_weight=0.4, coverage_power=2.0, lexical_power=1.0)
+    assert params.weight(1.0) == pytest.approx(0.4)
+    assert params.weight(1.3) == pytest.approx(0.4)
+    assert params.weight(0.5) == pytest.approx(0.1)
+    assert params.weight(0.0) == 0.0
+    assert params.weight(-1.0) == 0.0
+    assert ranking.HybridParams(lexical_weight=0.4, coverage_power=0.0).weight(0.2) == 0.4
+    # Same candidates; only the best hit's coverage differs (scale 4 vs 8).
+    lexical = [("lex", 4.0), ("both", 2.0)]
+    vector = [("vec", 0.8), ("both", 0.6), ("lex", 0.5)]
+    full = ranking.hybrid(lexical, vector, limit=5, params=params, lexical_scale=4.0)
+    half = ranking.hybrid(lexical, vector, limit=5, params=params, lexical_scale=8.0)
+    by_key = {r.key: r.score for r in full}
+    assert by_key["lex"] == pytest.approx(0.4 * 1.0 + 0.6 * 0.5)
+    assert by_key["both"] == pytest.approx(0.4 * 0.5 + 0.6 * 0.6)
+    assert by_key["vec"] == pytest.approx(0.6 * 0.8)
+    assert [r.key for r in full] == ["lex", "both", "vec"]
+    # The best hit explains half the query: weight 0.1, the cosine leads.
+    by_key = {r.key: r.score for r in half}
+    assert by_key["lex"] == pytest.approx(0.1 * 0.5 + 0.9 * 0.5)
+    assert by_key["both"] == pytest.approx(0.1 * 0.25 + 0.9 * 0.6)
+    assert [r.key for r in half] == ["vec", "both", "lex"]
+
+
+def test_hybrid_without_a_scale_counts_the_best_hit_as_full_coverage() -> None:
+    """Postgres full text has no scale: the best hit is the scale, so its
+    coverage is 1 and the weight is lexical_weight."""
+    params = ranking.HybridParams(lexical_weight=0.4, coverage_power=8.0, floor=0.0)
+    out = ranking.hybrid([("a", 0.2)], [("a", 0.5)], limit=5, params=params)
+    assert out[0].score == pytest.approx(0.4 * 1.0 + 0.6 * 0.5)
+    # Nothing lexical: the weight is 0, the cosine alone.
+    out = ranking.hybrid([], [("a", 0.5)], limit=5, params=params)
+    assert out[0].score == pytest.approx(0.5)
+
+
+def test_default_hybrid_params() -> None:
+    """The defaults are the point chosen on the dev queries (docs/benchmarks.md,
+    "Search ranking quality"): a weight for queries BM25 explains fully that
+    fades fast as the best hit explains less."""
+    d = ranking.DEFAULT_HYBRID
+    assert 0.0 < d.lexical_weight < 1.0
+    assert d.coverage_power > 0
+    assert d.weight(1.0) == d.lexical_weight
+    assert d.weight(0.5) < 0.01
