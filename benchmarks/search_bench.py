@@ -761,23 +761,38 @@ def search_script(tmp: Path, paths: list[str], name: str) -> Path:
     return path
 
 
-def wait_search_ready(base: str, expected: int, timeout: float = 600.0) -> dict[str, Any]:
-    """/api/health's search stats once the index holds every pattern and no job waits."""
+# Answers in a row from /api/health whose replica has its BM25 index built:
+# each answer comes from one Api replica (HAProxy spreads them), so a run of
+# them says every replica is ready, not just one.
+LEXICAL_READY_IN_A_ROW = 12
+
+
+def wait_search_ready(base: str, expected: int, timeout: float = 900.0) -> dict[str, Any]:
+    """/api/health's search stats once the vector index holds every pattern and
+    no job waits, and every Api replica's BM25 index is built (until then a
+    replica ranks words with Postgres full text, which is not what is measured)."""
     deadline = time.monotonic() + timeout
     last: Any = None
+    lexical_in_a_row = 0
     while time.monotonic() < deadline:
         with contextlib.suppress(OSError):
             status, body = http_json("GET", base + "/api/health", timeout=10)
             last = body.get("search") if status == 200 and isinstance(body, dict) else body
             pattern = (last or {}).get("indexes", {}).get("pattern", {})
+            lexical = body.get("lexical") if isinstance(body, dict) else None
+            built = lexical is None or (
+                lexical.get("ready") and lexical.get("indexes", {}).get("pattern", 0) >= expected
+            )
+            lexical_in_a_row = lexical_in_a_row + 1 if built else 0
             if (
                 last
                 and last.get("ready")
                 and last.get("pending_jobs") == 0
                 and pattern.get("size", 0) >= expected
+                and lexical_in_a_row >= LEXICAL_READY_IN_A_ROW
             ):
                 return dict(last)
-        time.sleep(2.0)
+        time.sleep(0.5 if lexical_in_a_row else 2.0)
     raise RuntimeError(f"search index not ready after {timeout:.0f}s: {last}")
 
 
@@ -895,8 +910,9 @@ def search_section(
         "(2 to 12 words, e.g. `retry webhook deliveries postgres`; wrk's threads take them "
         "in turn), `type=patterns&limit=20`; wrk on the same machine; search rate limit "
         "raised for the run. Semantic mode embeds the query (the Embedder's `@serve.batch` "
-        "path), searches FAISS and fuses with Postgres full text; `use_semantic=false` runs "
-        "full text alone. The VectorIndex keeps the vectors of the last 4,096 queries "
+        "path), searches FAISS and fuses with the Api replica's BM25 index "
+        "(`serve_app/lexical.py`, built at start and waited for); `use_semantic=false` runs "
+        "BM25 alone. The VectorIndex keeps the vectors of the last 4,096 queries "
         "(`embeddings/querycache.py`), so after the warm-up the cycling run finds every "
         f"query's vector there; the *every query new* run asks {N_NEW_QUERIES // 2:,} "
         "queries asked nowhere else (its warm-up has its own), so each one is embedded.",
@@ -905,10 +921,10 @@ def search_section(
         f"queries on one thread), so one Embedder replica embeds at most "
         f"{1000 / facts['encode_ms']:.0f} queries/s, less the CPU the API, Postgres and "
         "wrk take from the same 2 cores.",
-        f"- Full-text selectivity over the first 40 queries: any word matches a median "
-        f"{facts['loose']:.1%} of the patterns, every word {facts['strict']:.2%}. Semantic "
-        "mode fuses the vector hits with the every-word matches; `use_semantic=false` adds "
-        "rows matching some word when fewer than a page match them all. Postgres ranks at "
+        f"- Postgres full text (what ranks words while a replica's BM25 index is still "
+        f"being built): over the first 40 queries any word matches a median "
+        f"{facts['loose']:.1%} of the patterns, every word {facts['strict']:.2%}. Postgres "
+        "ranks at "
         f"most {facts['rank_candidates']:,} rows per stage "
         "(`storage.repositories.search.fulltext`): the every-word matches, then up to "
         f"{facts['rank_candidates']:,}/(number of words) rows per query word. On those 40 "
