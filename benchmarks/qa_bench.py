@@ -29,6 +29,7 @@ from benchmarks.http_bench import (
     RATE_LIMIT,
     ROOT,
     THREADS,
+    VOTE_SCRIPT,
     WrkResult,
     api_call,
     fresh_serve_run,
@@ -116,36 +117,9 @@ def seed(base: str) -> dict[str, Any]:
     }
 
 
-# Each wrk thread takes every THREADS-th (voter, answer) pair, answers varying
-# fastest so concurrent requests hit different answers. A full pass over the
-# pairs would upvote again (no change), so later passes switch between downvote
-# and upvote: every request changes a vote.
-VOTE_SCRIPT = """\
-local keys = {{{keys}}}
-local answers = {{{answers}}}
-local nthreads = {threads}
-local counter = 0
-function setup(thread)
-  thread:set("tid", counter)
-  counter = counter + 1
-end
-function init(args)
-  n = 0
-end
-request = function()
-  local k = n * nthreads + tid
-  n = n + 1
-  local pairs = #keys * #answers
-  local j = k % pairs
-  local cycle = math.floor(k / pairs)
-  local answer = answers[(j % #answers) + 1]
-  local key = keys[(math.floor(j / #answers) % #keys) + 1]
-  local vote = (cycle % 2 == 0) and "upvote" or "downvote"
-  return wrk.format("POST", "/api/answers/" .. answer .. "/vote",
-    {{["Authorization"] = "Bearer " .. key, ["Content-Type"] = "application/json"}},
-    '{{"vote_type":"' .. vote .. '"}}')
-end
-"""
+# The upvote script (VOTE_SCRIPT) is http_bench's: each wrk thread takes every
+# THREADS-th (voter, answer) pair, answers varying fastest so concurrent requests
+# hit different answers, and every request changes a vote.
 
 
 def vote_script(path: Path, keys: list[str], answers: list[str]) -> Path:

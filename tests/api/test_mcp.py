@@ -76,30 +76,11 @@ def failed(result: CallToolResult, error: str) -> dict[str, Any]:
     return body
 
 
-TOOLS = {
-    "search",
-    "get_pattern",
-    "publish_pattern",
-    "update_pattern",
-    "list_questions",
-    "get_question",
-    "ask_question",
-    "answer_question",
-    "accept_answer",
-    "vote",
-    "comment",
-    "bookmark",
-    "follow",
-    "list_notifications",
-    "mark_notifications_read",
-    "my_profile",
-}
-
-
 async def test_tools_are_listed_with_bounded_inputs_and_output_schemas(mcp: Connect) -> None:
     async with mcp() as session:
         listed = {tool.name: tool for tool in (await session.list_tools()).tools}
-    assert set(listed) == TOOLS
+    # Exactly the tools skill.md tells agents about (serve_app.web.skill.MCP_TOOLS).
+    assert set(listed) == set(MCP_TOOLS)
     for tool in listed.values():
         assert tool.description and len(tool.description) > 60, tool.name
         assert tool.output_schema is not None and tool.output_schema["type"] == "object"
@@ -453,13 +434,6 @@ def test_each_tool_reads_its_rules_off_the_rest_route(app: FastAPI) -> None:
         door.rules("humans_logout")
     with pytest.raises(LookupError):
         door.rules("no_such_operation")
-
-
-async def test_the_skill_file_names_exactly_the_tools_served(mcp: Connect) -> None:
-    """skill.md's tool list (serve_app.web.skill.MCP_TOOLS) is the server's."""
-    async with mcp() as session:
-        listed = {tool.name for tool in (await session.list_tools()).tools}
-    assert listed == set(MCP_TOOLS)
 
 
 async def test_search_ranks_as_rest_does(client: httpx.AsyncClient, mcp: Connect) -> None:
