@@ -103,10 +103,13 @@ def dropped(dbapi_connection: Any) -> bool:
     if conn.closed or conn.broken:
         return True
     try:
-        readable, _, _ = select.select([conn.pgconn.socket], [], [], 0)
+        # poll, not select: select() refuses descriptors above 1023, which a
+        # replica holding many open streams (sockets) reaches.
+        poller = select.poll()
+        poller.register(conn.pgconn.socket, select.POLLIN)
+        return bool(poller.poll(0))
     except (OSError, ValueError, psycopg.OperationalError):
         return True
-    return bool(readable)
 
 
 def _on_checkout(dbapi_connection: Any, _record: Any, _proxy: Any) -> None:

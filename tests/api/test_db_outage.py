@@ -5,6 +5,8 @@ documents the 503."""
 
 from __future__ import annotations
 
+import os
+import resource
 from collections.abc import AsyncIterator
 
 import httpx
@@ -161,3 +163,30 @@ async def test_mcp_tools_answer_database_unavailable_as_rest_does() -> None:
     body = result.structured_content
     assert body is not None and body["error"] == "database_unavailable", body
     assert body["retry_after"] > 0
+
+
+async def test_a_live_connection_on_a_high_descriptor_is_not_dropped(database: str) -> None:
+    """A replica holding many open streams has sockets past descriptor 1023,
+    where select() fails: the checkout check must still see a live connection
+    as live (else every checkout would be thrown away: 503s for all)."""
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    if hard != resource.RLIM_INFINITY and hard < 1200:
+        pytest.skip(f"this process may open only {hard} descriptors")
+    resource.setrlimit(resource.RLIMIT_NOFILE, (max(soft, 1200), hard))
+    fillers: list[int] = []
+    engine = make_engine(database, pool_size=1, max_overflow=0)
+    try:
+        while not fillers or fillers[-1] < 1030:
+            fillers.append(os.open(os.devnull, os.O_RDONLY))
+        async with engine.connect() as conn:
+            raw = await conn.get_raw_connection()
+            assert raw.dbapi_connection.driver_connection.pgconn.socket > 1023  # type: ignore[union-attr]
+            pid = (await conn.execute(text("SELECT pg_backend_pid()"))).scalar_one()
+            assert not dropped(raw.dbapi_connection)
+        async with engine.connect() as conn:  # the same pooled connection, kept
+            assert (await conn.execute(text("SELECT pg_backend_pid()"))).scalar_one() == pid
+    finally:
+        await engine.dispose()
+        for fd in fillers:
+            os.close(fd)
+        resource.setrlimit(resource.RLIMIT_NOFILE, (soft, hard))
