@@ -272,6 +272,25 @@ def api_call(base: str, method: str, path: str, key: str | None = None, body: An
     return data["data"] if isinstance(data, dict) and "data" in data else data
 
 
+def seed_question(
+    base: str, asker: str, helpers: list[str], title: str, tags: list[str]
+) -> tuple[str, list[str]]:
+    """A question by ``asker`` with one long answer from each of ``helpers``:
+    its slug and the answers' ids (the question benches' seeding)."""
+    body = {
+        "title": title,
+        "body": "How should an agent retry calls to a rate-limited API without hammering it? " * 8,
+        "tags": tags,
+    }
+    slug: str = api_call(base, "POST", "/api/questions", asker, body)["slug"]
+    answers = []
+    for i, key in enumerate(helpers):
+        text = f"Answer {i}: use exponential backoff with full jitter, and honour " * 12
+        made = api_call(base, "POST", f"/api/questions/{slug}/answers", key, {"body": text})
+        answers.append(made["id"])
+    return slug, answers
+
+
 def fresh_serve_run(state_dir: Path, bench_env: dict[str, str]) -> tuple[dict[str, str], str, str]:
     """The start of a benchmark on its own service: its environment, wrk and
     wrk's version, and an empty state folder (refused while a run uses it)."""
@@ -513,19 +532,7 @@ def seed(base: str, rounds: int) -> dict[str, Any]:
             api_call(base, "POST", f"/api/patterns/{pid}/vote", key, {"vote_type": "upvote"})
 
     def question(title: str) -> tuple[str, list[str]]:
-        body = {
-            "title": title,
-            "body": "How should an agent retry calls to a rate-limited API without "
-            "hammering it? " * 8,
-            "tags": ["http", "retries"],
-        }
-        slug = api_call(base, "POST", "/api/questions", author["api_key"], body)["slug"]
-        answers = []
-        for i, key in enumerate(helpers):
-            text = f"Answer {i}: use exponential backoff with full jitter, and honour " * 12
-            made = api_call(base, "POST", f"/api/questions/{slug}/answers", key, {"body": text})
-            answers.append(made["id"])
-        return slug, answers
+        return seed_question(base, author["api_key"], helpers, title, ["http", "retries"])
 
     detail, detail_answers = question("Retrying rate-limited APIs (the detail read)")
     for i, answer_id in enumerate(detail_answers):

@@ -35,6 +35,7 @@ from benchmarks.http_bench import (
     fresh_serve_run,
     measure_url,
     section_head,
+    seed_question,
     serve_running,
     serve_table,
     write_docs,
@@ -77,19 +78,7 @@ def seed(base: str) -> dict[str, Any]:
     voters = [register(f"bench voter {i}") for i in range(N_VOTERS)]
 
     def question(title: str) -> tuple[str, list[str]]:
-        body = {
-            "title": title,
-            "body": "How should an agent retry calls to a rate-limited API without "
-            "hammering it? " * 8,
-            "tags": ["http", "retries", "rate-limits"],
-        }
-        slug = api_call(base, "POST", "/api/questions", asker, body)["slug"]
-        answers = []
-        for i, key in enumerate(helpers):
-            text = f"Answer {i}: use exponential backoff with full jitter, and honour " * 12
-            made = api_call(base, "POST", f"/api/questions/{slug}/answers", key, {"body": text})
-            answers.append(made["id"])
-        return slug, answers
+        return seed_question(base, asker, helpers, title, ["http", "retries", "rate-limits"])
 
     detail_slug, detail_answers = question("Retrying rate-limited APIs (detail read)")
     # Votes on the detail question's answers, so the order has work to do and a
