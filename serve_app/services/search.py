@@ -124,36 +124,43 @@ async def search(
     mode, hits = await ranked(
         db, semantic, lexical, KINDS[query.type], text, depth, query.use_semantic
     )
-    shown = await _hydrate(db, [(h.kind, h.search_id, h.score) for h in hits])
-    parts = {(h.kind, h.search_id): h for h in hits}
-    for item in shown:
-        h = parts[(item["type"], item.pop("_search_id"))]
+    # Every hit is checked for visibility (the total counts those that may be
+    # found now), but only the page's are read in full.
+    found = await _visible(db, hits)
+    data = []
+    for item, h in await _items(db, found[(query.page - 1) * query.limit : end]):
         item["components"] = {"lexical": _round(h.lexical), "vector": _round(h.vector)}
-    total = len(shown)
-    data = shown[(query.page - 1) * query.limit : end]
-    return {"mode": mode, **views.paged(data, query.page, query.limit, total)}
+        data.append(item)
+    return {"mode": mode, **views.paged(data, query.page, query.limit, len(found))}
 
 
 def _round(x: float | None) -> float | None:
     return None if x is None else round(x, 4)
 
 
-async def _hydrate(db: AsyncSession, hits: list[tuple[str, int, float]]) -> list[dict[str, Any]]:
-    """Hits as response items (``type``, ``score`` and the item's list view,
-    and ``_search_id`` for the caller to pop), in order, leaving out rows that
-    are no longer visible."""
-    rows: dict[tuple[str, int], dict[str, Any]] = {}
-    for kind in sorted({h[0] for h in hits}):
-        ids = await repo.visible_ids(db, kind, [h[1] for h in hits if h[0] == kind])
-        shown = await _views(db, kind, list(ids.values()))
-        for sid, item_id in ids.items():
-            if item_id in shown:
-                rows[(kind, sid)] = shown[item_id]
+async def _visible(db: AsyncSession, hits: Sequence[Hit]) -> list[tuple[Hit, uuid.UUID]]:
+    """The hits whose rows may be found now, in order, with their item ids."""
+    ids: dict[tuple[str, int], uuid.UUID] = {}
+    for kind in sorted({h.kind for h in hits}):
+        found = await repo.visible_ids(db, kind, [h.search_id for h in hits if h.kind == kind])
+        ids.update({(kind, sid): item_id for sid, item_id in found.items()})
+    return [(h, ids[(h.kind, h.search_id)]) for h in hits if (h.kind, h.search_id) in ids]
+
+
+async def _items(
+    db: AsyncSession, found: Sequence[tuple[Hit, uuid.UUID]]
+) -> list[tuple[dict[str, Any], Hit]]:
+    """Visible hits as response items (``type``, ``score`` and the item's
+    list view), in order, each with its hit."""
+    rows: dict[tuple[str, uuid.UUID], dict[str, Any]] = {}
+    for kind in sorted({h.kind for h, _ in found}):
+        shown = await _views(db, kind, [item_id for h, item_id in found if h.kind == kind])
+        rows.update({(kind, item_id): item for item_id, item in shown.items()})
     out = []
-    for kind, sid, score in hits:
-        item = rows.get((kind, sid))
+    for h, item_id in found:
+        item = rows.get((h.kind, item_id))
         if item is not None:
-            out.append({"type": kind, "score": round(score, 4), **item, "_search_id": sid})
+            out.append(({"type": h.kind, "score": round(h.score, 4), **item}, h))
     return out
 
 
@@ -182,19 +189,17 @@ async def similar(
     similarity above ``min_score`` when the index answers, else rows that
     match every word of the text."""
     nearest = await semantic.nearest(list(kinds), text, SIMILAR_MAX + 1)
-    hits: list[tuple[str, int, float]] = []
+    hits: list[Hit] = []
     if nearest is not None:
         for kind in kinds:
-            hits += [(kind, sid, s) for sid, s in nearest.get(kind, []) if s >= min_score]
+            hits += [Hit(kind, sid, s) for sid, s in nearest.get(kind, []) if s >= min_score]
     else:
         for kind in kinds:
             hits += [
-                (kind, sid, s)
+                Hit(kind, sid, s)
                 for sid, s in await repo.fulltext(db, kind, text, SIMILAR_MAX + 1, any_word=False)
                 if s >= repo.ALL_WORDS
             ]
-    hits.sort(key=lambda h: (-h[2], h[0], h[1]))
-    items = [i for i in await _hydrate(db, hits) if i["id"] != exclude]
-    for item in items:
-        del item["_search_id"]
+    hits.sort(key=lambda h: (-h.score, h.kind, h.search_id))
+    items = [i for i, _ in await _items(db, await _visible(db, hits)) if i["id"] != exclude]
     return items[:SIMILAR_MAX]

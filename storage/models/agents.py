@@ -6,8 +6,7 @@ import uuid
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import CheckConstraint, Column, Computed, Index, LargeBinary, String, text
-from sqlalchemy.dialects.postgresql import TSVECTOR
+from sqlalchemy import CheckConstraint, Column, Index, LargeBinary, String, text
 from sqlmodel import Field, SQLModel
 
 from storage.models.base import (
@@ -17,6 +16,8 @@ from storage.models.base import (
     pk_fk_field,
     search_id_field,
     ts_field,
+    tsvector_column,
+    unloaded,
 )
 
 VERIFICATION_LEVELS = ("unverified", "verified")
@@ -42,7 +43,11 @@ AGENT_TSVECTOR = (
 )
 
 
+_AGENT_TSVECTOR = tsvector_column(AGENT_TSVECTOR)
+
+
 class Agent(SQLModel, table=True):
+    __mapper_args__ = unloaded(search_vector=_AGENT_TSVECTOR)
     """A profile: a bot agent (is_human false) or a human operator (is_human true)."""
 
     __tablename__ = "agents"
@@ -101,9 +106,7 @@ class Agent(SQLModel, table=True):
     # changes (migration 0010), so a new address is never verified by an old proof.
     email_verified_at: datetime | None = ts_field()
     search_id: int = search_id_field()
-    search_vector: Any = Field(
-        default=None, sa_column=Column(TSVECTOR, Computed(AGENT_TSVECTOR, persisted=True))
-    )
+    search_vector: Any = Field(default=None, sa_column=_AGENT_TSVECTOR)
     created_at: datetime = created_field()
     updated_at: datetime = created_field()
 

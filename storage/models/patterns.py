@@ -9,14 +9,12 @@ from typing import TYPE_CHECKING, Any
 from sqlalchemy import (
     CheckConstraint,
     Column,
-    Computed,
     Index,
     String,
     Text,
     UniqueConstraint,
     text,
 )
-from sqlalchemy.dialects.postgresql import TSVECTOR
 from sqlmodel import Field, SQLModel
 
 from storage.models.base import (
@@ -27,6 +25,8 @@ from storage.models.base import (
     search_id_field,
     text_array_field,
     ts_field,
+    tsvector_column,
+    unloaded,
 )
 
 DIFFICULTY_LEVELS = ("beginner", "intermediate", "advanced")
@@ -59,7 +59,12 @@ PATTERN_RANK_TSVECTOR = (
 )
 
 
+_PATTERN_TSVECTOR = tsvector_column(PATTERN_TSVECTOR)
+_PATTERN_RANK_TSVECTOR = tsvector_column(PATTERN_RANK_TSVECTOR)
+
+
 class Pattern(SQLModel, table=True):
+    __mapper_args__ = unloaded(search_vector=_PATTERN_TSVECTOR, rank_vector=_PATTERN_RANK_TSVECTOR)
     __tablename__ = "patterns"
     __table_args__ = (
         CheckConstraint(
@@ -127,13 +132,8 @@ class Pattern(SQLModel, table=True):
     fork_count: int = Field(default=0, sa_column_kwargs={"server_default": "0"})
     bookmark_count: int = Field(default=0, sa_column_kwargs={"server_default": "0"})
     flag_count: int = Field(default=0, sa_column_kwargs={"server_default": "0"})
-    search_vector: Any = Field(
-        default=None, sa_column=Column(TSVECTOR, Computed(PATTERN_TSVECTOR, persisted=True))
-    )
-    rank_vector: Any = Field(
-        default=None,
-        sa_column=Column(TSVECTOR, Computed(PATTERN_RANK_TSVECTOR, persisted=True)),
-    )
+    search_vector: Any = Field(default=None, sa_column=_PATTERN_TSVECTOR)
+    rank_vector: Any = Field(default=None, sa_column=_PATTERN_RANK_TSVECTOR)
     search_id: int = search_id_field()
     created_at: datetime = created_field()
     updated_at: datetime = created_field()

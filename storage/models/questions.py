@@ -6,8 +6,8 @@ import uuid
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
-from sqlalchemy import CheckConstraint, Column, Computed, ForeignKey, Index, String, Text, text
-from sqlalchemy.dialects.postgresql import TSVECTOR, UUID
+from sqlalchemy import CheckConstraint, Column, ForeignKey, Index, String, Text, text
+from sqlalchemy.dialects.postgresql import UUID
 from sqlmodel import Field, SQLModel
 
 from storage.models.base import (
@@ -17,6 +17,8 @@ from storage.models.base import (
     search_id_field,
     text_array_field,
     ts_field,
+    tsvector_column,
+    unloaded,
 )
 
 QUESTION_STATUSES = ("open", "closed", "deleted")
@@ -50,7 +52,11 @@ QUESTION_TSVECTOR = (
 )
 
 
+_QUESTION_TSVECTOR = tsvector_column(QUESTION_TSVECTOR)
+
+
 class Question(SQLModel, table=True):
+    __mapper_args__ = unloaded(search_vector=_QUESTION_TSVECTOR)
     __tablename__ = "questions"
     __table_args__ = (
         CheckConstraint("status IN ('open', 'closed', 'deleted')", name="ck_questions_status"),
@@ -96,9 +102,7 @@ class Question(SQLModel, table=True):
         ),
     )
     tags: list[str] = text_array_field()
-    search_vector: Any = Field(
-        default=None, sa_column=Column(TSVECTOR, Computed(QUESTION_TSVECTOR, persisted=True))
-    )
+    search_vector: Any = Field(default=None, sa_column=_QUESTION_TSVECTOR)
     search_id: int = search_id_field()
     created_at: datetime = created_field()
     updated_at: datetime = created_field()
