@@ -11,9 +11,15 @@ KINDS = ("pattern", "agent", "question")
 
 @dataclass(frozen=True)
 class IndexConfig:
-    """FaissIndex: exact up to ``flat_max`` vectors, IVF beyond."""
+    """FaissIndex: exact up to ``flat_max`` vectors, an HNSW graph up to
+    ``hnsw_max``, IVF beyond (embeddings/faiss_index.py)."""
 
-    flat_max: int = 200_000
+    flat_max: int = 20_000
+    hnsw_max: int = 2_000_000
+    # Links a graph node keeps, candidates explored while adding and searching.
+    hnsw_m: int = 32
+    hnsw_ef_construction: int = 40
+    hnsw_ef_search: int = 128
     nprobe: int = 64
     # Vectors per list used to train the coarse quantiser.
     train_per_list: int = 64

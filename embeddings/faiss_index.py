@@ -2,11 +2,19 @@
 approximate beyond a size.
 
 - Up to ``flat_max`` vectors: ``IndexIDMap2(IndexFlatIP)``, exact inner
-  product (cosine: the vectors are normalised).
+  product (cosine: the vectors are normalised). A search reads every vector:
+  about 7 ms per 100,000 on one core, so this is for small indexes.
+- Up to ``hnsw_max``: ``IndexHNSWFlat`` (a graph over the float vectors,
+  ``M`` links a node, ``ef_search`` candidates explored a query): well under
+  a millisecond a query at 100,000 with the exact top 10 in measured runs
+  (docs/benchmarks.md), the scores still exact inner products. FAISS's HNSW
+  cannot remove a vector, so ``_Graph`` keeps its own ids: a replaced or
+  removed vector's node is marked dead and filtered out of every search,
+  and the graph is rebuilt from the live vectors once a fifth of it is dead.
 - Beyond it: ``IndexIVFScalarQuantizer`` (IVF, 8-bit scalar quantiser,
-  inner product), ``nlist`` ≈ 4·√n lists, ``nprobe`` lists searched. It can
-  remove ids (HNSW cannot), and stores 1 byte per dimension instead of 4.
-  Recall against the exact index is measured in docs/benchmarks.md.
+  inner product), ``nlist`` ≈ 4·√n lists, ``nprobe`` lists searched. It
+  stores 1 byte per dimension instead of 4, for indexes too large to hold as
+  floats. Recall against the exact index is measured in docs/benchmarks.md.
 
 ``add`` replaces vectors whose ids are present (upsert). Not thread-safe:
 the owner calls it from one thread (the VectorIndex's event loop).
@@ -23,7 +31,10 @@ import numpy as np
 from embeddings.config import IndexConfig
 
 FLAT = "flat"
+HNSW = "hnsw"
 IVF = "ivf-sq8"
+# A graph is rebuilt from its live vectors once this share of its nodes is dead.
+DEAD_SHARE = 0.2
 
 
 def _ids(ids: np.ndarray | list[int]) -> np.ndarray:
@@ -52,8 +63,10 @@ class FaissIndex:
     ) -> FaissIndex:
         """An index over these vectors, flat or IVF by their number."""
         index = cls(dim, config)
-        if len(ids) > index.config.flat_max:
+        if len(ids) > index.config.hnsw_max:
             index._to_ivf(_ids(ids), _vectors(vectors))
+        elif len(ids) > index.config.flat_max:
+            index._to_hnsw(_ids(ids), _vectors(vectors))
         elif len(ids):
             index._index.add_with_ids(_vectors(vectors), _ids(ids))
         return index
@@ -68,9 +81,10 @@ class FaissIndex:
         ids = _ids(ids)
         self._index.remove_ids(ids)
         self._index.add_with_ids(_vectors(vectors), ids)
-        if self.kind == FLAT and len(self) > self.config.flat_max:
-            all_ids, all_vectors = self._flat_contents()
-            self._to_ivf(all_ids, all_vectors)
+        if self.kind != IVF and len(self) > self.config.hnsw_max:
+            self._to_ivf(*self._contents())
+        elif self.kind == FLAT and len(self) > self.config.flat_max:
+            self._to_hnsw(*self._contents())
 
     def remove(self, ids: np.ndarray | list[int]) -> int:
         if len(ids) == 0:
@@ -105,14 +119,26 @@ class FaissIndex:
         if self.kind == FLAT:
             # float32 vectors + the id map (int64 list + hash map entry ≈ 16 B).
             return n * (4 * self.dim + 8 + 16)
+        if self.kind == HNSW:
+            graph: _Graph = self._index
+            return graph.memory_bytes()
         # 1 byte per dimension + int64 id per entry, plus the centroids.
         ivf = faiss.extract_index_ivf(self._index)
         return n * (self.dim + 8) + int(ivf.nlist) * self.dim * 4
 
-    def _flat_contents(self) -> tuple[np.ndarray, np.ndarray]:
+    def _contents(self) -> tuple[np.ndarray, np.ndarray]:
+        """(ids, vectors) of a flat or graph index."""
+        if self.kind == HNSW:
+            graph: _Graph = self._index
+            return graph.contents()
         ids = faiss.vector_to_array(self._index.id_map).astype(np.int64)
         vectors = self._index.index.reconstruct_n(0, len(ids))
         return ids, vectors
+
+    def _to_hnsw(self, ids: np.ndarray, vectors: np.ndarray) -> None:
+        self._index = _Graph(self.dim, self.config)
+        self._index.add_with_ids(vectors, ids)
+        self.kind = HNSW
 
     def _to_ivf(self, ids: np.ndarray, vectors: np.ndarray) -> None:
         nlist = nlist_for(len(ids))
@@ -130,3 +156,97 @@ class FaissIndex:
         self._quantizer = quantizer
         self._index = index
         self.kind = IVF
+
+
+class _Graph:
+    """``IndexHNSWFlat`` under stable int64 ids, with the calls FaissIndex
+    makes of an ``IndexIDMap2``: ``ntotal`` (live vectors), ``add_with_ids``,
+    ``remove_ids`` and ``search``.
+
+    A node's label is its position in the graph; ``_ids`` maps labels to
+    ids and ``_labels`` ids to the live label. Replacing or removing a vector
+    marks its node dead: it stays in the graph (FAISS cannot take it out) but
+    a selector of the live labels keeps it out of every result. Once dead
+    nodes are ``DEAD_SHARE`` of the graph it is rebuilt from the live ones."""
+
+    def __init__(self, dim: int, config: IndexConfig) -> None:
+        self.dim = dim
+        self.config = config
+        self._graph: Any = self._new_graph()
+        self._ids = np.zeros(0, dtype=np.int64)
+        self._alive = np.zeros(0, dtype=bool)
+        self._labels: dict[int, int] = {}
+        self._selector: Any = None  # live labels; None: all are
+
+    def _new_graph(self) -> Any:
+        graph = faiss.IndexHNSWFlat(self.dim, self.config.hnsw_m, faiss.METRIC_INNER_PRODUCT)
+        graph.hnsw.efConstruction = self.config.hnsw_ef_construction
+        return graph
+
+    @property
+    def ntotal(self) -> int:
+        return len(self._labels)
+
+    @property
+    def dead(self) -> int:
+        return int(self._graph.ntotal) - len(self._labels)
+
+    def add_with_ids(self, vectors: np.ndarray, ids: np.ndarray) -> None:
+        self.remove_ids(ids)
+        start = int(self._graph.ntotal)
+        self._graph.add(vectors)
+        self._ids = np.concatenate([self._ids, ids])
+        self._alive = np.concatenate([self._alive, np.ones(len(ids), dtype=bool)])
+        self._labels.update(zip(ids.tolist(), range(start, start + len(ids)), strict=True))
+        self._changed()
+
+    def remove_ids(self, ids: np.ndarray) -> int:
+        labels = [label for i in ids.tolist() if (label := self._labels.pop(i, None)) is not None]
+        if labels:
+            self._alive[labels] = False
+            self._changed()
+        return len(labels)
+
+    def _changed(self) -> None:
+        if self.dead > DEAD_SHARE * self._graph.ntotal:
+            self._rebuild()
+        self._selector = None
+        if self.dead:
+            # Kept on self: FAISS holds a pointer into this array, not a copy.
+            self._bitmap = np.packbits(self._alive, bitorder="little")
+            self._selector = faiss.IDSelectorBitmap(len(self._alive), faiss.swig_ptr(self._bitmap))
+
+    def _rebuild(self) -> None:
+        ids, vectors = self.contents()
+        self._graph = self._new_graph()
+        self._graph.add(vectors)
+        self._ids = ids
+        self._alive = np.ones(len(ids), dtype=bool)
+        self._labels = dict(zip(ids.tolist(), range(len(ids)), strict=True))
+
+    def contents(self) -> tuple[np.ndarray, np.ndarray]:
+        """(ids, vectors) of the live nodes."""
+        labels = np.flatnonzero(self._alive)
+        if not len(labels):
+            return np.zeros(0, dtype=np.int64), np.zeros((0, self.dim), dtype=np.float32)
+        vectors = self._graph.reconstruct_n(0, int(self._graph.ntotal))[labels]
+        return self._ids[labels].copy(), np.ascontiguousarray(vectors)
+
+    def search(self, queries: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]:
+        params = faiss.SearchParametersHNSW()  # type: ignore[attr-defined]
+        # At least k candidates, or a deep page would come back short.
+        params.efSearch = max(self.config.hnsw_ef_search, k)
+        if self._selector is not None:
+            params.sel = self._selector
+        scores, labels = self._graph.search(queries, k, params=params)
+        found = labels >= 0
+        ids = np.where(found, self._ids[np.where(found, labels, 0)], -1)
+        return scores, ids
+
+    def memory_bytes(self) -> int:
+        """The float vectors and level-0 links (2·M int32) of every node
+        (live or dead), FAISS's per-node level and offset, and our id
+        arrays; the upper levels (1/M of the nodes) are left out."""
+        nodes = int(self._graph.ntotal)
+        links = 2 * self.config.hnsw_m * 4
+        return nodes * (4 * self.dim + links + 4 + 8 + 8 + 1)

@@ -162,7 +162,9 @@ class Settings(BaseSettings):
     # "Lexical ranking and fusion (issue 23)").
     search_lexical: bool = True
     search_lexical_refresh_s: float = Field(default=0.0, ge=0, le=3600)
-    search_flat_max: int = Field(default=200_000, ge=1)
+    search_flat_max: int = Field(default=20_000, ge=1)
+    search_hnsw_max: int = Field(default=2_000_000, ge=1)
+    search_hnsw_ef: int = Field(default=128, ge=1, le=65_536)
     search_nprobe: int = Field(default=64, ge=1, le=65_536)
     search_batch_size: int = Field(default=64, ge=1, le=4096)
     search_poll_s: float = Field(default=5.0, gt=0, le=3600)
@@ -302,7 +304,12 @@ class Settings(BaseSettings):
             batch_size=self.search_batch_size,
             poll_s=self.search_poll_s,
             query_timeout_s=self.search_query_timeout_s,
-            index=IndexConfig(flat_max=self.search_flat_max, nprobe=self.search_nprobe),
+            index=IndexConfig(
+                flat_max=self.search_flat_max,
+                hnsw_max=self.search_hnsw_max,
+                hnsw_ef_search=self.search_hnsw_ef,
+                nprobe=self.search_nprobe,
+            ),
         )
 
     def embedder_config(self) -> EmbedderConfig:

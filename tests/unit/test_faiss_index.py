@@ -1,5 +1,6 @@
-"""FaissIndex against real FAISS: upsert, removal, ordering, the flat → IVF
-switch, ``build``'s choice of kind, IVF recall and the memory formula."""
+"""FaissIndex against real FAISS: upsert, removal, ordering, the flat → HNSW
+→ IVF switches, ``build``'s choice of kind, HNSW and IVF recall, the graph's
+dead nodes and rebuild, and the memory formulas."""
 
 from __future__ import annotations
 
@@ -7,7 +8,7 @@ import numpy as np
 import pytest
 
 from embeddings.config import IndexConfig
-from embeddings.faiss_index import FLAT, IVF, FaissIndex, nlist_for
+from embeddings.faiss_index import DEAD_SHARE, FLAT, HNSW, IVF, FaissIndex, nlist_for
 
 DIM = 32
 
@@ -90,9 +91,11 @@ def test_remove_drops_ids_and_ignores_unknown_ones() -> None:
 
 
 def test_build_picks_the_kind_by_size() -> None:
-    config = IndexConfig(flat_max=200, nprobe=8)
+    config = IndexConfig(flat_max=200, hnsw_max=1000, nprobe=8)
     small = FaissIndex.build(DIM, np.arange(200), random_vectors(200), config)
     assert small.kind == FLAT and len(small) == 200
+    middle = FaissIndex.build(DIM, np.arange(1000), clustered(1000, 20), config)
+    assert middle.kind == HNSW and len(middle) == 1000
     large = FaissIndex.build(DIM, np.arange(2000), clustered(2000, 20), config)
     assert large.kind == IVF and len(large) == 2000
     empty = FaissIndex.build(DIM, np.zeros(0, dtype=np.int64), np.zeros((0, DIM)), config)
@@ -100,7 +103,7 @@ def test_build_picks_the_kind_by_size() -> None:
 
 
 def test_growing_past_flat_max_switches_to_ivf_and_keeps_ids() -> None:
-    config = IndexConfig(flat_max=1000, nprobe=16)
+    config = IndexConfig(flat_max=1000, hnsw_max=1000, nprobe=16)
     data = clustered(1500, 15, seed=2)
     ids = np.arange(1500, dtype=np.int64) * 7 + 5  # sparse, not positions
     index = FaissIndex(DIM, config)
@@ -127,7 +130,7 @@ def test_growing_past_flat_max_switches_to_ivf_and_keeps_ids() -> None:
 def test_ivf_recall_at_10_on_clustered_data_at_the_default_nprobe() -> None:
     n, k = 20_000, 10
     data = clustered(n, 200, seed=3)
-    config = IndexConfig(flat_max=1000)  # the default nprobe
+    config = IndexConfig(flat_max=1000, hnsw_max=1000)  # the default nprobe
     index = FaissIndex.build(DIM, np.arange(n), data, config)
     assert index.kind == IVF
     # Queries near stored points, as a query lands near the texts it is about.
@@ -145,7 +148,7 @@ def test_ivf_recall_at_10_on_clustered_data_at_the_default_nprobe() -> None:
 def test_memory_bytes_follows_the_formula_of_each_kind() -> None:
     flat = FaissIndex.build(DIM, np.arange(500), random_vectors(500))
     assert flat.memory_bytes() == 500 * (4 * DIM + 24)
-    config = IndexConfig(flat_max=100)
+    config = IndexConfig(flat_max=100, hnsw_max=100)
     ivf = FaissIndex.build(DIM, np.arange(4000), clustered(4000, 30), config)
     nlist = nlist_for(4000)
     assert ivf.memory_bytes() == 4000 * (DIM + 8) + nlist * DIM * 4
@@ -159,3 +162,106 @@ def test_nlist_is_about_four_root_n_with_enough_training_points() -> None:
     assert nlist_for(1_000_000) == 4000
     for n in (100, 10_000, 250_000):
         assert n // nlist_for(n) >= 39
+
+
+# --- the HNSW graph ------------------------------------------------------------
+
+
+def recall_at(index: FaissIndex, data: np.ndarray, queries: np.ndarray, k: int) -> float:
+    truth = exact_top(data, queries, k)
+    hits = 0
+    for q, expected in zip(queries, truth, strict=True):
+        hits += len({i for i, _ in index.search(q, k)} & set(expected.tolist()))
+    return hits / (len(queries) * k)
+
+
+def near_queries(data: np.ndarray, n: int, seed: int) -> np.ndarray:
+    rng = np.random.default_rng(seed)
+    near = data[rng.integers(0, len(data), n)]
+    return unit(near + 0.1 * rng.standard_normal(near.shape) / np.sqrt(DIM))
+
+
+def test_hnsw_recall_at_10_and_exact_scores_at_the_defaults() -> None:
+    n = 20_000
+    data = clustered(n, 200, seed=5)
+    index = FaissIndex.build(DIM, np.arange(n), data, IndexConfig(flat_max=1000))
+    assert index.kind == HNSW and len(index) == n
+    queries = near_queries(data, 200, seed=6)
+    assert recall_at(index, data, queries, 10) >= 0.97
+    # The scores are the exact inner products (the graph holds the floats).
+    for i, s in index.search(queries[0], 10):
+        assert s == pytest.approx(float(data[i] @ queries[0]), abs=1e-5)
+
+
+def test_growing_flat_to_hnsw_to_ivf_keeps_ids_upserts_and_removals() -> None:
+    config = IndexConfig(flat_max=300, hnsw_max=1200, nprobe=16)
+    data = clustered(1500, 15, seed=7)
+    ids = np.arange(1500, dtype=np.int64) * 3 + 11
+    index = FaissIndex(DIM, config)
+    index.add(ids[:300], data[:300])
+    index.remove(ids[:5])
+    assert index.kind == FLAT and len(index) == 295
+    index.add(ids[300:600], data[300:600])
+    assert index.kind == HNSW and len(index) == 595
+    for j in [5, 6, 299, 300, 599]:
+        assert index.search(data[j], 1)[0] == (ids[j], pytest.approx(1.0, abs=1e-5))
+    assert all(i not in ids[:5] for i, _ in index.search(data[2], 50))
+    # Upsert on the graph: id of vector 10 now holds vector 700's values.
+    index.add(ids[[10]], data[[700]])
+    assert len(index) == 595
+    assert index.search(data[700], 1)[0] == (ids[10], pytest.approx(1.0, abs=1e-5))
+    assert index.search(data[10], 1)[0][0] != ids[10]  # its old vector is gone
+    assert index.remove([ids[10], ids[11], 99_999]) == 2 and len(index) == 593
+    index.add(ids[600:1300], data[600:1300])
+    assert index.kind == IVF and len(index) == 1293
+    top_id, score = index.search(data[1299], 1)[0]
+    assert top_id == ids[1299] and score == pytest.approx(1.0, abs=0.02)
+    assert all(i not in ids[[10, 11]] for i, _ in index.search(data[700], 20))
+
+
+def test_hnsw_dead_nodes_never_show_and_a_fifth_dead_rebuilds_the_graph() -> None:
+    n = 1000
+    data = clustered(n, 10, seed=8)
+    config = IndexConfig(flat_max=100)
+    index = FaissIndex.build(DIM, np.arange(n), data, config)
+    graph = index._index
+    gone = set(range(0, 150))  # 15 % dead: below the rebuild share
+    index.remove(list(gone))
+    assert graph.dead == 150 and len(index) == 850
+    for q in near_queries(data, 30, seed=9):
+        found = [i for i, _ in index.search(q, 50)]
+        assert len(found) == 50 and not gone & set(found)
+    # Past the share the graph is rebuilt: no dead nodes, same ids and answers.
+    more = set(range(150, 150 + int(DEAD_SHARE * n)))
+    index.remove(list(more))
+    assert graph.dead == 0 and len(index) == n - 150 - len(more)
+    keep = np.array(sorted(set(range(n)) - gone - more))
+    queries = near_queries(data[keep], 50, seed=10)
+    hits = 0
+    truth = exact_top(data[keep], queries, 10)
+    for q, expected in zip(queries, truth, strict=True):
+        hits += len({i for i, _ in index.search(q, 10)} & set(keep[expected].tolist()))
+    assert hits / (50 * 10) >= 0.97
+    assert index.search(data[keep[0]], 1)[0] == (keep[0], pytest.approx(1.0, abs=1e-5))
+
+
+def test_hnsw_answers_a_page_deeper_than_its_search_breadth() -> None:
+    data = clustered(2000, 10, seed=11)
+    config = IndexConfig(flat_max=100, hnsw_ef_search=16)
+    index = FaissIndex.build(DIM, np.arange(2000), data, config)
+    hits = index.search(data[0], 500)
+    assert len(hits) == 500 and len({i for i, _ in hits}) == 500
+    scores = [s for _, s in hits]
+    assert scores == sorted(scores, reverse=True)
+    many = index.search_many(data[:3], 100)
+    assert [len(h) for h in many] == [100, 100, 100]
+    assert [h[0][0] for h in many] == [0, 1, 2]
+
+
+def test_hnsw_memory_formula_counts_every_node() -> None:
+    config = IndexConfig(flat_max=100, hnsw_m=16)
+    index = FaissIndex.build(DIM, np.arange(1000), clustered(1000, 10), config)
+    per_node = 4 * DIM + 2 * 16 * 4 + 21
+    assert index.memory_bytes() == 1000 * per_node
+    index.remove(list(range(100)))  # dead nodes still take their room
+    assert index.memory_bytes() == 1000 * per_node
