@@ -68,10 +68,11 @@ class LexicalSearch:
         self._xmin: int | None = None
         self._applied: set[int] = set()
         self._read_at = 0.0
+        self._read_began = 0.0  # when the last read of the change log began
         self._pruned_at = 0.0
         self._lock = asyncio.Lock()
         self._task: asyncio.Task[None] | None = None
-        self.counters = {"build_s": 0.0, "documents": 0, "changes": 0, "rebuilds": 0}
+        self.counters = {"build_s": 0.0, "documents": 0, "changes": 0, "rebuilds": 0, "reads": 0}
 
     # --- build ------------------------------------------------------------
 
@@ -121,8 +122,9 @@ class LexicalSearch:
     async def refresh(self, force: bool = False) -> int:
         """Apply the changes logged since the last read; the number applied.
         Without ``force``, only when the last read is older than ``refresh_s``
-        and no other search is reading already; with ``refresh_s`` 0, always
-        (waiting for a read in progress): a search sees every committed write."""
+        and no other search is reading already; with ``refresh_s`` 0, always,
+        unless a read that began after this call finishes first: a search
+        sees every write committed before it began."""
         if not self.ready:
             return 0
         if (
@@ -132,7 +134,15 @@ class LexicalSearch:
         ):
             # Stale by less than refresh_s, or being refreshed: use it as it is.
             return 0
+        asked = time.monotonic()
         async with self._lock:
+            if self._read_began >= asked:
+                # A read that began after this call has finished while it
+                # waited: it saw every write committed before the call.
+                # Concurrent searches share one read instead of queueing one
+                # each.
+                return 0
+            self._read_began = time.monotonic()
             if time.monotonic() - self._read_at > 0.9 * repo.CHANGES_KEPT_S:
                 # Changes are pruned an hour after their transaction began:
                 # some this index has not read may be gone.
@@ -143,6 +153,7 @@ class LexicalSearch:
 
     async def _apply(self) -> int:
         assert self._xmin is not None
+        self.counters["reads"] += 1
         async with self._sessions() as session:
             xmin = await repo.snapshot_xmin(session)
             changes = await repo.changes_since(session, self._xmin)

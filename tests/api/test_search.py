@@ -3,6 +3,7 @@ FAISS (in process: the Indexer that the VectorIndex deployment runs)."""
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Iterator
 from typing import Any
 
@@ -333,6 +334,23 @@ async def test_bm25_index_sees_a_transaction_that_commits_late(
     assert ids_of(await search(client, q="mooring", use_semantic="false")) == []
     ctx = client._transport.app.state.ctx  # type: ignore[attr-defined]
     assert ctx.lexical.indexes["pattern"].search("mooring", 5) == []
+
+
+async def test_concurrent_searches_share_reads_of_the_change_log(
+    client: httpx.AsyncClient, database: str
+) -> None:
+    """Searches waiting for the change log share the next read instead of
+    making one each, and each still sees what was committed before it began."""
+    _, ids = await corpus(client)
+    sql(database, "UPDATE patterns SET content = 'zeppelin mooring' WHERE id = %s", ids["csv"])
+    ctx = client._transport.app.state.ctx  # type: ignore[attr-defined]
+    before = ctx.lexical.counters["reads"]
+    bodies = await asyncio.gather(
+        *(search(client, q="zeppelin", use_semantic="false") for _ in range(12))
+    )
+    assert all(ids_of(body) == [ids["csv"]] for body in bodies)
+    # One read may be under way when the others arrive; they share the next.
+    assert 1 <= ctx.lexical.counters["reads"] - before <= 3
 
 
 async def test_fallback_ranks_with_bm25(client: httpx.AsyncClient, semantic: LocalSearch) -> None:
