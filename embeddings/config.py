@@ -19,7 +19,7 @@ class IndexConfig:
     # Links a graph node keeps, candidates explored while adding and searching.
     hnsw_m: int = 32
     hnsw_ef_construction: int = 40
-    hnsw_ef_search: int = 128
+    hnsw_ef_search: int = 256
     nprobe: int = 64
     # Vectors per list used to train the coarse quantiser.
     train_per_list: int = 64

@@ -164,7 +164,7 @@ class Settings(BaseSettings):
     search_lexical_refresh_s: float = Field(default=0.0, ge=0, le=3600)
     search_flat_max: int = Field(default=20_000, ge=1)
     search_hnsw_max: int = Field(default=2_000_000, ge=1)
-    search_hnsw_ef: int = Field(default=128, ge=1, le=65_536)
+    search_hnsw_ef: int = Field(default=256, ge=1, le=65_536)
     search_nprobe: int = Field(default=64, ge=1, le=65_536)
     search_batch_size: int = Field(default=64, ge=1, le=4096)
     search_poll_s: float = Field(default=5.0, gt=0, le=3600)
