@@ -23,6 +23,7 @@ the owner calls it from one thread (the VectorIndex's event loop).
 from __future__ import annotations
 
 import math
+from concurrent.futures import Future, ThreadPoolExecutor
 from typing import Any
 
 import faiss
@@ -166,87 +167,175 @@ class _Graph:
     A node's label is its position in the graph; ``_ids`` maps labels to
     ids and ``_labels`` ids to the live label. Replacing or removing a vector
     marks its node dead: it stays in the graph (FAISS cannot take it out) but
-    a selector of the live labels keeps it out of every result. Once dead
-    nodes are ``DEAD_SHARE`` of the graph it is rebuilt from the live ones."""
+    a selector of the live labels keeps it out of every result.
+
+    Once dead nodes are ``DEAD_SHARE`` of the graph, a new graph is built
+    from the live vectors in a background thread (at 100,000 vectors that
+    takes tens of seconds; FAISS releases the GIL), while this one keeps
+    answering and every change is also logged. The owner's next call after
+    the build swaps the new graph in, replaying the log on it first. Not
+    thread-safe otherwise: one owner thread calls it, as FaissIndex's."""
 
     def __init__(self, dim: int, config: IndexConfig) -> None:
         self.dim = dim
         self.config = config
-        self._graph: Any = self._new_graph()
-        self._ids = np.zeros(0, dtype=np.int64)
-        self._alive = np.zeros(0, dtype=bool)
-        self._labels: dict[int, int] = {}
+        self._state = _GraphState.empty(dim, config)
         self._selector: Any = None  # live labels; None: all are
-
-    def _new_graph(self) -> Any:
-        graph = faiss.IndexHNSWFlat(self.dim, self.config.hnsw_m, faiss.METRIC_INNER_PRODUCT)
-        graph.hnsw.efConstruction = self.config.hnsw_ef_construction
-        return graph
+        self._bitmap = np.zeros(0, dtype=np.uint8)
+        self._building: Future[_GraphState] | None = None
+        self._log: list[tuple[np.ndarray, np.ndarray | None]] = []  # (ids, vectors or None)
+        self.rebuilds = 0
 
     @property
     def ntotal(self) -> int:
-        return len(self._labels)
+        self._swap_if_built()
+        return len(self._state.labels)
 
     @property
     def dead(self) -> int:
-        return int(self._graph.ntotal) - len(self._labels)
+        self._swap_if_built()
+        return self._state.dead
 
     def add_with_ids(self, vectors: np.ndarray, ids: np.ndarray) -> None:
-        self.remove_ids(ids)
-        start = int(self._graph.ntotal)
-        self._graph.add(vectors)
-        self._ids = np.concatenate([self._ids, ids])
-        self._alive = np.concatenate([self._alive, np.ones(len(ids), dtype=bool)])
-        self._labels.update(zip(ids.tolist(), range(start, start + len(ids)), strict=True))
+        self._swap_if_built()
+        self._state.add(ids, vectors)
+        if self._building is not None:
+            self._log.append((ids.copy(), vectors.copy()))
         self._changed()
 
     def remove_ids(self, ids: np.ndarray) -> int:
-        labels = [label for i in ids.tolist() if (label := self._labels.pop(i, None)) is not None]
-        if labels:
-            self._alive[labels] = False
+        self._swap_if_built()
+        removed = self._state.remove(ids)
+        if removed and self._building is not None:
+            self._log.append((ids.copy(), None))
+        if removed:
             self._changed()
-        return len(labels)
+        return removed
 
     def _changed(self) -> None:
-        if self.dead > DEAD_SHARE * self._graph.ntotal:
-            self._rebuild()
-        self._selector = None
-        if self.dead:
-            # Kept on self: FAISS holds a pointer into this array, not a copy.
-            self._bitmap = np.packbits(self._alive, bitorder="little")
-            self._selector = faiss.IDSelectorBitmap(len(self._alive), faiss.swig_ptr(self._bitmap))
+        state = self._state
+        if self._building is None and state.dead > DEAD_SHARE * state.nodes:
+            ids, vectors = state.contents()
+            self._building = _builder().submit(_GraphState.of, self.dim, self.config, ids, vectors)
+            self._log = []
+        self._select()
 
-    def _rebuild(self) -> None:
-        ids, vectors = self.contents()
-        self._graph = self._new_graph()
-        self._graph.add(vectors)
-        self._ids = ids
-        self._alive = np.ones(len(ids), dtype=bool)
-        self._labels = dict(zip(ids.tolist(), range(len(ids)), strict=True))
+    def _select(self) -> None:
+        self._selector = None
+        if self._state.dead:
+            # Kept on self: FAISS holds a pointer into this array, not a copy.
+            self._bitmap = np.packbits(self._state.alive, bitorder="little")
+            self._selector = faiss.IDSelectorBitmap(
+                len(self._state.alive), faiss.swig_ptr(self._bitmap)
+            )
+
+    def _swap_if_built(self) -> None:
+        if self._building is None or not self._building.done():
+            return
+        built, self._building = self._building.result(), None
+        for ids, vectors in self._log:
+            if vectors is None:
+                built.remove(ids)
+            else:
+                built.add(ids, vectors)
+        self._state, self._log = built, []
+        self.rebuilds += 1
+        self._changed()
+
+    def wait_for_rebuild(self, timeout: float | None = None) -> None:
+        """Block until a rebuild under way is swapped in (tests, benchmarks)."""
+        if self._building is not None:
+            self._building.result(timeout)
+        self._swap_if_built()
 
     def contents(self) -> tuple[np.ndarray, np.ndarray]:
         """(ids, vectors) of the live nodes."""
-        labels = np.flatnonzero(self._alive)
-        if not len(labels):
-            return np.zeros(0, dtype=np.int64), np.zeros((0, self.dim), dtype=np.float32)
-        vectors = self._graph.reconstruct_n(0, int(self._graph.ntotal))[labels]
-        return self._ids[labels].copy(), np.ascontiguousarray(vectors)
+        self._swap_if_built()
+        return self._state.contents()
 
     def search(self, queries: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]:
+        self._swap_if_built()
         params = faiss.SearchParametersHNSW()  # type: ignore[attr-defined]
         # At least k candidates, or a deep page would come back short.
         params.efSearch = max(self.config.hnsw_ef_search, k)
         if self._selector is not None:
             params.sel = self._selector
-        scores, labels = self._graph.search(queries, k, params=params)
+        state = self._state
+        scores, labels = state.graph.search(queries, k, params=params)
         found = labels >= 0
-        ids = np.where(found, self._ids[np.where(found, labels, 0)], -1)
+        ids = np.where(found, state.ids[np.where(found, labels, 0)], -1)
         return scores, ids
 
     def memory_bytes(self) -> int:
         """The float vectors and level-0 links (2·M int32) of every node
         (live or dead), FAISS's per-node level and offset, and our id
-        arrays; the upper levels (1/M of the nodes) are left out."""
-        nodes = int(self._graph.ntotal)
+        arrays; the upper levels (1/M of the nodes) are left out. A rebuild
+        under way holds a second graph of the live nodes for its duration."""
         links = 2 * self.config.hnsw_m * 4
-        return nodes * (4 * self.dim + links + 4 + 8 + 8 + 1)
+        return self._state.nodes * (4 * self.dim + links + 4 + 8 + 8 + 1)
+
+
+class _GraphState:
+    """One HNSW graph and its id maps (see ``_Graph``)."""
+
+    def __init__(self, graph: Any, ids: np.ndarray) -> None:
+        self.graph = graph
+        self.ids = ids
+        self.alive = np.ones(len(ids), dtype=bool)
+        self.labels: dict[int, int] = dict(zip(ids.tolist(), range(len(ids)), strict=True))
+
+    @staticmethod
+    def new_graph(dim: int, config: IndexConfig) -> Any:
+        graph = faiss.IndexHNSWFlat(dim, config.hnsw_m, faiss.METRIC_INNER_PRODUCT)
+        graph.hnsw.efConstruction = config.hnsw_ef_construction
+        return graph
+
+    @classmethod
+    def empty(cls, dim: int, config: IndexConfig) -> _GraphState:
+        return cls(cls.new_graph(dim, config), np.zeros(0, dtype=np.int64))
+
+    @classmethod
+    def of(cls, dim: int, config: IndexConfig, ids: np.ndarray, vectors: np.ndarray) -> _GraphState:
+        graph = cls.new_graph(dim, config)
+        graph.add(vectors)
+        return cls(graph, ids)
+
+    @property
+    def nodes(self) -> int:
+        return int(self.graph.ntotal)
+
+    @property
+    def dead(self) -> int:
+        return self.nodes - len(self.labels)
+
+    def add(self, ids: np.ndarray, vectors: np.ndarray) -> None:
+        self.remove(ids)
+        start = self.nodes
+        self.graph.add(vectors)
+        self.ids = np.concatenate([self.ids, ids])
+        self.alive = np.concatenate([self.alive, np.ones(len(ids), dtype=bool)])
+        self.labels.update(zip(ids.tolist(), range(start, start + len(ids)), strict=True))
+
+    def remove(self, ids: np.ndarray) -> int:
+        labels = [label for i in ids.tolist() if (label := self.labels.pop(i, None)) is not None]
+        if labels:
+            self.alive[labels] = False
+        return len(labels)
+
+    def contents(self) -> tuple[np.ndarray, np.ndarray]:
+        labels = np.flatnonzero(self.alive)
+        if not len(labels):
+            return np.zeros(0, dtype=np.int64), np.zeros((0, self.graph.d), dtype=np.float32)
+        vectors = self.graph.reconstruct_n(0, self.nodes)[labels]
+        return self.ids[labels].copy(), np.ascontiguousarray(vectors)
+
+
+_BUILDER: ThreadPoolExecutor | None = None
+
+
+def _builder() -> ThreadPoolExecutor:
+    """One thread for graph rebuilds (they are rare, and each uses FAISS's own threads)."""
+    global _BUILDER
+    if _BUILDER is None:
+        _BUILDER = ThreadPoolExecutor(max_workers=1, thread_name_prefix="hnsw-rebuild")
+    return _BUILDER

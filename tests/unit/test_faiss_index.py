@@ -231,10 +231,12 @@ def test_hnsw_dead_nodes_never_show_and_a_fifth_dead_rebuilds_the_graph() -> Non
     for q in near_queries(data, 30, seed=9):
         found = [i for i, _ in index.search(q, 50)]
         assert len(found) == 50 and not gone & set(found)
-    # Past the share the graph is rebuilt: no dead nodes, same ids and answers.
+    # Past the share the graph is rebuilt (in the background, swapped in by
+    # a later call): no dead nodes, same ids and answers.
     more = set(range(150, 150 + int(DEAD_SHARE * n)))
     index.remove(list(more))
-    assert graph.dead == 0 and len(index) == n - 150 - len(more)
+    graph.wait_for_rebuild(timeout=60)
+    assert graph.rebuilds == 1 and graph.dead == 0 and len(index) == n - 150 - len(more)
     keep = np.array(sorted(set(range(n)) - gone - more))
     queries = near_queries(data[keep], 50, seed=10)
     hits = 0
@@ -265,3 +267,31 @@ def test_hnsw_memory_formula_counts_every_node() -> None:
     assert index.memory_bytes() == 1000 * per_node
     index.remove(list(range(100)))  # dead nodes still take their room
     assert index.memory_bytes() == 1000 * per_node
+
+
+def test_hnsw_changes_made_during_a_rebuild_survive_the_swap() -> None:
+    """The graph keeps answering while a new one is built from its live
+    vectors, and what changes meanwhile is replayed on the new one."""
+    n = 20_000  # big enough that the build takes a while
+    data = clustered(n + 200, 50, seed=12)
+    index = FaissIndex.build(DIM, np.arange(n), data[:n], IndexConfig(flat_max=100))
+    graph = index._index
+    index.remove(list(range(int(DEAD_SHARE * n) + 1)))  # starts the rebuild
+    assert graph._building is not None
+    # Meanwhile: new vectors, an upsert and removals of live ones.
+    index.add(np.arange(n, n + 200), data[n:])
+    index.add([n - 1], data[[5]])  # id n-1 now holds vector 5 (whose id is gone)
+    index.remove([n - 2, n - 3])
+    for j in (n, n + 199):
+        assert index.search(data[j], 1)[0] == (j, pytest.approx(1.0, abs=1e-5))
+    assert all(i > DEAD_SHARE * n for i, _ in index.search(data[0], 20))
+    graph.wait_for_rebuild(timeout=120)
+    # The replayed upsert and removals left their own three dead nodes.
+    assert graph.rebuilds == 1 and graph.dead == 3
+    assert len(index) == n - (int(DEAD_SHARE * n) + 1) + 200 - 2
+    for j in (n, n + 199):
+        assert index.search(data[j], 1)[0] == (j, pytest.approx(1.0, abs=1e-5))
+    assert index.search(data[5], 1)[0] == (n - 1, pytest.approx(1.0, abs=1e-5))
+    assert index.search(data[n - 1], 1)[0][0] != n - 1  # its old vector is gone
+    found = {i for i, _ in index.search(data[n - 2], 50)}
+    assert not found & ({n - 2, n - 3} | set(range(int(DEAD_SHARE * n) + 1)))
