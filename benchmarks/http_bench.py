@@ -872,7 +872,9 @@ def measure(
     with contextlib.ExitStack() as stack:
         files: list[Path] = []
         if args.profile:
-            out = tmp / f"spy-{route.key}-{server.name.split()[-1]}-{run}"
+            where = Path(args.keep_profiles) if args.keep_profiles else tmp
+            where.mkdir(parents=True, exist_ok=True)
+            out = where / f"spy-{route.key}-{server.name.split()[-1]}-{run}"
             files = stack.enter_context(py_spy(profile_targets(server), args.duration, out))
         meter.start()
         result, raw = run_wrk(
@@ -1270,6 +1272,11 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
         "--profile",
         action="store_true",
         help="py-spy on the Api replicas and uvicorn workers during each measured run",
+    )
+    parser.add_argument(
+        "--keep-profiles",
+        default="",
+        help="with --profile: keep py-spy's raw stacks in this folder (default: dropped)",
     )
     args = parser.parse_args(argv)
     keys = [k.strip() for k in args.routes.split(",") if k.strip()]
