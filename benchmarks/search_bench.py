@@ -884,8 +884,11 @@ def search_section(
     wrk_ver: str,
     load: tuple[float, float],
 ) -> str:
+    from serve_app.settings import get_settings
+
     start, end = MARKS["search-latency"]
     pattern = stats["indexes"]["pattern"]
+    index = get_settings().indexer_config("").index  # what the service ran with
     lines = [
         *section_head(start, "Search latency at 100,000 patterns", "search_bench.py", load[0]),
         f"- 1-minute load average after the part: {load[1]:.2f}.",
@@ -901,7 +904,8 @@ def search_section(
         "(`storage.repositories.search.hash_sql`), so the VectorIndex rebuilds from "
         "Postgres and queues nothing at start; the seeding's `search_jobs` are dropped.",
         f"- Index at start: {pattern['size']:,} pattern vectors, kind `{pattern['kind']}` "
-        f"(`flat_max` 200,000), {pattern['memory_bytes'] / 2**20:.0f} MiB by the formula; "
+        f"(`flat_max` {index.flat_max:,}, `hnsw_max` {index.hnsw_max:,}, HNSW ef "
+        f"{index.hnsw_ef_search}), {pattern['memory_bytes'] / 2**20:.0f} MiB by the formula; "
         f"the VectorIndex rebuilt it from Postgres in {stats['counters']['load_s']:.1f} s "
         f"(its `load_s`: scan, decode, FAISS build, stale-row check); service ready in "
         f"{facts['ready_s']:.0f} s.",
@@ -1049,7 +1053,7 @@ def _measure_index(basis: np.ndarray, queries: np.ndarray, out: dict[str, Any]) 
             "ef_construction": graph.config.hnsw_ef_construction,
         }
         out["builds"][n]["hnsw"] = hnsw
-        raw = graph._index._graph  # labels are the ids here: built from 0..n-1, none dead
+        raw = graph._index._state.graph  # labels are the ids: built from 0..n-1, none dead
         deep_truth, _ = per_query_exact(data, queries, 50)
         for ef in HNSW_EFS:
             raw.hnsw.efSearch = ef
