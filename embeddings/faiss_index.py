@@ -10,7 +10,8 @@ approximate beyond a size.
   (docs/benchmarks.md), the scores still exact inner products. FAISS's HNSW
   cannot remove a vector, so ``_Graph`` keeps its own ids: a replaced or
   removed vector's node is marked dead and filtered out of every search,
-  and the graph is rebuilt from the live vectors once a fifth of it is dead.
+  and once a fifth of it is dead the graph is rebuilt from the live vectors
+  in the background.
 - Beyond it: ``IndexIVFScalarQuantizer`` (IVF, 8-bit scalar quantiser,
   inner product), ``nlist`` ≈ 4·√n lists, ``nprobe`` lists searched. It
   stores 1 byte per dimension instead of 4, for indexes too large to hold as
@@ -22,6 +23,7 @@ the owner calls it from one thread (the VectorIndex's event loop).
 
 from __future__ import annotations
 
+import logging
 import math
 from concurrent.futures import Future, ThreadPoolExecutor
 from typing import Any
@@ -30,6 +32,8 @@ import faiss
 import numpy as np
 
 from embeddings.config import IndexConfig
+
+log = logging.getLogger("cairn.search")
 
 FLAT = "flat"
 HNSW = "hnsw"
@@ -62,7 +66,7 @@ class FaissIndex:
     def build(
         cls, dim: int, ids: np.ndarray, vectors: np.ndarray, config: IndexConfig | None = None
     ) -> FaissIndex:
-        """An index over these vectors, flat or IVF by their number."""
+        """An index over these vectors, flat, HNSW or IVF by their number."""
         index = cls(dim, config)
         if len(ids) > index.config.hnsw_max:
             index._to_ivf(_ids(ids), _vectors(vectors))
@@ -164,8 +168,8 @@ class _Graph:
     makes of an ``IndexIDMap2``: ``ntotal`` (live vectors), ``add_with_ids``,
     ``remove_ids`` and ``search``.
 
-    A node's label is its position in the graph; ``_ids`` maps labels to
-    ids and ``_labels`` ids to the live label. Replacing or removing a vector
+    A node's label is its position in the graph; ``_GraphState`` maps labels
+    to ids and ids to their live label. Replacing or removing a vector
     marks its node dead: it stays in the graph (FAISS cannot take it out) but
     a selector of the live labels keeps it out of every result.
 
@@ -232,7 +236,15 @@ class _Graph:
     def _swap_if_built(self) -> None:
         if self._building is None or not self._building.done():
             return
-        built, self._building = self._building.result(), None
+        building, self._building = self._building, None
+        try:
+            built = building.result()
+        except Exception:
+            # This graph stays (its dead nodes still filtered); the next
+            # change tries again.
+            log.exception("HNSW rebuild failed; the current graph keeps answering")
+            self._log = []
+            return
         for ids, vectors in self._log:
             if vectors is None:
                 built.remove(ids)

@@ -295,3 +295,27 @@ def test_hnsw_changes_made_during_a_rebuild_survive_the_swap() -> None:
     assert index.search(data[n - 1], 1)[0][0] != n - 1  # its old vector is gone
     found = {i for i, _ in index.search(data[n - 2], 50)}
     assert not found & ({n - 2, n - 3} | set(range(int(DEAD_SHARE * n) + 1)))
+
+
+def test_a_failed_rebuild_leaves_the_graph_answering(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A rebuild that fails (say, out of memory for the second graph) is
+    logged and dropped; the current graph keeps filtering its dead nodes."""
+    from embeddings import faiss_index
+
+    def fail(*_: object) -> None:
+        raise MemoryError("no room for a second graph")
+
+    data = clustered(1000, 10, seed=13)
+    index = FaissIndex.build(DIM, np.arange(1000), data, IndexConfig(flat_max=100))
+    graph = index._index
+    monkeypatch.setattr(faiss_index._GraphState, "of", fail)
+    index.remove(list(range(300)))
+    deadline = 50
+    while graph._building is not None and deadline:
+        graph._building.exception(timeout=5)
+        index.search(data[500], 1)  # the owner's next call drops the failed build
+        deadline -= 1
+    assert graph._building is None and graph.rebuilds == 0 and graph.dead == 300
+    found = {i for i, _ in index.search(data[0], 50)}
+    assert len(found) == 50 and not found & set(range(300))
+    assert index.search(data[500], 1)[0] == (500, pytest.approx(1.0, abs=1e-5))
