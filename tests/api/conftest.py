@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import os
 import uuid
 from collections.abc import AsyncIterator, Iterator
@@ -50,12 +51,37 @@ async def app(database: str) -> AsyncIterator[FastAPI]:
 
 
 @pytest.fixture(autouse=True)
-def _clean(database: str, request: pytest.FixtureRequest) -> Any:
-    """Empty every table (but the seeded categories) after each API test."""
+async def _clean(database: str) -> AsyncIterator[None]:
+    """Empty every table (but the seeded categories) after each API test.
+
+    The TRUNCATE runs in a thread while the app's event loop (the session's)
+    keeps running: a task the test left in the middle of a transaction can
+    finish and release its locks, where a TRUNCATE blocking the loop's own
+    thread would wait for it forever. Should a lock still be held after a
+    minute, the teardown fails and names the sessions holding it."""
     yield
+    await asyncio.to_thread(_truncate, database)
+
+
+TRUNCATE_WAIT = "60s"
+
+
+def _truncate(database: str) -> None:
     tables = [t.name for t in SQLModel.metadata.sorted_tables if t.name not in KEEP]
     with psycopg.connect(libpq_url(database)) as conn:
-        conn.execute(f"TRUNCATE {', '.join(tables)} CASCADE")
+        conn.execute(f"SET lock_timeout = '{TRUNCATE_WAIT}'")
+        try:
+            conn.execute(f"TRUNCATE {', '.join(tables)} CASCADE")
+        except psycopg.errors.LockNotAvailable:
+            conn.rollback()
+            holders = conn.execute(
+                "SELECT pid, state, left(query, 200) FROM pg_stat_activity "
+                "WHERE datname = current_database() AND pid <> pg_backend_pid() "
+                "AND state <> 'idle'"
+            ).fetchall()
+            raise RuntimeError(
+                f"TRUNCATE after the test waited {TRUNCATE_WAIT} for locks held by {holders}"
+            ) from None
 
 
 @pytest.fixture(scope="session")
