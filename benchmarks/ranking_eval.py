@@ -17,7 +17,8 @@ part is never used for any choice):
 
 The fusion's parameters (the lexical share of a convex combination for a
 query that BM25 explains completely, how fast it falls as the best BM25 hit
-explains less, the power of the lexical half) and its form (against
+explains less, how much it grows with the best hit's lead over the second)
+and its form (against
 reciprocal rank fusion) are chosen on the dev queries of all groups, by the
 worst group's shortfall against the better of its two halves (then the mean);
 *leave one group out* chooses them on the other groups' dev queries only and
@@ -25,7 +26,10 @@ scores the group left out: the estimate for a kind of data the fusion was
 not tuned on. Noise is the paired standard error over queries of the
 difference in reciprocal rank.
 
-    .venv/bin/python -m benchmarks.ranking_eval [--no-docs] [--tune-fields]
+    .venv/bin/python -m benchmarks.ranking_eval [--no-docs] [--tune-fields] [--dev]
+
+``--dev`` computes nothing on the test queries: the choice, each group's dev
+figures and leave one group out on dev (what to look at while developing).
 
 Writes the "Search ranking quality" section of docs/benchmarks.md.
 """
@@ -40,7 +44,7 @@ import statistics
 import sys
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -70,9 +74,13 @@ SETS = {"docs": EVAL, "code": EVAL / "code"}
 CANDIDATES = 100  # hits per half handed to the fusion (the API asks for at least 50)
 TOP = 10
 WEIGHTS = [round(0.05 * i, 2) for i in range(13)] + [0.8, 1.0]
-COVERAGE_POWERS = [0.0, 2.0, 4.0, 8.0, 16.0]  # 0: a fixed weight
+COVERAGE_POWERS = [0.0, 2.0, 4.0, 8.0, 16.0]  # 0: the coverage does not count
+# 0: the margin does not count (the form before). The grid first ended at 2, then
+# 4: the dev choice sat at its end both times, and was extended (on dev only).
+MARGIN_WEIGHTS = [0.0, 0.5, 1.0, 1.5, 2.0, 3.0, 4.0, 6.0, 8.0]
 RRF_KS = [1, 5, 10, 20, 40, 60, 100]
-POWERS = [1.0, 2.0, 3.0]
+# The previous default (issue 23, first round), reported for comparison.
+PREVIOUS = HybridParams(lexical_weight=0.3, coverage_power=8.0, margin_weight=0.0)
 NOISE_SE = 2.0  # "within noise": a shortfall of at most this many paired standard errors
 FIELD_GRID = [
     {"title": t, "description": d, "tags": d, "content": 1} for t in (1, 2, 3) for d in (1, 2)
@@ -196,8 +204,7 @@ def halves(s: EvalSet, model_box: list[Any]) -> Halves:
 Fusion = Callable[[list[tuple[int, float]], list[tuple[int, float]], float], list[int]]
 
 
-def convex(weight: float, power: float, coverage: float) -> Fusion:
-    params = HybridParams(lexical_weight=weight, lexical_power=power, coverage_power=coverage)
+def convex(params: HybridParams) -> Fusion:
 
     def fused(
         lex: list[tuple[int, float]], vec: list[tuple[int, float]], scale: float
@@ -212,13 +219,18 @@ def rrf_k(k: int) -> Fusion:
     return lambda lex, vec, _: [key for key, _ in rrf(lex, vec, limit=TOP, k=k)]
 
 
+def convex_name(p: HybridParams) -> str:
+    return f"convex w={p.lexical_weight:g} k={p.coverage_power:g} a={p.margin_weight:g}"
+
+
 def candidates_of() -> dict[str, Fusion]:
-    out = {
-        f"convex w={w} k={k:g} p={p:g}": convex(w, p, k)
+    grid = [
+        HybridParams(lexical_weight=w, coverage_power=k, margin_weight=a)
+        for a in MARGIN_WEIGHTS
         for k in COVERAGE_POWERS
-        for p in POWERS
         for w in WEIGHTS
-    }
+    ]
+    out = {convex_name(p): convex(p) for p in grid}
     out.update({f"RRF k={k}": rrf_k(k) for k in RRF_KS})
     return out
 
@@ -339,6 +351,12 @@ def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--no-docs", action="store_true", help="print only; leave docs/ alone")
     parser.add_argument("--tune-fields", action="store_true", help="grid of field weights, dev")
+    parser.add_argument(
+        "--dev",
+        action="store_true",
+        help="dev queries only: the choice, per-group dev figures and leave one group out on dev "
+        "(no test figure is computed; docs/ is left alone)",
+    )
     args = parser.parse_args(argv)
     sets = {name: load(name) for name in SETS}
     if args.tune_fields:
@@ -347,6 +365,9 @@ def main(argv: list[str] | None = None) -> None:
     model_box: list[Any] = []
     rss0 = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
     got = {name: halves(s, model_box) for name, s in sets.items()}
+    if args.dev:
+        for name in SETS:
+            sets[name], got[name] = dev_only(sets[name], got[name])
     fusions = candidates_of()
     base: dict[str, dict[str, list[list[int]]]] = {}
     fused: dict[str, dict[str, list[list[int]]]] = {}
@@ -368,6 +389,9 @@ def main(argv: list[str] | None = None) -> None:
     left_out = {
         group_name(g): choose(fused, base, sets, [o for o in groups if o != g]) for g in groups
     }
+    if args.dev:
+        print(dev_report(sets, base, fused, groups, chosen, left_out))
+        return
     rows = {**{m: m for m in base["docs"]}, "hybrid": chosen}
     report_groups: list[Group] = [("docs", None), *groups]
     table: dict[str, dict[str, Score]] = {}
@@ -384,10 +408,19 @@ def main(argv: list[str] | None = None) -> None:
         table["hybrid, leave one group out"][group_name(g)] = score(
             ranked, s, members(s, g[1], "test")
         )
+    previous = convex_name(PREVIOUS)
+    table[f"previous default ({previous})"] = {
+        group_name(g): score(fused[g[0]][previous], sets[g[0]], members(sets[g[0]], g[1], "test"))
+        for g in report_groups
+    }
     for label, pick in (
         (
-            "fixed weight (k=0), tuned the same way",
-            lambda f: f.startswith("convex") and " k=0 " in f,
+            "previous form (a=0), tuned the same way",
+            lambda f: f.startswith("convex") and f.endswith(" a=0"),
+        ),
+        (
+            "fixed weight (k=0, a=0), tuned the same way",
+            lambda f: f.startswith("convex") and f.endswith(" k=0 a=0"),
         ),
         ("RRF, tuned the same way", lambda f: f.startswith("RRF")),
     ):
@@ -435,15 +468,74 @@ def main(argv: list[str] | None = None) -> None:
         write_docs(text)
 
 
+def dev_only(s: EvalSet, h: Halves) -> tuple[EvalSet, Halves]:
+    """The set and its halves restricted to the dev queries (``--dev``)."""
+    idx = [i for i, q in enumerate(s.queries) if q.split == "dev"]
+    return EvalSet(s.name, s.docs, [s.queries[i] for i in idx]), replace(
+        h,
+        lexical=[h.lexical[i] for i in idx],
+        vector=[h.vector[i] for i in idx],
+        bm25=[h.bm25[i] for i in idx],
+        scales=[h.scales[i] for i in idx],
+    )
+
+
+def dev_report(
+    sets: dict[str, EvalSet],
+    base: dict[str, dict[str, list[list[int]]]],
+    fused: dict[str, dict[str, list[list[int]]]],
+    groups: Sequence[Group],
+    chosen: str,
+    left_out: dict[str, str],
+) -> str:
+    """Dev MRR@10 per group of the halves, the previous default and the
+    chosen fusion, and each one's difference from the group's better half
+    (± paired SE), with leave one group out scored on the left-out group's
+    dev queries. The keyword style is also split into its first 40 queries
+    and the extra ones (query ids ``x…``, ``build.py --extra-dev``)."""
+    previous = convex_name(PREVIOUS)
+    rows: list[tuple[str, str, list[int]]] = []
+    for g in groups:
+        s = sets[g[0]]
+        idx = members(s, g[1], "dev")
+        rows.append((group_name(g), g[0], idx))
+        if g == ("docs", "keyword"):
+            for label, extra in (("first", False), ("extra", True)):
+                sub = [i for i in idx if s.queries[i].qid.startswith("x") == extra]
+                rows.append((f"docs/keyword ({label})", "docs", sub))
+    lines = [
+        f"chosen on dev: {chosen}",
+        "leave one group out: " + "; ".join(f"{g}: {c}" for g, c in left_out.items()),
+        "",
+        "| dev group (n) | lexical | vector | previous - better | chosen - better "
+        "| left out - better |",
+        "|---|---:|---:|---|---|---|",
+    ]
+    for label, set_name, idx in rows:
+        s = sets[set_name]
+        lx = score(base[set_name]["lexical"], s, idx).mrr
+        vx = score(base[set_name]["vector"], s, idx).mrr
+        better = base[set_name]["lexical" if lx >= vx else "vector"]
+        cells = []
+        for method in (previous, chosen, left_out.get(label)):
+            if method is None:
+                cells.append("")
+                continue
+            mrr = score(fused[set_name][method], s, idx).mrr
+            cells.append(f"{mrr:.3f} ({gap(fused[set_name][method], better, s, idx)})")
+        lines.append(f"| {label} ({len(idx)}) | {lx:.3f} | {vx:.3f} | " + " | ".join(cells) + " |")
+    return "\n".join(lines)
+
+
 def chosen_params(name: str) -> HybridParams:
-    """The HybridParams of a "convex w=… k=… p=…" candidate (the defaults for RRF)."""
+    """The HybridParams of a "convex w=… k=… a=…" candidate (the defaults for RRF)."""
     if not name.startswith("convex"):
         return HybridParams()
     values = dict(part.split("=") for part in name.split()[1:])
     return HybridParams(
         lexical_weight=float(values["w"]),
         coverage_power=float(values["k"]),
-        lexical_power=float(values["p"]),
+        margin_weight=float(values["a"]),
     )
 
 
@@ -494,10 +586,12 @@ def render(
         "*vector*: all-MiniLM-L6-v2, cosine, exact. *hybrid*: `embeddings.ranking.hybrid` over "
         f"the {CANDIDATES} best of each half.",
         f"- Fusion chosen on the dev queries of all four groups: **{chosen}** (the candidates: "
-        "convex combinations `W·x^p + (1-W)·cosine`, x = min(bm25/scale, 1.5) (scale: the "
-        "summed IDF of the query's terms), with a per-query weight W = w·c^k, c = the best "
-        "BM25 hit's x capped at 1 (how much of the query the best lexical match explains); "
-        f"w in {WEIGHTS}, k in {COVERAGE_POWERS} (k = 0: a fixed weight), p in {POWERS}; and "
+        "convex combinations `W·x + (1-W)·cosine`, x = min(bm25/scale, 1.5) (scale: the "
+        "summed IDF of the query's terms), with a per-query weight W = min(1, c^k·(w + a·m)), "
+        "c = the best BM25 hit's x capped at 1 (how much of the query the best lexical match "
+        "explains), m = 1 - x2/x1 of the two best BM25 hits (how far the best leads); "
+        f"w in {WEIGHTS}, k in {COVERAGE_POWERS}, a in {MARGIN_WEIGHTS} (a = 0: the previous "
+        "form; k = a = 0: a fixed weight); and "
         f"reciprocal rank fusion with k in {RRF_KS}; objective: the worst group's dev MRR@10 "
         "minus its better half's, then the mean dev MRR@10). Leave one group out (chosen "
         "without that group's queries): "

@@ -48,7 +48,7 @@ Pure Python, no I/O: it runs per request on a few hundred candidates.
 from __future__ import annotations
 
 import re
-from collections.abc import Hashable, Sequence
+from collections.abc import Hashable, Iterable, Sequence
 from dataclasses import dataclass
 from typing import TypeVar
 
@@ -204,25 +204,36 @@ def rrf(
 class HybridParams:
     """Parameters of ``hybrid``.
 
-    The fused score of a document is ``w * x**p + (1 - w) * cosine``, with
+    The fused score of a document is ``W * x**p + (1 - W) * cosine``, with
     ``x = min(bm25 / scale, LEXICAL_CAP)`` (how much of the query it
     explains) and a weight that depends on the query:
-    ``w = lexical_weight * coverage ** coverage_power``, where ``coverage``
-    is ``x`` of the best lexical hit of the search, capped at 1 (the share of
-    the query's IDF mass that the best BM25 match explains).
+
+        W = min(1, coverage ** coverage_power * (lexical_weight + margin_weight * margin))
+
+    where ``coverage`` is ``x`` of the best lexical hit of the search, capped
+    at 1 (the share of the query's IDF mass that the best BM25 match
+    explains), and ``margin`` is ``1 - x2 / x1`` of the two best lexical hits
+    (1 when only one document matches): how decisive the best match is.
 
     lexical_weight: the lexical half's share for a query that some document
-        explains completely (an identifier, a flag, every word of a short
-        query): there BM25 is reliable.
-    coverage_power: how fast that share falls as the best match explains
-        less of the query: at 8, a best match explaining 90 % of it gives
-        0.43 of ``lexical_weight``, 70 % gives 0.06. A paraphrase or a long
-        question, whose words no document holds all of, is ranked by its
-        cosine (nearly) alone, where BM25's partial matches mislead. 0 is a
-        fixed weight (the fusion before this form).
-    lexical_power: ``p``, the power of each document's own ``x``.
+        explains completely but not decisively (several documents hold all
+        of its words: the words of a short query, a common name).
+    coverage_power: how fast the share falls as the best match explains
+        less of the query: at 8, a best match explaining 90 % of it keeps
+        0.43 of it, 70 % keeps 0.06. A paraphrase or a long question, whose
+        words no document holds all of, is ranked by its cosine (nearly)
+        alone, where BM25's partial matches mislead. 0: the coverage does not
+        count.
+    margin_weight: how much the share grows with the best match's lead over
+        the second: a rare identifier, a flag or a constant that one
+        document holds and the others share only a part of (``stop_event``
+        against documents with ``stop`` or ``event``) is nearly always the
+        answer, whatever the embedding (which reads identifiers poorly)
+        says. 0: the fusion before the margin (issue 23, first round).
     All three chosen on the dev queries of every evaluation set
     (docs/benchmarks.md, "Search ranking quality").
+    lexical_power: ``p``, the power of each document's own ``x``; fixed at 1
+        (the grid no longer varies it: three parameters at most).
     floor: a candidate whose cosine (or, missing, its stand-in) is below this
         is dropped unless it explains at least ``explains`` of the query
         lexically (BM25 / scale): nearest neighbours of nonsense, and
@@ -231,17 +242,20 @@ class HybridParams:
         tuned for MRR.
     """
 
-    lexical_weight: float = 0.3
+    lexical_weight: float = 0.0
     coverage_power: float = 8.0
+    margin_weight: float = 6.0
     lexical_power: float = 1.0
     floor: float = 0.25
     explains: float = 0.5
 
-    def weight(self, coverage: float) -> float:
+    def weight(self, coverage: float, margin: float = 0.0) -> float:
         """The lexical half's weight for a search whose best lexical hit
-        explains ``coverage`` of the query (clamped to [0, 1])."""
+        explains ``coverage`` of the query and leads the second by
+        ``margin`` (``1 - x2 / x1``); both clamped to [0, 1], the weight too."""
         c = min(max(coverage, 0.0), 1.0)
-        return self.lexical_weight * c**self.coverage_power
+        m = min(max(margin, 0.0), 1.0)
+        return min(1.0, c**self.coverage_power * (self.lexical_weight + self.margin_weight * m))
 
 
 DEFAULT_HYBRID = HybridParams()
@@ -261,6 +275,24 @@ class Ranked:
     vector: float | None
 
 
+def lead(scores: Iterable[float], scale: float) -> tuple[float, float]:
+    """(coverage, margin) of a search's lexical scores for ``HybridParams.weight``:
+    the best score over ``scale`` (how much of the query the best hit
+    explains), and ``1 - x2 / x1`` of the two best ``x = min(score / scale,
+    LEXICAL_CAP)`` (1 with a single hit, 0 with none): how far the best hit
+    leads the second."""
+    if scale <= 0:
+        return 0.0, 0.0
+    x1 = x2 = 0.0
+    for score in scores:
+        x = min(score / scale, LEXICAL_CAP)
+        if x > x1:
+            x1, x2 = x, x1
+        elif x > x2:
+            x2 = x
+    return x1, (1.0 - x2 / x1 if x1 > 0 else 0.0)
+
+
 def hybrid(
     lexical: Sequence[tuple[K, float]],
     vector: Sequence[tuple[K, float]],
@@ -274,8 +306,8 @@ def hybrid(
     ``lexical`` is (key, BM25 score) best first, ``vector`` (key, cosine)
     best first. The fused score is a convex combination of the BM25 score
     divided by ``lexical_scale`` (capped, to a power) and the cosine, whose
-    weight grows with how much of the query the best BM25 hit explains
-    (``HybridParams``). The scale is the score of a
+    weight grows with how much of the query the best BM25 hit explains and
+    with how far it leads the second (``HybridParams``, ``lead``). The scale is the score of a
     document holding every query term once (``LexicalIndex.scale``, the sum
     of the terms' IDF): about 1 for a document that explains the whole query,
     little for one sharing a common word with it, whatever the best match
@@ -292,7 +324,7 @@ def hybrid(
     top = max(scores.values(), default=0.0)
     best = lexical_scale if lexical_scale is not None and lexical_scale > 0 else top
     missing = min(cosines.values(), default=0.0)
-    w = params.weight(top / best if best > 0 else 0.0)
+    w = params.weight(*lead(scores.values(), best))
     out: list[tuple[float, int, Ranked]] = []
     for order, key in enumerate(keys):
         lex = scores.get(key)

@@ -236,8 +236,9 @@ async def test_hybrid_fuses_bm25_and_cosine_and_shows_both(
 ) -> None:
     """Each hit's score is the convex combination of its BM25 score (divided
     by the query's scale, its terms' summed IDF) and its cosine, weighted by
-    how much of the query the best BM25 hit explains (embeddings.ranking.hybrid),
-    and both are in the hit's ``components``. A sentence-long question that a
+    how much of the query the best BM25 hit explains and how far it leads the
+    second (embeddings.ranking.hybrid), and both are in the hit's
+    ``components``. A sentence-long question that a
     decoy shares most words with still finds what it means near the top (the
     decoy, which BM25 alone ranks first, may stay above it)."""
     author, ids = await corpus(client)
@@ -267,10 +268,11 @@ async def test_hybrid_fuses_bm25_and_cosine_and_shows_both(
     index = ctx.lexical.indexes["pattern"]
     scale = index.scale(question)
     # The lexical half's weight for this query: how much of it the best BM25
-    # hit (the decoy) explains.
-    best = index.search(question, 1)[0][1]
-    w = ranking.DEFAULT_HYBRID.weight(best / scale)
-    assert 0 < w <= ranking.DEFAULT_HYBRID.lexical_weight
+    # hit (the decoy) explains, and how far it leads the second.
+    coverage, margin = ranking.lead([score for _, score in index.search(question, 2)], scale)
+    assert coverage > 0
+    w = ranking.DEFAULT_HYBRID.weight(coverage, margin)
+    assert 0 <= w <= 1
     for hit in body["data"]:
         parts = hit["components"]
         assert parts["vector"] in cosines

@@ -211,7 +211,7 @@ def test_rrf_sums_reciprocal_ranks(weights: tuple[float, float]) -> None:
 
 def test_hybrid_is_a_convex_combination_with_components() -> None:
     params = ranking.HybridParams(
-        lexical_weight=0.4, coverage_power=0.0, lexical_power=1.0, floor=0.25
+        lexical_weight=0.4, coverage_power=0.0, margin_weight=0.0, lexical_power=1.0, floor=0.25
     )
     lexical = [("a", 8.0), ("b", 4.0)]
     vector = [("b", 0.9), ("c", 0.5), ("a", 0.3)]
@@ -230,7 +230,7 @@ def test_hybrid_missing_cosine_and_floor() -> None:
     below the cosine floor is dropped unless it explains at least half the
     query lexically."""
     params = ranking.HybridParams(
-        lexical_weight=0.5, coverage_power=0.0, lexical_power=1.0, floor=0.25
+        lexical_weight=0.5, coverage_power=0.0, margin_weight=0.0, lexical_power=1.0, floor=0.25
     )
     out = ranking.hybrid(
         [("x", 2.0), ("w", 0.9)],
@@ -254,7 +254,7 @@ def test_hybrid_lexical_scale_cap_and_power() -> None:
     LEXICAL_CAP, and raised to the power: a hit explaining half the query
     keeps an eighth of the lexical weight at power 3."""
     params = ranking.HybridParams(
-        lexical_weight=0.5, coverage_power=0.0, lexical_power=3.0, floor=0.0
+        lexical_weight=0.5, coverage_power=0.0, margin_weight=0.0, lexical_power=3.0, floor=0.0
     )
     out = ranking.hybrid(
         [("half", 2.0), ("many", 9.0)],
@@ -275,13 +275,15 @@ def test_hybrid_weights_at_the_ends_are_the_halves() -> None:
     lexical = [("a", 3.0), ("b", 2.0), ("c", 1.0)]
     vector = [("c", 0.8), ("b", 0.7), ("a", 0.6)]
     only_lex = ranking.HybridParams(lexical_weight=1.0, coverage_power=0.0, floor=0.0)
-    only_vec = ranking.HybridParams(lexical_weight=0.0, floor=0.0)
+    only_vec = ranking.HybridParams(lexical_weight=0.0, margin_weight=0.0, floor=0.0)
     assert [r.key for r in ranking.hybrid(lexical, vector, limit=3, params=only_lex)] == list("abc")
     assert [r.key for r in ranking.hybrid(lexical, vector, limit=3, params=only_vec)] == list("cba")
 
 
 def test_hybrid_ties_limit_and_duplicates() -> None:
-    params = ranking.HybridParams(lexical_weight=0.5, coverage_power=0.0, floor=0.0)
+    params = ranking.HybridParams(
+        lexical_weight=0.5, coverage_power=0.0, margin_weight=0.0, floor=0.0
+    )
     # Equal scores keep first appearance (lexical list first); duplicates count once.
     out = ranking.hybrid(
         [("a", 1.0), ("a", 0.5)], [("b", 0.5), ("a", 0.5)], limit=10, params=params
@@ -297,13 +299,16 @@ def test_hybrid_weight_grows_with_the_best_hits_coverage() -> None:
     """The lexical half's weight is lexical_weight * coverage ** coverage_power,
     coverage being how much of the query the best BM25 hit explains (BM25 /
     scale, clamped to [0, 1])."""
-    params = ranking.HybridParams(lexical_weight=0.4, coverage_power=2.0, lexical_power=1.0)
+    params = ranking.HybridParams(
+        lexical_weight=0.4, coverage_power=2.0, margin_weight=0.0, lexical_power=1.0
+    )
     assert params.weight(1.0) == pytest.approx(0.4)
     assert params.weight(1.3) == pytest.approx(0.4)
     assert params.weight(0.5) == pytest.approx(0.1)
     assert params.weight(0.0) == 0.0
     assert params.weight(-1.0) == 0.0
     assert ranking.HybridParams(lexical_weight=0.4, coverage_power=0.0).weight(0.2) == 0.4
+    assert ranking.HybridParams(lexical_weight=0.4, coverage_power=0.0).weight(0.2, 0.0) == 0.4
     # Same candidates; only the best hit's coverage differs (scale 4 vs 8).
     lexical = [("lex", 4.0), ("both", 2.0)]
     vector = [("vec", 0.8), ("both", 0.6), ("lex", 0.5)]
@@ -324,7 +329,9 @@ def test_hybrid_weight_grows_with_the_best_hits_coverage() -> None:
 def test_hybrid_without_a_scale_counts_the_best_hit_as_full_coverage() -> None:
     """Postgres full text has no scale: the best hit is the scale, so its
     coverage is 1 and the weight is lexical_weight."""
-    params = ranking.HybridParams(lexical_weight=0.4, coverage_power=8.0, floor=0.0)
+    params = ranking.HybridParams(
+        lexical_weight=0.4, coverage_power=8.0, margin_weight=0.0, floor=0.0
+    )
     out = ranking.hybrid([("a", 0.2)], [("a", 0.5)], limit=5, params=params)
     assert out[0].score == pytest.approx(0.4 * 1.0 + 0.6 * 0.5)
     # Nothing lexical: the weight is 0, the cosine alone.
@@ -332,12 +339,63 @@ def test_hybrid_without_a_scale_counts_the_best_hit_as_full_coverage() -> None:
     assert out[0].score == pytest.approx(0.5)
 
 
+def test_lead_is_the_best_hits_coverage_and_its_margin_over_the_second() -> None:
+    """coverage: the best score over the scale (how much of the query the best
+    hit explains); margin: 1 - x2/x1 of the two best capped shares."""
+    assert ranking.lead([4.0, 2.0, 1.0], 4.0) == pytest.approx((1.0, 0.5))
+    assert ranking.lead([1.0, 3.0], 4.0) == pytest.approx((0.75, 1 - 1 / 3))  # any order
+    assert ranking.lead([3.0], 4.0) == pytest.approx((0.75, 1.0))  # one hit: decisive
+    assert ranking.lead([], 4.0) == (0.0, 0.0)
+    assert ranking.lead([2.0], 0.0) == (0.0, 0.0)
+    # Both above LEXICAL_CAP: capped alike, no lead.
+    assert ranking.lead([9.0, 7.0], 4.0) == pytest.approx((ranking.LEXICAL_CAP, 0.0))
+
+
+def test_weight_grows_with_the_margin_and_is_capped_at_one() -> None:
+    """W = min(1, coverage**k * (lexical_weight + margin_weight * margin))."""
+    params = ranking.HybridParams(lexical_weight=0.1, coverage_power=2.0, margin_weight=2.0)
+    assert params.weight(0.5, 0.2) == pytest.approx(0.25 * (0.1 + 0.4))
+    assert params.weight(1.0, 0.0) == pytest.approx(0.1)
+    assert params.weight(1.0, 0.9) == 1.0
+    assert params.weight(1.0, 5.0) == 1.0
+    assert params.weight(1.0, -1.0) == pytest.approx(0.1)
+    assert params.weight(0.0, 1.0) == 0.0
+
+
+def test_decisive_identifier_match_outranks_vector_neighbours() -> None:
+    """A rare identifier (``stop_event``) that one document holds: BM25 puts it
+    far ahead of documents sharing a part of it (``stop``, ``event``), the
+    embedding, which reads identifiers poorly, does not return it at all and
+    prefers loosely related neighbours. Its lead makes the lexical half
+    count: it ranks first. Before the margin (the previous default, w 0.3,
+    k 8) it came fourth, under the vector neighbours and a partial match: the
+    keyword-style shortfall of issue 23."""
+    scale = 10.0
+    lexical = [("ident", 9.0), ("part1", 4.0), ("part2", 3.5)]
+    vector = [("near1", 0.55), ("near2", 0.5), ("part1", 0.45), ("far", 0.25)]
+    new = ranking.hybrid(lexical, vector, limit=5, lexical_scale=scale)
+    assert new[0].key == "ident"
+    assert (new[0].lexical, new[0].vector) == (9.0, None)
+    previous = ranking.HybridParams(lexical_weight=0.3, coverage_power=8.0, margin_weight=0.0)
+    old = ranking.hybrid(lexical, vector, limit=5, params=previous, lexical_scale=scale)
+    assert [r.key for r in old] == ["near1", "part1", "near2", "ident", "part2"]
+    # Two documents holding the whole query alike (no lead): the cosine decides.
+    tie = ranking.hybrid(
+        [("a", 10.0), ("b", 10.0)], [("b", 0.6), ("a", 0.5)], limit=5, lexical_scale=scale
+    )
+    assert [r.key for r in tie] == ["b", "a"]
+    assert [r.score for r in tie] == pytest.approx([0.6, 0.5])
+
+
 def test_default_hybrid_params() -> None:
     """The defaults are the point chosen on the dev queries (docs/benchmarks.md,
-    "Search ranking quality"): a weight for queries BM25 explains fully that
-    fades fast as the best hit explains less."""
+    "Search ranking quality"): the lexical half counts when its best hit
+    explains the whole query and leads the second, fully from a lead of a
+    sixth, and fades fast as the best hit explains less."""
     d = ranking.DEFAULT_HYBRID
-    assert 0.0 < d.lexical_weight < 1.0
     assert d.coverage_power > 0
-    assert d.weight(1.0) == d.lexical_weight
-    assert d.weight(0.5) < 0.01
+    assert d.margin_weight > 0
+    assert d.weight(1.0, 1.0) == 1.0
+    assert d.weight(1.0, 0.0) == d.lexical_weight < 0.5
+    assert d.weight(0.5, 1.0) < 0.05
+    assert d.weight(1.0, 0.1) < d.weight(1.0, 0.2)
