@@ -283,16 +283,25 @@ async def visible_ids(
     session: AsyncSession, kind: str, search_ids: Sequence[int]
 ) -> dict[int, uuid.UUID]:
     """search_id -> id of those rows that may be found now."""
+    rows = await _visible_by_search_id(session, kind, "t.search_id, t.id", search_ids)
+    return {int(r[0]): r[1] for r in rows}
+
+
+async def _visible_by_search_id(
+    session: AsyncSession, kind: str, columns: str, search_ids: Sequence[int]
+) -> list[Any]:
+    """``columns`` (of the kind's table as ``t``) of those rows among
+    ``search_ids`` that may be found now."""
     if not search_ids:
-        return {}
+        return []
     s = searchable(kind)
     rows = await session.exec(  # type: ignore[call-overload]
         text(
-            f"SELECT search_id, id FROM {s.table} "  # noqa: S608
-            f"WHERE search_id = ANY(:ids) AND ({s.visible_sql})"
+            f"SELECT {columns} FROM {s.table} t "  # noqa: S608
+            f"WHERE t.search_id = ANY(:ids) AND ({s.visible_sql})"
         ).bindparams(bindparam("ids", list(search_ids), type_=BIGINTS))
     )
-    return {int(r[0]): r[1] for r in rows}
+    return list(rows)
 
 
 # --- the lexical index's feed (migration 0015) ------------------------------
@@ -349,15 +358,8 @@ async def lexical_rows(
 ) -> list[LexicalRow]:
     """(search_id, (title, description, tags, content)) of those rows that
     may be found now; the others are to leave the lexical index."""
-    if not search_ids:
-        return []
-    s = searchable(kind)
-    rows = await session.exec(  # type: ignore[call-overload]
-        text(
-            f"SELECT {lexical_select(s)} FROM {s.table} t "  # noqa: S608
-            f"WHERE t.search_id = ANY(:ids) AND ({s.visible_sql})"
-        ).bindparams(bindparam("ids", list(search_ids), type_=BIGINTS))
-    )
+    columns = lexical_select(searchable(kind))
+    rows = await _visible_by_search_id(session, kind, columns, search_ids)
     return [(int(r[0]), (r[1], r[2], r[3], r[4])) for r in rows]
 
 
