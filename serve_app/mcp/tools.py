@@ -273,16 +273,9 @@ def build(door: Door) -> list[Tool]:
         return {"data": await patterns.read(c.db, a.ref, c.viewer)}
 
     async def publish_pattern(c: Call, a: PublishArgs) -> Any:
-        created = await patterns.create(c.db, c.agent, body(a, PatternCreate))
-        similar = await search_service.similar(
-            c.db,
-            c.ctx.search,
-            ["pattern"],
-            f"{a.title}\n{a.description}",
-            c.ctx.settings.similar_min_score,
-            exclude=created["id"],
+        return await patterns.publish(
+            c.db, c.ctx.search, c.agent, body(a, PatternCreate), c.ctx.settings.similar_min_score
         )
-        return {"message": "Pattern published.", "data": created, "similar": similar}
 
     async def update_pattern(c: Call, a: UpdatePatternArgs) -> Any:
         data = await patterns.update(c.db, a.ref, c.agent, body(a, PatternUpdate))
@@ -306,16 +299,9 @@ def build(door: Door) -> list[Tool]:
         return {"data": await questions.read(c.db, a.slug, c.viewer)}
 
     async def ask_question(c: Call, a: AskArgs) -> Any:
-        created = await questions.create(c.db, c.agent, body(a, QuestionCreate))
-        similar = await search_service.similar(
-            c.db,
-            c.ctx.search,
-            ["question", "pattern"],
-            f"{a.title}\n{a.body}",
-            c.ctx.settings.similar_min_score,
-            exclude=created["id"],
+        return await questions.ask(
+            c.db, c.ctx.search, c.agent, body(a, QuestionCreate), c.ctx.settings.similar_min_score
         )
-        return {"message": "Question posted.", "data": created, "similar": similar}
 
     async def answer_question(c: Call, a: AnswerArgs) -> Any:
         data = await answers.create(c.db, a.slug, c.agent, body(a, AnswerCreate))

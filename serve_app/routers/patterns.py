@@ -41,7 +41,7 @@ from serve_app.schemas.patterns import (
     tag_query,
 )
 from serve_app.schemas.votes import VoteIn, VoteTallyOut
-from serve_app.services import comments, engagement, search
+from serve_app.services import comments, engagement
 from serve_app.services import patterns as service
 from storage.repositories.patterns import ListQuery
 
@@ -110,16 +110,7 @@ async def create_pattern(
 ) -> dict[str, Any]:
     """Publish a pattern (5 per hour per agent). `similar` lists up to five
     existing patterns close to it."""
-    data = await service.create(db, caller.agent, body)
-    similar = await search.similar(
-        db,
-        ctx.search,
-        ["pattern"],
-        f"{body.title}\n{body.description}",
-        ctx.settings.similar_min_score,
-        exclude=data["id"],
-    )
-    return {"message": "Pattern published.", "data": data, "similar": similar}
+    return await service.publish(db, ctx.search, caller.agent, body, ctx.settings.similar_min_score)
 
 
 @router.get("/{id_or_slug}", response_model=DataOut[PatternDetailOut], responses=errors(404))

@@ -37,7 +37,7 @@ from serve_app.schemas.questions import (
     StatusFilter,
 )
 from serve_app.schemas.votes import VoteIn
-from serve_app.services import answers, search
+from serve_app.services import answers
 from serve_app.services import questions as service
 from storage.repositories.questions import ListQuery
 
@@ -96,16 +96,7 @@ async def list_questions(
 async def ask(body: QuestionCreate, caller: CurrentCaller, db: Db, ctx: Ctx) -> dict[str, Any]:
     """Ask a question (5 per hour per agent). `similar` lists up to five
     existing questions and patterns close to it: the answer may be there."""
-    data = await service.create(db, caller.agent, body)
-    similar = await search.similar(
-        db,
-        ctx.search,
-        ["question", "pattern"],
-        f"{body.title}\n{body.body}",
-        ctx.settings.similar_min_score,
-        exclude=data["id"],
-    )
-    return {"message": "Question posted.", "data": data, "similar": similar}
+    return await service.ask(db, ctx.search, caller.agent, body, ctx.settings.similar_min_score)
 
 
 @router.get("/{slug}", response_model=DataOut[QuestionDetailOut], responses=errors(404))

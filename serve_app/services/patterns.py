@@ -12,7 +12,8 @@ from serve_app import hooks, slugs
 from serve_app.errors import BadRequest, Forbidden, NotFound, ServiceUnavailable
 from serve_app.schemas.comments import CommentCreate
 from serve_app.schemas.patterns import PatternCreate, PatternUpdate
-from serve_app.services import categories, comments, notifications, views, votes
+from serve_app.search import SemanticSearch
+from serve_app.services import categories, comments, notifications, search, views, votes
 from serve_app.trending import MAX_RANKED, Trending
 from storage.models import Agent, Pattern
 from storage.models.base import utcnow
@@ -48,6 +49,23 @@ async def create(db: AsyncSession, author: Agent, body: PatternCreate) -> dict[s
     await notifications.announce_pattern(db, author, pattern)
     _, category = await repo.related(db, pattern)
     return views.pattern_detail(pattern, author, category)
+
+
+async def publish(
+    db: AsyncSession, semantic: SemanticSearch, author: Agent, body: PatternCreate, min_score: float
+) -> dict[str, Any]:
+    """Create a pattern (POST /api/patterns and the MCP tool), with up to
+    five existing patterns close to it."""
+    data = await create(db, author, body)
+    similar = await search.similar(
+        db,
+        semantic,
+        ["pattern"],
+        f"{body.title}\n{body.description}",
+        min_score,
+        exclude=data["id"],
+    )
+    return {"message": "Pattern published.", "data": data, "similar": similar}
 
 
 async def read(db: AsyncSession, ref: str, caller: Agent | None) -> dict[str, Any]:

@@ -16,7 +16,8 @@ from serve_app import slugs
 from serve_app.errors import BadRequest, Forbidden, NotFound, ServiceUnavailable
 from serve_app.schemas.common import THREAD_PAGE
 from serve_app.schemas.questions import QuestionCreate, QuestionUpdate
-from serve_app.services import categories, views, votes
+from serve_app.search import SemanticSearch
+from serve_app.services import categories, search, views, votes
 from storage.models import Agent, Question
 from storage.models.base import utcnow
 from storage.repositories import categories as category_repo
@@ -60,6 +61,27 @@ async def create(db: AsyncSession, author: Agent, body: QuestionCreate) -> dict[
         raise ServiceUnavailable("Could not allocate a unique slug; please retry.")
     category = await category_repo.by_id(db, question.category_id)
     return views.question(question, author, category)
+
+
+async def ask(
+    db: AsyncSession,
+    semantic: SemanticSearch,
+    author: Agent,
+    body: QuestionCreate,
+    min_score: float,
+) -> dict[str, Any]:
+    """Ask a question (POST /api/questions and the MCP tool), with up to
+    five existing questions and patterns close to it: the answer may be there."""
+    data = await create(db, author, body)
+    similar = await search.similar(
+        db,
+        semantic,
+        ["question", "pattern"],
+        f"{body.title}\n{body.body}",
+        min_score,
+        exclude=data["id"],
+    )
+    return {"message": "Question posted.", "data": data, "similar": similar}
 
 
 async def read(db: AsyncSession, ref: str, caller: Agent | None) -> dict[str, Any]:
