@@ -145,6 +145,14 @@ class VectorIndex:
     async def search(self, kinds: list[str], query: str, k: int) -> dict[str, list[Any]]:
         return await self.indexer.search(kinds, query, k)
 
+    async def embed_query(self, text: str, model: str) -> np.ndarray:
+        """A query's vector under ``model``, from this replica's cache of
+        recent queries or the Embedder (the Api replicas' copies of the
+        index ask here: the cache is shared by all of them)."""
+        return await asyncio.wait_for(
+            self._queries.get(text, model), self.indexer.config.query_timeout_s
+        )
+
     async def activate(self, model: str) -> dict[str, int]:
         return await self.indexer.activate(model)
 

@@ -14,6 +14,9 @@ Postgres, and the worker that embeds what changed.
   the jobs queued; after it, the vectors are stored, so nothing is lost and
   nothing is embedded twice.
 - **Search**: the query is embedded with the active model and looked up.
+- **Copies**: in the transaction that stores the vectors, the worker logs
+  the index entries it changes (``search_changes``, migration 0016); the Api
+  processes' copies of the indexes (``serve_app/vectors.py``) follow that log.
 - **Swap**: ``activate(model)`` builds new indexes from the vectors stored
   under ``model`` (the re-embedding job wrote them) and replaces the live ones
   in one step; searches keep using the old ones until then.
@@ -200,7 +203,10 @@ class Indexer:
             changes: list[tuple[str, list[int], np.ndarray, list[int]]] = []
             for kind in sorted({j.kind for j in jobs}):
                 of_kind = [j for j in jobs if j.kind == kind]
-                changes.append(await self._refresh(session, kind, of_kind, model))
+                change = await self._refresh(session, kind, of_kind, model)
+                # The Api processes' copies of the index follow this log.
+                await repo.log_vector_changes(session, kind, change[1] + change[3])
+                changes.append(change)
             await repo.delete_jobs(session, [j.id for j in jobs])
             await session.commit()
         # Committed: the indexes follow. (Were this process to die here, the

@@ -41,7 +41,7 @@ from serve_app.routers import (
     search,
     uploads,
 )
-from serve_app.search import NoSemanticSearch, SemanticSearch
+from serve_app.search import NoSemanticSearch, SearchFactory, SemanticSearch
 from serve_app.settings import Settings
 from serve_app.streams.hub import StreamHub
 from serve_app.trending import LocalTrending, Trending
@@ -157,9 +157,11 @@ def create_app(
     local_proxies: Sequence[Network] = (),
     pool_size: int | None = None,
     files: FileStore | PostgresFileStore | None = None,
-    semantic: SemanticSearch | None = None,
+    semantic: SemanticSearch | SearchFactory | None = None,
 ) -> FastAPI:
-    """Build the app. Ray-backed pieces are passed in, so tests run it without Ray."""
+    """Build the app. Ray-backed pieces are passed in, so tests run it without Ray.
+    ``semantic`` may be a factory of the search given the app's sessions and
+    engine (a copy of the vector index in this process follows Postgres)."""
     engine = make_engine(
         database_url,
         pool_size=pool_size or settings.db_pool_size,
@@ -183,7 +185,8 @@ def create_app(
         rules=settings.rules(),
         trusted=settings.trusted_networks(),
         files=files or file_store(settings),
-        search=semantic or NoSemanticSearch(),
+        search=(semantic(sessions, engine) if callable(semantic) else semantic)
+        or NoSemanticSearch(),
         local_proxies=list(local_proxies),
         lexical=LexicalSearch(sessions, engine, refresh_s=settings.search_lexical_refresh_s)
         if settings.search_lexical
@@ -198,6 +201,7 @@ def create_app(
         await ctx.dispatch.wake()
         if ctx.lexical is not None:
             ctx.lexical.start()
+        ctx.search.start()
         async with mcp_door.running():
             yield {}
         await ctx.streams.close()

@@ -10,7 +10,7 @@ from __future__ import annotations
 import ipaddress
 import logging
 import os
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from fastapi import FastAPI
 from ray import serve
@@ -20,6 +20,9 @@ from ray.serve.schema import LoggingConfig
 from serve_app.bootstrap import Prepared, is_shim, prepare, worker_env
 from serve_app.clientip import Network, host_networks
 from serve_app.settings import Settings, get_settings
+
+if TYPE_CHECKING:
+    from serve_app.search import SearchFactory, SemanticSearch
 
 log = logging.getLogger("cairn.deployments")
 
@@ -36,7 +39,6 @@ def replica_app(runtime: dict[str, str], index: Any = None) -> FastAPI:
     from serve_app.app import create_app
     from serve_app.dispatch import RayDispatch, dispatch_config
     from serve_app.ratelimit import RayRateLimiter
-    from serve_app.search import RaySearch
     from serve_app.trending import RayTrending
 
     os.environ.update(runtime)
@@ -54,11 +56,30 @@ def replica_app(runtime: dict[str, str], index: Any = None) -> FastAPI:
         dispatch=RayDispatch(dispatch_config(settings, settings.database_url, secret)),
         # Serve's HAProxy appends the client address to X-Forwarded-For.
         local_proxies=serve_proxies(constants.RAY_SERVE_ENABLE_HA_PROXY),
-        # The index embeds the query (≤ search_query_timeout_s) then searches.
-        semantic=None
-        if index is None
-        else RaySearch(index, timeout_s=settings.search_query_timeout_s + 1.0),
+        semantic=semantic_search(settings, index),
     )
+
+
+def semantic_search(settings: Settings, index: Any) -> SemanticSearch | SearchFactory | None:
+    """What an Api replica searches by meaning with: a copy of the VectorIndex's
+    indexes in the replica (``CAIRN_SEARCH_REPLICA_VECTORS``), or the
+    VectorIndex itself, which embeds the query (≤ search_query_timeout_s) then
+    searches."""
+    from serve_app.search import RaySearch
+
+    if index is None:
+        return None
+    if not settings.search_replica_vectors:
+        return RaySearch(index, timeout_s=settings.search_query_timeout_s + 1.0)
+    from serve_app.vectors import ReplicaVectors
+
+    config = settings.indexer_config(settings.database_url or "")
+    refresh_s = settings.search_replica_vectors_refresh_s
+
+    def copy(sessions: Any, engine: Any) -> SemanticSearch:
+        return ReplicaVectors(index, config, sessions, engine, refresh_s=refresh_s)
+
+    return copy
 
 
 def serve_proxies(haproxy: bool) -> list[Network]:

@@ -2,7 +2,8 @@
 
 ``LocalSearch`` runs an Indexer in this process over an in-process Encoder
 (API tests, a single uvicorn); ``RaySearch`` asks the cluster's VectorIndex
-deployment. Either answers None when it cannot (model or index not ready,
+deployment; ``serve_app.vectors.ReplicaVectors`` searches a copy of its
+indexes held in this process. Either answers None when it cannot (model or index not ready,
 too slow, stopped): the routes then use full-text search alone.
 """
 
@@ -10,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+from collections.abc import Callable
 from typing import Any, Protocol
 
 import numpy as np
@@ -25,6 +27,10 @@ Hits = dict[str, list[tuple[int, float]]]
 
 
 class SemanticSearch(Protocol):
+    def start(self) -> None:
+        """Begin whatever loads in the background (called at app start)."""
+        ...
+
     async def nearest(self, kinds: list[str], query: str, k: int) -> Hits | None:
         """Per kind, the ``k`` nearest (search_id, cosine) best first; None
         when semantic search cannot answer now."""
@@ -35,8 +41,15 @@ class SemanticSearch(Protocol):
     async def close(self) -> None: ...
 
 
+# Builds a SemanticSearch from the app's sessions and engine.
+SearchFactory = Callable[[async_sessionmaker[AsyncSession], AsyncEngine], SemanticSearch]
+
+
 class NoSemanticSearch:
     """Semantic search switched off (CAIRN_SEARCH_SEMANTIC=false)."""
+
+    def start(self) -> None:
+        return None
 
     async def nearest(self, kinds: list[str], query: str, k: int) -> Hits | None:
         return None
@@ -84,6 +97,9 @@ class LocalSearch:
         vector: np.ndarray = (await self._embed([text], model))[0]
         return vector
 
+    def start(self) -> None:
+        return None
+
     async def settle(self) -> int:
         return await self.indexer.drain()
 
@@ -110,6 +126,9 @@ class RaySearch:
     def __init__(self, index: Any, timeout_s: float) -> None:
         self._index = index
         self._timeout_s = timeout_s
+
+    def start(self) -> None:
+        return None
 
     async def nearest(self, kinds: list[str], query: str, k: int) -> Hits | None:
         try:

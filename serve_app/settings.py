@@ -162,6 +162,12 @@ class Settings(BaseSettings):
     # "Lexical ranking and fusion (issue 23)").
     search_lexical: bool = True
     search_lexical_refresh_s: float = Field(default=0.0, ge=0, le=3600)
+    # A copy of the vector index in each Api replica (serve_app/vectors.py):
+    # semantic search without a hop to the VectorIndex, at the cost of the
+    # index's memory in every replica; at most refresh_s behind the VectorIndex
+    # (docs/decisions.md, "Serve path performance (issue 21)").
+    search_replica_vectors: bool = True
+    search_replica_vectors_refresh_s: float = Field(default=1.0, ge=0, le=3600)
     search_flat_max: int = Field(default=20_000, ge=1)
     search_hnsw_max: int = Field(default=2_000_000, ge=1)
     search_hnsw_ef: int = Field(default=256, ge=1, le=65_536)

@@ -13,7 +13,7 @@ import uuid
 from dataclasses import dataclass
 from datetime import datetime
 
-from sqlalchemy import BigInteger, Column, Identity, Index, LargeBinary, String
+from sqlalchemy import BigInteger, Boolean, Column, Identity, Index, LargeBinary, String, false
 from sqlalchemy.dialects.postgresql import UUID
 from sqlmodel import Field, SQLModel
 
@@ -128,7 +128,9 @@ class SearchChange(SQLModel, table=True):
     """A change to a searchable row, for the lexical index each Api process
     holds (migration 0015): the same trigger that queues a ``search_jobs`` row
     logs one here, with its transaction id, and readers take the rows of
-    transactions their last snapshot had not seen finish. Pruned after an hour."""
+    transactions their last snapshot had not seen finish. With ``vectors``, a
+    change the search worker made to the vector index, for the Api processes'
+    copies of it (migration 0016). Pruned after an hour."""
 
     __tablename__ = "search_changes"
     __table_args__ = (Index("ix_search_changes_xid", "xid"),)
@@ -141,3 +143,6 @@ class SearchChange(SQLModel, table=True):
     # pg_current_xact_id() (xid8, as a bigint): compared with a snapshot's xmin.
     xid: int = Field(sa_column=Column(BigInteger, nullable=False))
     changed_at: datetime = created_field()
+    vectors: bool = Field(
+        default=False, sa_column=Column(Boolean, server_default=false(), nullable=False)
+    )

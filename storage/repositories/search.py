@@ -304,7 +304,7 @@ async def _visible_by_search_id(
     return list(rows)
 
 
-# --- the lexical index's feed (migration 0015) ------------------------------
+# --- the change log the Api processes' indexes follow (0015, 0016) ---------
 
 # Changes are kept this long; a reader that has not read the log for longer
 # rebuilds its index instead.
@@ -330,15 +330,49 @@ async def snapshot_xmin(session: AsyncSession) -> int:
     return int(row[0])
 
 
-async def changes_since(session: AsyncSession, xmin: int) -> list[tuple[int, str, int]]:
+async def changes_since(
+    session: AsyncSession, xmin: int, vectors: bool = False
+) -> list[tuple[int, str, int]]:
     """(id, kind, search_id) of the changes logged by transactions from
-    ``xmin`` on (those a reader whose snapshot had that xmin may have missed)."""
+    ``xmin`` on (those a reader whose snapshot had that xmin may have missed):
+    the triggers' changes of rows, or with ``vectors`` the search worker's
+    changes of the vector index."""
     rows = await session.exec(  # type: ignore[call-overload]
         text(
-            "SELECT id, kind, search_id FROM search_changes WHERE xid >= :xmin ORDER BY id"
-        ).bindparams(xmin=xmin)
+            "SELECT id, kind, search_id FROM search_changes "
+            "WHERE xid >= :xmin AND vectors = :vectors ORDER BY id"
+        ).bindparams(xmin=xmin, vectors=vectors)
     )
     return [(int(r[0]), str(r[1]), int(r[2])) for r in rows]
+
+
+async def log_vector_changes(session: AsyncSession, kind: str, search_ids: Sequence[int]) -> None:
+    """Log, in the caller's transaction, that the vector index entries of
+    ``search_ids`` changed (the Api processes' copies re-read them)."""
+    if search_ids:
+        await session.exec(  # type: ignore[call-overload]
+            text(
+                "INSERT INTO search_changes (kind, search_id, xid, vectors) "
+                "SELECT :kind, u.id, pg_current_xact_id()::text::bigint, true "
+                "FROM unnest(:ids) AS u(id)"
+            ).bindparams(bindparam("ids", sorted(set(search_ids)), type_=BIGINTS), kind=kind)
+        )
+
+
+async def vector_rows(
+    session: AsyncSession, kind: str, search_ids: Sequence[int], model: str
+) -> list[tuple[int, bytes]]:
+    """(search_id, vector under ``model``) of those rows among ``search_ids``
+    that may be found and have one; the others are to leave a vector index."""
+    s = searchable(kind)
+    rows = await session.exec(  # type: ignore[call-overload]
+        text(
+            f"SELECT t.search_id, e.vector FROM {s.table} t JOIN embeddings e "  # noqa: S608
+            f"ON e.kind = :kind AND e.item_id = t.id AND e.model = :model "
+            f"WHERE t.search_id = ANY(:ids) AND ({s.visible_sql})"
+        ).bindparams(bindparam("ids", list(search_ids), type_=BIGINTS), kind=kind, model=model)
+    )
+    return [(int(r[0]), bytes(r[1])) for r in rows]
 
 
 async def prune_changes(session: AsyncSession, keep_s: int = CHANGES_KEPT_S) -> int:

@@ -1,6 +1,7 @@
 """Search through the real service: Api → VectorIndex → Embedder deployments,
-the trigger-fed worker, the rebuild of the index when its replica restarts,
-and the fall-back to full text while the Embedder is down."""
+the trigger-fed worker, the Api replicas' copies of the index, the rebuild of
+the index when its replica restarts, and the fall-back to full text while
+the Embedder is down."""
 
 from __future__ import annotations
 
@@ -102,19 +103,37 @@ async def test_semantic_search_through_serve(http: httpx.AsyncClient, service: S
     body = await search(http, CREDENTIALS)
     assert ids[1] not in [hit["id"] for hit in body["data"]]
 
-    # The VectorIndex replica dies: Serve starts another, which rebuilds the
-    # index from Postgres and answers as before.
+    # The Api replicas search their own copies of the index
+    # (serve_app/vectors.py), which follow the worker's changes.
+    replica: dict[str, Any] = {}
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline:
+        await search(http, MIDNIGHT)
+        replica = ((await http.get("/api/health")).json()["search"] or {}).get("replica") or {}
+        if replica.get("ready") and replica["counters"]["local"] > 0:
+            break
+        await asyncio.sleep(0.3)
+    assert replica.get("ready") and replica["counters"]["local"] > 0, replica
+
+    # The VectorIndex replica dies: the Api replicas' copies answer meanwhile
+    # (a query asked before: its vector is in their caches); Serve starts
+    # another, which rebuilds the index from Postgres and answers as before.
     before = await first_hit(http, MIDNIGHT, ids[0])
+    started = (await http.get("/api/health")).json()["search"]["started"]
     index = actor_process(service, "ServeReplica:cairn:VectorIndex")
     index.kill()
     index.wait(timeout=30)
+    assert (await search(http, MIDNIGHT))["data"] == before["data"]
     deadline = time.monotonic() + 120
-    after: dict[str, Any] = {}
+    stats: dict[str, Any] = {}
     while time.monotonic() < deadline:
-        after = await search(http, MIDNIGHT)
-        if after["mode"] == "semantic":
+        stats = (await http.get("/api/health")).json()["search"] or {}
+        if stats.get("ready") and stats["started"] > started:
             break
         await asyncio.sleep(0.5)
+    assert stats.get("ready") and stats["started"] > started, stats
+    assert stats["indexes"]["pattern"]["size"] >= len(PATTERNS) - 1
+    after = await search(http, MIDNIGHT)
     assert after["mode"] == "semantic", after
     assert after["data"] == before["data"]
 
@@ -164,7 +183,8 @@ async def test_full_text_while_the_embedder_is_down(
     assert "embedder" in health["parts"]["search"]["reason"], health["parts"]
     assert health["search"]["ready"] is True and health["search"]["embedder"] == "unavailable"
     # A query asked before is still answered semantically: its vector is in the
-    # VectorIndex's query cache (docs/decisions.md, "Serve path performance").
+    # Api replica's or the VectorIndex's query cache (docs/decisions.md, "Serve
+    # path performance").
     cached = await search(http, "logrotate nginx")
     assert cached["mode"] == "semantic" and cached["data"][0]["id"] == pattern
     # And recovers by itself (a query not asked before needs the Embedder).

@@ -1,0 +1,188 @@
+"""Semantic search from a copy of the vector index held in this Api process:
+``ReplicaVectors``, a ``serve_app.search.SemanticSearch``.
+
+A search through the VectorIndex deployment costs a handle call each way
+(about 2 ms of CPU here, more than the FAISS search itself; docs/benchmarks.md,
+"Where the time goes"). Each Api replica therefore holds its own copy of the
+FAISS indexes, as it holds its own BM25 index:
+
+- **Build**: in the background at start, from the vectors stored under the
+  active model (``storage.repositories.search.scan_vectors``, as the
+  VectorIndex builds its own). Until it is done, searches go to the
+  VectorIndex (``RaySearch``), as before.
+- **Follow** (``serve_app.follow.Follower``): the VectorIndex's worker logs
+  every index entry it adds, replaces or removes in ``search_changes``, in
+  the transaction that stores the vectors (migration 0016). A search finding
+  the copy's last read older than ``refresh_s`` first reads those changes and
+  re-reads the rows' stored vectors, so the copy is at most ``refresh_s``
+  behind the VectorIndex. When the active model changes (``cairn reembed``),
+  the copy is rebuilt under the new one in the background and the old one
+  answers until then.
+- **Queries**: the vectors of the last ``query_cache`` queries are kept
+  here; a query not among them is embedded through the VectorIndex
+  (``embed_query``: its own cache of recent queries, shared by every
+  replica, then the Embedder).
+
+Hits are re-read from Postgres by the search service before they are shown,
+as with the VectorIndex's hits, so a hidden row never appears.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from typing import Any
+
+import numpy as np
+from sqlalchemy.ext.asyncio import AsyncEngine, async_sessionmaker
+from sqlmodel.ext.asyncio.session import AsyncSession
+
+from embeddings.config import IndexerConfig
+from embeddings.encoder import from_bytes
+from embeddings.faiss_index import FaissIndex
+from embeddings.querycache import DEFAULT_SIZE, QueryVectors
+from serve_app.follow import Follower
+from serve_app.search import Hits, RaySearch
+from storage.repositories import search as repo
+
+log = logging.getLogger("cairn.search")
+
+# (model, indexes by kind)
+Built = tuple[str, dict[str, FaissIndex]]
+
+
+class ReplicaVectors(Follower):
+    name = "vector index copy"
+    vectors = True
+
+    def __init__(
+        self,
+        index: Any,
+        config: IndexerConfig,
+        sessions: async_sessionmaker[AsyncSession],
+        engine: AsyncEngine,
+        refresh_s: float = 1.0,
+        query_cache: int = DEFAULT_SIZE,
+    ) -> None:
+        super().__init__(sessions, engine, refresh_s)
+        self.config = config
+        self._index = index
+        self.remote = RaySearch(index, timeout_s=config.query_timeout_s + 1.0)
+        self.queries = QueryVectors(self._embed_query, size=query_cache)
+        self.model: str | None = None
+        self.indexes: dict[str, FaissIndex] = {}
+        self.counters.update({"local": 0, "remote": 0, "failed": 0})
+
+    async def _embed_query(self, text: str, model: str) -> np.ndarray:
+        vector = await self._index.embed_query.remote(text, model)
+        return np.asarray(vector, dtype=np.float32)
+
+    # --- the follower -------------------------------------------------------
+
+    async def _load(self) -> Built:
+        async with self._sessions() as session:
+            model = await repo.active_model(session)
+        if model is None:
+            # The VectorIndex sets it when it first starts.
+            raise LookupError("no active search model yet")
+        dim: int | None = None
+        indexes: dict[str, FaissIndex] = {}
+        async with self._engine.connect() as conn:
+            for kind in self.config.kinds:
+                ids: list[int] = []
+                blobs: list[bytes] = []
+                async for part in repo.scan_vectors(conn, kind, model):
+                    for search_id, blob in part:
+                        ids.append(search_id)
+                        blobs.append(blob)
+                if not blobs:
+                    # Nothing stored under the model yet: this kind's index is
+                    # made with the first vectors the worker stores.
+                    continue
+                dim = len(blobs[0]) // 4
+                indexes[kind] = await asyncio.to_thread(
+                    FaissIndex.build,
+                    dim,
+                    np.asarray(ids, dtype=np.int64),
+                    from_bytes(blobs, dim),
+                    self.config.index,
+                )
+        log.info(
+            "vector index copy of %r: %s",
+            model,
+            ", ".join(f"{k}: {len(v)} {v.kind}" for k, v in indexes.items()) or "empty",
+        )
+        return model, indexes
+
+    def _install(self, built: Built) -> None:
+        self.model, self.indexes = built
+
+    async def _update(self, session: AsyncSession, ids: dict[str, set[int]]) -> None:
+        model = self.model
+        assert model is not None
+        for kind, changed in ids.items():
+            if kind not in self.config.kinds:
+                continue
+            found = await repo.vector_rows(session, kind, sorted(changed), model)
+            index = self.indexes.get(kind)
+            if index is not None:
+                index.remove(sorted(changed - {sid for sid, _ in found}))
+            if not found:
+                continue
+            dim = len(found[0][1]) // 4
+            vectors = from_bytes([v for _, v in found], dim)
+            if index is None:
+                self.indexes[kind] = FaissIndex.build(
+                    dim,
+                    np.asarray([sid for sid, _ in found], dtype=np.int64),
+                    vectors,
+                    self.config.index,
+                )
+            else:
+                index.add([sid for sid, _ in found], vectors)
+
+    async def _outdated(self, session: AsyncSession) -> bool:
+        model = await repo.active_model(session)
+        return model is not None and model != self.model
+
+    # --- SemanticSearch -----------------------------------------------------
+
+    async def nearest(self, kinds: list[str], query: str, k: int) -> Hits | None:
+        if not self.ready:
+            self.start()
+            self.counters["remote"] += 1
+            return await self.remote.nearest(kinds, query, k)
+        try:
+            await self.refresh()
+        except Exception as exc:
+            # Searched as it is: at worst it misses the latest changes.
+            log.warning("vector index copy: change log unreadable (%s)", type(exc).__name__)
+        model, indexes = self.model, self.indexes
+        assert model is not None
+        try:
+            vector = await asyncio.wait_for(
+                self.queries.get(query, model), self.config.query_timeout_s + 1.0
+            )
+        except Exception as exc:
+            self.counters["failed"] += 1
+            log.warning("semantic search unavailable: %s", type(exc).__name__)
+            return None
+        self.counters["local"] += 1
+        return {kind: indexes[kind].search(vector, k) if kind in indexes else [] for kind in kinds}
+
+    async def stats(self) -> dict[str, Any] | None:
+        """The VectorIndex's state (None when it does not answer), with this
+        copy's under ``replica``."""
+        stats = await self.remote.stats()
+        if stats is None:
+            return None
+        return {**stats, "replica": self.replica_stats()}
+
+    def replica_stats(self) -> dict[str, Any]:
+        return {
+            **self.follow_stats(),
+            "model": self.model,
+            "indexes": {k: len(v) for k, v in self.indexes.items()},
+            "memory_bytes": sum(v.memory_bytes() for v in self.indexes.values()),
+            "query_cache": self.queries.stats(),
+        }
