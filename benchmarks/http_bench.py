@@ -903,17 +903,29 @@ def measure(
     return Run(route, server.name, run, result, cpu, timers, profile)
 
 
+# Answers in a row that must find the Api replica's copy of the vector index
+# built: each comes from one replica (HAProxy spreads them).
+REPLICAS_READY_IN_A_ROW = 8
+
+
 def wait_index_idle(base: str, timeout: float = 600.0) -> None:
     """Until the VectorIndex has embedded every queued row (after pattern
-    creation runs), so no background embedding overlaps the next run."""
+    creation runs), so no background embedding overlaps the next run, and the
+    Api replicas' copies of the index are built (serve_app/vectors.py)."""
     deadline = time.monotonic() + timeout
+    in_a_row = 0
     while time.monotonic() < deadline:
         with contextlib.suppress(OSError):
             status, body = http_json("GET", base + "/api/health", timeout=10)
             search = body.get("search") if status == 200 and isinstance(body, dict) else None
-            if search is None or (search.get("ready") and search.get("pending_jobs") == 0):
+            if search is None:
                 return
-        time.sleep(1.0)
+            replica = search.get("replica")
+            idle = search.get("ready") and search.get("pending_jobs") == 0
+            in_a_row = in_a_row + 1 if idle and (replica is None or replica["ready"]) else 0
+            if in_a_row >= (1 if replica is None else REPLICAS_READY_IN_A_ROW):
+                return
+        time.sleep(0.3 if in_a_row else 1.0)
     raise RuntimeError(f"search index still busy after {timeout:.0f}s")
 
 

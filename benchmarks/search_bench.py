@@ -763,7 +763,8 @@ def search_script(tmp: Path, paths: list[str], name: str) -> Path:
     return path
 
 
-# Answers in a row from /api/health whose replica has its BM25 index built:
+# Answers in a row from /api/health whose replica has its BM25 index and its
+# copy of the vector index built:
 # each answer comes from one Api replica (HAProxy spreads them), so a run of
 # them says every replica is ready, not just one.
 LEXICAL_READY_IN_A_ROW = 12
@@ -771,8 +772,9 @@ LEXICAL_READY_IN_A_ROW = 12
 
 def wait_search_ready(base: str, expected: int, timeout: float = 900.0) -> dict[str, Any]:
     """/api/health's search stats once the vector index holds every pattern and
-    no job waits, and every Api replica's BM25 index is built (until then a
-    replica ranks words with Postgres full text, which is not what is measured)."""
+    no job waits, and every Api replica's BM25 index and copy of the vector
+    index are built (until then a replica ranks words with Postgres full text
+    and asks the VectorIndex, which is not what is measured)."""
     deadline = time.monotonic() + timeout
     last: Any = None
     lexical_in_a_row = 0
@@ -782,8 +784,20 @@ def wait_search_ready(base: str, expected: int, timeout: float = 900.0) -> dict[
             last = body.get("search") if status == 200 and isinstance(body, dict) else body
             pattern = (last or {}).get("indexes", {}).get("pattern", {})
             lexical = body.get("lexical") if isinstance(body, dict) else None
-            built = lexical is None or (
-                lexical.get("ready") and lexical.get("indexes", {}).get("pattern", 0) >= expected
+            replica = (last or {}).get("replica") if isinstance(last, dict) else None
+            built = (
+                lexical is None
+                or (
+                    lexical.get("ready")
+                    and lexical.get("indexes", {}).get("pattern", 0) >= expected
+                )
+            ) and (
+                # The replica's copy of the vector index (serve_app/vectors.py).
+                replica is None
+                or (
+                    replica.get("ready")
+                    and replica.get("indexes", {}).get("pattern", 0) >= expected
+                )
             )
             lexical_in_a_row = lexical_in_a_row + 1 if built else 0
             if (

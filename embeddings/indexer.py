@@ -56,6 +56,35 @@ IndexSearchFn = Callable[[FaissIndex, np.ndarray, int], Awaitable[list[tuple[int
 CHANNEL = "cairn_search"
 
 
+async def load_indexes(
+    engine: AsyncEngine, config: IndexerConfig, model: str, dim: int | None
+) -> dict[str, FaissIndex]:
+    """Each kind's FAISS index from the vectors stored under ``model`` (the
+    VectorIndex's, and the Api replicas' copies). With ``dim`` None, it is
+    read from the stored vectors, and a kind scanned before any was found
+    gets no index (a copy makes it with the kind's first vectors)."""
+    indexes = {}
+    async with engine.connect() as conn:
+        for kind in config.kinds:
+            ids: list[int] = []
+            blobs: list[bytes] = []
+            async for part in repo.scan_vectors(conn, kind, model):
+                for search_id, blob in part:
+                    ids.append(search_id)
+                    blobs.append(blob)
+            if dim is None and blobs:
+                dim = len(blobs[0]) // 4
+            if dim is None:
+                continue
+            vectors = from_bytes(blobs, dim)
+            if len(ids) and vectors.shape[1] != dim:
+                raise RuntimeError(f"stored {kind} vectors are not {dim}-d for {model!r}")
+            indexes[kind] = await asyncio.to_thread(
+                FaissIndex.build, dim, np.asarray(ids, dtype=np.int64), vectors, config.index
+            )
+    return indexes
+
+
 class NotReady(RuntimeError):
     """The indexes are not loaded yet (or the model cannot be reached)."""
 
@@ -142,25 +171,7 @@ class Indexer:
     async def _load(self, model: str) -> dict[str, FaissIndex]:
         """Indexes of every kind from the vectors stored under ``model``."""
         dim = await self._dim(model)
-        indexes = {}
-        async with self._engine.connect() as conn:
-            for kind in self.config.kinds:
-                ids: list[int] = []
-                blobs: list[bytes] = []
-                async for part in repo.scan_vectors(conn, kind, model):
-                    for search_id, blob in part:
-                        ids.append(search_id)
-                        blobs.append(blob)
-                vectors = from_bytes(blobs, dim)
-                if len(ids) and vectors.shape[1] != dim:
-                    raise RuntimeError(f"stored {kind} vectors are not {dim}-d for {model!r}")
-                indexes[kind] = await asyncio.to_thread(
-                    FaissIndex.build,
-                    dim,
-                    np.asarray(ids, dtype=np.int64),
-                    vectors,
-                    self.config.index,
-                )
+        indexes = await load_indexes(self._engine, self.config, model, dim)
         self.dim = dim
         return indexes
 

@@ -40,6 +40,7 @@ from sqlmodel.ext.asyncio.session import AsyncSession
 from embeddings.config import IndexerConfig
 from embeddings.encoder import from_bytes
 from embeddings.faiss_index import FaissIndex
+from embeddings.indexer import load_indexes
 from embeddings.querycache import DEFAULT_SIZE, QueryVectors
 from serve_app.follow import Follower
 from serve_app.search import Hits, RaySearch
@@ -85,28 +86,9 @@ class ReplicaVectors(Follower):
         if model is None:
             # The VectorIndex sets it when it first starts.
             raise LookupError("no active search model yet")
-        dim: int | None = None
-        indexes: dict[str, FaissIndex] = {}
-        async with self._engine.connect() as conn:
-            for kind in self.config.kinds:
-                ids: list[int] = []
-                blobs: list[bytes] = []
-                async for part in repo.scan_vectors(conn, kind, model):
-                    for search_id, blob in part:
-                        ids.append(search_id)
-                        blobs.append(blob)
-                if not blobs:
-                    # Nothing stored under the model yet: this kind's index is
-                    # made with the first vectors the worker stores.
-                    continue
-                dim = len(blobs[0]) // 4
-                indexes[kind] = await asyncio.to_thread(
-                    FaissIndex.build,
-                    dim,
-                    np.asarray(ids, dtype=np.int64),
-                    from_bytes(blobs, dim),
-                    self.config.index,
-                )
+        # A kind with nothing stored under the model yet gets its index with
+        # the first vectors the worker stores.
+        indexes = await load_indexes(self._engine, self.config, model, None)
         log.info(
             "vector index copy of %r: %s",
             model,

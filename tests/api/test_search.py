@@ -43,6 +43,13 @@ PATTERNS = {
     },
 }
 
+# What the csv pattern becomes in the tests of edits.
+CARBONARA = {
+    "title": "Make spaghetti carbonara",
+    "description": "Eggs, pecorino, guanciale and pepper.",
+    "content": "Boil the spaghetti, crisp the guanciale, toss off the heat with egg.",
+}
+
 
 @pytest.fixture
 def roomy(client: httpx.AsyncClient) -> Iterator[None]:
@@ -396,11 +403,7 @@ async def test_updates_and_deletions_show_in_search(
     updated = await client.put(
         f"/api/patterns/{ids['csv']}",
         headers=author.auth,
-        json={
-            "title": "Make spaghetti carbonara",
-            "description": "Eggs, pecorino, guanciale and pepper.",
-            "content": "Boil the spaghetti, crisp the guanciale, toss off the heat with egg.",
-        },
+        json=CARBONARA,
     )
     assert updated.status_code == 200, updated.text
     await semantic.settle()
