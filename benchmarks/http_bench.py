@@ -1192,7 +1192,10 @@ def docs_section(
         f"{args.rounds} rounds; wrk on the same machine.",
         f"- Plain uvicorn: `benchmarks/uvicorn_app.py --workers {workers}` (the app from "
         "`create_app`, in-process rate limiter and trending counter, the model and FAISS "
-        f"index in each worker) on {HOST}:{UVICORN_PORT}.",
+        "index in each worker; like each Api replica, every worker's index follows the "
+        "vectors the embedding worker stores, and the embedding worker is the one "
+        "embedding worker beside it, Serve's VectorIndex) on "
+        f"{HOST}:{UVICORN_PORT}.",
         f"- Ray Serve: `cairn run --port {SERVE_PORT}` ({serve_info}); the same state folder "
         f"and embedded Postgres (`{_show(STATE_DIR)}`), so both serve the same rows. Both "
         "servers run in the benchmark's session (one CPU autogroup with wrk). While uvicorn "

@@ -5,9 +5,12 @@ the parent), then serves the app with ``--workers`` uvicorn worker processes
 (by default as many as Serve runs ``Api`` replicas, CAIRN_INGRESS_REPLICAS),
 each building it with ``create_app`` and the default in-process rate limiter
 and trending counter. With ``--semantic`` each worker also holds the model and
-the FAISS index in process (``LocalSearch``), the single-process counterpart of
-the Embedder and VectorIndex deployments. Settings come from the CAIRN_*
-environment (the benchmark sets them).
+the FAISS index in process, the single-process counterpart of the Embedder and
+the VectorIndex deployments: like an Api replica, a copy of the index that
+follows the vectors the embedding worker stores (``serve_app/vectors.py``;
+``CAIRN_SEARCH_REPLICA_VECTORS=false``: an index of its own, loaded once,
+``LocalSearch``). Settings come from the CAIRN_* environment (the benchmark
+sets them).
 
     python -m benchmarks.uvicorn_app --host 127.0.0.1 --port 8101 --workers 2
 """
@@ -42,13 +45,23 @@ def build() -> FastAPI:
         from storage.db import make_engine, make_sessionmaker
 
         engine = make_engine(settings.database_url, pool_size=3, max_overflow=2)
-        semantic = LocalSearch(
+        copies = settings.search_replica_vectors
+        local = LocalSearch(
             settings.indexer_config(settings.database_url),
             Encoder(settings.embedding_model, "cpu"),
             make_sessionmaker(engine),
             engine,
-            query_cache=DEFAULT_SIZE,  # as the VectorIndex deployment
+            # As the deployments: the copy keeps the query vectors, or else
+            # the index (the VectorIndex's cache).
+            query_cache=0 if copies else DEFAULT_SIZE,
         )
+        semantic = local
+        if copies:
+            # As each Api replica: a copy of the index following the stored
+            # vectors, the encoder in process for queries.
+            from serve_app.vectors import replica_vectors
+
+            semantic = replica_vectors(settings, local.queries.get, local)
     return create_app(
         settings, database_url=settings.database_url, secret=secret, semantic=semantic
     )

@@ -69,17 +69,12 @@ def semantic_search(settings: Settings, index: Any) -> SemanticSearch | SearchFa
 
     if index is None:
         return None
+    remote = RaySearch(index, timeout_s=settings.search_query_timeout_s + 1.0)
     if not settings.search_replica_vectors:
-        return RaySearch(index, timeout_s=settings.search_query_timeout_s + 1.0)
-    from serve_app.vectors import ReplicaVectors
+        return remote
+    from serve_app.vectors import replica_vectors
 
-    config = settings.indexer_config(settings.database_url or "")
-    refresh_s = settings.search_replica_vectors_refresh_s
-
-    def copy(sessions: Any, engine: Any) -> SemanticSearch:
-        return ReplicaVectors(index, config, sessions, engine, refresh_s=refresh_s)
-
-    return copy
+    return replica_vectors(settings, remote.embed_query, remote)
 
 
 def serve_proxies(haproxy: bool) -> list[Network]:

@@ -130,6 +130,12 @@ class RaySearch:
     def start(self) -> None:
         return None
 
+    async def embed_query(self, text: str, model: str) -> np.ndarray:
+        """A query's vector under ``model`` from the VectorIndex (its cache of
+        recent queries, else the Embedder)."""
+        vector = await self._index.embed_query.remote(text, model)
+        return np.asarray(vector, dtype=np.float32)
+
     async def nearest(self, kinds: list[str], query: str, k: int) -> Hits | None:
         try:
             result: Hits = await asyncio.wait_for(

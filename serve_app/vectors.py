@@ -40,10 +40,11 @@ from sqlmodel.ext.asyncio.session import AsyncSession
 from embeddings.config import IndexerConfig
 from embeddings.encoder import from_bytes
 from embeddings.faiss_index import FaissIndex
-from embeddings.indexer import load_indexes
+from embeddings.indexer import QueryFn, load_indexes
 from embeddings.querycache import DEFAULT_SIZE, QueryVectors
 from serve_app.follow import Follower
-from serve_app.search import Hits, RaySearch
+from serve_app.search import Hits, SearchFactory, SemanticSearch
+from serve_app.settings import Settings
 from storage.repositories import search as repo
 
 log = logging.getLogger("cairn.search")
@@ -58,25 +59,24 @@ class ReplicaVectors(Follower):
 
     def __init__(
         self,
-        index: Any,
+        embed_query: QueryFn,
+        fallback: SemanticSearch,
         config: IndexerConfig,
         sessions: async_sessionmaker[AsyncSession],
         engine: AsyncEngine,
         refresh_s: float = 1.0,
         query_cache: int = DEFAULT_SIZE,
     ) -> None:
+        """``embed_query``: a query's vector under a model (in Serve, the
+        VectorIndex's ``embed_query``); ``fallback``: what answers until the
+        copy is built and gives the index's state (in Serve, ``RaySearch``)."""
         super().__init__(sessions, engine, refresh_s)
         self.config = config
-        self._index = index
-        self.remote = RaySearch(index, timeout_s=config.query_timeout_s + 1.0)
-        self.queries = QueryVectors(self._embed_query, size=query_cache)
+        self.remote = fallback
+        self.queries = QueryVectors(embed_query, size=query_cache)
         self.model: str | None = None
         self.indexes: dict[str, FaissIndex] = {}
         self.counters.update({"local": 0, "remote": 0, "failed": 0})
-
-    async def _embed_query(self, text: str, model: str) -> np.ndarray:
-        vector = await self._index.embed_query.remote(text, model)
-        return np.asarray(vector, dtype=np.float32)
 
     # --- the follower -------------------------------------------------------
 
@@ -153,8 +153,8 @@ class ReplicaVectors(Follower):
         return {kind: indexes[kind].search(vector, k) if kind in indexes else [] for kind in kinds}
 
     async def stats(self) -> dict[str, Any] | None:
-        """The VectorIndex's state (None when it does not answer), with this
-        copy's under ``replica``."""
+        """The index's state from the fallback (None when it does not
+        answer), with this copy's under ``replica``."""
         stats = await self.remote.stats()
         if stats is None:
             return None
@@ -168,3 +168,17 @@ class ReplicaVectors(Follower):
             "memory_bytes": sum(v.memory_bytes() for v in self.indexes.values()),
             "query_cache": self.queries.stats(),
         }
+
+
+def replica_vectors(
+    settings: Settings, embed_query: QueryFn, fallback: SemanticSearch
+) -> SearchFactory:
+    """The app's semantic search as a copy of the index, built with the app's
+    sessions and engine (``create_app`` calls it)."""
+    config = settings.indexer_config(settings.database_url or "")
+    refresh_s = settings.search_replica_vectors_refresh_s
+
+    def build(sessions: async_sessionmaker[AsyncSession], engine: AsyncEngine) -> ReplicaVectors:
+        return ReplicaVectors(embed_query, fallback, config, sessions, engine, refresh_s=refresh_s)
+
+    return build

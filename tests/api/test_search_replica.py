@@ -2,13 +2,13 @@
 Postgres, the real model and real FAISS.
 
 The VectorIndex deployment is played by an Indexer in this process
-(``LocalSearch``, the code the deployment runs): Ray's handle calls become
-direct calls (``InProcessHandle``); tests/e2e/test_search_serve.py runs the
-copy behind real Serve handles."""
+(``LocalSearch``, the code the deployment runs): the copy's fallback and its
+source of query vectors; tests/e2e/test_search_serve.py runs the copy behind
+real Serve handles."""
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator
 from typing import Any
 
 import httpx
@@ -22,27 +22,17 @@ from tests.api.test_patterns import sql
 from tests.api.test_search import CARBONARA, PATTERNS, corpus, ids_of, publish, search
 
 
-class _Call:
-    def __init__(self, fn: Callable[..., Awaitable[Any]]) -> None:
-        self._fn = fn
-
-    def remote(self, *args: Any) -> Awaitable[Any]:
-        return self._fn(*args)
-
-
-class InProcessHandle:
-    """The VectorIndex's methods the copy calls, on an in-process Indexer."""
+class Embeddings:
+    """The VectorIndex's ``embed_query`` played in process: the Indexer's
+    query path (its encoder), counting the calls."""
 
     def __init__(self, local: LocalSearch) -> None:
-        self.embed_query = _Call(self._embed_query)
-        self.search = _Call(local.nearest)
-        self.stats = _Call(local.stats)
-        self.queries = local.queries
-        self.embedded = 0
+        self.local = local
+        self.calls = 0
 
-    async def _embed_query(self, text: str, model: str) -> Any:
-        self.embedded += 1
-        return await self.queries.get(text, model)
+    async def __call__(self, text: str, model: str) -> Any:
+        self.calls += 1
+        return await self.local.queries.get(text, model)
 
 
 @pytest.fixture
@@ -54,7 +44,8 @@ async def copy(
     ctx = client._transport.app.state.ctx  # type: ignore[attr-defined]
     await semantic.indexer.start()  # as the VectorIndex does: sets the active model
     replica = ReplicaVectors(
-        InProcessHandle(semantic),
+        Embeddings(semantic),
+        semantic,
         ctx.settings.indexer_config(database),
         ctx.sessions,
         ctx.engine,
@@ -94,10 +85,11 @@ async def test_searches_the_copy_once_built(
     kinds = ["pattern", "question", "agent"]
     assert await copy.nearest(kinds, query, 10) == await semantic.nearest(kinds, query, 10)
     # A query asked before is embedded once.
-    handle: InProcessHandle = copy._index
-    asked = handle.embedded
+    embeddings = copy.queries._embed
+    assert isinstance(embeddings, Embeddings)
+    asked = embeddings.calls
     await search(client, q=query)
-    assert handle.embedded == asked
+    assert embeddings.calls == asked
     replica = (await copy.stats() or {})["replica"]
     assert replica["ready"] is True and replica["indexes"]["pattern"] == len(PATTERNS)
     assert replica["memory_bytes"] > 0
