@@ -155,7 +155,13 @@ def build_application(settings: Settings, prepared: Prepared) -> Application:
         # "Notification stream"), so idle streams never starve the API.
         max_ongoing_requests=ingress_slots(settings),
         ray_actor_options={"num_cpus": settings.ingress_num_cpus},
-        logging_config=LoggingConfig(enable_access_log=settings.access_log),
+        # Without the access log, Serve's logger at WARNING: the replica's
+        # per-request access-log call then returns before building a record
+        # that its filter would drop.
+        logging_config=LoggingConfig(
+            enable_access_log=settings.access_log,
+            log_level="INFO" if settings.access_log else "WARNING",
+        ),
         **spread,
     ).bind(runtime, index)
 
