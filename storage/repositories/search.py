@@ -288,18 +288,24 @@ async def visible_ids(
 
 
 async def _visible_by_search_id(
-    session: AsyncSession, kind: str, columns: str, search_ids: Sequence[int]
+    session: AsyncSession,
+    kind: str,
+    columns: str,
+    search_ids: Sequence[int],
+    join: str = "",
+    binds: dict[str, Any] | None = None,
 ) -> list[Any]:
-    """``columns`` (of the kind's table as ``t``) of those rows among
-    ``search_ids`` that may be found now."""
+    """``columns`` (of the kind's table as ``t``, and of what ``join`` adds,
+    with its ``binds``) of those rows among ``search_ids`` that may be found
+    now."""
     if not search_ids:
         return []
     s = searchable(kind)
     rows = await session.exec(  # type: ignore[call-overload]
         text(
-            f"SELECT {columns} FROM {s.table} t "  # noqa: S608
+            f"SELECT {columns} FROM {s.table} t {join} "  # noqa: S608
             f"WHERE t.search_id = ANY(:ids) AND ({s.visible_sql})"
-        ).bindparams(bindparam("ids", list(search_ids), type_=BIGINTS))
+        ).bindparams(bindparam("ids", list(search_ids), type_=BIGINTS), **(binds or {}))
     )
     return list(rows)
 
@@ -364,13 +370,13 @@ async def vector_rows(
 ) -> list[tuple[int, bytes]]:
     """(search_id, vector under ``model``) of those rows among ``search_ids``
     that may be found and have one; the others are to leave a vector index."""
-    s = searchable(kind)
-    rows = await session.exec(  # type: ignore[call-overload]
-        text(
-            f"SELECT t.search_id, e.vector FROM {s.table} t JOIN embeddings e "  # noqa: S608
-            f"ON e.kind = :kind AND e.item_id = t.id AND e.model = :model "
-            f"WHERE t.search_id = ANY(:ids) AND ({s.visible_sql})"
-        ).bindparams(bindparam("ids", list(search_ids), type_=BIGINTS), kind=kind, model=model)
+    rows = await _visible_by_search_id(
+        session,
+        kind,
+        "t.search_id, e.vector",
+        search_ids,
+        join="JOIN embeddings e ON e.kind = :kind AND e.item_id = t.id AND e.model = :model",
+        binds={"kind": kind, "model": model},
     )
     return [(int(r[0]), bytes(r[1])) for r in rows]
 
