@@ -60,9 +60,9 @@ async def load_indexes(
     engine: AsyncEngine, config: IndexerConfig, model: str, dim: int | None
 ) -> dict[str, FaissIndex]:
     """Each kind's FAISS index from the vectors stored under ``model`` (the
-    VectorIndex's, and the Api replicas' copies). With ``dim`` None, it is
-    read from the stored vectors, and a kind scanned before any was found
-    gets no index (a copy makes it with the kind's first vectors)."""
+    VectorIndex's, and the Api replicas' copies). With ``dim`` None, each
+    kind's is read from its stored vectors, and a kind with none gets no
+    index (a copy makes it with the kind's first vectors)."""
     indexes = {}
     async with engine.connect() as conn:
         for kind in config.kinds:
@@ -72,15 +72,16 @@ async def load_indexes(
                 for search_id, blob in part:
                     ids.append(search_id)
                     blobs.append(blob)
-            if dim is None and blobs:
-                dim = len(blobs[0]) // 4
-            if dim is None:
-                continue
-            vectors = from_bytes(blobs, dim)
-            if len(ids) and vectors.shape[1] != dim:
-                raise RuntimeError(f"stored {kind} vectors are not {dim}-d for {model!r}")
+            kind_dim = dim
+            if kind_dim is None:
+                if not blobs:
+                    continue
+                kind_dim = len(blobs[0]) // 4
+            vectors = from_bytes(blobs, kind_dim)
+            if len(ids) and vectors.shape[1] != kind_dim:
+                raise RuntimeError(f"stored {kind} vectors are not {kind_dim}-d for {model!r}")
             indexes[kind] = await asyncio.to_thread(
-                FaissIndex.build, dim, np.asarray(ids, dtype=np.int64), vectors, config.index
+                FaissIndex.build, kind_dim, np.asarray(ids, dtype=np.int64), vectors, config.index
             )
     return indexes
 

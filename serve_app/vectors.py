@@ -33,7 +33,6 @@ import asyncio
 import logging
 from typing import Any
 
-import numpy as np
 from sqlalchemy.ext.asyncio import AsyncEngine, async_sessionmaker
 from sqlmodel.ext.asyncio.session import AsyncSession
 
@@ -107,21 +106,13 @@ class ReplicaVectors(Follower):
                 continue
             found = await repo.vector_rows(session, kind, sorted(changed), model)
             index = self.indexes.get(kind)
-            if index is not None:
-                index.remove(sorted(changed - {sid for sid, _ in found}))
-            if not found:
-                continue
-            dim = len(found[0][1]) // 4
-            vectors = from_bytes([v for _, v in found], dim)
             if index is None:
-                self.indexes[kind] = FaissIndex.build(
-                    dim,
-                    np.asarray([sid for sid, _ in found], dtype=np.int64),
-                    vectors,
-                    self.config.index,
-                )
-            else:
-                index.add([sid for sid, _ in found], vectors)
+                if not found:
+                    continue
+                # The kind's first vectors.
+                index = self.indexes[kind] = FaissIndex(len(found[0][1]) // 4, self.config.index)
+            index.remove(sorted(changed - {sid for sid, _ in found}))
+            index.add([sid for sid, _ in found], from_bytes([v for _, v in found], index.dim))
 
     async def _outdated(self, session: AsyncSession) -> bool:
         model = await repo.active_model(session)
