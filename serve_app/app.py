@@ -20,6 +20,7 @@ from serve_app.decodes import DecodeSlots
 from serve_app.deps import page_window
 from serve_app.dispatch import Dispatch, LocalDispatch, dispatch_config
 from serve_app.errors import PayloadTooLarge, error_body, install_error_handlers
+from serve_app.http import admission
 from serve_app.lexical import LexicalSearch
 from serve_app.mcp import McpDoor
 from serve_app.querystring import QueryStringGuard
@@ -52,6 +53,9 @@ from storage.repositories import notifications as notification_repo
 
 log = logging.getLogger("cairn")
 
+
+# The docs FastAPI serves (openapi_url, docs_url, its OAuth redirect, redoc_url).
+_DOC_PATHS = ("/openapi.json", "/docs", "/docs/oauth2-redirect", "/redoc")
 
 # Multipart framing around an uploaded file (boundaries, part headers).
 UPLOAD_OVERHEAD_BYTES = 64 * 1024
@@ -193,6 +197,11 @@ def create_app(
         else None,
         decodes=DecodeSlots(settings.upload_decode_concurrency, settings.upload_decode_wait_s),
         streams=notification_hub(settings, database_url),
+        connections=admission.Connections(
+            per_caller=settings.stream_max_per_caller,
+            per_address=settings.stream_max_per_address,
+            per_replica=settings.stream_max_per_replica,
+        ),
     )
 
     @asynccontextmanager
@@ -217,9 +226,10 @@ def create_app(
         version="0.1.0",
         description="The knowledge-sharing service for AI agents.",
         lifespan=lifespan,
-        # The page-depth cap of every paged listing (docs/decisions.md,
+        # Admission first, for every route (serve_app/http/admission.py); then
+        # the page-depth cap of every paged listing (docs/decisions.md,
         # "Security: read costs").
-        dependencies=[Depends(page_window)],
+        dependencies=[Depends(admission.gate), Depends(page_window)],
         generate_unique_id_function=contract.operation_id,
     )
     app.state.ctx = ctx
@@ -245,10 +255,19 @@ def create_app(
     # of /openapi.json; the middlewares below and the error handlers wrap it too.
     mcp_door = McpDoor(ctx, contract.api_routes(app.routes))
     app.router.routes.extend(mcp_door.routes)
+    # The routes FastAPI adds itself: the API docs, read by address.
+    for route in app.router.routes:
+        if getattr(route, "path", None) in _DOC_PATHS:
+            admission.guard(route, admission.OPEN)
+    # Deny by default: every route states its admission rule, or no app.
+    admission.check(app.router.routes)
     app.add_middleware(
         BodyLimitMiddleware,
         max_bytes=settings.max_body_bytes,
         allowances={("POST", "/api/upload"): settings.upload_max_bytes + UPLOAD_OVERHEAD_BYTES},
     )
     app.add_middleware(QueryStringGuard)
+    # Outermost: gives back a request's long-lived connection slots once its
+    # answer has ended, whichever door took them.
+    app.add_middleware(admission.SlotKeeper)
     return app

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from sqlalchemy.ext.asyncio import AsyncEngine, async_sessionmaker
 from sqlmodel.ext.asyncio.session import AsyncSession
@@ -14,6 +14,7 @@ from serve_app.clientip import Network
 from serve_app.decodes import DecodeSlots
 from serve_app.dispatch import Dispatch
 from serve_app.hooks import Notify
+from serve_app.http.admission import Connections
 from serve_app.lexical import LexicalSearch
 from serve_app.ratelimit import RateLimiter
 from serve_app.search import SemanticSearch
@@ -21,6 +22,9 @@ from serve_app.settings import Settings
 from serve_app.streams.hub import StreamHub
 from serve_app.trending import Trending
 from storage.files import FileStore, PostgresFileStore
+
+if TYPE_CHECKING:
+    from serve_app.services.health import Snapshot
 
 
 @dataclass
@@ -46,6 +50,9 @@ class AppContext:
     # The open notification streams of this process and the LISTEN
     # connection that wakes them (serve_app/streams/hub.py).
     streams: StreamHub
+    # The long-lived connections this process holds, by caller, address and
+    # in all (serve_app/http/admission.py).
+    connections: Connections
     # Where Serve's own HAProxy connects from (this host, the cluster's nodes):
     # believed as the peer that appended X-Forwarded-For's last entry. Empty
     # unless Cairn's HAProxy launcher is in use (serve_app/clientip.py).
@@ -55,6 +62,8 @@ class AppContext:
     lexical: LexicalSearch | None = None
     # Small per-process caches (e.g. the category list); counted by /api/health.
     caches: dict[str, Any] = field(default_factory=dict)
+    # /api/health's latest look at the parts (serve_app/services/health.py).
+    health: Snapshot | None = None
     started_at: float = field(default_factory=time.time)
 
     @property

@@ -25,7 +25,8 @@ from fastapi.routing import APIRoute
 from starlette.routing import BaseRoute
 
 from serve_app import idempotency
-from serve_app.deps import dependants
+from serve_app.http import admission
+from serve_app.http.admission import dependants
 from serve_app.schemas.common import ErrorOut
 
 ERROR_TEXT = {
@@ -120,17 +121,25 @@ def _has_params(dependant: Dependant) -> tuple[bool, bool]:
 # Dependencies by name (closures made by a factory share its qualified name).
 _KEYED = "idempotent.<locals>._gate"  # serve_app.idempotency.idempotent
 _IMPLIED: dict[str, tuple[int, ...]] = {
-    "require_caller": (401, 403, 429),
-    "require_human": (401, 403, 429),
-    "optional_caller": (401, 403, 429),
-    "read_limit": (401, 403, 429),
-    "authenticate_briefly": (401, 403, 429),
-    "agent_limit.<locals>._dep": (429,),
-    "ip_limit.<locals>._dep": (429,),
-    "human_limit.<locals>._dep": (429,),
     # Idempotency-Key: malformed (400), in progress (409), reused (422).
     _KEYED: (400, 409, 422),
 }
+
+
+def admission_statuses(policy: admission.Policy | None) -> set[int]:
+    """What the admission layer may answer under ``policy``: a bad or
+    missing credential (401) or a deactivated account (403), an exhausted
+    budget or too many open streams (429), a full replica (503)."""
+    statuses: set[int] = set()
+    if policy is None:
+        return statuses
+    if policy.auth != "none":
+        statuses.update((401, 403, 429))
+    if policy.anonymous is not None or policy.limits:
+        statuses.add(429)
+    if policy.long_lived:
+        statuses.update((429, 503))
+    return statuses
 
 
 REPLAYED_HEADER = {
@@ -148,7 +157,7 @@ def is_keyed(route: APIRoute) -> bool:
 
 
 def implied_statuses(route: APIRoute) -> set[int]:
-    statuses: set[int] = set()
+    statuses = admission_statuses(admission.policy_of(route.dependant))
     for call in _calls(route.dependant):
         statuses.update(_IMPLIED.get(getattr(call, "__qualname__", ""), ()))
     # Every operation: the query-string guard (serve_app/querystring.py) and

@@ -87,6 +87,12 @@ class Settings(BaseSettings):
     upload_decode_concurrency: int = Field(default=2, ge=1, le=64)
     upload_decode_wait_s: float = Field(default=2.0, ge=0, le=60)
     secret_key: SecretStr | None = None
+    # Sent as the X-Operator-Token header, it shows /api/health's per-part
+    # details (as a moderator's or admin's key does); unset: staff only.
+    operator_token: SecretStr | None = None
+    # Anonymous /api/health answers from a snapshot at most this old (the
+    # parts are asked at most once per this period per replica).
+    health_snapshot_s: float = Field(default=1.0, ge=0, le=60)
     # The deepest row a paged listing reaches: page * limit at most this
     # (docs/decisions.md, "Security: read costs").
     max_page_offset: int = Field(default=10_000, ge=100, le=10_000_000)
@@ -122,6 +128,11 @@ class Settings(BaseSettings):
     # the client is asked to reconnect (its key is checked again then).
     stream_heartbeat_s: float = Field(default=15.0, gt=0, le=600)
     stream_max_per_replica: int = Field(default=1000, ge=1, le=100_000)
+    # Long-lived connections (notification streams, MCP streams) one agent
+    # may hold open on one replica, and one client address (docs/security.md,
+    # "The admission layer").
+    stream_max_per_caller: int = Field(default=3, ge=1, le=1000)
+    stream_max_per_address: int = Field(default=50, ge=1, le=100_000)
     stream_max_age_s: float = Field(default=900.0, ge=1, le=86_400)
     # At most one notice per (actor, recipient, kind) per this many hours
     # (docs/decisions.md, "Security: reputation and mail").
@@ -194,6 +205,8 @@ class Settings(BaseSettings):
     # Public reads without a key, per client IP (docs/decisions.md,
     # "Security: read costs"): 5 a second for a whole minute.
     ratelimit_anon_read: RateText = "300/minute"
+    # Anonymous GET /api/health per client address (it answers from a snapshot).
+    ratelimit_health: RateText = "120/minute"
     ratelimit_shards: int = Field(default=2, ge=1, le=64)
 
     @field_validator("trusted_proxies", mode="before")
@@ -240,6 +253,7 @@ class Settings(BaseSettings):
         "ratelimit_claim",
         "ratelimit_upload",
         "ratelimit_anon_read",
+        "ratelimit_health",
     )
     @classmethod
     def _valid_rate(cls, value: str) -> str:
@@ -296,6 +310,7 @@ class Settings(BaseSettings):
             "claim": self.ratelimit_claim,
             "upload": self.ratelimit_upload,
             "anon_read": self.ratelimit_anon_read,
+            "health": self.ratelimit_health,
         }
         out = {}
         for name, text in table.items():

@@ -12,6 +12,7 @@ server").
 from __future__ import annotations
 
 import asyncio
+import json
 import logging
 from collections.abc import AsyncIterator, Iterable
 from contextlib import asynccontextmanager
@@ -28,8 +29,9 @@ from starlette.routing import BaseRoute
 
 from serve_app.context import AppContext
 from serve_app.errors import describe_validation
+from serve_app.http import admission
 from serve_app.mcp import resources, tools
-from serve_app.mcp.door import Door, error_result
+from serve_app.mcp.door import Door, argument_problem, error_result
 
 PATH = "/mcp"
 
@@ -42,6 +44,37 @@ connection (register with POST /api/agents/register). Errors carry an `error` \
 code and a `message`; on `rate_limited`, wait `retry_after` seconds."""
 
 
+# JSON-RPC methods admitted one by one by the door (``Door.run``) with the
+# rule of the REST route each stands for; everything else the transport
+# answers (initialize, ping, tools/list, resources/list, notifications, …)
+# counts the caller's read budget.
+PER_CALL_METHODS = frozenset({"tools/call", "resources/read"})
+# Methods whose answer is a stream that stays open.
+STREAM_METHODS = frozenset({"subscriptions/listen"})
+
+
+def edge_rule(method: str, body: bytes | None) -> admission.Policy:
+    """The admission rule of one HTTP request to /mcp (the door translates a
+    JSON-RPC message into the rule; admission applies it). The GET stream and
+    ``subscriptions/listen`` are long-lived: they need a key and hold one of
+    its connection slots."""
+    if method == "GET":
+        return admission.KEYED_STREAM
+    if method != "POST" or body is None:
+        return admission.READ
+    try:
+        parsed = json.loads(body)
+    except ValueError:
+        return admission.READ  # the transport answers the parse error
+    messages = parsed if isinstance(parsed, list) else [parsed]
+    methods = {m.get("method") for m in messages if isinstance(m, dict)}
+    if methods & STREAM_METHODS:
+        return admission.KEYED_STREAM
+    if methods and methods <= PER_CALL_METHODS:
+        return admission.PER_CALL
+    return admission.READ
+
+
 class CairnMCP(MCPServer[Any]):
     """The SDK's server, answering invalid tool arguments as REST answers an
     invalid body: a ``validation_error`` with the same one-line description."""
@@ -49,6 +82,9 @@ class CairnMCP(MCPServer[Any]):
     async def call_tool(
         self, name: str, arguments: dict[str, Any], context: Context[Any, Any] | None = None
     ) -> CallToolResult | InputRequiredResult:
+        problem = argument_problem(arguments)
+        if problem is not None:
+            return error_result("validation_error", problem)
         try:
             return await super().call_tool(name, arguments, context)
         except ToolError as exc:
@@ -94,7 +130,8 @@ class McpDoor:
             transport_security=TransportSecuritySettings(enable_dns_rebinding_protection=False),
             max_request_body_size=ctx.settings.max_body_bytes,
         )
-        self.routes: list[BaseRoute] = list(app.routes)
+        # Behind the admission layer, by what each request asks (``edge_rule``).
+        self.routes: list[BaseRoute] = [admission.guard(r, edge_rule) for r in app.routes]
         self.manager: StreamableHTTPSessionManager = self.server.session_manager
 
     @asynccontextmanager

@@ -2,30 +2,24 @@
 REST call it stands for.
 
 Each tool names the REST operation it stands for (its operation id, e.g.
-``questions_ask``). What that route checks before it runs is read once, when
-the app is built, off the route's dependency tree (``deps.dependants``):
-whether it needs a key (``require_caller``), takes one optionally
-(``optional_caller``/``read_limit``: anonymous callers count the per-IP
-``anon_read`` limit) or never looks at one, and which rate-limit rules its
-``agent_limit``/``ip_limit`` dependencies count (``deps.limit_tag``). The rule
-list is never written twice.
-
-A call then runs in one transaction (``deps.transaction``: committed when the
-work returns, rolled back on an error, after-commit hooks run), with the same
-key check (``deps.authenticate``), limits (``deps.check_limit``) and client
-address (``deps.request_ip``, trusted proxies) as REST, and calls the same
-service functions. An ``AppError`` becomes a tool error (``isError``) carrying
-REST's ``error`` code and message.
+``questions_ask``). That route's admission rule (``admission.policy_of``: key
+required or optional, its own rate limits) is read once off the route, and a
+call is admitted by the one admission layer (``admission.admit``) under it,
+the key checked in the call's transaction (``deps.transaction``: committed
+when the work returns, rolled back on an error, after-commit hooks run). The
+door then calls the same service functions as REST. An ``AppError`` becomes
+a tool error (``isError``) carrying REST's ``error`` code and message.
 """
 
 from __future__ import annotations
 
 import json
 import logging
+import re
 from collections.abc import Awaitable, Callable, Iterable
 from dataclasses import dataclass
 from datetime import timedelta
-from typing import Any, Literal
+from typing import Any
 
 from fastapi.encoders import jsonable_encoder
 from fastapi.routing import APIRoute
@@ -35,16 +29,16 @@ from sqlmodel.ext.asyncio.session import AsyncSession
 from starlette.requests import Request
 
 from serve_app import deps
-from serve_app.clientip import limit_subject
 from serve_app.context import AppContext
 from serve_app.contract import operation_id
-from serve_app.deps import Caller, LimitTag
+from serve_app.deps import Caller
 from serve_app.errors import (
     DATABASE_RETRY_AFTER_S,
     AppError,
-    Unauthorized,
     database_unavailable,
 )
+from serve_app.http import admission
+from serve_app.querystring import MAX_PARAM_CHARS
 from serve_app.services.idempotency import Answer, KeyedCall, body_digest, request_hash
 from storage.db import is_outage
 from storage.models import Agent
@@ -52,38 +46,56 @@ from storage.models.base import utcnow
 
 log = logging.getLogger("cairn.mcp")
 
-Auth = Literal["required", "optional", "none"]
+# The longest string argument: a pattern's content (50,000 characters) with
+# room, far below the body limit; REST's query parameters stop at
+# MAX_PARAM_CHARS, and tools whose arguments stand for them declare that bound.
+MAX_ARGUMENT_CHARS = max(MAX_PARAM_CHARS, 100_000)
 # In a tool result's ``_meta`` when it is the stored answer to an earlier call
 # with the same ``idempotency_key``.
 REPLAYED = "cairn/idempotent-replayed"
 
 
-@dataclass(frozen=True)
-class RouteRules:
-    """What the REST route a tool stands for checks before its handler runs."""
-
-    operation: str
-    auth: Auth
-    limits: tuple[LimitTag, ...]
-
-
-def route_rules(route: APIRoute) -> RouteRules:
-    """Read a route's key requirement and rate limits off its dependencies."""
-    calls = [d.call for d in deps.dependants(route.dependant) if d.call is not None]
+def route_policy(route: APIRoute) -> admission.Policy:
+    """The admission rule of the REST route a tool stands for."""
     operation = operation_id(route)
-    if deps.require_human in calls:
+    policy = admission.policy_of(route.dependant)
+    if policy is None:
+        raise ValueError(f"{operation} states no admission rule")
+    if policy.auth == "human":
         raise ValueError(f"{operation} is for signed-in humans; it is not an agent tool")
-    auth: Auth = "none"
-    if deps.require_caller in calls or deps.authenticate_briefly in calls:
-        auth = "required"
-    elif deps.optional_caller in calls or deps.read_limit in calls:
-        auth = "optional"
-    limits: list[LimitTag] = []
-    for call in calls:
-        tag = deps.limit_tag(call)
-        if tag is not None and tag not in limits:
-            limits.append(tag)
-    return RouteRules(operation, auth, tuple(limits))
+    if policy.long_lived:
+        raise ValueError(f"{operation} answers with a stream; it is not a tool")
+    return policy
+
+
+# What a tool argument may not hold: control characters other than tab and
+# newlines (a NUL reaching Postgres is an error deep in a query), as REST's
+# query-string guard and body schemas refuse them.
+_CONTROL = re.compile(r"[\x00-\x08\x0b\x0c\x0e-\x1f\x7f]")
+
+
+def argument_problem(arguments: Any, name: str = "") -> str | None:
+    """Why a tool's arguments are refused (a 400 on REST), or None."""
+    if isinstance(arguments, str):
+        if _CONTROL.search(arguments):
+            return f"Argument '{name or 'value'}' contains a control character."
+        if len(arguments) > MAX_ARGUMENT_CHARS:
+            return f"Argument '{name or 'value'}' exceeds {MAX_ARGUMENT_CHARS} characters."
+        return None
+    if isinstance(arguments, dict):
+        for key, value in arguments.items():
+            label = f"{name}.{key}" if name else str(key)
+            if _CONTROL.search(str(key)):
+                return "An argument name contains a control character."
+            found = argument_problem(value, label)
+            if found is not None:
+                return found
+    elif isinstance(arguments, list):
+        for index, value in enumerate(arguments):
+            found = argument_problem(value, f"{name}[{index}]")
+            if found is not None:
+                return found
+    return None
 
 
 @dataclass
@@ -131,7 +143,7 @@ class Door:
     def __init__(self, ctx: AppContext, routes: Iterable[APIRoute]) -> None:
         self.ctx = ctx
         self._routes = {operation_id(route): route for route in routes}
-        self._rules: dict[str, RouteRules] = {}
+        self._policies: dict[str, admission.Policy] = {}
 
     def route(self, operation: str) -> APIRoute:
         found = self._routes.get(operation)
@@ -139,10 +151,10 @@ class Door:
             raise LookupError(f"no REST operation {operation!r} for an MCP tool to stand for")
         return found
 
-    def rules(self, operation: str) -> RouteRules:
-        found = self._rules.get(operation)
+    def policy(self, operation: str) -> admission.Policy:
+        found = self._policies.get(operation)
         if found is None:
-            found = self._rules[operation] = route_rules(self.route(operation))
+            found = self._policies[operation] = route_policy(self.route(operation))
         return found
 
     async def run(
@@ -157,28 +169,12 @@ class Door:
     ) -> tuple[Any, bool]:
         """``run``, and whether the answer is a stored one (an idempotent replay)."""
         ctx = self.ctx
-        rules = self.rules(operation)
+        policy = self.policy(operation)
         request = _http_request(mctx)
-        header = request.headers.get("authorization") if request is not None else None
-        ip = await deps.request_ip(request, ctx) if request is not None else "unknown"
         async with deps.transaction(ctx) as db:
-            caller: Caller | None = None
-            if rules.auth != "none":
-                token = deps.bearer_token(header)
-                if token is not None:
-                    caller = await deps.authenticate(ctx, db, token)
-                    await deps.check_limit(ctx, "general", str(caller.agent.id))
-                elif rules.auth == "required":
-                    raise deps.missing_key()
-                else:
-                    await deps.check_limit(ctx, deps.ANON_READ, limit_subject(ip))
-            for tag in rules.limits:
-                if tag.subject == "ip":
-                    await deps.check_limit(ctx, tag.rule, limit_subject(ip))
-                elif caller is not None:
-                    await deps.check_limit(ctx, tag.rule, str(caller.agent.id))
-                else:
-                    raise Unauthorized("This tool needs an API key.", error="missing_api_key")
+            # The same admission as every HTTP request (the key checked in
+            # this call's transaction), under the REST route's rule.
+            caller = (await admission.admit(ctx, request, policy, db)).caller
             call = Call(ctx, db, caller)
             if keyed is None or caller is None:
                 return jsonable_encoder(await work(call)), False

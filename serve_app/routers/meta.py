@@ -11,6 +11,7 @@ from fastapi.responses import JSONResponse
 from serve_app.contract import RATE_LIMIT_HEADERS, api_router
 from serve_app.deps import Ctx, PublicRead, ReadDb
 from serve_app.errors import DATABASE_RETRY_AFTER_S, database_unavailable
+from serve_app.http import admission
 from serve_app.schemas.common import DataOut
 from serve_app.schemas.meta import CategoryOut, HealthOut, HealthUnavailableOut
 from serve_app.services import health as health_service
@@ -33,9 +34,16 @@ async def categories(response: Response, ctx: Ctx, db: ReadDb) -> dict[str, Any]
     return {"data": cached}
 
 
+# Anonymous callers count a per-address rule of its own (a monitor polls it);
+# a sent key is checked and counts the agent's budget.
+HEALTH = admission.Policy("optional", anonymous="health")
+
+
 @router.get(
     "/health",
+    dependencies=[admission.declare(HEALTH)],
     response_model=HealthOut,
+    response_model_exclude_unset=True,
     responses={
         503: {
             "model": HealthUnavailableOut,
@@ -46,10 +54,16 @@ async def categories(response: Response, ctx: Ctx, db: ReadDb) -> dict[str, Any]
     },
 )
 async def health(request: Request, ctx: Ctx) -> dict[str, Any] | JSONResponse:
-    """What works now: `healthy`, `degraded` (a part is down, see `parts`) or
-    `unhealthy` (503, the database); with real measurements."""
+    """What works now: `healthy`, `degraded` (a part is down) or `unhealthy`
+    (503, the database); with real measurements. Per-part details for staff
+    and the operator token."""
     started = request.scope.get("cairn.start", time.perf_counter())
-    status, body = await health_service.report(ctx, started)
+    caller = admission.admitted(request).caller
+    detailed = (caller is not None and caller.is_staff) or admission.is_operator(ctx, request)
+    snapshot = ctx.health
+    if snapshot is None:
+        snapshot = ctx.health = health_service.Snapshot(ctx.settings.health_snapshot_s)
+    status, body = await health_service.report(ctx, snapshot, started, detailed=detailed)
     if status == 503:
         return JSONResponse(
             {**database_unavailable(), **body},

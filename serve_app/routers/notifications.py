@@ -4,12 +4,11 @@ from __future__ import annotations
 
 from typing import Annotated, Any
 
-from fastapi import Depends, Header, Query, Request, Response
+from fastapi import Header, Query, Response
 from sse_starlette import EventSourceResponse
 
 from serve_app.contract import api_router, errors
-from serve_app.deps import Caller, Ctx, CurrentCaller, Db, authenticate_briefly
-from serve_app.errors import ServiceUnavailable
+from serve_app.deps import Ctx, CurrentCaller, Db, LongLived
 from serve_app.schemas.common import DataOut, Limit, MessageDataOut, Page
 from serve_app.schemas.notifications import (
     EmailPreferencesIn,
@@ -65,12 +64,6 @@ async def set_email_preferences(
     return await service.set_email_preferences(db, caller.agent, body.changes())
 
 
-async def _streamer(request: Request, response: Response, ctx: Ctx) -> Caller:
-    # The key is checked on a short transaction of its own: an open stream
-    # holds no database connection. The general limit counts the connection once.
-    return await authenticate_briefly(request, response, ctx)
-
-
 STREAM_DOC = """Server-Sent Events. First an `event: ready` whose `id` is where the stream
 starts; then one `event: notification` per new notification (`data`: the JSON of
 one item of GET /api/notifications; `id`: its place in the stream), oldest
@@ -104,6 +97,12 @@ STREAM_EVENT = {
 
 @router.get(
     "/stream",
+    # A long-lived connection: admission counts it against the caller's,
+    # the address's and the replica's stream slots (429 / 503 when full).
+    # The key is checked on a short connection of its own at admission: an
+    # open stream holds no database connection. The general limit counts the
+    # connection once.
+    dependencies=[LongLived],
     response_class=EventSourceResponse,
     responses={
         200: {
@@ -116,7 +115,7 @@ STREAM_EVENT = {
 async def stream(
     response: Response,
     ctx: Ctx,
-    caller: Annotated[Caller, Depends(_streamer)],
+    caller: CurrentCaller,
     last_event_id: Annotated[
         str | None,
         Query(max_length=64, description="The last event id you received (or send the header)."),
@@ -129,11 +128,6 @@ async def stream(
     """Your new notifications, live (Server-Sent Events); resume with `Last-Event-ID`."""
     given = last_event_id_header or last_event_id
     after = service.stream_cursor(given) if given else None
-    if ctx.streams.open_streams >= ctx.streams.max_streams:
-        raise ServiceUnavailable(
-            "This replica holds as many notification streams as it may; retry shortly.",
-            headers={"Retry-After": "5"},
-        )
     return EventSourceResponse(
         stream_door.events(ctx, caller.agent.id, after),
         # Our own heartbeat (a comment line, and a look at the database) is

@@ -9,7 +9,7 @@ from fastapi import Depends, Request, Response
 from fastapi.responses import StreamingResponse
 
 from serve_app.contract import api_router, errors
-from serve_app.deps import Caller, Ctx, CurrentCaller, Db, ReadDb, authenticate_briefly, enforce
+from serve_app.deps import Caller, Ctx, CurrentCaller, Db, PublicRead, ReadDb, agent_limit
 from serve_app.idempotency import idempotent, note_body
 from serve_app.multipart import FilePart, read_file_part
 from serve_app.schemas.common import MessageDataOut, MessageOut
@@ -44,13 +44,12 @@ _MULTIPART_BODY = {
 }
 
 
-async def _uploader(request: Request, response: Response, ctx: Ctx) -> Caller:
+async def _uploader(ctx: Ctx, caller: CurrentCaller) -> Caller:
     # Everything that can refuse an upload without its bytes happens before
-    # the body is read: the key (401), the general and upload limits (429),
-    # a full quota (413). Each on a short transaction of its own, so a slow
-    # body never holds a pooled database connection while it streams.
-    caller = await authenticate_briefly(request, response, ctx)
-    await enforce(ctx, response, "upload", str(caller.agent.id))
+    # the body is read: the key (401) and the general and upload limits (429)
+    # at admission, then a full quota (413). Each on a short connection of its
+    # own, so a slow body never holds a pooled database connection while it
+    # streams.
     async with ctx.read_sessions() as db:
         await service.check_room(ctx, db, caller.agent)
     return caller
@@ -114,7 +113,10 @@ _IMAGE_RESPONSE: dict[int | str, dict[str, Any]] = {
     "/api/upload",
     status_code=201,
     openapi_extra=_MULTIPART_BODY,
-    dependencies=[idempotent(Annotated[Caller, Depends(_uploaded_by)])],
+    dependencies=[
+        Depends(agent_limit("upload")),
+        idempotent(Annotated[Caller, Depends(_uploaded_by)]),
+    ],
     response_model=MessageDataOut[UploadResultOut],
     responses={**_UPLOAD_ERRORS, 201: _UPLOAD_LINKS},
 )
@@ -135,6 +137,9 @@ async def delete_upload(
 
 @router.get(
     "/uploads/{agent_id}/{name}",
+    # Each read may be megabytes from Postgres: a key's reads count its
+    # budget, anonymous ones the address's.
+    dependencies=[PublicRead],
     response_class=Response,
     response_model=None,
     responses=_IMAGE_RESPONSE,

@@ -108,27 +108,42 @@ class HealthPartsOut(Output):
     trending: HealthPartOut = Field(description="The trending counter.")
 
 
+_DETAIL = " Only for staff (a moderator's or admin's key) or CAIRN_OPERATOR_TOKEN."
+
+
 class HealthOut(Output):
-    """Liveness with real measurements. `healthy`: every part works;
+    """Liveness with real measurements, from a snapshot at most
+    CAIRN_HEALTH_SNAPSHOT_S old (1 s). `healthy`: every part works;
     `degraded`: the service answers but some part is down (see `parts`);
-    `unhealthy` (a 503): the database cannot be reached. The parts' own
-    states are null while that part cannot answer."""
+    `unhealthy` (a 503): the database cannot be reached. The per-part
+    details are shown to staff and to the operator token (header
+    `X-Operator-Token`) only; the parts' own states are null while that part
+    cannot answer."""
 
     status: Literal["healthy", "degraded", "unhealthy"]
-    timestamp: Timestamp
+    timestamp: Timestamp = Field(description="When the snapshot was taken.")
     metrics: HealthMetricsOut
-    parts: HealthPartsOut
-    trending: dict[str, Any] | None = Field(description="The trending counter's state.")
+    parts: HealthPartsOut | None = Field(default=None, description="Each part's state." + _DETAIL)
+    trending: dict[str, Any] | None = Field(
+        default=None, description="The trending counter's state." + _DETAIL
+    )
     dispatch: dict[str, Any] | None = Field(
-        description="The notification and e-mail queues and the dispatcher's counters."
+        default=None,
+        description="The notification and e-mail queues and the dispatcher's counters." + _DETAIL,
     )
     search: dict[str, Any] | None = Field(
-        description="The vector index and its worker (model, sizes, pending jobs)."
+        default=None,
+        description="The vector index and its worker (model, sizes, pending jobs)." + _DETAIL,
     )
-    uploads: HealthUploadsOut
+    uploads: HealthUploadsOut | None = Field(default=None, description="Image checks." + _DETAIL)
     lexical: dict[str, Any] | None = Field(
+        default=None,
         description="This replica's BM25 index: whether it is built (full text runs on "
-        "Postgres until then), documents per kind, changes followed."
+        "Postgres until then), documents per kind, changes followed." + _DETAIL,
+    )
+    streams: dict[str, int] | None = Field(
+        default=None,
+        description="This replica's long-lived connections: open, the caps, refused." + _DETAIL,
     )
 
 

@@ -1,5 +1,7 @@
 """GET /api/health: what works now. Every part is asked at once, each with a
-deadline, so the answer comes within about PROBE_TIMEOUT_S whatever is down.
+deadline, so the answer comes within about PROBE_TIMEOUT_S whatever is down;
+at most once per CAIRN_HEALTH_SNAPSHOT_S per replica (``Snapshot``), since
+the parts are shared by every replica and the route takes no key.
 
 ``healthy``: every part works. ``degraded`` (200): the API answers, but a
 part it can do without is down (semantic search, the dispatcher, the shared
@@ -15,6 +17,7 @@ import asyncio
 import logging
 import time
 from collections.abc import Awaitable
+from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any, TypeVar
 
@@ -78,9 +81,19 @@ def search_part(ctx: AppContext, stats: dict[str, Any] | None) -> dict[str, Any]
     return UP
 
 
-async def report(ctx: AppContext, started: float) -> tuple[int, dict[str, Any]]:
-    """(status code, body) of GET /api/health; ``started``: the request's
-    perf_counter start, for response_time_ms."""
+@dataclass(frozen=True)
+class Reading:
+    """One look at every part: what GET /api/health answers from."""
+
+    status_code: int
+    status: str
+    taken_at: datetime
+    db_ms: float | None
+    details: dict[str, Any]
+
+
+async def _look(ctx: AppContext) -> Reading:
+    """Ask every part at once, each with a deadline."""
     db_ms, trending, dispatch, search, limiter_ok = await asyncio.gather(
         _ping(ctx),
         _probe("trending", ctx.trending.stats()),
@@ -110,17 +123,7 @@ async def report(ctx: AppContext, started: float) -> tuple[int, dict[str, Any]]:
         status = "degraded"
     else:
         status = "healthy"
-    body: dict[str, Any] = {
-        "status": status,
-        "timestamp": datetime.now(UTC).isoformat(),
-        "metrics": {
-            "response_time_ms": 0.0,
-            "db_latency_ms": round(db_ms, 3) if db_ms is not None else None,
-            "db_connected": db_ok,
-            "cache_entries": ctx.cache_entries(),
-            "memory_usage_mb": round(_PROCESS.memory_info().rss / 1_048_576, 1),
-            "uptime_s": round(time.time() - ctx.started_at, 1),
-        },
+    details: dict[str, Any] = {
         "parts": parts,
         # The trending counter's state; null while it cannot answer (the feed
         # then ranks from Postgres).
@@ -131,11 +134,70 @@ async def report(ctx: AppContext, started: float) -> tuple[int, dict[str, Any]]:
         # The vector index and its worker (model, sizes, pending jobs); null
         # while semantic search cannot answer (search then runs on full text).
         "search": search,
+    }
+    return Reading(503 if not db_ok else 200, status, datetime.now(UTC), db_ms, details)
+
+
+class Snapshot:
+    """This replica's latest ``Reading``, taken again once it is older than
+    ``max_age_s``: however many callers ask, the parts (the database, the
+    VectorIndex, the dispatcher, trending, every rate-limit shard: single
+    instances shared by all replicas) are asked at most once per period per
+    replica, and callers arriving meanwhile share the look in progress."""
+
+    def __init__(self, max_age_s: float) -> None:
+        self.max_age_s = max_age_s
+        self._reading: Reading | None = None
+        self._at = 0.0
+        self._lock = asyncio.Lock()
+        self.looks = 0  # readings taken (for tests and the operator)
+
+    def _fresh(self) -> Reading | None:
+        reading = self._reading
+        if reading is not None and time.monotonic() - self._at < self.max_age_s:
+            return reading
+        return None
+
+    async def reading(self, ctx: AppContext) -> Reading:
+        found = self._fresh()
+        if found is not None:
+            return found
+        async with self._lock:
+            found = self._fresh()
+            if found is None:
+                found = await _look(ctx)
+                self.looks += 1
+                self._reading, self._at = found, time.monotonic()
+            return found
+
+
+async def report(
+    ctx: AppContext, snapshot: Snapshot, started: float, *, detailed: bool
+) -> tuple[int, dict[str, Any]]:
+    """(status code, body) of GET /api/health; ``started``: the request's
+    perf_counter start, for response_time_ms. ``detailed``: with each part's
+    state and the parts' own figures (staff and the operator only)."""
+    reading = await snapshot.reading(ctx)
+    body: dict[str, Any] = {
+        "status": reading.status,
+        "timestamp": reading.taken_at.isoformat(),
+        "metrics": {
+            "response_time_ms": 0.0,
+            "db_latency_ms": round(reading.db_ms, 3) if reading.db_ms is not None else None,
+            "db_connected": reading.db_ms is not None,
+            "cache_entries": ctx.cache_entries(),
+            "memory_usage_mb": round(_PROCESS.memory_info().rss / 1_048_576, 1),
+            "uptime_s": round(time.time() - ctx.started_at, 1),
+        },
+    }
+    if detailed:
+        body.update(reading.details)
         # This replica's BM25 index (serve_app/lexical.py): built yet, sizes,
         # changes followed; null with CAIRN_SEARCH_LEXICAL=false.
-        "lexical": ctx.lexical.stats() if ctx.lexical is not None else None,
+        body["lexical"] = ctx.lexical.stats() if ctx.lexical is not None else None
         # Image checks on this replica: slots, running now, refused as busy.
-        "uploads": ctx.decodes.stats(),
-    }
+        body["uploads"] = ctx.decodes.stats()
+        # Long-lived connections on this replica (serve_app/http/admission.py).
+        body["streams"] = ctx.connections.stats()
     body["metrics"]["response_time_ms"] = round((time.perf_counter() - started) * 1000, 3)
-    return (503 if not db_ok else 200), body
+    return reading.status_code, body

@@ -25,6 +25,7 @@ from serve_app import keys
 from serve_app.context import AppContext
 from serve_app.deps import SESSION_COOKIE, Ctx, ReadDb
 from serve_app.errors import NotFound
+from serve_app.http import admission
 from serve_app.services import agents as agent_service
 from serve_app.web.skill import skill_markdown
 from storage.models import Agent
@@ -33,7 +34,8 @@ from storage.repositories import claims as claim_repo
 from storage.repositories import humans as human_repo
 from storage.repositories import patterns as pattern_repo
 
-router = APIRouter(include_in_schema=False)
+# Public pages: no key is looked at; each counts the address's read budget.
+router = APIRouter(include_in_schema=False, dependencies=[admission.declare(admission.OPEN)])
 
 HERE = Path(__file__).resolve().parent
 

@@ -31,6 +31,9 @@ from tests.xserver import FakeX, running_x
 
 SECRET = b"test-secret-key-for-hmac-0123456789"
 CLIENT_IP = "203.0.113.7"
+# CAIRN_OPERATOR_TOKEN of the test app: /api/health shows its details to it.
+OPERATOR_TOKEN = "test-operator-token"
+OPERATOR = {"X-Operator-Token": OPERATOR_TOKEN}
 KEEP = {"categories", "alembic_version"}
 
 
@@ -38,6 +41,10 @@ def make_settings(**overrides: Any) -> Settings:
     values: dict[str, Any] = {
         "public_base_url": "https://cairn.example",
         "state_dir": "/tmp/cairn-test-state",
+        "operator_token": OPERATOR_TOKEN,
+        # Every /api/health call looks at the parts (tests change them between
+        # calls); the snapshot itself is tested in tests/security.
+        "health_snapshot_s": 0,
     }
     values.update(overrides)
     return Settings(**values)

@@ -55,7 +55,7 @@ OPERATIONS: dict[tuple[str, str], tuple[str, set[str]]] = {
     ("post", "/api/humans/email/confirm"): ("200", {"400", "413", "429"}),
     ("post", "/api/humans/logout"): ("200", {"401", "403", "429"}),
     ("get", "/api/categories"): ("200", {"401", "403", "429"}),
-    ("get", "/api/health"): ("200", {"503"}),
+    ("get", "/api/health"): ("200", {"401", "403", "429", "503"}),
     ("get", "/api/analytics"): ("200", {"401", "403", "429"}),
     ("get", "/api/feed"): ("200", {"400", "401", "403", "429"}),
     ("get", "/api/feed/trending"): ("200", {"400", "401", "403", "429"}),

@@ -21,7 +21,8 @@ from mcp_types import CallToolResult
 from actors.ratelimit import Rule
 from serve_app.contract import api_routes
 from serve_app.deps import LimitTag
-from serve_app.mcp.door import REPLAYED, Door, RouteRules
+from serve_app.http.admission import Policy
+from serve_app.mcp.door import REPLAYED, Door
 from serve_app.web.skill import MCP_TOOLS
 from tests.api.conftest import CLIENT_IP, register, scalar
 
@@ -39,6 +40,18 @@ QUESTION = {
 }
 
 Connect = Callable[..., AbstractAsyncContextManager[ClientSession]]
+
+MCP_HEADERS = {"Accept": "application/json, text/event-stream"}
+INITIALIZE = {
+    "jsonrpc": "2.0",
+    "id": 1,
+    "method": "initialize",
+    "params": {
+        "protocolVersion": "2025-06-18",
+        "capabilities": {},
+        "clientInfo": {"name": "test", "version": "0"},
+    },
+}
 
 
 @pytest.fixture
@@ -228,17 +241,28 @@ async def test_bad_key_and_deactivated_account(
     client: httpx.AsyncClient, mcp: Connect, database: str
 ) -> None:
     agent = await register(client, "Soon Inactive")
-    async with mcp("cairn_not-a-real-key") as bad:
-        body = failed(await bad.call_tool("my_profile", {}), "invalid_api_key")
-        rest = (await client.get("/api/agents/me", headers={"Authorization": "Bearer x"})).json()
-        assert body == rest
-        # A sent key is checked on reads too, as REST does.
-        failed(await bad.call_tool("list_questions", {}), "invalid_api_key")
-    scalar(
-        database, "UPDATE agents SET is_active = false WHERE id = %s RETURNING id", agent.agent_id
+    # A sent key is checked on every request to /mcp, as REST checks it on
+    # reads too: a bad one is REST's 401 before any session starts.
+    rest = (await client.get("/api/agents/me", headers={"Authorization": "Bearer x"})).json()
+    refused = await client.post(
+        "/mcp", json=INITIALIZE, headers={**MCP_HEADERS, "Authorization": "Bearer cairn_nope"}
     )
-    async with mcp(agent.api_key) as inactive:
-        failed(await inactive.call_tool("ask_question", QUESTION), "account_inactive")
+    assert refused.status_code == 401 and refused.json() == rest
+    with pytest.raises(Exception):  # noqa: B017 - the SDK wraps the 401 its own way
+        async with mcp("cairn_not-a-real-key"):
+            pass
+    async with mcp(agent.api_key) as session:
+        scalar(
+            database,
+            "UPDATE agents SET is_active = false WHERE id = %s RETURNING id",
+            agent.agent_id,
+        )
+        # A tool call is admitted on its own too.
+        failed(await session.call_tool("ask_question", QUESTION), "account_inactive")
+    inactive = await client.post(
+        "/mcp", json=INITIALIZE, headers={**MCP_HEADERS, "Authorization": f"Bearer {agent.api_key}"}
+    )
+    assert inactive.status_code == 403 and inactive.json()["error"] == "account_inactive"
 
 
 async def test_errors_carry_the_rest_code_and_message(
@@ -305,12 +329,14 @@ async def test_anonymous_reads_count_the_per_ip_limit(
 ) -> None:
     ctx = app.state.ctx
     saved = ctx.rules
-    ctx.rules = {**saved, "anon_read": Rule("anon_read", 2, 60), "search": Rule("search", 1, 60)}
+    ctx.rules = {**saved, "anon_read": Rule("anon_read", 6, 60), "search": Rule("search", 1, 60)}
     try:
         async with mcp() as anon:
-            ok(await anon.call_tool("list_questions", {}))
-            ok(await anon.call_tool("list_questions", {}))
-            failed(await anon.call_tool("list_questions", {}), "rate_limited")
+            # The session's own protocol calls (initialize, …) count as reads
+            # too: a few tool calls, then the limit.
+            results = [await anon.call_tool("list_questions", {}) for _ in range(6)]
+            assert not results[0].is_error
+            failed(results[-1], "rate_limited")
             # search counts its own per-IP rule (and, like REST, not anon_read).
             ok(await anon.call_tool("search", {"q": "anything"}))
             body = failed(await anon.call_tool("search", {"q": "anything"}), "rate_limited")
@@ -419,21 +445,21 @@ async def test_the_app_middlewares_guard_mcp_too(client: httpx.AsyncClient, app:
 def test_each_tool_reads_its_rules_off_the_rest_route(app: FastAPI) -> None:
     """The key requirement and the limits come from the route's dependencies."""
     door = Door(app.state.ctx, api_routes(app.routes))
-    assert door.rules("search_search") == RouteRules(
-        "search_search", "none", (LimitTag("ip", "search"),)
+    assert door.policy("search_search") == Policy(
+        "none", (LimitTag("ip", "search"),), anonymous=None
     )
-    assert door.rules("questions_ask") == RouteRules(
-        "questions_ask", "required", (LimitTag("agent", "question_create"),)
+    assert door.policy("questions_ask") == Policy(
+        "required", (LimitTag("agent", "question_create"),)
     )
-    assert door.rules("questions_list_questions").auth == "optional"
-    assert door.rules("patterns_read_pattern") == RouteRules(
-        "patterns_read_pattern", "optional", ()
-    )
-    assert door.rules("answers_vote_answer").limits == (LimitTag("agent", "vote"),)
+    assert door.policy("questions_list_questions").auth == "optional"
+    assert door.policy("patterns_read_pattern") == Policy("optional")
+    assert door.policy("answers_vote_answer").limits == (LimitTag("agent", "vote"),)
     with pytest.raises(ValueError, match="humans"):
-        door.rules("humans_logout")
+        door.policy("humans_logout")
+    with pytest.raises(ValueError, match="stream"):
+        door.policy("notifications_stream")
     with pytest.raises(LookupError):
-        door.rules("no_such_operation")
+        door.policy("no_such_operation")
 
 
 async def test_search_ranks_as_rest_does(client: httpx.AsyncClient, mcp: Connect) -> None:

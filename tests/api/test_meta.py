@@ -15,7 +15,7 @@ from serve_app.search import LocalSearch
 from serve_app.services import health as health_service
 from serve_app.trending import LocalTrending
 from storage.db import make_engine, make_sessionmaker
-from tests.api.conftest import SECRET, assert_error, make_settings
+from tests.api.conftest import OPERATOR, SECRET, assert_error, make_settings
 from tests.contract_check import Contract
 
 
@@ -34,7 +34,7 @@ async def test_categories_are_seeded_and_cacheable(client: httpx.AsyncClient) ->
 
 async def test_health_reports_real_metrics(client: httpx.AsyncClient) -> None:
     await client.get("/api/categories")  # fills one cache entry
-    response = await client.get("/api/health")
+    response = await client.get("/api/health", headers=OPERATOR)
     assert response.status_code == 200
     body = response.json()
     assert body["status"] == "healthy" and body["timestamp"]
@@ -70,7 +70,7 @@ async def test_health_is_503_when_database_is_down() -> None:
         transport = httpx.ASGITransport(app=app)
         async with httpx.AsyncClient(transport=transport, base_url="http://t") as c:
             t0 = time.monotonic()
-            response = await c.get("/api/health")
+            response = await c.get("/api/health", headers=OPERATOR)
             took = time.monotonic() - t0
     assert not contract.problems(response)
     body = assert_error(response, 503, "database_unavailable")
@@ -91,10 +91,10 @@ def _ctx(client: httpx.AsyncClient) -> AppContext:
 async def test_health_is_degraded_while_semantic_search_cannot_embed(
     client: httpx.AsyncClient, semantic: LocalSearch
 ) -> None:
-    healthy = (await client.get("/api/health")).json()
+    healthy = (await client.get("/api/health", headers=OPERATOR)).json()
     assert healthy["status"] == "healthy" and healthy["parts"]["search"]["state"] == "up"
     semantic.stopped = True  # the embedder is gone; the index still answers
-    response = await client.get("/api/health")
+    response = await client.get("/api/health", headers=OPERATOR)
     assert response.status_code == 200
     body = response.json()
     assert body["status"] == "degraded"
@@ -116,7 +116,7 @@ async def test_health_is_degraded_while_the_dispatcher_and_trending_cannot_answe
     )
     ctx.trending = LocalTrending(NOWHERE)
     try:
-        response = await client.get("/api/health")
+        response = await client.get("/api/health", headers=OPERATOR)
     finally:
         ctx.dispatch = saved
         await dead.dispose()

@@ -254,15 +254,15 @@ async def test_a_deactivated_account_cannot_open_a_stream(
 
 async def test_a_full_replica_answers_503(client: httpx.AsyncClient, live: str) -> None:
     me = await register(client, "Crowded Agent")
-    hub = client._transport.app.state.ctx.streams  # type: ignore[attr-defined]
-    saved = hub.max_streams
-    hub.max_streams = hub.open_streams
+    slots = client._transport.app.state.ctx.connections  # type: ignore[attr-defined]
+    saved = slots.per_replica
+    slots.per_replica = slots.open
     try:
         response = await client.get("/api/notifications/stream", headers=me.auth)
         body = assert_error(response, 503, "service_unavailable")
         assert response.headers["retry-after"] == "5", body
     finally:
-        hub.max_streams = saved
+        slots.per_replica = saved
 
 
 def _record(recipient: str, actor: str, n: int) -> dict[str, Any]:

@@ -15,7 +15,7 @@ import pytest
 
 from serve_app.dispatch import LocalDispatch
 from storage.db import libpq_url
-from tests.api.conftest import Human, Registered, assert_error, register, scalar
+from tests.api.conftest import OPERATOR, Human, Registered, assert_error, register, scalar
 from tests.api.test_patterns import publish, sql
 from tests.api.test_questions import answer, ask
 
@@ -494,7 +494,7 @@ async def test_fanout_survives_a_crash_midway(client: httpx.AsyncClient, databas
 
 
 async def test_health_shows_the_queues(client: httpx.AsyncClient) -> None:
-    body = (await client.get("/api/health")).json()
+    body = (await client.get("/api/health", headers=OPERATOR)).json()
     queues = body["dispatch"]
     assert queues["where"] == "in-process" and queues["mail_enabled"] is False
     for key in ("fanout_jobs_pending", "fanout_followers_pending", "mail_pending", "mail_failed"):

@@ -9,7 +9,7 @@ import pytest
 
 from actors.trending import Event
 from serve_app.trending import LocalTrending
-from tests.api.conftest import Registered, assert_error, register
+from tests.api.conftest import OPERATOR, Registered, assert_error, register
 from tests.api.test_pattern_votes_forks import vote
 from tests.api.test_patterns import categories, publish, sql
 
@@ -146,14 +146,14 @@ async def test_ranking_falls_back_to_postgres(
     ctx_of(client).trending = Unreachable()
     assert await feed(client) == before
     assert (await client.get("/api/patterns?sort_by=trending")).json() == listed
-    health = await client.get("/api/health")
+    health = await client.get("/api/health", headers=OPERATOR)
     assert health.status_code == 200 and health.json()["trending"] is None
 
 
 async def test_health_shows_the_counter(
     client: httpx.AsyncClient, scene: tuple[list[dict[str, Any]], list[Registered]]
 ) -> None:
-    trending = (await client.get("/api/health")).json()["trending"]
+    trending = (await client.get("/api/health", headers=OPERATOR)).json()["trending"]
     assert trending["where"] == "in-process"
     assert trending["votes"] == 7 and trending["patterns"] == 3  # hot, warm and cold
     assert trending["buckets"] >= 3  # one per pattern, two if an hour turned meanwhile

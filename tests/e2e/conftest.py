@@ -20,6 +20,7 @@ import pytest
 
 from serve_app.bootstrap import haproxy_dir, ray_dir
 from storage.embedded import DATABASE
+from tests.api.conftest import OPERATOR, OPERATOR_TOKEN
 from tests.mailbox import Mailbox, free_port, running_smtp
 from tests.xserver import FakeX, running_x
 
@@ -145,6 +146,7 @@ def service(
         "CAIRN_FALLBACK_PROXY_PORT": str(free_port()),
         # Tests play several clients behind a trusted load balancer on loopback.
         "CAIRN_TRUSTED_PROXIES": "127.0.0.0/8",
+        "CAIRN_OPERATOR_TOKEN": OPERATOR_TOKEN,
         "CAIRN_RATELIMIT_GENERAL": f"{GENERAL_LIMIT}/hour",
         "CAIRN_SMTP_URL": f"smtp://127.0.0.1:{smtp_server[1]}",
         "CAIRN_FANOUT_BATCH_SIZE": "100",
@@ -199,5 +201,8 @@ def service(
 @pytest.fixture
 async def http(service: Service) -> Iterator[httpx.AsyncClient]:
     limits = httpx.Limits(max_connections=250, max_keepalive_connections=250)
-    async with httpx.AsyncClient(base_url=service.base_url, timeout=30, limits=limits) as client:
+    # The operator token: /api/health shows these tests every part's state.
+    async with httpx.AsyncClient(
+        base_url=service.base_url, timeout=30, limits=limits, headers=OPERATOR
+    ) as client:
         yield client  # type: ignore[misc]

@@ -16,7 +16,7 @@ from actors.ratelimit import Rule
 from actors.ratelimit_actor import RateLimiterShard
 from serve_app.app import create_app
 from serve_app.ratelimit import RayRateLimiter
-from tests.api.conftest import SECRET, make_settings
+from tests.api.conftest import OPERATOR, SECRET, make_settings
 
 pytestmark = pytest.mark.e2e
 
@@ -114,7 +114,7 @@ async def test_health_is_degraded_while_the_shards_are_gone(local_ray: None, dat
     async with app.router.lifespan_context(app):
         transport = httpx.ASGITransport(app=app)
         async with httpx.AsyncClient(transport=transport, base_url="http://t") as client:
-            response = await client.get("/api/health")
+            response = await client.get("/api/health", headers=OPERATOR)
     assert response.status_code == 200
     body = response.json()
     assert body["status"] == "degraded"

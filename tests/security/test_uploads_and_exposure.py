@@ -24,7 +24,7 @@ from serve_app.multipart import FilePart
 from serve_app.services import uploads as upload_service
 from storage.db import async_url, libpq_url
 from storage.models import Agent
-from tests.api.conftest import SECRET, StoreProbe, assert_error, register, scalar
+from tests.api.conftest import OPERATOR, SECRET, StoreProbe, assert_error, register, scalar
 from tests.api.test_uploads import image_bytes, on_disk, send
 
 PNG = image_bytes("PNG")
@@ -183,7 +183,7 @@ async def test_decodes_are_bounded_per_replica_with_a_503_when_busy(
         assert_error(refused, 503, "uploads_busy")
         assert refused.headers["Retry-After"] == "1"
         assert scalar(database, "SELECT count(*) FROM uploads") == 0
-        health = (await client.get("/api/health")).json()
+        health = (await client.get("/api/health", headers=OPERATOR)).json()
         assert health["uploads"] == {"slots": 1, "running": 1, "refused": 1}
         release.set()
         await busy
@@ -223,7 +223,7 @@ async def test_health_shows_states_never_exception_text(
     try:
         with caplog.at_level(logging.ERROR, logger="cairn.dispatch"):
             assert await failing.drain_safely() is False
-        response = await client.get("/api/health")
+        response = await client.get("/api/health", headers=OPERATOR)
     finally:
         ctx.dispatch = saved
         await failing.close()

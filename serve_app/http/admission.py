@@ -1,0 +1,662 @@
+"""The one admission layer: every request, whatever door answers it, passes
+here before any work is done for it (docs/security.md, "The admission layer").
+
+Admission is three steps, always in this order, written once (``admit``):
+
+1. **Who is calling**: an agent's API key or a human's session token
+   (``Authorization: Bearer``), a human's session cookie where the rule says
+   so, or nobody: then the client address under the trusted-proxy rules.
+2. **Their budgets**: the per-agent ``general`` limit for a known caller, a
+   per-address rule (``anon_read`` unless the rule names another) for an
+   anonymous one, then the route's own rules (``agent_limit``/``ip_limit``/
+   ``human_limit``).
+3. **Their long-lived connections** (streams): at most a few per caller and
+   per address, and a fixed number per replica (``Connections``).
+
+Each route states its rule (a ``Policy``). For FastAPI routes the rule is read
+off the route's dependencies: the caller dependencies (``CurrentCaller``,
+``MaybeCaller``, ``HumanCaller``, ``PublicRead``), the limit tags and the
+explicit ``declare(...)``; ``gate`` (an app-wide dependency, solved first)
+applies it. Other routes (the MCP transport, the API docs) are wrapped in an
+``EdgeGate`` with their rule. A route with no rule is refused when the app is
+built (``check``) and by a test that enumerates every route: a new door cannot
+open without joining. The MCP door calls ``admit`` for each tool call with the
+rule of the REST route the tool stands for.
+"""
+
+from __future__ import annotations
+
+import hmac
+import time
+from collections.abc import Awaitable, Callable, Iterable, Iterator
+from dataclasses import dataclass, field, replace
+from typing import TYPE_CHECKING, Any, Literal
+
+from fastapi import Depends, Request, Response
+from fastapi.dependencies.models import Dependant
+from fastapi.routing import APIRoute
+from sqlmodel.ext.asyncio.session import AsyncSession
+from starlette.requests import HTTPConnection
+from starlette.routing import BaseRoute, Mount, Route
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
+
+from actors.ratelimit import Decision
+from serve_app import keys
+from serve_app.clientip import client_ip, limit_subject
+from serve_app.errors import Forbidden, RateLimited, ServiceUnavailable, Unauthorized
+from storage.models import Agent, ApiKey, HumanSession
+from storage.models.base import utcnow
+from storage.repositories import api_keys as key_repo
+from storage.repositories import humans as human_repo
+
+if TYPE_CHECKING:
+    from serve_app.context import AppContext
+
+GENERAL = "general"
+ANON_READ = "anon_read"
+SESSION_COOKIE = "cairn_session"
+# The header an operator's monitoring sends CAIRN_OPERATOR_TOKEN in.
+OPERATOR_HEADER = "x-operator-token"
+STAFF = ("moderator", "admin")
+
+Auth = Literal["none", "optional", "required", "human"]
+
+# Where admission leaves its answer for the route (``admitted``) and the
+# connection slots the outermost middleware gives back (``SlotKeeper``).
+_ADMITTED = "cairn.admitted"
+_SLOTS = "cairn.slots"
+
+
+# --- the rule --------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class LimitTag:
+    """A route's own rate-limit rule: ``rule`` counted for the authenticated
+    agent, the signed-in human or the client address."""
+
+    subject: Literal["agent", "human", "ip"]
+    rule: str
+
+
+@dataclass(frozen=True)
+class Policy:
+    """A route's admission rule.
+
+    ``auth``: ``none`` (no credential is looked at), ``optional`` (a sent key
+    is checked and counts the agent's budget), ``required`` (an API key or a
+    human's session token) or ``human`` (a signed-in human, token or cookie).
+    ``anonymous``: the per-address rule a caller without a credential counts
+    (None: only the route's own ``limits``). ``long_lived``: the answer is a
+    stream that holds one of the caller's connection slots while it is open."""
+
+    auth: Auth
+    limits: tuple[LimitTag, ...] = ()
+    anonymous: str | None = ANON_READ
+    long_lived: bool = False
+
+
+# The MCP transport's protocol calls and the pages count the read budget.
+READ = Policy("optional")
+# No credential looked at; the address's read budget.
+OPEN = Policy("none")
+# A stream that needs a key.
+KEYED_STREAM = Policy("required", long_lived=True)
+# Nothing counted at the edge: each call inside is admitted on its own
+# (MCP tool calls, by the rule of the REST route each stands for).
+PER_CALL = Policy("none", anonymous=None)
+
+
+@dataclass
+class Caller:
+    """Who is calling: a bot (or human) with an API key, or a signed-in human."""
+
+    agent: Agent
+    key: ApiKey | None = None
+    session: HumanSession | None = None
+
+    @property
+    def is_staff(self) -> bool:
+        return self.agent.role in STAFF
+
+
+@dataclass
+class Admitted:
+    """What admission found: the caller (None: anonymous), the client address
+    and the ``X-RateLimit-*`` headers of the last rule counted."""
+
+    caller: Caller | None
+    ip: str
+    headers: dict[str, str] = field(default_factory=dict)
+
+
+# --- step 1: who is calling ---------------------------------------------------
+
+
+def bearer_token(header: str | None) -> str | None:
+    """The token of an ``Authorization: Bearer`` header (None without one)."""
+    if not header:
+        return None
+    scheme, _, token = header.partition(" ")
+    if scheme.lower() != "bearer" or not token.strip():
+        raise Unauthorized(
+            "Authorization header must be 'Bearer <API key>'.", error="invalid_api_key"
+        )
+    return token.strip()
+
+
+def missing_key() -> Unauthorized:
+    return Unauthorized(
+        "Missing API key: send 'Authorization: Bearer <API key>'.", error="missing_api_key"
+    )
+
+
+def client_address(ctx: AppContext, conn: HTTPConnection) -> str:
+    """The client's address under the trusted-proxy rules."""
+    peer = conn.client.host if conn.client else None
+    # HAProxy adds its own X-Forwarded-For line rather than appending to the
+    # client's: join every line, in order, into one chain.
+    forwarded = ",".join(conn.headers.getlist("x-forwarded-for")) or None
+    return client_ip(peer, forwarded, ctx.trusted, ctx.local_proxies)
+
+
+async def authenticate(ctx: AppContext, db: AsyncSession, token: str) -> Caller:
+    """The caller a token stands for (an API key, or a human's session token):
+    401 for an unknown or revoked key, 403 when deactivated."""
+    if keys.is_session_token(token):
+        return await _signed_in(ctx, db, token)
+    key_id = keys.parse_key_id(token)
+    found = await key_repo.live_by_key_id(db, key_id) if key_id else None
+    if found is None or not keys.verify(ctx.secret, token, found[0].key_hash):
+        raise Unauthorized("Missing or invalid API key.", error="invalid_api_key")
+    key, agent = found
+    if not agent.is_active:
+        raise Forbidden("This account has been deactivated.", error="account_inactive")
+    await key_repo.touch(db, key, utcnow())
+    return Caller(agent=agent, key=key)
+
+
+async def _signed_in(ctx: AppContext, db: AsyncSession, token: str) -> Caller:
+    found = await human_repo.live_session(db, keys.hash_secret(ctx.secret, token))
+    if found is None:
+        raise Unauthorized(
+            "Invalid or expired session: sign in again at /api/humans/login.",
+            error="invalid_session",
+        )
+    session, agent = found
+    if not agent.is_active:
+        raise Forbidden("This account has been deactivated.", error="account_inactive")
+    return Caller(agent=agent, session=session)
+
+
+def _credential(conn: HTTPConnection | None, policy: Policy) -> str | None:
+    """The token a request carries for ``policy`` (None: none sent)."""
+    if conn is None:
+        return None
+    token = bearer_token(conn.headers.get("authorization"))
+    if token is not None or policy.auth != "human":
+        return token
+    # Humans on the web pages: the session cookie. A cookie-borne write must
+    # be JSON, which a cross-site form cannot send (the cookie is SameSite=Lax).
+    token = conn.cookies.get(SESSION_COOKIE)
+    if token is None:
+        raise Unauthorized(
+            "Sign in as a human first (POST /api/humans/login).", error="not_signed_in"
+        )
+    method = conn.scope.get("method", "GET")
+    if method not in ("GET", "HEAD") and not conn.headers.get("content-type", "").startswith(
+        "application/json"
+    ):
+        raise Forbidden("Requests signed in by cookie must send a JSON body.", error="csrf_refused")
+    return token
+
+
+async def _identify(ctx: AppContext, token: str, db: AsyncSession | None) -> Caller:
+    if db is not None:
+        return await authenticate(ctx, db, token)
+    # On a connection of its own, given back at once: an admitted request
+    # holds no pooled connection while it waits, reads a body or streams.
+    async with ctx.read_sessions() as session:
+        return await authenticate(ctx, session, token)
+
+
+# --- step 2: budgets ------------------------------------------------------------
+
+
+def limit_headers(decision: Decision) -> dict[str, str]:
+    return {
+        "X-RateLimit-Limit": str(decision.limit),
+        "X-RateLimit-Remaining": str(decision.remaining),
+        "X-RateLimit-Reset": str(int(decision.reset_at)),
+    }
+
+
+async def charge(ctx: AppContext, rule_name: str, subject: str) -> dict[str, str]:
+    """Count one hit of ``rule_name`` for ``subject``: the ``X-RateLimit-*``
+    headers of the answer, or 429 when over the limit."""
+    rule = ctx.rules[rule_name]
+    decision = await ctx.limiter.hit(rule, subject)
+    headers = limit_headers(decision)
+    if not decision.allowed:
+        headers["Retry-After"] = str(decision.retry_after(time.time()))
+        raise RateLimited(
+            f"Rate limit exceeded for {rule_name.replace('_', ' ')}: {rule.limit} requests "
+            f"per {rule.window_s} seconds. Retry after {headers['Retry-After']} seconds.",
+            headers=headers,
+        )
+    return headers
+
+
+async def admit(
+    ctx: AppContext,
+    conn: HTTPConnection | None,
+    policy: Policy,
+    db: AsyncSession | None = None,
+) -> Admitted:
+    """Admit one request (or one MCP tool call) under ``policy``: identify the
+    caller, count their budgets, and, for a long-lived answer, take one of
+    their connection slots (given back when the answer ends). Raises the
+    ``AppError`` to answer with (401, 403, 429, 503). ``db``: a session to
+    check the key on (a new short one when None). ``conn`` None: a call from
+    inside the process, with no client."""
+    ip = client_address(ctx, conn) if conn is not None else "unknown"
+    admitted = Admitted(caller=None, ip=ip)
+    if policy.auth != "none":
+        token = _credential(conn, policy)
+        if token is not None:
+            caller = await _identify(ctx, token, db)
+            if policy.auth == "human" and (not caller.agent.is_human or caller.session is None):
+                raise Forbidden(
+                    "A human must do this, signed in with a session (not an agent's API key).",
+                    error="human_required",
+                )
+            admitted.caller = caller
+            admitted.headers = await charge(ctx, GENERAL, str(caller.agent.id))
+        elif policy.auth == "required":
+            raise missing_key()
+    if admitted.caller is None and policy.anonymous is not None:
+        admitted.headers = await charge(ctx, policy.anonymous, limit_subject(ip))
+    for tag in policy.limits:
+        if tag.subject == "ip":
+            subject = limit_subject(ip)
+        elif admitted.caller is None:
+            raise Unauthorized("This needs an API key.", error="missing_api_key")
+        else:
+            subject = str(admitted.caller.agent.id)
+        admitted.headers = await charge(ctx, tag.rule, subject)
+    if policy.long_lived and conn is not None:
+        slot = ctx.connections.take(_holder(admitted), limit_subject(ip))
+        slots: list[Slot] | None = conn.scope.get(_SLOTS)
+        if slots is None:  # no SlotKeeper around the app: nobody would give it back
+            slot.release()
+            raise ServiceUnavailable("This server takes no long-lived connections.")
+        slots.append(slot)
+    return admitted
+
+
+def _holder(admitted: Admitted) -> str:
+    caller = admitted.caller
+    return f"agent:{caller.agent.id}" if caller is not None else limit_subject(admitted.ip)
+
+
+def is_operator(ctx: AppContext, conn: HTTPConnection) -> bool:
+    """True when the request carries CAIRN_OPERATOR_TOKEN (compared in
+    constant time; never true while the setting is unset)."""
+    configured = ctx.settings.operator_token
+    sent = conn.headers.get(OPERATOR_HEADER)
+    if configured is None or not sent:
+        return False
+    return hmac.compare_digest(sent.encode(), configured.get_secret_value().encode())
+
+
+# --- step 3: long-lived connections ----------------------------------------------
+
+
+class TooManyStreams(RateLimited):
+    error = "too_many_streams"
+
+
+@dataclass
+class Slot:
+    """One open long-lived connection, counted until ``release``."""
+
+    owner: Connections
+    holder: str
+    address: str
+    released: bool = False
+
+    def release(self) -> None:
+        if not self.released:
+            self.released = True
+            self.owner._give_back(self)
+
+
+class Connections:
+    """The long-lived connections (notification streams, MCP streams) this
+    replica holds: at most ``per_caller`` for one agent, ``per_address`` for
+    one client address (a /64 for IPv6), ``per_replica`` in all. Counted in
+    the replica: a caller reaching several replicas holds at most
+    ``per_caller`` on each."""
+
+    def __init__(self, *, per_caller: int, per_address: int, per_replica: int) -> None:
+        self.per_caller = per_caller
+        self.per_address = per_address
+        self.per_replica = per_replica
+        self._holders: dict[str, int] = {}
+        self._addresses: dict[str, int] = {}
+        self.open = 0
+        self.refused = 0
+
+    def take(self, holder: str, address: str) -> Slot:
+        if self.open >= self.per_replica:
+            self.refused += 1
+            raise ServiceUnavailable(
+                "This replica holds as many long-lived connections as it may; retry shortly.",
+                headers={"Retry-After": "5"},
+            )
+        if self._holders.get(holder, 0) >= self.per_caller:
+            self.refused += 1
+            raise TooManyStreams(
+                f"You hold {self.per_caller} open streams already (the most one caller may "
+                "hold): close one before opening another.",
+                headers={"Retry-After": "5"},
+            )
+        if self._addresses.get(address, 0) >= self.per_address:
+            self.refused += 1
+            raise TooManyStreams(
+                f"Your address holds {self.per_address} open streams already: close one "
+                "before opening another.",
+                headers={"Retry-After": "5"},
+            )
+        self._holders[holder] = self._holders.get(holder, 0) + 1
+        self._addresses[address] = self._addresses.get(address, 0) + 1
+        self.open += 1
+        return Slot(self, holder, address)
+
+    def _give_back(self, slot: Slot) -> None:
+        self.open -= 1
+        for table, name in ((self._holders, slot.holder), (self._addresses, slot.address)):
+            left = table[name] - 1
+            if left:
+                table[name] = left
+            else:
+                del table[name]
+
+    def held_by(self, holder: str) -> int:
+        return self._holders.get(holder, 0)
+
+    def stats(self) -> dict[str, int]:
+        return {
+            "open": self.open,
+            "per_caller": self.per_caller,
+            "per_address": self.per_address,
+            "per_replica": self.per_replica,
+            "refused": self.refused,
+        }
+
+
+class SlotKeeper:
+    """The outermost middleware: gives back the connection slots a request
+    took once its answer has ended (sent, failed or abandoned by the client),
+    whichever door admitted it."""
+
+    def __init__(self, app: ASGIApp) -> None:
+        self.app = app
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        slots: list[Slot] = []
+        scope[_SLOTS] = slots
+        try:
+            await self.app(scope, receive, send)
+        finally:
+            for slot in slots:
+                slot.release()
+
+
+# --- the rule of each route ----------------------------------------------------
+
+
+_POLICY_ATTR = "cairn_policy"
+_TAG_ATTR = "cairn_limit"
+
+
+def admitted(request: Request) -> Admitted:
+    """What admission found for this request (``gate`` ran first)."""
+    found: Admitted | None = request.scope.get(_ADMITTED)
+    if found is None:  # a route that escaped the gate: refuse rather than guess
+        raise Forbidden("This request was not admitted.", error="not_admitted")
+    return found
+
+
+# The caller dependencies: what a route asks for states its rule; ``gate``
+# has already admitted the caller when these run.
+
+
+async def require_caller(request: Request) -> Caller:
+    """The authenticated agent (an API key or a human's session token)."""
+    caller = admitted(request).caller
+    if caller is None:
+        raise missing_key()
+    return caller
+
+
+async def optional_caller(request: Request) -> Caller | None:
+    """The caller when a key was sent, else None (counted by address)."""
+    return admitted(request).caller
+
+
+async def read_limit(request: Request) -> None:
+    """A public read that does not look at the caller: a sent key is still
+    checked and counts the agent's budget, no key counts the address's."""
+    admitted(request)
+
+
+async def require_human(request: Request) -> Caller:
+    """A signed-in human: a session token as Bearer, or the session cookie."""
+    caller = admitted(request).caller
+    if caller is None:
+        raise Unauthorized(
+            "Sign in as a human first (POST /api/humans/login).", error="not_signed_in"
+        )
+    return caller
+
+
+async def long_lived() -> None:
+    """Marks a route whose answer is a stream: it holds a connection slot."""
+
+
+def _tagged(dep: Callable[..., Awaitable[None]], attr: str, value: object) -> Any:
+    setattr(dep, attr, value)
+    return dep
+
+
+def declare(policy: Policy) -> Any:
+    """A route's explicit rule (for a route that takes no caller dependency)."""
+
+    async def _declared() -> None:
+        return None
+
+    return Depends(_tagged(_declared, _POLICY_ATTR, policy))
+
+
+def limit(subject: Literal["agent", "human", "ip"], rule_name: str) -> Any:
+    """A dependency marking ``rule_name`` as one of the route's own rules."""
+
+    async def _rule() -> None:
+        return None
+
+    return _tagged(_rule, _TAG_ATTR, LimitTag(subject, rule_name))
+
+
+def limit_tag(call: object) -> LimitTag | None:
+    tag = getattr(call, _TAG_ATTR, None)
+    return tag if isinstance(tag, LimitTag) else None
+
+
+def dependants(root: Dependant) -> Iterator[Dependant]:
+    """A route's dependency tree, the route itself included."""
+    stack = [root]
+    while stack:
+        current = stack.pop()
+        yield current
+        stack.extend(current.dependencies)
+
+
+def policy_of(dependant: Dependant) -> Policy | None:
+    """The rule a FastAPI route states through its dependencies (None: none)."""
+    calls = [d.call for d in dependants(dependant) if d.call is not None]
+    declared = [p for c in calls if isinstance(p := getattr(c, _POLICY_ATTR, None), Policy)]
+    tags: list[LimitTag] = []
+    for call in calls:
+        tag = limit_tag(call)
+        if tag is not None and tag not in tags:
+            tags.append(tag)
+    if declared:
+        base = declared[0]
+    elif require_human in calls:
+        base = Policy("human")
+    elif require_caller in calls:
+        base = Policy("required")
+    elif optional_caller in calls or read_limit in calls:
+        base = Policy("optional")
+    elif tags:
+        # Routes such as registration and login count their own per-address rule.
+        base = Policy("none", anonymous=None)
+    else:
+        return None
+    return replace(
+        base,
+        limits=base.limits + tuple(t for t in tags if t not in base.limits),
+        long_lived=base.long_lived or long_lived in calls,
+    )
+
+
+# By dependant id (an unhashable dataclass; the entry keeps it alive).
+_POLICIES: dict[int, tuple[Dependant, Policy | None]] = {}
+
+
+def route_policy(route: object) -> Policy | None:
+    """The rule of a matched FastAPI route, worked out once per route."""
+    dependant: Dependant | None = getattr(route, "dependant", None)
+    if dependant is None:
+        return None
+    cached = _POLICIES.get(id(dependant))
+    if cached is None:
+        cached = _POLICIES[id(dependant)] = (dependant, policy_of(dependant))
+    return cached[1]
+
+
+async def gate(request: Request, response: Response) -> None:
+    """Admission for every FastAPI route (installed on the whole app, solved
+    before the route's own dependencies)."""
+    policy = route_policy(request.scope.get("route"))
+    if policy is None:
+        raise Forbidden("This route declares no admission rule.", error="not_admitted")
+    found = await admit(request.app.state.ctx, request, policy)
+    request.scope[_ADMITTED] = found
+    response.headers.update(found.headers)
+
+
+# --- routes that are not FastAPI routes -----------------------------------------
+
+# Given the request's method and, for a POST, its body: the rule to apply.
+Classifier = Callable[[str, bytes | None], Policy]
+
+
+class EdgeGate:
+    """Admission in front of a route FastAPI does not run (the MCP transport,
+    the API docs): the same ``admit``, then the route with the rate-limit
+    headers added to its answer. ``rule`` is a fixed ``Policy`` or a
+    ``Classifier`` that reads the (already size-limited) body first."""
+
+    def __init__(self, app: ASGIApp, rule: Policy | Classifier) -> None:
+        self.app = app
+        self.rule = rule
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        method = scope.get("method", "GET")
+        body: bytes | None = None
+        if isinstance(self.rule, Policy):
+            policy = self.rule
+        else:
+            if method == "POST":
+                body, receive = await _buffered(receive)
+            policy = self.rule(method, body)
+        conn = HTTPConnection(scope)
+        found = await admit(scope["app"].state.ctx, conn, policy)
+        scope[_ADMITTED] = found
+        extra = [(k.lower().encode(), v.encode()) for k, v in found.headers.items()]
+
+        async def send_with_headers(message: Message) -> None:
+            if message["type"] == "http.response.start" and extra:
+                message = {**message, "headers": [*message.get("headers", []), *extra]}
+            await send(message)
+
+        await self.app(scope, receive, send_with_headers)
+
+
+async def _buffered(receive: Receive) -> tuple[bytes, Receive]:
+    """Read the whole body (its size is bounded by the body-limit middleware)
+    and a ``receive`` that hands it over again."""
+    chunks: list[bytes] = []
+    while True:
+        message = await receive()
+        if message["type"] != "http.request":
+            return b"", receive  # the client left
+        chunks.append(message.get("body", b""))
+        if not message.get("more_body", False):
+            break
+    body = b"".join(chunks)
+    replayed = False
+
+    async def replay() -> Message:
+        nonlocal replayed
+        if not replayed:
+            replayed = True
+            return {"type": "http.request", "body": body, "more_body": False}
+        return await receive()
+
+    return body, replay
+
+
+def guard(route: BaseRoute, rule: Policy | Classifier) -> BaseRoute:
+    """Put a non-FastAPI route behind admission with ``rule``."""
+    if not isinstance(route, Route | Mount):
+        raise TypeError(f"cannot guard {route!r}")
+    route.app = EdgeGate(route.app, rule)
+    return route
+
+
+def edge_rule(route: BaseRoute) -> Policy | Classifier | None:
+    """The rule an ``EdgeGate`` applies to a non-FastAPI route (None: unguarded)."""
+    app = getattr(route, "app", None)
+    return app.rule if isinstance(app, EdgeGate) else None
+
+
+def unruled(routes: Iterable[BaseRoute]) -> list[str]:
+    """Every route (included routers' and mounted apps' too) that states no
+    admission rule, as 'METHODS path'."""
+    missing: list[str] = []
+    for route in routes:
+        original = getattr(route, "original_router", None)  # an included router
+        if original is not None:
+            missing.extend(unruled(original.routes))
+        elif isinstance(route, APIRoute):
+            if policy_of(route.dependant) is None:
+                missing.append(f"{','.join(sorted(route.methods or ()))} {route.path}")
+        elif edge_rule(route) is None:
+            methods = ",".join(sorted(getattr(route, "methods", None) or ())) or "*"
+            missing.append(f"{methods} {getattr(route, 'path', repr(route))}")
+    return missing
+
+
+def check(routes: Iterable[BaseRoute]) -> None:
+    """Refuse to build an app with a route that states no admission rule."""
+    missing = unruled(routes)
+    if missing:
+        raise RuntimeError(
+            "Routes without an admission rule (serve_app/http/admission.py): " + "; ".join(missing)
+        )
