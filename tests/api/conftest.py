@@ -78,7 +78,17 @@ def _truncate(database: str) -> None:
     with psycopg.connect(libpq_url(database)) as conn:
         conn.execute(f"SET lock_timeout = '{TRUNCATE_WAIT}'")
         try:
-            conn.execute(f"TRUNCATE {', '.join(tables)} CASCADE")
+            for attempt in range(3):
+                try:
+                    conn.execute(f"TRUNCATE {', '.join(tables)} CASCADE")
+                    break
+                except psycopg.errors.DeadlockDetected:
+                    # A reader that locks tables one by one (the app's search
+                    # indexes loading at start) met the TRUNCATE halfway:
+                    # Postgres chose the TRUNCATE as the victim; try again.
+                    conn.rollback()
+                    if attempt == 2:
+                        raise
         except psycopg.errors.LockNotAvailable:
             conn.rollback()
             holders = conn.execute(

@@ -14,3 +14,4 @@ from tests.api.conftest import (  # noqa: F401 - fixtures used by name
     x,
     x_server,
 )
+from tests.api.test_notification_stream import live  # noqa: F401 - fixture used by name
