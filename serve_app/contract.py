@@ -128,7 +128,8 @@ _IMPLIED: dict[str, tuple[int, ...]] = {
     "agent_limit.<locals>._dep": (429,),
     "ip_limit.<locals>._dep": (429,),
     "human_limit.<locals>._dep": (429,),
-    # Idempotency-Key: malformed (400), in progress (409), reused (422).
+    # Idempotency-Key: malformed or, on a registration, guessable (400), in
+    # progress (409), reused (422).
     _KEYED: (400, 409, 422),
 }
 
