@@ -297,7 +297,8 @@ def cmd_backup(args: argparse.Namespace) -> int:
         secret_in_state=settings.secret_key is None,
         cairn_version=_cairn_version(),
     )
-    target = Path(args.path).expanduser().resolve()
+    # Not resolved: a symbolic link given as the folder is refused, not followed.
+    target = Path(args.path).expanduser().absolute()
     try:
         manifest = backup.backup(source, target, lambda m: print(f"cairn backup: {m}", flush=True))
     except backup.BackupError as exc:

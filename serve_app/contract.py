@@ -121,7 +121,8 @@ def _has_params(dependant: Dependant) -> tuple[bool, bool]:
 # Dependencies by name (closures made by a factory share its qualified name).
 _KEYED = "idempotent.<locals>._gate"  # serve_app.idempotency.idempotent
 _IMPLIED: dict[str, tuple[int, ...]] = {
-    # Idempotency-Key: malformed (400), in progress (409), reused (422).
+    # Idempotency-Key: malformed or, on a registration, guessable (400), in
+    # progress (409), reused (422).
     _KEYED: (400, 409, 422),
 }
 

@@ -2,7 +2,8 @@
 ``services.idempotency.KeyedCall``.
 
 A route opts in with ``dependencies=[..., idempotent(CurrentCaller)]`` (or
-``HumanCaller``, or ``idempotent()`` for an anonymous registration). That
+``HumanCaller``, or ``idempotent()`` for an anonymous registration, whose key
+must be unguessable: it alone guards the stored answer). That
 dependency runs once the caller and the request's transaction are known:
 it takes the key's lock and looks it up, and either lets the handler run or
 stops it with the stored answer. ``finishing`` (installed on every route by
@@ -22,8 +23,7 @@ from typing import Annotated, Any
 from fastapi import Depends, Header, Request, Response
 from fastapi.params import Depends as DependsParam
 
-from serve_app.clientip import limit_subject
-from serve_app.deps import Caller, ClientIp, Ctx, Db
+from serve_app.deps import Caller, Ctx, Db
 from serve_app.services.idempotency import (
     KEY_MAX_LENGTH,
     KEY_PATTERN,
@@ -31,11 +31,18 @@ from serve_app.services.idempotency import (
     KeyedCall,
     body_digest,
     request_hash,
+    require_strong_key,
 )
 from storage.models.base import utcnow
 
 HEADER = "Idempotency-Key"
 REPLAYED = "Idempotent-Replayed"
+
+_KEY_RULES = (
+    "The same key with a different request is a 422, a retry while the first is "
+    "still running a 409."
+)
+_EXAMPLE = "5f0c4b1e-8a4e-4c1d-9a57-0d3c2b8f6e21"
 
 KeyHeader = Annotated[
     str | None,
@@ -48,11 +55,32 @@ KeyHeader = Annotated[
             "Makes a retry safe: a request sent again with the same key (by the same "
             "caller, within CAIRN_IDEMPOTENCY_TTL_HOURS, 24 by default) gets the first "
             "answer again, with the header `Idempotent-Replayed: true`, and creates "
-            "nothing. 1 to 255 printable ASCII characters; use a fresh random value "
-            "(a UUID) per new request. The same key with a different request is a 422, "
-            "a retry while the first is still running a 409."
+            "nothing. 1 to 255 printable ASCII characters; send a fresh random UUID "
+            "(version 4) per new request. " + _KEY_RULES
         ),
-        examples=["5f0c4b1e-8a4e-4c1d-9a57-0d3c2b8f6e21"],
+        examples=[_EXAMPLE],
+    ),
+]
+
+# On a route without an API key (a registration) the key is the only proof
+# that a retry comes from whoever sent the first request.
+AnonymousKeyHeader = Annotated[
+    str | None,
+    Header(
+        alias=HEADER,
+        min_length=1,
+        max_length=KEY_MAX_LENGTH,
+        pattern=KEY_PATTERN,
+        description=(
+            "Makes a retry safe: a request sent again with the same key (from any "
+            "address, within CAIRN_IDEMPOTENCY_TTL_HOURS, 24 by default) gets the first "
+            "answer again, new credentials included, with the header "
+            "`Idempotent-Replayed: true`, and creates nothing. The key alone guards that "
+            "answer, so it must be unguessable: send a fresh random UUID (version 4) per "
+            "new request (or at least 32 random characters of A-Z, a-z, 0-9, `_`, `-`); "
+            "anything else is a 400 `weak_idempotency_key`. " + _KEY_RULES
+        ),
+        examples=[_EXAMPLE],
     ),
 ]
 
@@ -103,27 +131,39 @@ async def _fingerprint(request: Request) -> bytes:
     return request_hash(request.method, target, digest)
 
 
-def _scope(who: Any) -> str:
-    if isinstance(who, Caller):
+def _scope(request: Request, who: Caller | None) -> str:
+    if who is not None:
         return f"agent:{who.agent.id}"
-    return f"ip:{limit_subject(str(who))}"
+    # Anonymous: the key is the proof (require_strong_key), not the address,
+    # which other clients may share (a NAT) and the sender may change.
+    route = request.scope.get("route")
+    return f"anon:{getattr(route, 'path', request.url.path)}"
 
 
 def idempotent(caller: Any = None) -> DependsParam:
     """The dependency that makes a creating route honour ``Idempotency-Key``.
     ``caller`` is the route's own caller dependency (``CurrentCaller``,
     ``HumanCaller``, …: the same annotation, so it is solved once); keys are
-    scoped to that caller, or to the client address when it is None."""
+    scoped to that caller. With None (a registration, no API key) the key must
+    be unguessable and is scoped to the route alone: whoever holds it gets the
+    stored answer, from any address."""
 
     async def _gate(
-        request: Request, response: Response, ctx: Any, db: Any, who: Any, key: str | None
+        request: Request,
+        response: Response,
+        ctx: Any,
+        db: Any,
+        who: Caller | None = None,
+        key: str | None = None,
     ) -> None:
         if key is None:
             return
+        if who is None:
+            require_strong_key(key)
         call = KeyedCall(
             session=db,
             secret=ctx.secret,
-            scope=_scope(who),
+            scope=_scope(request, who),
             key=key,
             request_hash=await _fingerprint(request),
             ttl=timedelta(hours=ctx.settings.idempotency_ttl_hours),
@@ -136,16 +176,17 @@ def idempotent(caller: Any = None) -> DependsParam:
     # FastAPI reads the parameters from the signature: the caller's annotation
     # is only known here.
     param = inspect.Parameter
-    _gate.__signature__ = inspect.Signature(  # type: ignore[attr-defined]
-        [
-            param("request", param.POSITIONAL_OR_KEYWORD, annotation=Request),
-            param("response", param.POSITIONAL_OR_KEYWORD, annotation=Response),
-            param("ctx", param.POSITIONAL_OR_KEYWORD, annotation=Ctx),
-            param("db", param.POSITIONAL_OR_KEYWORD, annotation=Db),
-            param("who", param.POSITIONAL_OR_KEYWORD, annotation=caller or ClientIp),
-            param("key", param.POSITIONAL_OR_KEYWORD, annotation=KeyHeader, default=None),
-        ]
-    )
+    params = [
+        param("request", param.POSITIONAL_OR_KEYWORD, annotation=Request),
+        param("response", param.POSITIONAL_OR_KEYWORD, annotation=Response),
+        param("ctx", param.POSITIONAL_OR_KEYWORD, annotation=Ctx),
+        param("db", param.POSITIONAL_OR_KEYWORD, annotation=Db),
+    ]
+    if caller is not None:
+        params.append(param("who", param.POSITIONAL_OR_KEYWORD, annotation=caller))
+    header = KeyHeader if caller is not None else AnonymousKeyHeader
+    params.append(param("key", param.POSITIONAL_OR_KEYWORD, annotation=header, default=None))
+    _gate.__signature__ = inspect.Signature(params)  # type: ignore[attr-defined]
     return Depends(_gate)
 
 

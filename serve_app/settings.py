@@ -21,6 +21,7 @@ from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
 from actors.mail import parse_smtp_url
 from actors.ratelimit import Rule
 from embeddings.config import EmbedderConfig, IndexConfig, IndexerConfig
+from storage.private_files import create_private, temporary_beside
 
 _PERIODS = {
     "s": 1,
@@ -358,9 +359,10 @@ def load_or_create_secret(state_dir: Path) -> str:
         return path.read_text().strip()
     state_dir.mkdir(parents=True, exist_ok=True)
     value = secrets.token_urlsafe(32)
-    tmp = path.with_suffix(".tmp")
-    tmp.write_text(value)
-    tmp.chmod(0o600)
+    # Written whole under a name of its own, 0600 from its creation, then
+    # linked into place: no reader sees a part of it, nobody else ever can.
+    tmp = temporary_beside(path)
+    create_private(tmp, value.encode())
     try:
         # link() fails if another process won the race; then use theirs.
         os.link(tmp, path)

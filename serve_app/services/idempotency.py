@@ -14,6 +14,7 @@ import hashlib
 import hmac
 import json
 import os
+import re
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 
@@ -21,7 +22,7 @@ from cryptography.exceptions import InvalidTag
 from cryptography.hazmat.primitives.ciphers.aead import AESGCM
 from sqlmodel.ext.asyncio.session import AsyncSession
 
-from serve_app.errors import AppError, Conflict
+from serve_app.errors import AppError, BadRequest, Conflict
 from storage.models import IdempotencyKey
 from storage.repositories import idempotency as repo
 
@@ -30,6 +31,18 @@ KEY_PATTERN = r"^[ -~]{1,255}$"
 KEY_MAX_LENGTH = 255
 
 _NONCE_BYTES = 12
+
+# A key that alone guards a stored answer (an anonymous registration's: a new
+# API key or session) must be unguessable: a UUID version 4 (canonical
+# 8-4-4-4-12, any case, or its 32 hex digits) with at least 8 distinct digits
+# among its 30 random ones, or a token of at least 32 URL-safe characters
+# with at least 10 distinct ones (docs/decisions.md, "Security: admission
+# fixes (issue 30)").
+_UUID_LAYOUT = re.compile(r"[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}")
+_UUID4_HEX = re.compile(r"[0-9a-f]{12}4[0-9a-f]{3}[89ab][0-9a-f]{15}")
+_TOKEN = re.compile(r"[A-Za-z0-9_-]{32,}")
+_UUID4_MIN_DISTINCT = 8
+_TOKEN_MIN_DISTINCT = 10
 
 
 class KeyInProgress(Conflict):
@@ -41,6 +54,42 @@ class KeyReused(AppError):
 
     status = 422
     error = "idempotency_key_reused"
+
+
+class WeakIdempotencyKey(BadRequest):
+    error = "weak_idempotency_key"
+
+
+def is_strong_key(key: str) -> bool:
+    """Whether ``key`` carries about 128 random bits or more (see above)."""
+    lowered = key.lower()
+    if _UUID_LAYOUT.fullmatch(lowered):
+        digits = lowered.replace("-", "")
+        if not _UUID4_HEX.fullmatch(digits):
+            return False  # another version (time, name or node based) or variant
+        return _uuid4_random_enough(digits)
+    if _UUID4_HEX.fullmatch(lowered):
+        return _uuid4_random_enough(lowered)
+    return bool(_TOKEN.fullmatch(key)) and len(set(key)) >= _TOKEN_MIN_DISTINCT
+
+
+def _uuid4_random_enough(digits: str) -> bool:
+    # Every digit but the version (13th) and the variant (17th) is random.
+    random = digits[:12] + digits[13:16] + digits[17:]
+    return len(set(random)) >= _UUID4_MIN_DISTINCT
+
+
+def require_strong_key(key: str) -> None:
+    """400 ``weak_idempotency_key`` unless ``key`` is unguessable: for a
+    request whose stored answer the key alone guards."""
+    if not is_strong_key(key):
+        raise WeakIdempotencyKey(
+            "A request without an API key (a registration) needs an unguessable "
+            "Idempotency-Key, since the key alone guards its stored answer: send a "
+            "fresh random UUID (version 4) per new request, e.g. "
+            "5f0c4b1e-8a4e-4c1d-9a57-0d3c2b8f6e21, or at least 32 random characters "
+            "of A-Z, a-z, 0-9, '_' and '-'."
+        )
 
 
 @dataclass(frozen=True)
@@ -83,8 +132,10 @@ class KeyedCall:
     """One request under an idempotency key, in one transaction: ``begin``
     before the work, ``finish`` after it succeeded, the commit after that.
 
-    ``scope`` names the caller (``agent:<id>``, or ``ip:<subject>`` for an
-    anonymous registration); ``secret`` is the server's HMAC key."""
+    ``scope`` names the caller (``agent:<id>``), or for an anonymous
+    registration the route (``anon:<path>``: the key, which must then pass
+    ``require_strong_key``, is the only proof); ``secret`` is the server's
+    HMAC key."""
 
     session: AsyncSession
     secret: bytes

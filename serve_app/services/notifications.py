@@ -175,7 +175,8 @@ def stream_cursor(value: str) -> repo.Cursor:
     found = repo.Cursor.decode(value)
     if found is None:
         raise BadRequest(
-            "Last-Event-ID must be the id of an event this stream sent (32 hex digits).",
+            "Last-Event-ID must be the id of an event this stream sent (32 hex digits, "
+            "each half at most 7fffffffffffffff).",
             error="validation_error",
         )
     return found

@@ -266,6 +266,9 @@ async def delete_old(session: AsyncSession, recipient_id: uuid.UUID, before: dat
 # The live stream ----------------------------------------------------------------
 
 _CURSOR = re.compile(r"[0-9a-f]{32}")
+# Both halves are compared with bigint columns: a larger one would fail in
+# the database, after the stream has opened.
+_BIGINT_MAX = 2**63 - 1
 # The oldest transaction still running when the statement's snapshot was taken:
 # every transaction below it has ended, so its rows are final.
 _HORIZON_SQL = "(pg_snapshot_xmin(pg_current_snapshot())::text)::bigint"
@@ -275,7 +278,8 @@ _HORIZON: Any = literal_column(_HORIZON_SQL)
 @dataclass(frozen=True, order=True)
 class Cursor:
     """A place in a recipient's stream: just after row ``seq`` of transaction
-    ``txid``. Written as 32 hex digits, which sort as the cursors do."""
+    ``txid``. Written as 32 hex digits, which sort as the cursors do; each
+    half is a signed bigint's non-negative range (0 to 2**63 - 1)."""
 
     txid: int
     seq: int
@@ -288,7 +292,10 @@ class Cursor:
         value = value.strip().lower()
         if not _CURSOR.fullmatch(value):
             return None
-        return cls(int(value[:16], 16), int(value[16:], 16))
+        txid, seq = int(value[:16], 16), int(value[16:], 16)
+        if txid > _BIGINT_MAX or seq > _BIGINT_MAX:
+            return None
+        return cls(txid, seq)
 
 
 @dataclass(frozen=True)
