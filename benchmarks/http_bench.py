@@ -231,9 +231,16 @@ def run_wrk(
 # ---------------------------------------------------------------- the servers
 
 
+# Every benchmark's server takes this operator token: /api/health shows the
+# parts' figures (index progress, replicas' copies) only to staff and to it.
+OPERATOR_TOKEN = "bench-operator-token"
+OPERATOR = {"X-Operator-Token": OPERATOR_TOKEN}
+
+
 def server_env(bench_env: dict[str, str] = BENCH_ENV) -> dict[str, str]:
     """This environment without DROPPED_ENV, with the benchmark's settings."""
     env = {k: v for k, v in os.environ.items() if k not in DROPPED_ENV}
+    env["CAIRN_OPERATOR_TOKEN"] = OPERATOR_TOKEN
     env.update(bench_env)
     env["PYTHONUNBUFFERED"] = "1"
     return env
@@ -916,7 +923,7 @@ def wait_index_idle(base: str, timeout: float = 600.0) -> None:
     in_a_row = 0
     while time.monotonic() < deadline:
         with contextlib.suppress(OSError):
-            status, body = http_json("GET", base + "/api/health", timeout=10)
+            status, body = http_json("GET", base + "/api/health", timeout=10, headers=OPERATOR)
             search = body.get("search") if status == 200 and isinstance(body, dict) else None
             if search is None:
                 return

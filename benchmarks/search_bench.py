@@ -60,6 +60,7 @@ import numpy as np
 from benchmarks.http_bench import (
     DROPPED_ENV,
     HOST,
+    OPERATOR,
     RATE_LIMIT,
     ROOT,
     THREADS,
@@ -780,7 +781,7 @@ def wait_search_ready(base: str, expected: int, timeout: float = 900.0) -> dict[
     lexical_in_a_row = 0
     while time.monotonic() < deadline:
         with contextlib.suppress(OSError):
-            status, body = http_json("GET", base + "/api/health", timeout=10)
+            status, body = http_json("GET", base + "/api/health", timeout=10, headers=OPERATOR)
             last = body.get("search") if status == 200 and isinstance(body, dict) else body
             pattern = (last or {}).get("indexes", {}).get("pattern", {})
             lexical = body.get("lexical") if isinstance(body, dict) else None
