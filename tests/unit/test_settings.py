@@ -38,6 +38,7 @@ def test_defaults_follow_the_spec_table() -> None:
         "upload": (30, 3600),  # ours: issue 24 (docs/decisions.md, "Security: uploads…")
         # ours: anonymous reads per IP (docs/decisions.md, "Security: read costs")
         "anon_read": (300, 60),
+        "health": (120, 60),  # ours: anonymous /api/health per IP (issue 30)
     }
 
 
