@@ -16,14 +16,9 @@ from serve_app.context import AppContext
 from serve_app.errors import BadRequest
 from serve_app.http import admission
 from serve_app.http.admission import (  # noqa: F401 - the names routes and doors import
-    ANON_READ,
     SESSION_COOKIE,
     Caller,
-    LimitTag,
-    authenticate,
-    bearer_token,
     dependants,
-    limit_tag,
     missing_key,
 )
 
