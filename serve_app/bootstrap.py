@@ -11,6 +11,7 @@ import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
+from serve_app.edge_errors import CALLBACK_IMPORT_PATH, EDGE_BUFFER_BYTES
 from serve_app.settings import Settings, load_or_create_secret
 from storage.embedded import start_embedded
 from storage.migrate import upgrade
@@ -85,7 +86,12 @@ def ray_env(settings: Settings) -> dict[str, str]:
     all of its ports and files moved into our config and state folder.
     """
     state = settings.state_path
-    env = {"RAY_TMPDIR": str(ray_dir(state))}
+    env = {
+        "RAY_TMPDIR": str(ray_dir(state)),
+        # Serve's proxy and the replicas' own HTTP servers answer timeouts,
+        # backpressure and failures in JSON too (serve_app/edge_errors.py).
+        "RAY_SERVE_HTTP_PROXY_CALLBACK_IMPORT_PATH": CALLBACK_IMPORT_PATH,
+    }
     # Defaults an operator may override in the environment (docs/decisions.md,
     # "Serve path performance"):
     tunables = {
@@ -111,6 +117,12 @@ def ray_env(settings: Settings) -> dict[str, str]:
             "RAY_SERVE_THROUGHPUT_OPTIMIZED": "1",
             "RAY_SERVE_ENABLE_HA_PROXY": "1",
             "RAY_SERVE_HAPROXY_NBTHREAD": "2",
+            # A request head HAProxy cannot buffer gets its built-in HTML 400,
+            # which no config can replace (HAProxy 2.8); one that fits gets
+            # JSON, a URI over 8 KiB a JSON 414 (serve_app/edge_errors.py).
+            "RAY_SERVE_HAPROXY_TUNE_BUFSIZE": os.environ.get(
+                "RAY_SERVE_HAPROXY_TUNE_BUFSIZE", str(EDGE_BUFFER_BYTES)
+            ),
             "RAY_SERVE_HAPROXY_METRICS_ENABLED": "0",
             "RAY_SERVE_HAPROXY_CONFIG_FILE_LOC": str(hap / "haproxy.cfg"),
             "RAY_SERVE_HAPROXY_SOCKET_PATH": str(hap / "admin.sock"),

@@ -1,7 +1,8 @@
 """MCP resources: a pattern and a question as markdown, by id or slug, read
 like ``GET /api/patterns/{id_or_slug}`` and ``GET /api/questions/{slug}``
 (same visibility: what a caller may not see is not found; same limits; a
-read counts a view)."""
+read counts a view). Author text cannot forge the markdown's structure
+(serve_app/mcp/markdown.py)."""
 
 from __future__ import annotations
 
@@ -13,6 +14,7 @@ from mcp_types import INTERNAL_ERROR, INVALID_PARAMS
 
 from serve_app.errors import AppError
 from serve_app.mcp.door import Call, Door
+from serve_app.mcp.markdown import author, fenced, inline, inline_list
 from serve_app.services import patterns, questions
 
 PATTERN_URI = "cairn://patterns/{ref}"
@@ -21,52 +23,60 @@ QUESTION_URI = "cairn://questions/{ref}"
 RESOURCE_NOT_FOUND = -32002
 
 
-def _by(author: Any) -> str:
-    if not isinstance(author, dict):
-        return ""
-    return f"{author.get('display_name') or author.get('username')} (@{author.get('username')})"
-
-
 def pattern_markdown(p: dict[str, Any]) -> str:
+    """A pattern as markdown: the server's headings and list, the author's
+    words escaped (one line) or fenced (serve_app/mcp/markdown.py)."""
     lines = [
-        f"# {p['title']}",
+        f"# {inline(p['title'])}",
         "",
         f"- id: {p['id']}",
-        f"- slug: {p['slug']}",
-        f"- author: {_by(p.get('author'))}",
-        f"- difficulty: {p.get('difficulty_level')}",
+        f"- slug: {inline(p['slug'])}",
+        f"- author: {author(p.get('author'))}",
+        f"- difficulty: {inline(p.get('difficulty_level')) or '-'}",
         f"- votes: {p.get('vote_score')}",
-        f"- use cases: {', '.join(p.get('use_case_tags') or []) or '-'}",
-        f"- tech stack: {', '.join(p.get('tech_stack') or []) or '-'}",
+        f"- use cases: {inline_list(p.get('use_case_tags'))}",
+        f"- tech stack: {inline_list(p.get('tech_stack'))}",
         f"- published: {p.get('created_at')}",
         "",
-        f"> {p.get('description', '')}",
+        "## Description",
         "",
-        p.get("content", ""),
+        "As the author wrote it:",
+        "",
+        *fenced(p.get("description"), "text"),
+        "",
+        "## Content",
+        "",
+        "As the author wrote it (markdown):",
+        "",
+        *fenced(p.get("content"), "markdown"),
     ]
     examples = p.get("code_examples") or {}
     if examples:
-        lines += ["", "## Code examples"]
+        lines += ["", "## Code examples", "", "As the author wrote them."]
         for key, example in examples.items():
-            fence = "````" if "```" in example.get("code", "") else "```"
-            lines += ["", f"### {key}", "", f"{fence}{example.get('language', '')}"]
-            lines += [example.get("code", ""), fence]
+            language = str(example.get("language") or "")
+            lines += ["", f"### {inline(key)}", "", f"Language: {inline(language)}", ""]
+            lines += fenced(example.get("code"), language)
     return "\n".join(lines) + "\n"
 
 
 def question_markdown(q: dict[str, Any]) -> str:
+    """A question and its answers as markdown; only the server writes headings,
+    marks an answer accepted or names an author's username."""
     lines = [
-        f"# {q['title']}",
+        f"# {inline(q['title'])}",
         "",
         f"- id: {q['id']}",
-        f"- slug: {q['slug']}",
-        f"- asked by: {_by(q.get('author'))}",
-        f"- status: {q.get('status')}",
+        f"- slug: {inline(q['slug'])}",
+        f"- asked by: {author(q.get('author'))}",
+        f"- status: {inline(q.get('status'))}",
         f"- votes: {q.get('vote_score')}",
-        f"- tags: {', '.join(q.get('tags') or []) or '-'}",
+        f"- tags: {inline_list(q.get('tags'))}",
         f"- asked: {q.get('created_at')}",
         "",
-        q.get("body", ""),
+        "The question, as its author wrote it (markdown):",
+        "",
+        *fenced(q.get("body"), "markdown"),
         "",
         f"## Answers ({q.get('answer_count', 0)})",
     ]
@@ -76,10 +86,10 @@ def question_markdown(q: dict[str, Any]) -> str:
             "",
             f"### Answer {answer['id']}{accepted}",
             "",
-            f"by {_by(answer.get('author'))}, votes: {answer.get('vote_score')}, "
-            f"{answer.get('created_at')}",
+            f"Answer by {author(answer.get('author'))}, votes: {answer.get('vote_score')}, "
+            f"{answer.get('created_at')}. As its author wrote it (markdown):",
             "",
-            answer.get("body", ""),
+            *fenced(answer.get("body"), "markdown"),
         ]
     if q.get("answers_has_more"):
         lines += [

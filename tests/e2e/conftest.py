@@ -158,6 +158,10 @@ def service(
     }
     env.pop("CAIRN_DATABASE_URL", None)
     env.pop("RAY_ADDRESS", None)
+    # Every process of the service runs this checkout's code, HAProxy's
+    # launcher (a console script Serve starts) included, wherever the
+    # virtualenv's editable install points.
+    env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(REPO_ROOT), env.get("PYTHONPATH")]))
     log_path = state_dir / "cairn-run.log"
     with open(log_path, "wb") as log:
         process = subprocess.Popen(

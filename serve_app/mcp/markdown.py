@@ -1,0 +1,60 @@
+"""Markdown that author text cannot restructure, for the MCP resources.
+
+A model reads a resource's headings, lists and "(@username)" as the server's
+word. Author text (titles, bodies, names, tags, code) goes in one of two ways:
+
+* ``inline``: one line, every character that could start markdown structure or
+  inline markup backslash-escaped, line breaks and other control characters
+  turned to spaces. It may sit inside a server heading or list item and stays
+  plain text there.
+* ``fenced``: verbatim, in a fenced code block whose backtick run is longer
+  than any run in the text, so nothing inside can close it.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+# CommonMark's backslash-escapable punctuation that can open structure or
+# markup mid-line: emphasis, code spans, links and images, raw HTML and
+# autolinks, entity references, headings, tables, strikethrough.
+_MARKUP = re.compile(r"([\\`*\[\]()#<>|~!&{}])")
+# "_" between two letters or digits can neither open nor close emphasis
+# (CommonMark's flanking rules), so snake_case names stay as they are.
+_UNDERSCORE = re.compile(r"(?<![^\W_])_|_(?![^\W_])")
+# Line breaks (CommonMark's, and Unicode's) and other control characters.
+_BREAKS = re.compile(r"[\x00-\x1f\x7f-\x9f\u2028\u2029]+")
+_BACKTICKS = re.compile(r"`+")
+# A fence's info string: a language name, nothing that could end or extend it.
+_INFO = re.compile(r"[^A-Za-z0-9_+.#-]")
+
+
+def inline(value: Any) -> str:
+    """``value`` as one line of plain text inside markdown."""
+    text = _BREAKS.sub(" ", "" if value is None else str(value)).strip()
+    return _UNDERSCORE.sub(r"\\_", _MARKUP.sub(r"\\\1", text))
+
+
+def inline_list(values: Any) -> str:
+    """A comma-separated list of escaped values, or ``-`` when there are none."""
+    return ", ".join(inline(v) for v in values or []) or "-"
+
+
+def fenced(value: Any, language: str = "") -> list[str]:
+    """``value`` verbatim as the lines of a fenced code block."""
+    text = "" if value is None else str(value)
+    text = text.replace("\r\n", "\n").replace("\r", "\n").removesuffix("\n")
+    longest = max((len(run) for run in _BACKTICKS.findall(text)), default=0)
+    fence = "`" * max(3, longest + 1)
+    return [fence + _INFO.sub("", language)[:30], text, fence]
+
+
+def author(person: Any) -> str:
+    """The author as ``Display Name (@username)``: the display name escaped (so
+    it cannot read "(@admin)"), the server's username beside it."""
+    if not isinstance(person, dict):
+        return "an unknown author"
+    username = inline(person.get("username"))
+    name = inline(person.get("display_name"))
+    return f"{name} (@{username})" if name else f"@{username}"
