@@ -549,8 +549,8 @@ def section(result: dict[str, Any], load_before: float, count: int, run_s: float
         f"{failed or 'no'} failures; its p50 went from {_ms(idle['p50'])} ms idle to "
         f"{_ms(abused['p50'])} ms, its p99 from {_ms(idle['p99'])} to {_ms(abused['p99'])} ms. "
         f"{hung or 'No'} attack requests hung. Each fixed health address got "
-        f"{fixed_ok / HEALTH_LOOPS_FIXED:.0f} 200s on average (the limit: {health_limit} per "
-        f"address), the rest 429; {reopened}. The abuse lasted "
+        f"{fixed_ok / HEALTH_LOOPS_FIXED:.0f} answers with status 200 on average (the limit: "
+        f"{health_limit} per address), then 429s; {reopened}. The abuse lasted "
         f"{result['abuse_s']:.0f} s; the whole run (start, measure, stop) "
         f"{run_s / 60:.1f} minutes. The attackers, the probe and the service share the "
         "machine's cores, so the flood's rate is what this machine could drive, and part of "
@@ -558,7 +558,8 @@ def section(result: dict[str, Any], load_before: float, count: int, run_s: float
         "work: compare rows of one run, not runs.",
         END_MARK,
     ]
-    return "\n".join(lines) + "\n"
+    # A blank line after the end mark (write_docs drops what stood there).
+    return "\n".join(lines) + "\n\n"
 
 
 def main(argv: list[str] | None = None) -> int:
