@@ -47,6 +47,7 @@ bench: $(STAMP)
 	$(BIN)/python -m benchmarks.search_bench
 	$(BIN)/python -m benchmarks.reembed_bench
 	$(BIN)/python -m benchmarks.stream_bench
+	$(BIN)/python -m benchmarks.abuse_bench
 
 clean-state:
 	rm -rf .cairn

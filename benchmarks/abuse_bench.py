@@ -1,0 +1,599 @@
+"""Does an authenticated read keep answering while the service is abused?
+
+``cairn run`` (2 Api replicas, the default; semantic search off) on its own
+state folder (``.cairn/bench-abuse``, its own embedded Postgres), with
+``CAIRN_TRUSTED_PROXIES=127.0.0.1/32`` so the ``X-Forwarded-For`` address the
+attackers send (random addresses in 198.18.0.0/15, the benchmarking range)
+is taken as the client: Serve's HAProxy appends 127.0.0.1, which is skipped
+as a trusted proxy. The per-agent ``general`` limit and registration are
+raised so the probe is never refused; the stream caps and the anonymous
+``/api/health`` limit stay at their defaults.
+
+The probe is ``GET /api/agents/me`` with a registered agent's key (the key
+check and one read), 8 at a time. It runs three times:
+
+1. idle: 400 requests;
+2. under abuse: from the moment the attacks start until every attack request
+   has been answered, then on with every accepted attack connection still
+   held open, for 400 more requests and at least ABUSE_MIN_S (60 s) in all
+   (the health limit counts a minute);
+3. after: 400 requests once the attackers have closed everything.
+
+The attacks run in a child process (its own event loop, so the attackers'
+work does not delay the probe's own timing), all at once, each bounded in
+count and in time (it stops by itself after ABUSE_MAX_S), loopback only:
+
+* 1,000 keyless ``GET /mcp`` (``Accept: text/event-stream``), each from a
+  random address, on a raw connection of its own: the request is written,
+  the answer's head read (and an error's short body), and the connection is
+  then held open, reading nothing more, until the abuse ends;
+* 1,000 ``GET /api/notifications/stream`` with ONE agent's key, each from a
+  random address, held the same way (an accepted stream is never read);
+* the health flood: 16 loops of anonymous ``GET /api/health`` as fast as
+  they are answered, 8 each from one fixed address (an attacking host: its
+  per-address limit refuses it) and 8 from a new random address per request
+  (a botnet: every request is under its address's limit, and answers from
+  the replica's snapshot).
+
+The keyless and keyed stream attempts are opened in waves of 200 (each wave
+answered, or timed out, before the next) so the client stays within a small
+machine. An attack request without an answer head within ANSWER_TIMEOUT_S
+counts as hung. Results are printed and written into docs/benchmarks.md
+between the ``abuse-bench`` markers.
+
+    PYTHONPATH=$PWD .venv/bin/python -m benchmarks.abuse_bench
+    PYTHONPATH=$PWD .venv/bin/python -m benchmarks.abuse_bench --attempts 200 --no-docs
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import json
+import multiprocessing as mp
+import os
+import queue
+import random
+import shutil
+import time
+from collections import Counter
+from dataclasses import dataclass, field
+from multiprocessing.synchronize import Event as MpEvent
+from typing import Any
+
+import httpx
+
+from benchmarks.http_bench import (
+    DROPPED_ENV,
+    HOST,
+    RATE_LIMIT,
+    ROOT,
+    leftover_processes,
+    section_head,
+    serve_running,
+    server_env,
+    stop_on_sigterm,
+    write_docs,
+)
+
+STATE_DIR = ROOT / ".cairn" / "bench-abuse"
+START_MARK = "<!-- abuse-bench:start -->"
+END_MARK = "<!-- abuse-bench:end -->"
+PORT = 8108
+PROBES = 400
+PROBE_CONCURRENCY = 8
+PROBE_TIMEOUT_S = 10.0
+PROBE_BUDGET_S = 180.0  # a probe stops after this, whatever is left
+ABUSE_MIN_S = 60.0  # the abuse lasts at least this (the health limit counts a minute)
+ATTEMPTS = 1000  # keyless MCP streams, and one key's notification streams
+WAVE = 200
+HEALTH_LOOPS_FIXED = 8
+HEALTH_LOOPS_RANDOM = 8
+ANSWER_TIMEOUT_S = 10.0  # an attack request unanswered this long is hung
+ABUSE_MAX_S = 240.0  # the attackers stop by themselves after this
+REOPEN_WAIT_S = 60.0
+BENCH_ENV = {
+    "CAIRN_STATE_DIR": str(STATE_DIR),
+    "CAIRN_HOST": HOST,
+    "CAIRN_SEARCH_SEMANTIC": "false",
+    "CAIRN_TRUSTED_PROXIES": "127.0.0.1/32",
+    "CAIRN_RATELIMIT_REGISTRATION": RATE_LIMIT,
+    "CAIRN_RATELIMIT_GENERAL": RATE_LIMIT,
+    "CAIRN_HAPROXY_STATS_PORT": "18474",
+    "CAIRN_HAPROXY_METRICS_PORT": "19171",
+    "CAIRN_FALLBACK_PROXY_PORT": "18570",
+}
+
+
+def pct(values: list[float], p: float) -> float:
+    if not values:
+        return float("nan")
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, round(p / 100 * (len(ordered) - 1)))]
+
+
+def random_address(rng: random.Random) -> str:
+    """An address in 198.18.0.0/15 (RFC 2544's benchmarking range)."""
+    n = rng.getrandbits(17)
+    return f"198.{18 + (n >> 16)}.{(n >> 8) & 255}.{n & 255}"
+
+
+# --------------------------------------------------------------- the probe
+
+
+async def register(http: httpx.AsyncClient, name: str) -> dict[str, Any]:
+    response = await http.post("/api/agents/register", json={"name": name})
+    response.raise_for_status()
+    data: dict[str, Any] = response.json()["data"]
+    return data
+
+
+def auth(key: str) -> dict[str, str]:
+    return {"Authorization": f"Bearer {key}"}
+
+
+async def probe(
+    http: httpx.AsyncClient, key: str, until: MpEvent | None = None, min_s: float = 0.0
+) -> dict[str, Any]:
+    """``GET /api/agents/me``, PROBE_CONCURRENCY at a time: while ``until`` is
+    unset, then PROBES more, and on until ``min_s`` have passed (at most
+    PROBE_BUDGET_S in all)."""
+    latencies: list[float] = []
+    refused: Counter[str] = Counter()
+    after = 0  # requests sent once ``until`` was set (or from the start)
+    begun = time.perf_counter()
+
+    def more() -> bool:
+        nonlocal after
+        elapsed = time.perf_counter() - begun
+        if elapsed > PROBE_BUDGET_S:
+            return False
+        if until is not None and not until.is_set():
+            return True
+        after += 1
+        return after <= PROBES or elapsed < min_s
+
+    async def worker() -> None:
+        while more():
+            t0 = time.perf_counter()
+            try:
+                response = await http.get("/api/agents/me", headers=auth(key))
+            except httpx.TimeoutException:
+                refused["timeout"] += 1
+                continue
+            except httpx.HTTPError as exc:
+                refused[type(exc).__name__] += 1
+                continue
+            if response.status_code != 200:
+                refused[str(response.status_code)] += 1
+                continue
+            latencies.append((time.perf_counter() - t0) * 1000)
+
+    started = time.perf_counter()
+    await asyncio.gather(*(worker() for _ in range(PROBE_CONCURRENCY)))
+    elapsed = time.perf_counter() - started
+    return {
+        "requests": len(latencies) + sum(refused.values()),
+        "seconds": elapsed,
+        "rps": len(latencies) / elapsed if elapsed else float("nan"),
+        "p50": pct(latencies, 50),
+        "p99": pct(latencies, 99),
+        "max": max(latencies, default=float("nan")),
+        "failed": dict(refused),
+    }
+
+
+async def reopen(http: httpx.AsyncClient, key: str) -> float | None:
+    """Seconds until the attacking key opens a stream again once its held ones
+    are closed (its slots given back), or None within REOPEN_WAIT_S."""
+    started = time.perf_counter()
+    while time.perf_counter() - started < REOPEN_WAIT_S:
+        with contextlib.suppress(httpx.HTTPError):
+            async with http.stream(
+                "GET", "/api/notifications/stream", headers=auth(key)
+            ) as response:
+                if response.status_code == 200:
+                    return time.perf_counter() - started
+        await asyncio.sleep(0.5)
+    return None
+
+
+# ------------------------------------------------------------- the attacks
+
+
+@dataclass
+class Attack:
+    """One attack's attempts: their answers, and the connections held open."""
+
+    name: str
+    answers: Counter[str] = field(default_factory=Counter)
+    hung: int = 0
+    errors: Counter[str] = field(default_factory=Counter)
+    answer_ms: list[float] = field(default_factory=list)
+    seconds: float = 0.0
+    held: list[tuple[asyncio.StreamReader, asyncio.StreamWriter, int]] = field(default_factory=list)
+    closed_by_server: int = 0
+
+    def summary(self) -> dict[str, Any]:
+        return {
+            "name": self.name,
+            "answers": dict(self.answers),
+            "hung": self.hung,
+            "errors": dict(self.errors),
+            "answer_p50": pct(self.answer_ms, 50),
+            "answer_max": max(self.answer_ms, default=float("nan")),
+            "seconds": self.seconds,
+            "held": len(self.held),
+            "held_200": sum(1 for _, _, status in self.held if status == 200),
+            "closed_by_server": self.closed_by_server,
+        }
+
+
+async def attempt(attack: Attack, port: int, path: str, headers: dict[str, str]) -> None:
+    """One request on a raw connection of its own: write it, read the answer's
+    head (and a refusal's body, for its error code), then hold the connection."""
+    t0 = time.perf_counter()
+    writer: asyncio.StreamWriter | None = None
+    try:
+        async with asyncio.timeout(ANSWER_TIMEOUT_S):
+            reader, writer = await asyncio.open_connection(HOST, port)
+            lines = [f"GET {path} HTTP/1.1", f"Host: {HOST}:{port}"]
+            lines += [f"{k}: {v}" for k, v in headers.items()]
+            writer.write(("\r\n".join(lines) + "\r\n\r\n").encode())
+            head = (await reader.readuntil(b"\r\n\r\n")).decode("latin-1")
+            status = int(head.split(" ", 2)[1])
+            label = str(status)
+            if status != 200:
+                length = 0
+                for line in head.split("\r\n")[1:]:
+                    name, _, value = line.partition(":")
+                    if name.strip().lower() == "content-length":
+                        length = int(value.strip())
+                if length:
+                    with contextlib.suppress(ValueError, AttributeError):
+                        body = json.loads(await reader.readexactly(length))
+                        label = f"{status} {body['error']}"
+    except TimeoutError:
+        attack.hung += 1
+        if writer is not None:
+            writer.close()
+        return
+    except (OSError, ValueError, IndexError, asyncio.IncompleteReadError) as exc:
+        attack.errors[type(exc).__name__] += 1
+        if writer is not None:
+            writer.close()
+        return
+    attack.answer_ms.append((time.perf_counter() - t0) * 1000)
+    attack.answers[label] += 1
+    attack.held.append((reader, writer, status))
+
+
+async def run_waves(
+    attack: Attack, port: int, path: str, headers: dict[str, str], count: int
+) -> None:
+    rng = random.Random(f"{attack.name} {count}")
+    started = time.perf_counter()
+    for first in range(0, count, WAVE):
+        await asyncio.gather(
+            *(
+                attempt(attack, port, path, {**headers, "X-Forwarded-For": random_address(rng)})
+                for _ in range(min(WAVE, count - first))
+            )
+        )
+    attack.seconds = time.perf_counter() - started
+
+
+@dataclass
+class Flood:
+    """Health-flood loops of one kind (fixed or random source addresses)."""
+
+    name: str
+    answers: Counter[str] = field(default_factory=Counter)
+    hung: int = 0
+    errors: Counter[str] = field(default_factory=Counter)
+    latency_ms: list[float] = field(default_factory=list)
+    seconds: float = 0.0
+
+    def summary(self) -> dict[str, Any]:
+        total = sum(self.answers.values())
+        return {
+            "name": self.name,
+            "answers": dict(self.answers),
+            "hung": self.hung,
+            "errors": dict(self.errors),
+            "rate": total / self.seconds if self.seconds else float("nan"),
+            "p50": pct(self.latency_ms, 50),
+            "p99": pct(self.latency_ms, 99),
+            "seconds": self.seconds,
+        }
+
+
+async def flood_loop(
+    flood: Flood,
+    http: httpx.AsyncClient,
+    address: str | None,
+    rng: random.Random,
+    done: asyncio.Event,
+) -> None:
+    while not done.is_set():
+        source = address or random_address(rng)
+        t0 = time.perf_counter()
+        try:
+            response = await http.get("/api/health", headers={"X-Forwarded-For": source})
+        except httpx.TimeoutException:
+            flood.hung += 1
+            continue
+        except httpx.HTTPError as exc:
+            flood.errors[type(exc).__name__] += 1
+            await asyncio.sleep(0.1)
+            continue
+        flood.latency_ms.append((time.perf_counter() - t0) * 1000)
+        flood.answers[str(response.status_code)] += 1
+
+
+async def still_open(reader: asyncio.StreamReader) -> bool:
+    """Whether a held connection whose answer was read in full is still open
+    (nothing more arrives within a moment; an end of stream: closed)."""
+    try:
+        return bool(await asyncio.wait_for(reader.read(1), 0.05))
+    except TimeoutError:
+        return True
+    except OSError:
+        return False
+
+
+async def attacks(
+    port: int, key: str, count: int, started: MpEvent, answered: MpEvent, stop: MpEvent
+) -> dict[str, Any]:
+    base = f"http://{HOST}:{port}"
+    mcp = Attack("keyless GET /mcp")
+    streams = Attack("GET /api/notifications/stream, one key")
+    fixed = Flood(f"GET /api/health, {HEALTH_LOOPS_FIXED} loops, one address each")
+    spread = Flood(f"GET /api/health, {HEALTH_LOOPS_RANDOM} loops, a random address each request")
+    done = asyncio.Event()
+    limits = httpx.Limits(max_connections=64, max_keepalive_connections=64)
+    timeout = httpx.Timeout(ANSWER_TIMEOUT_S)
+    t0 = time.perf_counter()
+    async with httpx.AsyncClient(base_url=base, limits=limits, timeout=timeout) as http:
+        rng = random.Random("health flood")
+        loops = [
+            flood_loop(fixed, http, random_address(rng), rng, done)
+            for _ in range(HEALTH_LOOPS_FIXED)
+        ] + [flood_loop(spread, http, None, rng, done) for _ in range(HEALTH_LOOPS_RANDOM)]
+        flooding = asyncio.gather(*loops)
+        started.set()
+        stream_headers = {"Accept": "text/event-stream"}
+        await asyncio.gather(
+            run_waves(mcp, port, "/mcp", stream_headers, count),
+            run_waves(
+                streams, port, "/api/notifications/stream", {**stream_headers, **auth(key)}, count
+            ),
+        )
+        answered.set()
+        while not stop.is_set() and time.perf_counter() - t0 < ABUSE_MAX_S:
+            await asyncio.sleep(0.05)
+        done.set()
+        await flooding
+    for flood in (fixed, spread):
+        flood.seconds = time.perf_counter() - t0
+    for attack in (mcp, streams):
+        refused = [reader for reader, _, status in attack.held if status != 200]
+        found = await asyncio.gather(*(still_open(r) for r in refused))
+        attack.closed_by_server = sum(1 for is_open in found if not is_open)
+        for _, writer, _ in attack.held:
+            writer.close()
+        await asyncio.gather(*(w.wait_closed() for _, w, _ in attack.held), return_exceptions=True)
+    return {
+        "attacks": [mcp.summary(), streams.summary()],
+        "floods": [fixed.summary(), spread.summary()],
+        "abuse_s": time.perf_counter() - t0,
+    }
+
+
+def attack_process(
+    port: int,
+    key: str,
+    count: int,
+    started: MpEvent,
+    answered: MpEvent,
+    stop: MpEvent,
+    results: mp.Queue[dict[str, Any]],
+) -> None:
+    """The attackers' process: runs ``attacks`` and puts its result."""
+    results.put(asyncio.run(attacks(port, key, count, started, answered, stop)))
+
+
+# ------------------------------------------------------------------ the run
+
+
+async def wait_for(event: MpEvent, timeout: float) -> None:
+    deadline = time.perf_counter() + timeout
+    while not event.is_set():
+        if time.perf_counter() > deadline:
+            raise RuntimeError("bench: the attackers did not start")
+        await asyncio.sleep(0.05)
+
+
+async def run(base: str, port: int, count: int) -> dict[str, Any]:
+    limits = httpx.Limits(max_connections=PROBE_CONCURRENCY * 2)
+    timeout = httpx.Timeout(PROBE_TIMEOUT_S)
+    async with httpx.AsyncClient(base_url=base, limits=limits, timeout=timeout) as http:
+        prober = (await register(http, "abuse bench prober"))["api_key"]
+        attacker = (await register(http, "abuse bench streamer"))["api_key"]
+        idle = await probe(http, prober)
+        print("bench: idle", idle, flush=True)
+        ctx = mp.get_context("spawn")
+        started, answered, stop = ctx.Event(), ctx.Event(), ctx.Event()
+        results: mp.Queue[dict[str, Any]] = ctx.Queue()
+        proc = ctx.Process(
+            target=attack_process,
+            args=(port, attacker, count, started, answered, stop, results),
+            daemon=True,
+        )
+        proc.start()
+        try:
+            await wait_for(started, 60.0)
+            abused = await probe(http, prober, until=answered, min_s=ABUSE_MIN_S)
+            print("bench: under abuse", abused, flush=True)
+        finally:
+            stop.set()
+        try:
+            found = await asyncio.to_thread(results.get, True, 120.0)
+        except queue.Empty as exc:
+            raise RuntimeError("bench: the attackers gave no result") from exc
+        finally:
+            proc.join(30)
+            if proc.is_alive():
+                proc.terminate()
+        for item in found["attacks"] + found["floods"]:
+            print("bench:", item, flush=True)
+        reopened = await reopen(http, attacker)
+        after = await probe(http, prober)
+        print("bench: after", after, "key reopened a stream in", reopened, flush=True)
+    return {**found, "idle": idle, "abused": abused, "after": after, "reopen_s": reopened}
+
+
+# -------------------------------------------------------------- reporting
+
+
+def _ms(value: float) -> str:
+    return "n/a" if value != value else f"{value:.1f}"  # NaN: nothing measured
+
+
+def _counts(counts: dict[str, int]) -> str:
+    return ", ".join(f"{k}: {v:,}" for k, v in sorted(counts.items())) or "none"
+
+
+def section(result: dict[str, Any], load_before: float, count: int, run_s: float) -> str:
+    lines = section_head(
+        START_MARK,
+        "Admission under abuse: an authenticated read while streams and health are flooded",
+        "abuse_bench.py",
+        load_before,
+    )
+    lines += [
+        "- `cairn run` (2 Api replicas behind Serve's HAProxy, semantic search off) on its "
+        "own state folder; `CAIRN_TRUSTED_PROXIES=127.0.0.1/32`, so the `X-Forwarded-For` "
+        "address an attacker sends (random in 198.18.0.0/15) is its client address; the "
+        "per-agent `general` limit raised so the probe is never refused (the attacking key's "
+        "stream attempts meet the stream cap, not its hourly budget); stream caps "
+        "(`CAIRN_STREAM_MAX_PER_CALLER=3` per replica) and `CAIRN_RATELIMIT_HEALTH=120/minute` "
+        "at their defaults. Client and server share the machine.",
+        f"- Probe: `GET /api/agents/me` with an agent's key, {PROBE_CONCURRENCY} at a time: "
+        f"{PROBES} requests idle; under abuse from the start of the attacks until every "
+        f"attack request was answered, then on with the attack connections held open, for "
+        f"{PROBES} more and at least {ABUSE_MIN_S:.0f} s in all; {PROBES} again after the "
+        "attackers closed everything.",
+        f"- Attacks, all at once from a second process: {count:,} keyless `GET /mcp` and "
+        f"{count:,} `GET /api/notifications/stream` with ONE agent's key, both "
+        f"`Accept: text/event-stream`, each from a random address on a raw connection of its "
+        f"own, opened in waves of {WAVE}; the answer's head (and a refusal's short body) is "
+        "read, then the connection is held open, reading nothing more, until the probe ends. "
+        f"The health flood: {HEALTH_LOOPS_FIXED + HEALTH_LOOPS_RANDOM} loops of anonymous "
+        f"`GET /api/health` as fast as answered for the whole abuse, {HEALTH_LOOPS_FIXED} from "
+        f"one fixed address each, {HEALTH_LOOPS_RANDOM} from a new random address per "
+        f"request. An attack request without an answer within {ANSWER_TIMEOUT_S:.0f} s "
+        "counts as hung.",
+        "",
+        "| probe `GET /api/agents/me` | requests | req/s | p50 ms | p99 ms | max ms | failed |",
+        "|---|---:|---:|---:|---:|---:|---|",
+    ]
+    for label, key in (("idle", "idle"), ("under abuse", "abused"), ("after", "after")):
+        p = result[key]
+        lines.append(
+            f"| {label} | {p['requests']:,} | {p['rps']:.0f} | {_ms(p['p50'])} | "
+            f"{_ms(p['p99'])} | {_ms(p['max'])} | {_counts(p['failed']) if p['failed'] else 0} |"
+        )
+    lines += [
+        "",
+        "| attack | answers (status, error) | hung | connection errors | answer p50 / max ms "
+        "| all answered in (s) | held open to the end | of which refused, closed by the "
+        "server meanwhile |",
+        "|---|---|---:|---|---:|---:|---:|---:|",
+    ]
+    for a in result["attacks"]:
+        lines.append(
+            f"| {a['name']} | {_counts(a['answers'])} | {a['hung']} | "
+            f"{_counts(a['errors']) if a['errors'] else 0} | "
+            f"{_ms(a['answer_p50'])} / {_ms(a['answer_max'])} | {a['seconds']:.1f} | "
+            f"{a['held']:,} ({a['held_200']} accepted streams) | {a['closed_by_server']:,} |"
+        )
+    lines += [
+        "",
+        "| health flood | answers (status) | answers/s | p50 ms | p99 ms | hung | "
+        "connection errors |",
+        "|---|---|---:|---:|---:|---:|---|",
+    ]
+    for f in result["floods"]:
+        lines.append(
+            f"| {f['name']} | {_counts(f['answers'])} | {f['rate']:.0f} | {_ms(f['p50'])} | "
+            f"{_ms(f['p99'])} | {f['hung']} | {_counts(f['errors']) if f['errors'] else 0} |"
+        )
+    idle, abused = result["idle"], result["abused"]
+    hung = sum(a["hung"] for a in result["attacks"]) + sum(f["hung"] for f in result["floods"])
+    failed = sum(abused["failed"].values())
+    fixed_ok = result["floods"][0]["answers"].get("200", 0)
+    health_limit = os.environ.get("CAIRN_RATELIMIT_HEALTH", "120/minute")
+    reopen_s = result["reopen_s"]
+    reopened = (
+        f"once the attackers had closed everything, the attacking key's next stream was "
+        f"accepted (after {reopen_s:.2f} s of trying: its slots were given back)"
+        if reopen_s is not None
+        else f"once the attackers had closed everything, the attacking key could NOT open "
+        f"a stream within {REOPEN_WAIT_S:.0f} s"
+    )
+    lines += [
+        "",
+        f"Under abuse the probe answered {abused['requests']:,} requests with "
+        f"{failed or 'no'} failures; its p50 went from {_ms(idle['p50'])} ms idle to "
+        f"{_ms(abused['p50'])} ms, its p99 from {_ms(idle['p99'])} to {_ms(abused['p99'])} ms. "
+        f"{hung or 'No'} attack requests hung. Each fixed health address got "
+        f"{fixed_ok / HEALTH_LOOPS_FIXED:.0f} answers with status 200 on average (the limit: "
+        f"{health_limit} per address), then 429s; {reopened}. The abuse lasted "
+        f"{result['abuse_s']:.0f} s; the whole run (start, measure, stop) "
+        f"{run_s / 60:.1f} minutes. The attackers, the probe and the service share the "
+        "machine's cores, so the flood's rate is what this machine could drive, and part of "
+        "the probe's slowdown may be the attackers' own CPU. The machine is shared with other "
+        "work: compare rows of one run, not runs.",
+        END_MARK,
+    ]
+    # A blank line after the end mark (write_docs drops what stood there).
+    return "\n".join(lines) + "\n\n"
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m benchmarks.abuse_bench")
+    parser.add_argument(
+        "--attempts", type=int, default=ATTEMPTS, help=f"attempts per stream attack ({ATTEMPTS})"
+    )
+    parser.add_argument(
+        "--no-docs", action="store_true", help="print only; leave docs/benchmarks.md alone"
+    )
+    args = parser.parse_args(argv)
+    t0 = time.monotonic()
+    stop_on_sigterm()
+    env = server_env(BENCH_ENV)
+    for key in DROPPED_ENV:
+        os.environ.pop(key, None)
+    if leftover_processes(wait_s=0, state_dir=STATE_DIR):
+        raise SystemExit(f"bench: processes of an earlier run still use {STATE_DIR}")
+    load_before = os.getloadavg()[0]
+    shutil.rmtree(STATE_DIR, ignore_errors=True)  # its own fresh database
+    STATE_DIR.mkdir(parents=True)
+    with serve_running(PORT, env, STATE_DIR) as serve:
+        result = asyncio.run(run(serve.base, PORT, args.attempts))
+    run_s = time.monotonic() - t0
+    print(f"bench: the run took {run_s:.0f} s", flush=True)
+    (STATE_DIR / "abuse.json").write_text(json.dumps(result, indent=2))
+    if not args.no_docs:
+        write_docs(
+            section(result, load_before, args.attempts, run_s),
+            start_mark=START_MARK,
+            end_mark=END_MARK,
+        )
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
