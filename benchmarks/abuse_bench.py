@@ -76,6 +76,7 @@ from benchmarks.http_bench import (
     stop_on_sigterm,
     write_docs,
 )
+from benchmarks.stream_bench import pct, register
 
 STATE_DIR = ROOT / ".cairn" / "bench-abuse"
 START_MARK = "<!-- abuse-bench:start -->"
@@ -106,13 +107,6 @@ BENCH_ENV = {
 }
 
 
-def pct(values: list[float], p: float) -> float:
-    if not values:
-        return float("nan")
-    ordered = sorted(values)
-    return ordered[min(len(ordered) - 1, round(p / 100 * (len(ordered) - 1)))]
-
-
 def random_address(rng: random.Random) -> str:
     """An address in 198.18.0.0/15 (RFC 2544's benchmarking range)."""
     n = rng.getrandbits(17)
@@ -120,13 +114,6 @@ def random_address(rng: random.Random) -> str:
 
 
 # --------------------------------------------------------------- the probe
-
-
-async def register(http: httpx.AsyncClient, name: str) -> dict[str, Any]:
-    response = await http.post("/api/agents/register", json={"name": name})
-    response.raise_for_status()
-    data: dict[str, Any] = response.json()["data"]
-    return data
 
 
 def auth(key: str) -> dict[str, str]:
