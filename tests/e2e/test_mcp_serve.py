@@ -129,7 +129,9 @@ async def test_the_whole_flow_over_mcp_through_serve(
 async def test_many_stateless_calls_are_served_by_both_replicas(
     service: Service, http: httpx.AsyncClient
 ) -> None:
-    agent = await register(http, "MCP Busy Reader")
+    # Four agents share the readers: each session's protocol calls
+    # (initialize, …) count its agent's budget as well as its tool calls.
+    agents = [await register(http, f"MCP Busy Reader {n}") for n in range(4)]
     api = replicas(service, "Api")
     assert len(api) == 2
 
@@ -143,7 +145,7 @@ async def test_many_stateless_calls_are_served_by_both_replicas(
 
     seen: list[str | None] = []
 
-    async def reader() -> int:
+    async def reader(agent: dict[str, str]) -> int:
         done = 0
         async with connect(service, agent["api_key"], seen) as session:
             for _ in range(6):
@@ -154,7 +156,7 @@ async def test_many_stateless_calls_are_served_by_both_replicas(
 
     before = cpu()
     started = time.monotonic()
-    counts = await asyncio.gather(*(reader() for _ in range(20)))
+    counts = await asyncio.gather(*(reader(agents[n % 4]) for n in range(20)))
     elapsed = time.monotonic() - started
     busy = [after - start for after, start in zip(cpu(), before, strict=True)]
     assert sum(counts) == 120
