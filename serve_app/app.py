@@ -21,6 +21,7 @@ from serve_app.deps import page_window
 from serve_app.dispatch import Dispatch, LocalDispatch, dispatch_config
 from serve_app.errors import PayloadTooLarge, error_body, install_error_handlers
 from serve_app.http import admission
+from serve_app.http.connections import Connections
 from serve_app.lexical import LexicalSearch
 from serve_app.mcp import McpDoor
 from serve_app.querystring import QueryStringGuard
@@ -44,6 +45,7 @@ from serve_app.routers import (
 )
 from serve_app.search import NoSemanticSearch, SearchFactory, SemanticSearch
 from serve_app.settings import Settings
+from serve_app.snapshot import Snapshot
 from serve_app.streams.hub import StreamHub
 from serve_app.trending import LocalTrending, Trending
 from serve_app.web import pages as web_pages
@@ -197,7 +199,8 @@ def create_app(
         else None,
         decodes=DecodeSlots(settings.upload_decode_concurrency, settings.upload_decode_wait_s),
         streams=notification_hub(settings, database_url),
-        connections=admission.Connections(
+        health=Snapshot(settings.health_snapshot_s),
+        connections=Connections(
             per_caller=settings.stream_max_per_caller,
             per_address=settings.stream_max_per_address,
             per_replica=settings.stream_max_per_replica,

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from sqlalchemy.ext.asyncio import AsyncEngine, async_sessionmaker
 from sqlmodel.ext.asyncio.session import AsyncSession
@@ -14,17 +14,15 @@ from serve_app.clientip import Network
 from serve_app.decodes import DecodeSlots
 from serve_app.dispatch import Dispatch
 from serve_app.hooks import Notify
-from serve_app.http.admission import Connections
+from serve_app.http.connections import Connections
 from serve_app.lexical import LexicalSearch
 from serve_app.ratelimit import RateLimiter
 from serve_app.search import SemanticSearch
 from serve_app.settings import Settings
+from serve_app.snapshot import Snapshot
 from serve_app.streams.hub import StreamHub
 from serve_app.trending import Trending
 from storage.files import FileStore, PostgresFileStore
-
-if TYPE_CHECKING:
-    from serve_app.services.health import Snapshot
 
 
 @dataclass
@@ -63,7 +61,7 @@ class AppContext:
     # Small per-process caches (e.g. the category list); counted by /api/health.
     caches: dict[str, Any] = field(default_factory=dict)
     # /api/health's latest look at the parts (serve_app/services/health.py).
-    health: Snapshot | None = None
+    health: Snapshot[Any] = field(default_factory=lambda: Snapshot(1.0))
     started_at: float = field(default_factory=time.time)
 
     @property

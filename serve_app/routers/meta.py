@@ -60,10 +60,7 @@ async def health(request: Request, ctx: Ctx) -> dict[str, Any] | JSONResponse:
     started = request.scope.get("cairn.start", time.perf_counter())
     caller = admission.admitted(request).caller
     detailed = (caller is not None and caller.is_staff) or admission.is_operator(ctx, request)
-    snapshot = ctx.health
-    if snapshot is None:
-        snapshot = ctx.health = health_service.Snapshot(ctx.settings.health_snapshot_s)
-    status, body = await health_service.report(ctx, snapshot, started, detailed=detailed)
+    status, body = await health_service.report(ctx, started, detailed=detailed)
     if status == 503:
         return JSONResponse(
             {**database_unavailable(), **body},

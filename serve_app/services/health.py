@@ -1,6 +1,6 @@
 """GET /api/health: what works now. Every part is asked at once, each with a
 deadline, so the answer comes within about PROBE_TIMEOUT_S whatever is down;
-at most once per CAIRN_HEALTH_SNAPSHOT_S per replica (``Snapshot``), since
+at most once per CAIRN_HEALTH_SNAPSHOT_S per replica (``ctx.health``), since
 the parts are shared by every replica and the route takes no key.
 
 ``healthy``: every part works. ``degraded`` (200): the API answers, but a
@@ -138,46 +138,17 @@ async def _look(ctx: AppContext) -> Reading:
     return Reading(503 if not db_ok else 200, status, datetime.now(UTC), db_ms, details)
 
 
-class Snapshot:
-    """This replica's latest ``Reading``, taken again once it is older than
-    ``max_age_s``: however many callers ask, the parts (the database, the
-    VectorIndex, the dispatcher, trending, every rate-limit shard: single
-    instances shared by all replicas) are asked at most once per period per
-    replica, and callers arriving meanwhile share the look in progress."""
-
-    def __init__(self, max_age_s: float) -> None:
-        self.max_age_s = max_age_s
-        self._reading: Reading | None = None
-        self._at = 0.0
-        self._lock = asyncio.Lock()
-        self.looks = 0  # readings taken (for tests and the operator)
-
-    def _fresh(self) -> Reading | None:
-        reading = self._reading
-        if reading is not None and time.monotonic() - self._at < self.max_age_s:
-            return reading
-        return None
-
-    async def reading(self, ctx: AppContext) -> Reading:
-        found = self._fresh()
-        if found is not None:
-            return found
-        async with self._lock:
-            found = self._fresh()
-            if found is None:
-                found = await _look(ctx)
-                self.looks += 1
-                self._reading, self._at = found, time.monotonic()
-            return found
-
-
-async def report(
-    ctx: AppContext, snapshot: Snapshot, started: float, *, detailed: bool
-) -> tuple[int, dict[str, Any]]:
+async def report(ctx: AppContext, started: float, *, detailed: bool) -> tuple[int, dict[str, Any]]:
     """(status code, body) of GET /api/health; ``started``: the request's
     perf_counter start, for response_time_ms. ``detailed``: with each part's
-    state and the parts' own figures (staff and the operator only)."""
-    reading = await snapshot.reading(ctx)
+    state and the parts' own figures (staff and the operator only).
+
+    The parts are looked at through the replica's snapshot (``ctx.health``):
+    however many callers ask, the parts (the database, the VectorIndex, the
+    dispatcher, trending, every rate-limit shard: single instances shared by
+    all replicas) are asked at most once per CAIRN_HEALTH_SNAPSHOT_S per
+    replica, and callers arriving meanwhile share the look in progress."""
+    reading: Reading = await ctx.health.get(lambda: _look(ctx))
     body: dict[str, Any] = {
         "status": reading.status,
         "timestamp": reading.taken_at.isoformat(),

@@ -19,7 +19,8 @@ from starlette.routing import Mount, Route
 from actors.ratelimit import Rule
 from serve_app.app import create_app
 from serve_app.http import admission
-from serve_app.services.health import Snapshot
+from serve_app.http.connections import Connections, TooManyStreams
+from serve_app.snapshot import Snapshot
 from tests.api.conftest import (
     OPERATOR,
     SECRET,
@@ -228,12 +229,12 @@ async def test_one_key_holds_a_few_notification_streams_not_a_replica(
 
 
 def test_connection_slots_per_caller_address_and_replica() -> None:
-    slots = admission.Connections(per_caller=2, per_address=3, per_replica=4)
+    slots = Connections(per_caller=2, per_address=3, per_replica=4)
     a1, a2 = slots.take("agent:a", "ip:1"), slots.take("agent:a", "ip:1")
-    with pytest.raises(admission.TooManyStreams):
+    with pytest.raises(TooManyStreams):
         slots.take("agent:a", "ip:2")
     b1 = slots.take("agent:b", "ip:1")
-    with pytest.raises(admission.TooManyStreams):  # the address is full
+    with pytest.raises(TooManyStreams):  # the address is full
         slots.take("agent:c", "ip:1")
     c1 = slots.take("agent:c", "ip:2")
     with pytest.raises(Exception, match="replica"):  # 503: the replica is full
@@ -286,7 +287,7 @@ async def test_a_flood_of_health_calls_asks_the_parts_once(
     try:
         answers = await asyncio.gather(*(client.get("/api/health") for _ in range(25)))
         assert {a.status_code for a in answers} == {200}
-        assert ctx.health.looks == 1
+        assert ctx.health.takes == 1
         assert len({a.json()["timestamp"] for a in answers}) == 1
     finally:
         ctx.health = saved
