@@ -10,7 +10,7 @@ request path from two durable queues in Postgres.
   with exponential backoff in that same transaction.
 
 A plain class (tests drive it directly); ``actors.dispatch_actor`` runs it as
-a Ray actor, ``serve_app.dispatch`` in process.
+a Ray actor, ``serve_app.runtime.dispatch`` in process.
 """
 
 from __future__ import annotations
@@ -45,7 +45,7 @@ VERIFY_TOKEN_PREFIX = "cairn_v_"
 
 def token_hash(secret: bytes, token: str) -> bytes:
     """HMAC-SHA256, the keyed hash every secret of Cairn is stored as
-    (serve_app.keys.hash_secret; actors cannot import serve_app)."""
+    (serve_app.kit.keys.hash_secret; actors cannot import serve_app)."""
     return hmac.new(secret, token.encode(), hashlib.sha256).digest()
 
 

@@ -918,7 +918,7 @@ REPLICAS_READY_IN_A_ROW = 8
 def wait_index_idle(base: str, timeout: float = 600.0) -> None:
     """Until the VectorIndex has embedded every queued row (after pattern
     creation runs), so no background embedding overlaps the next run, and the
-    Api replicas' copies of the index are built (serve_app/vectors.py)."""
+    Api replicas' copies of the index are built (serve_app/runtime/index_copies/vectors.py)."""
     deadline = time.monotonic() + timeout
     in_a_row = 0
     while time.monotonic() < deadline:
@@ -1372,7 +1372,7 @@ def main(argv: list[str] | None = None) -> int:
     python = sys.executable
     serve = Server(
         "Ray Serve",
-        [python, "-m", "serve_app.cli", "run", "--port", str(SERVE_PORT)],
+        [python, "-m", "serve_app.launch.cli", "run", "--port", str(SERVE_PORT)],
         SERVE_PORT,
         STATE_DIR / "serve.log",
         own_session=False,

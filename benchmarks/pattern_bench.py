@@ -309,7 +309,7 @@ def pct(values: list[float], p: float) -> float:
 
 def measure_db(database_url: str, repeats: int) -> tuple[list[list[Any]], dict[str, Any]]:
     """Rows of (what, p50, p99, rows matched) and facts about the ranking."""
-    from serve_app.trending import LocalTrending
+    from serve_app.runtime.trending import LocalTrending
     from storage.repositories import patterns as repo
 
     rows: list[list[Any]] = []
@@ -520,7 +520,7 @@ def main(argv: list[str] | None = None) -> int:
         os.environ.pop(key, None)
     os.environ.update(BENCH_ENV)
 
-    from serve_app.bootstrap import prepare
+    from serve_app.launch.bootstrap import prepare
     from serve_app.settings import get_settings
 
     get_settings.cache_clear()

@@ -50,7 +50,7 @@ _PLUMBING = (
     "selectors.py",
     "queue.py",
 )
-_OURS_MIDDLEWARE = ("serve_app/app.py", "serve_app/querystring.py")
+_OURS_MIDDLEWARE = ("serve_app/app.py", "serve_app/http/querystring.py")
 _BY_PATH = (
     ("/ray/serve/", "Serve replica wrapper and metrics"),
     ("/ray/", "Ray actor calls"),

@@ -193,7 +193,7 @@ def measure_plain(texts: list[str]) -> dict[str, Any]:
 def run_reembed(env: dict[str, str], args: list[str]) -> dict[str, Any]:
     t0 = time.perf_counter()
     done = subprocess.run(
-        [sys.executable, "-m", "serve_app.cli", "reembed", "--json", *args],
+        [sys.executable, "-m", "serve_app.launch.cli", "reembed", "--json", *args],
         env=env,
         capture_output=True,
         text=True,

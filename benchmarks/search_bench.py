@@ -793,7 +793,8 @@ def wait_search_ready(base: str, expected: int, timeout: float = 900.0) -> dict[
                     and lexical.get("indexes", {}).get("pattern", 0) >= expected
                 )
             ) and (
-                # The replica's copy of the vector index (serve_app/vectors.py).
+                # The replica's copy of the vector index
+                # (serve_app/runtime/index_copies/vectors.py).
                 replica is None
                 or (
                     replica.get("ready")
@@ -932,8 +933,9 @@ def search_section(
         "in turn), `type=patterns&limit=20`; wrk on the same machine; search rate limit "
         "raised for the run. Semantic mode embeds the query (through the VectorIndex, the "
         "Embedder's `@serve.batch` path), searches the Api replica's copy of the FAISS "
-        "index (`serve_app/vectors.py`) and fuses with its BM25 index "
-        "(`serve_app/lexical.py`; both built at start and waited for); `use_semantic=false` "
+        "index (`serve_app/runtime/index_copies/vectors.py`) and fuses with its BM25 index "
+        "(`serve_app/runtime/index_copies/lexical.py`; both built at start and waited for); "
+        "`use_semantic=false` "
         "runs BM25 alone. The Api replica and the VectorIndex each keep the vectors of the "
         "last 4,096 queries (`embeddings/querycache.py`), so after the warm-up the cycling "
         "run finds every query's vector in one of them (in the replica, once it has asked "
@@ -1267,7 +1269,7 @@ def part_search(args: argparse.Namespace) -> None:
     wrk = ensure_wrk()
     wrk_ver = wrk_version(wrk)
 
-    from serve_app.bootstrap import prepare
+    from serve_app.launch.bootstrap import prepare
     from serve_app.settings import get_settings
 
     get_settings.cache_clear()

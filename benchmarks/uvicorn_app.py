@@ -7,7 +7,7 @@ each building it with ``create_app`` and the default in-process rate limiter
 and trending counter. With ``--semantic`` each worker also holds the model and
 the FAISS index in process, the single-process counterpart of the Embedder and
 the VectorIndex deployments: like an Api replica, a copy of the index that
-follows the vectors the embedding worker stores (``serve_app/vectors.py``;
+follows the vectors the embedding worker stores (``serve_app/runtime/index_copies/vectors.py``;
 ``CAIRN_SEARCH_REPLICA_VECTORS=false``: an index of its own, loaded once,
 ``LocalSearch``). Settings come from the CAIRN_* environment (the benchmark
 sets them).
@@ -25,7 +25,7 @@ import uvicorn
 from fastapi import FastAPI
 
 from serve_app.app import create_app
-from serve_app.bootstrap import prepare
+from serve_app.launch.bootstrap import prepare
 from serve_app.settings import get_settings
 
 # Set by main() for the worker processes (uvicorn spawns them).
@@ -41,7 +41,7 @@ def build() -> FastAPI:
     if os.environ.get(_SEMANTIC_ENV) == "1":
         from embeddings.encoder import Encoder
         from embeddings.querycache import DEFAULT_SIZE
-        from serve_app.search import LocalSearch
+        from serve_app.runtime.semantic import LocalSearch
         from storage.db import make_engine, make_sessionmaker
 
         engine = make_engine(settings.database_url, pool_size=3, max_overflow=2)
@@ -59,7 +59,7 @@ def build() -> FastAPI:
         if copies:
             # As each Api replica: a copy of the index following the stored
             # vectors, the encoder in process for queries.
-            from serve_app.vectors import replica_vectors
+            from serve_app.runtime.index_copies.vectors import replica_vectors
 
             semantic = replica_vectors(settings, local.queries.get, local)
     return create_app(

@@ -1,7 +1,7 @@
 """The search deployments: Embedder (the model, batched, CPU or GPU replicas,
 autoscaled) and VectorIndex (the FAISS indexes and the embedding worker).
 
-Bound in ``serve_app.deployments``, each with a config object built from the
+Bound in ``serve_app.launch.deployments``, each with a config object built from the
 deploying process's settings; configs/serve.yaml sets their replicas,
 autoscaling bounds and ``ray_actor_options`` (``num_gpus: 1`` for GPU
 replicas).

@@ -16,7 +16,7 @@ Postgres, and the worker that embeds what changed.
 - **Search**: the query is embedded with the active model and looked up.
 - **Copies**: in the transaction that stores the vectors, the worker logs
   the index entries it changes (``search_changes``, migration 0016); the Api
-  processes' copies of the indexes (``serve_app/vectors.py``) follow that log.
+  processes' copies of the indexes (``serve_app/runtime/index_copies/vectors.py``) follow that log.
 - **Swap**: ``activate(model)`` builds new indexes from the vectors stored
   under ``model`` (the re-embedding job wrote them) and replaces the live ones
   in one step; searches keep using the old ones until then.

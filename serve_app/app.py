@@ -2,30 +2,22 @@
 
 from __future__ import annotations
 
-import json
 import logging
-import time
-from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from contextlib import asynccontextmanager
 from typing import Any
 
 from fastapi import Depends, FastAPI
-from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from actors.dispatch import Dispatcher
-from serve_app import contract
-from serve_app.clientip import Network
 from serve_app.context import AppContext
-from serve_app.decodes import DecodeSlots
-from serve_app.deps import page_window
-from serve_app.dispatch import Dispatch, LocalDispatch, dispatch_config
-from serve_app.errors import PayloadTooLarge, error_body, install_error_handlers
-from serve_app.http import admission
-from serve_app.http.connections import Connections
-from serve_app.lexical import LexicalSearch
+from serve_app.http import admission, contract
+from serve_app.http.bodylimit import BodyLimitMiddleware
+from serve_app.http.deps import page_window
+from serve_app.http.errors import install_error_handlers
+from serve_app.http.querystring import QueryStringGuard
+from serve_app.kit.clientip import Network
 from serve_app.mcp import McpDoor
-from serve_app.querystring import QueryStringGuard
-from serve_app.ratelimit import LocalRateLimiter, RateLimiter
 from serve_app.routers import (
     admin,
     agents,
@@ -43,11 +35,17 @@ from serve_app.routers import (
     search,
     uploads,
 )
-from serve_app.search import NoSemanticSearch, SearchFactory, SemanticSearch
+from serve_app.runtime.connections import Connections
+from serve_app.runtime.decodes import DecodeSlots
+from serve_app.runtime.dispatch import Dispatch, LocalDispatch, dispatch_config
+from serve_app.runtime.index_copies.lexical import LexicalSearch
+from serve_app.runtime.ratelimit import LocalRateLimiter, RateLimiter
+from serve_app.runtime.semantic import NoSemanticSearch, SearchFactory, SemanticSearch
+from serve_app.runtime.snapshot import Snapshot
+from serve_app.runtime.streamhub import StreamHub
+from serve_app.runtime.trending import LocalTrending, Trending
 from serve_app.settings import Settings
-from serve_app.snapshot import Snapshot
-from serve_app.streams.hub import StreamHub
-from serve_app.trending import LocalTrending, Trending
+from serve_app.streams import notifications as notification_stream
 from serve_app.web import pages as web_pages
 from storage.db import make_engine, make_sessionmaker
 from storage.files import FileStore, LocalFileStore, PostgresFileStore
@@ -61,77 +59,6 @@ _DOC_PATHS = ("/openapi.json", "/docs", "/docs/oauth2-redirect", "/redoc")
 
 # Multipart framing around an uploaded file (boundaries, part headers).
 UPLOAD_OVERHEAD_BYTES = 64 * 1024
-
-
-class BodyLimitMiddleware:
-    """Refuse bodies over ``max_bytes`` (413) without reading them into memory;
-    also stamps the request start time for /api/health's response_time_ms.
-    ``allowances`` gives single (method, path) pairs a limit of their own."""
-
-    def __init__(
-        self,
-        app: ASGIApp,
-        max_bytes: int,
-        allowances: Mapping[tuple[str, str], int] | None = None,
-    ) -> None:
-        self.app = app
-        self.max_bytes = max_bytes
-        self.allowances = dict(allowances or {})
-
-    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] != "http":
-            await self.app(scope, receive, send)
-            return
-        scope["cairn.start"] = time.perf_counter()
-        limit = self.max_bytes
-        if self.allowances:
-            path, root = scope.get("path", ""), scope.get("root_path", "")
-            if root and path.startswith(root):
-                path = path[len(root) :]
-            limit = self.allowances.get((scope.get("method", ""), path), limit)
-        declared = None
-        for name, value in scope.get("headers", ()):
-            if name == b"content-length":
-                try:
-                    declared = int(value)
-                except ValueError:
-                    declared = -1
-                break
-        if declared is not None and (declared < 0 or declared > limit):
-            status, body = (
-                (400, error_body("bad_request", "Invalid Content-Length header."))
-                if declared < 0
-                else (
-                    413,
-                    error_body("payload_too_large", f"Request body exceeds {limit} bytes."),
-                )
-            )
-            payload = json.dumps(body).encode()
-            await send(
-                {
-                    "type": "http.response.start",
-                    "status": status,
-                    "headers": [
-                        (b"content-type", b"application/json"),
-                        (b"content-length", str(len(payload)).encode()),
-                    ],
-                }
-            )
-            await send({"type": "http.response.body", "body": payload})
-            return
-
-        seen = 0
-
-        async def limited_receive() -> Message:
-            nonlocal seen
-            message = await receive()
-            if message["type"] == "http.request":
-                seen += len(message.get("body", b""))
-                if seen > limit:
-                    raise PayloadTooLarge(f"Request body exceeds {limit} bytes.")
-            return message
-
-        await self.app(scope, limited_receive, send)
 
 
 def file_store(settings: Settings) -> FileStore | PostgresFileStore:
@@ -249,6 +176,7 @@ def create_app(
     app.include_router(feed.router)
     app.include_router(search.router)
     app.include_router(notifications.router)
+    app.include_router(notification_stream.router)
     app.include_router(moderation.router)
     app.include_router(uploads.router)
     app.include_router(admin.router)

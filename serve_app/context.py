@@ -10,18 +10,18 @@ from sqlalchemy.ext.asyncio import AsyncEngine, async_sessionmaker
 from sqlmodel.ext.asyncio.session import AsyncSession
 
 from actors.ratelimit import Rule
-from serve_app.clientip import Network
-from serve_app.decodes import DecodeSlots
-from serve_app.dispatch import Dispatch
-from serve_app.hooks import Notify
-from serve_app.http.connections import Connections
-from serve_app.lexical import LexicalSearch
-from serve_app.ratelimit import RateLimiter
-from serve_app.search import SemanticSearch
+from serve_app.kit.clientip import Network
+from serve_app.kit.hooks import Notify
+from serve_app.runtime.connections import Connections
+from serve_app.runtime.decodes import DecodeSlots
+from serve_app.runtime.dispatch import Dispatch
+from serve_app.runtime.index_copies.lexical import LexicalSearch
+from serve_app.runtime.ratelimit import RateLimiter
+from serve_app.runtime.semantic import SemanticSearch
+from serve_app.runtime.snapshot import Snapshot
+from serve_app.runtime.streamhub import StreamHub
+from serve_app.runtime.trending import Trending
 from serve_app.settings import Settings
-from serve_app.snapshot import Snapshot
-from serve_app.streams.hub import StreamHub
-from serve_app.trending import Trending
 from storage.files import FileStore, PostgresFileStore
 
 
@@ -41,21 +41,21 @@ class AppContext:
     trusted: list[Network]
     # Where uploaded images live (Postgres by default; storage/files.py).
     files: FileStore | PostgresFileStore
-    # The vector side of search (serve_app/search.py).
+    # The vector side of search (serve_app/runtime/semantic.py).
     search: SemanticSearch
-    # Bounded image checks for uploads (serve_app/decodes.py).
+    # Bounded image checks for uploads (serve_app/runtime/decodes.py).
     decodes: DecodeSlots
     # The open notification streams of this process and the LISTEN
-    # connection that wakes them (serve_app/streams/hub.py).
+    # connection that wakes them (serve_app/runtime/streamhub.py).
     streams: StreamHub
     # The long-lived connections this process holds, by caller, address and
     # in all (serve_app/http/admission.py).
     connections: Connections
     # Where Serve's own HAProxy connects from (this host, the cluster's nodes):
     # believed as the peer that appended X-Forwarded-For's last entry. Empty
-    # unless Cairn's HAProxy launcher is in use (serve_app/clientip.py).
+    # unless Cairn's HAProxy launcher is in use (serve_app/kit/clientip.py).
     local_proxies: list[Network] = field(default_factory=list)
-    # The BM25 side of search, one per process (serve_app/lexical.py); None
+    # The BM25 side of search, one per process (serve_app/runtime/index_copies/lexical.py); None
     # with CAIRN_SEARCH_LEXICAL=false (Postgres full text instead).
     lexical: LexicalSearch | None = None
     # Small per-process caches (e.g. the category list); counted by /api/health.

@@ -167,14 +167,14 @@ class Settings(BaseSettings):
     embedder_num_gpus: float = Field(default=0, ge=0)
     embedder_threads: int = Field(default=0, ge=0, le=1024)
     search_semantic: bool = True
-    # The BM25 index each Api process holds (serve_app/lexical.py), and how
+    # The BM25 index each Api process holds (serve_app/runtime/index_copies/lexical.py), and how
     # stale it may be: 0, every search first reads the change log (one small
     # indexed query; full text sees every committed write); above 0, only a
     # search finding the last read older than this does (docs/decisions.md,
     # "Lexical ranking and fusion (issue 23)").
     search_lexical: bool = True
     search_lexical_refresh_s: float = Field(default=0.0, ge=0, le=3600)
-    # A copy of the vector index in each Api replica (serve_app/vectors.py):
+    # A copy of the vector index in each Api replica (serve_app/runtime/index_copies/vectors.py):
     # semantic search without a hop to the VectorIndex, at the cost of the
     # index's memory in every replica; at most refresh_s behind the VectorIndex
     # (docs/decisions.md, "Serve path performance (issue 21)").

@@ -41,10 +41,10 @@ from starlette.routing import BaseRoute, Mount, Route
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from actors.ratelimit import Decision
-from serve_app import keys
-from serve_app.clientip import client_ip, limit_subject
-from serve_app.errors import Forbidden, RateLimited, ServiceUnavailable, Unauthorized
-from serve_app.http.connections import Slot
+from serve_app.kit import keys
+from serve_app.kit.clientip import client_ip, limit_subject
+from serve_app.kit.errors import Forbidden, RateLimited, ServiceUnavailable, Unauthorized
+from serve_app.runtime.connections import Slot
 from storage.models import Agent, ApiKey, HumanSession
 from storage.models.base import utcnow
 from storage.repositories import api_keys as key_repo

@@ -28,17 +28,16 @@ from mcp_types import CallToolResult, TextContent
 from sqlmodel.ext.asyncio.session import AsyncSession
 from starlette.requests import Request
 
-from serve_app import deps
 from serve_app.context import AppContext
-from serve_app.contract import operation_id
-from serve_app.deps import Caller
-from serve_app.errors import (
+from serve_app.http import admission, deps
+from serve_app.http.contract import operation_id
+from serve_app.http.deps import Caller
+from serve_app.http.querystring import MAX_PARAM_CHARS
+from serve_app.kit.errors import (
     DATABASE_RETRY_AFTER_S,
     AppError,
     database_unavailable,
 )
-from serve_app.http import admission
-from serve_app.querystring import MAX_PARAM_CHARS
 from serve_app.services.idempotency import Answer, KeyedCall, body_digest, request_hash
 from storage.db import is_outage
 from storage.models import Agent

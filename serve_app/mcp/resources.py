@@ -12,7 +12,7 @@ from mcp.server.mcpserver import Context, MCPServer
 from mcp.shared.exceptions import MCPError
 from mcp_types import INTERNAL_ERROR, INVALID_PARAMS
 
-from serve_app.errors import AppError
+from serve_app.kit.errors import AppError
 from serve_app.mcp.door import Call, Door
 from serve_app.mcp.markdown import author, fenced, inline, inline_list
 from serve_app.services import patterns, questions

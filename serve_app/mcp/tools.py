@@ -20,8 +20,8 @@ from mcp.server.mcpserver.utilities.func_metadata import ArgModelBase, FuncMetad
 from mcp_types import CallToolResult, ToolAnnotations
 from pydantic import BaseModel, Field
 
-from serve_app import deps
-from serve_app.errors import BadRequest
+from serve_app.http import deps
+from serve_app.kit.errors import BadRequest
 from serve_app.mcp.door import Call, Door, Keyed
 from serve_app.schemas.comments import CommentCreate
 from serve_app.schemas.common import Input, Limit, Page, SearchText, Uuid

@@ -6,8 +6,8 @@ from typing import Annotated, Any
 
 from fastapi import Query
 
-from serve_app.contract import api_router, errors
-from serve_app.deps import CurrentCaller, Db
+from serve_app.http.contract import api_router, errors
+from serve_app.http.deps import CurrentCaller, Db
 from serve_app.schemas.admin import (
     AdminChange,
     AdminChangeOut,

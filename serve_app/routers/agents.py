@@ -7,8 +7,8 @@ from typing import Any
 
 from fastapi import Depends, Response
 
-from serve_app.contract import api_router, created, errors
-from serve_app.deps import (
+from serve_app.http.contract import api_router, created, errors
+from serve_app.http.deps import (
     ClientIp,
     Ctx,
     CurrentCaller,
@@ -19,7 +19,7 @@ from serve_app.deps import (
     human_limit,
     ip_limit,
 )
-from serve_app.idempotency import idempotent
+from serve_app.http.idempotency import idempotent
 from serve_app.schemas.agents import (
     AccountDeletedOut,
     AgentAnswerOut,

@@ -6,8 +6,8 @@ from typing import Any
 
 from fastapi import Response
 
-from serve_app.contract import api_router
-from serve_app.deps import Ctx, PublicRead, ReadDb
+from serve_app.http.contract import api_router
+from serve_app.http.deps import Ctx, PublicRead, ReadDb
 from serve_app.schemas.meta import AnalyticsOut
 from serve_app.services import analytics as service
 

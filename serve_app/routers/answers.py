@@ -7,9 +7,9 @@ from typing import Any
 
 from fastapi import Depends
 
-from serve_app.contract import api_router, created, errors
-from serve_app.deps import CurrentCaller, Db, PublicRead, ReadDb, agent_limit
-from serve_app.idempotency import idempotent
+from serve_app.http.contract import api_router, created, errors
+from serve_app.http.deps import CurrentCaller, Db, PublicRead, ReadDb, agent_limit
+from serve_app.http.idempotency import idempotent
 from serve_app.schemas.comments import CommentCreate
 from serve_app.schemas.common import THREAD_PAGE, DataOut, MessageDataOut, Page, ThreadLimit
 from serve_app.schemas.questions import (

@@ -7,10 +7,10 @@ from typing import Any
 
 from fastapi import Response
 
-from serve_app.contract import api_router, created, errors
-from serve_app.deps import CurrentCaller, Db, MaybeCaller
-from serve_app.errors import Unauthorized
-from serve_app.idempotency import idempotent
+from serve_app.http.contract import api_router, created, errors
+from serve_app.http.deps import CurrentCaller, Db, MaybeCaller
+from serve_app.http.idempotency import idempotent
+from serve_app.kit.errors import Unauthorized
 from serve_app.schemas.collections import (
     CollectionCreate,
     CollectionDeletedOut,

@@ -7,8 +7,8 @@ from typing import Any
 
 from fastapi import Depends
 
-from serve_app.contract import api_router, errors
-from serve_app.deps import CurrentCaller, Db, agent_limit
+from serve_app.http.contract import api_router, errors
+from serve_app.http.deps import CurrentCaller, Db, agent_limit
 from serve_app.schemas.comments import CommentDeletedOut, CommentOut, CommentUpdate
 from serve_app.schemas.common import MessageDataOut
 from serve_app.schemas.votes import VoteIn, VoteTallyOut

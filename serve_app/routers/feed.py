@@ -6,8 +6,8 @@ from typing import Annotated, Any
 
 from fastapi import Query
 
-from serve_app.contract import api_router
-from serve_app.deps import Ctx, CurrentCaller, Db, PublicRead, ReadDb
+from serve_app.http.contract import api_router
+from serve_app.http.deps import Ctx, CurrentCaller, Db, PublicRead, ReadDb
 from serve_app.schemas.common import Limit, Page, PageOut
 from serve_app.schemas.feed import TrendingPageOut
 from serve_app.schemas.patterns import PatternItemOut

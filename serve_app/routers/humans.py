@@ -8,9 +8,9 @@ from typing import Any
 from fastapi import Depends, Response
 
 from serve_app.context import AppContext
-from serve_app.contract import api_router, created, errors
-from serve_app.deps import SESSION_COOKIE, Ctx, Db, HumanCaller, ip_limit
-from serve_app.idempotency import idempotent
+from serve_app.http.contract import api_router, created, errors
+from serve_app.http.deps import SESSION_COOKIE, Ctx, Db, HumanCaller, ip_limit
+from serve_app.http.idempotency import idempotent
 from serve_app.schemas.common import MessageDataOut, MessageOut
 from serve_app.schemas.humans import (
     EmailConfirmedOut,

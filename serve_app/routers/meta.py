@@ -8,10 +8,10 @@ from typing import Any
 from fastapi import Request, Response
 from fastapi.responses import JSONResponse
 
-from serve_app.contract import RATE_LIMIT_HEADERS, api_router
-from serve_app.deps import Ctx, PublicRead, ReadDb
-from serve_app.errors import DATABASE_RETRY_AFTER_S, database_unavailable
 from serve_app.http import admission
+from serve_app.http.contract import RATE_LIMIT_HEADERS, api_router
+from serve_app.http.deps import Ctx, PublicRead, ReadDb
+from serve_app.kit.errors import DATABASE_RETRY_AFTER_S, database_unavailable
 from serve_app.schemas.common import DataOut
 from serve_app.schemas.meta import CategoryOut, HealthOut, HealthUnavailableOut
 from serve_app.services import health as health_service

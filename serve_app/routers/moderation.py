@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from typing import Any, Literal
 
-from serve_app.contract import api_router, errors
-from serve_app.deps import CurrentCaller, Db
+from serve_app.http.contract import api_router, errors
+from serve_app.http.deps import CurrentCaller, Db
 from serve_app.schemas.common import Limit, Page
 from serve_app.schemas.moderation import Decision, DecisionOut, ModerationQueueOut
 from serve_app.services import moderation as service

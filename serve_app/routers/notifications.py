@@ -1,14 +1,12 @@
-"""The caller's notifications and e-mail preferences."""
+"""The caller's notifications and e-mail preferences (the live stream of them:
+serve_app/streams/notifications.py)."""
 
 from __future__ import annotations
 
-from typing import Annotated, Any
+from typing import Any
 
-from fastapi import Header, Query, Response
-from sse_starlette import EventSourceResponse
-
-from serve_app.contract import api_router, errors
-from serve_app.deps import Ctx, CurrentCaller, Db, LongLived
+from serve_app.http.contract import api_router
+from serve_app.http.deps import Ctx, CurrentCaller, Db
 from serve_app.schemas.common import DataOut, Limit, MessageDataOut, Page
 from serve_app.schemas.notifications import (
     EmailPreferencesIn,
@@ -19,7 +17,6 @@ from serve_app.schemas.notifications import (
     NotificationsMarkedOut,
 )
 from serve_app.services import notifications as service
-from serve_app.streams import notifications as stream_door
 
 router = api_router(prefix="/api/notifications", tags=["notifications"])
 
@@ -62,80 +59,3 @@ async def set_email_preferences(
 ) -> dict[str, Any]:
     """Change any of the four e-mail switches; the others keep their value."""
     return await service.set_email_preferences(db, caller.agent, body.changes())
-
-
-STREAM_DOC = """Server-Sent Events. First an `event: ready` whose `id` is where the stream
-starts; then one `event: notification` per new notification (`data`: the JSON of
-one item of GET /api/notifications; `id`: its place in the stream), oldest
-first; a comment line (`: ping`) on every idle heartbeat. Reconnect with the
-last `id` you received as the `Last-Event-ID` header (or `last_event_id`) to be
-sent what you missed, in order."""
-
-
-# One event of the stream (OpenAPI 3.1: the schema of a text/event-stream
-# describes each event). Comment lines (": ping") are not events.
-STREAM_EVENT = {
-    "type": "object",
-    "properties": {
-        "event": {"type": "string", "enum": [stream_door.READY, stream_door.NOTIFICATION]},
-        "data": {
-            "type": "string",
-            "description": "JSON: for `notification`, one item of GET /api/notifications; "
-            'for `ready`, `{"heartbeat_s": <seconds>}`.',
-            "contentMediaType": "application/json",
-        },
-        "id": {
-            "type": "string",
-            "pattern": "^[0-9a-f]{32}$",
-            "description": "The event's place in your stream; send it back as Last-Event-ID.",
-        },
-        "retry": {"type": "integer", "description": "Milliseconds to wait before reconnecting."},
-    },
-    "required": ["event", "data", "id"],
-}
-
-
-@router.get(
-    "/stream",
-    # A long-lived connection: admission counts it against the caller's,
-    # the address's and the replica's stream slots (429 / 503 when full).
-    # The key is checked on a short connection of its own at admission: an
-    # open stream holds no database connection. The general limit counts the
-    # connection once.
-    dependencies=[LongLived],
-    response_class=EventSourceResponse,
-    responses={
-        200: {
-            "description": STREAM_DOC,
-            "content": {"text/event-stream": {"schema": STREAM_EVENT}},
-        },
-        **errors(401, 403, 429, 503),
-    },
-)
-async def stream(
-    response: Response,
-    ctx: Ctx,
-    caller: CurrentCaller,
-    last_event_id: Annotated[
-        str | None,
-        Query(max_length=64, description="The last event id you received (or send the header)."),
-    ] = None,
-    last_event_id_header: Annotated[
-        str | None,
-        Header(alias="Last-Event-ID", max_length=64, description="The last event id you received."),
-    ] = None,
-) -> EventSourceResponse:
-    """Your new notifications, live (Server-Sent Events); resume with `Last-Event-ID`."""
-    given = last_event_id_header or last_event_id
-    after = service.stream_cursor(given) if given else None
-    return EventSourceResponse(
-        stream_door.events(ctx, caller.agent.id, after),
-        # Our own heartbeat (a comment line, and a look at the database) is
-        # sent by the stream itself.
-        ping=0,
-        headers={
-            **{k: v for k, v in response.headers.items() if k.lower().startswith("x-ratelimit")},
-            "Cache-Control": "no-store",
-            "X-Accel-Buffering": "no",
-        },
-    )

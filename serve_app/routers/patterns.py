@@ -7,9 +7,9 @@ from typing import Annotated, Any, Literal
 
 from fastapi import Depends, Query, Response
 
-from serve_app.contract import api_router, created, errors
-from serve_app.deps import Ctx, CurrentCaller, Db, MaybeCaller, PublicRead, ReadDb, agent_limit
-from serve_app.idempotency import idempotent
+from serve_app.http.contract import api_router, created, errors
+from serve_app.http.deps import Ctx, CurrentCaller, Db, MaybeCaller, PublicRead, ReadDb, agent_limit
+from serve_app.http.idempotency import idempotent
 from serve_app.schemas.comments import (
     CommentCreate,
     CommentOut,

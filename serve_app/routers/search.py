@@ -6,8 +6,8 @@ from typing import Any
 
 from fastapi import Depends
 
-from serve_app.contract import api_router
-from serve_app.deps import Ctx, ReadDb, ip_limit
+from serve_app.http.contract import api_router
+from serve_app.http.deps import Ctx, ReadDb, ip_limit
 from serve_app.schemas.common import Page
 from serve_app.schemas.search import SearchLimit, SearchOut, SearchQueryText, SearchType
 from serve_app.services import search as service

@@ -8,10 +8,10 @@ from typing import Annotated, Any, get_args
 from fastapi import Depends, Request, Response
 from fastapi.responses import StreamingResponse
 
-from serve_app.contract import api_router, errors
-from serve_app.deps import Caller, Ctx, CurrentCaller, Db, PublicRead, ReadDb, agent_limit
-from serve_app.idempotency import idempotent, note_body
-from serve_app.multipart import FilePart, read_file_part
+from serve_app.http.contract import api_router, errors
+from serve_app.http.deps import Caller, Ctx, CurrentCaller, Db, PublicRead, ReadDb, agent_limit
+from serve_app.http.idempotency import idempotent, note_body
+from serve_app.kit.multipart import FilePart, read_file_part
 from serve_app.schemas.common import MessageDataOut, MessageOut
 from serve_app.schemas.uploads import ImageType, UploadDelete, UploadResultOut
 from serve_app.services import uploads as service
@@ -77,7 +77,7 @@ async def _uploaded_by(caller: Uploader, _: UploadedFile) -> Caller:
 
 
 # The key, the limits and the body are handled by hand (_uploader and
-# serve_app/multipart.py), so what the contract would infer from dependencies
+# serve_app/kit/multipart.py), so what the contract would infer from dependencies
 # is declared here: 400 (a malformed form, no or an empty or unsupported
 # file), 401/403 (the key), 413 (the file or the quota), 415 (not
 # multipart/form-data), 429 (the limits), 503 (every image check slot busy).

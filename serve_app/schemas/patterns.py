@@ -10,7 +10,7 @@ from pydantic import AfterValidator, Field, GetJsonSchemaHandler, field_validato
 from pydantic.json_schema import JsonSchemaValue, SkipJsonSchema
 from pydantic_core import CoreSchema
 
-from serve_app.errors import BadRequest
+from serve_app.kit.errors import BadRequest
 from serve_app.schemas.common import (
     AgentBrief,
     CleanText,

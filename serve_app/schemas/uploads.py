@@ -1,4 +1,4 @@
-"""The request body of DELETE /api/upload (uploads themselves: serve_app/multipart.py)."""
+"""The request body of DELETE /api/upload (uploads themselves: serve_app/kit/multipart.py)."""
 
 from __future__ import annotations
 
@@ -20,7 +20,7 @@ class UploadDelete(Input):
 
 # Response bodies ----------------------------------------------------------------
 
-# What an upload is stored and served as (serve_app/images.py).
+# What an upload is stored and served as (serve_app/kit/images.py).
 ImageType = Literal["image/jpeg", "image/png", "image/gif", "image/webp", "image/svg+xml"]
 
 

@@ -12,7 +12,7 @@ from typing import Any
 
 from sqlmodel.ext.asyncio.session import AsyncSession
 
-from serve_app.errors import BadRequest, Conflict, Forbidden, NotFound
+from serve_app.kit.errors import BadRequest, Conflict, Forbidden, NotFound
 from serve_app.schemas.admin import (
     MODERATION_FILTERS,
     STATUS_FILTERS,

@@ -7,9 +7,9 @@ from typing import Any
 
 from sqlmodel.ext.asyncio.session import AsyncSession
 
-from serve_app import hooks, keys
 from serve_app.context import AppContext
-from serve_app.errors import Forbidden, NotFound, ServiceUnavailable
+from serve_app.kit import hooks, keys
+from serve_app.kit.errors import Forbidden, NotFound, ServiceUnavailable
 from serve_app.schemas.agents import ProfilePatch, RegisterIn
 from serve_app.services import uploads, views
 from storage.models import Agent

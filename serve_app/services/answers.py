@@ -10,7 +10,7 @@ from typing import Any
 
 from sqlmodel.ext.asyncio.session import AsyncSession
 
-from serve_app.errors import Forbidden, NotFound
+from serve_app.kit.errors import Forbidden, NotFound
 from serve_app.schemas.comments import CommentCreate
 from serve_app.schemas.questions import AnswerCreate, AnswerUpdate
 from serve_app.services import agents, comments, notifications, views, votes

@@ -6,8 +6,8 @@ from typing import Any
 
 from sqlmodel.ext.asyncio.session import AsyncSession
 
-from serve_app import keys
 from serve_app.context import AppContext
+from serve_app.kit import keys
 from serve_app.services.views import iso
 from storage.models import Agent, ApiKey
 from storage.repositories import agents as agent_repo

@@ -6,7 +6,7 @@ from typing import Any
 
 from sqlmodel.ext.asyncio.session import AsyncSession
 
-from serve_app.errors import BadRequest
+from serve_app.kit.errors import BadRequest
 from storage.repositories import categories as repo
 
 

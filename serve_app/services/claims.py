@@ -12,9 +12,9 @@ from typing import Any
 from sqlalchemy.exc import IntegrityError
 from sqlmodel.ext.asyncio.session import AsyncSession
 
-from serve_app import captcha, keys, xembed
 from serve_app.context import AppContext
-from serve_app.errors import (
+from serve_app.kit import captcha, keys, xembed
+from serve_app.kit.errors import (
     BadGateway,
     BadRequest,
     Conflict,

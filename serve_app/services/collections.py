@@ -7,7 +7,7 @@ from typing import Any
 
 from sqlmodel.ext.asyncio.session import AsyncSession
 
-from serve_app.errors import BadRequest, Forbidden, NotFound
+from serve_app.kit.errors import BadRequest, Forbidden, NotFound
 from serve_app.schemas.collections import CollectionCreate, CollectionUpdate
 from serve_app.services import views
 from serve_app.services.patterns import visible

@@ -11,7 +11,7 @@ from typing import Any
 
 from sqlmodel.ext.asyncio.session import AsyncSession
 
-from serve_app.errors import BadRequest, Forbidden, NotFound
+from serve_app.kit.errors import BadRequest, Forbidden, NotFound
 from serve_app.schemas.comments import CommentCreate, CommentUpdate
 from serve_app.schemas.common import THREAD_PAGE
 from serve_app.services import notifications, views, votes

@@ -6,7 +6,7 @@ from typing import Any
 
 from sqlmodel.ext.asyncio.session import AsyncSession
 
-from serve_app.errors import Conflict, Forbidden, NotFound
+from serve_app.kit.errors import Conflict, Forbidden, NotFound
 from serve_app.schemas.flags import FlagIn
 from serve_app.services import views
 from serve_app.services.patterns import public_locked, visible_to

@@ -6,7 +6,7 @@ from typing import Any
 
 from sqlmodel.ext.asyncio.session import AsyncSession
 
-from serve_app.errors import BadRequest
+from serve_app.kit.errors import BadRequest
 from serve_app.services import agents, notifications, views
 from storage.models import Agent, Follow
 from storage.models.social import NEW_FOLLOWER

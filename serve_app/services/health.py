@@ -24,7 +24,7 @@ from typing import Any, TypeVar
 import psutil
 
 from serve_app.context import AppContext
-from serve_app.search import NoSemanticSearch
+from serve_app.runtime.semantic import NoSemanticSearch
 from storage.repositories import health as health_repo
 
 log = logging.getLogger("cairn.health")
@@ -163,7 +163,7 @@ async def report(ctx: AppContext, started: float, *, detailed: bool) -> tuple[in
     }
     if detailed:
         body.update(reading.details)
-        # This replica's BM25 index (serve_app/lexical.py): built yet, sizes,
+        # This replica's BM25 index (serve_app/runtime/index_copies/lexical.py): built yet, sizes,
         # changes followed; null with CAIRN_SEARCH_LEXICAL=false.
         body["lexical"] = ctx.lexical.stats() if ctx.lexical is not None else None
         # Image checks on this replica: slots, running now, refused as busy.

@@ -9,9 +9,9 @@ from typing import Any
 from sqlmodel.ext.asyncio.session import AsyncSession
 
 from actors.dispatch import VERIFY_TOKEN_PREFIX
-from serve_app import hooks, keys, passwords
 from serve_app.context import AppContext
-from serve_app.errors import (
+from serve_app.kit import hooks, keys, passwords
+from serve_app.kit.errors import (
     BadRequest,
     Conflict,
     Forbidden,

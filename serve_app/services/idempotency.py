@@ -4,7 +4,7 @@ A creating request sent with a key runs once per (caller, key): its first
 successful answer is stored in the request's own transaction, so the key and
 the object it created commit together or not at all, and a retry gets that
 answer again instead of creating a second object. ``KeyedCall`` is the whole
-rule over (session, scope, key, request hash); serve_app/idempotency.py
+rule over (session, scope, key, request hash); serve_app/http/idempotency.py
 adapts it to HTTP (docs/decisions.md, "Contract: idempotency keys").
 """
 
@@ -22,7 +22,7 @@ from cryptography.exceptions import InvalidTag
 from cryptography.hazmat.primitives.ciphers.aead import AESGCM
 from sqlmodel.ext.asyncio.session import AsyncSession
 
-from serve_app.errors import AppError, BadRequest, Conflict
+from serve_app.kit.errors import AppError, BadRequest, Conflict
 from storage.models import IdempotencyKey
 from storage.repositories import idempotency as repo
 

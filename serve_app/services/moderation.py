@@ -9,7 +9,7 @@ from typing import Any
 
 from sqlmodel.ext.asyncio.session import AsyncSession
 
-from serve_app.errors import Conflict, Forbidden, NotFound
+from serve_app.kit.errors import Conflict, Forbidden, NotFound
 from serve_app.schemas.moderation import Decision
 from serve_app.services import notifications, views
 from serve_app.services.questions import STAFF

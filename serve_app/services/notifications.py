@@ -12,8 +12,8 @@ from typing import Any
 from sqlmodel.ext.asyncio.session import AsyncSession
 
 from actors import notices
-from serve_app import hooks
-from serve_app.errors import BadRequest
+from serve_app.kit import hooks
+from serve_app.kit.errors import BadRequest
 from serve_app.services import views
 from storage.models import Agent, FanoutJob, Notification, Pattern, Question
 from storage.models.base import utcnow

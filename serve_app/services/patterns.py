@@ -8,13 +8,13 @@ from typing import Any
 from sqlalchemy.orm.attributes import set_committed_value
 from sqlmodel.ext.asyncio.session import AsyncSession
 
-from serve_app import hooks, slugs
-from serve_app.errors import BadRequest, Forbidden, NotFound, ServiceUnavailable
+from serve_app.kit import hooks, slugs
+from serve_app.kit.errors import BadRequest, Forbidden, NotFound, ServiceUnavailable
+from serve_app.runtime.semantic import SemanticSearch
+from serve_app.runtime.trending import MAX_RANKED, Trending
 from serve_app.schemas.comments import CommentCreate
 from serve_app.schemas.patterns import PatternCreate, PatternUpdate
-from serve_app.search import SemanticSearch
 from serve_app.services import categories, comments, notifications, search, views, votes
-from serve_app.trending import MAX_RANKED, Trending
 from storage.models import Agent, Pattern
 from storage.models.base import utcnow
 from storage.repositories import patterns as repo

@@ -12,11 +12,11 @@ from typing import Any
 from sqlalchemy.orm.attributes import set_committed_value
 from sqlmodel.ext.asyncio.session import AsyncSession
 
-from serve_app import slugs
-from serve_app.errors import BadRequest, Forbidden, NotFound, ServiceUnavailable
+from serve_app.kit import slugs
+from serve_app.kit.errors import BadRequest, Forbidden, NotFound, ServiceUnavailable
+from serve_app.runtime.semantic import SemanticSearch
 from serve_app.schemas.common import THREAD_PAGE
 from serve_app.schemas.questions import QuestionCreate, QuestionUpdate
-from serve_app.search import SemanticSearch
 from serve_app.services import categories, search, views, votes
 from storage.models import Agent, Question
 from storage.models.base import utcnow

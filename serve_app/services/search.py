@@ -2,7 +2,7 @@
 question is created.
 
 Semantic mode asks the vector index and this process's BM25 index
-(``serve_app.lexical``) for candidates and fuses the two rankings
+(``serve_app.runtime.index_copies.lexical``) for candidates and fuses the two rankings
 (``embeddings.ranking.hybrid``); full-text mode ranks by BM25 alone. Hits are
 then re-read from Postgres, so a row that stopped being visible since it was
 indexed never shows.
@@ -19,10 +19,10 @@ from typing import Any
 from sqlmodel.ext.asyncio.session import AsyncSession
 
 from embeddings import ranking
-from serve_app.errors import BadRequest
-from serve_app.lexical import LexicalHits, LexicalSearch
+from serve_app.kit.errors import BadRequest
+from serve_app.runtime.index_copies.lexical import LexicalHits, LexicalSearch
+from serve_app.runtime.semantic import Hits, SemanticSearch
 from serve_app.schemas.search import KINDS
-from serve_app.search import Hits, SemanticSearch
 from serve_app.services import views
 from storage.repositories import agents as agents_repo
 from storage.repositories import patterns as patterns_repo

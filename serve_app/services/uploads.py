@@ -25,10 +25,10 @@ from typing import Any
 
 from sqlmodel.ext.asyncio.session import AsyncSession
 
-from serve_app import hooks, images
 from serve_app.context import AppContext
-from serve_app.errors import BadRequest, Forbidden, NotFound, PayloadTooLarge
-from serve_app.multipart import FilePart
+from serve_app.kit import hooks, images
+from serve_app.kit.errors import BadRequest, Forbidden, NotFound, PayloadTooLarge
+from serve_app.kit.multipart import FilePart
 from storage import files
 from storage.models import Agent, Upload
 from storage.repositories import uploads as repo

@@ -14,7 +14,7 @@ from typing import Any
 
 from sqlmodel.ext.asyncio.session import AsyncSession
 
-from serve_app.errors import Forbidden
+from serve_app.kit.errors import Forbidden
 from storage.models import Answer, Comment, Pattern, Question
 from storage.models.base import utcnow
 from storage.repositories import reputation, rows

@@ -2,7 +2,7 @@
 Server-Sent Events (sse-starlette), each as GET /api/notifications lists it.
 
 The stream holds no database connection while idle: it waits on the
-replica's hub (serve_app/streams/hub.py) and borrows a connection only to
+replica's hub (serve_app/runtime/streamhub.py) and borrows a connection only to
 read its rows after its cursor: on a ring; soon again while rows it can see
 are not settled yet; and on a heartbeat when the hub's listener may have
 missed something (it was not connected, or reconnected, since the last look)
@@ -15,12 +15,16 @@ import json
 import time
 import uuid
 from collections.abc import AsyncIterator
+from typing import Annotated
 
-from sse_starlette import ServerSentEvent
+from fastapi import Header, Query, Response
+from sse_starlette import EventSourceResponse, ServerSentEvent
 
 from serve_app.context import AppContext
+from serve_app.http.contract import api_router, errors
+from serve_app.http.deps import Ctx, CurrentCaller, LongLived
+from serve_app.runtime.streamhub import StreamsFull
 from serve_app.services import notifications as service
-from serve_app.streams.hub import StreamsFull
 from storage.repositories.notifications import Cursor
 
 # Notifications read (and sent) per look at the database.
@@ -114,3 +118,85 @@ async def events(
                 or hub.epoch != seen
                 or beats >= FULL_LOOK_BEATS
             )
+
+
+# --- the route ----------------------------------------------------------------
+
+router = api_router(prefix="/api/notifications", tags=["notifications"])
+
+
+STREAM_DOC = """Server-Sent Events. First an `event: ready` whose `id` is where the stream
+starts; then one `event: notification` per new notification (`data`: the JSON of
+one item of GET /api/notifications; `id`: its place in the stream), oldest
+first; a comment line (`: ping`) on every idle heartbeat. Reconnect with the
+last `id` you received as the `Last-Event-ID` header (or `last_event_id`) to be
+sent what you missed, in order."""
+
+
+# One event of the stream (OpenAPI 3.1: the schema of a text/event-stream
+# describes each event). Comment lines (": ping") are not events.
+STREAM_EVENT = {
+    "type": "object",
+    "properties": {
+        "event": {"type": "string", "enum": [READY, NOTIFICATION]},
+        "data": {
+            "type": "string",
+            "description": "JSON: for `notification`, one item of GET /api/notifications; "
+            'for `ready`, `{"heartbeat_s": <seconds>}`.',
+            "contentMediaType": "application/json",
+        },
+        "id": {
+            "type": "string",
+            "pattern": "^[0-9a-f]{32}$",
+            "description": "The event's place in your stream; send it back as Last-Event-ID.",
+        },
+        "retry": {"type": "integer", "description": "Milliseconds to wait before reconnecting."},
+    },
+    "required": ["event", "data", "id"],
+}
+
+
+@router.get(
+    "/stream",
+    # A long-lived connection: admission counts it against the caller's,
+    # the address's and the replica's stream slots (429 / 503 when full).
+    # The key is checked on a short connection of its own at admission: an
+    # open stream holds no database connection. The general limit counts the
+    # connection once.
+    dependencies=[LongLived],
+    response_class=EventSourceResponse,
+    responses={
+        200: {
+            "description": STREAM_DOC,
+            "content": {"text/event-stream": {"schema": STREAM_EVENT}},
+        },
+        **errors(401, 403, 429, 503),
+    },
+)
+async def stream(
+    response: Response,
+    ctx: Ctx,
+    caller: CurrentCaller,
+    last_event_id: Annotated[
+        str | None,
+        Query(max_length=64, description="The last event id you received (or send the header)."),
+    ] = None,
+    last_event_id_header: Annotated[
+        str | None,
+        Header(alias="Last-Event-ID", max_length=64, description="The last event id you received."),
+    ] = None,
+) -> EventSourceResponse:
+    """Your new notifications, live (Server-Sent Events); resume with `Last-Event-ID`."""
+    given = last_event_id_header or last_event_id
+    after = service.stream_cursor(given) if given else None
+    return EventSourceResponse(
+        events(ctx, caller.agent.id, after),
+        # Our own heartbeat (a comment line, and a look at the database) is
+        # sent by the stream itself.
+        ping=0,
+        headers={
+            **{k: v for k, v in response.headers.items() if k.lower().startswith("x-ratelimit")},
+            "Cache-Control": "no-store",
+            "X-Accel-Buffering": "no",
+        },
+    )

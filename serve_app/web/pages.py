@@ -21,11 +21,11 @@ from fastapi import APIRouter, Request
 from fastapi.responses import HTMLResponse, RedirectResponse, Response
 from sqlmodel.ext.asyncio.session import AsyncSession
 
-from serve_app import keys
 from serve_app.context import AppContext
-from serve_app.deps import SESSION_COOKIE, Ctx, ReadDb
-from serve_app.errors import NotFound
 from serve_app.http import admission
+from serve_app.http.deps import SESSION_COOKIE, Ctx, ReadDb
+from serve_app.kit import keys
+from serve_app.kit.errors import NotFound
 from serve_app.services import agents as agent_service
 from serve_app.web.skill import skill_markdown
 from storage.models import Agent

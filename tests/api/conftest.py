@@ -20,10 +20,10 @@ from sqlmodel import SQLModel
 import storage.models  # noqa: F401
 from actors.ratelimit import Rule
 from serve_app.app import create_app
-from serve_app.ratelimit import LocalRateLimiter
-from serve_app.search import LocalSearch
+from serve_app.runtime.ratelimit import LocalRateLimiter
+from serve_app.runtime.semantic import LocalSearch
+from serve_app.runtime.trending import LocalTrending
 from serve_app.settings import Settings
-from serve_app.trending import LocalTrending
 from storage.db import libpq_url
 from storage.files import FileStore, LocalFileStore, PostgresFileStore
 from tests.contract_check import Contract

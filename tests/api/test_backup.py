@@ -23,7 +23,7 @@ import psycopg
 import pytest
 
 from serve_app.app import create_app
-from serve_app.dispatch import LocalDispatch
+from serve_app.runtime.dispatch import LocalDispatch
 from serve_app.settings import load_or_create_secret
 from storage import backup
 from storage.db import libpq_url
@@ -40,7 +40,7 @@ from tests.conftest import REPO
 def cairn(*args: str, env: dict[str, str]) -> subprocess.CompletedProcess[str]:
     """The real command, as an operator runs it."""
     return subprocess.run(
-        [sys.executable, "-m", "serve_app.cli", *args],
+        [sys.executable, "-m", "serve_app.launch.cli", *args],
         env={**os.environ, "PYTHONPATH": str(REPO), **env},
         capture_output=True,
         text=True,
@@ -149,7 +149,7 @@ async def test_backup_and_restore_round_trip(
     env = {"CAIRN_STATE_DIR": str(fresh_state)}
     env_without_url = {k: v for k, v in os.environ.items() if k != "CAIRN_DATABASE_URL"}
     restored = subprocess.run(
-        [sys.executable, "-m", "serve_app.cli", "restore", str(backup_dir)],
+        [sys.executable, "-m", "serve_app.launch.cli", "restore", str(backup_dir)],
         env={**env_without_url, "PYTHONPATH": str(REPO), **env},
         capture_output=True,
         text=True,
@@ -183,7 +183,7 @@ async def test_backup_and_restore_round_trip(
 
     # Again over the restored (non-empty) database: refused, nothing touched.
     again = subprocess.run(
-        [sys.executable, "-m", "serve_app.cli", "restore", str(backup_dir)],
+        [sys.executable, "-m", "serve_app.launch.cli", "restore", str(backup_dir)],
         env={**env_without_url, "PYTHONPATH": str(REPO), **env},
         capture_output=True,
         text=True,
@@ -197,7 +197,7 @@ async def test_backup_and_restore_round_trip(
     with psycopg.connect(libpq_url(url)) as conn:
         conn.execute("DELETE FROM comments")
     forced = subprocess.run(
-        [sys.executable, "-m", "serve_app.cli", "restore", "--force", str(backup_dir)],
+        [sys.executable, "-m", "serve_app.launch.cli", "restore", "--force", str(backup_dir)],
         env={**env_without_url, "PYTHONPATH": str(REPO), **env},
         capture_output=True,
         text=True,

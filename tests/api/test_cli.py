@@ -14,7 +14,7 @@ from tests.api.conftest import register
 def _cairn(database: str, *args: str) -> subprocess.CompletedProcess[str]:
     env = {**os.environ, "CAIRN_DATABASE_URL": database}
     return subprocess.run(
-        [sys.executable, "-m", "serve_app.cli", *args],
+        [sys.executable, "-m", "serve_app.launch.cli", *args],
         env=env,
         capture_output=True,
         text=True,

@@ -21,7 +21,7 @@ from sqlalchemy.exc import DBAPIError
 from sqlalchemy.exc import TimeoutError as PoolTimeout
 
 from serve_app.app import create_app
-from serve_app.keys import generate_key
+from serve_app.kit.keys import generate_key
 from storage.db import connect, dropped, is_outage, libpq_url, make_engine
 from tests.api.conftest import SECRET, assert_error, make_settings
 from tests.contract_check import Contract, spec

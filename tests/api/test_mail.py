@@ -17,8 +17,8 @@ from pydantic import SecretStr
 
 from actors.dispatch import Dispatcher
 from serve_app.app import create_app
-from serve_app.dispatch import LocalDispatch, dispatch_config
-from serve_app.ratelimit import LocalRateLimiter
+from serve_app.runtime.dispatch import LocalDispatch, dispatch_config
+from serve_app.runtime.ratelimit import LocalRateLimiter
 from serve_app.settings import Settings
 from storage.db import make_engine, make_sessionmaker
 from storage.repositories import notifications as notification_repo

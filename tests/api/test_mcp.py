@@ -19,8 +19,8 @@ from mcp.shared.exceptions import MCPError
 from mcp_types import CallToolResult
 
 from actors.ratelimit import Rule
-from serve_app.contract import api_routes
 from serve_app.http.admission import LimitTag, Policy
+from serve_app.http.contract import api_routes
 from serve_app.mcp.door import REPLAYED, Door
 from serve_app.web.skill import MCP_TOOLS
 from tests.api.conftest import CLIENT_IP, register, scalar

@@ -10,10 +10,10 @@ import httpx
 from actors.dispatch import Dispatcher
 from serve_app.app import create_app
 from serve_app.context import AppContext
-from serve_app.dispatch import LocalDispatch, dispatch_config
-from serve_app.search import LocalSearch
+from serve_app.runtime.dispatch import LocalDispatch, dispatch_config
+from serve_app.runtime.semantic import LocalSearch
+from serve_app.runtime.trending import LocalTrending
 from serve_app.services import health as health_service
-from serve_app.trending import LocalTrending
 from storage.db import make_engine, make_sessionmaker
 from tests.api.conftest import OPERATOR, SECRET, assert_error, make_settings
 from tests.contract_check import Contract

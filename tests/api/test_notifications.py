@@ -13,7 +13,7 @@ import httpx
 import psycopg
 import pytest
 
-from serve_app.dispatch import LocalDispatch
+from serve_app.runtime.dispatch import LocalDispatch
 from storage.db import libpq_url
 from tests.api.conftest import OPERATOR, Human, Registered, assert_error, register, scalar
 from tests.api.test_patterns import publish, sql

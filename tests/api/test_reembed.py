@@ -240,7 +240,7 @@ def test_progress_lines() -> None:
 def test_the_command_refuses_a_remote_cluster_without_a_database_url(
     monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    from serve_app.cli import build_parser
+    from serve_app.launch.cli import build_parser
     from serve_app.settings import get_settings
 
     monkeypatch.setenv("RAY_ADDRESS", "10.0.0.1:6379")

@@ -8,7 +8,7 @@ import httpx
 import psycopg
 import pytest
 
-from serve_app import keys
+from serve_app.kit import keys
 from storage.db import libpq_url
 from tests.api.conftest import SECRET, assert_error, register
 

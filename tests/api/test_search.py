@@ -13,7 +13,7 @@ import pytest
 
 from actors.ratelimit import Rule
 from embeddings import ranking
-from serve_app.search import LocalSearch
+from serve_app.runtime.semantic import LocalSearch
 from storage.db import libpq_url
 from storage.repositories import search as repo
 from tests.api.conftest import Registered, assert_error, register, scalar

@@ -1,4 +1,4 @@
-"""The Api process's copy of the vector index (serve_app/vectors.py) over real
+"""The Api process's copy of the vector index (serve_app/runtime/index_copies/vectors.py) over real
 Postgres, the real model and real FAISS.
 
 The VectorIndex deployment is played by an Indexer in this process
@@ -14,8 +14,8 @@ from typing import Any
 import httpx
 import pytest
 
-from serve_app.search import LocalSearch
-from serve_app.vectors import ReplicaVectors
+from serve_app.runtime.index_copies.vectors import ReplicaVectors
+from serve_app.runtime.semantic import LocalSearch
 from storage.repositories import search as repo
 from tests.api.conftest import register, scalar
 from tests.api.test_patterns import sql

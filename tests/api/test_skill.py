@@ -13,7 +13,7 @@ from fastapi import FastAPI
 from starlette.routing import Route
 
 from actors.ratelimit import Rule
-from serve_app.contract import api_routes
+from serve_app.http.contract import api_routes
 from serve_app.web.skill import MCP_TOOLS
 
 ENDPOINT = re.compile(r"\b(GET|POST|PUT|PATCH|DELETE) (/[^\s`)?,]*)")

@@ -8,7 +8,7 @@ import httpx
 import pytest
 
 from actors.trending import Event
-from serve_app.trending import LocalTrending
+from serve_app.runtime.trending import LocalTrending
 from tests.api.conftest import OPERATOR, Registered, assert_error, register
 from tests.api.test_pattern_votes_forks import vote
 from tests.api.test_patterns import categories, publish, sql

@@ -15,7 +15,7 @@ import psycopg
 import pytest
 from PIL import Image
 
-from serve_app.images import MAX_PIXELS
+from serve_app.kit.images import MAX_PIXELS
 from storage.db import libpq_url
 from tests.api.conftest import Registered, StoreProbe, assert_error, register, scalar
 

@@ -16,7 +16,7 @@ import psycopg
 import pytest
 
 from serve_app.app import file_store
-from serve_app.cli import _move_uploads
+from serve_app.launch.cli import _move_uploads
 from storage.db import libpq_url
 from storage.files import CHUNK_BYTES, LocalFileStore, PostgresFileStore
 from storage.upload_migration import MoveReport, move_to_postgres
@@ -216,7 +216,7 @@ async def test_cairn_uploads_migrate_command(
         "CAIRN_STATE_DIR": str(state),
         "PYTHONPATH": str(REPO),
     }
-    command = [sys.executable, "-m", "serve_app.cli", "uploads", "migrate"]
+    command = [sys.executable, "-m", "serve_app.launch.cli", "uploads", "migrate"]
     done = subprocess.run(command, env=env, capture_output=True, text=True, timeout=120)
     assert done.returncode == 0, done.stderr
     assert "1/1 files: 1 moved" in done.stdout

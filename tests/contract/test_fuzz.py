@@ -61,8 +61,8 @@ from sqlmodel import SQLModel
 from starlette.types import Receive, Scope, Send
 
 from actors.ratelimit import Rule
-from serve_app import contract
 from serve_app.app import create_app
+from serve_app.http import contract
 from storage.db import libpq_url
 from tests.api.conftest import KEEP, SECRET, make_settings
 from tests.mailbox import running_smtp

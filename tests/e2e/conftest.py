@@ -18,7 +18,7 @@ import httpx
 import psutil
 import pytest
 
-from serve_app.bootstrap import haproxy_dir, ray_dir
+from serve_app.launch.bootstrap import haproxy_dir, ray_dir
 from storage.embedded import DATABASE
 from tests.api.conftest import OPERATOR, OPERATOR_TOKEN
 from tests.mailbox import Mailbox, free_port, running_smtp
@@ -41,7 +41,7 @@ class Service:
     def set_role(self, username: str, role: str) -> None:
         """`cairn users set-role` against the running service's database."""
         done = subprocess.run(
-            [sys.executable, "-m", "serve_app.cli", "users", "set-role", username, role],
+            [sys.executable, "-m", "serve_app.launch.cli", "users", "set-role", username, role],
             env=self.env,
             capture_output=True,
             text=True,
@@ -165,7 +165,7 @@ def service(
     log_path = state_dir / "cairn-run.log"
     with open(log_path, "wb") as log:
         process = subprocess.Popen(
-            [sys.executable, "-m", "serve_app.cli", "run"],
+            [sys.executable, "-m", "serve_app.launch.cli", "run"],
             env=env,
             stdout=log,
             stderr=subprocess.STDOUT,

@@ -351,7 +351,7 @@ def deployment(cluster: Cluster) -> Iterator[Deployment]:
     log_path = cluster.root / "cairn-run.log"
     with open(log_path, "wb") as log:
         process = subprocess.Popen(
-            [sys.executable, "-m", "serve_app.cli", "run"],
+            [sys.executable, "-m", "serve_app.launch.cli", "run"],
             env=env,
             stdout=log,
             stderr=subprocess.STDOUT,

@@ -13,7 +13,7 @@ import httpx
 import psutil
 import pytest
 
-from serve_app.trending import RANKING_TTL_S
+from serve_app.runtime.trending import RANKING_TTL_S
 from tests.e2e.conftest import Service, actor_process
 from tests.e2e.test_service import auth, register
 

@@ -15,7 +15,7 @@ import ray
 from actors.ratelimit import Rule
 from actors.ratelimit_actor import RateLimiterShard
 from serve_app.app import create_app
-from serve_app.ratelimit import RayRateLimiter
+from serve_app.runtime.ratelimit import RayRateLimiter
 from tests.api.conftest import OPERATOR, SECRET, make_settings
 
 pytestmark = pytest.mark.e2e

@@ -65,7 +65,7 @@ async def stale_rows(sessions: async_sessionmaker[AsyncSession], model: str) -> 
 
 
 def reembed_command(*args: str) -> list[str]:
-    return [sys.executable, "-m", "serve_app.cli", "reembed", "--json", *args]
+    return [sys.executable, "-m", "serve_app.launch.cli", "reembed", "--json", *args]
 
 
 def summary_of(done: subprocess.CompletedProcess[str]) -> dict[str, Any]:

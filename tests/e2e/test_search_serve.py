@@ -104,7 +104,7 @@ async def test_semantic_search_through_serve(http: httpx.AsyncClient, service: S
     assert ids[1] not in [hit["id"] for hit in body["data"]]
 
     # The Api replicas search their own copies of the index
-    # (serve_app/vectors.py), which follow the worker's changes.
+    # (serve_app/runtime/index_copies/vectors.py), which follow the worker's changes.
     replica: dict[str, Any] = {}
     deadline = time.monotonic() + 60
     while time.monotonic() < deadline:

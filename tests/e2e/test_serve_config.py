@@ -78,7 +78,7 @@ def test_serve_run_with_the_config_file(tmp_path: Path) -> None:
         # The builder leaves the embedded Postgres up (Serve may build the app
         # in a short-lived task); `cairn db stop` is how it is stopped.
         stopped = subprocess.run(
-            [sys.executable, "-m", "serve_app.cli", "db", "stop", "--force"],
+            [sys.executable, "-m", "serve_app.launch.cli", "db", "stop", "--force"],
             env=env,
             capture_output=True,
             text=True,
@@ -87,7 +87,7 @@ def test_serve_run_with_the_config_file(tmp_path: Path) -> None:
         shutil.rmtree(ray_tmp, ignore_errors=True)
     assert "stopped" in stopped.stdout, stopped.stdout + stopped.stderr
     status = subprocess.run(
-        [sys.executable, "-m", "serve_app.cli", "db", "status"],
+        [sys.executable, "-m", "serve_app.launch.cli", "db", "status"],
         env=env,
         capture_output=True,
         text=True,

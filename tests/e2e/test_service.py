@@ -162,7 +162,7 @@ def test_ctrl_c_during_start_up_stops_cleanly(tmp_path_factory: pytest.TempPathF
     import signal
     import time
 
-    from serve_app.bootstrap import haproxy_dir, ray_dir
+    from serve_app.launch.bootstrap import haproxy_dir, ray_dir
     from tests.e2e.conftest import _leftovers, free_port
 
     state = tmp_path_factory.mktemp("cairn-early-stop")
@@ -175,7 +175,7 @@ def test_ctrl_c_during_start_up_stops_cleanly(tmp_path_factory: pytest.TempPathF
         "CAIRN_FALLBACK_PROXY_PORT": str(free_port()),
     }
     proc = subprocess.Popen(
-        [sys.executable, "-u", "-m", "serve_app.cli", "run"],
+        [sys.executable, "-u", "-m", "serve_app.launch.cli", "run"],
         env=env,
         stdout=subprocess.PIPE,
         stderr=subprocess.STDOUT,

@@ -19,8 +19,8 @@ from starlette.routing import Mount, Route
 from actors.ratelimit import Rule
 from serve_app.app import create_app
 from serve_app.http import admission
-from serve_app.http.connections import Connections, TooManyStreams
-from serve_app.snapshot import Snapshot
+from serve_app.runtime.connections import Connections, TooManyStreams
+from serve_app.runtime.snapshot import Snapshot
 from tests.api.conftest import (
     OPERATOR,
     SECRET,

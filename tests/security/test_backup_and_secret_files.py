@@ -154,7 +154,7 @@ def test_private_files_are_never_written_through_what_is_there(tmp_path: Path) -
 
 def cairn(*args: str, env: dict[str, str]) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
-        [sys.executable, "-m", "serve_app.cli", *args],
+        [sys.executable, "-m", "serve_app.launch.cli", *args],
         env={**os.environ, "PYTHONPATH": str(REPO), **env},
         capture_output=True,
         text=True,

@@ -13,8 +13,8 @@ import httpx
 import pytest
 
 from actors.ratelimit import Rule
-from serve_app import bootstrap
-from serve_app.clientip import client_ip, host_networks, limit_subject
+from serve_app.kit.clientip import client_ip, host_networks, limit_subject
+from serve_app.launch import bootstrap
 from serve_app.settings import Settings
 from tests.api.conftest import assert_error
 

@@ -39,7 +39,7 @@ from ray.serve._private.proxy import HTTPProxy
 from ray.serve._private.proxy_router import ProxyRouter
 from ray.serve.config import HTTPOptions
 
-from serve_app import bootstrap
+from serve_app.launch import bootstrap
 from serve_app.settings import Settings
 from tests.mailbox import free_port
 

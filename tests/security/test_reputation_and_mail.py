@@ -19,8 +19,8 @@ import httpx
 import pytest
 from fastapi import FastAPI
 
-from serve_app.dispatch import LocalDispatch
-from serve_app.ratelimit import LocalRateLimiter
+from serve_app.runtime.dispatch import LocalDispatch
+from serve_app.runtime.ratelimit import LocalRateLimiter
 from tests.api.conftest import (
     CLIENT_IP,
     SECRET,
@@ -281,7 +281,7 @@ async def test_verification_end_to_end(
     await settle(mail_client)
     token = token_in(box, human.email)
     # Only the keyed hash is stored; the token itself is nowhere in the database.
-    from serve_app.keys import hash_secret
+    from serve_app.kit.keys import hash_secret
 
     assert (
         scalar(

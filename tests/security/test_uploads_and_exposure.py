@@ -18,9 +18,9 @@ import pytest
 from sqlalchemy.engine import make_url
 
 from actors.dispatch import Dispatcher
-from serve_app.decodes import DecodeSlots
-from serve_app.dispatch import LocalDispatch, dispatch_config
-from serve_app.multipart import FilePart
+from serve_app.kit.multipart import FilePart
+from serve_app.runtime.decodes import DecodeSlots
+from serve_app.runtime.dispatch import LocalDispatch, dispatch_config
 from serve_app.services import uploads as upload_service
 from storage.db import async_url, libpq_url
 from storage.models import Agent

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import ipaddress
 
-from serve_app.clientip import client_ip
+from serve_app.kit.clientip import client_ip
 
 LB = [ipaddress.ip_network("10.0.0.0/8")]
 

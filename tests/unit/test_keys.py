@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import re
 
-from serve_app import keys
+from serve_app.kit import keys
 
 
 def test_key_format_and_entropy() -> None:

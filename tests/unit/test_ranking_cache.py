@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import asyncio
 
-from serve_app.trending import RANKING_TTL_S, RankingCache
+from serve_app.runtime.trending import RANKING_TTL_S, RankingCache
 
 
 class Counter:

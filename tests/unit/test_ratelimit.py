@@ -5,7 +5,7 @@ from __future__ import annotations
 import asyncio
 
 from actors.ratelimit import Decision, LeaseLimiter, Rule
-from serve_app.ratelimit import LocalRateLimiter
+from serve_app.runtime.ratelimit import LocalRateLimiter
 
 
 def test_admits_exactly_the_limit_per_window() -> None:

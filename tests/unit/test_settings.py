@@ -78,7 +78,7 @@ def test_secret_is_generated_once_with_private_mode(tmp_path: Path) -> None:
 
 
 def test_replicas_get_resolved_and_overridden_values(monkeypatch: pytest.MonkeyPatch) -> None:
-    from serve_app.bootstrap import Prepared, worker_env
+    from serve_app.launch.bootstrap import Prepared, worker_env
 
     monkeypatch.setenv("CAIRN_RATELIMIT_VOTE", "7/minute")
     monkeypatch.setenv("CAIRN_PORT", "8000")

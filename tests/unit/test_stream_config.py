@@ -8,7 +8,7 @@ from pathlib import Path
 import yaml
 from ray.serve._private import constants
 
-from serve_app.deployments import ingress_slots
+from serve_app.launch.deployments import ingress_slots
 from serve_app.settings import Settings
 
 SERVE_YAML = Path(__file__).resolve().parents[2] / "configs" / "serve.yaml"

@@ -10,7 +10,7 @@ from collections.abc import AsyncIterator, Awaitable, Callable
 import psycopg
 import pytest
 
-from serve_app.streams.hub import StreamHub, StreamsFull
+from serve_app.runtime.streamhub import StreamHub, StreamsFull
 from storage.db import libpq_url
 from storage.repositories import notifications as repo
 

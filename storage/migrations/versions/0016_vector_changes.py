@@ -2,7 +2,7 @@
 (issue 21)
 
 Each Api process may hold its own copy of the FAISS indexes
-(serve_app/vectors.py), so a semantic search needs no hop to the VectorIndex
+(serve_app/runtime/index_copies/vectors.py), so a semantic search needs no hop to the VectorIndex
 deployment. The copies follow the VectorIndex through ``search_changes``:
 the worker logs, in the transaction that stores the vectors, one row per
 index entry it adds, replaces or removes, with ``vectors`` true. The rows

@@ -90,7 +90,7 @@ def cmd_run(args: argparse.Namespace) -> int:
         )
         return 2
 
-    from serve_app.bootstrap import prepare, ray_dir, ray_env, stop_stray_haproxy
+    from serve_app.launch.bootstrap import prepare, ray_dir, ray_env, stop_stray_haproxy
 
     t0 = time.monotonic()
     prepared = prepare(settings)
@@ -110,7 +110,7 @@ def cmd_run(args: argparse.Namespace) -> int:
     from ray.serve.config import HTTPOptions
     from ray.serve.schema import LoggingConfig
 
-    from serve_app.deployments import build_application
+    from serve_app.launch.deployments import build_application
 
     deployed = False
     try:
@@ -174,7 +174,7 @@ def cmd_run(args: argparse.Namespace) -> int:
 
 
 def cmd_migrate(_: argparse.Namespace) -> int:
-    from serve_app.bootstrap import prepare
+    from serve_app.launch.bootstrap import prepare
 
     prepared = prepare(get_settings())
     print(
@@ -216,14 +216,14 @@ def cmd_uploads_migrate(_: argparse.Namespace) -> int:
             file=sys.stderr,
         )
         return 2
-    from serve_app.bootstrap import prepare
+    from serve_app.launch.bootstrap import prepare
 
     _move_uploads(settings, prepare(settings).database_url)
     return 0
 
 
 def cmd_set_role(args: argparse.Namespace) -> int:
-    from serve_app.bootstrap import prepare
+    from serve_app.launch.bootstrap import prepare
     from storage.db import make_engine, make_sessionmaker
     from storage.repositories import agents as agent_repo
 
@@ -285,7 +285,7 @@ def cmd_backup(args: argparse.Namespace) -> int:
     while the service runs."""
     from pathlib import Path
 
-    from serve_app.bootstrap import prepare
+    from serve_app.launch.bootstrap import prepare
     from storage import backup
 
     settings = get_settings()
@@ -320,7 +320,7 @@ def cmd_restore(args: argparse.Namespace) -> int:
     then apply migrations as on every start."""
     from pathlib import Path
 
-    from serve_app.bootstrap import prepare
+    from serve_app.launch.bootstrap import prepare
     from storage import backup
     from storage.embedded import start_embedded
 
@@ -358,7 +358,7 @@ def cmd_reembed(args: argparse.Namespace) -> int:
             file=sys.stderr,
         )
         return 2
-    from serve_app.bootstrap import prepare, ray_dir
+    from serve_app.launch.bootstrap import prepare, ray_dir
 
     try:
         options = reembed.ReembedOptions(
@@ -385,7 +385,7 @@ def cmd_reembed(args: argparse.Namespace) -> int:
 
 def cmd_env(_: argparse.Namespace) -> int:
     """Print the Ray environment as shell exports (for `serve run configs/serve.yaml`)."""
-    from serve_app.bootstrap import ray_env
+    from serve_app.launch.bootstrap import ray_env
 
     for key, value in ray_env(get_settings()).items():
         print(f"export {key}={shlex.quote(value)}")

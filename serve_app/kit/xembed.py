@@ -9,7 +9,7 @@ from datetime import UTC, datetime
 from html.parser import HTMLParser
 from typing import Any
 
-from serve_app.outbound import OutboundError, call_json
+from serve_app.kit.outbound import OutboundError, call_json
 
 # https://x.com/<handle>/status/<id> (twitter.com, www. and mobile. too; a share
 # query or fragment is dropped). Anything else never leaves this process.

@@ -13,7 +13,7 @@ import re
 import secrets
 from dataclasses import dataclass
 
-from serve_app.slugs import slugify
+from serve_app.kit.slugs import slugify
 
 KEY_PREFIX = "cairn_"
 _KEY_RE = re.compile(r"^cairn_([0-9a-f]{12})_([A-Za-z0-9_-]{43})$")

@@ -11,7 +11,7 @@ from urllib.parse import unquote_to_bytes
 
 from starlette.types import ASGIApp, Receive, Scope, Send
 
-from serve_app.errors import error_body
+from serve_app.kit.errors import error_body
 
 _CONTROL = re.compile(r"[\x00-\x1f\x7f]")
 # The longest value any query parameter takes is a search text of 200

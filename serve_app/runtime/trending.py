@@ -16,7 +16,7 @@ from collections.abc import Awaitable, Callable
 from typing import Any, Protocol
 
 from actors.trending import HORIZON_DAYS, Event, TrendingCounter
-from serve_app.cluster_actor import ClusterActor
+from serve_app.runtime.cluster_actor import ClusterActor
 from storage.repositories.trending import recent_pattern_votes
 
 log = logging.getLogger("cairn.trending")

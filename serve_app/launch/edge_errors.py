@@ -1,16 +1,16 @@
 """The error answers of the layers in front of the app, in the app's shape.
 
 Every answer that leaves Cairn with a 4xx or 5xx is ``{"error": ..., "message":
-...}`` (serve_app/errors.py for the app's own). Two layers answer without the
+...}`` (serve_app/kit/errors.py for the app's own). Two layers answer without the
 app:
 
 * HAProxy (Serve's ingress): its error pages, set by ``cairn-haproxy``
-  (serve_app/haproxy_shim.py) from ``EDGE_ERRORS``;
+  (serve_app/launch/haproxy_shim.py) from ``EDGE_ERRORS``;
 * Ray Serve's own HTTP servers, the proxy actor and each Api replica's direct
   ingress server: a request timeout, backpressure, a path outside the route
   prefix, a replica that died, in plain text. ``JsonServeErrors`` rewrites
   those; Serve installs it through ``RAY_SERVE_HTTP_PROXY_CALLBACK_IMPORT_PATH``
-  (serve_app/bootstrap.py, ``ray_env``).
+  (serve_app/launch/bootstrap.py, ``ray_env``).
 
 docs/decisions.md, "Security: edge error answers and markdown resources (issue
 30)", says what is covered and what HAProxy 2.8 cannot be made to answer.

@@ -24,8 +24,7 @@ from fastapi.openapi.utils import get_openapi
 from fastapi.routing import APIRoute
 from starlette.routing import BaseRoute
 
-from serve_app import idempotency
-from serve_app.http import admission
+from serve_app.http import admission, idempotency
 from serve_app.http.admission import dependants
 from serve_app.schemas.common import ErrorOut
 
@@ -119,7 +118,7 @@ def _has_params(dependant: Dependant) -> tuple[bool, bool]:
 
 
 # Dependencies by name (closures made by a factory share its qualified name).
-_KEYED = "idempotent.<locals>._gate"  # serve_app.idempotency.idempotent
+_KEYED = "idempotent.<locals>._gate"  # serve_app.http.idempotency.idempotent
 _IMPLIED: dict[str, tuple[int, ...]] = {
     # Idempotency-Key: malformed or, on a registration, guessable (400), in
     # progress (409), reused (422).
@@ -161,13 +160,13 @@ def implied_statuses(route: APIRoute) -> set[int]:
     statuses = admission_statuses(admission.policy_of(route.dependant))
     for call in _calls(route.dependant):
         statuses.update(_IMPLIED.get(getattr(call, "__qualname__", ""), ()))
-    # Every operation: the query-string guard (serve_app/querystring.py) and
-    # the Content-Length check (app.BodyLimitMiddleware) answer 400 before any
+    # Every operation: the query-string guard (serve_app/http/querystring.py) and
+    # the Content-Length check (http/bodylimit.py) answer 400 before any
     # route runs, whatever parameters the route itself declares.
     statuses.add(400)
     # Every operation: while the database cannot be reached, the error
     # handlers answer 503 database_unavailable with Retry-After
-    # (serve_app/errors.py). Each route reads or writes the database, through
+    # (serve_app/kit/errors.py). Each route reads or writes the database, through
     # its caller's key if not otherwise, so none is left out.
     statuses.add(503)
     path, body = _has_params(route.dependant)

@@ -1,5 +1,5 @@
 """Semantic search from a copy of the vector index held in this Api process:
-``ReplicaVectors``, a ``serve_app.search.SemanticSearch``.
+``ReplicaVectors``, a ``serve_app.runtime.semantic.SemanticSearch``.
 
 A search through the VectorIndex deployment costs a handle call each way
 (about 2 ms of CPU here, more than the FAISS search itself; docs/benchmarks.md,
@@ -10,7 +10,7 @@ FAISS indexes, as it holds its own BM25 index:
   active model (``storage.repositories.search.scan_vectors``, as the
   VectorIndex builds its own). Until it is done, searches go to the
   VectorIndex (``RaySearch``), as before.
-- **Follow** (``serve_app.follow.Follower``): the VectorIndex's worker logs
+- **Follow** (``serve_app.runtime.index_copies.follow.Follower``): the VectorIndex's worker logs
   every index entry it adds, replaces or removes in ``search_changes``, in
   the transaction that stores the vectors (migration 0016). A search finding
   the copy's last read older than ``refresh_s`` first reads those changes and
@@ -41,8 +41,8 @@ from embeddings.encoder import from_bytes
 from embeddings.faiss_index import FaissIndex
 from embeddings.indexer import QueryFn, load_indexes
 from embeddings.querycache import DEFAULT_SIZE, QueryVectors
-from serve_app.follow import Follower
-from serve_app.search import Hits, SearchFactory, SemanticSearch
+from serve_app.runtime.index_copies.follow import Follower
+from serve_app.runtime.semantic import Hits, SearchFactory, SemanticSearch
 from serve_app.settings import Settings
 from storage.repositories import search as repo
 

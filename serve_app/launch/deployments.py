@@ -17,12 +17,12 @@ from ray import serve
 from ray.serve import Application
 from ray.serve.schema import LoggingConfig
 
-from serve_app.bootstrap import Prepared, is_shim, prepare, worker_env
-from serve_app.clientip import Network, host_networks
+from serve_app.kit.clientip import Network, host_networks
+from serve_app.launch.bootstrap import Prepared, is_shim, prepare, worker_env
 from serve_app.settings import Settings, get_settings
 
 if TYPE_CHECKING:
-    from serve_app.search import SearchFactory, SemanticSearch
+    from serve_app.runtime.semantic import SearchFactory, SemanticSearch
 
 log = logging.getLogger("cairn.deployments")
 
@@ -37,9 +37,9 @@ def replica_app(runtime: dict[str, str], index: Any = None) -> FastAPI:
     from ray.serve._private import constants
 
     from serve_app.app import create_app
-    from serve_app.dispatch import RayDispatch, dispatch_config
-    from serve_app.ratelimit import RayRateLimiter
-    from serve_app.trending import RayTrending
+    from serve_app.runtime.dispatch import RayDispatch, dispatch_config
+    from serve_app.runtime.ratelimit import RayRateLimiter
+    from serve_app.runtime.trending import RayTrending
 
     os.environ.update(runtime)
     get_settings.cache_clear()
@@ -65,14 +65,14 @@ def semantic_search(settings: Settings, index: Any) -> SemanticSearch | SearchFa
     indexes in the replica (``CAIRN_SEARCH_REPLICA_VECTORS``), or the
     VectorIndex itself, which embeds the query (≤ search_query_timeout_s) then
     searches."""
-    from serve_app.search import RaySearch
+    from serve_app.runtime.semantic import RaySearch
 
     if index is None:
         return None
     remote = RaySearch(index, timeout_s=settings.search_query_timeout_s + 1.0)
     if not settings.search_replica_vectors:
         return remote
-    from serve_app.vectors import replica_vectors
+    from serve_app.runtime.index_copies.vectors import replica_vectors
 
     return replica_vectors(settings, remote.embed_query, remote)
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import hmac
 
-from serve_app.outbound import OutboundError, call_json
+from serve_app.kit.outbound import OutboundError, call_json
 from serve_app.settings import Settings
 
 

@@ -11,7 +11,7 @@ import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
-from serve_app.edge_errors import CALLBACK_IMPORT_PATH, EDGE_BUFFER_BYTES
+from serve_app.launch.edge_errors import CALLBACK_IMPORT_PATH, EDGE_BUFFER_BYTES
 from serve_app.settings import Settings, load_or_create_secret
 from storage.embedded import start_embedded
 from storage.migrate import upgrade
@@ -89,7 +89,7 @@ def ray_env(settings: Settings) -> dict[str, str]:
     env = {
         "RAY_TMPDIR": str(ray_dir(state)),
         # Serve's proxy and the replicas' own HTTP servers answer timeouts,
-        # backpressure and failures in JSON too (serve_app/edge_errors.py).
+        # backpressure and failures in JSON too (serve_app/launch/edge_errors.py).
         "RAY_SERVE_HTTP_PROXY_CALLBACK_IMPORT_PATH": CALLBACK_IMPORT_PATH,
     }
     # Defaults an operator may override in the environment (docs/decisions.md,
@@ -119,7 +119,7 @@ def ray_env(settings: Settings) -> dict[str, str]:
             "RAY_SERVE_HAPROXY_NBTHREAD": "2",
             # A request head HAProxy cannot buffer gets its built-in HTML 400,
             # which no config can replace (HAProxy 2.8); one that fits gets
-            # JSON, a URI over 8 KiB a JSON 414 (serve_app/edge_errors.py).
+            # JSON, a URI over 8 KiB a JSON 414 (serve_app/launch/edge_errors.py).
             "RAY_SERVE_HAPROXY_TUNE_BUFSIZE": os.environ.get(
                 "RAY_SERVE_HAPROXY_TUNE_BUFSIZE", str(EDGE_BUFFER_BYTES)
             ),

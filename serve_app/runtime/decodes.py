@@ -1,6 +1,6 @@
 """A bounded number of image checks (full decodes) at once per replica.
 
-Judging an upload decodes the whole image (serve_app/images.py): up to 40
+Judging an upload decodes the whole image (serve_app/kit/images.py): up to 40
 megapixels and a few hundred milliseconds of CPU each. Without a bound, a
 burst of uploads queues that many decodes on the replica's thread pool (and
 keeps every body in memory meanwhile) while ordinary requests wait for CPU.
@@ -18,7 +18,7 @@ from collections.abc import Callable
 from concurrent.futures import Future, ThreadPoolExecutor
 from typing import TypeVar
 
-from serve_app.errors import ServiceUnavailable
+from serve_app.kit.errors import ServiceUnavailable
 
 T = TypeVar("T")
 

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from serve_app.errors import RateLimited, ServiceUnavailable
+from serve_app.kit.errors import RateLimited, ServiceUnavailable
 
 
 class TooManyStreams(RateLimited):

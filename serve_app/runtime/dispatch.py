@@ -15,7 +15,7 @@ import logging
 from typing import Any, Protocol
 
 from actors.dispatch import DispatchConfig, Dispatcher
-from serve_app.cluster_actor import ClusterActor
+from serve_app.runtime.cluster_actor import ClusterActor
 from serve_app.settings import Settings
 
 log = logging.getLogger("cairn.dispatch")

@@ -1,7 +1,7 @@
 """An index held in this process and kept in step with Postgres through the
 change log (``search_changes``): the base of the Api processes' BM25 index
-(``serve_app/lexical.py``) and their copy of the vector index
-(``serve_app/vectors.py``).
+(``serve_app/runtime/index_copies/lexical.py``) and their copy of the vector index
+(``serve_app/runtime/index_copies/vectors.py``).
 
 - **Build**: in the background, from a scan of Postgres. The oldest
   transaction still running is noted first: every change of an older one is

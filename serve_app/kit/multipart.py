@@ -4,7 +4,7 @@ Starlette's form parser spools a file of any size; here the named part is kept
 in memory up to ``max_bytes`` and the request is refused (413) as soon as one
 more byte arrives, without reading the rest of the body. Other parts are
 skipped without being kept. The whole body is also capped by
-``BodyLimitMiddleware`` (``serve_app/app.py``).
+``BodyLimitMiddleware`` (``serve_app/http/bodylimit.py``).
 """
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ from python_multipart.exceptions import MultipartParseError
 from python_multipart.multipart import MultipartParser, parse_options_header
 from starlette.requests import ClientDisconnect, Request
 
-from serve_app.errors import AppError, BadRequest, PayloadTooLarge
+from serve_app.kit.errors import AppError, BadRequest, PayloadTooLarge
 
 if TYPE_CHECKING:
     from python_multipart.multipart import MultipartCallbacks

@@ -11,9 +11,7 @@ from fastapi import Depends, Request
 from fastapi.dependencies.models import Dependant
 from sqlmodel.ext.asyncio.session import AsyncSession
 
-from serve_app import hooks
 from serve_app.context import AppContext
-from serve_app.errors import BadRequest
 from serve_app.http import admission
 from serve_app.http.admission import (  # noqa: F401 - the names routes and doors import
     SESSION_COOKIE,
@@ -21,6 +19,8 @@ from serve_app.http.admission import (  # noqa: F401 - the names routes and door
     dependants,
     missing_key,
 )
+from serve_app.kit import hooks
+from serve_app.kit.errors import BadRequest
 
 
 async def get_ctx(request: Request) -> AppContext:

@@ -8,7 +8,7 @@ cannot answer, need nothing but this process and Postgres
 - **Build**: at start, in the background, from every row that may be found
   (``storage.repositories.search.scan_lexical``). Until it is done ``search``
   answers None and the routes use Postgres full text, as before.
-- **Follow** (``serve_app.follow.Follower``): the triggers log every change
+- **Follow** (``serve_app.runtime.index_copies.follow.Follower``): the triggers log every change
   of a searchable row in ``search_changes`` with its transaction id
   (migration 0015). A search (with ``refresh_s`` > 0: one finding the index
   older than that) first reads the changes of the transactions its last read
@@ -32,7 +32,7 @@ from sqlalchemy.ext.asyncio import AsyncEngine, async_sessionmaker
 from sqlmodel.ext.asyncio.session import AsyncSession
 
 from embeddings.lexical import FIELDS, LexicalIndex
-from serve_app.follow import Follower
+from serve_app.runtime.index_copies.follow import Follower
 from storage.repositories import search as repo
 
 log = logging.getLogger("cairn.search")

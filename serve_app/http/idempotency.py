@@ -23,7 +23,7 @@ from typing import Annotated, Any
 from fastapi import Depends, Header, Request, Response
 from fastapi.params import Depends as DependsParam
 
-from serve_app.deps import Caller, Ctx, Db
+from serve_app.http.deps import Caller, Ctx, Db
 from serve_app.services.idempotency import (
     KEY_MAX_LENGTH,
     KEY_PATTERN,

@@ -18,7 +18,7 @@ shim rewrites the generated config, then execs the real binary:
   (HAProxy metrics off and no log target set): the template sends each one to
   a syslog port nobody listens on;
 * the errors HAProxy answers itself have the app's JSON error shape
-  (serve_app/edge_errors.py): ``http-error`` for each status HAProxy 2.8 lets a
+  (serve_app/launch/edge_errors.py): ``http-error`` for each status HAProxy 2.8 lets a
   config replace, in place of Serve's plain-text 500 page for 502/503/504 (so
   the status stays what happened); the template's own plain-text error
   answers (health while not ready, no route) say it in JSON; a URI longer
@@ -37,7 +37,7 @@ import re
 import sys
 from collections.abc import Mapping
 
-from serve_app.edge_errors import HAPROXY_ERROR_STATUSES, MAX_URI_BYTES, error_for
+from serve_app.launch.edge_errors import HAPROXY_ERROR_STATUSES, MAX_URI_BYTES, error_for
 
 _BIND_ANY = re.compile(r"^(\s*bind\s+)(?:\*|0\.0\.0\.0)?:(\d+)\s*$")
 # Sections whose listeners are for operators on this host, never the public.

@@ -2,7 +2,7 @@
 
 ``LocalSearch`` runs an Indexer in this process over an in-process Encoder
 (API tests, a single uvicorn); ``RaySearch`` asks the cluster's VectorIndex
-deployment; ``serve_app.vectors.ReplicaVectors`` searches a copy of its
+deployment; ``serve_app.runtime.index_copies.vectors.ReplicaVectors`` searches a copy of its
 indexes held in this process. Either answers None when it cannot (model or index not ready,
 too slow, stopped): the routes then use full-text search alone.
 """
