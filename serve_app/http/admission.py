@@ -45,6 +45,7 @@ from serve_app.kit import keys
 from serve_app.kit.clientip import client_ip, limit_subject
 from serve_app.kit.errors import Forbidden, RateLimited, ServiceUnavailable, Unauthorized
 from serve_app.runtime.connections import Slot
+from storage import access
 from storage.models import Agent, ApiKey, HumanSession
 from storage.models.base import utcnow
 from storage.repositories import api_keys as key_repo
@@ -58,7 +59,6 @@ ANON_READ = "anon_read"
 SESSION_COOKIE = "cairn_session"
 # The header an operator's monitoring sends CAIRN_OPERATOR_TOKEN in.
 OPERATOR_HEADER = "x-operator-token"
-STAFF = ("moderator", "admin")
 
 Auth = Literal["none", "optional", "required", "human"]
 
@@ -118,7 +118,7 @@ class Caller:
 
     @property
     def is_staff(self) -> bool:
-        return self.agent.role in STAFF
+        return access.is_staff(self.agent)
 
 
 @dataclass

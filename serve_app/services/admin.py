@@ -22,6 +22,7 @@ from serve_app.schemas.admin import (
 )
 from serve_app.schemas.moderation import Decision
 from serve_app.services import moderation, views
+from storage import access
 from storage.models import Agent, Category, Pattern, Question
 from storage.models.base import utcnow
 from storage.models.patterns import MODERATION_STATUSES, PATTERN_STATUSES
@@ -154,8 +155,7 @@ async def overview(db: AsyncSession) -> dict[str, Any]:
         "public": sum(
             n
             for state, moderated, n in counts.patterns
-            if state == pattern_repo.PUBLIC_STATUS
-            and moderated not in pattern_repo.HIDDEN_MODERATION
+            if access.pattern_state_is_public(state, moderated)
         ),
         "by_status": _by(PATTERN_STATUSES, ((s, n) for s, _, n in counts.patterns)),
         "by_moderation_status": _by(MODERATION_STATUSES, ((m, n) for _, m, n in counts.patterns)),
@@ -165,7 +165,7 @@ async def overview(db: AsyncSession) -> dict[str, Any]:
         "visible": sum(
             n
             for state, moderated, n in counts.questions
-            if state != "deleted" and moderated != "rejected"
+            if access.question_state_is_visible(state, moderated)
         ),
         "by_status": _by(QUESTION_STATUSES, ((s, n) for s, _, n in counts.questions)),
         "by_moderation_status": _by(MODERATION_STATUSES, ((m, n) for _, m, n in counts.questions)),

@@ -12,6 +12,7 @@ from serve_app.kit import hooks, keys
 from serve_app.kit.errors import Forbidden, NotFound, ServiceUnavailable
 from serve_app.schemas.agents import ProfilePatch, RegisterIn
 from serve_app.services import uploads, views
+from storage import access
 from storage.models import Agent
 from storage.repositories import accounts as account_repo
 from storage.repositories import agents as agent_repo
@@ -58,7 +59,7 @@ async def register(ctx: AppContext, db: AsyncSession, body: RegisterIn) -> dict[
 async def by_username(db: AsyncSession, username: str) -> Agent:
     """An active agent by username (404 otherwise)."""
     agent = await agent_repo.by_username(db, username)
-    if agent is None or not agent_repo.is_public(agent):
+    if agent is None or not access.agent_is_public(agent):
         raise NotFound(f"No agent named '{_shown(username)}'.")
     return agent
 

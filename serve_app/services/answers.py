@@ -16,6 +16,7 @@ from serve_app.schemas.questions import AnswerCreate, AnswerUpdate
 from serve_app.services import agents, comments, notifications, views, votes
 from serve_app.services.questions import answers_shown
 from serve_app.services.questions import find as find_question
+from storage import access
 from storage.models import Agent, Answer, Question
 from storage.models.base import utcnow
 from storage.models.social import ANSWER_ACCEPTED, QUESTION_ANSWER
@@ -77,7 +78,7 @@ async def _locked(db: AsyncSession, answer_id: uuid.UUID) -> tuple[Question, Ans
     """The answer and its (visible) question, both locked, question first."""
     found = await repo.answer_and_question(db, answer_id, lock=Question)
     answer = await repo.answer(db, answer_id, for_update=True) if found else None
-    if found is None or answer is None or not repo.is_visible(found[1]):
+    if found is None or answer is None or not access.question_is_visible(found[1]):
         raise NotFound(f"No answer {answer_id}.")
     return found[1], answer
 
@@ -94,7 +95,7 @@ async def visible_with_question(
     """An answer on a visible question, and the question (404 otherwise);
     ``for_update`` locks the answer."""
     found = await repo.answer_and_question(db, answer_id, lock=Answer if for_update else None)
-    if found is None or not repo.is_public_answer(*found):
+    if found is None or not access.answer_is_public(*found):
         raise NotFound(f"No answer {answer_id}.")
     return found
 
@@ -147,7 +148,7 @@ async def accept(db: AsyncSession, answer_id: uuid.UUID, caller: Agent) -> dict[
     accepts on one question run one after the other, and a unique index on
     accepted answers backs that up."""
     question, answer = await _locked(db, answer_id)
-    if not repo.answer_visible_to(answer, question, caller.id):
+    if not access.answer_visible_to(answer, question, caller.id):
         # A rejected answer is not there for the asker (nor earns by acceptance).
         raise NotFound(f"No answer {answer_id}.")
     if question.author_id != caller.id:

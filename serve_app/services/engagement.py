@@ -10,6 +10,7 @@ from serve_app.kit.errors import Conflict, Forbidden, NotFound
 from serve_app.schemas.flags import FlagIn
 from serve_app.services import views
 from serve_app.services.patterns import public_locked, visible_to
+from storage import access
 from storage.models import Agent
 from storage.repositories import engagement as repo
 from storage.repositories import patterns as pattern_repo
@@ -37,7 +38,7 @@ async def unbookmark(db: AsyncSession, ref: str, caller: Agent) -> dict[str, Any
     the holder of a bookmark on it, who may still remove that bookmark."""
     pattern = await pattern_repo.get(db, ref)
     if pattern is None or not (
-        pattern_repo.is_visible_to(pattern, caller.id)
+        access.pattern_visible_to(pattern, caller.id)
         or await repo.has_bookmark(db, caller.id, pattern.id)
     ):
         raise NotFound(f"No pattern '{ref[:80]}'.")

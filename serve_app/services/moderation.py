@@ -12,7 +12,7 @@ from sqlmodel.ext.asyncio.session import AsyncSession
 from serve_app.kit.errors import Conflict, Forbidden, NotFound
 from serve_app.schemas.moderation import Decision
 from serve_app.services import notifications, views
-from serve_app.services.questions import STAFF
+from storage import access
 from storage.models import Agent, Answer, Appeal, Flag, ModerationDecision, Pattern, Question
 from storage.models.base import utcnow
 from storage.models.social import MODERATION_DECISION
@@ -26,7 +26,7 @@ STATUS_AFTER = {"approve": "approved", "reject": "rejected"}
 
 
 def require_staff(caller: Agent) -> None:
-    if caller.role not in STAFF:
+    if not access.is_staff(caller):
         raise Forbidden("Moderators and admins only.", error="forbidden")
 
 

@@ -15,6 +15,7 @@ from serve_app.runtime.trending import MAX_RANKED, Trending
 from serve_app.schemas.comments import CommentCreate
 from serve_app.schemas.patterns import PatternCreate, PatternUpdate
 from serve_app.services import categories, comments, notifications, search, views, votes
+from storage import access
 from storage.models import Agent, Pattern
 from storage.models.base import utcnow
 from storage.repositories import patterns as repo
@@ -72,7 +73,7 @@ async def read(db: AsyncSession, ref: str, caller: Agent | None) -> dict[str, An
     """A pattern by id or slug; each read counts a view. Archived and rejected
     patterns are visible to their author only."""
     pattern = await repo.get(db, ref)
-    if pattern is None or not (repo.is_public(pattern) or _is_author(pattern, caller)):
+    if pattern is None or not access.pattern_visible_to(pattern, caller.id if caller else None):
         raise NotFound(f"No pattern '{ref[:80]}'.")
     author, category = await repo.related(db, pattern)
     # Counted apart from the pattern's row, which votes lock (storage/models/views.py);
@@ -93,7 +94,7 @@ async def visible_to(
     """A pattern the caller may see: public, or their own (404 otherwise, the
     same answer as for a pattern that does not exist)."""
     pattern = await repo.get(db, ref, for_update=for_update)
-    if pattern is None or not repo.is_visible_to(pattern, caller.id if caller else None):
+    if pattern is None or not access.pattern_visible_to(pattern, caller.id if caller else None):
         raise NotFound(f"No pattern '{ref[:80]}'.")
     return pattern
 
@@ -141,7 +142,7 @@ async def list_public(db: AsyncSession, query: repo.ListQuery) -> dict[str, Any]
 async def public_locked(db: AsyncSession, ref: str) -> Pattern:
     """A public pattern, its row locked for the rest of the transaction."""
     pattern = await repo.get(db, ref, for_update=True)
-    if pattern is None or not repo.is_public(pattern):
+    if pattern is None or not access.pattern_is_public(pattern):
         raise NotFound(f"No pattern '{ref[:80]}'.")
     return pattern
 
@@ -232,7 +233,7 @@ async def fork(db: AsyncSession, ref: str, caller: Agent) -> dict[str, Any]:
 async def visible(db: AsyncSession, ref: str) -> Pattern:
     """A public pattern (404 for archived, rejected or unknown ones)."""
     pattern = await repo.get(db, ref)
-    if pattern is None or not repo.is_public(pattern):
+    if pattern is None or not access.pattern_is_public(pattern):
         raise NotFound(f"No pattern '{ref[:80]}'.")
     return pattern
 

@@ -18,6 +18,7 @@ from serve_app.runtime.semantic import SemanticSearch
 from serve_app.schemas.common import THREAD_PAGE
 from serve_app.schemas.questions import QuestionCreate, QuestionUpdate
 from serve_app.services import categories, search, views, votes
+from storage import access
 from storage.models import Agent, Question
 from storage.models.base import utcnow
 from storage.repositories import categories as category_repo
@@ -25,19 +26,9 @@ from storage.repositories import questions as repo
 from storage.repositories import rows, view_counts
 from storage.repositories import votes as vote_repo
 
-STAFF = ("moderator", "admin")
-
-
-def is_staff(agent: Agent) -> bool:
-    return agent.role in STAFF
-
 
 def _shown_to(question: Question, caller: Agent | None) -> bool:
-    """Deleted questions are gone for everyone; rejected ones stay readable by
-    their author."""
-    if question.status == "deleted":
-        return False
-    return repo.is_visible(question) or (caller is not None and caller.id == question.author_id)
+    return access.question_visible_to(question, caller.id if caller is not None else None)
 
 
 async def find(
@@ -132,7 +123,9 @@ def _changes(question: Question, caller: Agent, body: QuestionUpdate) -> dict[st
     """The columns to set. The author may change everything; moderators and
     admins only open or close it (docs/decisions.md)."""
     changes = body.model_dump(exclude_unset=True)
-    if caller.id != question.author_id and not (is_staff(caller) and set(changes) <= {"status"}):
+    if caller.id != question.author_id and not (
+        access.is_staff(caller) and set(changes) <= {"status"}
+    ):
         raise Forbidden("Only the author can edit this question.")
     for required in ("title", "body", "status"):
         if required in changes and changes[required] is None:

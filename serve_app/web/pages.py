@@ -28,6 +28,7 @@ from serve_app.kit import keys
 from serve_app.kit.errors import NotFound
 from serve_app.services import agents as agent_service
 from serve_app.web.skill import skill_markdown
+from storage import access
 from storage.models import Agent
 from storage.repositories import agents as agent_repo
 from storage.repositories import claims as claim_repo
@@ -229,6 +230,6 @@ async def bot_profile(username: str, db: ReadDb) -> HTMLResponse | RedirectRespo
     return _page(
         "agent.html",
         agent=agent,
-        owner=owner if owner is not None and agent_repo.is_public(owner) else None,
+        owner=owner if owner is not None and access.agent_is_public(owner) else None,
         patterns=[p for p, _, _ in recent],
     )

@@ -24,16 +24,7 @@ VERIFICATION_LEVELS = ("unverified", "verified")
 ROLES = ("moderator", "admin")
 
 
-# The agents the public may see (profiles, agent lists, linked_bots, search,
-# analytics): a deactivated account is hidden everywhere but staff views,
-# while the content it wrote stays (docs/decisions.md, "Security: visibility").
-def public_agent_sql(alias: str = "") -> str:
-    """The predicate, its columns qualified by ``alias`` when one is given."""
-    at = f"{alias}." if alias else ""
-    return f"{at}is_active"
-
-
-PUBLIC_AGENT_SQL = public_agent_sql()
+# Who may see an agent: storage/access.py.
 
 # Full-text search over agents (GET /api/search?type=agents): names first.
 AGENT_TSVECTOR = (

@@ -9,23 +9,8 @@ from sqlalchemy import CheckConstraint, Column, Index, Text, text
 from sqlmodel import Field, SQLModel
 
 from storage.models.base import created_field, fk_field, id_field
-from storage.models.patterns import public_pattern_sql
-from storage.models.questions import public_answer_sql
 
-
-# The comments the public may see: those whose pattern is public, or whose
-# answer is public (not rejected, on a visible question). Comments have no
-# moderation state of their own; a deleted one with replies stays as the
-# `[deleted]` placeholder and is shown like the others.
-def public_comment_sql(alias: str = "comments") -> str:
-    """The predicate over the comments row ``alias`` (correlated subqueries)."""
-    return (
-        f"(({alias}.pattern_id IS NOT NULL AND EXISTS (SELECT 1 FROM patterns vp "  # noqa: S608
-        f"WHERE vp.id = {alias}.pattern_id AND {public_pattern_sql('vp')})) "
-        f"OR ({alias}.answer_id IS NOT NULL AND EXISTS (SELECT 1 FROM answers va "
-        f"JOIN questions vq ON vq.id = va.question_id "
-        f"WHERE va.id = {alias}.answer_id AND {public_answer_sql('va', 'vq')})))"
-    )
+# Who may see a comment: storage/access.py (public_comment_sql).
 
 
 class Comment(SQLModel, table=True):

@@ -17,6 +17,7 @@ from sqlalchemy import (
 )
 from sqlmodel import Field, SQLModel
 
+from storage.access import PUBLIC_PATTERN_SQL
 from storage.models.base import (
     created_field,
     fk_field,
@@ -34,16 +35,8 @@ PATTERN_STATUSES = ("published", "archived")
 MODERATION_STATUSES = ("approved", "pending", "flagged", "rejected")
 
 
-# The rows public lists show, as literal SQL: the partial indexes below carry the
-# same predicate, and the planner can use them only when a query's condition
-# matches it without bind parameters.
-def public_pattern_sql(alias: str = "") -> str:
-    """The predicate, its columns qualified by ``alias`` when one is given."""
-    at = f"{alias}." if alias else ""
-    return f"{at}status = 'published' AND {at}moderation_status <> 'rejected'"
-
-
-PUBLIC_PATTERN_SQL = public_pattern_sql()
+# Who may see a pattern: storage/access.py (the partial indexes below carry
+# its public predicate).
 
 PATTERN_TSVECTOR = (
     "setweight(to_tsvector('english'::regconfig, coalesce(title, '')), 'A') || "

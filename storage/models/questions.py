@@ -24,27 +24,7 @@ from storage.models.base import (
 QUESTION_STATUSES = ("open", "closed", "deleted")
 
 
-# The questions the public may see: not deleted, not rejected by a moderator.
-# Literal SQL like the patterns' predicate, so a partial index could match it.
-def visible_question_sql(alias: str = "") -> str:
-    """The predicate, its columns qualified by ``alias`` when one is given."""
-    at = f"{alias}." if alias else ""
-    return f"{at}status <> 'deleted' AND {at}moderation_status <> 'rejected'"
-
-
-# An answer's own part of its visibility: not rejected. An answer is public
-# when this holds *and* its question is visible (public_answer_sql).
-def shown_answer_sql(alias: str = "") -> str:
-    at = f"{alias}." if alias else ""
-    return f"{at}moderation_status <> 'rejected'"
-
-
-def public_answer_sql(answer: str, question: str) -> str:
-    """The public answers, over ``answer`` joined to its ``question`` (aliases)."""
-    return f"{shown_answer_sql(answer)} AND {visible_question_sql(question)}"
-
-
-VISIBLE_QUESTION_SQL = visible_question_sql()
+# Who may see a question or an answer: storage/access.py.
 
 QUESTION_TSVECTOR = (
     "setweight(to_tsvector('english'::regconfig, coalesce(title, '')), 'A') || "

@@ -17,10 +17,8 @@ from sqlalchemy import BigInteger, Boolean, Column, Identity, Index, LargeBinary
 from sqlalchemy.dialects.postgresql import UUID
 from sqlmodel import Field, SQLModel
 
-from storage.models.agents import PUBLIC_AGENT_SQL
+from storage.access import PUBLIC_AGENT_SQL, PUBLIC_PATTERN_SQL, VISIBLE_QUESTION_SQL
 from storage.models.base import created_field
-from storage.models.patterns import PUBLIC_PATTERN_SQL
-from storage.models.questions import VISIBLE_QUESTION_SQL
 
 
 @dataclass(frozen=True)

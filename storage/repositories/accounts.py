@@ -8,7 +8,7 @@ import uuid
 from sqlalchemy import text
 from sqlmodel.ext.asyncio.session import AsyncSession
 
-from storage.models.questions import shown_answer_sql
+from storage.access import shown_answer_sql
 
 # What goes with the account besides rows that reference it directly: its
 # patterns, questions, their answers and the comments under all of them.

@@ -9,9 +9,9 @@ from sqlalchemy import Boolean, ColumnElement, literal_column, text, update
 from sqlmodel import col, select
 from sqlmodel.ext.asyncio.session import AsyncSession
 
+from storage.access import public_agent_sql
 from storage.db import fetch_one
 from storage.models import Agent
-from storage.models.agents import public_agent_sql
 from storage.models.base import utcnow
 from storage.repositories import rows
 
@@ -19,13 +19,8 @@ _AGENT_COLUMNS = ", ".join(rows.columns(Agent))
 _BY_USERNAME = f"SELECT {_AGENT_COLUMNS} FROM agents WHERE username = %(username)s"  # noqa: S608 - column names are ours
 
 
-# The one visibility predicate of agents (storage.models.agents): active.
+# The one visibility predicate of agents (storage/access.py): active.
 PUBLIC: ColumnElement[bool] = literal_column(public_agent_sql("agents"), Boolean)
-
-
-def is_public(agent: Agent) -> bool:
-    """``PUBLIC`` for a loaded row."""
-    return agent.is_active
 
 
 async def by_username(session: AsyncSession, username: str) -> Agent | None:

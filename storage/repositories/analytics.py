@@ -8,9 +8,12 @@ from typing import Any
 from sqlalchemy import text
 from sqlmodel.ext.asyncio.session import AsyncSession
 
-from storage.models.agents import PUBLIC_AGENT_SQL
-from storage.models.comments import public_comment_sql
-from storage.models.patterns import PUBLIC_PATTERN_SQL, public_pattern_sql
+from storage.access import (
+    PUBLIC_AGENT_SQL,
+    PUBLIC_PATTERN_SQL,
+    public_comment_sql,
+    public_pattern_sql,
+)
 
 PUBLIC_P = public_pattern_sql("p")
 

@@ -9,11 +9,9 @@ from sqlalchemy.sql.elements import Label
 from sqlmodel import col, select
 from sqlmodel.ext.asyncio.session import AsyncSession
 
+from storage.access import PUBLIC_PATTERN as _VISIBLE_PATTERN
 from storage.models import Agent, Category, Collection, CollectionPattern, Pattern
 from storage.repositories import rows
-from storage.repositories.patterns import PUBLIC
-
-_VISIBLE_PATTERN = PUBLIC
 
 
 def _pattern_count() -> Label[int]:

@@ -9,8 +9,8 @@ from sqlalchemy import Boolean, ColumnElement, delete, func, literal, literal_co
 from sqlmodel import col, select
 from sqlmodel.ext.asyncio.session import AsyncSession
 
+from storage.access import public_comment_sql
 from storage.models import Agent, Comment, Vote
-from storage.models.comments import public_comment_sql
 from storage.repositories import rows
 
 # The one visibility predicate of comments (storage.models.comments): their

@@ -9,8 +9,9 @@ from sqlalchemy.dialects.postgresql import insert
 from sqlmodel import col, select
 from sqlmodel.ext.asyncio.session import AsyncSession
 
+from storage import access
 from storage.models import Agent, Bookmark, Category, Flag, Pattern
-from storage.repositories import patterns, rows
+from storage.repositories import rows
 
 
 async def add_bookmark(session: AsyncSession, agent_id: uuid.UUID, pattern_id: uuid.UUID) -> bool:
@@ -29,7 +30,7 @@ async def bookmarks_of(
 ) -> tuple[list[tuple[Pattern, Agent, Category | None, Bookmark]], int]:
     """The agent's bookmarks, newest first; hidden patterns are left out
     unless the agent wrote them."""
-    where = (col(Bookmark.agent_id) == agent_id) & patterns.visible_to(agent_id)
+    where = (col(Bookmark.agent_id) == agent_id) & access.pattern_visible_to_sql(agent_id)
     total = (
         await session.exec(
             select(func.count())

@@ -9,9 +9,9 @@ from sqlalchemy import and_, func
 from sqlmodel import col, select
 from sqlmodel.ext.asyncio.session import AsyncSession
 
+from storage.access import PUBLIC_PATTERN
 from storage.models import Agent, Category, Follow, Pattern
 from storage.repositories import agents, rows
-from storage.repositories.patterns import PUBLIC
 
 Direction = Literal["followers", "following"]
 
@@ -87,7 +87,7 @@ async def feed(
 ) -> tuple[list[tuple[Pattern, Agent, Category | None]], int]:
     """Public patterns by the agents ``agent_id`` follows, newest first."""
     followed = select(col(Follow.followee_id)).where(col(Follow.follower_id) == agent_id)
-    where = PUBLIC & col(Pattern.author_id).in_(followed)
+    where = PUBLIC_PATTERN & col(Pattern.author_id).in_(followed)
     total = (await session.exec(select(func.count()).select_from(Pattern).where(where))).one()
     found = await session.exec(
         select(Pattern, Agent, Category)

@@ -27,6 +27,7 @@ from sqlalchemy.orm import aliased
 from sqlmodel import col, select
 from sqlmodel.ext.asyncio.session import AsyncSession
 
+from storage.access import PUBLIC_PATTERN_SQL
 from storage.db import libpq_url
 from storage.models import (
     Agent,
@@ -37,7 +38,6 @@ from storage.models import (
     Notification,
 )
 from storage.models.base import utcnow
-from storage.models.patterns import PUBLIC_PATTERN_SQL
 from storage.models.social import MAIL_PREFERENCE, REPEATABLE_KINDS, UNTHROTTLED_MAIL_KINDS
 
 PREFERENCES = tuple(MAIL_PREFERENCE.values())

@@ -8,7 +8,6 @@ from typing import Any
 
 from sqlalchemy import (
     BigInteger,
-    Boolean,
     ColumnElement,
     Integer,
     String,
@@ -18,8 +17,6 @@ from sqlalchemy import (
     cast,
     column,
     func,
-    literal_column,
-    or_,
     text,
     update,
 )
@@ -28,9 +25,9 @@ from sqlalchemy.dialects.postgresql import UUID as PG_UUID
 from sqlmodel import col, select
 from sqlmodel.ext.asyncio.session import AsyncSession
 
+from storage import access
 from storage.models import Agent, Category, Pattern, PatternView, Vote
 from storage.models.base import utcnow
-from storage.models.patterns import public_pattern_sql
 from storage.repositories import categories, reputation, rows
 from storage.repositories.search import RANK_CANDIDATES
 
@@ -38,37 +35,14 @@ from storage.repositories.search import RANK_CANDIDATES
 # does (docs/decisions.md, "Security: read costs").
 SEARCH_CANDIDATES = RANK_CANDIDATES
 
-PUBLIC_STATUS = "published"
-HIDDEN_MODERATION = ("rejected",)
-# The one visibility predicate of patterns (storage.models.patterns), in SQL:
-# literal, so the partial indexes on public patterns apply.
-PUBLIC: ColumnElement[bool] = literal_column(public_pattern_sql("patterns"), Boolean)
-
-
-def is_public(pattern: Pattern) -> bool:
-    """``PUBLIC`` for a loaded row."""
-    return pattern.status == PUBLIC_STATUS and pattern.moderation_status not in HIDDEN_MODERATION
-
-
-def visible_to(viewer_id: uuid.UUID | None) -> ColumnElement[bool]:
-    """The patterns ``viewer_id`` may see: the public ones and their own."""
-    if viewer_id is None:
-        return PUBLIC
-    return or_(PUBLIC, col(Pattern.author_id) == viewer_id)
-
-
-def is_visible_to(pattern: Pattern, viewer_id: uuid.UUID | None) -> bool:
-    """``visible_to`` for a loaded row."""
-    return is_public(pattern) or (viewer_id is not None and pattern.author_id == viewer_id)
-
 
 async def update_counted(session: AsyncSession, pattern: Pattern, changes: dict[str, Any]) -> None:
     """Apply ``changes``; what counts the pattern while it is public (the
     author's pattern_count, a fork's credit) follows it in or out of the
     public set (published and not rejected)."""
-    was_public = is_public(pattern)
+    was_public = access.pattern_is_public(pattern)
     await apply_update(session, pattern, changes)
-    now_public = is_public(pattern)
+    now_public = access.pattern_is_public(pattern)
     if was_public != now_public:
         await publicity_changed(session, pattern, now_public)
 
@@ -215,7 +189,7 @@ def _ranked_table(ranked: Ranked) -> Any:
 
 
 def _conditions(query: ListQuery) -> tuple[list[ColumnElement[bool]], Any]:
-    conditions: list[ColumnElement[bool]] = [PUBLIC]
+    conditions: list[ColumnElement[bool]] = [access.PUBLIC_PATTERN]
     tsquery = None
     if query.category_id:
         conditions.append(col(Pattern.category_id) == query.category_id)
@@ -385,12 +359,12 @@ async def trending_page(
         session,
         select(col(Pattern.id), table.c.score, func.count().over())
         .join(table, table.c.id == col(Pattern.id))
-        .where(PUBLIC)
+        .where(access.PUBLIC_PATTERN)
         .order_by(*_by_trending(table)),
         select(func.count())
         .select_from(Pattern)
         .join(table, table.c.id == col(Pattern.id))
-        .where(PUBLIC),
+        .where(access.PUBLIC_PATTERN),
         offset,
         limit,
     )

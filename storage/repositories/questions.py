@@ -7,45 +7,19 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from sqlalchemy import Boolean, ColumnElement, and_, delete, func, literal_column, or_, update
+from sqlalchemy import ColumnElement, and_, delete, func, or_, update
 from sqlmodel import col, select
 from sqlmodel.ext.asyncio.session import AsyncSession
 
+from storage import access
 from storage.models import Agent, Answer, Category, Comment, Question, Vote
 from storage.models.base import utcnow
-from storage.models.questions import shown_answer_sql, visible_question_sql
 from storage.repositories import rows
 from storage.repositories.search import RANK_CANDIDATES
 
 # ?search= on the list ranks at most this many matching rows, as /api/search
 # does (docs/decisions.md, "Security: read costs").
 SEARCH_CANDIDATES = RANK_CANDIDATES
-
-# The one visibility predicate of questions (storage.models.questions):
-# not deleted, not rejected by a moderator.
-VISIBLE: ColumnElement[bool] = literal_column(visible_question_sql("questions"), Boolean)
-# An answer's own part (not rejected); a public answer also needs VISIBLE on
-# its question, so every answer query joins the question.
-ANSWER_SHOWN: ColumnElement[bool] = literal_column(shown_answer_sql("answers"), Boolean)
-PUBLIC_ANSWER: ColumnElement[bool] = and_(ANSWER_SHOWN, VISIBLE)
-
-
-def is_visible(question: Question) -> bool:
-    """``VISIBLE`` for a loaded row."""
-    return question.status != "deleted" and question.moderation_status != "rejected"
-
-
-def is_public_answer(answer: Answer, question: Question) -> bool:
-    """``PUBLIC_ANSWER`` for a loaded answer and its question."""
-    return answer.moderation_status != "rejected" and is_visible(question)
-
-
-def answer_visible_to(answer: Answer, question: Question, viewer_id: uuid.UUID | None) -> bool:
-    """A public answer, or a hidden one to its own author while the question
-    can be seen (rejected answers stay readable by whoever wrote them)."""
-    if is_public_answer(answer, question):
-        return True
-    return viewer_id is not None and answer.author_id == viewer_id and is_visible(question)
 
 
 async def get(session: AsyncSession, ref: str, *, for_update: bool = False) -> Question | None:
@@ -78,7 +52,7 @@ class ListQuery:
 
 
 def _conditions(query: ListQuery) -> tuple[list[ColumnElement[bool]], Any]:
-    conditions: list[ColumnElement[bool]] = [VISIBLE]
+    conditions: list[ColumnElement[bool]] = [access.VISIBLE_QUESTION]
     tsquery = None
     if query.status != "all":
         conditions.append(col(Question.status) == query.status)
@@ -191,7 +165,7 @@ async def answer_and_question(
 
 def _answers_shown(question_id: uuid.UUID, viewer_id: uuid.UUID | None) -> Any:
     """A question's answers the viewer may see: rejected ones only for their author."""
-    shown: ColumnElement[bool] = ANSWER_SHOWN
+    shown: ColumnElement[bool] = access.ANSWER_SHOWN
     if viewer_id is not None:
         shown = or_(shown, col(Answer.author_id) == viewer_id)
     return and_(col(Answer.question_id) == question_id, shown)
@@ -275,7 +249,7 @@ async def by_author(
 ) -> tuple[list[tuple[Answer, Question]], int]:
     """An agent's public answers (not rejected, on visible questions), newest
     first, with their question."""
-    where = and_(col(Answer.author_id) == author_id, PUBLIC_ANSWER)
+    where = and_(col(Answer.author_id) == author_id, access.PUBLIC_ANSWER)
     total = int(
         (
             await session.exec(

@@ -1,0 +1,169 @@
+"""Who may see what, written once: for each resource, the rows the public may
+see as one SQL predicate and, beside it, the same rule for a row already
+loaded; then the author's and staff's wider view. Every repository, service,
+door and search filter asks here (tests/api/test_access.py evaluates each SQL
+predicate and its Python twin over the same rows and fails when they differ).
+
+The predicates are literal SQL: the partial indexes on public rows carry the
+same text, and the planner can use them only when a query's condition matches
+without bind parameters (docs/decisions, "Security: visibility").
+"""
+
+from __future__ import annotations
+
+import uuid
+from typing import TYPE_CHECKING, Protocol
+
+from sqlalchemy import Boolean, Uuid, and_, literal_column, or_
+from sqlalchemy.sql.elements import ColumnElement
+
+if TYPE_CHECKING:
+    from storage.models import Agent, Answer, Pattern, Question
+
+# Roles that see and decide what the public does not (moderation, admin).
+STAFF = ("moderator", "admin")
+
+
+class HasRole(Protocol):
+    role: str | None
+
+
+def is_staff(agent: HasRole | None) -> bool:
+    """A moderator or an admin."""
+    return agent is not None and agent.role in STAFF
+
+
+def _at(alias: str) -> str:
+    return f"{alias}." if alias else ""
+
+
+# --- agents ---------------------------------------------------------------------
+# A deactivated account is hidden everywhere but staff views, while the content
+# it wrote stays.
+
+
+def public_agent_sql(alias: str = "") -> str:
+    """The agents the public may see (profiles, lists, linked bots, search)."""
+    return f"{_at(alias)}is_active"
+
+
+PUBLIC_AGENT_SQL = public_agent_sql()
+
+
+def agent_is_public(agent: Agent) -> bool:
+    """``public_agent_sql`` for a loaded row."""
+    return bool(agent.is_active)
+
+
+# --- patterns --------------------------------------------------------------------
+
+
+def public_pattern_sql(alias: str = "") -> str:
+    """The patterns public lists show: published and not rejected."""
+    at = _at(alias)
+    return f"{at}status = 'published' AND {at}moderation_status <> 'rejected'"
+
+
+PUBLIC_PATTERN_SQL = public_pattern_sql()
+PUBLIC_PATTERN: ColumnElement[bool] = literal_column(public_pattern_sql("patterns"), Boolean)
+
+
+def pattern_state_is_public(status: str, moderation_status: str) -> bool:
+    """``public_pattern_sql`` for a pattern's two states."""
+    return status == "published" and moderation_status != "rejected"
+
+
+def pattern_is_public(pattern: Pattern) -> bool:
+    """``public_pattern_sql`` for a loaded row."""
+    return pattern_state_is_public(pattern.status, pattern.moderation_status)
+
+
+def pattern_visible_to_sql(viewer_id: uuid.UUID | None) -> ColumnElement[bool]:
+    """The patterns ``viewer_id`` may see: the public ones and their own
+    (archived or rejected patterns stay readable by their author)."""
+    if viewer_id is None:
+        return PUBLIC_PATTERN
+    return or_(PUBLIC_PATTERN, literal_column("patterns.author_id", Uuid) == viewer_id)
+
+
+def pattern_visible_to(pattern: Pattern, viewer_id: uuid.UUID | None) -> bool:
+    """``pattern_visible_to_sql`` for a loaded row."""
+    return pattern_is_public(pattern) or (viewer_id is not None and pattern.author_id == viewer_id)
+
+
+# --- questions and answers ---------------------------------------------------------
+
+
+def visible_question_sql(alias: str = "") -> str:
+    """The questions the public may see: not deleted, not rejected."""
+    at = _at(alias)
+    return f"{at}status <> 'deleted' AND {at}moderation_status <> 'rejected'"
+
+
+VISIBLE_QUESTION_SQL = visible_question_sql()
+VISIBLE_QUESTION: ColumnElement[bool] = literal_column(visible_question_sql("questions"), Boolean)
+
+
+def question_state_is_visible(status: str, moderation_status: str) -> bool:
+    """``visible_question_sql`` for a question's two states."""
+    return status != "deleted" and moderation_status != "rejected"
+
+
+def question_is_visible(question: Question) -> bool:
+    """``visible_question_sql`` for a loaded row."""
+    return question_state_is_visible(question.status, question.moderation_status)
+
+
+def question_visible_to(question: Question, viewer_id: uuid.UUID | None) -> bool:
+    """A deleted question is gone for everyone; a rejected one stays readable
+    by its author."""
+    if question.status == "deleted":
+        return False
+    return question_is_visible(question) or (
+        viewer_id is not None and question.author_id == viewer_id
+    )
+
+
+def shown_answer_sql(alias: str = "") -> str:
+    """An answer's own part of its visibility: not rejected. A public answer
+    also needs its question visible (``public_answer_sql``)."""
+    return f"{_at(alias)}moderation_status <> 'rejected'"
+
+
+ANSWER_SHOWN: ColumnElement[bool] = literal_column(shown_answer_sql("answers"), Boolean)
+PUBLIC_ANSWER: ColumnElement[bool] = and_(ANSWER_SHOWN, VISIBLE_QUESTION)
+
+
+def public_answer_sql(answer: str, question: str) -> str:
+    """The public answers, over ``answer`` joined to its ``question`` (aliases)."""
+    return f"{shown_answer_sql(answer)} AND {visible_question_sql(question)}"
+
+
+def answer_is_public(answer: Answer, question: Question) -> bool:
+    """``public_answer_sql`` for a loaded answer and its question."""
+    return answer.moderation_status != "rejected" and question_is_visible(question)
+
+
+def answer_visible_to(answer: Answer, question: Question, viewer_id: uuid.UUID | None) -> bool:
+    """A public answer, or a hidden one to its own author while the question
+    can be seen (rejected answers stay readable by whoever wrote them)."""
+    if answer_is_public(answer, question):
+        return True
+    return viewer_id is not None and answer.author_id == viewer_id and question_is_visible(question)
+
+
+# --- comments ----------------------------------------------------------------------
+
+
+def public_comment_sql(alias: str = "comments") -> str:
+    """The comments the public may see: on a public pattern, or on a public
+    answer (not rejected, on a visible question). Comments have no moderation
+    state of their own; a deleted one with replies stays as the `[deleted]`
+    placeholder and is shown like the others."""
+    return (
+        f"(({alias}.pattern_id IS NOT NULL AND EXISTS (SELECT 1 FROM patterns vp "  # noqa: S608
+        f"WHERE vp.id = {alias}.pattern_id AND {public_pattern_sql('vp')})) "
+        f"OR ({alias}.answer_id IS NOT NULL AND EXISTS (SELECT 1 FROM answers va "
+        f"JOIN questions vq ON vq.id = va.question_id "
+        f"WHERE va.id = {alias}.answer_id AND {public_answer_sql('va', 'vq')})))"
+    )
