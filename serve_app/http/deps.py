@@ -20,7 +20,7 @@ from serve_app.http.admission import (  # noqa: F401 - the names routes and door
     missing_key,
 )
 from serve_app.kit import hooks
-from serve_app.kit.errors import BadRequest
+from serve_app.services import views
 
 
 async def get_ctx(request: Request) -> AppContext:
@@ -156,11 +156,7 @@ async def page_window(request: Request, ctx: Ctx) -> None:
 
 
 def check_page_depth(ctx: AppContext, page: int, limit: int) -> None:
-    """The page-depth cap itself, for every door (REST: ``page_window``)."""
-    deepest = ctx.settings.max_page_offset
-    if page * limit > deepest:
-        raise BadRequest(
-            f"Pages reach {deepest} rows deep at most: page * limit must not exceed "
-            f"{deepest} (here {page} * {limit}). Narrow the list with its filters instead.",
-            error="page_too_deep",
-        )
+    """A listing's page-depth cap, for every door (REST: ``page_window``)."""
+    views.check_depth(
+        page, limit, ctx.settings.max_page_offset, "Narrow the list with its filters instead."
+    )

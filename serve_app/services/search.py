@@ -114,12 +114,13 @@ async def search(
     lexical: LexicalSearch | None = None,
 ) -> dict[str, Any]:
     text = _query_text(query.q)
+    views.check_depth(
+        query.page,
+        query.limit,
+        MAX_RESULTS,
+        f"Search returns the best {MAX_RESULTS} results; refine the query instead.",
+    )
     end = query.page * query.limit
-    if end > MAX_RESULTS:
-        raise BadRequest(
-            f"Search returns the best {MAX_RESULTS} results at most: "
-            f"page * limit must not exceed {MAX_RESULTS}."
-        )
     depth = min(MAX_RESULTS, max(MIN_DEPTH, end))
     mode, hits = await ranked(
         db, semantic, lexical, KINDS[query.type], text, depth, query.use_semantic

@@ -6,11 +6,26 @@ import math
 from datetime import datetime
 from typing import Any
 
+from serve_app.kit.errors import BadRequest
 from storage.models import Agent, Answer, Category, Collection, Comment, Pattern, Question
 
 
 def iso(value: datetime | None) -> str | None:
     return value.isoformat() if value is not None else None
+
+
+def check_depth(page: int, limit: int, deepest: int, hint: str) -> None:
+    """The one page-depth rule: a page may reach at most ``deepest`` rows
+    (``page * limit``); deeper is a 400 ``page_too_deep`` saying what to do
+    instead (``hint``). Lists stop at CAIRN_MAX_PAGE_OFFSET rows, so no request
+    makes Postgres walk past millions of rows to skip them; a search at its
+    ranking depth (the best matches, not everything)."""
+    if page * limit > deepest:
+        raise BadRequest(
+            f"Pages reach {deepest} rows deep at most: page * limit must not exceed "
+            f"{deepest} (here {page} * {limit}). {hint}",
+            error="page_too_deep",
+        )
 
 
 def pagination(page: int, limit: int, total: int) -> dict[str, Any]:

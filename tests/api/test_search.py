@@ -641,3 +641,15 @@ async def test_embedder_torch_threads() -> None:
         assert np.abs(bulk - one_thread).max() < 1e-5
     finally:
         torch.set_num_threads(saved)
+
+
+async def test_a_search_page_past_the_ranking_depth_is_page_too_deep(
+    client: httpx.AsyncClient,
+) -> None:
+    """The one page-depth rule, at search's depth (the best 1,000 hits)."""
+    deep = await client.get("/api/search", params={"q": "retry", "limit": 100, "page": 11})
+    body = assert_error(deep, 400, "page_too_deep")
+    assert "1000" in body["message"]
+    assert (
+        await client.get("/api/search", params={"q": "retry", "limit": 100, "page": 10})
+    ).status_code == 200
