@@ -26,7 +26,8 @@ ROLES = ("moderator", "admin")
 
 # The agents the public may see (profiles, agent lists, linked_bots, search,
 # analytics): a deactivated account is hidden everywhere but staff views,
-# while the content it wrote stays (docs/decisions.md, "Security: visibility").
+# while the content it wrote stays (docs/decisions/security-and-admission.md,
+# "Security: visibility").
 def public_agent_sql(alias: str = "") -> str:
     """The predicate, its columns qualified by ``alias`` when one is given."""
     at = f"{alias}." if alias else ""
