@@ -2,7 +2,7 @@
 
 Its loop starts with the actor and again whenever Ray restarts it after a
 crash; all its work lives in Postgres, so the restarted loop carries on where
-the dead one stopped (docs/decisions.md, "Notifications").
+the dead one stopped (docs/decisions/notifications-and-streams.md, "Notifications").
 """
 
 from __future__ import annotations

@@ -288,9 +288,9 @@ def section(rows: list[dict[str, Any]], load_before: float, env: dict[str, str])
         "out after 15 s), hence the streams' own slots; and with every idle stream "
         "reading the database on each 15 s heartbeat, 500 streams cut the probe "
         "rate from 202/s to 65/s, hence heartbeats skip the database while the "
-        "replica's listener stays connected (docs/decisions.md, \"Notification "
-        'stream"). The machine is shared with other work: compare rows of one '
-        "run, not runs.",
+        "replica's listener stays connected "
+        '(docs/decisions/notifications-and-streams.md, "Notification stream"). '
+        "The machine is shared with other work: compare rows of one run, not runs.",
         END_MARK,
     ]
     return "\n".join(lines) + "\n"

@@ -11,7 +11,7 @@
 * a short list of English function words is dropped (they carry no
   evidence; BM25's IDF would make them nearly worthless anyway), and nothing
   is stemmed: ``sorted`` and ``sort`` stay apart, as they do in code
-  (docs/decisions.md, "Lexical ranking and fusion (issue 23)").
+  (docs/decisions/search.md, "Lexical ranking and fusion (issue 23)").
 
 ``LexicalIndex`` keeps documents of several fields (title, description, tags,
 content) in a tantivy index in memory, keyed by a 64-bit id, and ranks a query

@@ -62,7 +62,7 @@ class Settings(BaseSettings):
     db_pool_size: int = Field(default=20, ge=1, le=200)
     db_max_overflow: int = Field(default=0, ge=0, le=200)
     # How long opening a connection waits for a database that is restarting
-    # before the request gets a 503 (docs/decisions.md, "Database outages").
+    # before the request gets a 503 (docs/decisions/storage.md, "Database outages").
     db_connect_wait_s: float = Field(default=5.0, ge=0, le=120)
     # SQLAlchemy's round-trip ping on every checkout, for networks that drop
     # idle connections without a word (a cheaper check runs anyway).
@@ -74,13 +74,14 @@ class Settings(BaseSettings):
     public_base_url: str | None = None
     trusted_proxies: Annotated[list[str], NoDecode] = Field(default_factory=list)
     max_body_bytes: int = Field(default=1_048_576, ge=1024)
-    # POST /api/upload: the largest image (docs/decisions.md, "Uploads").
+    # POST /api/upload: the largest image (docs/decisions/security-and-admission.md, "Uploads").
     upload_max_bytes: int = Field(default=5 * 1024 * 1024, ge=1024, le=64 * 1024 * 1024)
     # Stored upload bytes per agent, counted from the uploads table; deleting
-    # frees room (docs/decisions.md, "Security: uploads, exposure and client IP").
+    # frees room (docs/decisions/security-and-admission.md, "Security: uploads,
+    # exposure and client IP").
     upload_quota_bytes: int = Field(default=100 * 1024 * 1024, ge=1024)
     # Where the images live: "postgres" (every node reads them) or "local"
-    # (STATE_DIR/uploads: one machine, or a shared file system; docs/decisions.md,
+    # (STATE_DIR/uploads: one machine, or a shared file system; docs/decisions/storage.md,
     # "Uploads in Postgres").
     upload_store: str = Field(default="postgres", pattern="^(postgres|local)$")
     # Image checks (full decodes) at once per replica, and how long an upload
@@ -95,7 +96,7 @@ class Settings(BaseSettings):
     # parts are asked at most once per this period per replica).
     health_snapshot_s: float = Field(default=1.0, ge=0, le=60)
     # The deepest row a paged listing reaches: page * limit at most this
-    # (docs/decisions.md, "Security: read costs").
+    # (docs/decisions/security-and-admission.md, "Security: read costs").
     max_page_offset: int = Field(default=10_000, ge=100, le=10_000_000)
 
     # Serve topology
@@ -112,7 +113,8 @@ class Settings(BaseSettings):
     access_log: bool = False
     drain_period_s: float = Field(default=1.0, ge=0)
 
-    # Notifications: follower fan-out and e-mail (docs/decisions.md, "Notifications")
+    # Notifications: follower fan-out and e-mail
+    # (docs/decisions/notifications-and-streams.md, "Notifications")
     smtp_url: SecretStr | None = None
     mail_from: str | None = None
     fanout_batch_size: int = Field(default=500, ge=1, le=10_000)
@@ -120,10 +122,10 @@ class Settings(BaseSettings):
     mail_retry_base_s: float = Field(default=30.0, ge=0)
     dispatch_poll_s: float = Field(default=2.0, gt=0, le=3600)
     notification_retention_days: int = Field(default=30, ge=1, le=3650)
-    # The live stream (docs/decisions.md, "Notification stream"): a comment
-    # line this often on an idle stream (and a look at the database), well
-    # inside every proxy idle timeout on the way (HAProxy's client timeout is
-    # 3600 s); how many streams one Api replica holds open (each also holds
+    # The live stream (docs/decisions/notifications-and-streams.md, "Notification
+    # stream"): a comment line this often on an idle stream (and a look at the
+    # database), well inside every proxy idle timeout on the way (HAProxy's
+    # client timeout is 3600 s); how many streams one Api replica holds open (each also holds
     # one of Serve's ongoing-request slots, which the builder adds to
     # CAIRN_INGRESS_MAX_ONGOING_REQUESTS); how long one stream lives before
     # the client is asked to reconnect (its key is checked again then).
@@ -136,7 +138,7 @@ class Settings(BaseSettings):
     stream_max_per_address: int = Field(default=50, ge=1, le=100_000)
     stream_max_age_s: float = Field(default=900.0, ge=1, le=86_400)
     # At most one notice per (actor, recipient, kind) per this many hours
-    # (docs/decisions.md, "Security: reputation and mail").
+    # (docs/decisions/security-and-admission.md, "Security: reputation and mail").
     notice_throttle_hours: float = Field(default=24.0, gt=0, le=24 * 30)
     # Address verification: how long a mailed link works, and how many
     # verification mails one human, or one address, may get per hour.
@@ -144,10 +146,10 @@ class Settings(BaseSettings):
     email_verify_per_hour: int = Field(default=3, ge=1, le=100)
 
     # Idempotency-Key on creating POSTs: how long a key replays its first
-    # answer (docs/decisions.md, "Contract: idempotency keys").
+    # answer (docs/decisions/http-and-contract.md, "Contract: idempotency keys").
     idempotency_ttl_hours: float = Field(default=24.0, gt=0, le=24 * 30)
 
-    # Humans and claiming (docs/decisions.md, "Humans and sign-in", "Claiming")
+    # Humans and claiming (docs/decisions/resources.md, "Humans and sign-in", "Claiming")
     session_ttl_days: int = Field(default=30, ge=1, le=365)
     x_oembed_url: str = "https://publish.twitter.com/oembed"
     captcha_verify_url: str | None = None
@@ -157,7 +159,7 @@ class Settings(BaseSettings):
     outbound_timeout_s: float = Field(default=5.0, gt=0, le=60)
     outbound_max_bytes: int = Field(default=262_144, ge=1024, le=16_777_216)
 
-    # Semantic search (docs/decisions.md, "Search")
+    # Semantic search (docs/decisions/search.md, "Search")
     embedding_model: str = Field(default="all-MiniLM-L6-v2", min_length=1)
     embedding_device: str = Field(default="auto", pattern=r"^(auto|cpu|cuda(:\d+)?|mps)$")
     embedding_max_batch: int = Field(default=64, ge=1, le=4096)
@@ -170,14 +172,14 @@ class Settings(BaseSettings):
     # The BM25 index each Api process holds (serve_app/runtime/index_copies/lexical.py), and how
     # stale it may be: 0, every search first reads the change log (one small
     # indexed query; full text sees every committed write); above 0, only a
-    # search finding the last read older than this does (docs/decisions.md,
+    # search finding the last read older than this does (docs/decisions/search.md,
     # "Lexical ranking and fusion (issue 23)").
     search_lexical: bool = True
     search_lexical_refresh_s: float = Field(default=0.0, ge=0, le=3600)
     # A copy of the vector index in each Api replica (serve_app/runtime/index_copies/vectors.py):
     # semantic search without a hop to the VectorIndex, at the cost of the
     # index's memory in every replica; at most refresh_s behind the VectorIndex
-    # (docs/decisions.md, "Serve path performance (issue 21)").
+    # (docs/decisions/deployment-and-operations.md, "Serve path performance (issue 21)").
     search_replica_vectors: bool = True
     search_replica_vectors_refresh_s: float = Field(default=1.0, ge=0, le=3600)
     search_flat_max: int = Field(default=20_000, ge=1)
@@ -203,7 +205,7 @@ class Settings(BaseSettings):
     # Claims, re-links and re-link codes per human: each may ask X about a post.
     ratelimit_claim: RateText = "20/hour"
     ratelimit_upload: RateText = "30/hour"
-    # Public reads without a key, per client IP (docs/decisions.md,
+    # Public reads without a key, per client IP (docs/decisions/security-and-admission.md,
     # "Security: read costs"): 5 a second for a whole minute.
     ratelimit_anon_read: RateText = "300/minute"
     # Anonymous GET /api/health per client address (it answers from a snapshot).

@@ -6,7 +6,8 @@ predicate and its Python twin over the same rows and fails when they differ).
 
 The predicates are literal SQL: the partial indexes on public rows carry the
 same text, and the planner can use them only when a query's condition matches
-without bind parameters (docs/decisions, "Security: visibility").
+without bind parameters (docs/decisions/security-and-admission.md, "Security:
+visibility").
 """
 
 from __future__ import annotations

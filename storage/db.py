@@ -31,7 +31,7 @@ def libpq_url(url: str) -> str:
 # Planner settings of every connection. The default random_page_cost (4) prices
 # an index lookup as a spinning-disk seek, and the planner then hashes 100k index
 # entries to join 1,000 trending ids (15 ms instead of 4); 1.1 is the usual value
-# for SSDs and data in cache (docs/decisions.md, "Trending").
+# for SSDs and data in cache (docs/decisions/resources.md, "Trending").
 SESSION_OPTIONS = "-c random_page_cost=1.1"
 
 
@@ -43,7 +43,7 @@ _OUTAGE_STATES = frozenset({"57P01", "57P02", "57P03", "53300"})
 
 # How long opening a connection keeps trying while the server is down or
 # starting up (a restart takes about a second): requests that arrive during a
-# restart wait for it instead of failing (docs/decisions.md, "Database outages").
+# restart wait for it instead of failing (docs/decisions/storage.md, "Database outages").
 CONNECT_WAIT_S = 5.0
 
 

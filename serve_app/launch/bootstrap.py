@@ -82,8 +82,9 @@ def ray_dir(state: Path) -> Path:
 def ray_env(settings: Settings) -> dict[str, str]:
     """Ray Serve settings that must be in the environment before Ray starts.
 
-    HAProxy mode (the fastest correct set-up measured, docs/decisions.md) with
-    all of its ports and files moved into our config and state folder.
+    HAProxy mode (the fastest correct set-up measured,
+    docs/decisions/deployment-and-operations.md) with all of its ports and files
+    moved into our config and state folder.
     """
     state = settings.state_path
     env = {
@@ -92,8 +93,8 @@ def ray_env(settings: Settings) -> dict[str, str]:
         # backpressure and failures in JSON too (serve_app/launch/edge_errors.py).
         "RAY_SERVE_HTTP_PROXY_CALLBACK_IMPORT_PATH": CALLBACK_IMPORT_PATH,
     }
-    # Defaults an operator may override in the environment (docs/decisions.md,
-    # "Serve path performance"):
+    # Defaults an operator may override in the environment
+    # (docs/decisions/deployment-and-operations.md, "Serve path performance"):
     tunables = {
         # Ray starts every worker process at nice 15 (below its own daemons):
         # the Api replicas, HAProxy and the rate-limit and trending actors are

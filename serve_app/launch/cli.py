@@ -159,7 +159,7 @@ def cmd_run(args: argparse.Namespace) -> int:
                     # A cluster outlives this process: the rate limiters,
                     # trending and dispatch actors this run started would stay
                     # on it, the dispatcher still polling the database
-                    # (docs/decisions.md, "Multi-node deployment").
+                    # (docs/decisions/deployment-and-operations.md, "Multi-node deployment").
                     from actors.cluster import remove_named
 
                     removed = remove_named()

@@ -81,7 +81,7 @@ def serve_proxies(haproxy: bool) -> list[Network]:
     """Where Serve's own HAProxy connects to this replica from: this host and
     the cluster's nodes. Empty (nothing believed beyond CAIRN_TRUSTED_PROXIES)
     unless HAProxy runs through ``cairn-haproxy``: Ray's stock template passes
-    a client's own X-Forwarded-For through untouched (docs/decisions.md,
+    a client's own X-Forwarded-For through untouched (docs/decisions/security-and-admission.md,
     "Security: uploads, exposure and client IP")."""
     if not haproxy:
         return []
@@ -151,7 +151,7 @@ def build_application(settings: Settings, prepared: Prepared) -> Application:
         num_replicas=settings.ingress_replicas,
         # An open notification stream holds one of Serve's ongoing-request
         # slots for as long as it lives: the streams get their own slots on
-        # top of the ones ordinary requests have (docs/decisions.md,
+        # top of the ones ordinary requests have (docs/decisions/notifications-and-streams.md,
         # "Notification stream"), so idle streams never starve the API.
         max_ongoing_requests=ingress_slots(settings),
         ray_actor_options={"num_cpus": settings.ingress_num_cpus},

@@ -5,7 +5,7 @@ Stateless with JSON answers: every POST carries its own call, no session is
 kept, so any ``Api`` replica answers any call (no sticky sessions). The
 transport is the official SDK's; the tools (``tools.py``) and resources
 (``resources.py``) run through ``door.Door``: the REST route's key check, rate
-limits and transaction, the same service functions (docs/decisions.md, "MCP
+limits and transaction, the same service functions (docs/decisions/mcp.md, "MCP
 server").
 """
 

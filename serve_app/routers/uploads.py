@@ -19,7 +19,7 @@ from serve_app.services import uploads as service
 router = api_router(tags=["uploads"])
 
 # Every served upload: never sniffed into another type, and even an SVG opened
-# directly cannot run script or load anything (docs/decisions.md, "Uploads").
+# directly cannot run script or load anything (docs/decisions/security-and-admission.md, "Uploads").
 SERVED_HEADERS = {
     "X-Content-Type-Options": "nosniff",
     "Content-Security-Policy": (

@@ -21,12 +21,12 @@ from storage.repositories.trending import recent_pattern_votes
 
 log = logging.getLogger("cairn.trending")
 
-# How many patterns a ranking holds at most (docs/decisions.md, "Trending").
+# How many patterns a ranking holds at most (docs/decisions/resources.md, "Trending").
 MAX_RANKED = 1000
 # How long a replica answers rankings from its own copy: a vote recorded
 # through another replica shows up in this one's rankings within this bound;
-# one recorded through this replica, at once (docs/decisions.md, "Serve path
-# performance").
+# one recorded through this replica, at once
+# (docs/decisions/deployment-and-operations.md, "Serve path performance").
 RANKING_TTL_S = 1.0
 
 Ranking = list[tuple[str, int]]

@@ -23,7 +23,7 @@ from storage.models.questions import QUESTION_STATUSES
 
 Tab = Literal["overview", "users", "patterns", "questions"]
 
-# The ``status`` filter of each list tab (users: an extension, see docs/decisions.md).
+# The ``status`` filter of each list tab (users: an extension, see docs/decisions/resources.md).
 STATUS_FILTERS: dict[str, tuple[str, ...]] = {
     "users": ("active", "inactive"),
     "patterns": PATTERN_STATUSES,

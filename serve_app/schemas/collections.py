@@ -1,4 +1,4 @@
-"""Collection bodies (bounds: docs/decisions.md, "Collections") and the
+"""Collection bodies (bounds: docs/decisions/resources.md, "Collections") and the
 collection response models."""
 
 from __future__ import annotations

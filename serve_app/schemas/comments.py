@@ -1,4 +1,5 @@
-"""Comment bodies (bounds: docs/decisions.md, "Comments") and the comment response models."""
+"""Comment bodies (bounds: docs/decisions/resources.md, "Comments") and the comment
+response models."""
 
 from __future__ import annotations
 

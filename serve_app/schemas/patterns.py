@@ -1,4 +1,4 @@
-"""Pattern bodies, the list query (bounds: docs/decisions.md, "Patterns") and
+"""Pattern bodies, the list query (bounds: docs/decisions/resources.md, "Patterns") and
 the pattern response models (a pattern in a list, a whole pattern)."""
 
 from __future__ import annotations

@@ -1,5 +1,5 @@
 """Question and answer bodies (bounds: the spec's Limits; the rest in
-docs/decisions.md, "Questions and answers")."""
+docs/decisions/resources.md, "Questions and answers")."""
 
 from __future__ import annotations
 
@@ -65,7 +65,7 @@ class QuestionCreate(Input):
 
 class QuestionUpdate(Input):
     """Any subset; ``category_id: null`` clears the category, ``tags: null`` the
-    tags. ``status`` closes or reopens the question (docs/decisions.md)."""
+    tags. ``status`` closes or reopens the question (docs/decisions/resources.md)."""
 
     title: Title | None = None
     body: QuestionBody | None = None

@@ -2,7 +2,7 @@
 ones included) and the admin's changes to them. A change to a pattern's or a
 question's ``moderation_status`` that approves or rejects it goes through the
 moderation decision (logged, author notified, counters and flags kept right);
-see docs/decisions.md, "Admin"."""
+see docs/decisions/resources.md, "Admin"."""
 
 from __future__ import annotations
 

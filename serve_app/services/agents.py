@@ -82,7 +82,7 @@ async def delete_account(
     ctx: AppContext, db: AsyncSession, caller: Agent, username: str
 ) -> dict[str, Any]:
     """Delete the caller's own account and everything that goes with it, at once
-    and for good (docs/decisions.md, "Account deletion")."""
+    and for good (docs/decisions/resources.md, "Account deletion")."""
     target = await agent_repo.by_username(db, username)
     if target is None:
         raise NotFound(f"No agent named '{_shown(username)}'.")

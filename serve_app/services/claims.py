@@ -1,7 +1,8 @@
 """Claiming bots: a human proves an X account by a post carrying the bot's
 claim code; one X account claims one bot. Owners re-link by posting a one-time
-code issued to them, and appeal. Every post proves once (docs/decisions.md,
-"Claiming" and "Security: claim proofs")."""
+code issued to them, and appeal. Every post proves once
+(docs/decisions/resources.md, "Claiming", and docs/decisions/security-and-admission.md,
+"Security: claim proofs")."""
 
 from __future__ import annotations
 

@@ -16,7 +16,7 @@ from storage.models.base import utcnow
 from storage.repositories import collections as repo
 
 # The detail read returns every pattern, so a collection's size is bounded
-# (docs/decisions.md, "Collections").
+# (docs/decisions/resources.md, "Collections").
 MAX_PATTERNS = 1000
 
 

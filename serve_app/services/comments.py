@@ -24,7 +24,7 @@ from storage.repositories import rows
 
 DELETED = "[deleted]"
 # A reply to a comment at this depth is refused: threads stay readable and a
-# response never nests deeper than this (docs/decisions.md, "Comments").
+# response never nests deeper than this (docs/decisions/resources.md, "Comments").
 MAX_DEPTH = 10
 
 
@@ -124,7 +124,7 @@ _SORTS: dict[str, Callable[[tuple[Comment, Agent]], Any]] = {
     "top": lambda row: (-row[0].vote_score, row[0].created_at, row[0].id),
 }
 
-# A thread is paged by its top-level comments (docs/decisions.md, "Security:
+# A thread is paged by its top-level comments (docs/decisions/security-and-admission.md, "Security:
 # read costs"): THREAD_PAGE of them by default, which covers a normal thread
 # whole, and never more; with their replies, at most THREAD_MAX_REPLIES
 # (the shallowest and oldest first: a reply left out still shows in its

@@ -7,7 +7,7 @@ the parts are shared by every replica and the route takes no key.
 part it can do without is down (semantic search, the dispatcher, the shared
 rate limits, the trending counter) and the reason says what the service does
 meanwhile. ``unhealthy`` (503): the database cannot be reached. Reasons are
-fixed sentences: no exception text reaches a client (docs/decisions.md,
+fixed sentences: no exception text reaches a client (docs/decisions/deployment-and-operations.md,
 "Health states").
 """
 

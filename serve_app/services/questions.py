@@ -121,7 +121,7 @@ async def answers_shown(
 
 def _changes(question: Question, caller: Agent, body: QuestionUpdate) -> dict[str, Any]:
     """The columns to set. The author may change everything; moderators and
-    admins only open or close it (docs/decisions.md)."""
+    admins only open or close it (docs/decisions/resources.md)."""
     changes = body.model_dump(exclude_unset=True)
     if caller.id != question.author_id and not (
         access.is_staff(caller) and set(changes) <= {"status"}

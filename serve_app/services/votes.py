@@ -23,7 +23,7 @@ from storage.repositories import votes as repo
 VALUES = {"upvote": 1, "downvote": -1}
 NAMES = {1: "upvote", -1: "downvote"}
 # Reputation of the target's author per upvote and per downvote
-# (spec for questions and answers; docs/decisions.md for patterns and comments).
+# (spec for questions and answers; docs/decisions/resources.md for patterns and comments).
 REPUTATION: dict[str, tuple[int, int]] = {
     "pattern": (10, -2),
     "comment": (0, 0),

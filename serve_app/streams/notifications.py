@@ -6,7 +6,7 @@ replica's hub (serve_app/runtime/streamhub.py) and borrows a connection only to
 read its rows after its cursor: on a ring; soon again while rows it can see
 are not settled yet; and on a heartbeat when the hub's listener may have
 missed something (it was not connected, or reconnected, since the last look)
-or every FULL_LOOK_BEATS heartbeats (docs/decisions.md, "Notification
+or every FULL_LOOK_BEATS heartbeats (docs/decisions/notifications-and-streams.md, "Notification
 stream")."""
 
 from __future__ import annotations

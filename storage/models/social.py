@@ -37,7 +37,7 @@ class Follow(SQLModel, table=True):
     created_at: datetime = created_field()
 
 
-# The kinds of notification (docs/decisions.md, "Notifications").
+# The kinds of notification (docs/decisions/notifications-and-streams.md, "Notifications").
 NEW_FOLLOWER = "new_follower"
 NEW_PATTERN = "new_pattern"
 PATTERN_COMMENT = "pattern_comment"
@@ -100,7 +100,7 @@ class Notification(SQLModel, table=True):
     data: dict[str, Any] = jsonb_field()
     is_read: bool = Field(default=False, sa_column_kwargs={"server_default": "false"})
     created_at: datetime = created_field()
-    # The stream's order (docs/decisions.md, "Notification stream"): the
+    # The stream's order (docs/decisions/notifications-and-streams.md, "Notification stream"): the
     # writing transaction (set by Postgres, never by a client), then the
     # row's place within it.
     txid: int | None = Field(

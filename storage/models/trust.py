@@ -37,7 +37,7 @@ class Upload(SQLModel, table=True):
 class UploadChunk(SQLModel, table=True):
     """The bytes of an upload in the Postgres store: ``seq`` 0, 1, … of at most
     the store's chunk size each, written in the upload's own transaction and
-    gone with its row (docs/decisions.md, "Uploads in Postgres")."""
+    gone with its row (docs/decisions/storage.md, "Uploads in Postgres")."""
 
     __tablename__ = "upload_chunks"
     __table_args__ = (CheckConstraint("seq >= 0", name="ck_upload_chunks_seq"),)

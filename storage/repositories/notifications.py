@@ -8,7 +8,7 @@ batch per transaction, moving the job's cursor in that same transaction.
 Every insert of notifications also sends ``pg_notify`` on ``CHANNEL`` with
 the recipients' ids, in the same transaction: Postgres delivers it at commit
 (never for a rollback) to each replica's listener, which wakes that
-replica's open streams (docs/decisions.md, "Notification stream").
+replica's open streams (docs/decisions/notifications-and-streams.md, "Notification stream").
 """
 
 from __future__ import annotations
@@ -54,8 +54,9 @@ _ALLOWED = (
 )
 
 
-# At most one notice per (actor, recipient, kind) per window (docs/decisions.md,
-# "Security: reputation and mail"); CAIRN_NOTICE_THROTTLE_HOURS sets it.
+# At most one notice per (actor, recipient, kind) per window
+# (docs/decisions/security-and-admission.md, "Security: reputation and mail");
+# CAIRN_NOTICE_THROTTLE_HOURS sets it.
 DEFAULT_THROTTLE_S = 24 * 3600.0
 _UNTHROTTLED = ", ".join(f"'{k}'" for k in UNTHROTTLED_MAIL_KINDS)
 
@@ -317,7 +318,7 @@ async def stream_after(
     """The recipient's settled notifications after ``after``, in stream order,
     with each one's actor. A row is settled when its transaction is older than
     every transaction still running: no row can then commit before it, so a
-    cursor never skips one (docs/decisions.md, "Notification stream")."""
+    cursor never skips one (docs/decisions/notifications-and-streams.md, "Notification stream")."""
     settled = (col(Notification.txid) < _HORIZON).label("settled")
     statement = (
         select(Notification, Agent, settled)

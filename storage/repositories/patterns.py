@@ -32,7 +32,7 @@ from storage.repositories import categories, reputation, rows
 from storage.repositories.search import RANK_CANDIDATES
 
 # ?search= on the list ranks at most this many matching rows, as /api/search
-# does (docs/decisions.md, "Security: read costs").
+# does (docs/decisions/security-and-admission.md, "Security: read costs").
 SEARCH_CANDIDATES = RANK_CANDIDATES
 
 
@@ -162,7 +162,7 @@ def _views_table() -> Any:
 
 
 def _popularity(views: Any) -> Any:
-    """ "popular": views plus weighted engagement (docs/decisions.md)."""
+    """ "popular": views plus weighted engagement (docs/decisions/resources.md)."""
     return (
         func.coalesce(views.c.views, 0)
         + 10 * col(Pattern.vote_score)

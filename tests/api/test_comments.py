@@ -250,7 +250,7 @@ async def test_comment_votes(client: httpx.AsyncClient, database: str) -> None:
     assert up.json()["data"] == {"vote_type": "upvote", "vote_score": 1}  # moved by 2
     removed = await client.delete(url, headers=voter.auth)
     assert removed.json()["data"] == {"vote_type": None, "vote_score": 0}
-    # Comment votes do not touch reputation (docs/decisions.md).
+    # Comment votes do not touch reputation (docs/decisions/resources.md).
     me = (await client.get("/api/agents/me", headers=author.auth)).json()["data"]
     assert me["reputation_score"] == 0
     assert (

@@ -183,8 +183,8 @@ async def test_full_text_while_the_embedder_is_down(
     assert "embedder" in health["parts"]["search"]["reason"], health["parts"]
     assert health["search"]["ready"] is True and health["search"]["embedder"] == "unavailable"
     # A query asked before is still answered semantically: its vector is in the
-    # Api replica's or the VectorIndex's query cache (docs/decisions.md, "Serve
-    # path performance").
+    # Api replica's or the VectorIndex's query cache
+    # (docs/decisions/deployment-and-operations.md, "Serve path performance").
     cached = await search(http, "logrotate nginx")
     assert cached["mode"] == "semantic" and cached["data"][0]["id"] == pattern
     # And recovers by itself (a query not asked before needs the Embedder).

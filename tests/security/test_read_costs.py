@@ -132,7 +132,8 @@ async def test_list_search_ranks_a_bounded_candidate_set(
     response = await client.get(path, params={"search": "zebrafish", "limit": 50})
     assert response.status_code == 200, response.text
     body = response.json()
-    # total counts the ranked candidates, at most the cap (docs/decisions.md).
+    # total counts the ranked candidates, at most the cap
+    # (docs/decisions/security-and-admission.md, "Security: read costs").
     assert body["pagination"]["total"] == SEARCH_CANDIDATES
     assert len(body["data"]) == 50 and body["pagination"]["has_more"] is True
     # The last page of candidates is reachable; past it, nothing.

@@ -121,5 +121,5 @@ async def test_a_failed_fetch_is_not_kept() -> None:
 
 
 def test_the_stated_bound() -> None:
-    # docs/decisions.md, "Serve path performance", states one second.
+    # docs/decisions/deployment-and-operations.md, "Serve path performance", states one second.
     assert RANKING_TTL_S == 1.0

@@ -33,10 +33,12 @@ def test_defaults_follow_the_spec_table() -> None:
         "vote": (100, 3600),
         "search": (60, 60),
         "general": (1000, 3600),
-        "login": (30, 3600),  # ours: the spec has no sign-in (docs/decisions.md)
+        "login": (30, 3600),  # ours: the spec has no sign-in (docs/decisions/resources.md)
         "claim": (20, 3600),  # ours: claims and re-links per human (each may ask X)
-        "upload": (30, 3600),  # ours: issue 24 (docs/decisions.md, "Security: uploads…")
-        # ours: anonymous reads per IP (docs/decisions.md, "Security: read costs")
+        # ours: issue 24 (docs/decisions/security-and-admission.md, "Security: uploads…")
+        "upload": (30, 3600),
+        # ours: anonymous reads per IP (docs/decisions/security-and-admission.md,
+        # "Security: read costs")
         "anon_read": (300, 60),
         "health": (120, 60),  # ours: anonymous /api/health per IP (issue 30)
     }

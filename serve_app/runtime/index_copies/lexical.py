@@ -3,7 +3,7 @@
 Each Api process holds its own ``embeddings.lexical.LexicalIndex`` per kind,
 so full-text search, and the fallback when the Embedder or the VectorIndex
 cannot answer, need nothing but this process and Postgres
-(docs/decisions.md, "Lexical ranking and fusion (issue 23)").
+(docs/decisions/search.md, "Lexical ranking and fusion (issue 23)").
 
 - **Build**: at start, in the background, from every row that may be found
   (``storage.repositories.search.scan_lexical``). Until it is done ``search``

@@ -1,7 +1,7 @@
 """idempotency keys (issue 19)
 
 One row per used Idempotency-Key: the first answer to a creating POST,
-replayed to a retry until it expires (docs/decisions.md, "Contract:
+replayed to a retry until it expires (docs/decisions/http-and-contract.md, "Contract:
 idempotency keys").
 
 Revision ID: 0012

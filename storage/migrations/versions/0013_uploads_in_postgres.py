@@ -2,7 +2,7 @@
 
 The bytes of an upload as rows of at most 256 KiB (``upload_chunks``),
 written in the upload's transaction and deleted with its row, so every node
-of a cluster reads the same images (docs/decisions.md, "Uploads in
+of a cluster reads the same images (docs/decisions/storage.md, "Uploads in
 Postgres"). Files already in STATE_DIR/uploads are moved in by
 ``cairn uploads migrate`` (also run by ``cairn run``), not here: a migration
 may run where that folder is not.

@@ -1,7 +1,7 @@
 """notification stream cursor (issue 20)
 
 Two columns give every notification a place in one order that all replicas
-agree on (docs/decisions.md, "Notification stream"):
+agree on (docs/decisions/notifications-and-streams.md, "Notification stream"):
 
 * ``txid``: the writing transaction's id (``pg_current_xact_id()``, a 64-bit
   xid8 that never wraps, stored as bigint);

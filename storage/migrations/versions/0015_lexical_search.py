@@ -1,6 +1,6 @@
 """lexical search: a log of changes to searchable rows (issue 23)
 
-The lexical (BM25) index lives in each Api process (docs/decisions.md,
+The lexical (BM25) index lives in each Api process (docs/decisions/search.md,
 "Lexical ranking and fusion (issue 23)"); it follows Postgres through this
 log. The trigger function of migration 0008, which queues a ``search_jobs``
 row for every change that can alter a row's text or visibility, also logs
