@@ -32,12 +32,12 @@ from serve_app.schemas.search import SearchLimit, SearchType
 from serve_app.services import agents as agent_service
 from serve_app.services import (
     answers,
-    comments,
     engagement,
     follows,
     notifications,
     patterns,
     questions,
+    voting,
 )
 from serve_app.services import search as search_service
 from serve_app.services.idempotency import KEY_MAX_LENGTH, KEY_PATTERN
@@ -314,22 +314,12 @@ def build(door: Door) -> list[Tool]:
         up = a.vote != "remove"
 
         async def work(c: Call) -> Any:
-            kind = a.vote if up else None
-            if a.target == "pattern":
-                if kind:
-                    return await patterns.vote(c.db, a.id, c.agent, kind, c.ctx.trending)
-                return await patterns.unvote(c.db, a.id, c.agent, c.ctx.trending)
-            if a.target == "question":
-                if kind:
-                    return await questions.vote(c.db, a.id, c.agent, kind)
-                return await questions.unvote(c.db, a.id, c.agent)
-            if a.target == "answer":
-                if kind:
-                    return await answers.vote(c.db, _uuid(a.id), c.agent, kind)
-                return await answers.unvote(c.db, _uuid(a.id), c.agent)
-            if kind:
-                return await comments.vote(c.db, _uuid(a.id), c.agent, kind)
-            return await comments.unvote(c.db, _uuid(a.id), c.agent)
+            # Answers and comments are named by id: a malformed one is a
+            # validation error, as on REST.
+            ref = _uuid(a.id) if a.target in ("answer", "comment") else a.id
+            if up:
+                return await voting.vote(c.db, a.target, ref, c.agent, a.vote, c.ctx.trending)
+            return await voting.unvote(c.db, a.target, ref, c.agent, c.ctx.trending)
 
         return await door.tool(ctx, _VOTES[(a.target, up)], work)
 

@@ -24,6 +24,7 @@ from serve_app.schemas.questions import (
 )
 from serve_app.schemas.votes import VoteIn
 from serve_app.services import answers as service
+from serve_app.services import voting
 
 router = api_router(prefix="/api/answers", tags=["answers"])
 
@@ -68,7 +69,7 @@ async def vote_answer(
     answer_id: uuid.UUID, body: VoteIn, caller: CurrentCaller, db: Db
 ) -> dict[str, Any]:
     """Upvote (+10 to the author) or downvote (-2) an answer."""
-    return await service.vote(db, answer_id, caller.agent, body.vote_type)
+    return await voting.vote(db, "answer", answer_id, caller.agent, body.vote_type)
 
 
 @router.delete(
@@ -79,13 +80,13 @@ async def vote_answer(
 )
 async def unvote_answer(answer_id: uuid.UUID, caller: CurrentCaller, db: Db) -> dict[str, Any]:
     """Remove your vote on an answer."""
-    return await service.unvote(db, answer_id, caller.agent)
+    return await voting.unvote(db, "answer", answer_id, caller.agent)
 
 
 @router.get("/{answer_id}/vote", response_model=DataOut[QaVoteStateOut], responses=errors(404))
 async def answer_vote_state(answer_id: uuid.UUID, caller: CurrentCaller, db: Db) -> dict[str, Any]:
     """Whether you voted on this answer, and how."""
-    return await service.vote_state(db, answer_id, caller.agent)
+    return await voting.state(db, "answer", answer_id, caller.agent)
 
 
 @router.get(

@@ -13,6 +13,7 @@ from serve_app.schemas.comments import CommentDeletedOut, CommentOut, CommentUpd
 from serve_app.schemas.common import MessageDataOut
 from serve_app.schemas.votes import VoteIn, VoteTallyOut
 from serve_app.services import comments as service
+from serve_app.services import voting
 
 router = api_router(prefix="/api/comments", tags=["comments"])
 
@@ -47,7 +48,7 @@ async def vote_comment(
     comment_id: uuid.UUID, body: VoteIn, caller: CurrentCaller, db: Db
 ) -> dict[str, Any]:
     """Upvote or downvote a comment."""
-    return await service.vote(db, comment_id, caller.agent, body.vote_type)
+    return await voting.vote(db, "comment", comment_id, caller.agent, body.vote_type)
 
 
 @router.delete(
@@ -58,4 +59,4 @@ async def vote_comment(
 )
 async def unvote_comment(comment_id: uuid.UUID, caller: CurrentCaller, db: Db) -> dict[str, Any]:
     """Remove your vote on a comment."""
-    return await service.unvote(db, comment_id, caller.agent)
+    return await voting.unvote(db, "comment", comment_id, caller.agent)

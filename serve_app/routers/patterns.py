@@ -41,7 +41,7 @@ from serve_app.schemas.patterns import (
     tag_query,
 )
 from serve_app.schemas.votes import VoteIn, VoteTallyOut
-from serve_app.services import comments, engagement
+from serve_app.services import comments, engagement, voting
 from serve_app.services import patterns as service
 from storage.repositories.patterns import ListQuery
 
@@ -148,7 +148,7 @@ async def vote_pattern(
     id_or_slug: str, body: VoteIn, caller: CurrentCaller, db: Db, ctx: Ctx
 ) -> dict[str, Any]:
     """Upvote or downvote a pattern (switching moves the score by 2)."""
-    return await service.vote(db, id_or_slug, caller.agent, body.vote_type, ctx.trending)
+    return await voting.vote(db, "pattern", id_or_slug, caller.agent, body.vote_type, ctx.trending)
 
 
 @router.delete(
@@ -161,7 +161,7 @@ async def unvote_pattern(
     id_or_slug: str, caller: CurrentCaller, db: Db, ctx: Ctx
 ) -> dict[str, Any]:
     """Remove your vote on a pattern."""
-    return await service.unvote(db, id_or_slug, caller.agent, ctx.trending)
+    return await voting.unvote(db, "pattern", id_or_slug, caller.agent, ctx.trending)
 
 
 @router.post(

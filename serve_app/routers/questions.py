@@ -37,7 +37,7 @@ from serve_app.schemas.questions import (
     StatusFilter,
 )
 from serve_app.schemas.votes import VoteIn
-from serve_app.services import answers
+from serve_app.services import answers, voting
 from serve_app.services import questions as service
 from storage.repositories.questions import ListQuery
 
@@ -130,7 +130,7 @@ async def delete_question(slug: str, caller: CurrentCaller, db: Db) -> dict[str,
 )
 async def vote_question(slug: str, body: VoteIn, caller: CurrentCaller, db: Db) -> dict[str, Any]:
     """Upvote (+5 to the author) or downvote (-2) a question."""
-    return await service.vote(db, slug, caller.agent, body.vote_type)
+    return await voting.vote(db, "question", slug, caller.agent, body.vote_type)
 
 
 @router.delete(
@@ -141,13 +141,13 @@ async def vote_question(slug: str, body: VoteIn, caller: CurrentCaller, db: Db) 
 )
 async def unvote_question(slug: str, caller: CurrentCaller, db: Db) -> dict[str, Any]:
     """Remove your vote on a question."""
-    return await service.unvote(db, slug, caller.agent)
+    return await voting.unvote(db, "question", slug, caller.agent)
 
 
 @router.get("/{slug}/vote", response_model=DataOut[QaVoteStateOut], responses=errors(404))
 async def question_vote_state(slug: str, caller: CurrentCaller, db: Db) -> dict[str, Any]:
     """Whether you voted on this question, and how."""
-    return await service.vote_state(db, slug, caller.agent)
+    return await voting.state(db, "question", slug, caller.agent)
 
 
 @router.get("/{slug}/answers", response_model=AnswerPageOut, responses=errors(404))

@@ -206,23 +206,6 @@ async def delete(db: AsyncSession, answer_id: uuid.UUID, caller: Agent) -> dict[
     return {"message": "Answer deleted.", "data": {"id": str(answer.id), "removed": True}}
 
 
-async def vote(
-    db: AsyncSession, answer_id: uuid.UUID, caller: Agent, vote_type: str
-) -> dict[str, Any]:
-    answer = await visible(db, answer_id, for_update=True)
-    return await votes.cast(db, caller.id, "answer", answer, vote_type)
-
-
-async def unvote(db: AsyncSession, answer_id: uuid.UUID, caller: Agent) -> dict[str, Any]:
-    answer = await visible(db, answer_id, for_update=True)
-    return await votes.withdraw(db, caller.id, "answer", answer)
-
-
-async def vote_state(db: AsyncSession, answer_id: uuid.UUID, caller: Agent) -> dict[str, Any]:
-    answer = await visible(db, answer_id)
-    return {"data": await votes.current_state(db, caller.id, "answer", answer.id)}
-
-
 async def by_agent(db: AsyncSession, username: str, page: int, limit: int) -> dict[str, Any]:
     """An agent's answers on visible questions, newest first, each with its
     question's id, title and slug."""

@@ -14,7 +14,7 @@ from sqlmodel.ext.asyncio.session import AsyncSession
 from serve_app.kit.errors import BadRequest, Forbidden, NotFound
 from serve_app.schemas.comments import CommentCreate, CommentUpdate
 from serve_app.schemas.common import THREAD_PAGE
-from serve_app.services import notifications, views, votes
+from serve_app.services import notifications, views
 from storage.models import Agent, Answer, Comment, Pattern
 from storage.models.base import utcnow
 from storage.models.social import ANSWER_COMMENT, COMMENT_REPLY, PATTERN_COMMENT
@@ -211,21 +211,10 @@ async def delete(db: AsyncSession, comment_id: uuid.UUID, caller: Agent) -> dict
     return {"message": "Comment deleted.", "data": {"id": str(comment.id), "removed": True}}
 
 
-async def _votable(db: AsyncSession, comment_id: uuid.UUID) -> Comment:
+async def votable(db: AsyncSession, comment_id: uuid.UUID) -> Comment:
+    """A live public comment, its row locked for a vote (404 otherwise)."""
     comment = await repo.get(db, comment_id, for_update=True)
     # Its pattern, or its answer and that answer's question, must be public.
     if comment is None or comment.is_deleted or not await repo.is_public(db, comment.id):
         raise NotFound(f"No comment {comment_id}.")
     return comment
-
-
-async def vote(
-    db: AsyncSession, comment_id: uuid.UUID, caller: Agent, vote_type: str
-) -> dict[str, Any]:
-    comment = await _votable(db, comment_id)
-    return await votes.cast(db, caller.id, "comment", comment, vote_type)
-
-
-async def unvote(db: AsyncSession, comment_id: uuid.UUID, caller: Agent) -> dict[str, Any]:
-    comment = await _votable(db, comment_id)
-    return await votes.withdraw(db, caller.id, "comment", comment)

@@ -147,7 +147,7 @@ async def public_locked(db: AsyncSession, ref: str) -> Pattern:
     return pattern
 
 
-def _tell_trending(
+def trending_hook(
     db: AsyncSession, trending: Trending, pattern: Pattern, voter: Agent
 ) -> votes.OnChange:
     """Send the vote change to the TrendingCounter once the transaction commits."""
@@ -161,22 +161,6 @@ def _tell_trending(
         hooks.after_commit(db, lambda: trending.record([event]))
 
     return changed
-
-
-async def vote(
-    db: AsyncSession, ref: str, caller: Agent, vote_type: str, trending: Trending
-) -> dict[str, Any]:
-    pattern = await public_locked(db, ref)
-    return await votes.cast(
-        db, caller.id, "pattern", pattern, vote_type, _tell_trending(db, trending, pattern, caller)
-    )
-
-
-async def unvote(db: AsyncSession, ref: str, caller: Agent, trending: Trending) -> dict[str, Any]:
-    pattern = await public_locked(db, ref)
-    return await votes.withdraw(
-        db, caller.id, "pattern", pattern, _tell_trending(db, trending, pattern, caller)
-    )
 
 
 async def ranking(db: AsyncSession, trending: Trending, days: int) -> repo.Ranked:

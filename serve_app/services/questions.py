@@ -168,18 +168,3 @@ async def list_visible(db: AsyncSession, query: repo.ListQuery) -> dict[str, Any
     return views.paged(
         [views.question(q, a, c) for q, a, c in found], query.page, query.limit, total
     )
-
-
-async def vote(db: AsyncSession, ref: str, caller: Agent, vote_type: str) -> dict[str, Any]:
-    question = await find(db, ref, for_update=True)
-    return await votes.cast(db, caller.id, "question", question, vote_type)
-
-
-async def unvote(db: AsyncSession, ref: str, caller: Agent) -> dict[str, Any]:
-    question = await find(db, ref, for_update=True)
-    return await votes.withdraw(db, caller.id, "question", question)
-
-
-async def vote_state(db: AsyncSession, ref: str, caller: Agent) -> dict[str, Any]:
-    question = await find(db, ref, caller)
-    return {"data": await votes.current_state(db, caller.id, "question", question.id)}
