@@ -37,8 +37,10 @@ from serve_app.services import (
     notifications,
     patterns,
     questions,
+    views,
     voting,
 )
+from serve_app.services import comments as comment_service
 from serve_app.services import search as search_service
 from serve_app.services.idempotency import KEY_MAX_LENGTH, KEY_PATTERN
 from storage.repositories.questions import ListQuery as QuestionListQuery
@@ -279,7 +281,7 @@ def build(door: Door) -> list[Tool]:
 
     async def update_pattern(c: Call, a: UpdatePatternArgs) -> Any:
         data = await patterns.update(c.db, a.ref, c.agent, body(a, PatternUpdate))
-        return {"message": "Pattern updated.", "data": data}
+        return views.envelope(patterns.UPDATED, data)
 
     async def list_questions(c: Call, a: ListQuestionsArgs) -> Any:
         deps.check_page_depth(c.ctx, a.page, a.limit)
@@ -305,7 +307,7 @@ def build(door: Door) -> list[Tool]:
 
     async def answer_question(c: Call, a: AnswerArgs) -> Any:
         data = await answers.create(c.db, a.slug, c.agent, body(a, AnswerCreate))
-        return {"message": "Answer posted.", "data": data}
+        return views.envelope(answers.POSTED, data)
 
     async def accept_answer(c: Call, a: AcceptArgs) -> Any:
         return await answers.accept(c.db, a.answer_id, c.agent)
@@ -330,7 +332,7 @@ def build(door: Door) -> list[Tool]:
                 data = await patterns.add_comment(c.db, a.id, c.agent, text)
             else:
                 data = await answers.add_comment(c.db, _uuid(a.id), c.agent, text)
-            return {"message": "Comment posted.", "data": data}
+            return views.envelope(comment_service.POSTED, data)
 
         operation = "patterns_create_comment" if a.target == "pattern" else "answers_create_comment"
         return await door.tool(ctx, operation, work, _keyed(a, "comment"))

@@ -44,7 +44,7 @@ from serve_app.schemas.agents import (
 from serve_app.schemas.common import DataOut, Limit, MessageDataOut, MessageOut, Page, PageOut
 from serve_app.schemas.feed import BookmarkedPatternOut
 from serve_app.services import agents as agent_service
-from serve_app.services import answers, claims, engagement, follows
+from serve_app.services import answers, claims, engagement, follows, views
 from serve_app.services import api_keys as key_service
 
 router = api_router(prefix="/api/agents", tags=["agents"])
@@ -197,7 +197,7 @@ async def update_profile(
 ) -> dict[str, Any]:
     """Edit your own display_name, bio and avatar_url."""
     data = await agent_service.update_profile(db, caller.agent, username, body)
-    return {"message": "Profile updated.", "data": data}
+    return views.envelope("Profile updated.", data)
 
 
 @router.delete(

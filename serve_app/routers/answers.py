@@ -24,7 +24,7 @@ from serve_app.schemas.questions import (
 )
 from serve_app.schemas.votes import VoteIn
 from serve_app.services import answers as service
-from serve_app.services import voting
+from serve_app.services import comments, views, voting
 
 router = api_router(prefix="/api/answers", tags=["answers"])
 
@@ -38,7 +38,7 @@ async def edit_answer(
 ) -> dict[str, Any]:
     """Edit your answer."""
     data = await service.edit(db, answer_id, caller.agent, body)
-    return {"message": "Answer updated.", "data": data}
+    return views.envelope("Answer updated.", data)
 
 
 @router.delete(
@@ -123,4 +123,4 @@ async def create_comment(
 ) -> dict[str, Any]:
     """Comment on an answer, or reply to one of its comments with parent_id."""
     data = await service.add_comment(db, answer_id, caller.agent, body)
-    return {"message": "Comment posted.", "data": data}
+    return views.envelope(comments.POSTED, data)

@@ -21,6 +21,7 @@ from serve_app.schemas.collections import (
 )
 from serve_app.schemas.common import DataOut, Limit, MessageDataOut, Page, PageOut
 from serve_app.services import collections as service
+from serve_app.services import views
 
 router = api_router(prefix="/api/collections", tags=["collections"])
 
@@ -57,7 +58,7 @@ async def create_collection(
 ) -> dict[str, Any]:
     """Create a collection (public unless is_public is false)."""
     data = await service.create(db, caller.agent, body)
-    return {"message": "Collection created.", "data": data}
+    return views.envelope("Collection created.", data)
 
 
 @router.get("/{collection_id}", response_model=DataOut[CollectionDetailOut], responses=errors(404))
@@ -75,7 +76,7 @@ async def update_collection(
 ) -> dict[str, Any]:
     """Change name, description or visibility of your collection."""
     data = await service.update(db, collection_id, caller.agent, body)
-    return {"message": "Collection updated.", "data": data}
+    return views.envelope("Collection updated.", data)
 
 
 @router.delete(

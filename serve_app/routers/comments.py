@@ -13,7 +13,7 @@ from serve_app.schemas.comments import CommentDeletedOut, CommentOut, CommentUpd
 from serve_app.schemas.common import MessageDataOut
 from serve_app.schemas.votes import VoteIn, VoteTallyOut
 from serve_app.services import comments as service
-from serve_app.services import voting
+from serve_app.services import views, voting
 
 router = api_router(prefix="/api/comments", tags=["comments"])
 
@@ -27,7 +27,7 @@ async def edit_comment(
 ) -> dict[str, Any]:
     """Edit your comment."""
     data = await service.edit(db, comment_id, caller.agent, body)
-    return {"message": "Comment updated.", "data": data}
+    return views.envelope("Comment updated.", data)
 
 
 @router.delete(

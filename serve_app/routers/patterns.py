@@ -41,7 +41,7 @@ from serve_app.schemas.patterns import (
     tag_query,
 )
 from serve_app.schemas.votes import VoteIn, VoteTallyOut
-from serve_app.services import comments, engagement, voting
+from serve_app.services import comments, engagement, views, voting
 from serve_app.services import patterns as service
 from storage.repositories.patterns import ListQuery
 
@@ -127,7 +127,7 @@ async def update_pattern(
 ) -> dict[str, Any]:
     """Edit your pattern: any subset of the create fields."""
     data = await service.update(db, id_or_slug, caller.agent, body)
-    return {"message": "Pattern updated.", "data": data}
+    return views.envelope(service.UPDATED, data)
 
 
 @router.delete(
@@ -174,7 +174,7 @@ async def unvote_pattern(
 async def fork_pattern(id_or_slug: str, caller: CurrentCaller, db: Db) -> dict[str, Any]:
     """Copy a pattern under your account (counts as a pattern creation)."""
     data = await service.fork(db, id_or_slug, caller.agent)
-    return {"message": "Pattern forked.", "data": data}
+    return views.envelope("Pattern forked.", data)
 
 
 @router.get(
@@ -281,4 +281,4 @@ async def create_comment(
 ) -> dict[str, Any]:
     """Comment on a pattern, or reply to one of its comments with parent_id."""
     data = await service.add_comment(db, id_or_slug, caller.agent, body)
-    return {"message": "Comment posted.", "data": data}
+    return views.envelope(comments.POSTED, data)

@@ -37,7 +37,7 @@ from serve_app.schemas.questions import (
     StatusFilter,
 )
 from serve_app.schemas.votes import VoteIn
-from serve_app.services import answers, voting
+from serve_app.services import answers, views, voting
 from serve_app.services import questions as service
 from storage.repositories.questions import ListQuery
 
@@ -111,7 +111,7 @@ async def update_question(
 ) -> dict[str, Any]:
     """Edit your question; its author (or a moderator) may also close or reopen it."""
     data = await service.update(db, slug, caller.agent, body)
-    return {"message": "Question updated.", "data": data}
+    return views.envelope("Question updated.", data)
 
 
 @router.delete(
@@ -186,4 +186,4 @@ async def answer_question(
 ) -> dict[str, Any]:
     """Answer an open question (10 per hour per agent)."""
     data = await answers.create(db, slug, caller.agent, body)
-    return {"message": "Answer posted.", "data": data}
+    return views.envelope(answers.POSTED, data)

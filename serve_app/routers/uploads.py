@@ -15,6 +15,7 @@ from serve_app.kit.multipart import FilePart, read_file_part
 from serve_app.schemas.common import MessageDataOut, MessageOut
 from serve_app.schemas.uploads import ImageType, UploadDelete, UploadResultOut
 from serve_app.services import uploads as service
+from serve_app.services import views
 
 router = api_router(tags=["uploads"])
 
@@ -123,7 +124,7 @@ _IMAGE_RESPONSE: dict[int | str, dict[str, Any]] = {
 async def upload(file: UploadedFile, caller: Uploader, db: Db, ctx: Ctx) -> dict[str, Any]:
     """Upload an image (JPEG, PNG, GIF, WebP or SVG, at most 5 MB) as the multipart part 'file'."""
     data = await service.create(ctx, db, caller.agent, file)
-    return {"message": "Image uploaded.", "data": data}
+    return views.envelope("Image uploaded.", data)
 
 
 # 400 invalid_path: not a stored-path shape; 403: someone else's upload.

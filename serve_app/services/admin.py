@@ -233,7 +233,7 @@ async def _change_user(db: AsyncSession, caller: Agent, body: UserChange) -> dic
         target.updated_at = utcnow()
         await db.flush()
     bots = (await repo.linked_bots_of(db, [target.id])).get(target.id, [])
-    return {"message": _message("user", changed), "data": user_row(target, bots)}
+    return views.envelope(_message("user", changed), user_row(target, bots))
 
 
 async def _decide(db: AsyncSession, caller: Agent, kind: str, item_id: uuid.UUID, new: str) -> None:
@@ -261,7 +261,7 @@ async def _change_pattern(db: AsyncSession, caller: Agent, body: PatternChange) 
         )
     author, category = await pattern_repo.related(db, pattern)
     assert author is not None
-    return {"message": _message("pattern", changed), "data": pattern_row(pattern, author, category)}
+    return views.envelope(_message("pattern", changed), pattern_row(pattern, author, category))
 
 
 async def _set_question_status(db: AsyncSession, question: Question, status: str) -> None:
@@ -309,4 +309,4 @@ async def _change_question(db: AsyncSession, caller: Agent, body: QuestionChange
         await moderate()
     found = await question_repo.with_related(db, question.id)
     assert found is not None
-    return {"message": _message("question", changed), "data": question_row(*found)}
+    return views.envelope(_message("question", changed), question_row(*found))

@@ -44,16 +44,16 @@ async def register(ctx: AppContext, db: AsyncSession, body: RegisterIn) -> dict[
             break  # otherwise the username or claim code was taken: draw again
     else:
         raise ServiceUnavailable("Could not allocate a unique username; please retry.")
-    return {
-        "message": "Agent registered. Store the api_key now: it is shown only once.",
-        "data": {
+    return views.envelope(
+        "Agent registered. Store the api_key now: it is shown only once.",
+        {
             "agent_id": str(agent_id),
             "username": username,
             "api_key": new_key.key,
             "claim_code": claim_code,
             "claim_url": f"{ctx.settings.base_url}/agents/claim/{agent_id}",
         },
-    }
+    )
 
 
 async def by_username(db: AsyncSession, username: str) -> Agent:
@@ -102,10 +102,10 @@ async def delete_account(
             await ctx.trending.record(events)
 
     hooks.after_commit(db, clean_up)
-    return {
-        "message": "Account deleted permanently, with everything it published.",
-        "data": {"username": caller.username, "removed": removed},
-    }
+    return views.envelope(
+        "Account deleted permanently, with everything it published.",
+        {"username": caller.username, "removed": removed},
+    )
 
 
 async def update_profile(

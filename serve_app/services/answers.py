@@ -29,6 +29,10 @@ ACCEPTED_ANSWERER = 15
 ACCEPTING_ASKER = 2
 
 
+# What the doors say when they report this change (REST and MCP alike).
+POSTED = "Answer posted."
+
+
 async def create(
     db: AsyncSession, question_ref: str, caller: Agent, body: AnswerCreate
 ) -> dict[str, Any]:
@@ -173,9 +177,9 @@ async def accept(db: AsyncSession, answer_id: uuid.UUID, caller: Agent) -> dict[
             ),
         )
         message = "Answer accepted."
-    return {
-        "message": message,
-        "data": {
+    return views.envelope(
+        message,
+        {
             "answer_id": str(answer.id),
             "question_id": str(question.id),
             "is_accepted": answer.is_accepted,
@@ -183,7 +187,7 @@ async def accept(db: AsyncSession, answer_id: uuid.UUID, caller: Agent) -> dict[
             if question.accepted_answer_id
             else None,
         },
-    }
+    )
 
 
 async def delete(db: AsyncSession, answer_id: uuid.UUID, caller: Agent) -> dict[str, Any]:
@@ -203,7 +207,7 @@ async def delete(db: AsyncSession, answer_id: uuid.UUID, caller: Agent) -> dict[
         db, answer.author_id, -earned, "answer_deleted", source_type="answer", source_id=answer.id
     )
     await rows.add_to_loaded_counter(db, question, "answer_count", -1)
-    return {"message": "Answer deleted.", "data": {"id": str(answer.id), "removed": True}}
+    return views.envelope("Answer deleted.", {"id": str(answer.id), "removed": True})
 
 
 async def by_agent(db: AsyncSession, username: str, page: int, limit: int) -> dict[str, Any]:

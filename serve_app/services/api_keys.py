@@ -8,6 +8,7 @@ from sqlmodel.ext.asyncio.session import AsyncSession
 
 from serve_app.context import AppContext
 from serve_app.kit import keys
+from serve_app.services import views
 from serve_app.services.views import iso
 from storage.models import Agent, ApiKey
 from storage.repositories import agents as agent_repo
@@ -38,20 +39,18 @@ async def regenerate(ctx: AppContext, db: AsyncSession, agent: Agent) -> dict[st
     row = await key_repo.insert(
         db, agent.id, new_key.key_id, keys.hash_secret(ctx.secret, new_key.key)
     )
-    return {
-        "message": (
-            "New API key issued; the previous key no longer works. "
-            "Store it now: it is shown only once."
-        ),
-        "data": {
+    return views.envelope(
+        "New API key issued; the previous key no longer works. "
+        "Store it now: it is shown only once.",
+        {
             "api_key": new_key.key,
             "key_prefix": keys.key_preview(new_key.key_id),
             "created_at": iso(row.created_at),
         },
-    }
+    )
 
 
 async def revoke(db: AsyncSession, agent: Agent) -> dict[str, Any]:
     await agent_repo.lock(db, agent.id)
     await key_repo.revoke_all(db, agent.id)
-    return {"message": "API key revoked. Requests with it now get 401."}
+    return views.envelope("API key revoked. Requests with it now get 401.")

@@ -147,15 +147,15 @@ async def claim(
     except IntegrityError as exc:
         raise _handle_taken(post.author_handle) from exc
     await _prove_handle(db, human, post.author_handle)
-    return {
-        "message": f"Claimed: {bot.username} is now verified and linked to your profile.",
-        "data": {
+    return views.envelope(
+        f"Claimed: {bot.username} is now verified and linked to your profile.",
+        {
             **_brief(bot),
             "verification_level": "verified",
             "claimed_at": views.iso(now),
             "owner_x_handle": post.author_handle,
         },
-    }
+    )
 
 
 def _handle_taken(handle: str) -> Conflict:
@@ -194,12 +194,10 @@ async def relink_code(
     code = keys.claim_code(RELINK_CODE_LENGTH)
     await repo.issue_challenge(db, human.id, bot.id, code, now, now + ttl)
     minutes = ctx.settings.relink_code_ttl_minutes
-    return {
-        "message": (
-            f"Post the code from @{bot.owner_x_handle} within {minutes} minutes, then send "
-            f"that post's URL as tweet_url to PATCH /api/agents/claim/{bot.id}."
-        ),
-        "data": {
+    return views.envelope(
+        f"Post the code from @{bot.owner_x_handle} within {minutes} minutes, then send "
+        f"that post's URL as tweet_url to PATCH /api/agents/claim/{bot.id}.",
+        {
             "agent_id": str(bot.id),
             "username": bot.username,
             "owner_x_handle": bot.owner_x_handle,
@@ -208,7 +206,7 @@ async def relink_code(
             "issued_at": views.iso(now),
             "expires_at": views.iso(now + ttl),
         },
-    }
+    )
 
 
 async def relink(
@@ -248,14 +246,14 @@ async def relink(
             human,
             notifications.notice(previous, BOT_RELINKED, notifications.about_agent(bot)),
         )
-    return {
-        "message": f"{bot.username} is linked to your profile.",
-        "data": {
+    return views.envelope(
+        f"{bot.username} is linked to your profile.",
+        {
             **_brief(bot),
             "owner_x_handle": bot.owner_x_handle,
             "owner": human.username,
         },
-    }
+    )
 
 
 async def _check_relink_proof(
@@ -320,9 +318,9 @@ async def appeal(
             "An appeal for this agent is already waiting for review.", error="appeal_pending"
         )
     row = await repo.add_appeal(db, agent_id, human.id, body.appeal_reason)
-    return {
-        "message": "Appeal received.",
-        "data": {
+    return views.envelope(
+        "Appeal received.",
+        {
             "agent_id": str(agent_id),
             "appeal_id": str(row.id),
             "status": row.status,
@@ -330,4 +328,4 @@ async def appeal(
                 "A moderator will review the appeal; you will get a notification with the decision."
             ),
         },
-    }
+    )

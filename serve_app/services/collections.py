@@ -99,7 +99,7 @@ async def update(
 async def delete(db: AsyncSession, collection_id: uuid.UUID, caller: Agent) -> dict[str, Any]:
     collection = await _owned(db, collection_id, caller)
     await repo.delete_collection(db, collection.id)
-    return {"message": "Collection deleted.", "data": {"id": str(collection.id)}}
+    return views.envelope("Collection deleted.", {"id": str(collection.id)})
 
 
 async def add_pattern(
@@ -116,10 +116,10 @@ async def add_pattern(
     if added:
         collection.updated_at = utcnow()
         await db.flush()
-    return added, {
-        "message": "Pattern added to the collection." if added else "Already in the collection.",
-        "data": await _shown(db, collection, caller),
-    }
+    return added, views.envelope(
+        "Pattern added to the collection." if added else "Already in the collection.",
+        await _shown(db, collection, caller),
+    )
 
 
 async def remove_pattern(
@@ -131,7 +131,6 @@ async def remove_pattern(
         raise NotFound(f"Pattern {pattern_id} is not in this collection.")
     collection.updated_at = utcnow()
     await db.flush()
-    return {
-        "message": "Pattern removed from the collection.",
-        "data": await _shown(db, collection, caller),
-    }
+    return views.envelope(
+        "Pattern removed from the collection.", await _shown(db, collection, caller)
+    )

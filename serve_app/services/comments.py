@@ -23,6 +23,8 @@ from storage.repositories import questions as question_repo
 from storage.repositories import rows
 
 DELETED = "[deleted]"
+# What the doors say when a comment is posted (REST and MCP alike).
+POSTED = "Comment posted."
 # A reply to a comment at this depth is refused: threads stay readable and a
 # response never nests deeper than this (docs/decisions/resources.md, "Comments").
 MAX_DEPTH = 10
@@ -193,10 +195,10 @@ async def delete(db: AsyncSession, comment_id: uuid.UUID, caller: Agent) -> dict
         comment.is_deleted = True
         comment.updated_at = utcnow()
         await db.flush()
-        return {
-            "message": "Comment deleted; a placeholder keeps its replies in place.",
-            "data": {"id": str(comment.id), "removed": False, "content": DELETED},
-        }
+        return views.envelope(
+            "Comment deleted; a placeholder keeps its replies in place.",
+            {"id": str(comment.id), "removed": False, "content": DELETED},
+        )
     await repo.remove(db, comment.id)
     parent_id = comment.parent_id
     while parent_id is not None:
@@ -208,7 +210,7 @@ async def delete(db: AsyncSession, comment_id: uuid.UUID, caller: Agent) -> dict
             break
         await repo.remove(db, parent.id)
         parent_id = parent.parent_id
-    return {"message": "Comment deleted.", "data": {"id": str(comment.id), "removed": True}}
+    return views.envelope("Comment deleted.", {"id": str(comment.id), "removed": True})
 
 
 async def votable(db: AsyncSession, comment_id: uuid.UUID) -> Comment:

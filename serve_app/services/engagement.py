@@ -26,10 +26,7 @@ async def bookmark(db: AsyncSession, ref: str, caller: Agent) -> tuple[bool, dic
     if created:
         await pattern_repo.add_to_counter(db, pattern.id, "bookmark_count", +1)
     message = "Pattern bookmarked." if created else "Already bookmarked."
-    return created, {
-        "message": message,
-        "data": {"pattern_id": str(pattern.id), "bookmarked": True},
-    }
+    return created, views.envelope(message, {"pattern_id": str(pattern.id), "bookmarked": True})
 
 
 async def unbookmark(db: AsyncSession, ref: str, caller: Agent) -> dict[str, Any]:
@@ -44,10 +41,7 @@ async def unbookmark(db: AsyncSession, ref: str, caller: Agent) -> dict[str, Any
         raise NotFound(f"No pattern '{ref[:80]}'.")
     if await repo.remove_bookmark(db, caller.id, pattern.id):
         await pattern_repo.add_to_counter(db, pattern.id, "bookmark_count", -1)
-    return {
-        "message": "Bookmark removed.",
-        "data": {"pattern_id": str(pattern.id), "bookmarked": False},
-    }
+    return views.envelope("Bookmark removed.", {"pattern_id": str(pattern.id), "bookmarked": False})
 
 
 async def bookmarks(db: AsyncSession, caller: Agent, page: int, limit: int) -> dict[str, Any]:
@@ -70,14 +64,14 @@ async def flag(db: AsyncSession, ref: str, caller: Agent, body: FlagIn) -> dict[
     flags = await pattern_repo.add_to_counter(db, pattern.id, "flag_count", +1)
     if flags >= FLAGS_FOR_REVIEW and pattern.moderation_status == "approved":
         await pattern_repo.apply_update(db, pattern, {"moderation_status": "flagged"})
-    return {
-        "message": "Thank you: the pattern was flagged for review.",
-        "data": {
+    return views.envelope(
+        "Thank you: the pattern was flagged for review.",
+        {
             "pattern_id": str(pattern.id),
             "reason": created.reason,
             "created_at": views.iso(created.created_at),
         },
-    }
+    )
 
 
 async def flag_status(db: AsyncSession, ref: str, caller: Agent) -> dict[str, Any]:

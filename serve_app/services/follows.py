@@ -28,10 +28,9 @@ async def follow(db: AsyncSession, caller: Agent, username: str) -> tuple[bool, 
             notifications.notice(target.id, NEW_FOLLOWER, notifications.about_agent(caller)),
         )
     message = f"Now following {target.username}." if created else "Already following."
-    return created, {
-        "message": message,
-        "data": {"username": target.username, "following": True, "followers_count": followers},
-    }
+    return created, views.envelope(
+        message, {"username": target.username, "following": True, "followers_count": followers}
+    )
 
 
 async def unfollow(db: AsyncSession, caller: Agent, username: str) -> dict[str, Any]:
@@ -41,10 +40,10 @@ async def unfollow(db: AsyncSession, caller: Agent, username: str) -> dict[str, 
     followers = target.followers_count
     if removed:
         followers = await repo.adjust_counts(db, caller.id, target.id, -1)
-    return {
-        "message": f"Unfollowed {target.username}." if removed else "You were not following.",
-        "data": {"username": target.username, "following": False, "followers_count": followers},
-    }
+    return views.envelope(
+        f"Unfollowed {target.username}." if removed else "You were not following.",
+        {"username": target.username, "following": False, "followers_count": followers},
+    )
 
 
 def _listed(agent: Agent, follow: Follow) -> dict[str, Any]:

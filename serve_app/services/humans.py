@@ -20,6 +20,7 @@ from serve_app.kit.errors import (
     Unauthorized,
 )
 from serve_app.schemas.humans import HumanRegisterIn, LoginIn
+from serve_app.services import views
 from serve_app.services.views import iso
 from storage.models import Agent, HumanSession
 from storage.models.base import utcnow
@@ -77,7 +78,7 @@ async def register(
         # hourly throttle like any other).
         await _queue_verification(ctx, db, human_id, body.email)
         message += f" A link to confirm {body.email} is on its way."
-    body_out = {"message": message, "data": _signed_in(human, token, expires_at)}
+    body_out = views.envelope(message, _signed_in(human, token, expires_at))
     return body_out, token, expires_at
 
 
@@ -95,7 +96,7 @@ async def login(
         await repo.set_password_hash(db, human.id, await passwords.hash_password(body.password))
     token, expires_at = await _open_session(ctx, db, human)
     return (
-        {"message": "Signed in.", "data": _signed_in(human, token, expires_at)},
+        views.envelope("Signed in.", _signed_in(human, token, expires_at)),
         token,
         expires_at,
     )
@@ -104,7 +105,7 @@ async def login(
 async def logout(db: AsyncSession, session: HumanSession | None) -> dict[str, Any]:
     if session is not None:
         await repo.revoke_session(db, session.id)
-    return {"message": "Signed out. The session token no longer works."}
+    return views.envelope("Signed out. The session token no longer works.")
 
 
 # Address verification ---------------------------------------------------------------
@@ -154,10 +155,10 @@ async def request_verification(ctx: AppContext, db: AsyncSession, human: Agent) 
     if verified_at is not None:
         raise Conflict(f"{email} is already confirmed.", error="email_already_verified")
     expires_at = await _queue_verification(ctx, db, human.id, email)
-    return {
-        "message": f"A link to confirm {email} is on its way; it works once.",
-        "data": {"email": email, "email_verified": False, "expires_at": iso(expires_at)},
-    }
+    return views.envelope(
+        f"A link to confirm {email} is on its way; it works once.",
+        {"email": email, "email_verified": False, "expires_at": iso(expires_at)},
+    )
 
 
 async def confirm_email(ctx: AppContext, db: AsyncSession, token: str) -> dict[str, Any]:
@@ -172,7 +173,7 @@ async def confirm_email(ctx: AppContext, db: AsyncSession, token: str) -> dict[s
             error="invalid_token",
         )
     human_id, email = found
-    return {
-        "message": f"{email} is confirmed.",
-        "data": {"agent_id": str(human_id), "email": email, "email_verified": True},
-    }
+    return views.envelope(
+        f"{email} is confirmed.",
+        {"agent_id": str(human_id), "email": email, "email_verified": True},
+    )

@@ -66,9 +66,9 @@ async def decide(db: AsyncSession, caller: Agent, body: Decision) -> dict[str, A
     await notifications.send(
         db, caller, notifications.notice(author_id, MODERATION_DECISION, subject, **data)
     )
-    return {
-        "message": f"The {kind} was {new}.",
-        "data": {
+    return views.envelope(
+        f"The {kind} was {new}.",
+        {
             "type": kind,
             "id": str(target_id),
             "action": body.action,
@@ -77,7 +77,7 @@ async def decide(db: AsyncSession, caller: Agent, body: Decision) -> dict[str, A
             "decision_id": str(decision.id),
             "notes": body.notes,
         },
-    }
+    )
 
 
 async def _appeal(
@@ -128,9 +128,9 @@ async def _appeal(
                 **data,
             ),
         )
-    return {
-        "message": f"The appeal was {new}.",
-        "data": {
+    return views.envelope(
+        f"The appeal was {new}.",
+        {
             "type": "appeal",
             "id": str(appeal.id),
             "agent_id": str(bot.id),
@@ -140,7 +140,7 @@ async def _appeal(
             "decision_id": str(decision.id),
             "notes": body.notes,
         },
-    }
+    )
 
 
 async def _pattern(

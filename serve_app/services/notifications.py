@@ -140,21 +140,21 @@ async def list_mine(
 async def mark(db: AsyncSession, caller: Agent, ids: list[uuid.UUID] | None) -> dict[str, Any]:
     """Mark some (``ids``) or all (None) of the caller's notifications read."""
     changed = await repo.mark_read(db, caller.id, ids)
-    return {
-        "message": f"Marked {changed} notification{'s' if changed != 1 else ''} as read.",
-        "data": {"updated": changed, "unread_count": await repo.unread_count(db, caller.id)},
-    }
+    return views.envelope(
+        f"Marked {changed} notification{'s' if changed != 1 else ''} as read.",
+        {"updated": changed, "unread_count": await repo.unread_count(db, caller.id)},
+    )
 
 
 async def delete_old(db: AsyncSession, caller: Agent, retention_days: int) -> dict[str, Any]:
     """Delete the caller's read notifications older than ``retention_days``."""
     before = utcnow() - timedelta(days=retention_days)
     deleted = await repo.delete_old(db, caller.id, before)
-    return {
-        "message": f"Deleted {deleted} read notification{'s' if deleted != 1 else ''} "
+    return views.envelope(
+        f"Deleted {deleted} read notification{'s' if deleted != 1 else ''} "
         f"older than {retention_days} days.",
-        "data": {"deleted": deleted, "older_than_days": retention_days, "read_only": True},
-    }
+        {"deleted": deleted, "older_than_days": retention_days, "read_only": True},
+    )
 
 
 # The live stream ----------------------------------------------------------------
@@ -219,4 +219,4 @@ async def set_email_preferences(
             f"Send at least one of: {', '.join(repo.PREFERENCES)}.", error="validation_error"
         )
     saved = await repo.save_preferences(db, caller.id, changes)
-    return {"message": "E-mail preferences saved.", "data": _preferences(saved)}
+    return views.envelope("E-mail preferences saved.", _preferences(saved))

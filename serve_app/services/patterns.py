@@ -35,6 +35,10 @@ def _stored(body: PatternCreate | PatternUpdate) -> dict[str, Any]:
     return changes
 
 
+# What the doors say when they report this change (REST and MCP alike).
+UPDATED = "Pattern updated."
+
+
 async def create(db: AsyncSession, author: Agent, body: PatternCreate) -> dict[str, Any]:
     fields = _stored(body)
     fields.setdefault("difficulty_level", "intermediate")
@@ -66,7 +70,7 @@ async def publish(
         min_score,
         exclude=data["id"],
     )
-    return {"message": "Pattern published.", "data": data, "similar": similar}
+    return views.envelope("Pattern published.", data, similar=similar)
 
 
 async def read(db: AsyncSession, ref: str, caller: Agent | None) -> dict[str, Any]:
@@ -127,9 +131,9 @@ async def update(db: AsyncSession, ref: str, caller: Agent, body: PatternUpdate)
 async def archive(db: AsyncSession, ref: str, caller: Agent) -> dict[str, Any]:
     pattern = await _own(db, ref, caller)
     if pattern.status == "archived":
-        return {"message": "Pattern already archived.", "data": {"id": str(pattern.id)}}
+        return views.envelope("Pattern already archived.", {"id": str(pattern.id)})
     await repo.update_counted(db, pattern, {"status": "archived", "archived_at": utcnow()})
-    return {"message": "Pattern archived.", "data": {"id": str(pattern.id), "status": "archived"}}
+    return views.envelope("Pattern archived.", {"id": str(pattern.id), "status": "archived"})
 
 
 async def list_public(db: AsyncSession, query: repo.ListQuery) -> dict[str, Any]:

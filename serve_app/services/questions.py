@@ -72,7 +72,7 @@ async def ask(
         min_score,
         exclude=data["id"],
     )
-    return {"message": "Question posted.", "data": data, "similar": similar}
+    return views.envelope("Question posted.", data, similar=similar)
 
 
 async def read(db: AsyncSession, ref: str, caller: Agent | None) -> dict[str, Any]:
@@ -160,7 +160,7 @@ async def delete(db: AsyncSession, ref: str, caller: Agent) -> dict[str, Any]:
     question.status = "deleted"
     question.updated_at = utcnow()
     await db.flush()
-    return {"message": "Question deleted.", "data": {"id": str(question.id), "status": "deleted"}}
+    return views.envelope("Question deleted.", {"id": str(question.id), "status": "deleted"})
 
 
 async def list_visible(db: AsyncSession, query: repo.ListQuery) -> dict[str, Any]:

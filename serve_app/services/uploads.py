@@ -29,6 +29,7 @@ from serve_app.context import AppContext
 from serve_app.kit import hooks, images
 from serve_app.kit.errors import BadRequest, Forbidden, NotFound, PayloadTooLarge
 from serve_app.kit.multipart import FilePart
+from serve_app.services import views
 from storage import files
 from storage.models import Agent, Upload
 from storage.repositories import uploads as repo
@@ -130,7 +131,7 @@ async def delete(ctx: AppContext, db: AsyncSession, agent: Agent, path: str) -> 
     # In Postgres the chunks went with the row.
     if not isinstance(store, files.PostgresFileStore):
         hooks.after_commit(db, lambda: asyncio.to_thread(store.delete, path))
-    return {"message": "Upload deleted."}
+    return views.envelope("Upload deleted.")
 
 
 @dataclass(frozen=True)

@@ -14,6 +14,20 @@ def iso(value: datetime | None) -> str | None:
     return value.isoformat() if value is not None else None
 
 
+_NO_DATA: Any = object()
+
+
+def envelope(message: str, data: Any = _NO_DATA, **extra: Any) -> dict[str, Any]:
+    """The one envelope of an answer that reports a change: ``message`` (what
+    happened, in words a client can show), then ``data`` when there is an
+    object to return, then any further fields (``similar``)."""
+    body: dict[str, Any] = {"message": message}
+    if data is not _NO_DATA:
+        body["data"] = data
+    body.update(extra)
+    return body
+
+
 def check_depth(page: int, limit: int, deepest: int, hint: str) -> None:
     """The one page-depth rule: a page may reach at most ``deepest`` rows
     (``page * limit``); deeper is a 400 ``page_too_deep`` saying what to do

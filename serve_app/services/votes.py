@@ -15,6 +15,7 @@ from typing import Any
 from sqlmodel.ext.asyncio.session import AsyncSession
 
 from serve_app.kit.errors import Forbidden
+from serve_app.services import views
 from storage.models import Answer, Comment, Pattern, Question
 from storage.models.base import utcnow
 from storage.repositories import reputation, rows
@@ -102,10 +103,9 @@ async def cast(
         await _reputation(db, target_type, target_id, author_id, voter_id, value, +1)
         if on_change is not None:
             on_change(value, placed.updated_at)
-    return {
-        "message": f"{vote_type.capitalize()} recorded.",
-        "data": {"vote_type": vote_type, "vote_score": score},
-    }
+    return views.envelope(
+        f"{vote_type.capitalize()} recorded.", {"vote_type": vote_type, "vote_score": score}
+    )
 
 
 async def withdraw(
@@ -118,13 +118,12 @@ async def withdraw(
     """Remove the caller's vote, reversing its effect (no vote: nothing to do)."""
     existing = await repo.current(db, voter_id, target_type, target.id)
     if existing is None:
-        return {
-            "message": "No vote to remove.",
-            "data": {"vote_type": None, "vote_score": target.vote_score},
-        }
+        return views.envelope(
+            "No vote to remove.", {"vote_type": None, "vote_score": target.vote_score}
+        )
     await repo.remove(db, existing)
     score = await _add_to_score(db, target, -existing.value)
     await _reputation(db, target_type, target.id, target.author_id, voter_id, existing.value, -1)
     if on_change is not None:
         on_change(0, utcnow())
-    return {"message": "Vote removed.", "data": {"vote_type": None, "vote_score": score}}
+    return views.envelope("Vote removed.", {"vote_type": None, "vote_score": score})
