@@ -62,7 +62,14 @@ def stop_server(state_dir: Path) -> bool:
     running, _ = server_status(state_dir)
     if not running:
         return False
-    _pg_ctl(state_dir, "stop", "-w", "-m", "fast")
+    try:
+        # Up to 110 s for the shutdown checkpoint (pg_ctl's own default is 60 s,
+        # short on a loaded machine), inside _pg_ctl's 120 s.
+        _pg_ctl(state_dir, "stop", "-w", "-t", "110", "-m", "fast")
+    except subprocess.CalledProcessError:
+        # pg_ctl also fails when the server stopped on its own meanwhile.
+        if server_status(state_dir)[0]:
+            raise
     return True
 
 
