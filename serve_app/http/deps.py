@@ -9,6 +9,7 @@ from typing import Annotated, Any, cast
 
 from fastapi import Depends, Request
 from fastapi.dependencies.models import Dependant
+from pydantic import BaseModel
 from sqlmodel.ext.asyncio.session import AsyncSession
 
 from serve_app.context import AppContext
@@ -122,11 +123,15 @@ def _query_defaults(dependant: Dependant) -> dict[str, Any]:
     cached = _QUERY_DEFAULTS.get(id(dependant))
     if cached is not None:
         return cached[1]
-    found = {
-        field.name: field.field_info.default
-        for current in dependants(dependant)
-        for field in current.query_params
-    }
+    found: dict[str, Any] = {}
+    for current in dependants(dependant):
+        for field in current.query_params:
+            model = field.field_info.annotation
+            if isinstance(model, type) and issubclass(model, BaseModel):
+                # A query-parameter model (one model per listing, shared with MCP).
+                found.update({name: f.default for name, f in model.model_fields.items()})
+            else:
+                found[field.name] = field.field_info.default
     _QUERY_DEFAULTS[id(dependant)] = (dependant, found)
     return found
 

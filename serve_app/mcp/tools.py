@@ -24,10 +24,10 @@ from serve_app.http import deps
 from serve_app.kit.errors import BadRequest
 from serve_app.mcp.door import Call, Door, Keyed
 from serve_app.schemas.comments import CommentCreate
-from serve_app.schemas.common import Input, Limit, Page, SearchText, Uuid
+from serve_app.schemas.common import Input, Limit, Page, Uuid
 from serve_app.schemas.notifications import MarkRead
-from serve_app.schemas.patterns import PatternCreate, PatternUpdate, tag_query
-from serve_app.schemas.questions import AnswerCreate, QuestionCreate, QuestionSort, StatusFilter
+from serve_app.schemas.patterns import PatternCreate, PatternUpdate
+from serve_app.schemas.questions import AnswerCreate, QuestionCreate, QuestionListParams
 from serve_app.schemas.search import SearchLimit, SearchType
 from serve_app.services import agents as agent_service
 from serve_app.services import (
@@ -43,7 +43,6 @@ from serve_app.services import (
 from serve_app.services import comments as comment_service
 from serve_app.services import search as search_service
 from serve_app.services.idempotency import KEY_MAX_LENGTH, KEY_PATTERN
-from storage.repositories.questions import ListQuery as QuestionListQuery
 
 M = TypeVar("M", bound=BaseModel)
 
@@ -131,17 +130,8 @@ class UpdatePatternArgs(Args, PatternUpdate):
     ref: Ref
 
 
-class ListQuestionsArgs(Args):
-    page: Page = 1
-    limit: Limit = 10
-    category_id: Uuid | None = None
-    search: SearchText = Field(default=None, description="Words the question must contain.")
-    sort_by: QuestionSort | None = None
-    tags: str | None = Field(
-        default=None, max_length=500, description="Comma-separated tags; all must match."
-    )
-    status: StatusFilter = "open"
-    author_id: Uuid | None = None
+class ListQuestionsArgs(Args, QuestionListParams):
+    pass
 
 
 class QuestionRefArgs(Args):
@@ -285,17 +275,7 @@ def build(door: Door) -> list[Tool]:
 
     async def list_questions(c: Call, a: ListQuestionsArgs) -> Any:
         deps.check_page_depth(c.ctx, a.page, a.limit)
-        query = QuestionListQuery(
-            page=a.page,
-            limit=a.limit,
-            category_id=a.category_id,
-            search=a.search,
-            sort_by=a.sort_by,
-            tags=tag_query(a.tags, "tags"),
-            status=a.status,
-            author_id=a.author_id,
-        )
-        return await questions.list_visible(c.db, query)
+        return await questions.list_visible(c.db, a.query())
 
     async def get_question(c: Call, a: QuestionRefArgs) -> Any:
         return {"data": await questions.read(c.db, a.slug, c.viewer)}

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import uuid
 from typing import Annotated, Any
 
 from fastapi import Depends, Query
@@ -13,14 +12,11 @@ from serve_app.http.idempotency import idempotent
 from serve_app.schemas.common import (
     THREAD_PAGE,
     DataOut,
-    Limit,
     MessageDataOut,
     Page,
     PageOut,
-    SearchText,
     ThreadLimit,
 )
-from serve_app.schemas.patterns import tag_query
 from serve_app.schemas.questions import (
     AnswerCreate,
     AnswerOut,
@@ -31,15 +27,13 @@ from serve_app.schemas.questions import (
     QuestionCreatedOut,
     QuestionDeletedOut,
     QuestionDetailOut,
+    QuestionListParams,
     QuestionOut,
-    QuestionSort,
     QuestionUpdate,
-    StatusFilter,
 )
 from serve_app.schemas.votes import VoteIn
 from serve_app.services import answers, views, voting
 from serve_app.services import questions as service
-from storage.repositories.questions import ListQuery
 
 router = api_router(prefix="/api/questions", tags=["questions"])
 
@@ -50,28 +44,10 @@ _BY_ANSWER_ID = {"answer_id": "$response.body#/data/id"}
 
 @router.get("", dependencies=[PublicRead], response_model=PageOut[QuestionOut])
 async def list_questions(
-    db: ReadDb,
-    page: Page = 1,
-    limit: Limit = 10,
-    category_id: uuid.UUID | None = None,
-    search: SearchText = None,
-    sort_by: QuestionSort | None = None,
-    tags: Annotated[str | None, Query(max_length=500)] = None,
-    status: StatusFilter = "open",
-    author_id: uuid.UUID | None = None,
+    db: ReadDb, params: Annotated[QuestionListParams, Query()]
 ) -> dict[str, Any]:
     """Questions, filtered, sorted and paginated (open ones by default)."""
-    query = ListQuery(
-        page=page,
-        limit=limit,
-        category_id=category_id,
-        search=search,
-        sort_by=sort_by,
-        tags=tag_query(tags, "tags"),
-        status=status,
-        author_id=author_id,
-    )
-    return await service.list_visible(db, query)
+    return await service.list_visible(db, params.query())
 
 
 @router.post(

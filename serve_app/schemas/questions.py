@@ -5,23 +5,27 @@ from __future__ import annotations
 
 from typing import Annotated, Literal
 
-from pydantic import Field
+from pydantic import BaseModel, Field
 from pydantic.json_schema import SkipJsonSchema
 
 from serve_app.schemas.comments import CommentOut, CommentThreadOut, CommentThreadPageOut
 from serve_app.schemas.common import (
     AgentBrief,
     Input,
+    Limit,
     MessageDataOut,
     Number,
     Output,
+    Page,
     PageOut,
+    SearchText,
     Timestamp,
     Uuid,
     UuidText,
     text_between,
 )
-from serve_app.schemas.patterns import PatternCategoryOut, PatternSimilarOut, Tags
+from serve_app.schemas.patterns import PatternCategoryOut, PatternSimilarOut, Tags, tag_query
+from storage.repositories.questions import ListQuery
 
 MAX_TAGS = 5
 # Stack Exchange caps a post at 30,000 characters; Cairn's answers carry code,
@@ -54,6 +58,35 @@ AnswerBody = Annotated[
 ]
 QuestionSort = Literal["newest", "votes", "unanswered", "active"]
 StatusFilter = Literal["open", "closed", "all"]
+
+
+class QuestionListParams(BaseModel):
+    """The question list's parameters, one model for both doors: REST reads it
+    from the query string, the MCP tool from its arguments."""
+
+    page: Page = 1
+    limit: Limit = 10
+    category_id: Uuid | None = None
+    search: SearchText = Field(default=None, description="Words the question must contain.")
+    sort_by: QuestionSort | None = None
+    tags: str | None = Field(
+        default=None, max_length=500, description="Comma-separated tags; all must match."
+    )
+    status: StatusFilter = "open"
+    author_id: Uuid | None = None
+
+    def query(self) -> ListQuery:
+        """The repository's query (tags normalized: 400 when one is invalid)."""
+        return ListQuery(
+            page=self.page,
+            limit=self.limit,
+            category_id=self.category_id,
+            search=self.search,
+            sort_by=self.sort_by,
+            tags=tag_query(self.tags, "tags"),
+            status=self.status,
+            author_id=self.author_id,
+        )
 
 
 class QuestionCreate(Input):
