@@ -21,11 +21,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
-import datetime as dt
-import json
 import os
-import platform
-import re
 import shutil
 import signal
 import socket
@@ -33,31 +29,46 @@ import statistics
 import subprocess
 import sys
 import tempfile
-import threading
 import time
-import urllib.error
 import urllib.parse
-import urllib.request
 from collections.abc import Iterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
-from typing import IO, Any
+from typing import Any
 
-ROOT = Path(__file__).resolve().parent.parent
+from benchmarks.corpus import queries_for, seed_question, texts_for
+from benchmarks.harness import (
+    DOCS,
+    HOST,
+    OPERATOR,
+    RATE_LIMIT,
+    ROOT,
+    THREADS,
+    VOTE_SCRIPT,
+    Server,
+    WrkResult,
+    api_call,
+    fresh_serve_run,
+    http_json,
+    leftover_processes,
+    lua_list,
+    port_in_use,
+    run_wrk,
+    section_head,
+    stop_bench_processes,
+    write_docs,
+    wrk_options,
+)
+
 STATE_DIR = ROOT / ".cairn" / "bench"
-DOCS = ROOT / "docs" / "benchmarks.md"
 START_MARK = "<!-- http-bench:start -->"
 END_MARK = "<!-- http-bench:end -->"
 
-HOST = "127.0.0.1"
 UVICORN_PORT = 8101
 SERVE_PORT = 8102
-SERVE_START_TIMEOUT_S = 180.0
 UVICORN_START_TIMEOUT_S = 90.0
-STOP_TIMEOUT_S = 120.0
+SERVE_START_TIMEOUT_S = 180.0
 
-THREADS = 2
-RATE_LIMIT = "100000000/hour"
 BENCH_ENV = {
     "CAIRN_STATE_DIR": str(STATE_DIR),
     "CAIRN_HOST": HOST,
@@ -73,9 +84,6 @@ BENCH_ENV = {
     "CAIRN_HAPROXY_METRICS_PORT": "19111",
     "CAIRN_FALLBACK_PROXY_PORT": "18510",
 }
-# Removed from the servers' environment: the benchmark always uses its own
-# embedded Postgres and a local Ray.
-DROPPED_ENV = ("CAIRN_DATABASE_URL", "CAIRN_PORT", "RAY_ADDRESS")
 
 
 @dataclass(frozen=True)
@@ -102,401 +110,13 @@ ROUTES = {
 
 
 @dataclass
-class WrkResult:
-    requests_per_s: float
-    requests: int
-    seconds: float
-    latency_ms: dict[int, float]  # percentile -> ms
-    non_2xx_3xx: int = 0
-    socket_errors: dict[str, int] = field(default_factory=dict)
-
-    @property
-    def errors(self) -> int:
-        return self.non_2xx_3xx + sum(self.socket_errors.values())
-
-    def errors_text(self) -> str:
-        if not self.errors:
-            return "0"
-        parts = []
-        if self.non_2xx_3xx:
-            parts.append(f"{self.non_2xx_3xx} non-2xx/3xx")
-        parts += [f"{n} {kind}" for kind, n in self.socket_errors.items() if n]
-        return ", ".join(parts)
-
-
-@dataclass
 class Measurement:
     route: Route
     server: str
     result: WrkResult
 
 
-# --------------------------------------------------------------------------- wrk
-
-
-def ensure_wrk() -> str:
-    """The wrk binary; installed with apt-get (Debian package ``wrk``) if missing."""
-    found = shutil.which("wrk")
-    if found:
-        return found
-    print("bench: wrk not found; installing it: apt-get install -y wrk", flush=True)
-    apt = ["apt-get", "install", "-y", "-q", "wrk"]
-    if subprocess.run(apt, check=False).returncode != 0:
-        print("bench: install failed; running apt-get update first", flush=True)
-        subprocess.run(["apt-get", "update", "-q"], check=True)
-        subprocess.run(apt, check=True)
-    found = shutil.which("wrk")
-    if not found:
-        raise SystemExit("bench: wrk is still not on PATH after apt-get install")
-    print(f"bench: installed {found}", flush=True)
-    return found
-
-
-def wrk_version(wrk: str) -> str:
-    out = subprocess.run([wrk, "-v"], capture_output=True, text=True, check=False)
-    text = (out.stdout + out.stderr).strip().splitlines()
-    # "wrk debian/4.1.0-3+b2 [epoll] Copyright (C) 2012 Will Glozer" -> "wrk debian/4.1.0-3+b2"
-    return " ".join(text[0].split()[:2]) if text else "wrk"
-
-
-_UNITS_MS = {"us": 0.001, "ms": 1.0, "s": 1000.0, "m": 60_000.0, "h": 3_600_000.0}
-_NUM_SUFFIX = {"": 1.0, "k": 1e3, "M": 1e6, "G": 1e9}
-
-
-def _ms(value: str, unit: str) -> float:
-    return float(value) * _UNITS_MS[unit]
-
-
-def parse_wrk(output: str) -> WrkResult:
-    """Parse the text wrk prints with ``--latency``."""
-    rps = re.search(r"^Requests/sec:\s+([\d.]+)\s*$", output, re.M)
-    total = re.search(r"^\s*(\d+) requests in ([\d.]+)(us|ms|s|m|h),", output, re.M)
-    if not rps or not total:
-        raise ValueError(f"could not parse wrk output:\n{output}")
-    latency: dict[int, float] = {}
-    dist = output.split("Latency Distribution", 1)
-    if len(dist) == 2:
-        for pct, value, unit in re.findall(
-            r"^\s+(\d+)%\s+([\d.]+)(us|ms|s|m|h)\s*$", dist[1], re.M
-        ):
-            latency[int(pct)] = _ms(value, unit)
-    non2xx = re.search(r"Non-2xx or 3xx responses:\s+(\d+)", output)
-    sock = re.search(
-        r"Socket errors: connect (\d+), read (\d+), write (\d+), timeout (\d+)", output
-    )
-    socket_errors = (
-        dict(zip(("connect", "read", "write", "timeout"), map(int, sock.groups()), strict=True))
-        if sock
-        else {}
-    )
-    return WrkResult(
-        requests_per_s=float(rps.group(1)),
-        requests=int(total.group(1)),
-        seconds=_ms(total.group(2), total.group(3)) / 1000.0,
-        latency_ms=latency,
-        non_2xx_3xx=int(non2xx.group(1)) if non2xx else 0,
-        socket_errors=socket_errors,
-    )
-
-
-def run_wrk(
-    wrk: str,
-    url: str,
-    *,
-    duration: int,
-    connections: int,
-    script: Path | None,
-    timeout_s: int | None = None,
-) -> tuple[WrkResult, str]:
-    """``timeout_s``: wrk's request timeout (its default 2 s counts a slower
-    answer as an error)."""
-    cmd = [
-        wrk,
-        f"-t{THREADS}",
-        f"-c{connections}",
-        f"-d{duration}s",
-        "--latency",
-    ]
-    if timeout_s is not None:
-        cmd += ["--timeout", f"{timeout_s}s"]
-    if script is not None:
-        cmd += ["-s", str(script)]
-    cmd.append(url)
-    out = subprocess.run(cmd, capture_output=True, text=True, timeout=duration + 60, check=False)
-    if out.returncode != 0:
-        raise RuntimeError(f"wrk failed ({out.returncode}):\n{out.stdout}\n{out.stderr}")
-    return parse_wrk(out.stdout), out.stdout
-
-
 # ---------------------------------------------------------------- the servers
-
-
-# Every benchmark's server takes this operator token: /api/health shows the
-# parts' figures (index progress, replicas' copies) only to staff and to it.
-OPERATOR_TOKEN = "bench-operator-token"
-OPERATOR = {"X-Operator-Token": OPERATOR_TOKEN}
-
-
-def server_env(bench_env: dict[str, str] = BENCH_ENV) -> dict[str, str]:
-    """This environment without DROPPED_ENV, with the benchmark's settings."""
-    env = {k: v for k, v in os.environ.items() if k not in DROPPED_ENV}
-    env["CAIRN_OPERATOR_TOKEN"] = OPERATOR_TOKEN
-    env.update(bench_env)
-    env["PYTHONUNBUFFERED"] = "1"
-    return env
-
-
-def port_in_use(port: int) -> bool:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
-        sock.settimeout(0.5)
-        return sock.connect_ex((HOST, port)) == 0
-
-
-def http_json(
-    method: str,
-    url: str,
-    body: Any = None,
-    timeout: float = 10.0,
-    headers: dict[str, str] | None = None,
-) -> tuple[int, Any]:
-    data = json.dumps(body).encode() if body is not None else None
-    req = urllib.request.Request(url, data=data, method=method, headers=headers or {})
-    if data is not None:
-        req.add_header("Content-Type", "application/json")
-    try:
-        with urllib.request.urlopen(req, timeout=timeout) as resp:
-            return resp.status, json.loads(resp.read() or b"null")
-    except urllib.error.HTTPError as exc:
-        return exc.code, exc.read().decode(errors="replace")
-
-
-def api_call(base: str, method: str, path: str, key: str | None = None, body: Any = None) -> Any:
-    """One API call with an optional key; its ``data`` (or whole body); raises on >= 300."""
-    headers = {"Authorization": f"Bearer {key}"} if key else {}
-    status, data = http_json(method, base + path, body, timeout=30, headers=headers)
-    if status >= 300:
-        raise RuntimeError(f"{method} {path} answered {status}: {data}")
-    return data["data"] if isinstance(data, dict) and "data" in data else data
-
-
-def seed_question(
-    base: str, asker: str, helpers: list[str], title: str, tags: list[str]
-) -> tuple[str, list[str]]:
-    """A question by ``asker`` with one long answer from each of ``helpers``:
-    its slug and the answers' ids (the question benches' seeding)."""
-    body = {
-        "title": title,
-        "body": "How should an agent retry calls to a rate-limited API without hammering it? " * 8,
-        "tags": tags,
-    }
-    slug: str = api_call(base, "POST", "/api/questions", asker, body)["slug"]
-    answers = []
-    for i, key in enumerate(helpers):
-        text = f"Answer {i}: use exponential backoff with full jitter, and honour " * 12
-        made = api_call(base, "POST", f"/api/questions/{slug}/answers", key, {"body": text})
-        answers.append(made["id"])
-    return slug, answers
-
-
-def fresh_serve_run(state_dir: Path, bench_env: dict[str, str]) -> tuple[dict[str, str], str, str]:
-    """The start of a benchmark on its own service: its environment, wrk and
-    wrk's version, and an empty state folder (refused while a run uses it)."""
-    stop_on_sigterm()
-    env = server_env(bench_env)
-    for key in DROPPED_ENV:
-        os.environ.pop(key, None)
-    wrk = ensure_wrk()
-    if leftover_processes(wait_s=0, state_dir=state_dir):
-        raise SystemExit(f"bench: processes of an earlier run still use {state_dir}")
-    shutil.rmtree(state_dir, ignore_errors=True)
-    state_dir.mkdir(parents=True)
-    return env, wrk, wrk_version(wrk)
-
-
-class Server:
-    """A server subprocess whose output goes to a log file and a ring of lines."""
-
-    def __init__(
-        self,
-        name: str,
-        cmd: list[str],
-        port: int,
-        log_path: Path,
-        state_dir: Path = STATE_DIR,
-        own_session: bool = True,
-    ) -> None:
-        self.name = name
-        # False: the server stays in this session (so in this process's CPU
-        # autogroup, with wrk and the other server: none gets a share of its own)
-        # but in a process group of its own (a Ctrl-C reaches it only through stop()).
-        self.own_session = own_session
-        self.state_dir = state_dir
-        self.cmd = cmd
-        self.port = port
-        self.base = f"http://{HOST}:{port}"
-        self.log_path = log_path
-        self.lines: list[str] = []
-        self.proc: subprocess.Popen[str] | None = None
-        self._reader: threading.Thread | None = None
-        self._log: IO[str] | None = None
-        self.ready_s = 0.0
-        self.stop_s = 0.0
-
-    def start(self, env: dict[str, str], timeout: float, ready_text: str | None = None) -> None:
-        if port_in_use(self.port):
-            raise RuntimeError(f"{HOST}:{self.port} is already in use; stop what runs there")
-        self.log_path.parent.mkdir(parents=True, exist_ok=True)
-        self._log = self.log_path.open("w")
-        t0 = time.monotonic()
-        self.proc = subprocess.Popen(
-            self.cmd,
-            cwd=ROOT,
-            env=env,
-            stdin=subprocess.DEVNULL,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.STDOUT,
-            text=True,
-            # Its own session (or process group): a Ctrl-C on the benchmark reaches
-            # the server only through stop(), so Ray's own processes are not
-            # interrupted mid-shutdown.
-            start_new_session=self.own_session,
-            process_group=None if self.own_session else 0,
-        )
-        self._reader = threading.Thread(target=self._read, daemon=True)
-        self._reader.start()
-        deadline = t0 + timeout
-        while time.monotonic() < deadline:
-            if self.proc.poll() is not None:
-                raise RuntimeError(
-                    f"{self.name} exited with {self.proc.returncode} while starting:\n{self.tail()}"
-                )
-            if ready_text and any(ready_text in line for line in self.lines):
-                break
-            if self._healthy():
-                break
-            time.sleep(0.5)
-        else:
-            raise RuntimeError(f"{self.name} not ready after {timeout:.0f}s:\n{self.tail()}")
-        # "serving on" is printed after cmd_run's own health check; check anyway.
-        if not self._healthy():
-            raise RuntimeError(f"{self.name}: /api/health does not answer 200:\n{self.tail()}")
-        self.ready_s = time.monotonic() - t0
-        print(f"bench: {self.name} ready on {self.base} in {self.ready_s:.1f}s", flush=True)
-
-    def _healthy(self) -> bool:
-        try:
-            status, _ = http_json("GET", f"{self.base}/api/health", timeout=3)
-        except OSError:
-            return False
-        return status == 200
-
-    def _read(self) -> None:
-        assert self.proc is not None and self.proc.stdout is not None
-        for line in self.proc.stdout:
-            self.lines.append(line.rstrip("\n"))
-            if len(self.lines) > 2000:
-                del self.lines[:1000]
-            if self._log is not None:
-                self._log.write(line)
-                self._log.flush()
-
-    def tail(self, n: int = 40) -> str:
-        return "\n".join(f"  | {line}" for line in self.lines[-n:]) + f"\n  (log: {self.log_path})"
-
-    def stop(self, sig: signal.Signals = signal.SIGINT) -> None:
-        """Signal the server process itself (not its group) and wait for it to exit;
-        after STOP_TIMEOUT_S it is killed and what it left behind is stopped."""
-        proc = self.proc
-        if proc is None:
-            return
-        t0 = time.monotonic()
-        if proc.poll() is None:
-            print(f"bench: stopping {self.name} ({sig.name} to pid {proc.pid})", flush=True)
-            proc.send_signal(sig)
-            try:
-                proc.wait(timeout=STOP_TIMEOUT_S)
-            except subprocess.TimeoutExpired:
-                print(f"bench: {self.name} still running after {STOP_TIMEOUT_S:.0f}s; killing")
-                proc.kill()
-                proc.wait(timeout=30)
-                stop_bench_processes(grace_s=10.0, state_dir=self.state_dir)
-        self.stop_s = time.monotonic() - t0
-        if self._reader is not None:
-            self._reader.join(timeout=10)
-        if self._log is not None:
-            self._log.close()
-            self._log = None
-        print(
-            f"bench: {self.name} exited with {proc.returncode} after {self.stop_s:.1f}s",
-            flush=True,
-        )
-        self.proc = None
-
-
-def bench_processes(state_dir: Path = STATE_DIR) -> list[Any]:
-    """Processes tied to the bench state folder (Ray, HAProxy, Postgres), by their
-    command line or their CAIRN_STATE_DIR; none of them is this process."""
-    import psutil
-
-    marker = str(state_dir)
-    mine = {os.getpid(), os.getppid()}
-    found = []
-    for proc in psutil.process_iter(["pid", "cmdline", "environ"]):
-        if proc.pid in mine:
-            continue
-        with contextlib.suppress(psutil.Error):
-            cmdline = proc.info.get("cmdline") or []
-            env = proc.info.get("environ") or {}
-            if (
-                any(part == marker or part.startswith(marker + os.sep) for part in cmdline)
-                or env.get("CAIRN_STATE_DIR") == marker
-            ):
-                found.append(proc)
-    return found
-
-
-def _describe(proc: Any) -> str:
-    with contextlib.suppress(Exception):
-        return f"{proc.pid} {' '.join(proc.cmdline())[:120]}"
-    return str(proc.pid)
-
-
-def leftover_processes(wait_s: float = 15.0, state_dir: Path = STATE_DIR) -> list[str]:
-    """bench_processes() still alive after giving them ``wait_s`` to finish exiting."""
-    deadline = time.monotonic() + wait_s
-    while True:
-        found = bench_processes(state_dir)
-        if not found or time.monotonic() > deadline:
-            return [_describe(p) for p in found]
-        time.sleep(1.0)
-
-
-def stop_bench_processes(grace_s: float, state_dir: Path = STATE_DIR) -> list[str]:
-    """Terminate what a killed server left behind in the bench state folder.
-
-    Only the roots are signalled (a Postgres postmaster, not its backends; a
-    raylet, not its workers); what is still alive after ``grace_s`` is killed.
-    """
-    import psutil
-
-    found = bench_processes(state_dir)
-    pids = {p.pid for p in found}
-    roots = []
-    for proc in found:
-        with contextlib.suppress(psutil.Error):
-            if proc.ppid() not in pids:
-                roots.append(proc)
-    described = [_describe(p) for p in roots]
-    for proc in roots:
-        with contextlib.suppress(psutil.Error):
-            proc.terminate()
-    psutil.wait_procs(roots, timeout=grace_s)
-    for proc in bench_processes(state_dir):
-        with contextlib.suppress(psutil.Error):
-            proc.kill()
-    if described:
-        print("bench: stopped processes left in the bench state folder:", *described, sep="\n  ")
-    return described
 
 
 # ------------------------------------------------------------ the measurement
@@ -515,7 +135,6 @@ def seed(base: str, rounds: int) -> dict[str, Any]:
     """Through Serve: agents, patterns with votes (trending), the question read
     by the detail routes, and a fresh question per (server, round) for the
     upvote runs (every request there is then a change)."""
-    from benchmarks.search_bench import queries_for, texts_for
 
     def register(name: str) -> dict[str, str]:
         made: dict[str, str] = api_call(base, "POST", "/api/agents/register", body={"name": name})
@@ -573,37 +192,6 @@ request = function()
 end
 """
 
-# Each wrk thread takes every THREADS-th (voter, answer) pair, answers varying
-# fastest; a pass upvotes every pair, the next downvotes it, and so on: every
-# request changes a vote (a new vote, then a switch), on answers nobody else
-# votes on in this run.
-VOTE_SCRIPT = """\
-local keys = {{{keys}}}
-local answers = {{{answers}}}
-local nthreads = {threads}
-local counter = 0
-function setup(thread)
-  thread:set("tid", counter)
-  counter = counter + 1
-end
-function init(args)
-  n = 0
-end
-request = function()
-  local k = n * nthreads + tid
-  n = n + 1
-  local pairs = #keys * #answers
-  local j = k % pairs
-  local cycle = math.floor(k / pairs)
-  local answer = answers[(j % #answers) + 1]
-  local key = keys[(math.floor(j / #answers) % #keys) + 1]
-  local vote = (cycle % 2 == 0) and "upvote" or "downvote"
-  return wrk.format("POST", "/api/answers/" .. answer .. "/vote",
-    {{["Authorization"] = "Bearer " .. key, ["Content-Type"] = "application/json"}},
-    '{{"vote_type":"' .. vote .. '"}}')
-end
-"""
-
 # A new pattern per request, each with its own text (so its similar-patterns
 # lookup embeds a text nobody asked for before).
 CREATE_SCRIPT = """\
@@ -628,10 +216,6 @@ request = function()
     {{["Authorization"] = "Bearer " .. key, ["Content-Type"] = "application/json"}}, body)
 end
 """
-
-
-def _lua_list(items: list[str]) -> str:
-    return ", ".join(json.dumps(x) for x in items)
 
 
 def route_script(
@@ -660,7 +244,7 @@ def route_script(
         path = tmp / f"vote-{len(list(tmp.iterdir()))}.lua"
         path.write_text(
             VOTE_SCRIPT.format(
-                keys=_lua_list(facts["voters"]), answers=_lua_list(answers), threads=THREADS
+                keys=lua_list(facts["voters"]), answers=lua_list(answers), threads=THREADS
             )
         )
         return f"/api/answers/{answers[0]}/vote", path
@@ -672,7 +256,7 @@ def route_script(
     else:
         raise ValueError(route.key)
     path = tmp / f"{route.key}.lua"
-    path.write_text(PATHS_SCRIPT.format(paths=_lua_list(paths), headers=headers))
+    path.write_text(PATHS_SCRIPT.format(paths=lua_list(paths), headers=headers))
     return paths[0], path
 
 
@@ -936,114 +520,7 @@ def wait_index_idle(base: str, timeout: float = 600.0) -> None:
     raise RuntimeError(f"search index still busy after {timeout:.0f}s")
 
 
-def measure_url(
-    wrk: str,
-    label: str,
-    url: str,
-    *,
-    duration: int,
-    warmup: int,
-    connections: int,
-    script: Path | None,
-) -> WrkResult:
-    """A warm-up run, then the measured one; prints a line (and wrk's own output
-    when there were errors)."""
-    if warmup:
-        run_wrk(wrk, url, duration=warmup, connections=connections, script=script)
-    result, raw = run_wrk(wrk, url, duration=duration, connections=connections, script=script)
-    print(
-        f"bench: {label:<50} {result.requests_per_s:>9.1f} req/s  "
-        f"p50 {result.latency_ms.get(50, float('nan')):.2f} ms  "
-        f"p99 {result.latency_ms.get(99, float('nan')):.2f} ms  "
-        f"errors {result.errors_text()}",
-        flush=True,
-    )
-    if result.errors:
-        print(raw, flush=True)
-    return result
-
-
-@contextlib.contextmanager
-def serve_running(
-    port: int, env: dict[str, str], state_dir: Path, *, keep_postgres: bool = False
-) -> Iterator[Server]:
-    """``cairn run --port PORT`` with ``env`` for the block; stopped with Ctrl-C
-    after it, and anything of the run left behind is stopped too (but the
-    embedded Postgres when ``keep_postgres``: this process is attached to it)."""
-    ports = [port] + [
-        int(v) for k, v in env.items() if k.startswith("CAIRN_") and k.endswith("_PORT")
-    ]
-    for used in ports:
-        if port_in_use(used):
-            raise SystemExit(f"bench: {HOST}:{used} is already in use")
-    serve = Server(
-        "Ray Serve",
-        [str(Path(sys.executable).parent / "cairn"), "run", "--port", str(port)],
-        port,
-        state_dir / "serve.log",
-        state_dir=state_dir,
-    )
-    try:
-        serve.start(env, SERVE_START_TIMEOUT_S, ready_text="serving on")
-        yield serve
-    finally:
-        serve.stop(signal.SIGINT)
-        left = leftover_processes(state_dir=state_dir)
-        if keep_postgres:
-            left = [p for p in left if "bin/postgres" not in p]
-        if left:
-            print("bench: WARNING: still running:", *left, sep="\n  ")
-            stop_bench_processes(grace_s=10.0, state_dir=state_dir)
-
-
 # ------------------------------------------------------------------ reporting
-
-
-def section_head(start_mark: str, title: str, script: str, load_before: float) -> list[str]:
-    """The first lines of a benchmark's docs section: mark, title, provenance,
-    date and machine."""
-    now = dt.datetime.now(dt.UTC).strftime("%Y-%m-%d %H:%M UTC")
-    return [
-        start_mark,
-        f"## {title}",
-        "",
-        f"_Written by `benchmarks/{script}`; rerun to replace this section._",
-        "",
-        f"- Date: {now}",
-        machine_line(load_before),
-    ]
-
-
-def serve_table(rows: list[tuple[str, WrkResult]]) -> list[str]:
-    """A Markdown table of routes measured through Serve."""
-    lines = [
-        "| Through Serve | req/s | p50 ms | p90 ms | p99 ms | errors |",
-        "|---|---:|---:|---:|---:|---|",
-    ]
-    for label, r in rows:
-        lines.append(
-            f"| `{label}` | {r.requests_per_s:,.0f} | {r.latency_ms.get(50, 0):.2f} | "
-            f"{r.latency_ms.get(90, 0):.2f} | {r.latency_ms.get(99, 0):.2f} | "
-            f"{r.errors_text()} |"
-        )
-    return lines
-
-
-def machine_line(load_before: float) -> str:
-    """The docs' line about the machine a benchmark ran on."""
-    return (
-        f"- Machine: `nproc` = {len(os.sched_getaffinity(0))}, {cpu_model()}; "
-        f"Linux {platform.release()}, Python {platform.python_version()}; 1-minute load "
-        f"average before the run {load_before:.2f}"
-    )
-
-
-def cpu_model() -> str:
-    with contextlib.suppress(OSError):
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                return line.split(":", 1)[1].strip()
-    return platform.processor() or "unknown CPU"
 
 
 def _fmt_ms(result: WrkResult, pct: int) -> str:
@@ -1255,21 +732,6 @@ def docs_section(
     return "\n".join(lines) + "\n"
 
 
-def write_docs(
-    section: str, path: Path = DOCS, start_mark: str = START_MARK, end_mark: str = END_MARK
-) -> None:
-    """Put ``section`` (which starts and ends with the marks) into the docs page,
-    replacing what stood between the marks."""
-    text = path.read_text() if path.exists() else "# Benchmarks\n"
-    start, end = text.find(start_mark), text.find(end_mark)
-    if start != -1 and end > start:
-        text = text[:start] + section + text[end + len(end_mark) :].lstrip("\n")
-    else:
-        text = text.rstrip("\n") + "\n\n" + section
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(text)
-
-
 # ----------------------------------------------------------------------- main
 
 
@@ -1313,27 +775,6 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     return args
 
 
-def wrk_options(parser: argparse.ArgumentParser, *, connections: int) -> None:
-    """The options every benchmark takes: wrk's run and whether to write the docs."""
-    parser.add_argument("--duration", type=int, default=15, help="seconds per route (15)")
-    parser.add_argument("--warmup", type=int, default=3, help="warm-up seconds per route (3)")
-    parser.add_argument(
-        "--connections", type=int, default=connections, help=f"wrk connections ({connections})"
-    )
-    parser.add_argument(
-        "--no-docs", action="store_true", help="print only; leave docs/benchmarks.md alone"
-    )
-
-
-def _terminate(signum: int, _: Any) -> None:
-    raise KeyboardInterrupt(f"signal {signum}")
-
-
-def stop_on_sigterm() -> None:
-    """SIGTERM unwinds like Ctrl-C, so the servers a benchmark started are stopped."""
-    signal.signal(signal.SIGTERM, _terminate)
-
-
 def tree_cpu_s(pid: int) -> float:
     import psutil
 
@@ -1375,6 +816,7 @@ def main(argv: list[str] | None = None) -> int:
         [python, "-m", "serve_app.launch.cli", "run", "--port", str(SERVE_PORT)],
         SERVE_PORT,
         STATE_DIR / "serve.log",
+        STATE_DIR,
         own_session=False,
     )
     plain_cmd = [python, "-m", "benchmarks.uvicorn_app", "--host", HOST]
@@ -1384,6 +826,7 @@ def main(argv: list[str] | None = None) -> int:
         plain_cmd + (["--semantic"] if semantic else []),
         UVICORN_PORT,
         STATE_DIR / "uvicorn.log",
+        STATE_DIR,
         own_session=False,
     )
     runs: list[Run] = []
@@ -1430,10 +873,10 @@ def main(argv: list[str] | None = None) -> int:
         finally:
             plain.stop(signal.SIGINT)
             serve.stop(signal.SIGINT)
-            left = leftover_processes()
+            left = leftover_processes(state_dir=STATE_DIR)
             if left:
                 print("bench: WARNING: still running after both servers exited:", *left, sep="\n  ")
-                stop_bench_processes(grace_s=10.0)
+                stop_bench_processes(grace_s=10.0, state_dir=STATE_DIR)
     idle_cores = sum(c for c, _ in idle) / max(1e-9, sum(w for _, w in idle))
     load_after = os.getloadavg()[0]
     section = docs_section(
@@ -1451,7 +894,7 @@ def main(argv: list[str] | None = None) -> int:
     print()
     print(section)
     if not args.no_docs:
-        write_docs(section)
+        write_docs(section, start_mark=START_MARK, end_mark=END_MARK)
         print(f"bench: results written to {DOCS.relative_to(ROOT)}")
     return 1 if any(r.result.errors for r in runs) else 0
 

@@ -17,16 +17,17 @@ import random
 import statistics
 import time
 
-from benchmarks.pattern_bench import cum_weights, vocabulary
-from benchmarks.search_bench import (
+from benchmarks.corpus import (
     ACTIONS,
     OBJECTS,
     SEED,
     TECH,
     TOOLS,
+    cum_weights,
     queries_for,
     sentence,
     texts_for,
+    vocabulary,
 )
 from embeddings.lexical import LexicalIndex
 

