@@ -42,7 +42,7 @@ def patterns(n: int) -> list[tuple[int, dict[str, str | None]]]:
     vocab = vocabulary(rng)
     cum = cum_weights(len(vocab))
     texts = texts_for(6000)
-    out = []
+    out: list[tuple[int, dict[str, str | None]]] = []
     for i in range(n):
         title = f"{rng.choice(ACTIONS).capitalize()} {rng.choice(OBJECTS)} with {rng.choice(TOOLS)}"
         words = rng.choices(vocab, cum_weights=cum, k=rng.randint(60, 140))

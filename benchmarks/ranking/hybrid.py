@@ -99,7 +99,7 @@ def run_bm25s(s: EvalSet) -> list[list[tuple[int, float]]]:
     texts = [f"{d['title']}\n{d['description']}\n{d['content']}" for d in s.docs]
     retriever = bm25s.BM25()
     retriever.index(bm25s.tokenize(texts, stopwords="en", show_progress=False), show_progress=False)
-    out = []
+    out: list[list[tuple[int, float]]] = []
     for q in s.queries:
         tok = bm25s.tokenize([q.text], stopwords="en", show_progress=False)
         if not tok.vocab:

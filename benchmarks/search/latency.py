@@ -152,7 +152,7 @@ def measure_search(base: str, wrk: str, tmp: Path, args: argparse.Namespace) -> 
     every = queries_for(N_QUERIES + N_NEW_QUERIES)
     queries, new = every[:N_QUERIES], every[N_QUERIES:]
     half = N_NEW_QUERIES // 2
-    out = []
+    out: list[SearchRun] = []
     for semantic, label, measured, warm in (
         (True, " (semantic)", queries, queries),
         (True, " (semantic, every query new)", new[half:], new[:half]),
