@@ -1,8 +1,9 @@
 """The BM25 index (``embeddings.lexical.LexicalIndex``) at 100,000 patterns:
 build time, memory, query latency and the cost of following edits.
 
-The patterns are generated exactly as ``benchmarks/search_bench.py`` seeds its
-100,000-pattern corpus (same seed, title, description, tags, Zipf content),
+The patterns are generated as ``benchmarks/search_bench.py`` seeds its
+100,000-pattern corpus (``benchmarks/search/seeding.py``: same seed, title,
+description, tags, Zipf content, all from ``benchmarks/corpus.py``),
 without Postgres or Serve: this measures the index each Api process builds at
 start and queries per search. Appends nothing; prints a markdown block.
 
