@@ -129,9 +129,9 @@ def build(check: bool) -> None:
         queries.append({"query": r.summary, "relevant": [r.doc["id"]], "style": "paraphrase"})
     taken = {r.doc["id"] for r in targets} | {by_source[s]["id"] for s in forced}
     queries += keyword_queries(docs, taken, rng, N_KEYWORD)
-    for q, sources in handwritten:
+    for text, sources in handwritten:
         relevant = [by_source[src]["id"] for src in sources]
-        queries.append({"query": q, "relevant": relevant, "style": "handwritten"})
+        queries.append({"query": text, "relevant": relevant, "style": "handwritten"})
     check_handwritten(handwritten, by_source)
 
     # splits: a third of each style goes to dev

@@ -100,7 +100,7 @@ def keyword_queries(
         for g in groups:
             if by_group[g] and len(picked) < n:
                 picked.append(by_group[g].pop())
-    out = []
+    out: list[dict[str, object]] = []
     for doc_id, ident, _kind in picked:
         d = doc_by_id[doc_id]
         form = rng.random()
