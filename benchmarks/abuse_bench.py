@@ -64,19 +64,20 @@ from typing import Any
 
 import httpx
 
-from benchmarks.http_bench import (
+from benchmarks.harness import (
     DROPPED_ENV,
     HOST,
     RATE_LIMIT,
     ROOT,
     leftover_processes,
+    pct,
+    register,
     section_head,
     serve_running,
     server_env,
     stop_on_sigterm,
     write_docs,
 )
-from benchmarks.stream_bench import pct, register
 
 STATE_DIR = ROOT / ".cairn" / "bench-abuse"
 START_MARK = "<!-- abuse-bench:start -->"

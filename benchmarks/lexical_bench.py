@@ -1,8 +1,9 @@
 """The BM25 index (``embeddings.lexical.LexicalIndex``) at 100,000 patterns:
 build time, memory, query latency and the cost of following edits.
 
-The patterns are generated exactly as ``benchmarks/search_bench.py`` seeds its
-100,000-pattern corpus (same seed, title, description, tags, Zipf content),
+The patterns are generated as ``benchmarks/search_bench.py`` seeds its
+100,000-pattern corpus (``benchmarks/search/seeding.py``: same seed, title,
+description, tags, Zipf content, all from ``benchmarks/corpus.py``),
 without Postgres or Serve: this measures the index each Api process builds at
 start and queries per search. Appends nothing; prints a markdown block.
 
@@ -17,16 +18,17 @@ import random
 import statistics
 import time
 
-from benchmarks.pattern_bench import cum_weights, vocabulary
-from benchmarks.search_bench import (
+from benchmarks.corpus import (
     ACTIONS,
     OBJECTS,
     SEED,
     TECH,
     TOOLS,
+    cum_weights,
     queries_for,
     sentence,
     texts_for,
+    vocabulary,
 )
 from embeddings.lexical import LexicalIndex
 
@@ -41,7 +43,7 @@ def patterns(n: int) -> list[tuple[int, dict[str, str | None]]]:
     vocab = vocabulary(rng)
     cum = cum_weights(len(vocab))
     texts = texts_for(6000)
-    out = []
+    out: list[tuple[int, dict[str, str | None]]] = []
     for i in range(n):
         title = f"{rng.choice(ACTIONS).capitalize()} {rng.choice(OBJECTS)} with {rng.choice(TOOLS)}"
         words = rng.choices(vocab, cum_weights=cum, k=rng.randint(60, 140))

@@ -24,7 +24,6 @@ import argparse
 import asyncio
 import datetime as dt
 import json
-import math
 import os
 import random
 import sys
@@ -35,7 +34,8 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import quote
 
-from benchmarks.http_bench import (
+from benchmarks.corpus import TECH, cum_weights, vocabulary
+from benchmarks.harness import (
     DROPPED_ENV,
     HOST,
     RATE_LIMIT,
@@ -45,6 +45,7 @@ from benchmarks.http_bench import (
     ensure_wrk,
     http_json,
     measure_url,
+    pct,
     section_head,
     serve_running,
     serve_table,
@@ -76,34 +77,6 @@ SEED = 20261121
 SLUG_PREFIX = "bench-corpus-v2-"
 
 
-def words(text: str) -> list[str]:
-    return text.split()
-
-
-TECH = words(
-    """
-api cache queue retry backoff timeout webhook scraper crawler selenium playwright browser
-postgres sqlite redis kafka rabbitmq kubernetes docker terraform ansible helm nginx haproxy
-python rust golang typescript javascript bash pandas numpy pytorch tensorflow transformers
-embeddings vector faiss pgvector search ranking index shard replica partition migration schema
-oauth token refresh jwt session cookie csrf cors tls certificate secret vault encryption hash
-prompt agent tool planner memory context window chunking summarization retrieval rerank
-evaluation benchmark latency throughput profiling tracing logging metrics alert dashboard
-circuit breaker bulkhead idempotency deduplication pagination cursor batch stream pipeline
-scheduler cron worker pool thread async await coroutine actor ray serve deployment autoscaling
-graphql rest grpc protobuf json yaml csv parquet arrow s3 bucket upload download compression
-regex parser tokenizer lexer diff patch merge rebase commit branch review lint format test
-fixture mock snapshot fuzzing property coverage ci pipeline release version semver changelog
-"""
-)
-COMMON = words(
-    """
-the a of to and in for with on by from how when use using build make run handle avoid keep
-simple robust fast safe small large many each every first next step example pattern recipe
-approach technique solution problem issue case data request response error result value
-"""
-)
-
 # Queries of different selectivity: rare terms, common terms, phrases, negation.
 QUERIES = [
     "kubernetes",
@@ -115,34 +88,6 @@ QUERIES = [
     "scraper -selenium",
     "idempotency webhook",
 ]
-
-
-VOCABULARY_SIZE = 30_000
-_SYLLABLES = [c + v for c in "bcdfghklmnprstvz" for v in ("a", "e", "i", "o", "u", "ai", "or")]
-
-
-def vocabulary(rng: random.Random) -> list[str]:
-    """Words by frequency rank: the common words first, then made-up words with
-    the technical terms spread log-uniformly over ranks 30 to 5,000, as in real
-    text, where most query terms are rare and a few are everywhere."""
-    made: set[str] = set()
-    while len(made) < VOCABULARY_SIZE - len(COMMON) - len(TECH):
-        made.add("".join(rng.choices(_SYLLABLES, k=rng.randint(2, 4))))
-    ranked = sorted(made)
-    rng.shuffle(ranked)
-    for word in TECH:
-        rank = int(math.exp(rng.uniform(math.log(30), math.log(5000))))
-        ranked.insert(rank, word)
-    return COMMON + ranked
-
-
-def cum_weights(size: int) -> list[float]:
-    """Zipf's law (exponent 1) over ``size`` ranks, cumulated for random.choices."""
-    total, cum = 0.0, []
-    for rank in range(size):
-        total += 1.0 / (rank + 1)
-        cum.append(total)
-    return cum
 
 
 def _text(rng: random.Random, vocab: list[str], cum: list[float], n: int) -> str:
@@ -300,11 +245,6 @@ def time_statements(
                 conn.execute(sql, params).fetchall()
             out.append((time.perf_counter() - t0) * 1000)
     return out
-
-
-def pct(values: list[float], p: float) -> float:
-    ordered = sorted(values)
-    return ordered[min(len(ordered) - 1, round(p / 100 * (len(ordered) - 1)))]
 
 
 def measure_db(database_url: str, repeats: int) -> tuple[list[list[Any]], dict[str, Any]]:

@@ -17,15 +17,16 @@ printed and written into docs/benchmarks.md between the ``qa-bench`` markers.
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import sys
 import tempfile
 from pathlib import Path
 from typing import Any
 
-from benchmarks.http_bench import (
+from benchmarks.corpus import seed_question
+from benchmarks.harness import (
     HOST,
+    KEY_SCRIPT,
     RATE_LIMIT,
     ROOT,
     THREADS,
@@ -33,9 +34,9 @@ from benchmarks.http_bench import (
     WrkResult,
     api_call,
     fresh_serve_run,
+    lua_list,
     measure_url,
     section_head,
-    seed_question,
     serve_running,
     serve_table,
     write_docs,
@@ -106,7 +107,7 @@ def seed(base: str) -> dict[str, Any]:
     }
 
 
-# The upvote script (VOTE_SCRIPT) is http_bench's: each wrk thread takes every
+# The upvote script (VOTE_SCRIPT) is the harness's: each wrk thread takes every
 # THREADS-th (voter, answer) pair, answers varying fastest so concurrent requests
 # hit different answers, and every request changes a vote.
 
@@ -114,17 +115,12 @@ def seed(base: str) -> dict[str, Any]:
 def vote_script(path: Path, keys: list[str], answers: list[str]) -> Path:
     path.write_text(
         VOTE_SCRIPT.format(
-            keys=", ".join(json.dumps(k) for k in keys),
-            answers=", ".join(json.dumps(a) for a in answers),
+            keys=lua_list(keys),
+            answers=lua_list(answers),
             threads=THREADS,
         )
     )
     return path
-
-
-KEY_SCRIPT = """\
-wrk.headers["Authorization"] = "Bearer {key}"
-"""
 
 
 def measure_http(

@@ -38,7 +38,7 @@ from typing import Any
 
 import numpy as np
 
-from benchmarks.http_bench import ROOT, section_head, write_docs
+from benchmarks.harness import ROOT, section_head, write_docs
 
 START_MARK = "<!-- reembed-bench:start -->"
 END_MARK = "<!-- reembed-bench:end -->"

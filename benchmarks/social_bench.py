@@ -28,8 +28,9 @@ from typing import Any
 
 import psycopg
 
-from benchmarks.http_bench import (
+from benchmarks.harness import (
     HOST,
+    KEY_SCRIPT,
     RATE_LIMIT,
     ROOT,
     THREADS,
@@ -37,13 +38,13 @@ from benchmarks.http_bench import (
     api_call,
     fresh_serve_run,
     measure_url,
+    pct,
     section_head,
     serve_running,
     serve_table,
     write_docs,
     wrk_options,
 )
-from benchmarks.qa_bench import KEY_SCRIPT
 from storage.embedded import DATABASE
 
 STATE_DIR = ROOT / ".cairn" / "bench-social"
@@ -162,11 +163,6 @@ def wait_for_fanouts(expected_jobs: int, timeout_s: float = 1800.0) -> dict[str,
     }
 
 
-def percentile(values: list[float], q: float) -> float:
-    ordered = sorted(values)
-    return ordered[min(len(ordered) - 1, round(q / 100 * (len(ordered) - 1)))]
-
-
 def docs_section(
     latencies: dict[str, list[float]],
     fanout: dict[str, Any],
@@ -192,7 +188,7 @@ def docs_section(
         ms = latencies[name]
         lines.append(
             f"| {followers:,} | {len(ms)} | {statistics.median(ms):.1f} | "
-            f"{percentile(ms, 95):.1f} | {max(ms):.1f} |"
+            f"{pct(ms, 95):.1f} | {max(ms):.1f} |"
         )
     lines += [
         "",

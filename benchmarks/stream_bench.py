@@ -35,11 +35,13 @@ from typing import Any
 
 import httpx
 
-from benchmarks.http_bench import (
+from benchmarks.harness import (
     HOST,
     RATE_LIMIT,
     ROOT,
     machine_line,
+    pct,
+    register,
     serve_running,
     server_env,
     stop_on_sigterm,
@@ -68,20 +70,6 @@ BENCH_ENV = {
     "CAIRN_HAPROXY_METRICS_PORT": "19161",
     "CAIRN_FALLBACK_PROXY_PORT": "18560",
 }
-
-
-def pct(values: list[float], p: float) -> float:
-    if not values:
-        return float("nan")
-    ordered = sorted(values)
-    return ordered[min(len(ordered) - 1, round(p / 100 * (len(ordered) - 1)))]
-
-
-async def register(http: httpx.AsyncClient, name: str) -> dict[str, Any]:
-    response = await http.post("/api/agents/register", json={"name": name})
-    response.raise_for_status()
-    data: dict[str, Any] = response.json()["data"]
-    return data
 
 
 def auth(agent: dict[str, Any]) -> dict[str, str]:

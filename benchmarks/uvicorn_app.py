@@ -20,6 +20,7 @@ from __future__ import annotations
 import argparse
 import logging
 import os
+from typing import TYPE_CHECKING
 
 import uvicorn
 from fastapi import FastAPI
@@ -27,6 +28,9 @@ from fastapi import FastAPI
 from serve_app.app import create_app
 from serve_app.launch.bootstrap import prepare
 from serve_app.settings import get_settings
+
+if TYPE_CHECKING:
+    from serve_app.runtime.semantic import SearchFactory, SemanticSearch
 
 # Set by main() for the worker processes (uvicorn spawns them).
 _SEMANTIC_ENV = "CAIRN_BENCH_UVICORN_SEMANTIC"
@@ -37,7 +41,7 @@ def build() -> FastAPI:
     settings = get_settings()
     assert settings.database_url, "main() puts the prepared database URL in the environment"
     secret = settings.secret_bytes()
-    semantic = None
+    semantic: SemanticSearch | SearchFactory | None = None
     if os.environ.get(_SEMANTIC_ENV) == "1":
         from embeddings.encoder import Encoder
         from embeddings.querycache import DEFAULT_SIZE

@@ -150,7 +150,8 @@ def build() -> tuple[list[dict[str, str]], list[dict[str, object]]]:
         chosen += rng.sample(fs, min(PER_PACKAGE, len(fs)))
     rng.shuffle(chosen)
     chosen = chosen[:TOTAL]
-    docs, queries = [], []
+    docs: list[dict[str, str]] = []
+    queries: list[dict[str, object]] = []
     for i, f in enumerate(chosen, 1):
         did, qid = f"c{i:05d}", f"cq{i:05d}"
         docs.append(

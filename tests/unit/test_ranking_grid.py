@@ -1,4 +1,4 @@
-"""benchmarks.ranking_bench's vectorized grid search must rank exactly as
+"""ranking_bench's vectorized grid search (benchmarks/ranking/fusion.py) must rank exactly as
 embeddings.ranking.fuse does (it re-implements fuse's arithmetic with numpy)."""
 
 from __future__ import annotations
@@ -9,7 +9,8 @@ import random
 
 import numpy as np
 
-from benchmarks import ranking_bench as rb
+from benchmarks.ranking import evalset as es
+from benchmarks.ranking import fusion
 from embeddings.ranking import ALL_WORDS, DEFAULT_PARAMS, fuse
 
 VALUES = {
@@ -25,7 +26,7 @@ VALUES = {
 }
 
 
-def _case(rng: random.Random) -> tuple[list[tuple[int, float]], list[tuple[int, float]], rb.Query]:
+def _case(rng: random.Random) -> tuple[list[tuple[int, float]], list[tuple[int, float]], es.Query]:
     docs = rng.sample(range(60), 40)
     vector = sorted(((d, round(rng.uniform(0.0, 0.8), 2)) for d in docs[:30]), key=lambda h: -h[1])
     fulltext = [
@@ -34,7 +35,7 @@ def _case(rng: random.Random) -> tuple[list[tuple[int, float]], list[tuple[int, 
     fulltext.sort(key=lambda h: -h[1])
     words = rng.choice([1, 2, 4, 5, 7, 12])
     relevant = frozenset(rng.sample(docs, rng.choice([1, 2])))
-    query = rb.Query("q", " ".join(["w"] * words), relevant, "keyword", "test")
+    query = es.Query("q", " ".join(["w"] * words), relevant, "keyword", "test")
     return fulltext, vector, query
 
 
@@ -47,9 +48,9 @@ def test_grid_reciprocal_ranks_match_fuse() -> None:
     rng = random.Random(3)
     for _ in range(30):
         fulltext, vector, query = _case(rng)
-        grid = rb._grid_rr(fulltext, vector, query, arrays)
+        grid = fusion._grid_rr(fulltext, vector, query, arrays)
         for i, point in enumerate(points):
             params = dataclasses.replace(DEFAULT_PARAMS, **dict(zip(VALUES, point, strict=True)))
-            fused = fuse(fulltext, vector, limit=rb.TOP, words=query.words, params=params)
-            expected = rb.evaluate([rb.keys_of(fused)], [query]).mrr
+            fused = fuse(fulltext, vector, limit=es.TOP, words=query.words, params=params)
+            expected = es.evaluate([es.keys_of(fused)], [query]).mrr
             assert abs(float(grid[i]) - expected) < 1e-6, (point, query)

@@ -1,0 +1,330 @@
+"""A benchmark's service: ``cairn run`` (or another server command) as a
+subprocess, its environment, calls to it, and whatever of it outlives it."""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import threading
+import time
+import urllib.error
+import urllib.request
+from collections.abc import Iterator
+from pathlib import Path
+from typing import IO, Any
+
+import httpx
+
+from benchmarks.harness.results import ROOT
+from benchmarks.harness.wrk import ensure_wrk, wrk_version
+
+HOST = "127.0.0.1"
+SERVE_START_TIMEOUT_S = 180.0
+STOP_TIMEOUT_S = 120.0
+RATE_LIMIT = "100000000/hour"
+# Removed from the servers' environment: a benchmark always uses its own
+# embedded Postgres and a local Ray.
+DROPPED_ENV = ("CAIRN_DATABASE_URL", "CAIRN_PORT", "RAY_ADDRESS")
+# Every benchmark's server takes this operator token: /api/health shows the
+# parts' figures (index progress, replicas' copies) only to staff and to it.
+OPERATOR_TOKEN = "bench-operator-token"
+OPERATOR = {"X-Operator-Token": OPERATOR_TOKEN}
+
+
+def server_env(bench_env: dict[str, str]) -> dict[str, str]:
+    """This environment without DROPPED_ENV, with the benchmark's settings."""
+    env = {k: v for k, v in os.environ.items() if k not in DROPPED_ENV}
+    env["CAIRN_OPERATOR_TOKEN"] = OPERATOR_TOKEN
+    env.update(bench_env)
+    env["PYTHONUNBUFFERED"] = "1"
+    return env
+
+
+def port_in_use(port: int) -> bool:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.settimeout(0.5)
+        return sock.connect_ex((HOST, port)) == 0
+
+
+def http_json(
+    method: str,
+    url: str,
+    body: Any = None,
+    timeout: float = 10.0,
+    headers: dict[str, str] | None = None,
+) -> tuple[int, Any]:
+    data = json.dumps(body).encode() if body is not None else None
+    req = urllib.request.Request(url, data=data, method=method, headers=headers or {})
+    if data is not None:
+        req.add_header("Content-Type", "application/json")
+    try:
+        with urllib.request.urlopen(req, timeout=timeout) as resp:
+            return resp.status, json.loads(resp.read() or b"null")
+    except urllib.error.HTTPError as exc:
+        return exc.code, exc.read().decode(errors="replace")
+
+
+def api_call(base: str, method: str, path: str, key: str | None = None, body: Any = None) -> Any:
+    """One API call with an optional key; its ``data`` (or whole body); raises on >= 300."""
+    headers = {"Authorization": f"Bearer {key}"} if key else {}
+    status, data = http_json(method, base + path, body, timeout=30, headers=headers)
+    if status >= 300:
+        raise RuntimeError(f"{method} {path} answered {status}: {data}")
+    return data["data"] if isinstance(data, dict) and "data" in data else data
+
+
+async def register(http: httpx.AsyncClient, name: str) -> dict[str, Any]:
+    """A new agent (its ``api_key``, ``username``, …) through an async client."""
+    response = await http.post("/api/agents/register", json={"name": name})
+    response.raise_for_status()
+    data: dict[str, Any] = response.json()["data"]
+    return data
+
+
+def _terminate(signum: int, _: Any) -> None:
+    raise KeyboardInterrupt(f"signal {signum}")
+
+
+def stop_on_sigterm() -> None:
+    """SIGTERM unwinds like Ctrl-C, so the servers a benchmark started are stopped."""
+    signal.signal(signal.SIGTERM, _terminate)
+
+
+def fresh_serve_run(state_dir: Path, bench_env: dict[str, str]) -> tuple[dict[str, str], str, str]:
+    """The start of a benchmark on its own service: its environment, wrk and
+    wrk's version, and an empty state folder (refused while a run uses it)."""
+    stop_on_sigterm()
+    env = server_env(bench_env)
+    for key in DROPPED_ENV:
+        os.environ.pop(key, None)
+    wrk = ensure_wrk()
+    if leftover_processes(wait_s=0, state_dir=state_dir):
+        raise SystemExit(f"bench: processes of an earlier run still use {state_dir}")
+    shutil.rmtree(state_dir, ignore_errors=True)
+    state_dir.mkdir(parents=True)
+    return env, wrk, wrk_version(wrk)
+
+
+class Server:
+    """A server subprocess whose output goes to a log file and a ring of lines."""
+
+    def __init__(
+        self,
+        name: str,
+        cmd: list[str],
+        port: int,
+        log_path: Path,
+        state_dir: Path,
+        own_session: bool = True,
+    ) -> None:
+        self.name = name
+        # False: the server stays in this session (so in this process's CPU
+        # autogroup, with wrk and the other server: none gets a share of its own)
+        # but in a process group of its own (a Ctrl-C reaches it only through stop()).
+        self.own_session = own_session
+        self.state_dir = state_dir
+        self.cmd = cmd
+        self.port = port
+        self.base = f"http://{HOST}:{port}"
+        self.log_path = log_path
+        self.lines: list[str] = []
+        self.proc: subprocess.Popen[str] | None = None
+        self._reader: threading.Thread | None = None
+        self._log: IO[str] | None = None
+        self.ready_s = 0.0
+        self.stop_s = 0.0
+
+    def start(self, env: dict[str, str], timeout: float, ready_text: str | None = None) -> None:
+        if port_in_use(self.port):
+            raise RuntimeError(f"{HOST}:{self.port} is already in use; stop what runs there")
+        self.log_path.parent.mkdir(parents=True, exist_ok=True)
+        self._log = self.log_path.open("w")
+        t0 = time.monotonic()
+        self.proc = subprocess.Popen(
+            self.cmd,
+            cwd=ROOT,
+            env=env,
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            text=True,
+            # Its own session (or process group): a Ctrl-C on the benchmark reaches
+            # the server only through stop(), so Ray's own processes are not
+            # interrupted mid-shutdown.
+            start_new_session=self.own_session,
+            process_group=None if self.own_session else 0,
+        )
+        self._reader = threading.Thread(target=self._read, daemon=True)
+        self._reader.start()
+        deadline = t0 + timeout
+        while time.monotonic() < deadline:
+            if self.proc.poll() is not None:
+                raise RuntimeError(
+                    f"{self.name} exited with {self.proc.returncode} while starting:\n{self.tail()}"
+                )
+            if ready_text and any(ready_text in line for line in self.lines):
+                break
+            if self._healthy():
+                break
+            time.sleep(0.5)
+        else:
+            raise RuntimeError(f"{self.name} not ready after {timeout:.0f}s:\n{self.tail()}")
+        # "serving on" is printed after cmd_run's own health check; check anyway.
+        if not self._healthy():
+            raise RuntimeError(f"{self.name}: /api/health does not answer 200:\n{self.tail()}")
+        self.ready_s = time.monotonic() - t0
+        print(f"bench: {self.name} ready on {self.base} in {self.ready_s:.1f}s", flush=True)
+
+    def _healthy(self) -> bool:
+        try:
+            status, _ = http_json("GET", f"{self.base}/api/health", timeout=3)
+        except OSError:
+            return False
+        return status == 200
+
+    def _read(self) -> None:
+        assert self.proc is not None and self.proc.stdout is not None
+        for line in self.proc.stdout:
+            self.lines.append(line.rstrip("\n"))
+            if len(self.lines) > 2000:
+                del self.lines[:1000]
+            if self._log is not None:
+                self._log.write(line)
+                self._log.flush()
+
+    def tail(self, n: int = 40) -> str:
+        return "\n".join(f"  | {line}" for line in self.lines[-n:]) + f"\n  (log: {self.log_path})"
+
+    def stop(self, sig: signal.Signals = signal.SIGINT) -> None:
+        """Signal the server process itself (not its group) and wait for it to exit;
+        after STOP_TIMEOUT_S it is killed and what it left behind is stopped."""
+        proc = self.proc
+        if proc is None:
+            return
+        t0 = time.monotonic()
+        if proc.poll() is None:
+            print(f"bench: stopping {self.name} ({sig.name} to pid {proc.pid})", flush=True)
+            proc.send_signal(sig)
+            try:
+                proc.wait(timeout=STOP_TIMEOUT_S)
+            except subprocess.TimeoutExpired:
+                print(f"bench: {self.name} still running after {STOP_TIMEOUT_S:.0f}s; killing")
+                proc.kill()
+                proc.wait(timeout=30)
+                stop_bench_processes(grace_s=10.0, state_dir=self.state_dir)
+        self.stop_s = time.monotonic() - t0
+        if self._reader is not None:
+            self._reader.join(timeout=10)
+        if self._log is not None:
+            self._log.close()
+            self._log = None
+        print(
+            f"bench: {self.name} exited with {proc.returncode} after {self.stop_s:.1f}s",
+            flush=True,
+        )
+        self.proc = None
+
+
+def bench_processes(state_dir: Path) -> list[Any]:
+    """Processes tied to a benchmark's state folder (Ray, HAProxy, Postgres), by their
+    command line or their CAIRN_STATE_DIR; none of them is this process."""
+    import psutil
+
+    marker = str(state_dir)
+    mine = {os.getpid(), os.getppid()}
+    found = []
+    for proc in psutil.process_iter(["pid", "cmdline", "environ"]):
+        if proc.pid in mine:
+            continue
+        with contextlib.suppress(psutil.Error):
+            cmdline = proc.info.get("cmdline") or []
+            env = proc.info.get("environ") or {}
+            if (
+                any(part == marker or part.startswith(marker + os.sep) for part in cmdline)
+                or env.get("CAIRN_STATE_DIR") == marker
+            ):
+                found.append(proc)
+    return found
+
+
+def _describe(proc: Any) -> str:
+    with contextlib.suppress(Exception):
+        return f"{proc.pid} {' '.join(proc.cmdline())[:120]}"
+    return str(proc.pid)
+
+
+def leftover_processes(*, state_dir: Path, wait_s: float = 15.0) -> list[str]:
+    """bench_processes() still alive after giving them ``wait_s`` to finish exiting."""
+    deadline = time.monotonic() + wait_s
+    while True:
+        found = bench_processes(state_dir)
+        if not found or time.monotonic() > deadline:
+            return [_describe(p) for p in found]
+        time.sleep(1.0)
+
+
+def stop_bench_processes(*, grace_s: float, state_dir: Path) -> list[str]:
+    """Terminate what a killed server left behind in the bench state folder.
+
+    Only the roots are signalled (a Postgres postmaster, not its backends; a
+    raylet, not its workers); what is still alive after ``grace_s`` is killed.
+    """
+    import psutil
+
+    found = bench_processes(state_dir)
+    pids = {p.pid for p in found}
+    roots = []
+    for proc in found:
+        with contextlib.suppress(psutil.Error):
+            if proc.ppid() not in pids:
+                roots.append(proc)
+    described = [_describe(p) for p in roots]
+    for proc in roots:
+        with contextlib.suppress(psutil.Error):
+            proc.terminate()
+    psutil.wait_procs(roots, timeout=grace_s)
+    for proc in bench_processes(state_dir):
+        with contextlib.suppress(psutil.Error):
+            proc.kill()
+    if described:
+        print("bench: stopped processes left in the bench state folder:", *described, sep="\n  ")
+    return described
+
+
+@contextlib.contextmanager
+def serve_running(
+    port: int, env: dict[str, str], state_dir: Path, *, keep_postgres: bool = False
+) -> Iterator[Server]:
+    """``cairn run --port PORT`` with ``env`` for the block; stopped with Ctrl-C
+    after it, and anything of the run left behind is stopped too (but the
+    embedded Postgres when ``keep_postgres``: this process is attached to it)."""
+    ports = [port] + [
+        int(v) for k, v in env.items() if k.startswith("CAIRN_") and k.endswith("_PORT")
+    ]
+    for used in ports:
+        if port_in_use(used):
+            raise SystemExit(f"bench: {HOST}:{used} is already in use")
+    serve = Server(
+        "Ray Serve",
+        [str(Path(sys.executable).parent / "cairn"), "run", "--port", str(port)],
+        port,
+        state_dir / "serve.log",
+        state_dir=state_dir,
+    )
+    try:
+        serve.start(env, SERVE_START_TIMEOUT_S, ready_text="serving on")
+        yield serve
+    finally:
+        serve.stop(signal.SIGINT)
+        left = leftover_processes(state_dir=state_dir)
+        if keep_postgres:
+            left = [p for p in left if "bin/postgres" not in p]
+        if left:
+            print("bench: WARNING: still running:", *left, sep="\n  ")
+            stop_bench_processes(grace_s=10.0, state_dir=state_dir)

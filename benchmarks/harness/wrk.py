@@ -1,0 +1,211 @@
+"""wrk: installed if missing, run, parsed; the options every benchmark takes
+and the Lua scripts several share."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import re
+import shutil
+import subprocess
+from dataclasses import dataclass, field
+from pathlib import Path
+
+THREADS = 2  # wrk's threads
+
+
+@dataclass
+class WrkResult:
+    requests_per_s: float
+    requests: int
+    seconds: float
+    latency_ms: dict[int, float]  # percentile -> ms
+    non_2xx_3xx: int = 0
+    socket_errors: dict[str, int] = field(default_factory=dict)
+
+    @property
+    def errors(self) -> int:
+        return self.non_2xx_3xx + sum(self.socket_errors.values())
+
+    def errors_text(self) -> str:
+        if not self.errors:
+            return "0"
+        parts = []
+        if self.non_2xx_3xx:
+            parts.append(f"{self.non_2xx_3xx} non-2xx/3xx")
+        parts += [f"{n} {kind}" for kind, n in self.socket_errors.items() if n]
+        return ", ".join(parts)
+
+
+def ensure_wrk() -> str:
+    """The wrk binary; installed with apt-get (Debian package ``wrk``) if missing."""
+    found = shutil.which("wrk")
+    if found:
+        return found
+    print("bench: wrk not found; installing it: apt-get install -y wrk", flush=True)
+    apt = ["apt-get", "install", "-y", "-q", "wrk"]
+    if subprocess.run(apt, check=False).returncode != 0:
+        print("bench: install failed; running apt-get update first", flush=True)
+        subprocess.run(["apt-get", "update", "-q"], check=True)
+        subprocess.run(apt, check=True)
+    found = shutil.which("wrk")
+    if not found:
+        raise SystemExit("bench: wrk is still not on PATH after apt-get install")
+    print(f"bench: installed {found}", flush=True)
+    return found
+
+
+def wrk_version(wrk: str) -> str:
+    out = subprocess.run([wrk, "-v"], capture_output=True, text=True, check=False)
+    text = (out.stdout + out.stderr).strip().splitlines()
+    # "wrk debian/4.1.0-3+b2 [epoll] Copyright (C) 2012 Will Glozer" -> "wrk debian/4.1.0-3+b2"
+    return " ".join(text[0].split()[:2]) if text else "wrk"
+
+
+_UNITS_MS = {"us": 0.001, "ms": 1.0, "s": 1000.0, "m": 60_000.0, "h": 3_600_000.0}
+
+
+def _ms(value: str, unit: str) -> float:
+    return float(value) * _UNITS_MS[unit]
+
+
+def parse_wrk(output: str) -> WrkResult:
+    """Parse the text wrk prints with ``--latency``."""
+    rps = re.search(r"^Requests/sec:\s+([\d.]+)\s*$", output, re.M)
+    total = re.search(r"^\s*(\d+) requests in ([\d.]+)(us|ms|s|m|h),", output, re.M)
+    if not rps or not total:
+        raise ValueError(f"could not parse wrk output:\n{output}")
+    latency: dict[int, float] = {}
+    dist = output.split("Latency Distribution", 1)
+    if len(dist) == 2:
+        for pct, value, unit in re.findall(
+            r"^\s+(\d+)%\s+([\d.]+)(us|ms|s|m|h)\s*$", dist[1], re.M
+        ):
+            latency[int(pct)] = _ms(value, unit)
+    non2xx = re.search(r"Non-2xx or 3xx responses:\s+(\d+)", output)
+    sock = re.search(
+        r"Socket errors: connect (\d+), read (\d+), write (\d+), timeout (\d+)", output
+    )
+    socket_errors = (
+        dict(zip(("connect", "read", "write", "timeout"), map(int, sock.groups()), strict=True))
+        if sock
+        else {}
+    )
+    return WrkResult(
+        requests_per_s=float(rps.group(1)),
+        requests=int(total.group(1)),
+        seconds=_ms(total.group(2), total.group(3)) / 1000.0,
+        latency_ms=latency,
+        non_2xx_3xx=int(non2xx.group(1)) if non2xx else 0,
+        socket_errors=socket_errors,
+    )
+
+
+def run_wrk(
+    wrk: str,
+    url: str,
+    *,
+    duration: int,
+    connections: int,
+    script: Path | None,
+    timeout_s: int | None = None,
+) -> tuple[WrkResult, str]:
+    """``timeout_s``: wrk's request timeout (its default 2 s counts a slower
+    answer as an error)."""
+    cmd = [
+        wrk,
+        f"-t{THREADS}",
+        f"-c{connections}",
+        f"-d{duration}s",
+        "--latency",
+    ]
+    if timeout_s is not None:
+        cmd += ["--timeout", f"{timeout_s}s"]
+    if script is not None:
+        cmd += ["-s", str(script)]
+    cmd.append(url)
+    out = subprocess.run(cmd, capture_output=True, text=True, timeout=duration + 60, check=False)
+    if out.returncode != 0:
+        raise RuntimeError(f"wrk failed ({out.returncode}):\n{out.stdout}\n{out.stderr}")
+    return parse_wrk(out.stdout), out.stdout
+
+
+def measure_url(
+    wrk: str,
+    label: str,
+    url: str,
+    *,
+    duration: int,
+    warmup: int,
+    connections: int,
+    script: Path | None,
+) -> WrkResult:
+    """A warm-up run, then the measured one; prints a line (and wrk's own output
+    when there were errors)."""
+    if warmup:
+        run_wrk(wrk, url, duration=warmup, connections=connections, script=script)
+    result, raw = run_wrk(wrk, url, duration=duration, connections=connections, script=script)
+    print(
+        f"bench: {label:<50} {result.requests_per_s:>9.1f} req/s  "
+        f"p50 {result.latency_ms.get(50, float('nan')):.2f} ms  "
+        f"p99 {result.latency_ms.get(99, float('nan')):.2f} ms  "
+        f"errors {result.errors_text()}",
+        flush=True,
+    )
+    if result.errors:
+        print(raw, flush=True)
+    return result
+
+
+def wrk_options(parser: argparse.ArgumentParser, *, connections: int) -> None:
+    """The options every benchmark takes: wrk's run and whether to write the docs."""
+    parser.add_argument("--duration", type=int, default=15, help="seconds per route (15)")
+    parser.add_argument("--warmup", type=int, default=3, help="warm-up seconds per route (3)")
+    parser.add_argument(
+        "--connections", type=int, default=connections, help=f"wrk connections ({connections})"
+    )
+    parser.add_argument(
+        "--no-docs", action="store_true", help="print only; leave docs/benchmarks.md alone"
+    )
+
+
+def lua_list(items: list[str]) -> str:
+    """Strings as the items of a Lua table."""
+    return ", ".join(json.dumps(x) for x in items)
+
+
+# Each wrk thread takes every THREADS-th (voter, answer) pair, answers varying
+# fastest; a pass upvotes every pair, the next downvotes it, and so on: every
+# request changes a vote (a new vote, then a switch), on answers nobody else
+# votes on in this run.
+VOTE_SCRIPT = """\
+local keys = {{{keys}}}
+local answers = {{{answers}}}
+local nthreads = {threads}
+local counter = 0
+function setup(thread)
+  thread:set("tid", counter)
+  counter = counter + 1
+end
+function init(args)
+  n = 0
+end
+request = function()
+  local k = n * nthreads + tid
+  n = n + 1
+  local pairs = #keys * #answers
+  local j = k % pairs
+  local cycle = math.floor(k / pairs)
+  local answer = answers[(j % #answers) + 1]
+  local key = keys[(math.floor(j / #answers) % #keys) + 1]
+  local vote = (cycle % 2 == 0) and "upvote" or "downvote"
+  return wrk.format("POST", "/api/answers/" .. answer .. "/vote",
+    {{["Authorization"] = "Bearer " .. key, ["Content-Type"] = "application/json"}},
+    '{{"vote_type":"' .. vote .. '"}}')
+end
+"""
+
+# A key on every request (wrk's own headers).
+KEY_SCRIPT = """\
+wrk.headers["Authorization"] = "Bearer {key}"
+"""

@@ -1,0 +1,202 @@
+"""``ranking_eval``'s reports: the "Search ranking quality" section of
+docs/benchmarks.md (``render``, ``write_docs``) and the ``--dev`` table."""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Sequence
+from datetime import UTC, datetime
+from pathlib import Path
+
+from benchmarks.harness import DOCS
+from benchmarks.ranking.evalset import END_MARK, NONSENSE, START_MARK, Score
+from benchmarks.ranking.hybrid import (
+    CANDIDATES,
+    COVERAGE_POWERS,
+    MARGIN_WEIGHTS,
+    NOISE_SE,
+    PREVIOUS,
+    RRF_KS,
+    WEIGHTS,
+    EvalSet,
+    Gap,
+    Group,
+    Halves,
+    convex_name,
+    gap,
+    group_name,
+    members,
+    score,
+)
+
+# --------------------------------------------------------------------------- report
+
+
+def fmt(s: Score) -> str:
+    return f"{s.mrr:.3f} / {s.recall:.3f}"
+
+
+def dev_report(
+    sets: dict[str, EvalSet],
+    base: dict[str, dict[str, list[list[int]]]],
+    fused: dict[str, dict[str, list[list[int]]]],
+    groups: Sequence[Group],
+    chosen: str,
+    left_out: dict[str, str],
+) -> str:
+    """Dev MRR@10 per group of the halves, the previous default and the
+    chosen fusion, and each one's difference from the group's better half
+    (± paired SE), with leave one group out scored on the left-out group's
+    dev queries. The keyword style is also split into its first 40 queries
+    and the extra ones (query ids ``x…``, ``build.py --extra-dev``)."""
+    previous = convex_name(PREVIOUS)
+    rows: list[tuple[str, str, list[int]]] = []
+    for g in groups:
+        s = sets[g[0]]
+        idx = members(s, g[1], "dev")
+        rows.append((group_name(g), g[0], idx))
+        if g == ("docs", "keyword"):
+            for label, extra in (("first", False), ("extra", True)):
+                sub = [i for i in idx if s.queries[i].qid.startswith("x") == extra]
+                rows.append((f"docs/keyword ({label})", "docs", sub))
+    lines = [
+        f"chosen on dev: {chosen}",
+        "leave one group out: " + "; ".join(f"{g}: {c}" for g, c in left_out.items()),
+        "",
+        "| dev group (n) | lexical | vector | previous - better | chosen - better "
+        "| left out - better |",
+        "|---|---:|---:|---|---|---|",
+    ]
+    for label, set_name, idx in rows:
+        s = sets[set_name]
+        lx = score(base[set_name]["lexical"], s, idx).mrr
+        vx = score(base[set_name]["vector"], s, idx).mrr
+        better = base[set_name]["lexical" if lx >= vx else "vector"]
+        cells = []
+        for method in (previous, chosen, left_out.get(label)):
+            if method is None:
+                cells.append("")
+                continue
+            mrr = score(fused[set_name][method], s, idx).mrr
+            cells.append(f"{mrr:.3f} ({gap(fused[set_name][method], better, s, idx)})")
+        lines.append(f"| {label} ({len(idx)}) | {lx:.3f} | {vx:.3f} | " + " | ".join(cells) + " |")
+    return "\n".join(lines)
+
+
+def render(
+    sets: dict[str, EvalSet],
+    got: dict[str, Halves],
+    table: dict[str, dict[str, Score]],
+    gaps: dict[str, dict[str, tuple[str, Gap]]],
+    groups: Sequence[Group],
+    chosen: str,
+    left_out: dict[str, str],
+    nonsense: dict[str, tuple[int, float]],
+    rss_kib: int,
+) -> str:
+    names = [group_name(g) for g in groups]
+    counts = {group_name(g): len(members(sets[g[0]], g[1], "test")) for g in groups}
+    lines = [
+        "## Search ranking quality",
+        "",
+        "_Written by `benchmarks/ranking_eval.py`; rerun to replace this section._",
+        "",
+        f"- Date: {datetime.now(UTC):%Y-%m-%d %H:%M} UTC; machine (2 cores) shared with other "
+        "work.",
+        "- Sets (each split once into dev and test, stored with the queries; **every figure "
+        "below is on the test part**, which no choice saw):",
+    ]
+    for name, s in sets.items():
+        dev = sum(1 for q in s.queries if q.split == "dev")
+        lines.append(
+            f"  - `{name}`: {len(s.docs):,} documents, {len(s.queries)} queries "
+            f"({dev} dev / {len(s.queries) - dev} test). "
+            + (
+                "Man pages, Python docstrings and package READMEs as write-ups; paraphrase, "
+                "keyword and handwritten queries (`benchmarks/search_eval/README.md`)."
+                if name == "docs"
+                else "Functions of 113 installed packages published as patterns: title the "
+                "qualified name, description the `def` line, content the source without its "
+                "docstring; the query is the docstring's summary sentence "
+                "(`benchmarks/search_eval/code_build.py`)."
+            )
+        )
+    lines += [
+        "- Methods: *plain BM25* is `bm25s` (Lucene BM25, k1 1.5, b 0.75) over title, description "
+        "and content as one text with scikit-learn's tokenizer and English stop words: the "
+        "textbook baseline. *lexical* is `embeddings.lexical.LexicalIndex` (what the API ranks "
+        "full text with): BM25 with BM25F-style field weights (title and description twice, "
+        "content once) and the code-aware tokenizer. "
+        "*vector*: all-MiniLM-L6-v2, cosine, exact. *hybrid*: `embeddings.ranking.hybrid` over "
+        f"the {CANDIDATES} best of each half.",
+        f"- Fusion chosen on the dev queries of all four groups: **{chosen}** (the candidates: "
+        "convex combinations `W·x + (1-W)·cosine`, x = min(bm25/scale, 1.5) (scale: the "
+        "summed IDF of the query's terms), with a per-query weight W = min(1, c^k·(w + a·m)), "
+        "c = the best BM25 hit's x capped at 1 (how much of the query the best lexical match "
+        "explains), m = 1 - x2/x1 of the two best BM25 hits (how far the best leads); "
+        f"w in {WEIGHTS}, k in {COVERAGE_POWERS}, a in {MARGIN_WEIGHTS} (a = 0: the previous "
+        "form; k = a = 0: a fixed weight); and "
+        f"reciprocal rank fusion with k in {RRF_KS}; objective: the worst group's dev MRR@10 "
+        "minus its better half's, then the mean dev MRR@10). Leave one group out (chosen "
+        "without that group's queries): "
+        + "; ".join(f"{g}: {c}" for g, c in left_out.items())
+        + ".",
+        "",
+        "MRR@10 / Recall@10, test queries:",
+        "",
+        "| Method | " + " | ".join(f"{n} (n={counts[n]})" for n in names) + " |",
+        "|---|" + "---:|" * len(names),
+    ]
+    for label, row in table.items():
+        lines.append(
+            f"| {label} | " + " | ".join(fmt(row[n]) if n in row else "" for n in names) + " |"
+        )
+    lines += [
+        "",
+        "Differences of test MRR@10, ± the paired standard error over the group's queries "
+        "(standard deviation of the per-query difference of reciprocal ranks / √n). "
+        f"Pass criterion: the difference is ≥ 0, or within noise: ≥ -{NOISE_SE:g} standard "
+        "errors. The better half is the one with the higher test MRR@10 on that group.",
+        "",
+        "| Comparison | " + " | ".join(names) + " |",
+        "|---|" + "---|" * len(names),
+    ]
+    titles = {
+        "hybrid": "hybrid - better half",
+        "hybrid, leave one group out": "hybrid (leave one group out) - better half",
+        "lexical vs plain BM25": "lexical - plain BM25",
+    }
+    for label, grow in gaps.items():
+        cells = [
+            f"{grow[n][1]}" + (f" vs {grow[n][0]}" if label != "lexical vs plain BM25" else "")
+            if n in grow
+            else ""
+            for n in names
+        ]
+        lines.append(f"| {titles[label]} | " + " | ".join(cells) + " |")
+    lines += [""]
+    for name, h in got.items():
+        empty, mean = nonsense[name]
+        lines.append(
+            f"- `{name}`: lexical index built in {h.build_s:.1f} s "
+            f"({len(sets[name].docs):,} documents, tokenizing included), "
+            f"{h.query_ms:.2f} ms a query (top {CANDIDATES}); off-topic queries "
+            f"({len(NONSENSE)}): {empty} come back empty from the hybrid, "
+            f"{mean:.1f} results on average."
+        )
+    lines += [
+        "- Peak RSS growth of the run (both sets' indexes, vectors, model): "
+        f"{rss_kib / 1024:.0f} MiB.",
+        "",
+        "Reproduce: `.venv/bin/python -m benchmarks.ranking_eval` (vectors cached under "
+        "`/tmp/cairn-ranking-bench`; the first run embeds both sets, a few minutes on 2 cores). "
+        "`--tune-fields` prints the dev MRR@10 of the field-weight grid.",
+    ]
+    return "\n".join(lines)
+
+
+def write_docs(section: str, path: Path = DOCS) -> None:
+    text = path.read_text()
+    start, end = text.index(START_MARK), text.index(END_MARK)
+    path.write_text(text[: start + len(START_MARK)] + "\n" + section + "\n" + text[end:])
+    print(f"wrote {path}", file=sys.stderr)

@@ -1,0 +1,121 @@
+"""One measured run of a route on a server: a warm-up, then wrk with the
+server's CPU time (and py-spy with --profile); and the wait for the search
+index to go idle between runs."""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from benchmarks.harness import OPERATOR, Server, WrkResult, http_json, run_wrk
+from benchmarks.profile_split import split_files
+from benchmarks.serving.processes import CpuMeter, haproxy_timers, profile_targets, py_spy
+from benchmarks.serving.routes import Route, route_script
+
+
+@dataclass
+class Run:
+    route: Route
+    server: str
+    round: int
+    result: WrkResult
+    cpu_s: dict[str, float]
+    haproxy: dict[str, float] | None = None
+    profile: dict[str, float] | None = None  # component -> share of the app's busy samples
+
+    @property
+    def cpu_ms_per_request(self) -> float:
+        return 1000.0 * sum(self.cpu_s.values()) / max(1, self.result.requests)
+
+
+def fmt_ms(result: WrkResult, pct: int) -> str:
+    value = result.latency_ms.get(pct)
+    return f"{value:.2f}" if value is not None else "n/a"
+
+
+def measure(
+    server: Server,
+    route: Route,
+    facts: dict[str, Any],
+    *,
+    run: int,
+    wrk: str,
+    tmp: Path,
+    args: argparse.Namespace,
+    state_dir: Path,
+) -> Run:
+    """A warm-up run, then the measured one with the server's CPU time (and,
+    with --profile, py-spy on the app processes)."""
+    if args.warmup:
+        url, script = route_script(tmp, route, facts, server.name, -1 if run == 0 else run)
+        run_wrk(
+            wrk,
+            server.base + url,
+            duration=args.warmup,
+            connections=args.connections,
+            script=script,
+            timeout_s=10,
+        )
+    url, script = route_script(tmp, route, facts, server.name, run)
+    meter = CpuMeter(server, state_dir)
+    profile: dict[str, float] | None = None
+    with contextlib.ExitStack() as stack:
+        files: list[Path] = []
+        if args.profile:
+            where = Path(args.keep_profiles) if args.keep_profiles else tmp
+            where.mkdir(parents=True, exist_ok=True)
+            out = where / f"spy-{route.key}-{server.name.split()[-1]}-{run}"
+            files = stack.enter_context(py_spy(profile_targets(server), args.duration, out))
+        meter.start()
+        result, raw = run_wrk(
+            wrk,
+            server.base + url,
+            duration=args.duration,
+            connections=args.connections,
+            script=script,
+            timeout_s=10,
+        )
+        cpu = meter.stop()
+    if files:
+        profile = split_files([f for f in files if f.exists()])
+    timers = haproxy_timers(state_dir) if server.name == "Ray Serve" else None
+    print(
+        f"bench: round {run + 1} {server.name:<10} {route.label:<52} "
+        f"{result.requests_per_s:>8.1f} req/s  p50 {fmt_ms(result, 50)} ms  "
+        f"CPU {1000 * sum(cpu.values()) / max(1, result.requests):.2f} ms/request  "
+        f"errors {result.errors_text()}",
+        flush=True,
+    )
+    if result.errors:
+        print(raw, flush=True)
+    return Run(route, server.name, run, result, cpu, timers, profile)
+
+
+# Answers in a row that must find the Api replica's copy of the vector index
+# built: each comes from one replica (HAProxy spreads them).
+REPLICAS_READY_IN_A_ROW = 8
+
+
+def wait_index_idle(base: str, timeout: float = 600.0) -> None:
+    """Until the VectorIndex has embedded every queued row (after pattern
+    creation runs), so no background embedding overlaps the next run, and the
+    Api replicas' copies of the index are built (serve_app/runtime/index_copies/vectors.py)."""
+    deadline = time.monotonic() + timeout
+    in_a_row = 0
+    while time.monotonic() < deadline:
+        with contextlib.suppress(OSError):
+            status, body = http_json("GET", base + "/api/health", timeout=10, headers=OPERATOR)
+            search = body.get("search") if status == 200 and isinstance(body, dict) else None
+            if search is None:
+                return
+            replica = search.get("replica")
+            idle = search.get("ready") and search.get("pending_jobs") == 0
+            in_a_row = in_a_row + 1 if idle and (replica is None or replica["ready"]) else 0
+            if in_a_row >= (1 if replica is None else REPLICAS_READY_IN_A_ROW):
+                return
+        time.sleep(0.3 if in_a_row else 1.0)
+    raise RuntimeError(f"search index still busy after {timeout:.0f}s")

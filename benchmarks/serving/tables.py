@@ -1,0 +1,121 @@
+"""The HTTP benchmark's tables: Serve against uvicorn round by round, CPU
+per request by process, py-spy's split, HAProxy's timers, every run."""
+
+from __future__ import annotations
+
+import statistics
+
+from benchmarks.profile_split import COMPONENTS
+from benchmarks.serving.measure import Run, fmt_ms
+from benchmarks.serving.routes import ROUTES
+
+
+def _median(values: list[float]) -> float:
+    return statistics.median(values) if values else float("nan")
+
+
+def pairs(runs: list[Run]) -> dict[str, list[tuple[Run, Run]]]:
+    """Per route key, the (uvicorn, Serve) runs of each round."""
+    by = {(r.route.key, r.server, r.round): r for r in runs}
+    out: dict[str, list[tuple[Run, Run]]] = {}
+    for (key, server, rnd), run in sorted(by.items(), key=lambda kv: kv[0][2]):
+        if server != "uvicorn" or (key, "Ray Serve", rnd) not in by:
+            continue
+        out.setdefault(key, []).append((run, by[(key, "Ray Serve", rnd)]))
+    return out
+
+
+def ratio_table(runs: list[Run]) -> list[str]:
+    """The headline: Serve's req/s over uvicorn's, round by round (each round
+    measures both back to back), and the CPU each spends per request."""
+    rows = [
+        "| Route | uvicorn req/s | Serve req/s | Serve / uvicorn, each round | "
+        "median | CPU ms/request uvicorn | Serve | uvicorn / Serve CPU |",
+        "|---|---:|---:|---|---:|---:|---:|---:|",
+    ]
+    for key, both in pairs(runs).items():
+        ratios = [s.result.requests_per_s / max(u.result.requests_per_s, 1e-9) for u, s in both]
+        cpu_u = _median([u.cpu_ms_per_request for u, _ in both])
+        cpu_s = _median([s.cpu_ms_per_request for _, s in both])
+        rows.append(
+            f"| `{ROUTES[key].label}` | {_median([u.result.requests_per_s for u, _ in both]):,.0f} "
+            f"| {_median([s.result.requests_per_s for _, s in both]):,.0f} "
+            f"| {', '.join(f'{x:.2f}' for x in ratios)} | **{_median(ratios):.2f}x** "
+            f"| {cpu_u:.2f} | {cpu_s:.2f} | {cpu_u / cpu_s:.2f}x |"
+        )
+    return rows
+
+
+def latency_table(runs: list[Run]) -> list[str]:
+    rows = [
+        "| Route | Server | round | req/s | p50 ms | p90 ms | p99 ms | errors |",
+        "|---|---|---:|---:|---:|---:|---:|---|",
+    ]
+    for r in sorted(runs, key=lambda r: (list(ROUTES).index(r.route.key), r.round, r.server)):
+        w = r.result
+        rows.append(
+            f"| `{r.route.label}` | {r.server} | {r.round + 1} | {w.requests_per_s:,.0f} | "
+            f"{fmt_ms(w, 50)} | {fmt_ms(w, 90)} | {fmt_ms(w, 99)} | {w.errors_text()} |"
+        )
+    return rows
+
+
+def cpu_table(runs: list[Run]) -> list[str]:
+    """Serve's CPU per request by process, median over rounds."""
+    serve = [r for r in runs if r.server == "Ray Serve"]
+    kinds = sorted(
+        {k for r in serve for k in r.cpu_s}, key=lambda k: -sum(r.cpu_s.get(k, 0) for r in serve)
+    )
+    rows = [
+        "| Route | " + " | ".join(kinds) + " |",
+        "|---|" + "---:|" * len(kinds),
+    ]
+    for key in ROUTES:
+        mine = [r for r in serve if r.route.key == key]
+        if not mine:
+            continue
+        cells = [
+            _median([1000 * r.cpu_s.get(k, 0.0) / max(1, r.result.requests) for r in mine])
+            for k in kinds
+        ]
+        rows.append(f"| `{ROUTES[key].label}` | " + " | ".join(f"{c:.3f}" for c in cells) + " |")
+    return rows
+
+
+def profile_table(runs: list[Run]) -> list[str]:
+    """With --profile: the app processes' CPU per request split by component
+    (py-spy's samples as shares of the processes' measured CPU time)."""
+
+    rows = [
+        "| Route | Server | app CPU ms/request | " + " | ".join(COMPONENTS) + " |",
+        "|---|---|---:|" + "---:|" * len(COMPONENTS),
+    ]
+    for key in ROUTES:
+        for server in ("uvicorn", "Ray Serve"):
+            mine = [r for r in runs if r.route.key == key and r.server == server and r.profile]
+            if not mine:
+                continue
+            app = "Api replicas" if server == "Ray Serve" else "uvicorn workers"
+            ms = _median([1000 * r.cpu_s.get(app, 0.0) / max(1, r.result.requests) for r in mine])
+            shares = [_median([(r.profile or {}).get(c, 0.0) for r in mine]) for c in COMPONENTS]
+            rows.append(
+                f"| `{ROUTES[key].label}` | {server} | {ms:.2f} | "
+                + " | ".join(f"{ms * s:.3f}" for s in shares)
+                + " |"
+            )
+    return rows
+
+
+def haproxy_table(runs: list[Run]) -> list[str]:
+    rows = [
+        "| Route | HAProxy queue ms | connect ms | response ms (replica) | total ms |",
+        "|---|---:|---:|---:|---:|",
+    ]
+    for key in ROUTES:
+        mine = [r.haproxy for r in runs if r.route.key == key and r.haproxy]
+        if mine:
+            cells = [_median([m[k] for m in mine]) for k in ("qtime", "ctime", "rtime", "ttime")]
+            rows.append(
+                f"| `{ROUTES[key].label}` | " + " | ".join(f"{c:.0f}" for c in cells) + " |"
+            )
+    return rows
