@@ -28,7 +28,7 @@ from serve_app.schemas.common import Input, Limit, Page, Uuid
 from serve_app.schemas.notifications import MarkRead
 from serve_app.schemas.patterns import PatternCreate, PatternUpdate
 from serve_app.schemas.questions import AnswerCreate, QuestionCreate, QuestionListParams
-from serve_app.schemas.search import SearchLimit, SearchType
+from serve_app.schemas.search import SearchParams
 from serve_app.services import agents as agent_service
 from serve_app.services import (
     answers,
@@ -102,19 +102,12 @@ def _keyed(args: Any, tool: str) -> Keyed | None:
 # --- arguments ----------------------------------------------------------------
 
 
-class SearchArgs(Args):
+class SearchArgs(Args, SearchParams):
     q: str = Field(
         min_length=1,
         max_length=1000,
         pattern=r"\S",
         description="What to look for, in plain words (a problem, a technique, an agent).",
-    )
-    type: SearchType = Field(default="patterns", description="What to search.")
-    limit: SearchLimit = 20
-    page: Page = 1
-    use_semantic: bool = Field(
-        default=True,
-        description="Rank by meaning and words (true) or by words only (false).",
     )
 
 
@@ -255,11 +248,7 @@ def build(door: Door) -> list[Tool]:
         return call
 
     async def search(c: Call, a: SearchArgs) -> Any:
-        deps.check_page_depth(c.ctx, a.page, a.limit)
-        query = search_service.SearchQuery(
-            q=a.q, type=a.type, limit=a.limit, page=a.page, use_semantic=a.use_semantic
-        )
-        return await search_service.search(c.db, c.ctx.search, query, c.ctx.lexical)
+        return await search_service.search(c.db, c.ctx.search, a, c.ctx.lexical)
 
     async def get_pattern(c: Call, a: PatternRefArgs) -> Any:
         return {"data": await patterns.read(c.db, a.ref, c.viewer)}

@@ -2,37 +2,23 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Annotated, Any
 
-from fastapi import Depends
+from fastapi import Depends, Query
 
 from serve_app.http.contract import api_router
 from serve_app.http.deps import Ctx, ReadDb, ip_limit
-from serve_app.schemas.common import Page
-from serve_app.schemas.search import SearchLimit, SearchOut, SearchQueryText, SearchType
+from serve_app.schemas.search import SearchOut, SearchParams
 from serve_app.services import search as service
 
 router = api_router(prefix="/api/search", tags=["search"])
 
 
 @router.get("", dependencies=[Depends(ip_limit("search"))], response_model=SearchOut)
-async def search(
-    db: ReadDb,
-    ctx: Ctx,
-    q: SearchQueryText = None,
-    type: SearchType = "patterns",
-    limit: SearchLimit = 20,
-    page: Page = 1,
-    use_semantic: bool = True,
-) -> dict[str, Any]:
+async def search(db: ReadDb, ctx: Ctx, params: Annotated[SearchParams, Query()]) -> dict[str, Any]:
     """Search patterns and agents (60 per minute per IP). Semantic mode fuses
     BM25 and embedding rankings; full-text mode (BM25) runs when
     `use_semantic=false` or the embedder is not available. Each hit carries
     its `type`, `score` and the `components` it was fused from; `mode` says
     which ran."""
-    return await service.search(
-        db,
-        ctx.search,
-        service.SearchQuery(q=q, type=type, limit=limit, page=page, use_semantic=use_semantic),
-        ctx.lexical,
-    )
+    return await service.search(db, ctx.search, params, ctx.lexical)

@@ -1,14 +1,14 @@
-"""Query parameters of GET /api/search."""
+"""The parameters and answers of GET /api/search (and the MCP search tool)."""
 
 from __future__ import annotations
 
 from typing import Annotated, Literal
 
 from fastapi import Query
-from pydantic import Field
+from pydantic import BaseModel, Field
 
 from serve_app.schemas.agents import AgentProfileOut
-from serve_app.schemas.common import Number, Output, PageOut
+from serve_app.schemas.common import Number, Output, Page, PageOut
 from serve_app.schemas.patterns import PatternItemOut
 
 SearchType = Literal["patterns", "agents", "all"]
@@ -25,6 +25,22 @@ SearchQueryText = Annotated[
         json_schema_extra={"minLength": 1, "pattern": r"\S"},
     ),
 ]
+
+
+class SearchParams(BaseModel):
+    """The search's parameters, one model for both doors: REST reads it from
+    the query string, the MCP tool from its arguments (where ``q`` is also
+    declared required in the tool's schema)."""
+
+    q: SearchQueryText = None
+    type: SearchType = Field(default="patterns", description="What to search.")
+    limit: SearchLimit = 20
+    page: Page = 1
+    use_semantic: bool = Field(
+        default=True,
+        description="Rank by meaning and words (true) or by words only (false).",
+    )
+
 
 # The kinds each `type` searches (questions have their own `search` parameter).
 KINDS: dict[str, list[str]] = {

@@ -22,7 +22,7 @@ from embeddings import ranking
 from serve_app.kit.errors import BadRequest
 from serve_app.runtime.index_copies.lexical import LexicalHits, LexicalSearch
 from serve_app.runtime.semantic import Hits, SemanticSearch
-from serve_app.schemas.search import KINDS
+from serve_app.schemas.search import KINDS, SearchParams
 from serve_app.services import views
 from storage.repositories import agents as agents_repo
 from storage.repositories import patterns as patterns_repo
@@ -37,15 +37,6 @@ MIN_DEPTH = 50
 SEMANTIC = "semantic"
 FULLTEXT = "fulltext"
 SIMILAR_MAX = 5
-
-
-@dataclass(frozen=True)
-class SearchQuery:
-    q: str | None
-    type: str = "patterns"
-    limit: int = 20
-    page: int = 1
-    use_semantic: bool = True
 
 
 def _query_text(q: str | None) -> str:
@@ -110,7 +101,7 @@ async def ranked(
 async def search(
     db: AsyncSession,
     semantic: SemanticSearch,
-    query: SearchQuery,
+    query: SearchParams,
     lexical: LexicalSearch | None = None,
 ) -> dict[str, Any]:
     text = _query_text(query.q)
