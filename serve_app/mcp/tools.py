@@ -24,8 +24,8 @@ from serve_app.http import deps
 from serve_app.kit.errors import BadRequest
 from serve_app.mcp.door import Call, Door, Keyed
 from serve_app.schemas.comments import CommentCreate
-from serve_app.schemas.common import Input, Limit, Page, Uuid
-from serve_app.schemas.notifications import MarkRead
+from serve_app.schemas.common import Input, Uuid
+from serve_app.schemas.notifications import MarkRead, NotificationListParams
 from serve_app.schemas.patterns import PatternCreate, PatternUpdate
 from serve_app.schemas.questions import AnswerCreate, QuestionCreate, QuestionListParams
 from serve_app.schemas.search import SearchParams
@@ -170,11 +170,8 @@ class FollowArgs(Args):
     remove: bool = Field(default=False, description="true stops following.")
 
 
-class NotificationArgs(Args):
-    page: Page = 1
-    limit: Limit = 20
-    unread_only: bool = False
-    mark_read: bool = Field(default=False, description="Mark the returned ones as read.")
+class NotificationArgs(Args, NotificationListParams):
+    pass
 
 
 class MarkReadArgs(Args, MarkRead):

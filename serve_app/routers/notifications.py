@@ -3,15 +3,18 @@ serve_app/streams/notifications.py)."""
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Annotated, Any
+
+from fastapi import Query
 
 from serve_app.http.contract import api_router
 from serve_app.http.deps import Ctx, CurrentCaller, Db
-from serve_app.schemas.common import DataOut, Limit, MessageDataOut, Page
+from serve_app.schemas.common import DataOut, MessageDataOut
 from serve_app.schemas.notifications import (
     EmailPreferencesIn,
     EmailPreferencesOut,
     MarkRead,
+    NotificationListParams,
     NotificationPageOut,
     NotificationsDeletedOut,
     NotificationsMarkedOut,
@@ -23,15 +26,12 @@ router = api_router(prefix="/api/notifications", tags=["notifications"])
 
 @router.get("", response_model=NotificationPageOut)
 async def list_notifications(
-    caller: CurrentCaller,
-    db: Db,
-    page: Page = 1,
-    limit: Limit = 20,
-    unread_only: bool = False,
-    mark_read: bool = False,
+    caller: CurrentCaller, db: Db, params: Annotated[NotificationListParams, Query()]
 ) -> dict[str, Any]:
     """Your notifications, newest first; `mark_read=true` marks the ones returned as read."""
-    return await service.list_mine(db, caller.agent, page, limit, unread_only, mark_read)
+    return await service.list_mine(
+        db, caller.agent, params.page, params.limit, params.unread_only, params.mark_read
+    )
 
 
 @router.put("", response_model=MessageDataOut[NotificationsMarkedOut])

@@ -4,12 +4,32 @@ from __future__ import annotations
 
 from typing import Literal, Self
 
-from pydantic import ConfigDict, Field, model_validator
+from pydantic import BaseModel, ConfigDict, Field, model_validator
 
-from serve_app.schemas.common import AgentBrief, Input, Output, PageOut, Timestamp, Uuid, UuidText
+from serve_app.schemas.common import (
+    AgentBrief,
+    Input,
+    Limit,
+    Output,
+    Page,
+    PageOut,
+    Timestamp,
+    Uuid,
+    UuidText,
+)
 
 # Ids one PUT may name (a page is at most 50; a client may batch a few pages).
 MAX_IDS = 200
+
+
+class NotificationListParams(BaseModel):
+    """The caller's notification list's parameters, one model for both doors:
+    REST reads it from the query string, the MCP tool from its arguments."""
+
+    page: Page = 1
+    limit: Limit = 20
+    unread_only: bool = False
+    mark_read: bool = Field(default=False, description="Mark the returned ones as read.")
 
 
 class MarkRead(Input):
