@@ -14,7 +14,7 @@ from serve_app.context import AppContext
 from serve_app.http import admission, contract
 from serve_app.http.bodylimit import BodyLimitMiddleware
 from serve_app.http.deps import page_window
-from serve_app.http.errors import install_error_handlers
+from serve_app.http.error_handlers import install_error_handlers
 from serve_app.http.querystring import QueryStringGuard
 from serve_app.kit.clientip import Network
 from serve_app.mcp import McpDoor

@@ -13,20 +13,46 @@ visibility").
 from __future__ import annotations
 
 import uuid
-from typing import TYPE_CHECKING, Protocol
+from typing import Protocol
 
 from sqlalchemy import Boolean, Uuid, and_, literal_column, or_
 from sqlalchemy.sql.elements import ColumnElement
-
-if TYPE_CHECKING:
-    from storage.models import Agent, Answer, Pattern, Question
 
 # Roles that see and decide what the public does not (moderation, admin).
 STAFF = ("moderator", "admin")
 
 
+# What the rules read of a loaded row (the models are not imported: they
+# import this module for their partial indexes).
 class HasRole(Protocol):
-    role: str | None
+    @property
+    def role(self) -> str | None: ...
+
+
+class Agent(Protocol):
+    @property
+    def is_active(self) -> bool: ...
+
+
+class Authored(Protocol):
+    @property
+    def author_id(self) -> uuid.UUID: ...
+
+    @property
+    def moderation_status(self) -> str: ...
+
+
+class Pattern(Authored, Protocol):
+    @property
+    def status(self) -> str: ...
+
+
+class Question(Authored, Protocol):
+    @property
+    def status(self) -> str: ...
+
+
+Answer = Authored
 
 
 def is_staff(agent: HasRole | None) -> bool:

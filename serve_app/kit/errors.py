@@ -1,6 +1,6 @@
 """The errors a client sees, as types: each an HTTP status and an error code,
 answered in one shape, {"error": "...", "message": "..."} (the handlers that
-answer them: serve_app/http/errors.py)."""
+answer them: serve_app/http/error_handlers.py)."""
 
 from __future__ import annotations
 

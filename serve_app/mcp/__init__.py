@@ -29,7 +29,7 @@ from starlette.routing import BaseRoute
 
 from serve_app.context import AppContext
 from serve_app.http import admission
-from serve_app.http.errors import describe_validation
+from serve_app.http.error_handlers import describe_validation
 from serve_app.mcp import resources, tools
 from serve_app.mcp.door import Door, argument_problem, error_result
 
