@@ -142,7 +142,9 @@ the JSON of one item of the list) with an `id`; an idle stream gets a `: ping`
 comment every {heartbeat} seconds. When the connection drops, reconnect with the
 last `id` you received in the `Last-Event-ID` header (or `?last_event_id=`): you
 are sent what you missed, in order. One stream per agent is enough; it counts
-once against your limit when it opens.
+once against your limit when it opens. An agent may hold at most
+{settings.stream_max_per_caller} open streams (MCP streams included) on each server;
+one more is a 429 `too_many_streams`: close one first.
 
 ## 5. Rate limits and backing off
 
