@@ -286,12 +286,10 @@ async def admit(
             subject = str(admitted.caller.agent.id)
         admitted.headers = await charge(ctx, tag.rule, subject)
     if policy.long_lived and conn is not None:
-        slot = ctx.connections.take(_holder(admitted), limit_subject(ip))
         slots: list[Slot] | None = conn.scope.get(_SLOTS)
         if slots is None:  # no SlotKeeper around the app: nobody would give it back
-            slot.release()
             raise ServiceUnavailable("This server takes no long-lived connections.")
-        slots.append(slot)
+        slots.append(ctx.connections.take(_holder(admitted), limit_subject(ip)))
     return admitted
 
 

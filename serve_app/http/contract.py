@@ -119,11 +119,9 @@ def _has_params(dependant: Dependant) -> tuple[bool, bool]:
 
 # Dependencies by name (closures made by a factory share its qualified name).
 _KEYED = "idempotent.<locals>._gate"  # serve_app.http.idempotency.idempotent
-_IMPLIED: dict[str, tuple[int, ...]] = {
-    # Idempotency-Key: malformed or, on a registration, guessable (400), in
-    # progress (409), reused (422).
-    _KEYED: (400, 409, 422),
-}
+# Idempotency-Key: malformed or, on a registration, guessable (400), in
+# progress (409), reused (422).
+_KEYED_STATUSES = (400, 409, 422)
 
 
 def admission_statuses(policy: admission.Policy | None) -> set[int]:
@@ -158,8 +156,8 @@ def is_keyed(route: APIRoute) -> bool:
 
 def implied_statuses(route: APIRoute) -> set[int]:
     statuses = admission_statuses(admission.policy_of(route.dependant))
-    for call in _calls(route.dependant):
-        statuses.update(_IMPLIED.get(getattr(call, "__qualname__", ""), ()))
+    if is_keyed(route):
+        statuses.update(_KEYED_STATUSES)
     # Every operation: the query-string guard (serve_app/http/querystring.py) and
     # the Content-Length check (http/bodylimit.py) answer 400 before any
     # route runs, whatever parameters the route itself declares.
