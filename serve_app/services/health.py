@@ -85,11 +85,15 @@ def search_part(ctx: AppContext, stats: dict[str, Any] | None) -> dict[str, Any]
 class Reading:
     """One look at every part: what GET /api/health answers from."""
 
-    status_code: int
     status: str
     taken_at: datetime
     db_ms: float | None
     details: dict[str, Any]
+
+    @property
+    def status_code(self) -> int:
+        """503 while the database cannot be reached, else 200."""
+        return 503 if self.db_ms is None else 200
 
 
 async def _look(ctx: AppContext) -> Reading:
@@ -135,7 +139,7 @@ async def _look(ctx: AppContext) -> Reading:
         # while semantic search cannot answer (search then runs on full text).
         "search": search,
     }
-    return Reading(503 if not db_ok else 200, status, datetime.now(UTC), db_ms, details)
+    return Reading(status, datetime.now(UTC), db_ms, details)
 
 
 async def report(ctx: AppContext, started: float, *, detailed: bool) -> tuple[int, dict[str, Any]]:
