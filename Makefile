@@ -46,6 +46,7 @@ bench: $(STAMP)
 	$(BIN)/python -m benchmarks.ranking_eval
 	$(BIN)/python -m benchmarks.lexical_bench
 	$(BIN)/python -m benchmarks.search_bench
+	$(BIN)/python -m benchmarks.encoder_bench
 	$(BIN)/python -m benchmarks.reembed_bench
 	$(BIN)/python -m benchmarks.stream_bench
 	$(BIN)/python -m benchmarks.abuse_bench

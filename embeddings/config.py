@@ -47,3 +47,9 @@ class EmbedderConfig:
     # torch threads of a CPU replica's bulk calls (embed_many of BULK_MIN
     # texts or more); 0: every core of the node. Queries run on one thread.
     threads: int = 0
+    # onnx (ONNX Runtime), torch, or auto: ONNX Runtime on the CPU, PyTorch
+    # on a GPU (embeddings/encoder.py); the ONNX graph's precision and where
+    # the exported graph is cached ("": $CAIRN_STATE_DIR/models).
+    backend: str = "auto"
+    precision: str = "fp32"
+    cache_dir: str = ""

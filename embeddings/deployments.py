@@ -42,11 +42,11 @@ def bulk_threads(configured: int) -> int:
 
 @serve.deployment(name="Embedder", max_ongoing_requests=256)
 class Embedder:
-    """sentence-transformers behind two calls: ``embed`` (one text, batched
-    with concurrent callers by ``@serve.batch``) and ``embed_many`` (a list,
-    the worker's batches).
+    """The model (ONNX Runtime on the CPU, PyTorch on a GPU) behind two calls:
+    ``embed`` (one text, batched with concurrent callers by ``@serve.batch``)
+    and ``embed_many`` (a list, the worker's batches).
 
-    On the CPU, queries run on one torch thread: it is the fastest for a few
+    On the CPU, queries run on one thread: it is the fastest for a few
     short texts and leaves the other cores to the API and Postgres under load.
     Bulk calls use ``bulk_threads`` (docs/benchmarks.md, "Embedder
     throughput")."""
@@ -54,6 +54,7 @@ class Embedder:
     def __init__(self, config: EmbedderConfig) -> None:
         self._device = ray_device(config.device)
         self._bulk = bulk_threads(config.threads)
+        self._config = config
         self._encoders: dict[str, Encoder] = {}
         self._default = config.model
         self._encoder(self._default)
@@ -66,7 +67,13 @@ class Embedder:
             # During a switch of models both are held; older ones are dropped.
             if len(self._encoders) >= 2:
                 self._encoders.pop(next(m for m in self._encoders if m != self._default))
-            encoder = self._encoders[model] = Encoder(model, self._device)
+            encoder = self._encoders[model] = Encoder(
+                model,
+                self._device,
+                backend=self._config.backend,
+                cache_dir=self._config.cache_dir or None,
+                precision=self._config.precision,
+            )
         return encoder
 
     @serve.batch(max_batch_size=MAX_BATCH_SIZE, batch_wait_timeout_s=BATCH_WAIT_S)
@@ -88,9 +95,15 @@ class Embedder:
         return self._bulk if n >= BULK_MIN else 1
 
     def describe(self) -> dict[str, Any]:
-        """The replica's model, device and torch threads per kind of call."""
+        """The replica's model, device, backend and threads per kind of call."""
         threads = {"query": self.threads_for(1), "bulk": self.threads_for(BULK_MIN)}
-        return {"model": self._default, "device": self._device, "threads": threads}
+        backend = self._encoders[self._default].backend
+        return {
+            "model": self._default,
+            "device": self._device,
+            "backend": backend,
+            "threads": threads,
+        }
 
     async def embed(self, text: str, model: str | None = None) -> np.ndarray:
         return await self._one((model or self._default, text))
@@ -100,7 +113,8 @@ class Embedder:
         return await asyncio.to_thread(encoder.encode, texts, threads=self.threads_for(len(texts)))
 
     async def info(self) -> dict[str, Any]:
-        return {"models": list(self._encoders), "device": self._device}
+        backends = {m: e.backend for m, e in self._encoders.items()}
+        return {"models": list(self._encoders), "device": self._device, "backends": backends}
 
 
 # How long the VectorIndex's stats wait for the Embedder to answer.

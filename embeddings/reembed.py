@@ -79,6 +79,10 @@ class ReembedOptions:
     device: str = "auto"
     # Niceness of the actors' processes: the live service wins the cores.
     nice: int = 10
+    # The encoder as the Embedder runs it (EmbedderConfig): same vectors.
+    backend: str = "auto"
+    precision: str = "fp32"
+    cache_dir: str = ""
     activate: bool = True
     # Stop after this many rows (debugging, and the resume tests).
     limit: int | None = None
@@ -426,11 +430,17 @@ class EmbedWorker:
             # Where lowering the priority is not allowed, run at normal priority.
             with contextlib.suppress(OSError):
                 os.nice(options.nice)
-        import torch
-
-        torch.set_num_threads(options.torch_threads)
         self.options = options
-        self.encoder = Encoder(options.model, ray_device(options.device))
+        # ONNX Runtime on the CPU (its sessions take the threads), PyTorch on
+        # a GPU: the same encoder as the Embedder's, hence the same vectors.
+        self.encoder = Encoder(
+            options.model,
+            ray_device(options.device),
+            backend=options.backend,
+            cache_dir=options.cache_dir or None,
+            precision=options.precision,
+            threads=options.torch_threads,
+        )
         self._batches: BatchEmbedder | None = None
 
     def _embedder(self) -> BatchEmbedder:

@@ -168,6 +168,10 @@ class Settings(BaseSettings):
     embedder_num_cpus: float = Field(default=0.5, ge=0)
     embedder_num_gpus: float = Field(default=0, ge=0)
     embedder_threads: int = Field(default=0, ge=0, le=1024)
+    # ONNX Runtime on the CPU, PyTorch on a GPU (auto); int8 is measured and
+    # not the default (docs/decisions/search.md, "The Embedder on ONNX Runtime").
+    embedding_backend: str = Field(default="auto", pattern=r"^(auto|onnx|torch)$")
+    embedding_precision: str = Field(default="fp32", pattern=r"^(fp32|int8)$")
     search_semantic: bool = True
     # The BM25 index each Api process holds (serve_app/runtime/index_copies/lexical.py), and how
     # stale it may be: 0, every search first reads the change log (one small
@@ -342,6 +346,9 @@ class Settings(BaseSettings):
             device=self.embedding_device,
             max_batch_size=self.embedding_max_batch,
             threads=self.embedder_threads,
+            backend=self.embedding_backend,
+            precision=self.embedding_precision,
+            cache_dir=str(self.state_path / "models"),
         )
 
     def trusted_networks(self) -> list[ipaddress.IPv4Network | ipaddress.IPv6Network]:

@@ -1,0 +1,203 @@
+"""The Encoder on ONNX Runtime against PyTorch (sentence-transformers), same
+process, same texts, interleaved rounds (docs/benchmarks.md, "Encoder:
+ONNX Runtime against PyTorch").
+
+* queries/s on one thread: short queries, one ``encode`` call each (the
+  Embedder's query path encodes on one thread);
+* rows/s of re-embedding-sized texts (300-1,500 characters, truncated at 256
+  word pieces as the service does) in 256-text calls on one thread (what a
+  ``cairn reembed`` actor runs with ``--threads 1``), and on every core;
+* the resident memory of a fresh process that loads the encoder and encodes
+  one query (what an Embedder replica's encoder costs), each backend alone;
+* the cosine of the two backends' vectors, and of the int8 graph's.
+
+Rounds alternate the backends (torch, onnx, torch, onnx, ...) so that other
+work on a shared machine slows both alike; the figures are the medians.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import random
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from typing import Any
+
+import numpy as np
+
+from benchmarks.corpus import queries_for, texts_for
+from benchmarks.harness import section_head, write_docs
+
+START = "<!-- encoder-bench:start -->"
+END = "<!-- encoder-bench:end -->"
+
+
+def long_texts(n: int, seed: int = 36) -> list[str]:
+    """Texts of 300-1,500 characters, the re-embedding benchmark's shape."""
+    rng = random.Random(seed)
+    pool = texts_for(2_000)
+    out = []
+    for _ in range(n):
+        target, parts = rng.randint(300, 1500), []
+        while sum(len(p) + 1 for p in parts) < target:
+            parts.append(rng.choice(pool))
+        out.append(" ".join(parts)[:target])
+    return out
+
+
+def rss_probe(backend: str, cache: str) -> dict[str, float]:
+    """VmRSS and VmHWM (MiB) of a fresh process holding the encoder."""
+    code = (
+        "import json\n"
+        "from embeddings.encoder import Encoder\n"
+        f"e = Encoder(device='cpu', backend={backend!r}, cache_dir={cache!r})\n"
+        "e.encode(['how to retry a webhook'])\n"
+        "e.encode(['a text of some length about pools'] * 64, threads=2)\n"
+        "st = dict(l.split(':', 1) for l in open('/proc/self/status'))\n"
+        "mib = lambda k: int(st[k].split()[0]) / 1024\n"
+        "print(json.dumps({'rss': mib('VmRSS'), 'hwm': mib('VmHWM')}))\n"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, check=True, timeout=600
+    )
+    result: dict[str, float] = json.loads(done.stdout.strip().splitlines()[-1])
+    return result
+
+
+def per_s(encoder: Any, texts: list[str], batch: int, threads: int, one_by_one: bool) -> float:
+    t0 = time.perf_counter()
+    if one_by_one:
+        for text in texts:
+            encoder.encode([text], threads=threads)
+    else:
+        for i in range(0, len(texts), batch):
+            encoder.encode(texts[i : i + batch], batch_size=64, threads=threads)
+    return len(texts) / (time.perf_counter() - t0)
+
+
+def measure(args: argparse.Namespace) -> dict[str, Any]:
+    from embeddings.encoder import Encoder
+
+    cache = args.cache or tempfile.mkdtemp(prefix="cairn-onnx-")
+    load: dict[str, float] = {}
+    t0 = time.perf_counter()
+    encoders = {"torch": Encoder(device="cpu", backend="torch")}
+    load["torch"] = time.perf_counter() - t0
+    t0 = time.perf_counter()
+    encoders["onnx"] = Encoder(device="cpu", backend="onnx", cache_dir=cache)
+    load["onnx (export + load)"] = time.perf_counter() - t0
+    t0 = time.perf_counter()
+    Encoder(device="cpu", backend="onnx", cache_dir=cache)
+    load["onnx (cached)"] = time.perf_counter() - t0
+    queries = queries_for(args.queries)
+    rows = long_texts(args.rows)
+    cores = len(os.sched_getaffinity(0))
+    for e in encoders.values():  # warm-up
+        e.encode(queries[:20], threads=1)
+        e.encode(rows[:64], threads=1)
+    figures: dict[str, dict[str, list[float]]] = {
+        name: {"query": [], "rows1": [], "rowsN": []} for name in encoders
+    }
+    loads = [os.getloadavg()[0]]
+    for r in range(args.rounds):
+        for name, e in encoders.items():
+            figures[name]["query"].append(per_s(e, queries, 1, 1, True))
+            figures[name]["rows1"].append(per_s(e, rows, 256, 1, False))
+            figures[name]["rowsN"].append(per_s(e, rows, 256, cores, False))
+            print(f"bench: round {r + 1} {name}: " + ", ".join(
+                f"{k} {v[-1]:.1f}/s" for k, v in figures[name].items()), flush=True)  # fmt: skip
+        loads.append(os.getloadavg()[0])
+    check = queries[:50] + rows[:50]
+    reference = encoders["torch"].encode(check)
+    cosine = {"onnx fp32": float((encoders["onnx"].encode(check) * reference).sum(1).min())}
+    int8 = Encoder(device="cpu", backend="onnx", cache_dir=cache, precision="int8")
+    cosine["onnx int8"] = float((int8.encode(check) * reference).sum(1).min())
+    int8_query = statistics.median(per_s(int8, queries, 1, 1, True) for _ in range(args.rounds))
+    memory = {name: rss_probe(name, cache) for name in ("torch", "onnx")}
+    return {
+        "figures": {n: {k: statistics.median(v) for k, v in f.items()} for n, f in figures.items()},
+        "loads": loads,
+        "load_s": load,
+        "cosine": cosine,
+        "int8_query": int8_query,
+        "memory": memory,
+        "cores": cores,
+        "queries": len(queries),
+        "rows": len(rows),
+        "rounds": args.rounds,
+    }
+
+
+def section(result: dict[str, Any], load_before: float) -> str:
+    f, m = result["figures"], result["memory"]
+    t, o = f["torch"], f["onnx"]
+    loads = ", ".join(f"{x:.2f}" for x in result["loads"])
+    lines = [
+        *section_head(
+            START, "Encoder: ONNX Runtime against PyTorch", "encoder_bench.py", load_before
+        ),
+        f"- 1-minute load average at the start and after each round: {loads}. The machine is "
+        "shared; the backends alternate within each round, so other work slows both alike.",
+        f"- Model all-MiniLM-L6-v2 (the packaged copy), CPU. PyTorch = sentence-transformers "
+        "`encode` (the previous Encoder); ONNX = `embeddings.onnx_model` (the graph exported "
+        "with `torch.onnx.export(dynamo=False)`, mean pooling and normalisation inside it, "
+        "ONNX Runtime, the `tokenizers` fast tokenizer). Medians of "
+        f"{result['rounds']} rounds.",
+        f"- Queries: {result['queries']} generated search queries (2-12 words), one "
+        f"`encode` call each, one thread. Rows: {result['rows']} texts of 300-1,500 "
+        "characters (the re-embedding benchmark's shape), 256-text calls.",
+        "",
+        "| | PyTorch | ONNX Runtime fp32 | ratio |",
+        "|---|---:|---:|---:|",
+        f"| queries/s, one thread (per core) | {t['query']:.1f} | {o['query']:.1f} | "
+        f"{o['query'] / t['query']:.2f} |",
+        f"| rows/s, one thread (a `cairn reembed --threads 1` actor) | {t['rows1']:.1f} | "
+        f"{o['rows1']:.1f} | {o['rows1'] / t['rows1']:.2f} |",
+        f"| rows/s, {result['cores']} threads | {t['rowsN']:.1f} | {o['rowsN']:.1f} | "
+        f"{o['rowsN'] / t['rowsN']:.2f} |",
+        f"| RSS of a process holding the encoder, MiB (peak) | {m['torch']['rss']:.0f} "
+        f"({m['torch']['hwm']:.0f}) | {m['onnx']['rss']:.0f} ({m['onnx']['hwm']:.0f}) | "
+        f"{m['onnx']['rss'] / m['torch']['rss']:.2f} |",
+        "",
+        f"- Smallest cosine to PyTorch's vectors over 100 texts: fp32 "
+        f"{result['cosine']['onnx fp32']:.6f}; dynamic int8 {result['cosine']['onnx int8']:.4f} "
+        f"(int8 queries/s, one thread: {result['int8_query']:.1f}; not the default, see "
+        '"Search ranking quality").',
+        "- Load times: "
+        + ", ".join(f"{k} {v:.1f} s" for k, v in result["load_s"].items())
+        + ". The export runs once per model and torch version, in a child process, and is "
+        "cached in `<state>/models`.",
+        "",
+        "Reproduce: `.venv/bin/python -m benchmarks.encoder_bench`.",
+        END,
+    ]
+    return "\n".join(lines) + "\n"
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description="ONNX Runtime Encoder against PyTorch.")
+    parser.add_argument("--queries", type=int, default=300)
+    parser.add_argument("--rows", type=int, default=512)
+    parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--cache", default="", help="ONNX cache folder (default: a temp one)")
+    parser.add_argument("--no-docs", action="store_true")
+    args = parser.parse_args()
+    os.environ.setdefault("HF_HUB_OFFLINE", "1")
+    load_before = os.getloadavg()[0]
+    result = measure(args)
+    print(json.dumps(result, indent=1))
+    text = section(result, load_before)
+    if args.no_docs:
+        print(text)
+    else:
+        write_docs(text, start_mark=START, end_mark=END)
+
+
+if __name__ == "__main__":
+    np.set_printoptions(precision=4)
+    main()

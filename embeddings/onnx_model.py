@@ -1,0 +1,252 @@
+"""The sentence-transformers model as an ONNX graph, run by ONNX Runtime.
+
+Why: on the CPU most of a short query's time through sentence-transformers is
+PyTorch's per-call overhead; the same graph under ONNX Runtime gives the same
+vectors (cosine 1.0) in about a third of the time and keeps torch out of the
+Embedder's process (docs/decisions/search.md, "The Embedder on ONNX Runtime").
+
+The graph is exported from the model's local weights on first use with
+``torch.onnx.export(dynamo=False)`` (the TorchScript exporter: the dynamo one
+needs ``onnxscript``, which we do not install) and cached under
+``<cache>/<model>-<key>/model.onnx``, the key naming the model folder's
+weights, torch, the exporter version and the opset; it is never downloaded.
+The export runs in a child process (``python -m embeddings.onnx_model``) so
+the serving process never imports torch: the Embedder replica stays small.
+
+The graph holds the transformer, the mean pooling over the attention mask
+and the L2 normalisation, as sentence-transformers computes them; tokenising
+is the model's own ``tokenizer.json`` through the ``tokenizers`` fast
+tokenizer, truncated at the model's ``max_seq_length``.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import threading
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+# Bump when the exported graph changes (inputs, pooling, opset, options).
+EXPORTER_VERSION = "1"
+OPSET = 17
+INPUTS = ("input_ids", "attention_mask", "token_type_ids")
+PRECISIONS = ("fp32", "int8")
+
+
+class NotExportable(Exception):
+    """The model is not a local sentence-transformers folder with a fast
+    tokenizer and mean pooling: it runs on PyTorch instead."""
+
+
+def describe(folder: Path) -> dict[str, Any]:
+    """What the export needs to know of a model folder, or NotExportable."""
+    if not folder.is_dir():
+        raise NotExportable(f"{folder} is no local folder")
+    if not (folder / "tokenizer.json").is_file():
+        raise NotExportable("no tokenizer.json (fast tokenizer)")
+    modules = (
+        json.loads((folder / "modules.json").read_text()) if _has(folder, "modules.json") else []
+    )
+    pooling = next((m for m in modules if m.get("type", "").endswith(".Pooling")), None)
+    if pooling is None:
+        raise NotExportable("no pooling module")
+    pool = json.loads((folder / pooling["path"] / "config.json").read_text())
+    modes = [k for k, v in pool.items() if k.startswith("pooling_mode") and v]
+    if modes != ["pooling_mode_mean_tokens"]:
+        raise NotExportable(f"pooling {modes} (only mean pooling is exported)")
+    max_len = 512
+    if _has(folder, "sentence_bert_config.json"):
+        st = json.loads((folder / "sentence_bert_config.json").read_text())
+        max_len = int(st.get("max_seq_length") or max_len)
+    return {"max_seq_length": max_len, "dim": int(pool["word_embedding_dimension"])}
+
+
+def _has(folder: Path, name: str) -> bool:
+    return (folder / name).is_file()
+
+
+def cache_key(folder: Path) -> str:
+    """Names the exported graph: the weights' sizes and mtimes, the
+    configuration files, torch's version, the exporter's version, the opset."""
+    h = hashlib.sha256()
+    for path in sorted(folder.rglob("*")):
+        if path.is_file() and path.suffix in {".json", ".safetensors", ".bin", ".txt"}:
+            st = path.stat()
+            h.update(f"{path.relative_to(folder)}:{st.st_size}:{int(st.st_mtime)}".encode())
+    h.update(f"torch={_torch_version()}|exporter={EXPORTER_VERSION}|opset={OPSET}".encode())
+    return h.hexdigest()[:16]
+
+
+def _torch_version() -> str:
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return version("torch")
+    except PackageNotFoundError:
+        return "none"
+
+
+def default_cache() -> Path:
+    """``$CAIRN_STATE_DIR/models`` (the state folder, ``.cairn`` by default)."""
+    return Path(os.environ.get("CAIRN_STATE_DIR") or ".cairn").expanduser().resolve() / "models"
+
+
+_export_lock = threading.Lock()
+
+
+def exported(folder: Path, cache: Path, precision: str = "fp32") -> Path:
+    """The cached ONNX graph of the model in ``folder``, exported (in a child
+    process) on first use; int8 is the fp32 graph dynamically quantised."""
+    if precision not in PRECISIONS:
+        raise ValueError(f"precision must be one of {PRECISIONS}")
+    safe = "".join(c if c.isalnum() or c in "-_." else "_" for c in folder.name)[:60]
+    target = cache / f"{safe}-{cache_key(folder)}"
+    fp32 = target / "model.onnx"
+    out = fp32 if precision == "fp32" else target / "model-int8.onnx"
+    if out.is_file():
+        return out
+    with _export_lock:
+        if not fp32.is_file():
+            target.mkdir(parents=True, exist_ok=True)
+            # A child process: torch is loaded there, never in this one.
+            # The file is written aside and renamed, so replicas exporting at
+            # once each finish with a whole graph.
+            subprocess.run(
+                [sys.executable, "-m", "embeddings.onnx_model", str(folder), str(fp32)],
+                check=True,
+                env={**os.environ, "HF_HUB_OFFLINE": "1"},
+                stdout=subprocess.DEVNULL,
+                stderr=subprocess.PIPE,
+            )
+        if precision == "int8" and not out.is_file():
+            from onnxruntime.quantization import QuantType, quantize_dynamic
+
+            with tempfile.NamedTemporaryFile(dir=target, suffix=".onnx", delete=False) as tmp:
+                aside = Path(tmp.name)
+            quantize_dynamic(str(fp32), str(aside), weight_type=QuantType.QInt8)
+            os.replace(aside, out)
+    return out
+
+
+def export(folder: Path, out: Path) -> None:
+    """Export the transformer + mean pooling + normalisation to ``out``."""
+    import torch
+    from transformers import AutoModel
+
+    # Eager attention: the SDPA path traces the mask away when the example
+    # batch has none, which would bake "no padding" into the graph.
+    model = AutoModel.from_pretrained(str(folder), attn_implementation="eager")
+    model.eval()
+
+    class Pooled(torch.nn.Module):
+        def __init__(self, inner: Any) -> None:
+            super().__init__()
+            self.inner = inner
+
+        def forward(self, input_ids: Any, attention_mask: Any, token_type_ids: Any) -> Any:
+            hidden = self.inner(
+                input_ids=input_ids, attention_mask=attention_mask, token_type_ids=token_type_ids
+            ).last_hidden_state
+            mask = attention_mask.unsqueeze(-1).to(hidden.dtype)
+            summed = (hidden * mask).sum(1)
+            mean = summed / mask.sum(1).clamp(min=1e-9)
+            return torch.nn.functional.normalize(mean, p=2.0, dim=1)
+
+    # A padded example batch, so the mask's path is traced.
+    ids = torch.ones(2, 8, dtype=torch.long)
+    mask = torch.ones(2, 8, dtype=torch.long)
+    mask[1, 5:] = 0
+    types = torch.zeros(2, 8, dtype=torch.long)
+    axes = {name: {0: "batch", 1: "tokens"} for name in INPUTS}
+    axes["embedding"] = {0: "batch"}
+    aside = out.with_name(f".{out.name}.{os.getpid()}")
+    with torch.no_grad():
+        torch.onnx.export(
+            Pooled(model),
+            (ids, mask, types),
+            str(aside),
+            input_names=list(INPUTS),
+            output_names=["embedding"],
+            dynamic_axes=axes,
+            opset_version=OPSET,
+            dynamo=False,
+        )
+    os.replace(aside, out)
+
+
+class OnnxModel:
+    """One ONNX Runtime session per thread count (queries run on one thread,
+    bulk calls on several); ``encode`` returns L2-normalised float32 rows."""
+
+    def __init__(self, folder: Path, cache: Path | None = None, precision: str = "fp32") -> None:
+        info = describe(folder)
+        self.dim: int = info["dim"]
+        self.path = exported(folder, cache or default_cache(), precision)
+        from tokenizers import Tokenizer
+
+        self._tokenizer = Tokenizer.from_file(str(folder / "tokenizer.json"))
+        self._tokenizer.enable_truncation(max_length=info["max_seq_length"])
+        self._tokenizer.no_padding()
+        self._sessions: dict[int, Any] = {}
+        self._lock = threading.Lock()
+        self._session(1)
+
+    def _session(self, threads: int) -> Any:
+        session = self._sessions.get(threads)
+        if session is None:
+            import onnxruntime as ort
+
+            with self._lock:
+                session = self._sessions.get(threads)
+                if session is None:
+                    options = ort.SessionOptions()
+                    options.intra_op_num_threads = threads
+                    options.inter_op_num_threads = 1
+                    options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
+                    # The two sessions (query and bulk) at most: the bulk one
+                    # is made on the first bulk call.
+                    if len(self._sessions) >= 2:
+                        self._sessions.pop(max(k for k in self._sessions if k != 1))
+                    session = ort.InferenceSession(
+                        str(self.path), options, providers=["CPUExecutionProvider"]
+                    )
+                    self._sessions[threads] = session
+        return session
+
+    def encode(self, texts: list[str], batch_size: int = 64, threads: int = 1) -> np.ndarray:
+        """Texts sorted by length and cut into batches (as sentence-transformers
+        does), each padded to its longest; rows come back in input order."""
+        out = np.zeros((len(texts), self.dim), dtype=np.float32)
+        if not texts:
+            return out
+        session = self._session(max(1, threads))
+        encodings = self._tokenizer.encode_batch(texts)
+        order = sorted(range(len(texts)), key=lambda i: -len(encodings[i].ids))
+        for start in range(0, len(order), batch_size):
+            at = order[start : start + batch_size]
+            width = max(len(encodings[i].ids) for i in at)
+            ids = np.zeros((len(at), width), dtype=np.int64)
+            mask = np.zeros((len(at), width), dtype=np.int64)
+            for row, i in enumerate(at):
+                e = encodings[i]
+                ids[row, : len(e.ids)] = e.ids
+                mask[row, : len(e.ids)] = 1
+            feed = {"input_ids": ids, "attention_mask": mask, "token_type_ids": np.zeros_like(ids)}
+            out[at] = session.run(["embedding"], feed)[0]
+        return out
+
+
+def main() -> None:
+    folder, out = Path(sys.argv[1]), Path(sys.argv[2])
+    export(folder, out)
+
+
+if __name__ == "__main__":
+    main()
