@@ -45,7 +45,7 @@ import resource
 import statistics
 from typing import Any
 
-from benchmarks.ranking.evalset import Score
+from benchmarks.ranking.evalset import NONSENSE, Score
 from benchmarks.ranking.hybrid import (
     PREVIOUS,
     SETS,
@@ -55,7 +55,6 @@ from benchmarks.ranking.hybrid import (
     candidates_of,
     choose,
     chosen_params,
-    convex_name,
     dev_only,
     gap,
     group_name,
@@ -63,6 +62,7 @@ from benchmarks.ranking.hybrid import (
     keys,
     load,
     members,
+    product_names,
     score,
     tune_fields,
 )
@@ -100,17 +100,21 @@ def main(argv: list[str] | None = None) -> None:
             "lexical": [keys(x) for x in h.lexical],
             "vector": [keys(x) for x in h.vector],
         }
+        texts = [q.text for q in sets[name].queries]
         fused[name] = {
             f: [
-                fn(lex, vec, sc) for lex, vec, sc in zip(h.lexical, h.vector, h.scales, strict=True)
+                fn(lex, vec, sc, t)
+                for lex, vec, sc, t in zip(h.lexical, h.vector, h.scales, texts, strict=True)
             ]
             for f, fn in fusions.items()
         }
     groups: list[Group] = [("docs", st) for st in ("paraphrase", "keyword", "handwritten")]
-    groups.append(("code", None))
-    chosen = choose(fused, base, sets, groups)
+    groups += [("code", None), ("params", None)]
+    product = product_names(fused)
+    chosen = choose(fused, base, sets, groups, product)
     left_out = {
-        group_name(g): choose(fused, base, sets, [o for o in groups if o != g]) for g in groups
+        group_name(g): choose(fused, base, sets, [o for o in groups if o != g], product)
+        for g in groups
     }
     if args.dev:
         print(dev_report(sets, base, fused, groups, chosen, left_out))
@@ -131,24 +135,16 @@ def main(argv: list[str] | None = None) -> None:
         table["hybrid, leave one group out"][group_name(g)] = score(
             ranked, s, members(s, g[1], "test")
         )
-    previous = convex_name(PREVIOUS)
-    table[f"previous default ({previous})"] = {
-        group_name(g): score(fused[g[0]][previous], sets[g[0]], members(sets[g[0]], g[1], "test"))
+    table[PREVIOUS] = {
+        group_name(g): score(fused[g[0]][PREVIOUS], sets[g[0]], members(sets[g[0]], g[1], "test"))
         for g in report_groups
     }
     for label, pick in (
-        (
-            "previous form (a=0), tuned the same way",
-            lambda f: f.startswith("convex") and f.endswith(" a=0"),
-        ),
-        (
-            "fixed weight (k=0, a=0), tuned the same way",
-            lambda f: f.startswith("convex") and f.endswith(" k=0 a=0"),
-        ),
+        ("no exact-identifier rule, tuned the same way", lambda f: f.endswith("no-rule")),
         ("RRF, tuned the same way", lambda f: f.startswith("RRF")),
     ):
-        subset = {n: {f: v for f, v in fs.items() if pick(f)} for n, fs in fused.items()}
-        best = choose(subset, base, sets, groups)
+        names = [f for f in fusions if pick(f)]
+        best = choose(fused, base, sets, groups, names)
         table[f"{label} ({best})"] = {
             group_name(g): score(fused[g[0]][best], sets[g[0]], members(sets[g[0]], g[1], "test"))
             for g in report_groups
@@ -157,17 +153,28 @@ def main(argv: list[str] | None = None) -> None:
     gaps: dict[str, dict[str, tuple[str, Gap]]] = {
         "hybrid": {},
         "hybrid, leave one group out": {},
+        "hybrid recall": {},
+        "hybrid recall, leave one group out": {},
         "lexical vs plain BM25": {},
     }
     for g in report_groups:
         s, idx, n = sets[g[0]], members(sets[g[0]], g[1], "test"), group_name(g)
-        lx, vx = table["lexical"][n].mrr, table["vector"][n].mrr
-        half = "lexical" if lx >= vx else "vector"
+        lx, vx = table["lexical"][n], table["vector"][n]
+        half = "lexical" if lx.mrr >= vx.mrr else "vector"
+        rhalf = "lexical" if lx.recall >= vx.recall else "vector"
         gaps["hybrid"][n] = (half, gap(fused[g[0]][chosen], base[g[0]][half], s, idx))
+        gaps["hybrid recall"][n] = (
+            rhalf,
+            gap(fused[g[0]][chosen], base[g[0]][rhalf], s, idx, recall=True),
+        )
         if n in left_out:
             gaps["hybrid, leave one group out"][n] = (
                 half,
                 gap(fused[g[0]][left_out[n]], base[g[0]][half], s, idx),
+            )
+            gaps["hybrid recall, leave one group out"][n] = (
+                rhalf,
+                gap(fused[g[0]][left_out[n]], base[g[0]][rhalf], s, idx, recall=True),
             )
         gaps["lexical vs plain BM25"][n] = (
             "plain BM25",
@@ -178,9 +185,9 @@ def main(argv: list[str] | None = None) -> None:
     for name, h in got.items():
         p = chosen_params(chosen)
         res = [
-            hybrid(lx, vx, limit=TOP, params=p, lexical_scale=sc)
-            for lx, vx, sc in zip(
-                h.nonsense_lexical, h.nonsense_vector, h.nonsense_scales, strict=True
+            hybrid(lx, vx, limit=TOP, params=p, lexical_scale=sc, query=t)
+            for lx, vx, sc, t in zip(
+                h.nonsense_lexical, h.nonsense_vector, h.nonsense_scales, NONSENSE, strict=True
             )
         ]
         nonsense[name] = (sum(1 for r in res if not r), statistics.mean(len(r) for r in res))

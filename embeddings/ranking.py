@@ -48,7 +48,7 @@ Pure Python, no I/O: it runs per request on a few hundred candidates.
 from __future__ import annotations
 
 import re
-from collections.abc import Hashable, Iterable, Sequence
+from collections.abc import Hashable, Sequence
 from dataclasses import dataclass
 from typing import TypeVar
 
@@ -197,71 +197,99 @@ def rrf(
     return [(key, scores[key]) for key in ranked[:limit]]
 
 
-# --- the hybrid of BM25 and cosine (issue 23) ---------------------------------
+# --- the hybrid of BM25 and cosine (issue 36) ---------------------------------
 
 
 @dataclass(frozen=True)
 class HybridParams:
-    """Parameters of ``hybrid``.
+    """Parameters of ``hybrid``: one weight and two product rules.
 
-    The fused score of a document is ``W * x**p + (1 - W) * cosine``, with
-    ``x = min(bm25 / scale, LEXICAL_CAP)`` (how much of the query it
-    explains) and a weight that depends on the query:
-
-        W = min(1, coverage ** coverage_power * (lexical_weight + margin_weight * margin))
-
-    where ``coverage`` is ``x`` of the best lexical hit of the search, capped
-    at 1 (the share of the query's IDF mass that the best BM25 match
-    explains), and ``margin`` is ``1 - x2 / x1`` of the two best lexical hits
-    (1 when only one document matches): how decisive the best match is.
-
-    lexical_weight: the lexical half's share for a query that some document
-        explains completely but not decisively (several documents hold all
-        of its words: the words of a short query, a common name).
-    coverage_power: how fast the share falls as the best match explains
-        less of the query: at 8, a best match explaining 90 % of it keeps
-        0.43 of it, 70 % keeps 0.06. A paraphrase or a long question, whose
-        words no document holds all of, is ranked by its cosine (nearly)
-        alone, where BM25's partial matches mislead. 0: the coverage does not
-        count.
-    margin_weight: how much the share grows with the best match's lead over
-        the second: a rare identifier, a flag or a constant that one
-        document holds and the others share only a part of (``stop_event``
-        against documents with ``stop`` or ``event``) is nearly always the
-        answer, whatever the embedding (which reads identifiers poorly)
-        says. 0: the fusion before the margin (issue 23, first round).
-    All three chosen on the dev queries of every evaluation set
-    (docs/benchmarks.md, "Search ranking quality").
-    lexical_power: ``p``, the power of each document's own ``x``; fixed at 1
-        (the grid no longer varies it: three parameters at most).
-    floor: a candidate whose cosine (or, missing, its stand-in) is below this
-        is dropped unless it explains at least ``explains`` of the query
+    lexical_weight: ``w`` of the convex combination ``w * x + (1 - w) *
+        cosine``, ``x`` = a document's BM25 score over the best BM25 score
+        of the search (max-normalised, in [0, 1]). Fixed for every query:
+        chosen by leave-one-set-out over all evaluation sets
+        (docs/benchmarks.md, "Search ranking quality"; docs/decisions/search.md,
+        "Fusion"). Per-query weights shaped by the BM25 scores (issue 23's
+        coverage and margin) kept handing short natural-language queries to
+        the words and lost to the vector half on data they were not tuned on.
+    floor: a candidate whose cosine (or, missing, its stand-in) is below
+        this is dropped unless it explains at least ``explains`` of the query
         lexically (BM25 / scale): nearest neighbours of nonsense, and
         documents sharing one word with it, do not come back; a rare
         identifier's documents do. Product rules for off-topic queries, not
         tuned for MRR.
+
+    The exact-identifier rule (``names_identifier``, ``identifier_leads``)
+    has no parameter: for a query naming an identifier that some document
+    holds, the roles of the halves swap (``(1 - w) * x + w * cosine``).
     """
 
-    lexical_weight: float = 0.0
-    coverage_power: float = 8.0
-    margin_weight: float = 6.0
-    lexical_power: float = 1.0
+    lexical_weight: float = 0.2
     floor: float = 0.25
     explains: float = 0.5
 
-    def weight(self, coverage: float, margin: float = 0.0) -> float:
-        """The lexical half's weight for a search whose best lexical hit
-        explains ``coverage`` of the query and leads the second by
-        ``margin`` (``1 - x2 / x1``); both clamped to [0, 1], the weight too."""
-        c = min(max(coverage, 0.0), 1.0)
-        m = min(max(margin, 0.0), 1.0)
-        return min(1.0, c**self.coverage_power * (self.lexical_weight + self.margin_weight * m))
+    def __post_init__(self) -> None:
+        if not 0.0 <= self.lexical_weight <= 1.0:
+            raise ValueError("lexical_weight must be in [0, 1]")
 
 
 DEFAULT_HYBRID = HybridParams()
-# A document can score above the scale (a term many times); capped so that
-# one repeated word cannot outweigh everything else.
-LEXICAL_CAP = 1.5
+
+# An identifier as people paste it: snake_case, a dotted or ::-qualified name,
+# a flag (-x, --dry-run), camelCase or PascalCase with an inner capital
+# (XetFileData, getHTTPResponse), or letters then digits (sha256, utf8).
+_IDENTIFIER = re.compile(
+    r"""(?x)
+    ^(?:
+        -{1,2}[A-Za-z][\w-]*                      # a flag
+      | [A-Za-z_]\w*(?:(?:\.|::)[A-Za-z_]\w*)+    # a qualified name
+      | \w*[A-Za-z0-9]_\w*|_\w+                   # snake_case, _private
+      | [A-Za-z]*[a-z][A-Z]\w*                    # camelCase / PascalCase
+      | [A-Z]{2,}[a-z]\w*                         # HTTPServer
+      | [A-Za-z]+\d+[A-Za-z\d]*                   # sha256, utf8, ipv6
+    )$"""
+)
+
+
+def identifiers(text: str) -> list[str]:
+    """The tokens of a query that are shaped like identifiers (``_IDENTIFIER``),
+    surrounding punctuation and a trailing ``()`` stripped."""
+    out = []
+    for token in text.split():
+        word = token.strip("\"'`,;:!?()[]{}<>")
+        if word.endswith("()"):
+            word = word[:-2]
+        if len(word) >= 3 and _IDENTIFIER.match(word):
+            out.append(word)
+    return out
+
+
+def names_identifier(text: str) -> bool:
+    """Whether the query names an identifier: one of at most ``IDENTIFIER_WORDS``
+    words is shaped like one. A sentence that mentions one in passing is a
+    description, which the embedding reads well."""
+    return 0 < query_words(text) <= IDENTIFIER_WORDS and bool(identifiers(text))
+
+
+# Longer queries are descriptions even when they quote an identifier.
+IDENTIFIER_WORDS = 4
+
+
+def identifier_leads(
+    text: str, lexical: Sequence[tuple[K, float]], lexical_scale: float | None
+) -> bool:
+    """The exact-identifier rule: the lexical half leads when the query names
+    an identifier (``names_identifier``) and the best BM25 hit explains at
+    least half of the query (it holds the identifier, not only its parts:
+    the identifier's whole token carries most of the query's IDF). An
+    embedding reads ``set_iprint`` as "set" and "print"; BM25 finds the one
+    document that defines it. Without a scale (Postgres full text) the
+    query's shape alone decides."""
+    if not lexical or not names_identifier(text):
+        return False
+    if lexical_scale is None or lexical_scale <= 0:
+        return True
+    return max(score for _, score in lexical) / lexical_scale >= 0.5
 
 
 @dataclass(frozen=True)
@@ -275,24 +303,6 @@ class Ranked:
     vector: float | None
 
 
-def lead(scores: Iterable[float], scale: float) -> tuple[float, float]:
-    """(coverage, margin) of a search's lexical scores for ``HybridParams.weight``:
-    the best score over ``scale`` (how much of the query the best hit
-    explains), and ``1 - x2 / x1`` of the two best ``x = min(score / scale,
-    LEXICAL_CAP)`` (1 with a single hit, 0 with none): how far the best hit
-    leads the second."""
-    if scale <= 0:
-        return 0.0, 0.0
-    x1 = x2 = 0.0
-    for score in scores:
-        x = min(score / scale, LEXICAL_CAP)
-        if x > x1:
-            x1, x2 = x, x1
-        elif x > x2:
-            x2 = x
-    return x1, (1.0 - x2 / x1 if x1 > 0 else 0.0)
-
-
 def hybrid(
     lexical: Sequence[tuple[K, float]],
     vector: Sequence[tuple[K, float]],
@@ -300,40 +310,44 @@ def hybrid(
     limit: int,
     params: HybridParams = DEFAULT_HYBRID,
     lexical_scale: float | None = None,
+    query: str = "",
 ) -> list[Ranked]:
     """The ``limit`` best of both candidate lists, best first.
 
     ``lexical`` is (key, BM25 score) best first, ``vector`` (key, cosine)
-    best first. The fused score is a convex combination of the BM25 score
-    divided by ``lexical_scale`` (capped, to a power) and the cosine, whose
-    weight grows with how much of the query the best BM25 hit explains and
-    with how far it leads the second (``HybridParams``, ``lead``). The scale is the score of a
-    document holding every query term once (``LexicalIndex.scale``, the sum
-    of the terms' IDF): about 1 for a document that explains the whole query,
-    little for one sharing a common word with it, whatever the best match
-    of this search. Without a scale (Postgres full text) the best lexical
-    score of the search is the scale (so the best hit's coverage is 1). A
-    candidate missing from the vector list
-    gets the lowest cosine the list holds (it ranked below all of them); one
-    missing from the lexical list gets 0 there (it contains no query word, or
-    fewer than the lexical list's last). Equal scores keep the order of first
-    appearance (lexical list first): deterministic."""
+    best first. The fused score is the fixed convex combination
+    ``w * x + (1 - w) * cosine`` with ``x`` = BM25 / the search's best BM25
+    (max-normalised); when ``query`` names an identifier that the best BM25
+    hit holds (``identifier_leads``), ``(1 - w) * x + w * cosine``: the
+    words lead and the cosine orders what they tie on. A candidate missing
+    from the vector list gets the lowest cosine the list holds (it ranked
+    below all of them); one missing from the lexical list gets 0 there.
+    ``lexical_scale`` (``LexicalIndex.scale``, the summed IDF of the query's
+    terms) only serves the product rules (``HybridParams.floor``) and the
+    identifier rule. Equal scores keep the order of first appearance
+    (lexical list first): deterministic.
+
+    A self-contained function of the two candidate lists: whatever is applied
+    after it (a prior on the hits) takes its ``Ranked`` list as it is."""
     if limit <= 0:
         return []
     cosines, scores, keys = merge_candidates(lexical, vector)
     top = max(scores.values(), default=0.0)
-    best = lexical_scale if lexical_scale is not None and lexical_scale > 0 else top
+    scale = lexical_scale if lexical_scale is not None and lexical_scale > 0 else top
     missing = min(cosines.values(), default=0.0)
-    w = params.weight(*lead(scores.values(), best))
+    w = params.lexical_weight
+    if identifier_leads(query, lexical, lexical_scale):
+        w = 1.0 - w
     out: list[tuple[float, int, Ranked]] = []
     for order, key in enumerate(keys):
         lex = scores.get(key)
         cos = cosines.get(key)
-        share = min(lex / best, LEXICAL_CAP) if lex is not None and best > 0 else 0.0
+        x = lex / top if lex is not None and top > 0 else 0.0
+        explains = lex / scale if lex is not None and scale > 0 else 0.0
         similarity = missing if cos is None else cos
-        if similarity < params.floor and share < params.explains:
+        if similarity < params.floor and explains < params.explains:
             continue
-        fused = w * share**params.lexical_power + (1.0 - w) * similarity
+        fused = w * x + (1.0 - w) * similarity
         out.append((-fused, order, Ranked(key, fused, lex, cos)))
     out.sort(key=lambda t: (t[0], t[1]))
     return [r for _, _, r in out[:limit]]

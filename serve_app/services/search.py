@@ -90,7 +90,7 @@ async def ranked(
         for kind in kinds:
             lex = words.get(kind, none)
             fused = ranking.hybrid(
-                lex.hits, vectors.get(kind, []), limit=depth, lexical_scale=lex.scale
+                lex.hits, vectors.get(kind, []), limit=depth, lexical_scale=lex.scale, query=text
             )
             hits += [Hit(kind, int(r.key), r.score, r.lexical, r.vector) for r in fused]  # type: ignore[call-overload]
         mode = SEMANTIC

@@ -241,13 +241,12 @@ async def test_paraphrase_sharing_no_word_is_found(
 async def test_hybrid_fuses_bm25_and_cosine_and_shows_both(
     client: httpx.AsyncClient, semantic: LocalSearch
 ) -> None:
-    """Each hit's score is the convex combination of its BM25 score (divided
-    by the query's scale, its terms' summed IDF) and its cosine, weighted by
-    how much of the query the best BM25 hit explains and how far it leads the
-    second (embeddings.ranking.hybrid), and both are in the hit's
-    ``components``. A sentence-long question that a
-    decoy shares most words with still finds what it means near the top (the
-    decoy, which BM25 alone ranks first, may stay above it)."""
+    """Each hit's score is the fixed convex combination of its BM25 score
+    (divided by the search's best BM25 score) and its cosine
+    (embeddings.ranking.hybrid), and both are in the hit's ``components``.
+    A sentence-long question that a decoy shares most words with still finds
+    what it means near the top (the decoy, which BM25 alone ranks first, may
+    stay above it)."""
     author, ids = await corpus(client)
     decoy = await publish(
         client,
@@ -273,19 +272,16 @@ async def test_hybrid_fuses_bm25_and_cosine_and_shows_both(
     cosines = {round(score, 4) for _, score in hits["pattern"]}
     ctx = client._transport.app.state.ctx  # type: ignore[attr-defined]
     index = ctx.lexical.indexes["pattern"]
-    scale = index.scale(question)
-    # The lexical half's weight for this query: how much of it the best BM25
-    # hit (the decoy) explains, and how far it leads the second.
-    coverage, margin = ranking.lead([score for _, score in index.search(question, 2)], scale)
-    assert coverage > 0
-    w = ranking.DEFAULT_HYBRID.weight(coverage, margin)
-    assert 0 <= w <= 1
+    # The search's best BM25 score (the decoy's) normalises the lexical half;
+    # the question names no identifier, so the fixed weight applies.
+    top = index.search(question, 1)[0][1]
+    assert not ranking.names_identifier(question)
+    w = ranking.DEFAULT_HYBRID.lexical_weight
     for hit in body["data"]:
         parts = hit["components"]
         assert parts["vector"] in cosines
-        lex = min((parts["lexical"] or 0.0) / scale, ranking.LEXICAL_CAP)
-        p = ranking.DEFAULT_HYBRID.lexical_power
-        assert hit["score"] == pytest.approx(w * lex**p + (1 - w) * parts["vector"], abs=1e-3)
+        lex = (parts["lexical"] or 0.0) / top
+        assert hit["score"] == pytest.approx(w * lex + (1 - w) * parts["vector"], abs=1e-3)
 
 
 async def test_fulltext_ranks_a_rare_word_above_a_common_one(

@@ -206,16 +206,14 @@ def test_rrf_sums_reciprocal_ranks(weights: tuple[float, float]) -> None:
     assert out["c"] == pytest.approx(wv / 62)
 
 
-# --- hybrid (issue 23) ----------------------------------------------------------
+# --- hybrid (issue 36: a fixed convex combination, an identifier rule) -----------
 
 
-def test_hybrid_is_a_convex_combination_with_components() -> None:
-    params = ranking.HybridParams(
-        lexical_weight=0.4, coverage_power=0.0, margin_weight=0.0, lexical_power=1.0, floor=0.25
-    )
+def test_hybrid_is_a_convex_combination_of_max_normalised_bm25_and_cosine() -> None:
+    params = ranking.HybridParams(lexical_weight=0.4, floor=0.25)
     lexical = [("a", 8.0), ("b", 4.0)]
     vector = [("b", 0.9), ("c", 0.5), ("a", 0.3)]
-    out = ranking.hybrid(lexical, vector, limit=10, params=params)
+    out = ranking.hybrid(lexical, vector, limit=10, params=params, lexical_scale=8.0)
     by_key = {r.key: r for r in out}
     assert by_key["a"].score == pytest.approx(0.4 * 1.0 + 0.6 * 0.3)
     assert by_key["b"].score == pytest.approx(0.4 * 0.5 + 0.6 * 0.9)
@@ -225,13 +223,23 @@ def test_hybrid_is_a_convex_combination_with_components() -> None:
     assert (by_key["c"].lexical, by_key["c"].vector) == (None, 0.5)
 
 
+def test_bm25_is_divided_by_the_searchs_best_score_not_the_scale() -> None:
+    """Max normalisation: the best BM25 hit of the search gets x = 1 whatever
+    the query's scale; the scale only serves the product rules."""
+    params = ranking.HybridParams(lexical_weight=0.5, floor=0.0)
+    for scale in (4.0, 40.0, None):
+        out = ranking.hybrid(
+            [("a", 2.0), ("b", 1.0)], [("a", 0.4), ("b", 0.4)], limit=5, params=params,
+            lexical_scale=scale,
+        )  # fmt: skip
+        assert [r.score for r in out] == pytest.approx([0.5 + 0.2, 0.25 + 0.2])
+
+
 def test_hybrid_missing_cosine_and_floor() -> None:
     """A lexical-only hit stands in with the lowest cosine returned; a hit
     below the cosine floor is dropped unless it explains at least half the
     query lexically."""
-    params = ranking.HybridParams(
-        lexical_weight=0.5, coverage_power=0.0, margin_weight=0.0, lexical_power=1.0, floor=0.25
-    )
+    params = ranking.HybridParams(lexical_weight=0.5, floor=0.25)
     out = ranking.hybrid(
         [("x", 2.0), ("w", 0.9)],
         [("y", 0.6), ("z", 0.2), ("w", 0.1)],
@@ -249,41 +257,19 @@ def test_hybrid_missing_cosine_and_floor() -> None:
     assert ranking.hybrid([("r", 1.0)], [("r", 0.1)], limit=5, lexical_scale=4.0) == []
 
 
-def test_hybrid_lexical_scale_cap_and_power() -> None:
-    """BM25 is divided by the query's scale (not the best hit), capped at
-    LEXICAL_CAP, and raised to the power: a hit explaining half the query
-    keeps an eighth of the lexical weight at power 3."""
-    params = ranking.HybridParams(
-        lexical_weight=0.5, coverage_power=0.0, margin_weight=0.0, lexical_power=3.0, floor=0.0
-    )
-    out = ranking.hybrid(
-        [("half", 2.0), ("many", 9.0)],
-        [("half", 0.4), ("many", 0.4)],
-        limit=5,
-        params=params,
-        lexical_scale=4.0,
-    )
-    by_key = {r.key: r.score for r in out}
-    assert by_key["half"] == pytest.approx(0.5 * 0.5**3 + 0.5 * 0.4)
-    assert by_key["many"] == pytest.approx(0.5 * ranking.LEXICAL_CAP**3 + 0.5 * 0.4)
-    # Without a scale (Postgres full text) the best hit is the scale.
-    out = ranking.hybrid([("a", 2.0), ("b", 1.0)], [], limit=5, params=params)
-    assert [r.score for r in out] == pytest.approx([0.5, 0.5 * 0.5**3])
-
-
 def test_hybrid_weights_at_the_ends_are_the_halves() -> None:
     lexical = [("a", 3.0), ("b", 2.0), ("c", 1.0)]
     vector = [("c", 0.8), ("b", 0.7), ("a", 0.6)]
-    only_lex = ranking.HybridParams(lexical_weight=1.0, coverage_power=0.0, floor=0.0)
-    only_vec = ranking.HybridParams(lexical_weight=0.0, margin_weight=0.0, floor=0.0)
+    only_lex = ranking.HybridParams(lexical_weight=1.0, floor=0.0)
+    only_vec = ranking.HybridParams(lexical_weight=0.0, floor=0.0)
     assert [r.key for r in ranking.hybrid(lexical, vector, limit=3, params=only_lex)] == list("abc")
     assert [r.key for r in ranking.hybrid(lexical, vector, limit=3, params=only_vec)] == list("cba")
+    with pytest.raises(ValueError):
+        ranking.HybridParams(lexical_weight=1.5)
 
 
 def test_hybrid_ties_limit_and_duplicates() -> None:
-    params = ranking.HybridParams(
-        lexical_weight=0.5, coverage_power=0.0, margin_weight=0.0, floor=0.0
-    )
+    params = ranking.HybridParams(lexical_weight=0.5, floor=0.0)
     # Equal scores keep first appearance (lexical list first); duplicates count once.
     out = ranking.hybrid(
         [("a", 1.0), ("a", 0.5)], [("b", 0.5), ("a", 0.5)], limit=10, params=params
@@ -295,107 +281,83 @@ def test_hybrid_ties_limit_and_duplicates() -> None:
     )
 
 
-def test_hybrid_weight_grows_with_the_best_hits_coverage() -> None:
-    """The lexical half's weight is lexical_weight * coverage ** coverage_power,
-    coverage being how much of the query the best BM25 hit explains (BM25 /
-    scale, clamped to [0, 1])."""
-    params = ranking.HybridParams(
-        lexical_weight=0.4, coverage_power=2.0, margin_weight=0.0, lexical_power=1.0
+def test_the_weight_does_not_depend_on_the_bm25_scores() -> None:
+    """Issue 36: a short natural-language query whose best BM25 hit "explains
+    the whole query" and leads is no longer handed to the words (issue 23's
+    adaptive weight did, and lost to the vector half): the cosine still leads."""
+    lexical = [("words", 10.0), ("other", 3.0)]
+    vector = [("meaning", 0.7), ("other", 0.45), ("words", 0.3)]
+    out = ranking.hybrid(
+        lexical, vector, limit=5, lexical_scale=10.0, query="keep the session alive"
     )
-    assert params.weight(1.0) == pytest.approx(0.4)
-    assert params.weight(1.3) == pytest.approx(0.4)
-    assert params.weight(0.5) == pytest.approx(0.1)
-    assert params.weight(0.0) == 0.0
-    assert params.weight(-1.0) == 0.0
-    assert ranking.HybridParams(lexical_weight=0.4, coverage_power=0.0).weight(0.2) == 0.4
-    assert ranking.HybridParams(lexical_weight=0.4, coverage_power=0.0).weight(0.2, 0.0) == 0.4
-    # Same candidates; only the best hit's coverage differs (scale 4 vs 8).
-    lexical = [("lex", 4.0), ("both", 2.0)]
-    vector = [("vec", 0.8), ("both", 0.6), ("lex", 0.5)]
-    full = ranking.hybrid(lexical, vector, limit=5, params=params, lexical_scale=4.0)
-    half = ranking.hybrid(lexical, vector, limit=5, params=params, lexical_scale=8.0)
-    by_key = {r.key: r.score for r in full}
-    assert by_key["lex"] == pytest.approx(0.4 * 1.0 + 0.6 * 0.5)
-    assert by_key["both"] == pytest.approx(0.4 * 0.5 + 0.6 * 0.6)
-    assert by_key["vec"] == pytest.approx(0.6 * 0.8)
-    assert [r.key for r in full] == ["lex", "both", "vec"]
-    # The best hit explains half the query: weight 0.1, the cosine leads.
-    by_key = {r.key: r.score for r in half}
-    assert by_key["lex"] == pytest.approx(0.1 * 0.5 + 0.9 * 0.5)
-    assert by_key["both"] == pytest.approx(0.1 * 0.25 + 0.9 * 0.6)
-    assert [r.key for r in half] == ["vec", "both", "lex"]
+    assert out[0].key == "meaning"
+    w = ranking.DEFAULT_HYBRID.lexical_weight
+    assert {r.key: r.score for r in out}["words"] == pytest.approx(w + (1 - w) * 0.3)
 
 
-def test_hybrid_without_a_scale_counts_the_best_hit_as_full_coverage() -> None:
-    """Postgres full text has no scale: the best hit is the scale, so its
-    coverage is 1 and the weight is lexical_weight."""
-    params = ranking.HybridParams(
-        lexical_weight=0.4, coverage_power=8.0, margin_weight=0.0, floor=0.0
-    )
-    out = ranking.hybrid([("a", 0.2)], [("a", 0.5)], limit=5, params=params)
-    assert out[0].score == pytest.approx(0.4 * 1.0 + 0.6 * 0.5)
-    # Nothing lexical: the weight is 0, the cosine alone.
-    out = ranking.hybrid([], [("a", 0.5)], limit=5, params=params)
-    assert out[0].score == pytest.approx(0.5)
+@pytest.mark.parametrize(
+    ("query", "named"),
+    [
+        ("set_iprint", True),
+        ("XetFileData", True),
+        ("changes sd_notify", True),
+        ("--dry-run", True),
+        ("numpy.linalg.norm", True),
+        ("asyncio::Queue", True),
+        ("sha256 digest", True),
+        ("HTTPServer", True),
+        ("`include_router()`", True),
+        ("keep a process alive after logout", False),
+        ("retry webhook deliveries postgres", False),
+        ("how do I call set_iprint from a fortran wrapper script", False),  # a description
+        ("a", False),
+        ("", False),
+    ],
+)
+def test_names_identifier(query: str, named: bool) -> None:
+    assert ranking.names_identifier(query) is named
 
 
-def test_lead_is_the_best_hits_coverage_and_its_margin_over_the_second() -> None:
-    """coverage: the best score over the scale (how much of the query the best
-    hit explains); margin: 1 - x2/x1 of the two best capped shares."""
-    assert ranking.lead([4.0, 2.0, 1.0], 4.0) == pytest.approx((1.0, 0.5))
-    assert ranking.lead([1.0, 3.0], 4.0) == pytest.approx((0.75, 1 - 1 / 3))  # any order
-    assert ranking.lead([3.0], 4.0) == pytest.approx((0.75, 1.0))  # one hit: decisive
-    assert ranking.lead([], 4.0) == (0.0, 0.0)
-    assert ranking.lead([2.0], 0.0) == (0.0, 0.0)
-    # Both above LEXICAL_CAP: capped alike, no lead.
-    assert ranking.lead([9.0, 7.0], 4.0) == pytest.approx((ranking.LEXICAL_CAP, 0.0))
-
-
-def test_weight_grows_with_the_margin_and_is_capped_at_one() -> None:
-    """W = min(1, coverage**k * (lexical_weight + margin_weight * margin))."""
-    params = ranking.HybridParams(lexical_weight=0.1, coverage_power=2.0, margin_weight=2.0)
-    assert params.weight(0.5, 0.2) == pytest.approx(0.25 * (0.1 + 0.4))
-    assert params.weight(1.0, 0.0) == pytest.approx(0.1)
-    assert params.weight(1.0, 0.9) == 1.0
-    assert params.weight(1.0, 5.0) == 1.0
-    assert params.weight(1.0, -1.0) == pytest.approx(0.1)
-    assert params.weight(0.0, 1.0) == 0.0
-
-
-def test_decisive_identifier_match_outranks_vector_neighbours() -> None:
-    """A rare identifier (``stop_event``) that one document holds: BM25 puts it
-    far ahead of documents sharing a part of it (``stop``, ``event``), the
-    embedding, which reads identifiers poorly, does not return it at all and
-    prefers loosely related neighbours. Its lead makes the lexical half
-    count: it ranks first. Before the margin (the previous default, w 0.3,
-    k 8) it came fourth, under the vector neighbours and a partial match: the
-    keyword-style shortfall of issue 23."""
+def test_an_identifier_that_a_document_holds_leads() -> None:
+    """The exact-identifier rule: ``stop_event`` is held by one document that
+    the embedding (which reads identifiers as their parts) ranks low; the
+    halves swap roles and it comes first, the cosine ordering what BM25 ties
+    on. The same scores for a natural-language query keep the cosine first."""
     scale = 10.0
     lexical = [("ident", 9.0), ("part1", 4.0), ("part2", 3.5)]
-    vector = [("near1", 0.55), ("near2", 0.5), ("part1", 0.45), ("far", 0.25)]
-    new = ranking.hybrid(lexical, vector, limit=5, lexical_scale=scale)
-    assert new[0].key == "ident"
-    assert (new[0].lexical, new[0].vector) == (9.0, None)
-    previous = ranking.HybridParams(lexical_weight=0.3, coverage_power=8.0, margin_weight=0.0)
-    old = ranking.hybrid(lexical, vector, limit=5, params=previous, lexical_scale=scale)
-    assert [r.key for r in old] == ["near1", "part1", "near2", "ident", "part2"]
-    # Two documents holding the whole query alike (no lead): the cosine decides.
+    vector = [("near1", 0.55), ("near2", 0.5), ("part1", 0.45), ("ident", 0.3)]
+    w = ranking.DEFAULT_HYBRID.lexical_weight
+    assert ranking.identifier_leads("stop_event", lexical, scale)
+    out = ranking.hybrid(lexical, vector, limit=5, lexical_scale=scale, query="stop_event")
+    assert out[0].key == "ident"
+    assert out[0].score == pytest.approx((1 - w) * 1.0 + w * 0.3)
+    prose = ranking.hybrid(lexical, vector, limit=5, lexical_scale=scale, query="stop the event")
+    order = [r.key for r in prose]
+    assert order.index("near1") < order.index("ident") and order[0] != "ident"
+    # Two documents holding the identifier alike: the cosine decides.
     tie = ranking.hybrid(
-        [("a", 10.0), ("b", 10.0)], [("b", 0.6), ("a", 0.5)], limit=5, lexical_scale=scale
-    )
+        [("a", 10.0), ("b", 10.0)], [("b", 0.6), ("a", 0.5)], limit=5, lexical_scale=scale,
+        query="stop_event",
+    )  # fmt: skip
     assert [r.key for r in tie] == ["b", "a"]
-    assert [r.score for r in tie] == pytest.approx([0.6, 0.5])
+
+
+def test_an_identifier_no_document_holds_does_not_lead() -> None:
+    """The best BM25 hit explains under half of the query (it shares a part
+    of the identifier, not the identifier): the rule does not apply."""
+    lexical = [("part", 3.0)]
+    vector = [("near", 0.7), ("part", 0.4)]
+    assert not ranking.identifier_leads("stop_event", lexical, 10.0)
+    out = ranking.hybrid(lexical, vector, limit=5, lexical_scale=10.0, query="stop_event")
+    assert out[0].key == "near"
+    # Postgres full text (no scale): the query's shape alone decides.
+    assert ranking.identifier_leads("stop_event", lexical, None)
+    assert not ranking.identifier_leads("stop_event", [], None)
 
 
 def test_default_hybrid_params() -> None:
-    """The defaults are the point chosen on the dev queries (docs/benchmarks.md,
-    "Search ranking quality"): the lexical half counts when its best hit
-    explains the whole query and leads the second, fully from a lead of a
-    sixth, and fades fast as the best hit explains less."""
+    """The default weight is the one chosen by the evaluation on the dev
+    queries of every set (docs/benchmarks.md, "Search ranking quality"): a
+    small lexical share; the words lead only by the identifier rule."""
     d = ranking.DEFAULT_HYBRID
-    assert d.coverage_power > 0
-    assert d.margin_weight > 0
-    assert d.weight(1.0, 1.0) == 1.0
-    assert d.weight(1.0, 0.0) == d.lexical_weight < 0.5
-    assert d.weight(0.5, 1.0) < 0.05
-    assert d.weight(1.0, 0.1) < d.weight(1.0, 0.2)
+    assert 0.0 < d.lexical_weight < 0.5
