@@ -20,6 +20,10 @@ class IndexConfig:
     hnsw_m: int = 32
     hnsw_ef_construction: int = 40
     hnsw_ef_search: int = 256
+    # The graph's vectors: float (exact scores) or sq8 (8-bit codes, a
+    # quarter of the memory, scores within ~1e-3): the Api replicas' copies
+    # use sq8 (docs/decisions/search.md, "Replica memory at a million patterns").
+    hnsw_codes: str = "float"
     nprobe: int = 64
     # Vectors per list used to train the coarse quantiser.
     train_per_list: int = 64

@@ -4,7 +4,9 @@ approximate beyond a size.
 - Up to ``flat_max`` vectors: ``IndexIDMap2(IndexFlatIP)``, exact inner
   product (cosine: the vectors are normalised). A search reads every vector:
   about 7 ms per 100,000 on one core, so this is for small indexes.
-- Up to ``hnsw_max``: ``IndexHNSWFlat`` (a graph over the float vectors,
+- Up to ``hnsw_max``: ``IndexHNSWFlat`` (a graph over the float vectors;
+  ``IndexHNSWSQ`` over 8-bit codes, a quarter of the memory, where
+  ``IndexConfig.hnsw_codes`` is ``sq8``: the Api replicas' copies,
   ``M`` links a node, ``ef_search`` candidates explored a query): well under
   a millisecond a query at 100,000 with the exact top 10 in measured runs
   (docs/benchmarks.md), the scores still exact inner products. FAISS's HNSW
@@ -40,6 +42,15 @@ HNSW = "hnsw"
 IVF = "ivf-sq8"
 # A graph is rebuilt from its live vectors once this share of its nodes is dead.
 DEAD_SHARE = 0.2
+# A graph's vectors as 8-bit codes (IndexConfig.hnsw_codes): the Api replicas'
+# copies (docs/decisions/search.md, "Replica memory at a million patterns").
+SQ8 = "sq8"
+FLOAT = "float"
+# Vectors an 8-bit graph's ranges are trained on at least; with fewer (the
+# first adds of an empty graph) every dimension gets [-SQ8_RANGE, SQ8_RANGE]:
+# the components of normalised 384-d sentence vectors stay well inside it.
+SQ8_TRAIN_MIN = 1000
+SQ8_RANGE = 0.5
 
 
 def _ids(ids: np.ndarray | list[int]) -> np.ndarray:
@@ -284,7 +295,8 @@ class _Graph:
         arrays; the upper levels (1/M of the nodes) are left out. A rebuild
         under way holds a second graph of the live nodes for its duration."""
         links = 2 * self.config.hnsw_m * 4
-        return self._state.nodes * (4 * self.dim + links + 4 + 8 + 8 + 1)
+        code = self.dim if self.config.hnsw_codes == SQ8 else 4 * self.dim
+        return self._state.nodes * (code + links + 4 + 8 + 8 + 1)
 
 
 class _GraphState:
@@ -298,9 +310,31 @@ class _GraphState:
 
     @staticmethod
     def new_graph(dim: int, config: IndexConfig) -> Any:
-        graph = faiss.IndexHNSWFlat(dim, config.hnsw_m, faiss.METRIC_INNER_PRODUCT)
+        graph: Any
+        if config.hnsw_codes == SQ8:
+            graph = faiss.IndexHNSWSQ(
+                dim,
+                faiss.ScalarQuantizer.QT_8bit,  # type: ignore[arg-type]
+                config.hnsw_m,
+                faiss.METRIC_INNER_PRODUCT,
+            )
+        else:
+            graph = faiss.IndexHNSWFlat(dim, config.hnsw_m, faiss.METRIC_INNER_PRODUCT)
         graph.hnsw.efConstruction = config.hnsw_ef_construction
         return graph
+
+    @staticmethod
+    def train(graph: Any, vectors: np.ndarray) -> None:
+        """8-bit codes need each dimension's range: from the vectors when
+        there are enough of them (a build from Postgres, a rebuild), else
+        ``SQ8_RANGE`` around 0 (the first few adds); values outside it are
+        clipped."""
+        if graph.is_trained:
+            return
+        if len(vectors) < SQ8_TRAIN_MIN:
+            edge = np.full((1, graph.d), SQ8_RANGE, dtype=np.float32)
+            vectors = np.vstack([edge, -edge])
+        graph.train(vectors)
 
     @classmethod
     def empty(cls, dim: int, config: IndexConfig) -> _GraphState:
@@ -309,6 +343,7 @@ class _GraphState:
     @classmethod
     def of(cls, dim: int, config: IndexConfig, ids: np.ndarray, vectors: np.ndarray) -> _GraphState:
         graph = cls.new_graph(dim, config)
+        cls.train(graph, vectors)
         graph.add(vectors)
         return cls(graph, ids)
 
@@ -323,6 +358,7 @@ class _GraphState:
     def add(self, ids: np.ndarray, vectors: np.ndarray) -> None:
         self.remove(ids)
         start = self.nodes
+        self.train(self.graph, vectors)
         self.graph.add(vectors)
         self.ids = np.concatenate([self.ids, ids])
         self.alive = np.concatenate([self.alive, np.ones(len(ids), dtype=bool)])

@@ -186,6 +186,9 @@ class Settings(BaseSettings):
     # (docs/decisions/deployment-and-operations.md, "Serve path performance (issue 21)").
     search_replica_vectors: bool = True
     search_replica_vectors_refresh_s: float = Field(default=1.0, ge=0, le=3600)
+    # How the Api replicas' copies of the HNSW graphs hold the vectors: sq8
+    # (8-bit codes, a quarter of the memory) or float (exact scores).
+    search_replica_codes: str = Field(default="sq8", pattern=r"^(sq8|float)$")
     search_flat_max: int = Field(default=20_000, ge=1)
     search_hnsw_max: int = Field(default=2_000_000, ge=1)
     search_hnsw_ef: int = Field(default=256, ge=1, le=65_536)

@@ -319,3 +319,32 @@ def test_a_failed_rebuild_leaves_the_graph_answering(monkeypatch: pytest.MonkeyP
     found = {i for i, _ in index.search(data[0], 50)}
     assert len(found) == 50 and not found & set(range(300))
     assert index.search(data[500], 1)[0] == (500, pytest.approx(1.0, abs=1e-5))
+
+
+def test_sq8_graph_recall_scores_memory_and_changes() -> None:
+    """The Api replicas' graphs (``hnsw_codes="sq8"``): 8-bit codes, recall@10
+    against the exact top 10 still >= 0.95, scores within a hundredth of the
+    exact inner products, a quarter of the vectors' memory; upserts, removals
+    and grown-from-empty graphs (ranges not trained on data) work alike."""
+    n = 5_000
+    data = clustered(n, 50, seed=5)
+    config = IndexConfig(flat_max=1000, hnsw_codes="sq8")
+    index = FaissIndex.build(DIM, np.arange(n), data, config)
+    assert index.kind == HNSW and len(index) == n
+    queries = near_queries(data, 200, seed=6)
+    assert recall_at(index, data, queries, 10) >= 0.95
+    for i, s in index.search(queries[0], 10):
+        assert s == pytest.approx(float(data[i] @ queries[0]), abs=0.01)
+    per_node = DIM + 2 * config.hnsw_m * 4 + 21
+    assert index.memory_bytes() == n * per_node
+    floats = FaissIndex.build(DIM, np.arange(2000), data[:2000], IndexConfig(flat_max=1000))
+    assert index.memory_bytes() / n < floats.memory_bytes() / 2000
+    # Grown from empty: the first adds use the fixed range; upsert and remove.
+    grown = FaissIndex(DIM, IndexConfig(flat_max=50, hnsw_codes="sq8"))
+    grown.add(np.arange(40), data[:40])
+    grown.add(np.arange(40, 600), data[40:600])
+    assert grown.kind == HNSW and len(grown) == 600
+    assert grown.search(data[300], 1)[0][0] == 300
+    grown.add([300], data[[900]])
+    assert grown.search(data[900], 1)[0][0] == 300
+    assert grown.remove([1, 2]) == 2 and all(i not in (1, 2) for i, _ in grown.search(data[1], 20))

@@ -31,6 +31,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+from dataclasses import replace
 from typing import Any
 
 from sqlalchemy.ext.asyncio import AsyncEngine, async_sessionmaker
@@ -167,6 +168,10 @@ def replica_vectors(
     """The app's semantic search as a copy of the index, built with the app's
     sessions and engine (``create_app`` calls it)."""
     config = settings.indexer_config(settings.database_url or "")
+    # The copies' graphs hold 8-bit codes: a quarter of the float vectors'
+    # memory per replica (docs/decisions/search.md, "Replica memory at a
+    # million patterns"); the VectorIndex keeps the floats.
+    config = replace(config, index=replace(config.index, hnsw_codes=settings.search_replica_codes))
     refresh_s = settings.search_replica_vectors_refresh_s
 
     def build(sessions: async_sessionmaker[AsyncSession], engine: AsyncEngine) -> ReplicaVectors:
