@@ -80,8 +80,11 @@ def main(argv: list[str] | None = None) -> None:
         help="dev queries only: the choice, per-group dev figures and leave one group out on dev "
         "(no test figure is computed; docs/ is left alone)",
     )
+    parser.add_argument(
+        "--sets", default=",".join(SETS), help="comma-separated sets (default: all)"
+    )
     args = parser.parse_args(argv)
-    sets = {name: load(name) for name in SETS}
+    sets = {name: load(name) for name in args.sets.split(",")}
     if args.tune_fields:
         tune_fields(sets)
         return
@@ -89,7 +92,7 @@ def main(argv: list[str] | None = None) -> None:
     rss0 = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
     got = {name: halves(s, model_box) for name, s in sets.items()}
     if args.dev:
-        for name in SETS:
+        for name in list(sets):
             sets[name], got[name] = dev_only(sets[name], got[name])
     fusions = candidates_of()
     base: dict[str, dict[str, list[list[int]]]] = {}
@@ -108,8 +111,10 @@ def main(argv: list[str] | None = None) -> None:
             ]
             for f, fn in fusions.items()
         }
-    groups: list[Group] = [("docs", st) for st in ("paraphrase", "keyword", "handwritten")]
-    groups += [("code", None), ("params", None)]
+    groups: list[Group] = []
+    if "docs" in sets:
+        groups += [("docs", st) for st in ("paraphrase", "keyword", "handwritten")]
+    groups += [(name, None) for name in sets if name != "docs"]
     product = product_names(fused)
     chosen = choose(fused, base, sets, groups, product)
     left_out = {
@@ -119,8 +124,8 @@ def main(argv: list[str] | None = None) -> None:
     if args.dev:
         print(dev_report(sets, base, fused, groups, chosen, left_out))
         return
-    rows = {**{m: m for m in base["docs"]}, "hybrid": chosen}
-    report_groups: list[Group] = [("docs", None), *groups]
+    rows = {**{m: m for m in next(iter(base.values()))}, "hybrid": chosen}
+    report_groups: list[Group] = [("docs", None), *groups] if "docs" in sets else groups
     table: dict[str, dict[str, Score]] = {}
     for label, method in rows.items():
         table[label] = {}

@@ -227,10 +227,17 @@ class HybridParams:
     lexical_weight: float = 0.2
     floor: float = 0.25
     explains: float = 0.5
+    # What BM25 is divided by: "max", the search's best BM25 score, or
+    # "scale", the query's summed IDF (LexicalIndex.scale; x capped at 1),
+    # under which a best hit explaining little of a long question counts
+    # little. Chosen with the weight by the evaluation.
+    normalise: str = "max"
 
     def __post_init__(self) -> None:
         if not 0.0 <= self.lexical_weight <= 1.0:
             raise ValueError("lexical_weight must be in [0, 1]")
+        if self.normalise not in ("max", "scale"):
+            raise ValueError("normalise must be max or scale")
 
 
 DEFAULT_HYBRID = HybridParams()
@@ -336,13 +343,14 @@ def hybrid(
     scale = lexical_scale if lexical_scale is not None and lexical_scale > 0 else top
     missing = min(cosines.values(), default=0.0)
     w = params.lexical_weight
+    norm = scale if params.normalise == "scale" else top
     if identifier_leads(query, lexical, lexical_scale):
         w = 1.0 - w
     out: list[tuple[float, int, Ranked]] = []
     for order, key in enumerate(keys):
         lex = scores.get(key)
         cos = cosines.get(key)
-        x = lex / top if lex is not None and top > 0 else 0.0
+        x = min(lex / norm, 1.0) if lex is not None and norm > 0 else 0.0
         explains = lex / scale if lex is not None and scale > 0 else 0.0
         similarity = missing if cos is None else cos
         if similarity < params.floor and explains < params.explains:

@@ -201,15 +201,16 @@ def previous(
 
 
 def convex_name(p: HybridParams) -> str:
-    return f"convex w={p.lexical_weight:g}"
+    form = "" if p.normalise == "max" else " /scale"
+    return f"convex w={p.lexical_weight:g}{form}"
 
 
 PREVIOUS = "previous adaptive (issue 23)"
 
 
 def candidates_of() -> dict[str, Fusion]:
-    out = {convex_name(HybridParams(lexical_weight=w)): convex(HybridParams(lexical_weight=w))
-           for w in WEIGHTS}  # fmt: skip
+    grid = [HybridParams(lexical_weight=w, normalise=n) for n in ("max", "scale") for w in WEIGHTS]
+    out = {convex_name(p): convex(p) for p in grid}
     out.update(
         {
             f"{convex_name(HybridParams(lexical_weight=w))} no-rule": convex(
@@ -357,4 +358,7 @@ def chosen_params(name: str) -> HybridParams:
     """The HybridParams of a "convex w=…" candidate (the defaults otherwise)."""
     if not name.startswith("convex"):
         return HybridParams()
-    return HybridParams(lexical_weight=float(name.split()[1].split("=")[1]))
+    return HybridParams(
+        lexical_weight=float(name.split()[1].split("=")[1]),
+        normalise="scale" if "/scale" in name else "max",
+    )

@@ -133,7 +133,8 @@ def render(
         f"the {CANDIDATES} best of each half.",
         f"- Fusion chosen on the dev queries of all {len(groups) - 1} groups: **{chosen}** "
         "(`embeddings.ranking.hybrid`: the fixed convex combination `w·x + (1-w)·cosine`, "
-        "x = BM25 / the search's best BM25; for a query naming an identifier that the best "
+        "x = BM25 / the search's best BM25 (`max`) or min(1, BM25 / the query's summed IDF) "
+        "(`/scale`), both forms in the grid; for a query naming an identifier that the best "
         "BM25 hit holds, the halves swap roles, `(1-w)·x + w·cosine`; "
         f"w in {WEIGHTS}; objective: the worst group's dev MRR@10 or Recall@10 minus its "
         "better half's on that measure, then the mean dev MRR@10). Compared: the same "

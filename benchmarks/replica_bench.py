@@ -1,0 +1,138 @@
+"""The Api replicas' copy of the vector index at large n: float HNSW (what
+the replicas held before issue 36) against 8-bit HNSW (``hnsw_codes="sq8"``,
+what they hold now), through the service's ``FaissIndex``: memory (RSS
+growth of the build and the formula), build time, recall@10 against the
+exact top 10, ms a query (docs/benchmarks.md, "Replica vector memory").
+
+Vectors: derived from real all-MiniLM-L6-v2 vectors (the ranking evaluation
+sets' cached document vectors, ``/tmp/cairn-ranking-bench``), as the search
+benchmark derives its patterns: normalise(w0·v_a + w1·v_b + w2·v_c + noise),
+w ~ Dirichlet(7, 1.5, 1.5), noise N(0, 0.35²/384). Queries: real query
+vectors of the same sets.
+
+    .venv/bin/python -m benchmarks.replica_bench [--n 1000000] [--no-docs]
+"""
+
+from __future__ import annotations
+
+import argparse
+import gc
+import os
+import time
+from pathlib import Path
+
+import numpy as np
+
+from benchmarks.harness import section_head, write_docs
+
+START = "<!-- replica-bench:start -->"
+END = "<!-- replica-bench:end -->"
+CACHE = Path(os.environ.get("CAIRN_RANKING_BENCH_DIR", "/tmp/cairn-ranking-bench"))
+
+
+def rss_mib() -> float:
+    with open("/proc/self/statm") as f:
+        return int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE") / 2**20
+
+
+def basis() -> tuple[np.ndarray, np.ndarray]:
+    docs = [np.load(p) for p in sorted(CACHE.glob("*-docs-*.npy")) if "int8" not in p.name]
+    queries = [np.load(p) for p in sorted(CACHE.glob("*-queries-*.npy")) if "int8" not in p.name]
+    if not docs:
+        raise SystemExit("no cached vectors: run `python -m benchmarks.ranking_eval` first")
+    return np.vstack(docs).astype(np.float32), np.vstack(queries).astype(np.float32)
+
+
+def derived(base: np.ndarray, n: int, seed: int = 36) -> np.ndarray:
+    rng = np.random.default_rng(seed)
+    out = np.empty((n, base.shape[1]), dtype=np.float32)
+    for start in range(0, n, 100_000):
+        m = min(100_000, n - start)
+        w = rng.dirichlet([7, 1.5, 1.5], m).astype(np.float32)
+        picks = rng.integers(0, len(base), (m, 3))
+        v = sum(w[:, j : j + 1] * base[picks[:, j]] for j in range(3))
+        v += rng.standard_normal(v.shape).astype(np.float32) * (0.35 / np.sqrt(base.shape[1]))
+        out[start : start + m] = v / np.linalg.norm(v, axis=1, keepdims=True)
+    return out
+
+
+def exact_top(data: np.ndarray, queries: np.ndarray, k: int) -> np.ndarray:
+    import faiss
+
+    flat = faiss.IndexFlatIP(data.shape[1])
+    flat.add(data)
+    _, rows = flat.search(queries, k)
+    return rows
+
+
+def measure(n: int, n_queries: int, codes: str, data: np.ndarray, queries: np.ndarray,
+            truth: np.ndarray) -> dict[str, float]:  # fmt: skip
+    from embeddings.config import IndexConfig
+    from embeddings.faiss_index import FaissIndex
+
+    gc.collect()
+    before = rss_mib()
+    t0 = time.perf_counter()
+    index = FaissIndex.build(data.shape[1], np.arange(n), data, IndexConfig(hnsw_codes=codes))
+    build_s = time.perf_counter() - t0
+    grown = rss_mib() - before
+    hits, times = 0, []
+    for q, expected in zip(queries[:n_queries], truth, strict=True):
+        t = time.perf_counter()
+        found = index.search(q, 10)
+        times.append(time.perf_counter() - t)
+        hits += len({i for i, _ in found} & set(expected.tolist()))
+    result = {
+        "build_s": build_s,
+        "rss_mib": grown,
+        "formula_mib": index.memory_bytes() / 2**20,
+        "recall": hits / (10 * n_queries),
+        "ms": float(np.median(times) * 1000),
+        "kind": index.kind,
+    }
+    del index
+    gc.collect()
+    return result
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description="Replica vector index memory at large n.")
+    parser.add_argument("--n", type=int, default=200_000)
+    parser.add_argument("--queries", type=int, default=200)
+    parser.add_argument("--no-docs", action="store_true")
+    args = parser.parse_args()
+    load_before = os.getloadavg()[0]
+    base, qv = basis()
+    data = derived(base, args.n)
+    queries = qv[np.random.default_rng(1).choice(len(qv), args.queries, replace=False)]
+    truth = exact_top(data, queries, 10)
+    rows = {}
+    for codes in ("sq8", "float"):
+        rows[codes] = measure(args.n, args.queries, codes, data, queries, truth)
+        print(f"bench: {codes}: {rows[codes]}", flush=True)
+    lines = [
+        *section_head(START, "Replica vector memory", "replica_bench.py", load_before),
+        f"- 1-minute load average after the run: {os.getloadavg()[0]:.2f} (a shared machine: "
+        "build times and ms are wall clock and slowed by other work; memory and recall are not).",
+        f"- {args.n:,} vectors (384-d) derived from {len(base):,} real all-MiniLM-L6-v2 document "
+        f"vectors of the evaluation sets; {args.queries} real query vectors; recall@10 against "
+        "the exact (flat) top 10; HNSW M 32, efConstruction 40, ef 256 (the defaults).",
+        "",
+        "| Replica graph | build s | RSS growth MiB | formula MiB | recall@10 | ms a query |",
+        "|---|---:|---:|---:|---:|---:|",
+    ]
+    for codes, r in rows.items():
+        label = "8-bit codes (`sq8`, now)" if codes == "sq8" else "float vectors (before)"
+        lines.append(
+            f"| {label} | {r['build_s']:.0f} | {r['rss_mib']:.0f} | {r['formula_mib']:.0f} | "
+            f"{r['recall']:.3f} | {r['ms']:.2f} |"
+        )
+    lines += ["", "Reproduce: `.venv/bin/python -m benchmarks.replica_bench --n N`.", END]
+    text = "\n".join(lines) + "\n"
+    print(text)
+    if not args.no_docs:
+        write_docs(text, start_mark=START, end_mark=END)
+
+
+if __name__ == "__main__":
+    main()
