@@ -99,6 +99,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description="Replica vector index memory at large n.")
     parser.add_argument("--n", type=int, default=200_000)
     parser.add_argument("--queries", type=int, default=200)
+    parser.add_argument("--codes", default="sq8,float", help="which graphs, comma-separated")
     parser.add_argument("--no-docs", action="store_true")
     args = parser.parse_args()
     load_before = os.getloadavg()[0]
@@ -107,7 +108,7 @@ def main() -> None:
     queries = qv[np.random.default_rng(1).choice(len(qv), args.queries, replace=False)]
     truth = exact_top(data, queries, 10)
     rows = {}
-    for codes in ("sq8", "float"):
+    for codes in args.codes.split(","):
         rows[codes] = measure(args.n, args.queries, codes, data, queries, truth)
         print(f"bench: {codes}: {rows[codes]}", flush=True)
     lines = [

@@ -224,7 +224,7 @@ class HybridParams:
     holds, the roles of the halves swap (``(1 - w) * x + w * cosine``).
     """
 
-    lexical_weight: float = 0.2
+    lexical_weight: float = 0.05
     floor: float = 0.25
     explains: float = 0.5
     # What BM25 is divided by: "max", the search's best BM25 score, or
