@@ -28,6 +28,7 @@ import subprocess
 import sys
 import tempfile
 import threading
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
@@ -182,10 +183,19 @@ def export(folder: Path, out: Path) -> None:
 
 
 class OnnxModel:
-    """One ONNX Runtime session per thread count (queries run on one thread,
-    bulk calls on several); ``encode`` returns L2-normalised float32 rows."""
+    """One ONNX Runtime session on one thread; ``encode`` returns
+    L2-normalised float32 rows.
+
+    A call on several threads runs its batches at once on that same session,
+    one batch per thread (ONNX Runtime sessions may be run from several
+    threads; each run computes on its caller's thread). One session, not one
+    per thread count: each session holds its own copy of the weights, and a
+    second one cost the Embedder replica ~110 MiB (docs/benchmarks.md,
+    "Encoder: ONNX Runtime against PyTorch")."""
 
     def __init__(self, folder: Path, cache: Path | None = None, precision: str = "fp32") -> None:
+        import onnxruntime as ort
+
         info = describe(folder)
         self.dim: int = info["dim"]
         self.path = exported(folder, cache or default_cache(), precision)
@@ -194,43 +204,46 @@ class OnnxModel:
         self._tokenizer = Tokenizer.from_file(str(folder / "tokenizer.json"))
         self._tokenizer.enable_truncation(max_length=info["max_seq_length"])
         self._tokenizer.no_padding()
-        self._sessions: dict[int, Any] = {}
+        options = ort.SessionOptions()
+        options.intra_op_num_threads = 1
+        options.inter_op_num_threads = 1
+        options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
+        self._session = ort.InferenceSession(
+            str(self.path), options, providers=["CPUExecutionProvider"]
+        )
+        self._pool: ThreadPoolExecutor | None = None
+        self._pool_size = 0
         self._lock = threading.Lock()
-        self._session(1)
 
-    def _session(self, threads: int) -> Any:
-        session = self._sessions.get(threads)
-        if session is None:
-            import onnxruntime as ort
+    def _workers(self, threads: int) -> ThreadPoolExecutor:
+        with self._lock:
+            if self._pool is None or self._pool_size < threads:
+                if self._pool is not None:
+                    self._pool.shutdown(wait=False)
+                self._pool = ThreadPoolExecutor(threads, thread_name_prefix="onnx-encode")
+                self._pool_size = threads
+            return self._pool
 
-            with self._lock:
-                session = self._sessions.get(threads)
-                if session is None:
-                    options = ort.SessionOptions()
-                    options.intra_op_num_threads = threads
-                    options.inter_op_num_threads = 1
-                    options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
-                    # The two sessions (query and bulk) at most: the bulk one
-                    # is made on the first bulk call.
-                    if len(self._sessions) >= 2:
-                        self._sessions.pop(max(k for k in self._sessions if k != 1))
-                    session = ort.InferenceSession(
-                        str(self.path), options, providers=["CPUExecutionProvider"]
-                    )
-                    self._sessions[threads] = session
-        return session
+    def _run(self, ids: np.ndarray, mask: np.ndarray) -> np.ndarray:
+        feed = {"input_ids": ids, "attention_mask": mask, "token_type_ids": np.zeros_like(ids)}
+        result: np.ndarray = self._session.run(["embedding"], feed)[0]
+        return result
 
     def encode(self, texts: list[str], batch_size: int = 64, threads: int = 1) -> np.ndarray:
         """Texts sorted by length and cut into batches (as sentence-transformers
-        does), each padded to its longest; rows come back in input order."""
+        does), each padded to its longest; rows come back in input order.
+        With ``threads`` > 1 the batches (at most ``batch_size`` texts, and
+        small enough that every thread gets one) run at once."""
         out = np.zeros((len(texts), self.dim), dtype=np.float32)
         if not texts:
             return out
-        session = self._session(max(1, threads))
         encodings = self._tokenizer.encode_batch(texts)
         order = sorted(range(len(texts)), key=lambda i: -len(encodings[i].ids))
-        for start in range(0, len(order), batch_size):
-            at = order[start : start + batch_size]
+        threads = max(1, threads)
+        size = max(1, min(batch_size, -(-len(texts) // threads)))
+        batches = []
+        for start in range(0, len(order), size):
+            at = order[start : start + size]
             width = max(len(encodings[i].ids) for i in at)
             ids = np.zeros((len(at), width), dtype=np.int64)
             mask = np.zeros((len(at), width), dtype=np.int64)
@@ -238,8 +251,15 @@ class OnnxModel:
                 e = encodings[i]
                 ids[row, : len(e.ids)] = e.ids
                 mask[row, : len(e.ids)] = 1
-            feed = {"input_ids": ids, "attention_mask": mask, "token_type_ids": np.zeros_like(ids)}
-            out[at] = session.run(["embedding"], feed)[0]
+            batches.append((at, ids, mask))
+        if threads == 1 or len(batches) == 1:
+            for at, ids, mask in batches:
+                out[at] = self._run(ids, mask)
+            return out
+        pool = self._workers(threads)
+        results = pool.map(lambda b: self._run(b[1], b[2]), batches)
+        for (at, _, _), vectors in zip(batches, results, strict=True):
+            out[at] = vectors
         return out
 
 

@@ -601,9 +601,11 @@ async def test_similar_patterns_and_questions_on_create(
 
 
 async def test_embedder_torch_threads() -> None:
-    """A CPU Embedder replica encodes queries and small calls on one torch
-    thread and bulk calls on CAIRN_EMBEDDER_THREADS (0: every core); the
-    thread count is set per call, in the thread that runs the model."""
+    """A CPU Embedder replica encodes queries and small calls on one thread
+    and bulk calls on CAIRN_EMBEDDER_THREADS (0: every core). On PyTorch the
+    thread count is set per call, in the thread that runs the model; on ONNX
+    Runtime (the CPU default) a bulk call runs its batches on that many
+    threads at once; both give the same vectors."""
     import os
 
     import numpy as np
@@ -615,10 +617,11 @@ async def test_embedder_torch_threads() -> None:
     saved = torch.get_num_threads()
     try:
         cls = Embedder.func_or_class  # the class behind the deployment
-        two = cls(EmbedderConfig(device="cpu", threads=2))
+        two = cls(EmbedderConfig(device="cpu", threads=2, backend="torch"))
         assert two.describe() == {
             "model": EmbedderConfig().model,
             "device": "cpu",
+            "backend": "torch",
             "threads": {"query": 1, "bulk": 2},
         }
         assert [two.threads_for(n) for n in (1, BULK_MIN - 1, BULK_MIN, 500)] == [1, 1, 2, 2]
@@ -635,6 +638,13 @@ async def test_embedder_torch_threads() -> None:
         bulk = await two.embed_many(texts)
         assert bulk.shape == (BULK_MIN, 384)
         assert np.abs(bulk - one_thread).max() < 1e-5
+
+        onnx = cls(EmbedderConfig(device="cpu", threads=2))
+        assert onnx.describe()["backend"] == "onnx"
+        fast = await onnx.embed_many(texts)
+        assert (fast * one_thread).sum(axis=1).min() >= 0.9999
+        query = onnx._encoder(EmbedderConfig().model).encode(texts[:1], threads=1)[0]
+        assert float(query @ one_thread[0]) >= 0.9999
     finally:
         torch.set_num_threads(saved)
 
