@@ -19,6 +19,7 @@ import argparse
 import gc
 import os
 import time
+from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
@@ -66,7 +67,7 @@ def exact_top(data: np.ndarray, queries: np.ndarray, k: int) -> np.ndarray:
 
 
 def measure(n: int, n_queries: int, codes: str, data: np.ndarray, queries: np.ndarray,
-            truth: np.ndarray) -> dict[str, float]:  # fmt: skip
+            truth: np.ndarray, efs: list[int]) -> dict[str, float]:  # fmt: skip
     from embeddings.config import IndexConfig
     from embeddings.faiss_index import FaissIndex
 
@@ -76,20 +77,22 @@ def measure(n: int, n_queries: int, codes: str, data: np.ndarray, queries: np.nd
     index = FaissIndex.build(data.shape[1], np.arange(n), data, IndexConfig(hnsw_codes=codes))
     build_s = time.perf_counter() - t0
     grown = rss_mib() - before
-    hits, times = 0, []
-    for q, expected in zip(queries[:n_queries], truth, strict=True):
-        t = time.perf_counter()
-        found = index.search(q, 10)
-        times.append(time.perf_counter() - t)
-        hits += len({i for i, _ in found} & set(expected.tolist()))
-    result = {
+    result: dict[str, float] = {
         "build_s": build_s,
         "rss_mib": grown,
         "formula_mib": index.memory_bytes() / 2**20,
-        "recall": hits / (10 * n_queries),
-        "ms": float(np.median(times) * 1000),
-        "kind": index.kind,
     }
+    for ef in efs:
+        # The search breadth of the graph (CAIRN_SEARCH_HNSW_EF), set per run.
+        index._index.config = replace(index.config, hnsw_ef_search=ef)
+        hits, times = 0, []
+        for q, expected in zip(queries[:n_queries], truth, strict=True):
+            t = time.perf_counter()
+            found = index.search(q, 10)
+            times.append(time.perf_counter() - t)
+            hits += len({i for i, _ in found} & set(expected.tolist()))
+        result[f"recall@ef{ef}"] = hits / (10 * n_queries)
+        result[f"ms@ef{ef}"] = float(np.median(times) * 1000)
     del index
     gc.collect()
     return result
@@ -100,16 +103,18 @@ def main() -> None:
     parser.add_argument("--n", type=int, default=200_000)
     parser.add_argument("--queries", type=int, default=200)
     parser.add_argument("--codes", default="sq8,float", help="which graphs, comma-separated")
+    parser.add_argument("--efs", default="256", help="HNSW search breadths to measure")
     parser.add_argument("--no-docs", action="store_true")
     args = parser.parse_args()
     load_before = os.getloadavg()[0]
+    efs = [int(x) for x in args.efs.split(",")]
     base, qv = basis()
     data = derived(base, args.n)
     queries = qv[np.random.default_rng(1).choice(len(qv), args.queries, replace=False)]
     truth = exact_top(data, queries, 10)
     rows = {}
     for codes in args.codes.split(","):
-        rows[codes] = measure(args.n, args.queries, codes, data, queries, truth)
+        rows[codes] = measure(args.n, args.queries, codes, data, queries, truth, efs)
         print(f"bench: {codes}: {rows[codes]}", flush=True)
     lines = [
         *section_head(START, "Replica vector memory", "replica_bench.py", load_before),
@@ -119,15 +124,16 @@ def main() -> None:
         f"vectors of the evaluation sets; {args.queries} real query vectors; recall@10 against "
         "the exact (flat) top 10; HNSW M 32, efConstruction 40, ef 256 (the defaults).",
         "",
-        "| Replica graph | build s | RSS growth MiB | formula MiB | recall@10 | ms a query |",
-        "|---|---:|---:|---:|---:|---:|",
+        "| Replica graph | build s | RSS growth MiB | formula MiB | ef | recall@10 | ms a query |",
+        "|---|---:|---:|---:|---:|---:|---:|",
     ]
     for codes, r in rows.items():
         label = "8-bit codes (`sq8`, now)" if codes == "sq8" else "float vectors (before)"
-        lines.append(
-            f"| {label} | {r['build_s']:.0f} | {r['rss_mib']:.0f} | {r['formula_mib']:.0f} | "
-            f"{r['recall']:.3f} | {r['ms']:.2f} |"
-        )
+        for ef in efs:
+            lines.append(
+                f"| {label} | {r['build_s']:.0f} | {r['rss_mib']:.0f} | {r['formula_mib']:.0f} | "
+                f"{ef} | {r[f'recall@ef{ef}']:.3f} | {r[f'ms@ef{ef}']:.2f} |"
+            )
     lines += ["", "Reproduce: `.venv/bin/python -m benchmarks.replica_bench --n N`.", END]
     text = "\n".join(lines) + "\n"
     print(text)
