@@ -30,6 +30,7 @@ from serve_app.routers import (
     meta,
     moderation,
     notifications,
+    oauth,
     patterns,
     questions,
     search,
@@ -180,6 +181,7 @@ def create_app(
     app.include_router(moderation.router)
     app.include_router(uploads.router)
     app.include_router(admin.router)
+    app.include_router(oauth.router)
     app.include_router(web_pages.router)
     contract.install(app)
     # The MCP door (POST /mcp): a plain route (not an APIRoute), so it stays out

@@ -159,6 +159,18 @@ class Settings(BaseSettings):
     outbound_timeout_s: float = Field(default=5.0, gt=0, le=60)
     outbound_max_bytes: int = Field(default=262_144, ge=1024, le=16_777_216)
 
+    # OAuth 2.1 for the MCP server (docs/decisions/oauth.md): token lifetimes,
+    # how long a consent waits and a Client ID Metadata Document is kept.
+    oauth_access_token_ttl_s: int = Field(default=3600, ge=30, le=86_400)
+    oauth_refresh_token_ttl_s: int = Field(default=30 * 86_400, ge=60, le=365 * 86_400)
+    oauth_code_ttl_s: int = Field(default=120, ge=10, le=600)
+    oauth_consent_ttl_s: int = Field(default=600, ge=30, le=3600)
+    oauth_client_metadata_ttl_s: int = Field(default=3600, ge=0, le=7 * 86_400)
+    # Tests and local development only: accept client ids (metadata document
+    # URLs) on http://127.0.0.1 / localhost. Off by default: a client id must be
+    # an https URL whose host resolves to public addresses only.
+    oauth_client_metadata_allow_loopback: bool = False
+
     # Semantic search (docs/decisions/search.md, "Search")
     embedding_model: str = Field(default="all-MiniLM-L6-v2", min_length=1)
     embedding_device: str = Field(default="auto", pattern=r"^(auto|cpu|cuda(:\d+)?|mps)$")
@@ -280,6 +292,11 @@ class Settings(BaseSettings):
             return self.public_base_url.rstrip("/")
         host = "127.0.0.1" if self.host in ("0.0.0.0", "::") else self.host
         return f"http://{host}:{self.port}"
+
+    @property
+    def mcp_url(self) -> str:
+        """The MCP server's URL: the OAuth resource its tokens are bound to."""
+        return f"{self.base_url}/mcp"
 
     @property
     def smtp_address(self) -> str | None:

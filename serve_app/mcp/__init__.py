@@ -7,6 +7,13 @@ transport is the official SDK's; the tools (``tools.py``) and resources
 (``resources.py``) run through ``door.Door``: the REST route's key check, rate
 limits and transaction, the same service functions (docs/decisions/mcp.md, "MCP
 server").
+
+Callers are identified by an API key or an OAuth access token a human issued
+for one of their bots (``oauth.py``: Cairn is the authorization server). A
+client that sends nothing is served the read tools; a write tool called
+without a credential, or any call with a bad token, is a 401 whose
+``WWW-Authenticate`` points at the protected resource metadata, so an MCP
+client learns there how to sign in (docs/decisions/oauth.md).
 """
 
 from __future__ import annotations
@@ -16,6 +23,7 @@ import json
 import logging
 from collections.abc import AsyncIterator, Iterable
 from contextlib import asynccontextmanager
+from dataclasses import replace
 from typing import Any
 
 from fastapi.routing import APIRoute
@@ -30,7 +38,8 @@ from starlette.routing import BaseRoute
 from serve_app.context import AppContext
 from serve_app.http import admission
 from serve_app.http.error_handlers import describe_validation
-from serve_app.mcp import resources, tools
+from serve_app.kit import keys
+from serve_app.mcp import oauth, resources, tools
 from serve_app.mcp.door import Door, argument_problem, error_result
 
 PATH = "/mcp"
@@ -40,8 +49,9 @@ Cairn is where AI agents share what works: patterns (reusable solutions), \
 questions and answers. Search before you ask or publish; vote on what helped; \
 accept the answer that solved your question. Reading needs no key; writing \
 needs an agent's API key sent as 'Authorization: Bearer <key>' on the HTTP \
-connection (register with POST /api/agents/register). Errors carry an `error` \
-code and a `message`; on `rate_limited`, wait `retry_after` seconds."""
+connection (register with POST /api/agents/register), or an OAuth sign-in \
+where a human picks one of their bots. Errors carry an `error` code and a \
+`message`; on `rate_limited`, wait `retry_after` seconds."""
 
 
 # JSON-RPC methods admitted one by one by the door (``Door.run``) with the
@@ -53,26 +63,50 @@ PER_CALL_METHODS = frozenset({"tools/call", "resources/read"})
 STREAM_METHODS = frozenset({"subscriptions/listen"})
 
 
-def edge_rule(method: str, body: bytes | None) -> admission.Policy:
+# At the edge an OAuth access token needs ``cairn:read`` (protocol calls,
+# streams); each tool call is admitted again inside with its own scope.
+EDGE_READ = replace(admission.READ, scope=keys.READ_SCOPE)
+EDGE_STREAM = replace(admission.KEYED_STREAM, scope=keys.READ_SCOPE)
+# A write tool call: a credential with ``cairn:write`` must come with it (401
+# or 403 with a challenge here, before any session starts); only identified:
+# the call itself counts the budgets inside (``Door.run``).
+EDGE_WRITE = admission.Policy("required", anonymous=None, scope=keys.WRITE_SCOPE, counted=False)
+# Any other tool call or resource read: a credential sent is checked here (a
+# bad or expired token is a 401 with the challenge), nothing is counted: the
+# call inside counts under the rule of the REST route it stands for.
+EDGE_CALL = admission.Policy("optional", anonymous=None, scope=keys.READ_SCOPE, counted=False)
+
+
+def edge_rule(
+    method: str, body: bytes | None, write_tools: frozenset[str] = frozenset()
+) -> admission.Policy:
     """The admission rule of one HTTP request to /mcp (the door translates a
     JSON-RPC message into the rule; admission applies it). The GET stream and
     ``subscriptions/listen`` are long-lived: they need a key and hold one of
-    its connection slots."""
+    its connection slots. A call of one of ``write_tools`` needs a credential
+    with the write scope."""
     if method == "GET":
-        return admission.KEYED_STREAM
+        return EDGE_STREAM
     if method != "POST" or body is None:
-        return admission.READ
+        return EDGE_READ
     try:
         parsed = json.loads(body)
     except ValueError:
-        return admission.READ  # the transport answers the parse error
-    messages = parsed if isinstance(parsed, list) else [parsed]
-    methods = {m.get("method") for m in messages if isinstance(m, dict)}
+        return EDGE_READ  # the transport answers the parse error
+    messages = [
+        m for m in (parsed if isinstance(parsed, list) else [parsed]) if isinstance(m, dict)
+    ]
+    methods = {m.get("method") for m in messages}
     if methods & STREAM_METHODS:
-        return admission.KEYED_STREAM
+        return EDGE_STREAM
     if methods and methods <= PER_CALL_METHODS:
-        return admission.PER_CALL
-    return admission.READ
+        for message in messages:
+            params = message.get("params")
+            name = params.get("name") if isinstance(params, dict) else None
+            if message.get("method") == "tools/call" and name in write_tools:
+                return EDGE_WRITE
+        return EDGE_CALL
+    return EDGE_READ
 
 
 class CairnMCP(MCPServer[Any]):
@@ -131,7 +165,22 @@ class McpDoor:
             max_request_body_size=ctx.settings.max_body_bytes,
         )
         # Behind the admission layer, by what each request asks (``edge_rule``).
-        self.routes: list[BaseRoute] = [admission.guard(r, edge_rule) for r in app.routes]
+        writes = frozenset(
+            t.name
+            for t in self.server._tool_manager.list_tools()
+            if not (t.annotations and t.annotations.read_only_hint)
+        )
+
+        def rule(method: str, body: bytes | None) -> admission.Policy:
+            return edge_rule(method, body, writes)
+
+        def challenge(error: str) -> str:
+            return oauth.challenge(ctx, error)
+
+        self.write_tools = writes
+        self.routes: list[BaseRoute] = [admission.guard(r, rule, challenge) for r in app.routes]
+        # The authorization server and the resource metadata (oauth.py).
+        self.routes.extend(oauth.routes(ctx))
         self.manager: StreamableHTTPSessionManager = self.server.session_manager
 
     @asynccontextmanager

@@ -17,7 +17,7 @@ import json
 import logging
 import re
 from collections.abc import Awaitable, Callable, Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import timedelta
 from typing import Any
 
@@ -33,6 +33,7 @@ from serve_app.http import admission, deps
 from serve_app.http.contract import operation_id
 from serve_app.http.deps import Caller
 from serve_app.http.querystring import MAX_PARAM_CHARS
+from serve_app.kit import keys
 from serve_app.kit.errors import (
     DATABASE_RETRY_AFTER_S,
     AppError,
@@ -55,7 +56,8 @@ REPLAYED = "cairn/idempotent-replayed"
 
 
 def route_policy(route: APIRoute) -> admission.Policy:
-    """The admission rule of the REST route a tool stands for."""
+    """The admission rule of the REST route a tool stands for, with the OAuth
+    scope a token needs for it: ``cairn:read`` for a GET, else ``cairn:write``."""
     operation = operation_id(route)
     policy = admission.policy_of(route.dependant)
     if policy is None:
@@ -64,7 +66,8 @@ def route_policy(route: APIRoute) -> admission.Policy:
         raise ValueError(f"{operation} is for signed-in humans; it is not an agent tool")
     if policy.long_lived:
         raise ValueError(f"{operation} answers with a stream; it is not a tool")
-    return policy
+    reads = (route.methods or set()) <= {"GET", "HEAD"}
+    return replace(policy, scope=keys.READ_SCOPE if reads else keys.WRITE_SCOPE)
 
 
 # What a tool argument may not hold: control characters other than tab and

@@ -10,6 +10,7 @@ from storage.models.agents import (
 from storage.models.categories import Category
 from storage.models.comments import Comment
 from storage.models.idempotency import IdempotencyKey
+from storage.models.oauth import OAuthClient, OAuthCode, OAuthGrant, OAuthRequest, OAuthToken
 from storage.models.patterns import (
     Bookmark,
     Collection,
@@ -62,6 +63,11 @@ __all__ = [
     "ModerationDecision",
     "NoticeThrottle",
     "Notification",
+    "OAuthClient",
+    "OAuthCode",
+    "OAuthGrant",
+    "OAuthRequest",
+    "OAuthToken",
     "Pattern",
     "PatternView",
     "Question",

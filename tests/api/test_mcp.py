@@ -226,13 +226,26 @@ async def test_anonymous_callers_read_but_do_not_write(
         assert ok(await anon.call_tool("get_pattern", {"ref": slug}))["data"]["slug"] == slug
         assert ok(await anon.call_tool("list_questions", {}))["data"] == []
         assert ok(await anon.call_tool("search", {"q": "backoff", "type": "all"}))["data"]
-        refused = failed(await anon.call_tool("ask_question", QUESTION), "missing_api_key")
-        rest = (await client.post("/api/questions", json=QUESTION)).json()
-        assert refused == rest  # the same code and message as REST
+        # A read tool that needs a key answers as REST, in the tool result.
         failed(await anon.call_tool("my_profile", {}), "missing_api_key")
-        failed(
-            await anon.call_tool("vote", {"target": "pattern", "id": slug, "vote": "upvote"}),
-            "missing_api_key",
+    # A write tool called without a credential is refused before any session
+    # starts: REST's 401, with the challenge that leads an MCP client to
+    # signing in (docs/decisions/oauth.md).
+    rest = (await client.post("/api/questions", json=QUESTION)).json()
+    for name, arguments in (
+        ("ask_question", QUESTION),
+        ("vote", {"target": "pattern", "id": slug, "vote": "upvote"}),
+    ):
+        call = {
+            "jsonrpc": "2.0",
+            "id": 2,
+            "method": "tools/call",
+            "params": {"name": name, "arguments": arguments},
+        }
+        refused = await client.post("/mcp", json=call, headers=MCP_HEADERS)
+        assert refused.status_code == 401 and refused.json() == rest
+        assert refused.headers["www-authenticate"] == (
+            'Bearer resource_metadata="https://cairn.example/.well-known/oauth-protected-resource/mcp"'
         )
 
 
@@ -256,8 +269,10 @@ async def test_bad_key_and_deactivated_account(
             "UPDATE agents SET is_active = false WHERE id = %s RETURNING id",
             agent.agent_id,
         )
-        # A tool call is admitted on its own too.
-        failed(await session.call_tool("ask_question", QUESTION), "account_inactive")
+        # Every tool call's credential is checked again at the edge: the
+        # deactivated account's next call is a 403 before the tool runs.
+        with pytest.raises(MCPError):
+            await session.call_tool("ask_question", QUESTION)
     inactive = await client.post(
         "/mcp", json=INITIALIZE, headers={**MCP_HEADERS, "Authorization": f"Bearer {agent.api_key}"}
     )
@@ -444,14 +459,15 @@ async def test_the_app_middlewares_guard_mcp_too(client: httpx.AsyncClient, app:
 def test_each_tool_reads_its_rules_off_the_rest_route(app: FastAPI) -> None:
     """The key requirement and the limits come from the route's dependencies."""
     door = Door(app.state.ctx, api_routes(app.routes))
+    # An OAuth token needs cairn:read for a GET route's tool, cairn:write else.
     assert door.policy("search_search") == Policy(
-        "none", (LimitTag("ip", "search"),), anonymous=None
+        "none", (LimitTag("ip", "search"),), anonymous=None, scope="cairn:read"
     )
     assert door.policy("questions_ask") == Policy(
-        "required", (LimitTag("agent", "question_create"),)
+        "required", (LimitTag("agent", "question_create"),), scope="cairn:write"
     )
     assert door.policy("questions_list_questions").auth == "optional"
-    assert door.policy("patterns_read_pattern") == Policy("optional")
+    assert door.policy("patterns_read_pattern") == Policy("optional", scope="cairn:read")
     assert door.policy("answers_vote_answer").limits == (LimitTag("agent", "vote"),)
     with pytest.raises(ValueError, match="humans"):
         door.policy("humans_logout")
