@@ -25,7 +25,10 @@ from mcp.server.auth.json_response import PydanticJSONResponse
 from mcp.server.auth.middleware.client_auth import AuthenticationError, ClientAuthenticator
 from mcp.server.auth.provider import (
     AuthorizationParams,
+    AuthorizeError,
     OAuthAuthorizationServerProvider,
+    RegistrationError,
+    TokenError,
 )
 from mcp.server.auth.routes import (
     build_metadata,
@@ -35,7 +38,7 @@ from mcp.server.auth.routes import (
 from mcp.server.auth.settings import ClientRegistrationOptions, RevocationOptions
 from mcp.shared.auth import OAuthClientInformationFull, ProtectedResourceMetadata
 from mcp.shared.auth import OAuthToken as TokenReply
-from pydantic import AnyHttpUrl
+from pydantic import AnyHttpUrl, ConfigDict, TypeAdapter
 from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import BaseRoute, Route
@@ -44,7 +47,7 @@ from serve_app.context import AppContext
 from serve_app.http import admission, deps
 from serve_app.kit import keys
 from serve_app.services import oauth
-from serve_app.services.oauth import CairnAccess, CairnCode, CairnRefresh
+from serve_app.services.oauth import CairnAccess, CairnCode, CairnRefresh, Refused
 
 
 class Provider(OAuthAuthorizationServerProvider[CairnCode, CairnRefresh, CairnAccess]):
@@ -57,15 +60,23 @@ class Provider(OAuthAuthorizationServerProvider[CairnCode, CairnRefresh, CairnAc
         async with deps.transaction(self.ctx) as db:
             return await oauth.get_client(self.ctx, db, client_id)
 
+    # A refusal comes back as a value, and the SDK's (frozen) error is raised
+    # once the transaction ended, so what was done before it commits.
+
     async def register_client(self, client_info: OAuthClientInformationFull) -> None:
         async with deps.transaction(self.ctx) as db:
-            await oauth.register_client(self.ctx, db, client_info)
+            refused = await oauth.register_client(self.ctx, db, client_info)
+        if refused is not None:
+            raise RegistrationError("invalid_redirect_uri", refused.description)
 
     async def authorize(
         self, client: OAuthClientInformationFull, params: AuthorizationParams
     ) -> str:
         async with deps.transaction(self.ctx) as db:
-            return await oauth.begin(self.ctx, db, client, params)
+            found = await oauth.begin(self.ctx, db, client, params)
+        if isinstance(found, Refused):
+            raise AuthorizeError(found.error, found.description)  # type: ignore[arg-type]
+        return found
 
     async def load_authorization_code(
         self, client: OAuthClientInformationFull, authorization_code: str
@@ -77,7 +88,8 @@ class Provider(OAuthAuthorizationServerProvider[CairnCode, CairnRefresh, CairnAc
         self, client: OAuthClientInformationFull, authorization_code: CairnCode
     ) -> TokenReply:
         async with deps.transaction(self.ctx) as db:
-            return await oauth.exchange_code(self.ctx, db, authorization_code)
+            found = await oauth.exchange_code(self.ctx, db, authorization_code)
+        return _tokens(found)
 
     async def load_refresh_token(
         self, client: OAuthClientInformationFull, refresh_token: str
@@ -89,7 +101,8 @@ class Provider(OAuthAuthorizationServerProvider[CairnCode, CairnRefresh, CairnAc
         self, client: OAuthClientInformationFull, refresh_token: CairnRefresh, scopes: list[str]
     ) -> TokenReply:
         async with deps.transaction(self.ctx) as db:
-            return await oauth.exchange_refresh(self.ctx, db, refresh_token, scopes)
+            found = await oauth.exchange_refresh(self.ctx, db, refresh_token, scopes)
+        return _tokens(found)
 
     async def load_access_token(self, token: str) -> CairnAccess | None:
         async with deps.transaction(self.ctx) as db:
@@ -98,6 +111,12 @@ class Provider(OAuthAuthorizationServerProvider[CairnCode, CairnRefresh, CairnAc
     async def revoke_token(self, token: CairnAccess | CairnRefresh) -> None:
         async with deps.transaction(self.ctx) as db:
             await oauth.revoke(db, token)
+
+
+def _tokens(found: TokenReply | Refused) -> TokenReply:
+    if isinstance(found, Refused):
+        raise TokenError(found.error, found.description)  # type: ignore[arg-type]
+    return found
 
 
 class ClientSecretCheck(ClientAuthenticator):
@@ -159,6 +178,11 @@ def _target_checked(handler: TokenHandler, resource: str) -> Any:
     return handle
 
 
+# A URL as written: "https://cairn.example" stays without a trailing slash,
+# as RFC 8414 compares issuers character by character.
+_URL = TypeAdapter(AnyHttpUrl, config=ConfigDict(url_preserve_empty_path=True))
+
+
 def resource_metadata_url(ctx: AppContext) -> str:
     return str(build_resource_metadata_url(AnyHttpUrl(ctx.settings.mcp_url)))
 
@@ -177,7 +201,7 @@ def routes(ctx: AppContext) -> list[BaseRoute]:
     """The authorization server's and the resource metadata's routes, guarded."""
     settings = ctx.settings
     provider = Provider(ctx)
-    issuer = AnyHttpUrl(settings.base_url)
+    issuer = _URL.validate_python(settings.base_url)
     registration = ClientRegistrationOptions(
         enabled=True, valid_scopes=list(keys.SCOPES), default_scopes=list(keys.SCOPES)
     )

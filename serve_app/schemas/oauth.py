@@ -2,12 +2,11 @@
 
 from __future__ import annotations
 
-import uuid
 from typing import Literal
 
 from pydantic import Field
 
-from serve_app.schemas.common import AgentBrief, Input, Output, Timestamp, UuidText
+from serve_app.schemas.common import AgentBrief, Input, Output, Timestamp, Uuid, UuidText
 
 Scope = Literal["cairn:read", "cairn:write"]
 
@@ -17,7 +16,7 @@ class ConsentIn(Input):
 
     request: str = Field(min_length=1, max_length=64, description="The consent page's request id.")
     approve: bool = Field(description="true allows the client; false denies it.")
-    bot_id: uuid.UUID | None = Field(
+    bot_id: Uuid | None = Field(
         default=None, description="The claimed, active bot the client will act as (to approve)."
     )
     scopes: list[Scope] = Field(

@@ -23,10 +23,7 @@ from mcp.server.auth.provider import (
     AccessToken,
     AuthorizationCode,
     AuthorizationParams,
-    AuthorizeError,
     RefreshToken,
-    RegistrationError,
-    TokenError,
     construct_redirect_uri,
 )
 from mcp.shared.auth import OAuthClientInformationFull
@@ -50,6 +47,16 @@ METADATA_DOCUMENT = "metadata_document"
 DOCUMENT_MAX_BYTES = 16_384
 CONSENT_PATH = "/oauth/consent"
 _LOOPBACK_HOSTS = ("127.0.0.1", "localhost", "[::1]", "::1")
+
+
+@dataclass(frozen=True)
+class Refused:
+    """A protocol refusal, returned rather than raised so that what was done
+    before it (revoking a replayed family) commits; the door raises the SDK's
+    error for it once the transaction ended."""
+
+    error: str
+    description: str
 
 
 class CairnCode(AuthorizationCode):
@@ -184,13 +191,13 @@ def _allowed_scope(scope: object) -> str:
 
 async def register_client(
     ctx: AppContext, db: AsyncSession, info: OAuthClientInformationFull
-) -> None:
+) -> Refused | None:
     """Store a dynamically registered client (RFC 7591): its metadata, and
     its secret only as a keyed hash."""
     for uri in info.redirect_uris or []:
         problem = redirect_uri_problem(str(uri))
         if problem is not None:
-            raise RegistrationError("invalid_redirect_uri", problem)
+            return Refused("invalid_redirect_uri", problem)
     secret = info.client_secret
     stored = info.model_copy(update={"client_secret": None, "scope": _allowed_scope(info.scope)})
     await repo.save_client(
@@ -200,6 +207,7 @@ async def register_client(
         stored.model_dump(mode="json"),
         keys.hash_secret(ctx.secret, secret) if secret else None,
     )
+    return None
 
 
 async def client_secret_ok(
@@ -221,16 +229,16 @@ async def begin(
     db: AsyncSession,
     client: OAuthClientInformationFull,
     params: AuthorizationParams,
-) -> str:
+) -> str | Refused:
     """Keep an authorization request for the human's consent; the URL of the
     consent page. A resource other than this MCP server is refused (RFC 8707)."""
     if params.resource is not None and not _same_resource(params.resource, ctx.settings.mcp_url):
-        raise AuthorizeError(
+        return Refused(
             "invalid_target", f"This server issues tokens only for {ctx.settings.mcp_url}."
         )
     scopes = [s for s in (params.scopes or keys.SCOPES) if s in keys.SCOPES]
     if not scopes:
-        raise AuthorizeError("invalid_scope", f"Ask for {' or '.join(keys.SCOPES)}.")
+        return Refused("invalid_scope", f"Ask for {' or '.join(keys.SCOPES)}.")
     stored = params.model_dump(mode="json") | {"scopes": scopes}
     expires = utcnow() + timedelta(seconds=ctx.settings.oauth_consent_ttl_s)
     request_id = await repo.add_request(db, client.client_id, stored, expires)
@@ -375,15 +383,15 @@ async def load_code(
     )
 
 
-async def exchange_code(ctx: AppContext, db: AsyncSession, code: CairnCode) -> TokenReply:
+async def exchange_code(ctx: AppContext, db: AsyncSession, code: CairnCode) -> TokenReply | Refused:
     """Spend the code (once: a second exchange loses the race) for tokens."""
     code_hash = keys.hash_secret(ctx.secret, code.code)
     if not await repo.spend_code(db, code_hash):
         await repo.revoke_family(db, uuid.UUID(code.family_id))
-        raise TokenError("invalid_grant", "authorization code was already used or has expired")
+        return Refused("invalid_grant", "authorization code was already used or has expired")
     found = await repo.code(db, code_hash)
     if found is None or not await _grant_usable(db, found[1]):
-        raise TokenError("invalid_grant", "the grant was revoked or its bot is inactive")
+        return Refused("invalid_grant", "the grant was revoked or its bot is inactive")
     return await _issue(ctx, db, found[1].id, uuid.UUID(code.family_id), list(code.scopes))
 
 
@@ -449,16 +457,16 @@ async def load_refresh(
 
 async def exchange_refresh(
     ctx: AppContext, db: AsyncSession, refresh: CairnRefresh, scopes: list[str]
-) -> TokenReply:
+) -> TokenReply | Refused:
     """Rotate: the refresh token is spent, a new pair of the same family issued."""
     token_hash = keys.hash_secret(ctx.secret, refresh.token)
     family = uuid.UUID(refresh.family_id)
     if not await repo.spend_refresh(db, token_hash):
         await repo.revoke_family(db, family)
-        raise TokenError("invalid_grant", "refresh token was already used, revoked or expired")
+        return Refused("invalid_grant", "refresh token was already used, revoked or expired")
     found = await repo.token(db, token_hash)
     if found is None or not await _grant_usable(db, found[1]):
-        raise TokenError("invalid_grant", "the grant was revoked or its bot is inactive")
+        return Refused("invalid_grant", "the grant was revoked or its bot is inactive")
     return await _issue(ctx, db, found[1].id, family, scopes)
 
 

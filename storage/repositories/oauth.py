@@ -73,14 +73,20 @@ async def live_request(session: AsyncSession, request_id: uuid.UUID) -> OAuthReq
 
 
 async def take_request(session: AsyncSession, request_id: uuid.UUID) -> OAuthRequest | None:
-    """Remove and return the live request (a consent is answered once)."""
+    """Remove and return the live request (a consent is answered once: of
+    two answers at once, the second finds nothing)."""
     result = await session.exec(
-        delete(OAuthRequest)
-        .where(col(OAuthRequest.id) == request_id, col(OAuthRequest.expires_at) > utcnow())
-        .returning(OAuthRequest)  # type: ignore[arg-type]
+        rows.locking(
+            select(OAuthRequest).where(
+                col(OAuthRequest.id) == request_id, col(OAuthRequest.expires_at) > utcnow()
+            )
+        )
     )
-    row = result.first()
-    return OAuthRequest.model_validate(dict(row._mapping)) if row is not None else None
+    found = result.first()
+    if found is None:
+        return None
+    await session.exec(delete(OAuthRequest).where(col(OAuthRequest.id) == request_id))
+    return found
 
 
 # Grants ---------------------------------------------------------------------------------
