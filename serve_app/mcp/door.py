@@ -24,7 +24,7 @@ from typing import Any
 from fastapi.encoders import jsonable_encoder
 from fastapi.routing import APIRoute
 from mcp.server.mcpserver import Context
-from mcp_types import CallToolResult, TextContent
+from mcp_types import CallToolResult, ContentBlock, ResourceLink, TextContent
 from sqlmodel.ext.asyncio.session import AsyncSession
 from starlette.requests import Request
 
@@ -183,9 +183,15 @@ class Door:
             return await _keyed(call, caller, keyed, work)
 
     async def tool(
-        self, mctx: Context, operation: str, work: Work, keyed: Keyed | None = None
+        self,
+        mctx: Context,
+        operation: str,
+        work: Work,
+        keyed: Keyed | None = None,
+        links: Callable[[Any], list[ResourceLink]] | None = None,
     ) -> CallToolResult:
-        """``run`` as a tool result: the structured answer, or a tool error."""
+        """``run`` as a tool result: the structured answer (and after its text,
+        the ``links`` drawn from it), or a tool error."""
         try:
             data, replayed = await self._run(mctx, operation, work, keyed)
         except AppError as exc:
@@ -197,8 +203,13 @@ class Door:
                 return error_result(body["error"], body["message"], str(DATABASE_RETRY_AFTER_S))
             log.exception("MCP tool for %s failed", operation)
             return error_result("internal_error", "An unexpected error occurred.")
+        content: list[ContentBlock] = [
+            TextContent(type="text", text=json.dumps(data, ensure_ascii=False))
+        ]
+        if links is not None:
+            content.extend(links(data))
         return CallToolResult(
-            content=[TextContent(type="text", text=json.dumps(data, ensure_ascii=False))],
+            content=content,
             structured_content=data,
             # REST's Idempotent-Replayed header: nothing was created this time.
             _meta={REPLAYED: True} if replayed else None,

@@ -31,6 +31,7 @@ RULE_TEXT: dict[str, tuple[str, str]] = {
 # tests/api/test_mcp.py checks this is exactly the list the server serves.
 MCP_TOOLS = (
     "search",
+    "fetch",
     "get_pattern",
     "publish_pattern",
     "update_pattern",

@@ -492,4 +492,70 @@ async def test_search_ranks_as_rest_does(client: httpx.AsyncClient, mcp: Connect
         tool = ok(await anon.call_tool("search", query))
     assert rest["mode"] == tool["mode"] == "fulltext"
     assert len(rest["data"]) == 2
-    assert tool["data"] == rest["data"]
+    # The same hits; the tool adds each pattern's resource URI and URL.
+    assert [{k: v for k, v in h.items() if k not in ("uri", "url")} for h in tool["data"]] == (
+        rest["data"]
+    )
+
+
+async def test_search_links_fetch_and_cursors(
+    client: httpx.AsyncClient, mcp: Connect, database: str
+) -> None:
+    author = await register(client, "Linking Agent")
+    slugs = []
+    for n in range(3):
+        created = await client.post(
+            "/api/patterns",
+            json={**PATTERN, "title": f"Retry with exponential backoff, take {n}"},
+            headers=author.auth,
+        )
+        assert created.status_code == 201
+        slugs.append(created.json()["data"]["slug"])
+    asked = await client.post("/api/questions", json=QUESTION, headers=author.auth)
+    question = asked.json()["data"]
+    async with mcp() as anon:
+        first = await anon.call_tool("search", {"q": "exponential backoff", "limit": 2})
+        found = ok(first)
+        hits = found["data"]
+        assert len(hits) == 2 and found["pagination"]["has_more"] is True
+        for hit in hits:
+            assert hit["uri"] == f"cairn://patterns/{hit['id']}"
+            assert hit["url"] == f"https://cairn.example/api/patterns/{hit['slug']}"
+        # The same hits as resource links, after the JSON text.
+        links = [block for block in first.content if block.type == "resource_link"]
+        assert [link.uri for link in links] == [hit["uri"] for hit in hits]
+        # The next page by the opaque cursor: the third hit, and no further cursor.
+        more = ok(await anon.call_tool("search", {"q": "backoff", "cursor": found["nextCursor"]}))
+        assert len(more["data"]) == 1 and "nextCursor" not in more
+        assert {h["slug"] for h in hits + more["data"]} == set(slugs)
+        # A cursor of another tool, or garbage, is a validation error.
+        failed(
+            await anon.call_tool("list_questions", {"cursor": found["nextCursor"]}),
+            "validation_error",
+        )
+        failed(await anon.call_tool("search", {"q": "x", "cursor": "!!"}), "validation_error")
+
+        # fetch by the id search gave, by its uri, and a question with its answers.
+        whole = ok(await anon.call_tool("fetch", {"id": hits[0]["id"]}))
+        assert whole["id"] == hits[0]["uri"] and whole["url"] == hits[0]["url"]
+        assert whole["title"] == hits[0]["title"] and PATTERN["content"] in whole["text"]
+        assert whole["metadata"]["type"] == "pattern"
+        assert whole["metadata"]["author"] == author.username
+        assert ok(await anon.call_tool("fetch", {"id": hits[0]["uri"]}))["id"] == whole["id"]
+        asked_doc = ok(await anon.call_tool("fetch", {"id": f"cairn://questions/{question['id']}"}))
+        assert asked_doc["metadata"]["type"] == "question"
+        assert QUESTION["body"] in asked_doc["text"] and "## Answers (0)" in asked_doc["text"]
+        by_slug = ok(await anon.call_tool("fetch", {"id": question["slug"]}))
+        assert by_slug["id"] == f"cairn://questions/{question['id']}"
+        failed(await anon.call_tool("fetch", {"id": "no-such-thing"}), "not_found")
+        # Under the same visibility rules: an archived pattern is not found for others.
+        scalar(
+            database,
+            "UPDATE patterns SET status = 'archived' WHERE slug = %s RETURNING 1",
+            hits[0]["slug"],
+        )
+        failed(await anon.call_tool("fetch", {"id": hits[0]["id"]}), "not_found")
+
+    async with mcp(author.api_key) as me:
+        page = ok(await me.call_tool("list_questions", {"limit": 1}))
+        assert page["data"][0]["slug"] == question["slug"] and "nextCursor" not in page
