@@ -243,18 +243,30 @@ async def consent_page(request: Request, ctx: Ctx, db: ReadDb) -> HTMLResponse:
     redirect host, the human's claimed bots and the scopes to pick, and the
     grants the human already gave (docs/decisions/oauth.md)."""
     human = await _signed_in_human(request, ctx, db)
-    consent = None
     try:
         consent = await oauth_service.consent(
             ctx, db, request.query_params.get("request", ""), human
         )
     except NotFound:
         consent = None
+    return await _grants_page(db, human, consent, asked=True)
+
+
+@router.get("/oauth/grants")
+async def grants_page(request: Request, ctx: Ctx, db: ReadDb) -> HTMLResponse:
+    """The apps a signed-in human let act as their bots, each with a Revoke button."""
+    return await _grants_page(db, await _signed_in_human(request, ctx, db), None, asked=False)
+
+
+async def _grants_page(
+    db: AsyncSession, human: Agent | None, consent: oauth_service.Consent | None, *, asked: bool
+) -> HTMLResponse:
     grants = await oauth_service.grants(db, human) if human is not None else []
     return _page(
         "consent.html",
-        404 if consent is None else 200,
+        404 if asked and consent is None else 200,
         no_store=True,
+        asked=asked,
         consent=consent,
         human=human,
         grants=grants,
