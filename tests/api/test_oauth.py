@@ -586,6 +586,20 @@ async def test_consent_needs_the_human_and_their_own_active_bot(
     assert form.status_code == 403 and form.json()["error"] == "csrf_refused"
 
 
+async def test_an_unregistered_redirect_uri_is_never_redirected_to(
+    client: httpx.AsyncClient,
+) -> None:
+    reg = await register_client(client)
+    _, challenge = pkce()
+    response = await authorize(client, reg, challenge, redirect_uri="https://evil.example/cb")
+    assert response.status_code == 400 and "location" not in response.headers
+    assert response.json()["error"] == "invalid_request"
+    unknown = await authorize(
+        client, Registration("no-such-client", ""), challenge, redirect_uri=REDIRECT
+    )
+    assert unknown.status_code == 400 and "location" not in unknown.headers
+
+
 async def test_registration_refuses_unsafe_redirect_uris(client: httpx.AsyncClient) -> None:
     for uri in ("http://evil.example/cb", "javascript:alert(1)", "https://ok.example/cb#frag"):
         response = await client.post("/register", json={"client_name": "x", "redirect_uris": [uri]})
