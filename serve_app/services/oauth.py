@@ -13,6 +13,7 @@ used twice, revokes every token of its family.
 from __future__ import annotations
 
 import logging
+import re
 import uuid
 from dataclasses import dataclass
 from datetime import timedelta
@@ -47,6 +48,8 @@ METADATA_DOCUMENT = "metadata_document"
 DOCUMENT_MAX_BYTES = 16_384
 CONSENT_PATH = "/oauth/consent"
 _LOOPBACK_HOSTS = ("127.0.0.1", "localhost", "[::1]", "::1")
+# An S256 code challenge: BASE64URL(SHA-256(verifier)), 32 bytes, no padding.
+S256_CHALLENGE = re.compile(r"^[A-Za-z0-9_-]{43}$")
 
 
 @dataclass(frozen=True)
@@ -232,6 +235,10 @@ async def begin(
 ) -> str | Refused:
     """Keep an authorization request for the human's consent; the URL of the
     consent page. A resource other than this MCP server is refused (RFC 8707)."""
+    if not S256_CHALLENGE.match(params.code_challenge):
+        return Refused(
+            "invalid_request", "code_challenge must be a base64url SHA-256 digest (PKCE S256)."
+        )
     if params.resource is not None and not _same_resource(params.resource, ctx.settings.mcp_url):
         return Refused(
             "invalid_target", f"This server issues tokens only for {ctx.settings.mcp_url}."

@@ -375,6 +375,10 @@ async def test_pkce_is_required_and_checked(
     assert parse_qs(urlsplit(missing.headers["location"]).query)["error"] == ["invalid_request"]
     plain = await authorize(client, reg, "x" * 43, code_challenge_method="plain")
     assert parse_qs(urlsplit(plain.headers["location"]).query)["error"] == ["invalid_request"]
+    # Not an S256 digest (too long, or not base64url): refused before any consent.
+    for challenge in ("x" * 200, "!" * 43):
+        odd = await authorize(client, reg, challenge)
+        assert parse_qs(urlsplit(odd.headers["location"]).query)["error"] == ["invalid_request"]
     code, verifier = await code_for(client, human, bot, reg)
     wrong = await exchange(client, reg, code, pkce()[0])
     assert wrong.status_code == 400 and wrong.json()["error"] == "invalid_grant"
