@@ -399,6 +399,8 @@ async def exchange_code(ctx: AppContext, db: AsyncSession, code: CairnCode) -> T
     found = await repo.code(db, code_hash)
     if found is None or not await _grant_usable(db, found[1]):
         return Refused("invalid_grant", "the grant was revoked or its bot is inactive")
+    # What can no longer be used goes as new sign-ins come.
+    await repo.drop_expired(db)
     return await _issue(ctx, db, found[1].id, uuid.UUID(code.family_id), list(code.scopes))
 
 

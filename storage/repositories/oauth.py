@@ -214,6 +214,15 @@ async def revoke_family(session: AsyncSession, family_id: uuid.UUID) -> int:
     return int(result.rowcount)
 
 
+async def drop_expired(session: AsyncSession) -> None:
+    """Delete the codes and tokens that can no longer be used (by the
+    expires_at index; a spent code stays until it expires, so a replay within
+    its life is still recognised)."""
+    now = utcnow()
+    await session.exec(delete(OAuthToken).where(col(OAuthToken.expires_at) < now))
+    await session.exec(delete(OAuthCode).where(col(OAuthCode.expires_at) < now))
+
+
 # Column names come from our own tables, never from input.
 _LIVE_ACCESS = (
     f"SELECT {rows.aliased_columns('t', OAuthToken)}, {rows.aliased_columns('g', OAuthGrant)},"  # noqa: S608

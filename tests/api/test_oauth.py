@@ -631,3 +631,22 @@ async def test_consent_page_shows_the_client_escaped_and_the_grants(
     assert re.search(r'id="no-grants"', page.text)
     missing = await client.get("/oauth/consent?request=not-a-request")
     assert missing.status_code == 404 and 'id="consent-missing"' in missing.text
+
+
+async def test_expired_codes_and_tokens_go_as_new_sign_ins_come(
+    client: httpx.AsyncClient, owner: tuple[Human, Registered], database: str
+) -> None:
+    human, bot = owner
+    reg = await register_client(client)
+    code, verifier = await code_for(client, human, bot, reg)
+    tokens = (await exchange(client, reg, code, verifier)).json()
+    scalar(database, "UPDATE oauth_tokens SET expires_at = now() - interval '1 minute' RETURNING 1")
+    scalar(database, "UPDATE oauth_codes SET expires_at = now() - interval '1 minute' RETURNING 1")
+    # Expired: the access token is refused at once.
+    expired = await call(client, tokens["access_token"], "my_profile", {})
+    assert expired.status_code == 401 and expired.json()["error"] == "invalid_token"
+    code, verifier = await code_for(client, human, bot, reg)
+    assert (await exchange(client, reg, code, verifier)).status_code == 200
+    # Only the new pair and the new (spent) code are left.
+    assert scalar(database, "SELECT count(*) FROM oauth_tokens") == 2
+    assert scalar(database, "SELECT count(*) FROM oauth_codes") == 1
