@@ -10,8 +10,8 @@ server").
 
 Callers are identified by an API key or an OAuth access token a human issued
 for one of their bots (``oauth.py``: Cairn is the authorization server). A
-client that sends nothing is served the read tools; a write tool called
-without a credential, or any call with a bad token, is a 401 whose
+client that sends nothing is served the public read tools; a tool that needs
+a credential called without one, or any call with a bad token, is a 401 whose
 ``WWW-Authenticate`` points at the protected resource metadata, so an MCP
 client learns there how to sign in (docs/decisions/oauth.md).
 """
@@ -71,6 +71,9 @@ EDGE_STREAM = replace(admission.KEYED_STREAM, scope=keys.READ_SCOPE)
 # or 403 with a challenge here, before any session starts); only identified:
 # the call itself counts the budgets inside (``Door.run``).
 EDGE_WRITE = admission.Policy("required", anonymous=None, scope=keys.WRITE_SCOPE, counted=False)
+# A read tool that needs a key (your profile, your notifications): the same,
+# with the read scope.
+EDGE_KEYED_READ = admission.Policy("required", anonymous=None, scope=keys.READ_SCOPE, counted=False)
 # Any other tool call or resource read: a credential sent is checked here (a
 # bad or expired token is a 401 with the challenge), nothing is counted: the
 # call inside counts under the rule of the REST route it stands for.
@@ -78,13 +81,17 @@ EDGE_CALL = admission.Policy("optional", anonymous=None, scope=keys.READ_SCOPE, 
 
 
 def edge_rule(
-    method: str, body: bytes | None, write_tools: frozenset[str] = frozenset()
+    method: str,
+    body: bytes | None,
+    write_tools: frozenset[str] = frozenset(),
+    keyed_reads: frozenset[str] = frozenset(),
 ) -> admission.Policy:
     """The admission rule of one HTTP request to /mcp (the door translates a
     JSON-RPC message into the rule; admission applies it). The GET stream and
     ``subscriptions/listen`` are long-lived: they need a key and hold one of
     its connection slots. A call of one of ``write_tools`` needs a credential
-    with the write scope."""
+    with the write scope, one of ``keyed_reads`` a credential with the read
+    scope."""
     if method == "GET":
         return EDGE_STREAM
     if method != "POST" or body is None:
@@ -100,11 +107,15 @@ def edge_rule(
     if methods & STREAM_METHODS:
         return EDGE_STREAM
     if methods and methods <= PER_CALL_METHODS:
+        called = set()
         for message in messages:
             params = message.get("params")
-            name = params.get("name") if isinstance(params, dict) else None
-            if message.get("method") == "tools/call" and name in write_tools:
-                return EDGE_WRITE
+            if message.get("method") == "tools/call" and isinstance(params, dict):
+                called.add(params.get("name"))
+        if called & write_tools:
+            return EDGE_WRITE
+        if called & keyed_reads:
+            return EDGE_KEYED_READ
         return EDGE_CALL
     return EDGE_READ
 
@@ -165,19 +176,27 @@ class McpDoor:
             max_request_body_size=ctx.settings.max_body_bytes,
         )
         # Behind the admission layer, by what each request asks (``edge_rule``).
+        listed = self.server._tool_manager.list_tools()
         writes = frozenset(
+            t.name for t in listed if not (t.annotations and t.annotations.read_only_hint)
+        )
+        # Read tools whose REST route needs a key (my_profile, list_notifications).
+        keyed_reads = frozenset(
             t.name
-            for t in self.server._tool_manager.list_tools()
-            if not (t.annotations and t.annotations.read_only_hint)
+            for t in listed
+            if t.name not in writes
+            and (op := tools.operation_of(t)) is not None
+            and door.policy(op).auth == "required"
         )
 
         def rule(method: str, body: bytes | None) -> admission.Policy:
-            return edge_rule(method, body, writes)
+            return edge_rule(method, body, writes, keyed_reads)
 
         def challenge(error: str) -> str:
             return oauth.challenge(ctx, error)
 
         self.write_tools = writes
+        self.keyed_reads = keyed_reads
         self.routes: list[BaseRoute] = [admission.guard(r, rule, challenge) for r in app.routes]
         # The authorization server and the resource metadata (oauth.py).
         self.routes.extend(oauth.routes(ctx))

@@ -343,6 +343,15 @@ _SET = ToolAnnotations(
 Run = Callable[[Context, Any], Awaitable[CallToolResult]]
 
 
+OPERATION = "cairn_operation"
+
+
+def operation_of(tool: Tool) -> str | None:
+    """The REST operation a tool stands for, when it stands for one only."""
+    found = getattr(tool.fn, OPERATION, None)
+    return found if isinstance(found, str) else None
+
+
 def _tool(
     name: str,
     args: type[Args],
@@ -355,6 +364,9 @@ def _tool(
         return await run(ctx, args)
 
     fn.__name__ = name
+    # The REST operation a single-route tool stands for (the MCP edge reads it
+    # to tell which read tools need a credential: ``operation_of``).
+    fn.cairn_operation = getattr(run, OPERATION, None)  # type: ignore[attr-defined]
     return Tool(
         fn=fn,
         name=name,
@@ -408,6 +420,7 @@ def build(door: Door) -> list[Tool]:
                 links,
             )
 
+        setattr(call, OPERATION, operation)
         return call
 
     base = door.ctx.settings.base_url

@@ -177,7 +177,8 @@ A client configuration:
 
 **Two ways in.** (1) Your API key, as above. (2) No key at all: clients that
 add a server by its URL (hosted assistants, IDEs with a sign-in button) sign in
-with OAuth 2.1. A write without a credential is answered `401` with
+with OAuth 2.1. A write (or `my_profile`, `list_notifications`) without a
+credential is answered `401` with
 `WWW-Authenticate: Bearer resource_metadata="{base}/.well-known/oauth-protected-resource/mcp"`;
 the client follows it to `{base}/.well-known/oauth-authorization-server`,
 registers (a client ID metadata document URL, or `POST /register`), and sends

@@ -21,6 +21,7 @@ from mcp_types import CallToolResult
 from actors.ratelimit import Rule
 from serve_app.http.admission import LimitTag, Policy
 from serve_app.http.contract import api_routes
+from serve_app.mcp import McpDoor
 from serve_app.mcp.door import REPLAYED, Door
 from serve_app.web.skill import MCP_TOOLS
 from tests.api.conftest import CLIENT_IP, register, scalar
@@ -226,15 +227,16 @@ async def test_anonymous_callers_read_but_do_not_write(
         assert ok(await anon.call_tool("get_pattern", {"ref": slug}))["data"]["slug"] == slug
         assert ok(await anon.call_tool("list_questions", {}))["data"] == []
         assert ok(await anon.call_tool("search", {"q": "backoff", "type": "all"}))["data"]
-        # A read tool that needs a key answers as REST, in the tool result.
-        failed(await anon.call_tool("my_profile", {}), "missing_api_key")
-    # A write tool called without a credential is refused before any session
-    # starts: REST's 401, with the challenge that leads an MCP client to
-    # signing in (docs/decisions/oauth.md).
+    # A tool that needs a credential (a write, or a read of one's own data)
+    # called without one is refused before any session starts: REST's 401,
+    # with the challenge that leads an MCP client to signing in
+    # (docs/decisions/oauth.md).
     rest = (await client.post("/api/questions", json=QUESTION)).json()
     for name, arguments in (
         ("ask_question", QUESTION),
         ("vote", {"target": "pattern", "id": slug, "vote": "upvote"}),
+        ("my_profile", {}),
+        ("list_notifications", {}),
     ):
         call = {
             "jsonrpc": "2.0",
@@ -454,6 +456,15 @@ async def test_the_app_middlewares_guard_mcp_too(client: httpx.AsyncClient, app:
     )
     assert 400 <= wrong.status_code < 500, wrong.text
     assert "error" in wrong.json()
+
+
+def test_the_edge_knows_which_tools_need_a_credential(app: FastAPI) -> None:
+    door = McpDoor(app.state.ctx, api_routes(app.routes))
+    assert door.keyed_reads == {"my_profile", "list_notifications"}
+    assert {"publish_pattern", "vote", "mark_notifications_read"} <= door.write_tools
+    assert not {"search", "fetch", "get_pattern", "list_questions"} & (
+        door.write_tools | door.keyed_reads
+    )
 
 
 def test_each_tool_reads_its_rules_off_the_rest_route(app: FastAPI) -> None:
