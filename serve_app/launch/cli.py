@@ -90,7 +90,13 @@ def cmd_run(args: argparse.Namespace) -> int:
         )
         return 2
 
-    from serve_app.launch.bootstrap import prepare, ray_dir, ray_env, stop_stray_haproxy
+    from serve_app.launch.bootstrap import (
+        prepare,
+        ray_dir,
+        ray_env,
+        start_service_discovery,
+        stop_stray_haproxy,
+    )
 
     t0 = time.monotonic()
     prepared = prepare(settings)
@@ -126,6 +132,9 @@ def cmd_run(args: argparse.Namespace) -> int:
                 configure_logging=True,
                 logging_level=logging.WARNING,
             )
+            if settings.metrics:
+                # Prometheus finds every node's metrics agent through it.
+                start_service_discovery()
         stop.install()
         if not stop.requested:
             serve.start(
