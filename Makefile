@@ -33,6 +33,7 @@ typecheck: $(STAMP)
 
 test: lint typecheck
 	bash scripts/ensure-browser
+	bash scripts/ensure-prometheus
 	$(BIN)/python -m pytest
 
 unit: $(STAMP)
