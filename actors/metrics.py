@@ -23,10 +23,13 @@ import the same names (``actors`` and ``embeddings`` never import
 
 from __future__ import annotations
 
+import logging
 import os
 import threading
 from collections.abc import Sequence
 from typing import Any
+
+log = logging.getLogger("cairn.metrics")
 
 # ``CAIRN_METRICS`` (serve_app.settings.Settings.metrics): false turns every
 # recorder into a no-op (benchmarks compare the Serve path with and without).
@@ -144,13 +147,17 @@ class Family:
         with self._lock:
             if len(values) != len(self.label_names):
                 raise ValueError(f"{self.name} takes labels {self.label_names}, got {values}")
-            if not enabled():
-                bound: _Bound | _Off = _OFF
-            else:
-                if self._metric is None:
-                    self._metric = self._make()
-                tags = dict(zip(self.label_names, values, strict=True)) or None
-                bound = _Bound(self._metric, tags)
+            bound: _Bound | _Off = _OFF
+            if enabled():
+                try:
+                    if self._metric is None:
+                        self._metric = self._make()
+                except Exception:
+                    # A metric never fails the work it measures.
+                    log.exception("metric %s cannot be recorded", self.name)
+                else:
+                    tags = dict(zip(self.label_names, values, strict=True)) or None
+                    bound = _Bound(self._metric, tags)
             self._series[values] = bound
         return bound
 
@@ -263,7 +270,7 @@ RATE_LIMITED = counter(
 ADMISSION_REFUSALS = counter(
     "cairn_admission_refusals_total",
     "Requests or tool calls admission refused, by reason (the error code: "
-    "rate_limited, invalid_api_key, too_many_streams, …).",
+    "rate_limited, invalid_api_key, too_many_streams, ...).",
     ("reason",),
 )
 IDEMPOTENT_REPLAYS = counter(

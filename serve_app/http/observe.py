@@ -70,6 +70,23 @@ class Observe:
         # Routes live as long as the app: their labels are worked out once.
         self._labels: dict[int, tuple[str, str, Any]] = {}
         self._open: dict[str, int] = {}
+        # The app's routes that are not FastAPI's (the MCP transport, the
+        # docs, mounts), which leave no route in the scope: by exact path.
+        self._plain: dict[str, Any] | None = None
+
+    def _route(self, scope: Scope) -> Any:
+        """The route that answered: the router's (FastAPI routes), else the
+        plain route at exactly this path, else None (unmatched)."""
+        route = scope.get("route")
+        if route is not None:
+            return route
+        if self._plain is None:
+            app = scope.get("app")
+            routes = getattr(getattr(app, "router", None), "routes", None) or []
+            self._plain = {
+                r.path: r for r in routes if getattr(r, "path", None) and "{" not in r.path
+            }
+        return self._plain.get(scope.get("path", ""))
 
     def _series(self, route: Any) -> tuple[str, str, Any]:
         found = self._labels.get(id(route))
@@ -93,7 +110,7 @@ class Observe:
                 status = message["status"]
                 # A long-lived answer (it took a connection slot at admission).
                 if scope.get(admission._SLOTS):
-                    door = self._series(scope.get("route"))[0]
+                    door = self._series(self._route(scope))[0]
                     stream_kind = _STREAM_KINDS.get(door, door)
                     self._stream_moved(stream_kind, 1)
             await send(message)
@@ -103,7 +120,7 @@ class Observe:
         finally:
             if stream_kind is not None:
                 self._stream_moved(stream_kind, -1)
-            door, template, seconds = self._series(scope.get("route"))
+            door, template, seconds = self._series(self._route(scope))
             seconds.observe(time.perf_counter() - t0)
             metrics.REQUESTS.labels(door, template, status_class(status)).inc()
 

@@ -8,6 +8,8 @@ import logging
 import os
 import sys
 import tempfile
+import threading
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -205,17 +207,33 @@ def service_discovery_file(settings: Settings) -> Path:
     return ray_dir(settings.state_path) / SERVICE_DISCOVERY_FILE
 
 
-def start_service_discovery() -> None:
+def start_service_discovery() -> Callable[[], None]:
     """Write Ray's Prometheus service-discovery file for the local Ray this
-    process started, every 5 s, from a daemon thread: Ray's dashboard writes
-    it, and ``cairn run`` starts Ray without the dashboard
-    (configs/prometheus/prometheus.yml reads it; docs/operations.md)."""
+    process started, every 5 s, from a daemon thread (Ray's own writer): Ray's
+    dashboard writes it, and ``cairn run`` starts Ray without the dashboard
+    (configs/prometheus/prometheus.yml reads it; docs/operations.md). Returns
+    what stops it (before Ray shuts down)."""
     import ray
     from ray._private.metrics_agent import PrometheusServiceDiscoveryWriter
 
+    stop = threading.Event()
+
+    class Writer(PrometheusServiceDiscoveryWriter):  # type: ignore[misc]
+        def run(self) -> None:
+            while not stop.is_set():
+                try:
+                    self.write()
+                except Exception as exc:
+                    log.warning("writing %s failed: %s", self.get_target_file_name(), exc)
+                stop.wait(self.default_service_discovery_flush_period)
+
     node: Any = ray._private.worker._global_node
-    writer = PrometheusServiceDiscoveryWriter(
-        node.gcs_address, node.get_temp_dir_path(), node.get_session_dir_path()
-    )
+    writer = Writer(node.gcs_address, node.get_temp_dir_path(), node.get_session_dir_path())
     writer.daemon = True
     writer.start()
+
+    def stopped() -> None:
+        stop.set()
+        writer.join(timeout=10)
+
+    return stopped

@@ -21,6 +21,8 @@ def test_names_are_unique_and_label_sets_small() -> None:
         assert family.name.endswith("_total") == (family.kind == "counter")
         assert len(family.label_names) <= 3
         assert not {"path", "id", "agent", "ip", "key"} & set(family.label_names)
+        # Ray's metric constructor refuses anything but ASCII.
+        assert family.description.isascii() and family.name.isascii()
 
 
 def test_a_series_takes_exactly_its_labels() -> None:
