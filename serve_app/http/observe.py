@@ -132,7 +132,10 @@ class Observe:
 def pool_waiters(engine: Any) -> int:
     """Requests waiting for one of the engine's pooled connections (the
     asyncio queue's getters; 0 where the pool does not queue)."""
-    queue = getattr(getattr(engine.sync_engine.pool, "_pool", None), "_queue", None)
+    # SQLAlchemy makes the asyncio queue on first use (memoized): read it
+    # without making it.
+    inner = getattr(engine.sync_engine.pool, "_pool", None)
+    queue = vars(inner).get("_queue") if inner is not None else None
     getters = getattr(queue, "_getters", None)
     return len(getters) if getters is not None else 0
 

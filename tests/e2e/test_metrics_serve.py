@@ -260,7 +260,7 @@ async def test_each_family_reaches_prometheus_through_rays_service_discovery(
     assert {g["name"] for g in groups} == {"cairn-recording", "cairn-alerts"}
     assert all(r["health"] == "ok" for g in groups for r in g["rules"]), groups
     await prometheus.until(
-        "cairn:search_fallback:ratio1m", lambda v: v > 0, "fallback ratio recorded"
+        'sum(cairn:requests:rate5m{door="rest"})', lambda v: v > 0, "request rate recorded"
     )
 
     # The Embedder comes back by itself; later tests find the service healthy.
