@@ -216,6 +216,13 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
         help="py-spy on the Api replicas and uvicorn workers during each measured run",
     )
     parser.add_argument(
+        "--port-offset",
+        type=int,
+        default=0,
+        help="with --metrics-ab: add this to Serve's and HAProxy's ports (another bench "
+        "running on the machine)",
+    )
+    parser.add_argument(
         "--metrics-ab",
         action="store_true",
         help="Serve with Cairn's metrics on against off (CAIRN_METRICS), instead of uvicorn",
@@ -398,9 +405,14 @@ def metrics_ab(
 ) -> int:
     """Serve with CAIRN_METRICS on and off, one ``cairn run`` at a time."""
     python = sys.executable
-    cmd = [python, "-m", "serve_app.launch.cli", "run", "--port", str(SERVE_PORT)]
+    port = SERVE_PORT + args.port_offset
+    env = {
+        **env,
+        **{k: str(int(v) + args.port_offset) for k, v in BENCH_ENV.items() if k.endswith("_PORT")},
+    }
+    cmd = [python, "-m", "serve_app.launch.cli", "run", "--port", str(port)]
     servers = {
-        flag: Server(name, cmd, SERVE_PORT, STATE_DIR / f"serve-{flag}.log", STATE_DIR, False)
+        flag: Server(name, cmd, port, STATE_DIR / f"serve-{flag}.log", STATE_DIR, False)
         for flag, name in (("true", ON), ("false", OFF))
     }
     print(
