@@ -432,9 +432,9 @@ def metrics_ab(
             for flag in order:
                 server = servers[flag]
                 try:
-                    server.start(
-                        {**env, "CAIRN_METRICS": flag}, SERVE_START_TIMEOUT_S, "serving on"
-                    )
+                    # Ready when /api/health answers 200 (a part may still be
+                    # loading when `cairn run` says it serves, on a busy machine).
+                    server.start({**env, "CAIRN_METRICS": flag}, SERVE_START_TIMEOUT_S)
                     if facts is None:
                         facts = seed(server.base, args.rounds)
                         wait_index_idle(server.base)
