@@ -33,6 +33,7 @@ typecheck: $(STAMP)
 
 test: lint typecheck
 	bash scripts/ensure-browser
+	bash scripts/ensure-prometheus
 	$(BIN)/python -m pytest
 
 unit: $(STAMP)
@@ -40,6 +41,7 @@ unit: $(STAMP)
 
 bench: $(STAMP)
 	$(BIN)/python -m benchmarks.http_bench
+	$(BIN)/python -m benchmarks.http_bench --metrics-ab
 	$(BIN)/python -m benchmarks.pattern_bench
 	$(BIN)/python -m benchmarks.qa_bench
 	$(BIN)/python -m benchmarks.social_bench

@@ -28,11 +28,12 @@ rule of the REST route the tool stands for.
 
 from __future__ import annotations
 
+import functools
 import hmac
 import time
 from collections.abc import Awaitable, Callable, Iterable, Iterator
 from dataclasses import dataclass, field, replace
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Any, Literal, TypeVar
 
 from fastapi import Depends, Request, Response
 from fastapi.dependencies.models import Dependant
@@ -42,10 +43,11 @@ from starlette.requests import HTTPConnection
 from starlette.routing import BaseRoute, Mount, Route
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
+from actors import metrics
 from actors.ratelimit import Decision
 from serve_app.kit import keys
 from serve_app.kit.clientip import client_ip, limit_subject
-from serve_app.kit.errors import Forbidden, RateLimited, ServiceUnavailable, Unauthorized
+from serve_app.kit.errors import AppError, Forbidden, RateLimited, ServiceUnavailable, Unauthorized
 from serve_app.runtime.connections import Slot
 from storage import access
 from storage.models import Agent, ApiKey, HumanSession, OAuthGrant
@@ -69,6 +71,8 @@ Auth = Literal["none", "optional", "required", "human"]
 # connection slots the outermost middleware gives back (``SlotKeeper``).
 _ADMITTED = "cairn.admitted"
 _SLOTS = "cairn.slots"
+# ``admit``, as its refusals are counted.
+_Admit = TypeVar("_Admit", bound=Callable[..., Awaitable[Any]])
 
 
 # --- the rule --------------------------------------------------------------
@@ -282,6 +286,20 @@ def limit_headers(decision: Decision) -> dict[str, str]:
     }
 
 
+def _counted(admit: _Admit) -> _Admit:
+    """Count each refusal of ``admit`` by its error code (actors/metrics.py)."""
+
+    @functools.wraps(admit)
+    async def counted(*args: Any, **kwargs: Any) -> Any:
+        try:
+            return await admit(*args, **kwargs)
+        except AppError as exc:
+            metrics.ADMISSION_REFUSALS.labels(exc.error).inc()
+            raise
+
+    return counted  # type: ignore[return-value]
+
+
 async def charge(ctx: AppContext, rule_name: str, subject: str) -> dict[str, str]:
     """Count one hit of ``rule_name`` for ``subject``: the ``X-RateLimit-*``
     headers of the answer, or 429 when over the limit."""
@@ -289,6 +307,7 @@ async def charge(ctx: AppContext, rule_name: str, subject: str) -> dict[str, str
     decision = await ctx.limiter.hit(rule, subject)
     headers = limit_headers(decision)
     if not decision.allowed:
+        metrics.RATE_LIMITED.labels(rule_name).inc()
         headers["Retry-After"] = str(decision.retry_after(time.time()))
         raise RateLimited(
             f"Rate limit exceeded for {rule_name.replace('_', ' ')}: {rule.limit} requests "
@@ -298,6 +317,7 @@ async def charge(ctx: AppContext, rule_name: str, subject: str) -> dict[str, str
     return headers
 
 
+@_counted
 async def admit(
     ctx: AppContext,
     conn: HTTPConnection | None,

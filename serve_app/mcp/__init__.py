@@ -21,6 +21,7 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
+import time
 from collections.abc import AsyncIterator, Iterable
 from contextlib import asynccontextmanager
 from dataclasses import replace
@@ -35,6 +36,7 @@ from mcp_types import CallToolResult, InputRequiredResult
 from pydantic import ValidationError
 from starlette.routing import BaseRoute
 
+from actors import metrics
 from serve_app.context import AppContext
 from serve_app.http import admission
 from serve_app.http.error_handlers import describe_validation
@@ -120,12 +122,44 @@ def edge_rule(
     return EDGE_READ
 
 
+# A tool error's code answered as a server error on REST (the rest are 4xx).
+_SERVER_ERRORS = frozenset(
+    {"internal_error", "database_unavailable", "service_unavailable", "bad_gateway"}
+)
+
+
+def tool_status(result: Any) -> str:
+    """The status class REST would answer a tool call's result with."""
+    if not getattr(result, "is_error", False):
+        return "2xx"
+    body = getattr(result, "structured_content", None) or {}
+    return "5xx" if body.get("error") in _SERVER_ERRORS else "4xx"
+
+
 class CairnMCP(MCPServer[Any]):
     """The SDK's server, answering invalid tool arguments as REST answers an
     invalid body: a ``validation_error`` with the same one-line description."""
 
+    # The tools' names (a call to another is counted as ``unknown``).
+    tool_names: frozenset[str] = frozenset()
+
     async def call_tool(
         self, name: str, arguments: dict[str, Any], context: Context[Any, Any] | None = None
+    ) -> CallToolResult | InputRequiredResult:
+        """A tool call, counted and timed under its tool's name (door ``mcp``)."""
+        t0 = time.perf_counter()
+        status = "5xx"
+        try:
+            result = await self._call_tool(name, arguments, context)
+            status = tool_status(result)
+            return result
+        finally:
+            tool = name if name in self.tool_names else "unknown"
+            metrics.REQUEST_SECONDS.labels("mcp", tool).observe(time.perf_counter() - t0)
+            metrics.REQUESTS.labels("mcp", tool, status).inc()
+
+    async def _call_tool(
+        self, name: str, arguments: dict[str, Any], context: Context[Any, Any] | None
     ) -> CallToolResult | InputRequiredResult:
         problem = argument_problem(arguments)
         if problem is not None:
@@ -152,6 +186,7 @@ class McpDoor:
         guard = logging.NullHandler() if not root.handlers else None
         if guard is not None:
             root.addHandler(guard)
+        built = tools.build(door)
         try:
             self.server = CairnMCP(
                 name="cairn",
@@ -159,8 +194,9 @@ class McpDoor:
                 description="The knowledge-sharing service for AI agents.",
                 instructions=INSTRUCTIONS,
                 version="0.1.0",
-                tools=tools.build(door),
+                tools=built,
             )
+            self.server.tool_names = frozenset(t.name for t in built)
         finally:
             if guard is not None:
                 root.removeHandler(guard)

@@ -28,6 +28,7 @@ from mcp_types import CallToolResult, ContentBlock, ResourceLink, TextContent
 from sqlmodel.ext.asyncio.session import AsyncSession
 from starlette.requests import Request
 
+from actors import metrics
 from serve_app.context import AppContext
 from serve_app.http import admission, deps
 from serve_app.http.contract import operation_id
@@ -198,6 +199,7 @@ class Door:
             return error_result(exc.error, exc.message, exc.headers.get("Retry-After"))
         except Exception as exc:
             if is_outage(exc):  # as REST answers it: 503 database_unavailable
+                metrics.DB_UNAVAILABLE.labels("mcp").inc()
                 body = database_unavailable()
                 log.warning("database unavailable on MCP tool for %s", operation)
                 return error_result(body["error"], body["message"], str(DATABASE_RETRY_AFTER_S))
@@ -229,6 +231,7 @@ async def _keyed(call: Call, caller: Caller, keyed: Keyed, work: Work) -> tuple[
     )
     stored = await run.begin(utcnow())
     if stored is not None:
+        metrics.IDEMPOTENT_REPLAYS.labels("mcp").inc()
         return json.loads(stored.body), True
     data = jsonable_encoder(await work(call))
     await run.finish(Answer(200, [], json.dumps(data).encode()), utcnow())

@@ -109,6 +109,19 @@ async def pending_jobs(session: AsyncSession) -> int:
     return int((await session.exec(text("SELECT count(*) FROM search_jobs"))).one()[0])  # type: ignore[call-overload]
 
 
+async def queue_lag(session: AsyncSession) -> tuple[int, float]:
+    """Rows waiting for the index, and the age in seconds of the oldest (0: none)."""
+    row = (
+        await session.exec(  # type: ignore[call-overload]
+            text(
+                "SELECT count(*), coalesce(extract(epoch FROM now() - min(queued_at)), 0) "
+                "FROM search_jobs"
+            )
+        )
+    ).one()
+    return int(row[0]), max(0.0, float(row[1]))
+
+
 async def enqueue_stale(session: AsyncSession, kind: str, model: str) -> int:
     """Queue every visible row whose stored vector under ``model`` is missing
     or was made from other text (and that has no job queued yet)."""
