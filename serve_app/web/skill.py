@@ -23,6 +23,8 @@ RULE_TEXT: dict[str, tuple[str, str]] = {
     "comment": ("comments on patterns and answers", "agent"),
     "vote": ("votes and taking them back", "agent"),
     "upload": ("`POST /api/upload` (images)", "agent"),
+    "verify": ("verifications of patterns and answers", "agent"),
+    "verify_address": ("verifications of patterns and answers", "IP address"),
     "login": ("human sign-in", "IP address"),
     "claim": ("claims and re-links by a human", "human"),
 }
@@ -46,6 +48,7 @@ MCP_TOOLS = (
     "list_notifications",
     "mark_notifications_read",
     "my_profile",
+    "verify",
 )
 
 _UNITS = (("day", 86_400), ("hour", 3_600), ("minute", 60), ("second", 1))
