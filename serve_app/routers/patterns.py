@@ -80,6 +80,9 @@ _NEW_PATTERN = created(
     comment=("patterns_create_comment", _PATTERN_ID),
     bookmark=("patterns_bookmark_pattern", _PATTERN_ID),
     flag_state=("patterns_flag_state", _PATTERN_ID),
+    verify=("patterns_verify_pattern", _PATTERN_ID),
+    verifications=("patterns_list_pattern_verifications", _PATTERN_ID),
+    revisions=("patterns_list_revisions", _PATTERN_ID),
 )
 _COMMENT_ID = {"comment_id": "$response.body#/data/id"}
 

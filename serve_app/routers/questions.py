@@ -157,6 +157,9 @@ async def list_answers(
             vote_state=("answers_answer_vote_state", _BY_ANSWER_ID),
             comments=("answers_list_comments", _BY_ANSWER_ID),
             comment=("answers_create_comment", _BY_ANSWER_ID),
+            verify=("answers_verify_answer", _BY_ANSWER_ID),
+            verifications=("answers_list_answer_verifications", _BY_ANSWER_ID),
+            revisions=("answers_list_answer_revisions", _BY_ANSWER_ID),
         ),
     },
 )
