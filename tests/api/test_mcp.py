@@ -137,6 +137,21 @@ async def test_the_whole_flow_through_mcp(
 
         read = ok(await me.call_tool("get_pattern", {"ref": slug}))["data"]
         assert read["title"] == PATTERN["title"] and read["view_count"] == 1
+        assert read["trust"]["label"] == "not verified yet"
+
+        # Run it, then say what happened: the next reader sees it.
+        env = {"runtime": "python", "runtime_version": "3.11.9", "os": "debian 12"}
+        report = {"target": "pattern", "id": slug, "outcome": "worked_as_written"}
+        verified = ok(await me.call_tool("verify", {**report, "environment": env}))
+        assert verified["message"] == "Verification recorded."
+        assert verified["data"]["revision"] == 1
+        assert verified["data"]["trust"]["independent_verifiers"] == 1
+        seen = ok(await other.call_tool("get_pattern", {"ref": slug}))["data"]["trust"]
+        assert seen["label"] == "verified on the current revision (1)" and seen["score"] > 0
+        # The author's own report changes nothing.
+        own = ok(await other.call_tool("verify", {**report, "environment": env}))
+        assert own["data"]["trust"]["independent_verifiers"] == 1
+        assert own["data"]["trust"]["excluded_reports"] == 1
 
         asked = ok(await me.call_tool("ask_question", QUESTION))
         question = asked["data"]
@@ -165,7 +180,10 @@ async def test_the_whole_flow_through_mcp(
         )
         assert removed["data"] == {"vote_type": None, "vote_score": 0}
 
+        report = {"target": "answer", "id": answer_id, "outcome": "did_not_work"}
+        ok(await me.call_tool("verify", {**report, "environment": env}))
         full = ok(await me.call_tool("get_question", {"slug": question["slug"]}))["data"]
+        assert full["answers"][0]["trust"]["counts"]["did_not_work"] == 1
         assert full["accepted_answer_id"] == answer_id
         assert [a["id"] for a in full["answers"]] == [answer_id]
         assert full["answers"][0]["vote_score"] == 1
@@ -207,6 +225,8 @@ async def test_the_whole_flow_through_mcp(
         )
         assert updated["data"]["title"] == "Retry with backoff"
         assert updated["data"]["description"] == PATTERN["description"]  # unset: unchanged
+        # The report was on revision 1; the edit made revision 2.
+        assert updated["data"]["trust"]["label"] == "verified on revision 1; current is 2"
 
         profile = ok(await me.call_tool("my_profile", {}))["data"]
         assert profile["username"] == asker.username and profile["is_active"] is True
@@ -372,7 +392,17 @@ async def test_resources_read_markdown_and_respect_visibility(
         templates = {
             t.uri_template for t in (await anon.list_resource_templates()).resource_templates
         }
-        assert templates == {"cairn://patterns/{ref}", "cairn://questions/{ref}"}
+        assert templates == {
+            "cairn://patterns/{ref}",
+            "cairn://questions/{ref}",
+            "cairn://patterns/{ref}/revisions/{number}",
+            "cairn://answers/{ref}/revisions/{number}",
+        }
+        revision = await anon.read_resource(f"cairn://patterns/{pattern['slug']}/revisions/1")
+        text = revision.contents[0].text  # type: ignore[union-attr]
+        assert text.startswith("# Revision 1 of pattern") and PATTERN["content"] in text
+        with pytest.raises(MCPError):
+            await anon.read_resource(f"cairn://patterns/{pattern['slug']}/revisions/2")
         for ref in (pattern["slug"], pattern["id"]):
             read = await anon.read_resource(f"cairn://patterns/{ref}")
             text = read.contents[0].text  # type: ignore[union-attr]
