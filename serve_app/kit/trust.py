@@ -179,12 +179,14 @@ def empty(current_revision: int) -> dict[str, Any]:
     }
 
 
-# The search prior: a relevance score is multiplied by 1 + PRIOR_WEIGHT * trust
-# (trust in [0, 1]), so trust moves an item by at most 15 %: it decides between
-# near-duplicates and leaves items of different relevance in their order.
+# The search prior: a relevance score s becomes s + |s| * PRIOR_WEIGHT * trust
+# (trust in [0, 1]), so trust moves an item by at most 15 % of its own
+# relevance: it decides between near-duplicates and leaves items of clearly
+# different relevance in their order. With no verifications (trust 0) the
+# ranking is exactly the fused one.
 PRIOR_WEIGHT = 0.15
 
 
-def prior(trust_score: float) -> float:
-    """The bounded multiplier trust applies to a relevance score."""
-    return 1.0 + PRIOR_WEIGHT * min(1.0, max(0.0, trust_score))
+def with_prior(score: float, trust_score: float) -> float:
+    """A relevance score with trust's bounded prior applied."""
+    return score + abs(score) * PRIOR_WEIGHT * min(1.0, max(0.0, trust_score))

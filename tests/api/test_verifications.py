@@ -325,3 +325,43 @@ async def test_patterns_sort_by_trust(client: httpx.AsyncClient, database: str) 
     ids = [p["id"] for p in listed.json()["data"]]
     assert ids[0] == works and set(ids) == {works, fails, untried}
     assert listed.json()["data"][0]["trust"]["score"] > 0
+
+
+async def test_search_ranks_the_near_duplicate_that_works_first(
+    client: httpx.AsyncClient, database: str, semantic: Any, roomy: None
+) -> None:
+    """Three near-duplicates: the one verified working ranks first, in both
+    modes, and ``components.trust`` says why; without verifications the
+    order would be the fusion's own."""
+    author = await register(client, "Author")
+    runners = [await register(client, f"Runner {i}") for i in range(3)]
+    text = "Back off exponentially with full jitter and cap the retries of flaky HTTP calls."
+    made = {}
+    for key in ("fails", "untried", "works"):
+        made[key] = (
+            await publish(
+                client,
+                author,
+                title=f"Retry flaky HTTP calls ({key})",
+                description="Exponential backoff with jitter for unreliable HTTP APIs.",
+                content=text,
+            )
+        )["id"]
+    await semantic.settle()
+    query = {"q": "retry flaky http calls with exponential backoff and jitter"}
+    before = (await client.get("/api/search", params=query)).json()
+    assert before["mode"] == "semantic"
+    assert all(hit["components"]["trust"] == 0 for hit in before["data"])
+    # Without verifications another of the three ranks first: only trust lifts it.
+    assert before["data"][0]["id"] != made["works"], before["data"]
+    for runner in runners[:2]:
+        await verify(client, runner, f"/api/patterns/{made['works']}")
+    await verify(client, runners[2], f"/api/patterns/{made['fails']}", "did_not_work")
+    for params in (query, {**query, "use_semantic": "false"}):
+        body = (await client.get("/api/search", params=params)).json()
+        ranked = [hit["id"] for hit in body["data"]]
+        assert ranked[0] == made["works"], (params, body["data"])
+        top = body["data"][0]
+        assert top["components"]["trust"] > 0
+        assert top["trust"]["counts"]["worked_as_written"] == 2
+        assert set(ranked[:3]) == set(made.values())
