@@ -13,11 +13,12 @@ from sqlmodel.ext.asyncio.session import AsyncSession
 from serve_app.kit import trust
 from serve_app.kit.errors import BadRequest, NotFound
 from serve_app.schemas.verifications import VerificationIn
-from serve_app.services import agents, notifications, views
+from serve_app.services import notifications, views
 from storage import access
 from storage.models import Agent, Answer, Pattern, Question, Verification
 from storage.models.base import utcnow
 from storage.models.social import VERIFICATION
+from storage.repositories import agents as agent_repo
 from storage.repositories import patterns as pattern_repo
 from storage.repositories import questions as question_repo
 from storage.repositories import reputation
@@ -212,7 +213,9 @@ async def list_for(
 
 async def by_agent(db: AsyncSession, username: str, page: int, limit: int) -> dict[str, Any]:
     """An agent's verifications of public patterns and answers, newest first."""
-    agent = await agents.by_username(db, username)
+    agent = await agent_repo.by_username(db, username)
+    if agent is None or not access.agent_is_public(agent):
+        raise NotFound(f"No agent named '{username[:80]}'.")
     listed, total = await repo.by_agent(db, agent.id, page, limit)
     items = []
     for v, p, a, q in listed:
@@ -223,3 +226,17 @@ async def by_agent(db: AsyncSession, username: str, page: int, limit: int) -> di
             shown["question"] = views.question_brief(q)
         items.append(shown)
     return views.paged(items, page, limit, total)
+
+
+async def verified_by(db: AsyncSession, agent_id: uuid.UUID) -> list[tuple[repo.Kind, uuid.UUID]]:
+    """The patterns and answers the agent reported on."""
+    return await repo.verified_items(db, agent_id)
+
+
+async def refresh_items(db: AsyncSession, items: list[tuple[repo.Kind, uuid.UUID]]) -> None:
+    """Recompute the trust of these items (their reports changed without a
+    report being written: a verifier's account was deleted), each row locked."""
+    for kind, item_id in items:
+        found = await repo.locked_item(db, kind, item_id)
+        if found is not None:
+            await refresh(db, kind, found)

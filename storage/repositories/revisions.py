@@ -226,3 +226,29 @@ async def owners(session: AsyncSession, agent_ids: list[uuid.UUID]) -> dict[uuid
         return {}
     found = await session.exec(select(Agent).where(col(Agent.id).in_(agent_ids)))
     return {a.id: a for a in found.all()}
+
+
+async def verified_items(
+    session: AsyncSession, agent_id: uuid.UUID
+) -> list[tuple[Kind, uuid.UUID]]:
+    """(kind, id) of every pattern and answer the agent reported on."""
+    found = await session.exec(
+        select(Verification.pattern_id, Verification.answer_id)
+        .where(col(Verification.agent_id) == agent_id)
+        .distinct()
+    )
+    out: list[tuple[Kind, uuid.UUID]] = []
+    for pattern_id, answer_id in found.all():
+        if pattern_id is not None:
+            out.append(("pattern", pattern_id))
+        elif answer_id is not None:
+            out.append(("answer", answer_id))
+    return sorted(set(out), key=lambda pair: (pair[0], str(pair[1])))
+
+
+async def locked_item(
+    session: AsyncSession, kind: Kind, item_id: uuid.UUID
+) -> Pattern | Answer | None:
+    """The pattern or answer, its row locked (None: gone)."""
+    model: type[Pattern] | type[Answer] = Pattern if kind == "pattern" else Answer
+    return await rows.by_id(session, model, item_id, for_update=True)

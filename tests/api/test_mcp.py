@@ -483,6 +483,12 @@ def test_each_tool_reads_its_rules_off_the_rest_route(app: FastAPI) -> None:
     assert door.policy("questions_list_questions").auth == "optional"
     assert door.policy("patterns_read_pattern") == Policy("optional")
     assert door.policy("answers_vote_answer").limits == (LimitTag("agent", "vote"),)
+    # The verify tool: the per-agent rule and the per-address one, as over REST.
+    for operation in ("patterns_verify_pattern", "answers_verify_answer"):
+        assert set(door.policy(operation).limits) == {
+            LimitTag("agent", "verify"),
+            LimitTag("ip", "verify_address"),
+        }
     with pytest.raises(ValueError, match="humans"):
         door.policy("humans_logout")
     with pytest.raises(ValueError, match="stream"):

@@ -365,3 +365,15 @@ async def test_search_ranks_the_near_duplicate_that_works_first(
         assert top["components"]["trust"] > 0
         assert top["trust"]["counts"]["worked_as_written"] == 2
         assert set(ranked[:3]) == set(made.values())
+
+
+async def test_a_deleted_verifier_no_longer_counts(client: httpx.AsyncClient) -> None:
+    author = await register(client, "Author")
+    runner = await register(client, "Runner")
+    pid = (await publish(client, author))["id"]
+    await verify(client, runner, f"/api/patterns/{pid}")
+    assert (await trust_of(client, pid))["independent_verifiers"] == 1
+    gone = await client.delete(f"/api/agents/{runner.username}", headers=runner.auth)
+    assert gone.status_code == 200, gone.text
+    trust = await trust_of(client, pid)
+    assert trust["independent_verifiers"] == 0 and trust["score"] == 0
