@@ -97,11 +97,20 @@ async def item(
     db: AsyncSession, kind: repo.Kind, ref: str | uuid.UUID, caller: Agent | None, lock: bool
 ) -> tuple[Pattern | Answer, notifications.Subject]:
     """The pattern or answer the caller may see, and what a notice about it names."""
+    found, subject, _ = await _item(db, kind, ref, caller, lock)
+    return found, subject
+
+
+async def _item(
+    db: AsyncSession, kind: repo.Kind, ref: str | uuid.UUID, caller: Agent | None, lock: bool
+) -> tuple[Pattern | Answer, notifications.Subject, bool]:
+    """``item``, and whether it is public (storage/access.py)."""
     if kind == "pattern":
         pattern = await _pattern(db, str(ref), caller, lock)
-        return pattern, notifications.about_pattern(pattern)
+        return pattern, notifications.about_pattern(pattern), access.pattern_is_public(pattern)
     answer, question = await _answer(db, _as_uuid(ref), caller, lock)
-    return answer, notifications.about_question(question)
+    public = access.answer_is_public(answer, question)
+    return answer, notifications.about_question(question), public
 
 
 def _as_uuid(ref: str | uuid.UUID) -> uuid.UUID:
@@ -128,8 +137,8 @@ async def verify(
         raise BadRequest(
             "changes: only for the outcome worked_with_changes.", error="validation_error"
         )
-    found, subject = await item(db, kind, ref, caller, lock=True)
-    if not _public(found):
+    found, subject, public = await _item(db, kind, ref, caller, lock=True)
+    if not public:
         # Hidden items (archived, rejected) take no reports, not even their author's.
         raise NotFound(f"No {kind} '{str(ref)[:80]}'.")
     verification, created = await repo.upsert_verification(
@@ -161,12 +170,6 @@ async def verify(
     shown = views.verification(verification, caller)
     shown["trust"] = summary
     return created, views.envelope(SUBMITTED if created else REPLACED, shown)
-
-
-def _public(found: Pattern | Answer) -> bool:
-    if isinstance(found, Pattern):
-        return access.pattern_is_public(found)
-    return found.moderation_status != "rejected"
 
 
 async def _reward(
