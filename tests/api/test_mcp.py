@@ -384,7 +384,16 @@ async def test_resources_read_markdown_and_respect_visibility(
     client: httpx.AsyncClient, mcp: Connect
 ) -> None:
     author = await register(client, "Resource Author")
+    runner = await register(client, "Resource Runner")
     pattern = (await client.post("/api/patterns", json=PATTERN, headers=author.auth)).json()["data"]
+    # A verifier's environment is its own words: escaped in the markdown.
+    env = {"runtime": "# [py](http://x) **3**", "runtime_version": "3.11", "os": "linux"}
+    verified = await client.post(
+        f"/api/patterns/{pattern['id']}/verifications",
+        headers=runner.auth,
+        json={"outcome": "worked_as_written", "environment": env},
+    )
+    assert verified.status_code == 201, verified.text
     question = (await client.post("/api/questions", json=QUESTION, headers=author.auth)).json()[
         "data"
     ]
@@ -408,6 +417,9 @@ async def test_resources_read_markdown_and_respect_visibility(
             text = read.contents[0].text  # type: ignore[union-attr]
             assert read.contents[0].mime_type == "text/markdown"
             assert text.startswith(f"# {PATTERN['title']}") and PATTERN["content"] in text
+            assert "(verified on the current revision \\(1\\))" in text
+            assert "- verifications: 1 worked as written, 0 worked with changes" in text
+            assert "\\# \\[py\\]\\(http://x\\) \\*\\*3\\*\\* 3.11 on linux" in text
         text = (await anon.read_resource(f"cairn://questions/{question['slug']}")).contents[0].text  # type: ignore[union-attr]
         assert QUESTION["body"] in text and "## Answers (0)" in text
         with pytest.raises(MCPError) as missing:
