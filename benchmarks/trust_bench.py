@@ -24,7 +24,7 @@ either mode, and in semantic mode it sees the fused scores instead.
    its group, MRR@10 of the working copy, and MRR@10 of the group (any
    copy relevant), without and with the prior.
 
-    .venv/bin/python -m benchmarks.trust_bench [--no-docs]
+    .venv/bin/python -m benchmarks.trust_bench [--no-docs] [--semantic]
 
 Writes the "Trust prior in search" section of docs/benchmarks.md.
 """
@@ -45,8 +45,9 @@ from typing import Any
 
 from benchmarks.harness.results import section_head, write_docs
 from benchmarks.ranking.evalset import Query, Score, evaluate
-from benchmarks.ranking.hybrid import EvalSet, fields, key, lexical_index, load
+from benchmarks.ranking.hybrid import EvalSet, fields, halves, key, lexical_index, load
 from embeddings.lexical import LexicalIndex
+from embeddings.ranking import hybrid
 from serve_app.kit import trust
 from serve_app.services.search import Hit, trust_prior
 
@@ -77,6 +78,7 @@ def ranked(hits: Sequence[tuple[int, float]], scores: dict[int, float] | None) -
 @dataclass
 class SetResult:
     name: str
+    mode: str
     queries: int
     plain: Score
     zero: Score
@@ -84,10 +86,19 @@ class SetResult:
     identical: bool
 
 
-def eval_set(name: str) -> SetResult:
+def eval_set(name: str, semantic: bool, model_box: list[Any]) -> SetResult:
+    """``semantic``: the hybrid of BM25 and all-MiniLM-L6-v2 vectors (the
+    fusion of semantic mode; embeds the set once, cached), else BM25 alone."""
     s = load(name)
-    index, _ = lexical_index(s)
-    hits = [index.search(q.text, CANDIDATES) for q in s.queries]
+    if semantic:
+        h = halves(s, model_box)
+        hits = [
+            [(int(r.key), r.score) for r in hybrid(lex, vec, limit=CANDIDATES, lexical_scale=sc)]  # type: ignore[call-overload]
+            for lex, vec, sc in zip(h.lexical, h.vector, h.scales, strict=True)
+        ]
+    else:
+        index, _ = lexical_index(s)
+        hits = [index.search(q.text, CANDIDATES) for q in s.queries]
     rnd = random.Random(SEED)
     noise = {key(d["id"]): rnd.random() for d in s.docs}
     plain = [ranked(h, None) for h in hits]
@@ -95,6 +106,7 @@ def eval_set(name: str) -> SetResult:
     noisy = [ranked(h, noise) for h in hits]
     return SetResult(
         name,
+        "semantic" if semantic else "full text",
         len(s.queries),
         evaluate(plain, s.queries),
         evaluate(zero, s.queries),
@@ -228,19 +240,21 @@ def near_duplicates(heavy: bool) -> DupResult:
 def render(sets: list[SetResult], dups: list[DupResult], load_before: float, seconds: float) -> str:
     lines = section_head(START_MARK, "Trust prior in search", "trust_bench.py", load_before)
     lines += [
-        f"- Full-text mode (BM25 through `LexicalIndex`), {CANDIDATES} candidates per query; "
+        f"- Full-text mode (BM25 through `LexicalIndex`; with `--semantic` the evaluation "
+        f"sets also in semantic mode, the hybrid of BM25 and vectors), {CANDIDATES} "
+        "candidates per query; "
         f"the prior: score + |score| * {trust.PRIOR_WEIGHT} * trust, after the ranking "
         f"(docs/decisions/trust.md). Ran in {seconds:.0f} s.",
         "",
         "**The project's evaluation sets** (no verifications: every trust 0), MRR@10 / Recall@10:",
         "",
-        "| Set | Queries | Without the prior | With it, no verifications | Same order | "
+        "| Set | Mode | Queries | Without the prior | With it, no verifications | Same order | "
         "With random trust on every document |",
-        "|---|---:|---:|---:|---|---:|",
+        "|---|---|---:|---:|---:|---|---:|",
     ]
     for r in sets:
         lines.append(
-            f"| {r.name} | {r.queries} | {r.plain.mrr:.3f} / {r.plain.recall:.3f} | "
+            f"| {r.name} | {r.mode} | {r.queries} | {r.plain.mrr:.3f} / {r.plain.recall:.3f} | "
             f"{r.zero.mrr:.3f} / {r.zero.recall:.3f} | {'yes' if r.identical else 'NO'} | "
             f"{r.noisy.mrr:.3f} / {r.noisy.recall:.3f} |"
         )
@@ -274,10 +288,17 @@ def render(sets: list[SetResult], dups: list[DupResult], load_before: float, sec
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--no-docs", action="store_true", help="print only; leave docs/ alone")
+    parser.add_argument(
+        "--semantic",
+        action="store_true",
+        help="the evaluation sets in semantic mode too (embeds them once: minutes on a CPU)",
+    )
     args = parser.parse_args(argv)
     load_before = os.getloadavg()[0]
     t0 = time.perf_counter()
-    sets = [eval_set(name) for name in ("docs", "code")]
+    model_box: list[Any] = []
+    modes = (False, True) if args.semantic else (False,)
+    sets = [eval_set(name, m, model_box) for m in modes for name in ("docs", "code")]
     dups = [near_duplicates(heavy=False), near_duplicates(heavy=True)]
     section = render(sets, dups, load_before, time.perf_counter() - t0)
     print(section)

@@ -221,13 +221,6 @@ async def store_trust(
     await session.flush()
 
 
-async def owners(session: AsyncSession, agent_ids: list[uuid.UUID]) -> dict[uuid.UUID, Agent]:
-    if not agent_ids:
-        return {}
-    found = await session.exec(select(Agent).where(col(Agent.id).in_(agent_ids)))
-    return {a.id: a for a in found.all()}
-
-
 async def verified_items(
     session: AsyncSession, agent_id: uuid.UUID
 ) -> list[tuple[Kind, uuid.UUID]]:
