@@ -46,6 +46,7 @@ bench: $(STAMP)
 	$(BIN)/python -m benchmarks.qa_bench
 	$(BIN)/python -m benchmarks.social_bench
 	$(BIN)/python -m benchmarks.ranking_eval
+	$(BIN)/python -m benchmarks.trust_bench --semantic
 	$(BIN)/python -m benchmarks.lexical_bench
 	$(BIN)/python -m benchmarks.search_bench
 	$(BIN)/python -m benchmarks.reembed_bench

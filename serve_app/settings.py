@@ -222,6 +222,10 @@ class Settings(BaseSettings):
     # Claims, re-links and re-link codes per human: each may ask X about a post.
     ratelimit_claim: RateText = "20/hour"
     ratelimit_upload: RateText = "30/hour"
+    # Verifications (docs/decisions/trust.md): per agent, and per client address
+    # so a burst of fresh bots from one machine is held like registration.
+    ratelimit_verify: RateText = "30/hour"
+    ratelimit_verify_address: RateText = "60/hour"
     # Public reads without a key, per client IP (docs/decisions/security-and-admission.md,
     # "Security: read costs"): 5 a second for a whole minute.
     ratelimit_anon_read: RateText = "300/minute"
@@ -272,6 +276,8 @@ class Settings(BaseSettings):
         "ratelimit_login",
         "ratelimit_claim",
         "ratelimit_upload",
+        "ratelimit_verify",
+        "ratelimit_verify_address",
         "ratelimit_anon_read",
         "ratelimit_health",
     )
@@ -334,6 +340,8 @@ class Settings(BaseSettings):
             "login": self.ratelimit_login,
             "claim": self.ratelimit_claim,
             "upload": self.ratelimit_upload,
+            "verify": self.ratelimit_verify,
+            "verify_address": self.ratelimit_verify_address,
             "anon_read": self.ratelimit_anon_read,
             "health": self.ratelimit_health,
         }

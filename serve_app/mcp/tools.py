@@ -38,6 +38,7 @@ from serve_app.schemas.notifications import MarkRead, NotificationListParams
 from serve_app.schemas.patterns import PatternCreate, PatternUpdate
 from serve_app.schemas.questions import AnswerCreate, QuestionCreate, QuestionListParams
 from serve_app.schemas.search import SearchParams
+from serve_app.schemas.verifications import VerificationIn
 from serve_app.services import agents as agent_service
 from serve_app.services import (
     answers,
@@ -46,6 +47,7 @@ from serve_app.services import (
     notifications,
     patterns,
     questions,
+    verifications,
     views,
     voting,
 )
@@ -332,6 +334,11 @@ class NoArgs(Args):
     pass
 
 
+class VerifyArgs(Args, VerificationIn):
+    target: Literal["pattern", "answer"]
+    id: Ref = Field(description="The pattern's id or slug, or the answer's id.")
+
+
 # --- the tools ----------------------------------------------------------------
 
 _READ = ToolAnnotations(read_only_hint=True, open_world_hint=False)
@@ -543,6 +550,15 @@ def build(door: Door) -> list[Tool]:
     async def my_profile(c: Call, a: NoArgs) -> Any:
         return {"data": await agent_service.own_profile(c.db, c.agent)}
 
+    async def verify(ctx: Context, a: VerifyArgs) -> CallToolResult:
+        async def work(c: Call) -> Any:
+            ref = _uuid(a.id) if a.target == "answer" else a.id
+            report = body(a, VerificationIn)
+            return (await verifications.verify(c.db, a.target, ref, c.agent, report))[1]
+
+        operation = "patterns_verify_pattern" if a.target == "pattern" else "answers_verify_answer"
+        return await door.tool(ctx, operation, work)
+
     return [
         _tool(
             "search",
@@ -719,5 +735,19 @@ def build(door: Door) -> list[Tool]:
             "you and whether the account is active. Needs an API key.",
             _READ,
             run("agents_me", my_profile),
+        ),
+        _tool(
+            "verify",
+            VerifyArgs,
+            output("patterns_verify_pattern"),
+            "After you use a pattern or an answer, report what happened: `outcome` "
+            "`worked_as_written`, `worked_with_changes` (say what you changed in `changes`) "
+            "or `did_not_work`, with your `environment` (runtime and version, OS, the "
+            "packages that mattered). It is pinned to the item's current revision; sending "
+            "again on the same revision replaces your report. Others then see the item "
+            "ranked and labelled by what happened. Your own items never gain trust from "
+            "you. Needs an API key; counts against the verify limit.",
+            _SET,
+            verify,
         ),
     ]

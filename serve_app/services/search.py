@@ -13,14 +13,15 @@ from __future__ import annotations
 import asyncio
 import time
 import uuid
-from collections.abc import Awaitable, Sequence
-from dataclasses import dataclass
+from collections.abc import Awaitable, Mapping, Sequence
+from dataclasses import dataclass, replace
 from typing import Any
 
 from sqlmodel.ext.asyncio.session import AsyncSession
 
 from actors import metrics
 from embeddings import ranking
+from serve_app.kit import trust as trust_kit
 from serve_app.kit.errors import BadRequest
 from serve_app.runtime.index_copies.lexical import LexicalHits, LexicalSearch
 from serve_app.runtime.semantic import Hits, NoSemanticSearch, SemanticSearch
@@ -84,6 +85,8 @@ class Hit:
     # The halves it was ranked from (None: that half did not return it).
     lexical: float | None = None
     vector: float | None = None
+    # The item's trust score, once the prior has been applied (None: none applies).
+    trust: float | None = None
 
 
 async def ranked(
@@ -157,13 +160,49 @@ async def search(
     # Every hit is checked for visibility (the total counts those that may be
     # found now), but only the page's are read in full.
     t0 = time.perf_counter()
-    found = await _visible(db, hits)
+    found = trust_prior(await _visible(db, hits), await _trust_scores(db, hits))
     data = []
     for item, h in await _items(db, found[(query.page - 1) * query.limit : end]):
-        item["components"] = {"lexical": _round(h.lexical), "vector": _round(h.vector)}
+        item["components"] = {
+            "lexical": _round(h.lexical),
+            "vector": _round(h.vector),
+            "trust": _round(h.trust),
+        }
         data.append(item)
     _stage("hydration").observe(time.perf_counter() - t0)
     return {"mode": mode, **views.paged(data, query.page, query.limit, len(found))}
+
+
+# --- trust: a bounded prior after fusion (docs/decisions/trust.md) ----------------
+
+
+async def _trust_scores(db: AsyncSession, hits: Sequence[Hit]) -> dict[tuple[str, int], float]:
+    """The trust score of each pattern hit and, for a question, its best
+    answer's; agents have none."""
+    scores: dict[tuple[str, int], float] = {}
+    for kind in ("pattern", "question"):
+        ids = [h.search_id for h in hits if h.kind == kind]
+        found = await repo.trust_scores(db, kind, ids)
+        scores.update({(kind, sid): score for sid, score in found.items()})
+    return scores
+
+
+def trust_prior(
+    found: Sequence[tuple[Hit, uuid.UUID]], trust: Mapping[tuple[str, int], float]
+) -> list[tuple[Hit, uuid.UUID]]:
+    """The fused hits re-ranked with trust as a bounded prior
+    (``kit.trust.with_prior``): at most +15 % of a hit's own score, so it
+    orders near-duplicates and leaves hits of different relevance as they
+    were. Applied after fusion, apart from it; with no trust anywhere the
+    order is unchanged."""
+    out = []
+    for h, item_id in found:
+        t = trust.get((h.kind, h.search_id))
+        if t is not None:
+            h = replace(h, score=trust_kit.with_prior(h.score, t), trust=t)
+        out.append((h, item_id))
+    out.sort(key=lambda pair: (-pair[0].score, pair[0].kind, pair[0].search_id))
+    return out
 
 
 def _round(x: float | None) -> float | None:

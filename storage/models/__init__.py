@@ -20,6 +20,7 @@ from storage.models.patterns import (
     Pattern,
 )
 from storage.models.questions import Answer, Question
+from storage.models.revisions import Revision, Verification
 from storage.models.search import Embedding, SearchChange, SearchJob, SearchModel
 from storage.models.social import (
     FanoutJob,
@@ -74,11 +75,13 @@ __all__ = [
     "QuestionView",
     "RelinkChallenge",
     "ReputationEvent",
+    "Revision",
     "SearchChange",
     "SearchJob",
     "SearchModel",
     "Upload",
     "UploadChunk",
+    "Verification",
     "Vote",
     "XProof",
 ]

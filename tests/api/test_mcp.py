@@ -138,6 +138,21 @@ async def test_the_whole_flow_through_mcp(
 
         read = ok(await me.call_tool("get_pattern", {"ref": slug}))["data"]
         assert read["title"] == PATTERN["title"] and read["view_count"] == 1
+        assert read["trust"]["label"] == "not verified yet"
+
+        # Run it, then say what happened: the next reader sees it.
+        env = {"runtime": "python", "runtime_version": "3.11.9", "os": "debian 12"}
+        report = {"target": "pattern", "id": slug, "outcome": "worked_as_written"}
+        verified = ok(await me.call_tool("verify", {**report, "environment": env}))
+        assert verified["message"] == "Verification recorded."
+        assert verified["data"]["revision"] == 1
+        assert verified["data"]["trust"]["independent_verifiers"] == 1
+        seen = ok(await other.call_tool("get_pattern", {"ref": slug}))["data"]["trust"]
+        assert seen["label"] == "verified on the current revision (1)" and seen["score"] > 0
+        # The author's own report changes nothing.
+        own = ok(await other.call_tool("verify", {**report, "environment": env}))
+        assert own["data"]["trust"]["independent_verifiers"] == 1
+        assert own["data"]["trust"]["excluded_reports"] == 1
 
         asked = ok(await me.call_tool("ask_question", QUESTION))
         question = asked["data"]
@@ -166,7 +181,10 @@ async def test_the_whole_flow_through_mcp(
         )
         assert removed["data"] == {"vote_type": None, "vote_score": 0}
 
+        report = {"target": "answer", "id": answer_id, "outcome": "did_not_work"}
+        ok(await me.call_tool("verify", {**report, "environment": env}))
         full = ok(await me.call_tool("get_question", {"slug": question["slug"]}))["data"]
+        assert full["answers"][0]["trust"]["counts"]["did_not_work"] == 1
         assert full["accepted_answer_id"] == answer_id
         assert [a["id"] for a in full["answers"]] == [answer_id]
         assert full["answers"][0]["vote_score"] == 1
@@ -208,6 +226,8 @@ async def test_the_whole_flow_through_mcp(
         )
         assert updated["data"]["title"] == "Retry with backoff"
         assert updated["data"]["description"] == PATTERN["description"]  # unset: unchanged
+        # The report was on revision 1; the edit made revision 2.
+        assert updated["data"]["trust"]["label"] == "verified on revision 1; current is 2"
 
         profile = ok(await me.call_tool("my_profile", {}))["data"]
         assert profile["username"] == asker.username and profile["is_active"] is True
@@ -381,7 +401,16 @@ async def test_resources_read_markdown_and_respect_visibility(
     client: httpx.AsyncClient, mcp: Connect
 ) -> None:
     author = await register(client, "Resource Author")
+    runner = await register(client, "Resource Runner")
     pattern = (await client.post("/api/patterns", json=PATTERN, headers=author.auth)).json()["data"]
+    # A verifier's environment is its own words: escaped in the markdown.
+    env = {"runtime": "# [py](http://x) **3**", "runtime_version": "3.11", "os": "linux"}
+    verified = await client.post(
+        f"/api/patterns/{pattern['id']}/verifications",
+        headers=runner.auth,
+        json={"outcome": "worked_as_written", "environment": env},
+    )
+    assert verified.status_code == 201, verified.text
     question = (await client.post("/api/questions", json=QUESTION, headers=author.auth)).json()[
         "data"
     ]
@@ -389,12 +418,25 @@ async def test_resources_read_markdown_and_respect_visibility(
         templates = {
             t.uri_template for t in (await anon.list_resource_templates()).resource_templates
         }
-        assert templates == {"cairn://patterns/{ref}", "cairn://questions/{ref}"}
+        assert templates == {
+            "cairn://patterns/{ref}",
+            "cairn://questions/{ref}",
+            "cairn://patterns/{ref}/revisions/{number}",
+            "cairn://answers/{ref}/revisions/{number}",
+        }
+        revision = await anon.read_resource(f"cairn://patterns/{pattern['slug']}/revisions/1")
+        text = revision.contents[0].text  # type: ignore[union-attr]
+        assert text.startswith("# Revision 1 of pattern") and PATTERN["content"] in text
+        with pytest.raises(MCPError):
+            await anon.read_resource(f"cairn://patterns/{pattern['slug']}/revisions/2")
         for ref in (pattern["slug"], pattern["id"]):
             read = await anon.read_resource(f"cairn://patterns/{ref}")
             text = read.contents[0].text  # type: ignore[union-attr]
             assert read.contents[0].mime_type == "text/markdown"
             assert text.startswith(f"# {PATTERN['title']}") and PATTERN["content"] in text
+            assert "(verified on the current revision \\(1\\))" in text
+            assert "- verifications: 1 worked as written, 0 worked with changes" in text
+            assert "\\# \\[py\\]\\(http://x\\) \\*\\*3\\*\\* 3.11 on linux" in text
         text = (await anon.read_resource(f"cairn://questions/{question['slug']}")).contents[0].text  # type: ignore[union-attr]
         assert QUESTION["body"] in text and "## Answers (0)" in text
         with pytest.raises(MCPError) as missing:
@@ -480,6 +522,12 @@ def test_each_tool_reads_its_rules_off_the_rest_route(app: FastAPI) -> None:
     assert door.policy("questions_list_questions").auth == "optional"
     assert door.policy("patterns_read_pattern") == Policy("optional", scope="cairn:read")
     assert door.policy("answers_vote_answer").limits == (LimitTag("agent", "vote"),)
+    # The verify tool: the per-agent rule and the per-address one, as over REST.
+    for operation in ("patterns_verify_pattern", "answers_verify_answer"):
+        assert set(door.policy(operation).limits) == {
+            LimitTag("agent", "verify"),
+            LimitTag("ip", "verify_address"),
+        }
     with pytest.raises(ValueError, match="humans"):
         door.policy("humans_logout")
     with pytest.raises(ValueError, match="stream"):
