@@ -257,7 +257,7 @@ async def test_each_family_reaches_prometheus_through_rays_service_discovery(
     assert not [r for r in routes if UUID.search(r)], routes
     # The rules load and evaluate against the live series.
     groups = httpx.get(f"{prometheus.base_url}/api/v1/rules", timeout=10).json()["data"]["groups"]
-    assert {g["name"] for g in groups} == {"cairn-recording", "cairn-alerts"}
+    assert {g["name"] for g in groups} == {"cairn"}
     assert all(r["health"] == "ok" for g in groups for r in g["rules"]), groups
     await prometheus.until(
         'sum(cairn:requests:rate5m{door="rest"})', lambda v: v > 0, "request rate recorded"
