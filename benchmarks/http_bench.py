@@ -143,7 +143,9 @@ def docs_section(
         "- Client mixes: *one address* (every request from wrk's); *a new address per "
         "request* (a random `X-Forwarded-For`, trusted from 127.0.0.1 by "
         "`CAIRN_TRUSTED_PROXIES=127.0.0.1/32`); *many agent keys* (each request with the "
-        f"next of {facts['crowd_size']:,} agents' API keys, so each calls a few times per run).",
+        f"next key of a slice of {facts['crowd_size']:,} agents, a slice of its own per "
+        "server, round and warm-up, so every run meets agents calling for the first time "
+        "that minute, each then a few times).",
         f"- Plain uvicorn: `benchmarks/uvicorn_app.py --workers {workers}` (the app from "
         "`create_app`, in-process rate limiter and trending counter, the model and FAISS "
         "index in each worker; like each Api replica, every worker's index follows the "
@@ -372,9 +374,11 @@ def main(argv: list[str] | None = None) -> int:
             for server in servers:
                 check_routes(server.base, facts, semantic)
             for rnd in range(args.rounds):
-                for i, route in enumerate(args.route_list):
-                    # Each server first, middle and last in turn.
-                    shift = (rnd + i) % len(servers)
+                bases = list(dict.fromkeys(r.base for r in args.route_list))
+                for route in args.route_list:
+                    # Each server first, middle and last in turn (for each mix too).
+                    base = bases.index(route.base)
+                    shift = (rnd + base + list(MIXES).index(route.mix)) % len(servers)
                     for server in servers[shift:] + servers[:shift]:
                         assert serve.proc is not None
                         before, t0 = tree_cpu_s(serve.proc.pid), time.monotonic()

@@ -53,7 +53,9 @@ def measure(
     """A warm-up run, then the measured one with the server's CPU time (and,
     with --profile, py-spy on the app processes)."""
     if args.warmup:
-        url, script = route_script(tmp, route, facts, server.name, -1 if run == 0 else run)
+        url, script = route_script(
+            tmp, route, facts, server.name, -1 if run == 0 else run, warmup=True
+        )
         run_wrk(
             wrk,
             server.base + url,

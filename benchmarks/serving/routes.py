@@ -53,6 +53,9 @@ MIXES = {
 # The reads measured with every mix (the routes of the previous issue).
 MIXED_ROUTES = ("profile", "question", "trending", "patterns_search", "search_fulltext")
 N_KEYS = 2000
+# Disjoint slices of the agents: (rounds + 1) x servers x (warm-up, run), at
+# three rounds; more rounds reuse them (an agent then calls again minutes later).
+CROWD_SLICES = 24
 
 
 def mixed(route: Route, mix: str) -> Route:
@@ -204,8 +207,26 @@ end
 """
 
 
+def crowd_slice(crowd: list[str], server: str, run: int, warmup: bool) -> list[str]:
+    """The agents of one run of the many-keys mix: a slice of its own for
+    each (server, round, warm-up or measured run), so every server's run
+    meets agents calling for the first time in that minute (each agent's
+    first call a minute records its use: a write), never ones another
+    server's run has just warmed."""
+    servers = ("uvicorn", "uvicorn+Redis", "Ray Serve")
+    slot = (run + 1) * 2 * len(servers) + 2 * servers.index(server) + (0 if warmup else 1)
+    size = max(1, len(crowd) // CROWD_SLICES)
+    start = (slot * size) % max(1, len(crowd))
+    return crowd[start : start + size] or crowd
+
+
 def route_script(
-    tmp: Path, route: Route, facts: dict[str, Any], server: str, run: int
+    tmp: Path,
+    route: Route,
+    facts: dict[str, Any],
+    server: str,
+    run: int,
+    warmup: bool = False,
 ) -> tuple[str, Path]:
     """The first path of a route and the wrk script that drives it."""
     quote = urllib.parse.quote
@@ -242,9 +263,9 @@ def route_script(
         return "/api/patterns", path
     else:
         raise ValueError(route.key)
-    path = tmp / f"{route.key.replace('@', '-')}.lua"
+    path = tmp / f"{route.key.replace('@', '-')}-{len(list(tmp.iterdir()))}.lua"
     if route.mix != "one":
-        crowd = facts["crowd"] if route.mix == "keys" else []
+        crowd = crowd_slice(facts["crowd"], server, run, warmup) if route.mix == "keys" else []
         path.write_text(
             MIX_SCRIPT.format(paths=lua_list(paths), keys=lua_list(crowd), mix=route.mix)
         )
