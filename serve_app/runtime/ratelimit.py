@@ -137,7 +137,7 @@ class RayRateLimiter:
     RELEASE_IDLE_S = 0.25
     RETRIES = 8  # while tokens are leased elsewhere: up to ~RETRIES * RELEASE_IDLE_S
     # Local shares (see the module's docstring and the decision).
-    SYNC_INTERVAL_S = 0.05
+    SYNC_INTERVAL_S = 0.1
     COLD_CREDIT = 8
     CREDIT_SHARE = 8
     DOWN_S = 1.0  # after a failed call, the shard's keys are decided locally this long
