@@ -39,6 +39,8 @@ test: lint typecheck
 unit: $(STAMP)
 	$(BIN)/python -m pytest tests/unit
 
+# http_bench installs Debian's wrk and redis-server with apt-get when missing
+# (benchmarks/harness/wrk.py, benchmarks/serving/redis_limiter.py).
 bench: $(STAMP)
 	$(BIN)/python -m benchmarks.http_bench
 	$(BIN)/python -m benchmarks.http_bench --metrics-ab
