@@ -33,17 +33,22 @@ typecheck: $(STAMP)
 
 test: lint typecheck
 	bash scripts/ensure-browser
+	bash scripts/ensure-prometheus
 	$(BIN)/python -m pytest
 
 unit: $(STAMP)
 	$(BIN)/python -m pytest tests/unit
 
+# http_bench installs Debian's wrk and redis-server with apt-get when missing
+# (benchmarks/harness/wrk.py, benchmarks/serving/redis_limiter.py).
 bench: $(STAMP)
 	$(BIN)/python -m benchmarks.http_bench
+	$(BIN)/python -m benchmarks.http_bench --metrics-ab
 	$(BIN)/python -m benchmarks.pattern_bench
 	$(BIN)/python -m benchmarks.qa_bench
 	$(BIN)/python -m benchmarks.social_bench
 	$(BIN)/python -m benchmarks.ranking_eval
+	$(BIN)/python -m benchmarks.trust_bench --semantic
 	$(BIN)/python -m benchmarks.lexical_bench
 	$(BIN)/python -m benchmarks.search_bench
 	$(BIN)/python -m benchmarks.encoder_bench

@@ -29,6 +29,7 @@ from typing import Any
 from sqlalchemy.ext.asyncio import AsyncEngine, async_sessionmaker
 from sqlmodel.ext.asyncio.session import AsyncSession
 
+from actors import metrics
 from actors.mail import VERIFY_EMAIL, Letter, Permanent, compose, parse_smtp_url, send_batch
 from storage.db import make_engine, make_sessionmaker
 from storage.repositories import notifications as repo
@@ -156,6 +157,7 @@ class Dispatcher:
                 retry_in = self._retry_in(item.message.attempts + 1, error)
                 await repo.mail_failed(session, item.message, _describe(error), retry_in)
                 self.counters["mail_retried" if retry_in is not None else "mail_failed"] += 1
+                (metrics.MAIL_RETRIES if retry_in is not None else metrics.MAIL_FAILURES).inc()
                 log.warning(
                     "mail %s to %s failed (attempt %d): %s",
                     item.message.id,
@@ -253,6 +255,14 @@ class Dispatcher:
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(self._wakeup.wait(), timeout=self.config.poll_s)
 
+    async def record_metrics(self) -> None:
+        """Set the backlog gauges (actors/metrics.py) from the queues in Postgres."""
+        async with self._sessions() as session:
+            queued = await repo.queue_stats(session)
+            await session.rollback()
+        for queue, key in _BACKLOG:
+            metrics.DISPATCH_BACKLOG.labels(queue).set(queued[key])
+
     async def stats(self) -> dict[str, Any]:
         async with self._sessions() as session:
             queued = await repo.queue_stats(session)
@@ -269,6 +279,15 @@ class Dispatcher:
     async def close(self) -> None:
         if self._engine is not None:
             await self._engine.dispose()
+
+
+# (backlog gauge label, queue_stats key)
+_BACKLOG = (
+    ("fanout_jobs", "fanout_jobs_pending"),
+    ("followers_pending", "fanout_followers_pending"),
+    ("mail_pending", "mail_pending"),
+    ("mail_failed", "mail_failed"),
+)
 
 
 def _describe(error: BaseException) -> str:

@@ -8,15 +8,19 @@ the dead one stopped (docs/decisions/notifications-and-streams.md, "Notification
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 from typing import Any
 
 import ray
 
+from actors import metrics
 from actors.cluster import singleton
 from actors.dispatch import DispatchConfig, Dispatcher
 
 NAME = "cairn-dispatch"
+# How often the backlog gauges are read from Postgres.
+METRICS_EVERY_S = 5.0
 
 log = logging.getLogger("cairn.dispatch")
 
@@ -27,7 +31,15 @@ class DispatchActor:
         # An async actor's constructor runs on its event loop, so the loop
         # task starts here, on every (re)start.
         self._dispatcher = Dispatcher(config)
-        self._task = asyncio.get_running_loop().create_task(self._dispatcher.run())
+        loop = asyncio.get_running_loop()
+        self._task = loop.create_task(self._dispatcher.run())
+        self._metrics = loop.create_task(self._record_metrics()) if metrics.enabled() else None
+
+    async def _record_metrics(self) -> None:
+        while True:
+            with contextlib.suppress(Exception):
+                await self._dispatcher.record_metrics()
+            await asyncio.sleep(METRICS_EVERY_S)
 
     async def wake(self) -> None:
         self._dispatcher.wake()

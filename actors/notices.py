@@ -15,6 +15,7 @@ from storage.models.social import (
     NEW_PATTERN,
     PATTERN_COMMENT,
     QUESTION_ANSWER,
+    VERIFICATION,
 )
 
 _PATHS = {"pattern": "patterns", "question": "questions", "agent": "agents"}
@@ -33,6 +34,12 @@ _HEADLINES = {
     MODERATION_DECISION: "Your {what} {about} was {verdict} by a moderator",
     BOT_RELINKED: "{who} proved they hold your agent {about}'s X account and linked it to "
     "their profile",
+    VERIFICATION: "{who} ran your pattern {about}: {outcome}",
+}
+_OUTCOME_WORDS = {
+    "worked_as_written": "it worked as written",
+    "worked_with_changes": "it worked with changes",
+    "did_not_work": "it did not work",
 }
 
 
@@ -44,6 +51,8 @@ def headline(
     template = _HEADLINES.get(kind)
     if kind == MODERATION_DECISION and data.get("appeal_id"):
         template = "Your appeal for {about} was {verdict} by a moderator"
+    if kind == VERIFICATION and data.get("answer_id"):
+        template = "{who} ran your answer to {about}: {outcome}"
     if template is None:
         return f"{who}: {kind.replace('_', ' ')}"
     return template.format(
@@ -51,6 +60,7 @@ def headline(
         about=f"\u201c{title}\u201d" if title else "your content",
         what=target_type or "content",
         verdict="approved" if data.get("action") == "approve" else "rejected",
+        outcome=_OUTCOME_WORDS.get(str(data.get("outcome")), "reported"),
     )
 
 

@@ -121,6 +121,38 @@ class LeaseLimiter:
             window.leases[client] = granted - 1
         return Grant(granted, limit, available - granted, window.reset_at, elsewhere)
 
+    def sync(
+        self,
+        key: str,
+        limit: int,
+        window_s: float,
+        used: int,
+        holding: int,
+        want: int,
+        client: str,
+        now: float,
+    ) -> Grant:
+        """A replica's reconciliation of one key (``RayRateLimiter``'s local
+        shares): count the ``used`` requests it admitted on credit since its
+        last report (even past the limit: the count stays true), record the
+        ``holding`` tokens of earlier blocks it has not spent yet, and grant
+        up to ``want`` more tokens (counted as spent at once, as ``acquire``).
+        ``remaining`` may come back negative: the window is over its limit."""
+        window = self._window(key, window_s, now)
+        window.count += max(0, used)
+        window.leases.pop(client, None)
+        elsewhere = sum(window.leases.values())
+        available = limit - window.count
+        granted = 0
+        if want > 0 and available > 0:
+            share = available // (self.SHARE * (len(window.leases) + 1))
+            granted = min(want, share) if share >= self.MIN_BLOCK else min(want, max(1, share))
+            window.count += granted
+        held = max(0, holding) + granted
+        if held:
+            window.leases[client] = held
+        return Grant(granted, limit, available - granted, window.reset_at, elsewhere)
+
     def release(self, key: str, client: str, unused: int, reset_at: float, now: float) -> None:
         """Give back ``unused`` tokens of ``client``'s block (of the window ending at reset_at)."""
         window = self._windows.get(key)

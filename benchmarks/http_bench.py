@@ -1,12 +1,18 @@
 """HTTP benchmark: the same Cairn app under plain uvicorn and through Ray Serve.
 
-One run measures both servers, one after the other (never at once: the load
-generator and both servers share a small machine), with ``wrk``:
+One run measures the servers, one after the other (never at once: the load
+generator and the servers share a small machine), with ``wrk``:
 
-* plain uvicorn: ``benchmarks.uvicorn_app``, one worker, in-process rate limiter,
-  on 127.0.0.1:8101;
+* plain uvicorn: ``benchmarks.uvicorn_app``, as many workers as Serve has
+  ``Api`` replicas, each worker's own in-process rate limiter, on 127.0.0.1:8101;
+* uvicorn+Redis: the same with one global limit in Redis (``limits``, what a
+  user would pick; a redis-server the bench starts and stops), on 127.0.0.1:8103;
 * Ray Serve: ``cairn run --port 8102`` (HAProxy ingress, Serve replicas, the
   Ray rate-limiter actors), on 127.0.0.1:8102.
+
+Each read runs with three client mixes (``--mixes``): every request from one
+address; each from a new address (a random ``X-Forwarded-For``, trusted from
+127.0.0.1); each with the next of a few thousand agents' keys.
 
 Both use their own state folder (``.cairn/bench``, with its own embedded
 Postgres) and rate limits raised so far that the register route is never
@@ -15,13 +21,20 @@ refused. Results are printed and written into docs/benchmarks.md between the
 
     .venv/bin/python -m benchmarks.http_bench               # what `make bench` runs
     .venv/bin/python -m benchmarks.http_bench --duration 5  # a quick run
+
+``--metrics-ab`` instead measures the Serve path with Cairn's metrics on and
+off (``CAIRN_METRICS``): two ``cairn run`` of the same state folder, one at a
+time, the first of each round alternating; results between the
+``metrics-bench`` markers. `make bench` runs both.
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import os
 import signal
+import statistics
 import sys
 import tempfile
 import time
@@ -45,28 +58,43 @@ from benchmarks.harness import (
 )
 from benchmarks.serving.measure import Run, measure, wait_index_idle
 from benchmarks.serving.processes import tree_cpu_s
+from benchmarks.serving.redis_limiter import redis_server
 from benchmarks.serving.routes import (
+    MIXED_ROUTES,
+    MIXES,
     N_ANSWERS,
+    N_KEYS,
     N_VOTERS,
     PATTERN_SEARCHES,
     ROUTES,
     check_routes,
+    mixed,
     seed,
 )
 from benchmarks.serving.tables import (
+    admission_table,
     cpu_table,
     haproxy_table,
     latency_table,
     profile_table,
     ratio_table,
+    redis_table,
 )
 
 STATE_DIR = ROOT / ".cairn" / "bench"
 START_MARK = "<!-- http-bench:start -->"
 END_MARK = "<!-- http-bench:end -->"
+METRICS_START_MARK = "<!-- metrics-bench:start -->"
+METRICS_END_MARK = "<!-- metrics-bench:end -->"
+# The routes --metrics-ab measures unless --routes says otherwise: reads of
+# the REST door at different costs, and a search (its mode and stage timers).
+METRICS_ROUTES = ("profile", "question_key", "search_fulltext")
 
 UVICORN_PORT = 8101
 SERVE_PORT = 8102
+REDIS_UVICORN_PORT = 8103
+REDIS_PORT = 16479
+SERVERS = {"uvicorn": "uvicorn", "redis": "uvicorn+Redis", "serve": "Ray Serve"}
 UVICORN_START_TIMEOUT_S = 90.0
 SERVE_START_TIMEOUT_S = 180.0
 
@@ -81,6 +109,8 @@ BENCH_ENV = {
     "CAIRN_RATELIMIT_PATTERN_CREATE": RATE_LIMIT,
     "CAIRN_RATELIMIT_QUESTION_CREATE": RATE_LIMIT,
     "CAIRN_RATELIMIT_ANSWER_CREATE": RATE_LIMIT,
+    # The many-addresses mix sends its client address in X-Forwarded-For.
+    "CAIRN_TRUSTED_PROXIES": "127.0.0.1/32",
     "CAIRN_HAPROXY_STATS_PORT": "18414",
     "CAIRN_HAPROXY_METRICS_PORT": "19111",
     "CAIRN_FALLBACK_PROXY_PORT": "18510",
@@ -121,12 +151,22 @@ def docs_section(
         f"- Load: {wrk_ver}, `-t{THREADS} -c{args.connections} -d{args.duration}s --latency "
         f"--timeout 10s`, each run after a {args.warmup} s warm-up of the same route; "
         f"{args.rounds} rounds; wrk on the same machine.",
+        "- Client mixes: *one address* (every request from wrk's); *a new address per "
+        "request* (a random `X-Forwarded-For`, trusted from 127.0.0.1 by "
+        "`CAIRN_TRUSTED_PROXIES=127.0.0.1/32`); *many agent keys* (each request with the "
+        f"next key of a slice of {facts['crowd_size']:,} agents, a slice of its own per "
+        "server, round and warm-up, so every run meets agents calling for the first time "
+        "that minute, each then a few times).",
         f"- Plain uvicorn: `benchmarks/uvicorn_app.py --workers {workers}` (the app from "
         "`create_app`, in-process rate limiter and trending counter, the model and FAISS "
         "index in each worker; like each Api replica, every worker's index follows the "
         "vectors the embedding worker stores, and the embedding worker is the one "
         "embedding worker beside it, Serve's VectorIndex) on "
-        f"{HOST}:{UVICORN_PORT}.",
+        f"{HOST}:{UVICORN_PORT}. *uvicorn+Redis*: the same with `--redis`, one global "
+        "limit per rule and subject in Redis (`limits` fixed windows over redis-py, a hit and "
+        "the window's stats per rule, as slowapi does for its headers; a `redis-server` the "
+        f"bench starts, its CPU counted), on {HOST}:{REDIS_UVICORN_PORT}. Plain uvicorn's "
+        "workers each count their own windows (no global limit).",
         f"- Ray Serve: `cairn run --port {SERVE_PORT}` ({serve_info}); the same state folder "
         f"and embedded Postgres (`{_show(STATE_DIR)}`), so both serve the same rows. Both "
         "servers run in the benchmark's session (one CPU autogroup with wrk). While uvicorn "
@@ -146,11 +186,26 @@ def docs_section(
         "",
         *ratio_table(runs),
         "",
+        "Serve against uvicorn with one global limit in Redis (both enforce a limit shared "
+        "by every worker):",
+        "",
+        *redis_table(runs),
+        "",
         "Serve's CPU per request, by process (ms, median over rounds):",
         "",
         *cpu_table(runs),
         "",
     ]
+    if any(r.admission for r in runs):
+        lines += [
+            "The cold path (`--profile`): CPU ms per request the app processes spend in "
+            "each step of admission (py-spy samples inside it, as shares of the measured "
+            "CPU; median over rounds). The *new address* and *many agent keys* rows are "
+            "requests from a client the replica has not seen (or not lately):",
+            "",
+            *admission_table(runs),
+            "",
+        ]
     if any(r.haproxy for r in runs):
         lines += [
             "HAProxy's own timers (`show stat`, averages over the backend's last 1,024 "
@@ -200,9 +255,35 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
         "--workers", type=int, default=0, help="uvicorn workers (0: as many as Api replicas)"
     )
     parser.add_argument(
+        "--mixes",
+        default=",".join(MIXES),
+        help=f"client mixes for the reads {', '.join(MIXED_ROUTES)}: "
+        f"comma-separated, from {', '.join(MIXES)} (default: all)",
+    )
+    parser.add_argument(
+        "--servers",
+        default=",".join(SERVERS),
+        help=f"comma-separated, from {', '.join(SERVERS)} (default: all)",
+    )
+    parser.add_argument(
+        "--keys", type=int, default=N_KEYS, help=f"agents of the many-keys mix ({N_KEYS})"
+    )
+    parser.add_argument(
         "--profile",
         action="store_true",
         help="py-spy on the Api replicas and uvicorn workers during each measured run",
+    )
+    parser.add_argument(
+        "--port-offset",
+        type=int,
+        default=0,
+        help="with --metrics-ab: add this to Serve's and HAProxy's ports (another bench "
+        "running on the machine)",
+    )
+    parser.add_argument(
+        "--metrics-ab",
+        action="store_true",
+        help="Serve with Cairn's metrics on against off (CAIRN_METRICS), instead of uvicorn",
     )
     parser.add_argument(
         "--keep-profiles",
@@ -210,6 +291,8 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
         help="with --profile: keep py-spy's raw stacks in this folder (default: dropped)",
     )
     args = parser.parse_args(argv)
+    if args.metrics_ab and args.routes == ",".join(ROUTES):
+        args.routes = ",".join(METRICS_ROUTES)
     keys = [k.strip() for k in args.routes.split(",") if k.strip()]
     unknown = [k for k in keys if k not in ROUTES]
     if unknown or not keys:
@@ -218,7 +301,26 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
         parser.error(
             f"need --duration >= 1, --warmup >= 0, --rounds >= 1, --connections >= {THREADS}"
         )
-    args.route_list = [ROUTES[k] for k in keys]
+    if args.metrics_ab and {"upvote", "create"} & set(keys):
+        parser.error("--metrics-ab: upvote and create are not supported (their data is per server)")
+    if args.metrics_ab and args.mixes == ",".join(MIXES):
+        # Metrics on against off: one client address unless asked otherwise.
+        args.mixes = "one"
+    mixes = [m.strip() for m in args.mixes.split(",") if m.strip()]
+    servers = [x.strip() for x in args.servers.split(",") if x.strip()]
+    if not mixes or any(m not in MIXES for m in mixes):
+        parser.error(f"--mixes: choose from {', '.join(MIXES)}")
+    if not servers or any(x not in SERVERS for x in servers):
+        parser.error(f"--servers: choose from {', '.join(SERVERS)}")
+    args.route_list = [
+        mixed(ROUTES[k], mix)
+        for k in keys
+        for mix in (mixes if k in MIXED_ROUTES else ["one"])
+        if k in MIXED_ROUTES or "one" in mixes
+    ]
+    args.server_list = servers
+    if "keys" not in mixes:
+        args.keys = 0
     return args
 
 
@@ -228,6 +330,8 @@ def main(argv: list[str] | None = None) -> int:
     semantic = any(r.key == "semantic" for r in args.route_list)
     bench_env = {**BENCH_ENV, "CAIRN_SEARCH_SEMANTIC": "true" if semantic else "false"}
     env, wrk, wrk_ver = fresh_serve_run(STATE_DIR, bench_env)
+    if args.metrics_ab:
+        return metrics_ab(args, env, wrk, wrk_ver, raw_argv)
 
     from serve_app.settings import Settings
 
@@ -256,10 +360,10 @@ def main(argv: list[str] | None = None) -> int:
         own_session=False,
     )
     plain_cmd = [python, "-m", "benchmarks.uvicorn_app", "--host", HOST]
-    plain_cmd += ["--port", str(UVICORN_PORT), "--workers", str(workers)]
+    plain_cmd += ["--workers", str(workers)] + (["--semantic"] if semantic else [])
     plain = Server(
         "uvicorn",
-        plain_cmd + (["--semantic"] if semantic else []),
+        [*plain_cmd, "--port", str(UVICORN_PORT)],
         UVICORN_PORT,
         STATE_DIR / "uvicorn.log",
         STATE_DIR,
@@ -267,25 +371,47 @@ def main(argv: list[str] | None = None) -> int:
     )
     runs: list[Run] = []
     idle: list[tuple[float, float]] = []  # (Serve's CPU s, wall s) while uvicorn ran
-    with tempfile.TemporaryDirectory(prefix="cairn-bench-") as tmp_name:
-        tmp = Path(tmp_name)
+    with contextlib.ExitStack() as stack:
+        tmp = Path(stack.enter_context(tempfile.TemporaryDirectory(prefix="cairn-bench-")))
+        redis_uri = ""
+        redis_pid: tuple[int, ...] = ()
+        with_redis = "redis" in args.server_list
+        if with_redis:
+            redis_uri, pid = stack.enter_context(redis_server(REDIS_PORT, STATE_DIR / "redis"))
+            redis_pid = (pid,)
+        redis_plain = Server(
+            "uvicorn+Redis",
+            [*plain_cmd, "--port", str(REDIS_UVICORN_PORT), "--redis", redis_uri],
+            REDIS_UVICORN_PORT,
+            STATE_DIR / "uvicorn-redis.log",
+            STATE_DIR,
+            own_session=False,
+        )
+        by_name = {"uvicorn": plain, "redis": redis_plain, "serve": serve}
+        servers = [by_name[k] for k in args.server_list]
+        others = [x for x in servers if x is not serve]
         try:
             for port in (int(v) for k, v in BENCH_ENV.items() if k.endswith("_PORT")):
                 if port_in_use(port):
                     raise RuntimeError(f"{HOST}:{port} is already in use (a HAProxy port)")
             print("bench: starting Ray Serve (cairn run)", flush=True)
             serve.start(env, SERVE_START_TIMEOUT_S, ready_text="serving on")
-            print("bench: seeding through Serve", flush=True)
-            facts = seed(serve.base, args.rounds)
-            print(f"bench: starting plain uvicorn ({workers} workers)", flush=True)
-            plain.start(env, UVICORN_START_TIMEOUT_S)
+            print(f"bench: seeding through Serve ({args.keys} agents for the keys mix)", flush=True)
+            facts = seed(serve.base, args.rounds, args.keys)
+            facts["crowd_size"] = len(facts["crowd"])
+            for other in others:
+                print(f"bench: starting {other.name} ({workers} workers)", flush=True)
+                other.start(env, UVICORN_START_TIMEOUT_S)
             wait_index_idle(serve.base)
-            for server in (serve, plain):
+            for server in servers:
                 check_routes(server.base, facts, semantic)
             for rnd in range(args.rounds):
-                for i, route in enumerate(args.route_list):
-                    order = (plain, serve) if (rnd + i) % 2 == 0 else (serve, plain)
-                    for server in order:
+                bases = list(dict.fromkeys(r.base for r in args.route_list))
+                for route in args.route_list:
+                    # Each server first, middle and last in turn (for each mix too).
+                    base = bases.index(route.base)
+                    shift = (rnd + base + list(MIXES).index(route.mix)) % len(servers)
+                    for server in servers[shift:] + servers[:shift]:
                         assert serve.proc is not None
                         before, t0 = tree_cpu_s(serve.proc.pid), time.monotonic()
                         runs.append(
@@ -298,6 +424,7 @@ def main(argv: list[str] | None = None) -> int:
                                 tmp=tmp,
                                 args=args,
                                 state_dir=STATE_DIR,
+                                extra_pids=redis_pid if server is redis_plain else (),
                             )
                         )
                         if server is plain:
@@ -307,13 +434,14 @@ def main(argv: list[str] | None = None) -> int:
                         if route.key == "create":
                             wait_index_idle(serve.base)
         finally:
-            plain.stop(signal.SIGINT)
+            for other in others:
+                other.stop(signal.SIGINT)
             serve.stop(signal.SIGINT)
             left = leftover_processes(state_dir=STATE_DIR)
             if left:
-                print("bench: WARNING: still running after both servers exited:", *left, sep="\n  ")
+                print("bench: WARNING: still running after the servers exited:", *left, sep="\n  ")
                 stop_bench_processes(grace_s=10.0, state_dir=STATE_DIR)
-    idle_cores = sum(c for c, _ in idle) / max(1e-9, sum(w for _, w in idle))
+    idle_cores = sum(c for c, _ in idle) / max(1e-9, sum(w for _, w in idle)) if idle else 0.0
     load_after = os.getloadavg()[0]
     section = docs_section(
         runs,
@@ -331,6 +459,139 @@ def main(argv: list[str] | None = None) -> int:
     print(section)
     if not args.no_docs:
         write_docs(section, start_mark=START_MARK, end_mark=END_MARK)
+        print(f"bench: results written to {DOCS.relative_to(ROOT)}")
+    return 1 if any(r.result.errors for r in runs) else 0
+
+
+# ------------------------------------------------------------ metrics on/off
+
+
+def metrics_table(runs: list[Run]) -> list[str]:
+    """Per route: req/s and CPU per request with metrics on and off, the
+    on/off ratio of each round (each round measures both, one after the other)."""
+    by = {(r.route.key, r.server, r.round): r for r in runs}
+    rows = [
+        "| Route | req/s on | req/s off | on / off req/s, each round | median "
+        "| CPU ms/request on | off | on - off CPU ms |",
+        "|---|---:|---:|---|---:|---:|---:|---:|",
+    ]
+    for route in dict.fromkeys(r.route.key for r in runs):
+        both = [
+            (by[(route, ON, rnd)], by[(route, OFF, rnd)])
+            for rnd in sorted({r.round for r in runs})
+            if (route, ON, rnd) in by and (route, OFF, rnd) in by
+        ]
+        if not both:
+            continue
+        ratios = [a.result.requests_per_s / max(b.result.requests_per_s, 1e-9) for a, b in both]
+        cpu_on = statistics.median(a.cpu_ms_per_request for a, _ in both)
+        cpu_off = statistics.median(b.cpu_ms_per_request for _, b in both)
+        rows.append(
+            f"| `{ROUTES[route].label}` "
+            f"| {statistics.median(a.result.requests_per_s for a, _ in both):,.0f} "
+            f"| {statistics.median(b.result.requests_per_s for _, b in both):,.0f} "
+            f"| {', '.join(f'{x:.2f}' for x in ratios)} | **{statistics.median(ratios):.2f}** "
+            f"| {cpu_on:.2f} | {cpu_off:.2f} | {cpu_on - cpu_off:+.2f} |"
+        )
+    return rows
+
+
+ON, OFF = "Serve metrics=on", "Serve metrics=off"
+
+
+def metrics_ab(
+    args: argparse.Namespace, env: dict[str, str], wrk: str, wrk_ver: str, argv: list[str]
+) -> int:
+    """Serve with CAIRN_METRICS on and off, one ``cairn run`` at a time."""
+    python = sys.executable
+    port = SERVE_PORT + args.port_offset
+    env = {
+        **env,
+        **{k: str(int(v) + args.port_offset) for k, v in BENCH_ENV.items() if k.endswith("_PORT")},
+    }
+    cmd = [python, "-m", "serve_app.launch.cli", "run", "--port", str(port)]
+    servers = {
+        flag: Server(name, cmd, port, STATE_DIR / f"serve-{flag}.log", STATE_DIR, False)
+        for flag, name in (("true", ON), ("false", OFF))
+    }
+    print(
+        f"bench: metrics on/off; {wrk_ver}; -t{THREADS} -c{args.connections} "
+        f"-d{args.duration}s (+{args.warmup}s warm-up), {args.rounds} rounds; routes: "
+        f"{', '.join(r.key for r in args.route_list)}",
+        flush=True,
+    )
+    load_before = os.getloadavg()[0]
+    loads: list[float] = []
+    runs: list[Run] = []
+    facts: dict[str, Any] | None = None
+    with tempfile.TemporaryDirectory(prefix="cairn-bench-") as tmp_name:
+        tmp = Path(tmp_name)
+        for rnd in range(args.rounds):
+            order = ("true", "false") if rnd % 2 == 0 else ("false", "true")
+            for flag in order:
+                server = servers[flag]
+                try:
+                    # Ready when /api/health answers 200 (a part may still be
+                    # loading when `cairn run` says it serves, on a busy machine).
+                    server.start({**env, "CAIRN_METRICS": flag}, SERVE_START_TIMEOUT_S)
+                    if facts is None:
+                        facts = seed(server.base, args.rounds, args.keys)
+                        facts["crowd_size"] = len(facts["crowd"])
+                        wait_index_idle(server.base)
+                    check_routes(server.base, facts, False)
+                    for route in args.route_list:
+                        loads.append(os.getloadavg()[0])
+                        runs.append(
+                            measure(
+                                server,
+                                route,
+                                facts,
+                                run=rnd,
+                                wrk=wrk,
+                                tmp=tmp,
+                                args=args,
+                                state_dir=STATE_DIR,
+                            )
+                        )
+                finally:
+                    server.stop(signal.SIGINT)
+    left = leftover_processes(state_dir=STATE_DIR)
+    if left:
+        print("bench: WARNING: still running after the server exited:", *left, sep="\n  ")
+        stop_bench_processes(grace_s=10.0, state_dir=STATE_DIR)
+    this_run = f" (this run: `.venv/bin/python -m benchmarks.http_bench {' '.join(argv)}`)"
+    lines = [
+        *section_head(
+            METRICS_START_MARK,
+            "HTTP: the Serve path with and without Cairn's metrics",
+            "http_bench.py --metrics-ab",
+            load_before,
+        ),
+        f"- 1-minute load average during the runs: {min(loads):.2f} to {max(loads):.2f}; "
+        f"after: {os.getloadavg()[0]:.2f}. The machine is shared: compare within a round "
+        "and read the CPU columns.",
+        f"- Load: {wrk_ver}, `-t{THREADS} -c{args.connections} -d{args.duration}s --latency`, "
+        f"each run after a {args.warmup} s warm-up; {args.rounds} rounds, each measuring "
+        "`cairn run` with `CAIRN_METRICS=true` and `=false` (the first alternating), one "
+        f"at a time, over the same state folder (`{_show(STATE_DIR)}`) and rows.",
+        "- *on / off*: requests per second with metrics over without (1.00: no "
+        "difference); *on - off CPU ms*: the CPU per request the metrics add (all of "
+        "Serve's processes and Postgres).",
+        "",
+        *metrics_table(runs),
+        "",
+        "Every run:",
+        "",
+        *latency_table(runs),
+        "",
+        f"Reproduce: `make bench`{this_run}.",
+        METRICS_END_MARK,
+    ]
+    section = "\n".join(lines) + "\n"
+    print()
+    print(section)
+    if not args.no_docs:
+        write_docs(section, start_mark=METRICS_START_MARK, end_mark=METRICS_END_MARK)
         print(f"bench: results written to {DOCS.relative_to(ROOT)}")
     return 1 if any(r.result.errors for r in runs) else 0
 

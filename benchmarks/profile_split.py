@@ -116,6 +116,58 @@ def count(lines: Iterable[str]) -> Counter[str]:
     return found
 
 
+# The steps of admission (serve_app/http/admission.py) a sample is inside of,
+# by the innermost frame that names one: what a request's cold path costs.
+ADMISSION_PARTS = (
+    "identify (API key check)",
+    "budgets (rate limit)",
+    "client address",
+    "admission, other",
+)
+_ADMISSION_FUNCS = {
+    "authenticate": "identify (API key check)",
+    "_identify": "identify (API key check)",
+    "charge": "budgets (rate limit)",
+    "client_address": "client address",
+    "admit": "admission, other",
+}
+
+
+def admission_part(frames: list[str]) -> str | None:
+    """The admission step a busy sample is spent in (None: idle or not admission)."""
+    if _idle(frames):
+        return None
+    for frame in reversed(frames):
+        path = _path(frame)
+        if path.endswith("serve_app/runtime/ratelimit.py"):
+            return "budgets (rate limit)"
+        if path.endswith("serve_app/http/admission.py"):
+            name = _ADMISSION_FUNCS.get(frame.split(" (", 1)[0].strip())
+            if name is not None:
+                return name
+    return None
+
+
+def admission_files(paths: Iterable[Path]) -> dict[str, float]:
+    """Each admission step's share of all busy samples in these files."""
+    found: Counter[str] = Counter()
+    busy = 0
+    for path in paths:
+        with path.open() as fh:
+            for line in fh:
+                stack, _, n = line.rstrip("\n").rpartition(" ")
+                if not n.isdigit():
+                    continue
+                frames = stack.split(";") if stack else []
+                if _idle(frames):
+                    continue
+                busy += int(n)
+                part = admission_part(frames)
+                if part is not None:
+                    found[part] += int(n)
+    return {name: found[name] / busy for name in ADMISSION_PARTS} if busy else {}
+
+
 def split_files(paths: Iterable[Path]) -> dict[str, float]:
     """Each component's share of the busy samples in these files."""
     found: Counter[str] = Counter()

@@ -34,6 +34,7 @@ if TYPE_CHECKING:
 
 # Set by main() for the worker processes (uvicorn spawns them).
 _SEMANTIC_ENV = "CAIRN_BENCH_UVICORN_SEMANTIC"
+_REDIS_ENV = "CAIRN_BENCH_UVICORN_REDIS"
 
 
 def build() -> FastAPI:
@@ -66,8 +67,17 @@ def build() -> FastAPI:
             from serve_app.runtime.index_copies.vectors import replica_vectors
 
             semantic = replica_vectors(settings, local.queries.get, local)
+    limiter = None
+    if os.environ.get(_REDIS_ENV):
+        from benchmarks.serving.redis_limiter import RedisRateLimiter
+
+        limiter = RedisRateLimiter(os.environ[_REDIS_ENV])
     return create_app(
-        settings, database_url=settings.database_url, secret=secret, semantic=semantic
+        settings,
+        database_url=settings.database_url,
+        secret=secret,
+        semantic=semantic,
+        limiter=limiter,
     )
 
 
@@ -81,6 +91,12 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument(
         "--semantic", action="store_true", help="semantic search in process (model per worker)"
     )
+    parser.add_argument(
+        "--redis",
+        default="",
+        help="a limits storage URI (async+redis://…): one global rate limit in Redis "
+        "instead of each worker's own",
+    )
     args = parser.parse_args(argv)
 
     logging.basicConfig(level=logging.WARNING)
@@ -92,6 +108,7 @@ def main(argv: list[str] | None = None) -> None:
     os.environ["CAIRN_DATABASE_URL"] = prepared.database_url
     os.environ["CAIRN_SECRET_KEY"] = prepared.secret_key
     os.environ[_SEMANTIC_ENV] = "1" if args.semantic else "0"
+    os.environ[_REDIS_ENV] = args.redis
     print(
         f"uvicorn_app: serving on http://{args.host}:{args.port} with {workers} worker(s)",
         flush=True,

@@ -10,12 +10,15 @@ replicas).
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
+import time
 from typing import Any
 
 import numpy as np
 from ray import serve
 
+from actors import metrics
 from embeddings.config import EmbedderConfig, IndexerConfig
 from embeddings.encoder import Encoder, ray_device
 from embeddings.indexer import Indexer
@@ -30,6 +33,8 @@ BATCH_WAIT_S = 0.004
 # embed_many calls of at least this many texts are bulk: on the CPU they get
 # the replica's bulk threads; smaller ones, and queries, one thread.
 BULK_MIN = 16
+# How often the VectorIndex sets its gauges (vectors, lag).
+METRICS_EVERY_S = 5.0
 
 
 def bulk_threads(configured: int) -> int:
@@ -59,7 +64,19 @@ class Embedder:
         self._default = config.model
         self._encoder(self._default)
         self._one.set_max_batch_size(config.max_batch_size)  # type: ignore[attr-defined]
+        # Calls waiting or encoding here (the autoscaler's signal, docs/operations.md).
+        self._queued = 0
+        metrics.EMBEDDER_REPLICAS.set(1)
+        metrics.EMBEDDER_QUEUE.set(0)
         log.info("Embedder ready: %s", self.describe())
+
+    def _queue_moved(self, by: int) -> None:
+        self._queued += by
+        metrics.EMBEDDER_QUEUE.set(self._queued)
+
+    def _encoded(self, call: str, n: int, t0: float) -> None:
+        metrics.EMBEDDER_BATCH.labels(call).observe(n)
+        metrics.EMBEDDER_ENCODE_SECONDS.labels(call).observe(time.perf_counter() - t0)
 
     def _encoder(self, model: str) -> Encoder:
         encoder = self._encoders.get(model)
@@ -81,9 +98,11 @@ class Embedder:
         out: list[np.ndarray | None] = [None] * len(requests)
         for model in {m for m, _ in requests}:
             at = [i for i, (m, _) in enumerate(requests) if m == model]
+            t0 = time.perf_counter()
             vectors = await asyncio.to_thread(
                 self._encoder(model).encode, [requests[i][1] for i in at], threads=1
             )
+            self._encoded("query", len(at), t0)
             for i, vector in zip(at, vectors, strict=True):
                 out[i] = vector
         return [v for v in out if v is not None]
@@ -106,11 +125,23 @@ class Embedder:
         }
 
     async def embed(self, text: str, model: str | None = None) -> np.ndarray:
-        return await self._one((model or self._default, text))
+        self._queue_moved(1)
+        try:
+            return await self._one((model or self._default, text))
+        finally:
+            self._queue_moved(-1)
 
     async def embed_many(self, texts: list[str], model: str | None = None) -> np.ndarray:
         encoder = self._encoder(model or self._default)
-        return await asyncio.to_thread(encoder.encode, texts, threads=self.threads_for(len(texts)))
+        self._queue_moved(1)
+        t0 = time.perf_counter()
+        try:
+            return await asyncio.to_thread(
+                encoder.encode, texts, threads=self.threads_for(len(texts))
+            )
+        finally:
+            self._queue_moved(-1)
+            self._encoded("bulk", len(texts), t0)
 
     async def info(self) -> dict[str, Any]:
         backends = {m: e.backend for m, e in self._encoders.items()}
@@ -133,7 +164,7 @@ class VectorIndex:
 
         self._embedder = embedder
         # Repeated queries skip the Embedder hop and the encode.
-        self._queries = QueryVectors(self._embed_query)
+        self._queries = QueryVectors(self._embed_query, where="vector_index")
         engine = make_engine(config.database_url, pool_size=3, max_overflow=2)
         # Concurrent searches of an index share one FAISS scan.
         self._batcher = SearchBatcher()
@@ -145,7 +176,15 @@ class VectorIndex:
             embed_query=self._queries.get,
             search_index=self._batcher.search,
         )
-        self._task = asyncio.get_running_loop().create_task(self.indexer.run())
+        loop = asyncio.get_running_loop()
+        self._task = loop.create_task(self.indexer.run())
+        self._metrics = loop.create_task(self._record_metrics()) if metrics.enabled() else None
+
+    async def _record_metrics(self) -> None:
+        while True:
+            with contextlib.suppress(Exception):
+                await self.indexer.record_metrics()
+            await asyncio.sleep(METRICS_EVERY_S)
 
     async def _embed(self, texts: list[str], model: str) -> np.ndarray:
         result: np.ndarray = await self._embedder.embed_many.remote(texts, model)

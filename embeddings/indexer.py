@@ -38,6 +38,7 @@ import numpy as np
 from sqlalchemy.ext.asyncio import AsyncEngine, async_sessionmaker
 from sqlmodel.ext.asyncio.session import AsyncSession
 
+from actors import metrics
 from embeddings.config import IndexerConfig
 from embeddings.encoder import from_bytes, to_bytes
 from embeddings.faiss_index import FaissIndex
@@ -351,17 +352,33 @@ class Indexer:
             pending = self._embed_query(query, model)
         else:
             pending = self._first(self._embed([query], model))
+        t0 = time.perf_counter()
         vector = await asyncio.wait_for(pending, self.config.query_timeout_s)
+        t1 = time.perf_counter()
+        metrics.SEARCH_STAGE_SECONDS.labels("query_embedding").observe(t1 - t0)
         if self._search_index is not None:
             search = self._search_index
-            return {
+            found = {
                 kind: await search(indexes[kind], vector, k) for kind in kinds if kind in indexes
             }
-        return {kind: indexes[kind].search(vector, k) for kind in kinds if kind in indexes}
+        else:
+            found = {kind: indexes[kind].search(vector, k) for kind in kinds if kind in indexes}
+        metrics.SEARCH_STAGE_SECONDS.labels("vector_search").observe(time.perf_counter() - t1)
+        return found
 
     @staticmethod
     async def _first(vectors: Awaitable[np.ndarray]) -> np.ndarray:
         return (await vectors)[0]
+
+    async def record_metrics(self) -> None:
+        """Set the index's gauges (actors/metrics.py): vectors by kind, and
+        how far it is behind Postgres (queued rows, the oldest one's age)."""
+        async with self._sessions() as session:
+            rows, age_s = await repo.queue_lag(session)
+        metrics.INDEX_LAG_ROWS.set(rows)
+        metrics.INDEX_LAG_SECONDS.set(age_s)
+        for kind, index in list(self.indexes.items()):
+            metrics.INDEX_VECTORS.labels(kind).set(len(index))
 
     async def stats(self) -> dict[str, Any]:
         async with self._sessions() as session:

@@ -16,6 +16,8 @@ from collections.abc import Awaitable, Callable
 
 import numpy as np
 
+from actors import metrics
+
 DEFAULT_SIZE = 4096  # vectors of 384 floats: about 6 MiB
 
 
@@ -24,8 +26,11 @@ class QueryVectors:
         self,
         embed: Callable[[str, str], Awaitable[np.ndarray]],
         size: int = DEFAULT_SIZE,
+        where: str = "vector_index",
     ) -> None:
+        """``where``: the cache's label in ``cairn_query_vector_cache_total``."""
         self._embed = embed
+        self._where = where
         self._size = size
         self._vectors: OrderedDict[tuple[str, str], np.ndarray] = OrderedDict()
         self._pending: dict[tuple[str, str], asyncio.Future[np.ndarray]] = {}
@@ -41,8 +46,10 @@ class QueryVectors:
         if vector is not None:
             self._vectors.move_to_end(key)
             self.hits += 1
+            metrics.QUERY_VECTOR_CACHE.labels(self._where, "hit").inc()
             return vector
         pending = self._pending.get(key)
+        metrics.QUERY_VECTOR_CACHE.labels(self._where, "miss").inc()
         if pending is None:
             self.misses += 1
             pending = asyncio.ensure_future(self._load(key))

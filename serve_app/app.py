@@ -9,12 +9,14 @@ from typing import Any
 
 from fastapi import Depends, FastAPI
 
+from actors import metrics
 from actors.dispatch import Dispatcher
 from serve_app.context import AppContext
 from serve_app.http import admission, contract
 from serve_app.http.bodylimit import BodyLimitMiddleware
 from serve_app.http.deps import page_window
 from serve_app.http.error_handlers import install_error_handlers
+from serve_app.http.observe import Observe, sampler
 from serve_app.http.querystring import QueryStringGuard
 from serve_app.kit.clientip import Network
 from serve_app.mcp import McpDoor
@@ -30,6 +32,7 @@ from serve_app.routers import (
     meta,
     moderation,
     notifications,
+    oauth,
     patterns,
     questions,
     search,
@@ -141,7 +144,7 @@ def create_app(
         if ctx.lexical is not None:
             ctx.lexical.start()
         ctx.search.start()
-        async with mcp_door.running():
+        async with mcp_door.running(), sampler(ctx):
             yield {}
         await ctx.streams.close()
         if ctx.lexical is not None:
@@ -180,6 +183,7 @@ def create_app(
     app.include_router(moderation.router)
     app.include_router(uploads.router)
     app.include_router(admin.router)
+    app.include_router(oauth.router)
     app.include_router(web_pages.router)
     contract.install(app)
     # The MCP door (POST /mcp): a plain route (not an APIRoute), so it stays out
@@ -201,4 +205,8 @@ def create_app(
     # Outermost: gives back a request's long-lived connection slots once its
     # answer has ended, whichever door took them.
     app.add_middleware(admission.SlotKeeper)
+    # Outside everything: every request counted and timed, whatever answered
+    # it (serve_app/http/observe.py).
+    if metrics.enabled():
+        app.add_middleware(Observe)
     return app

@@ -111,6 +111,11 @@ class Settings(BaseSettings):
     haproxy_metrics_port: int = Field(default=19101, ge=1, le=65535)
     fallback_proxy_port: int = Field(default=18500, ge=1, le=65535)
     access_log: bool = False
+    # Cairn's own metrics through Ray's metrics agent (actors/metrics.py,
+    # docs/operations.md); false records nothing. Gauges (pool, stream slots,
+    # index lag, backlog) are sampled every metrics_sample_s.
+    metrics: bool = True
+    metrics_sample_s: float = Field(default=5.0, gt=0, le=300)
     drain_period_s: float = Field(default=1.0, ge=0)
 
     # Notifications: follower fan-out and e-mail
@@ -158,6 +163,18 @@ class Settings(BaseSettings):
     relink_code_ttl_minutes: int = Field(default=60, ge=1, le=7 * 24 * 60)
     outbound_timeout_s: float = Field(default=5.0, gt=0, le=60)
     outbound_max_bytes: int = Field(default=262_144, ge=1024, le=16_777_216)
+
+    # OAuth 2.1 for the MCP server (docs/decisions/oauth.md): token lifetimes,
+    # how long a consent waits and a Client ID Metadata Document is kept.
+    oauth_access_token_ttl_s: int = Field(default=3600, ge=30, le=86_400)
+    oauth_refresh_token_ttl_s: int = Field(default=30 * 86_400, ge=60, le=365 * 86_400)
+    oauth_code_ttl_s: int = Field(default=120, ge=10, le=600)
+    oauth_consent_ttl_s: int = Field(default=600, ge=30, le=3600)
+    oauth_client_metadata_ttl_s: int = Field(default=3600, ge=0, le=7 * 86_400)
+    # Tests and local development only: accept client ids (metadata document
+    # URLs) on http://127.0.0.1 / localhost. Off by default: a client id must be
+    # an https URL whose host resolves to public addresses only.
+    oauth_client_metadata_allow_loopback: bool = False
 
     # Semantic search (docs/decisions/search.md, "Search")
     embedding_model: str = Field(default="all-MiniLM-L6-v2", min_length=1)
@@ -212,6 +229,10 @@ class Settings(BaseSettings):
     # Claims, re-links and re-link codes per human: each may ask X about a post.
     ratelimit_claim: RateText = "20/hour"
     ratelimit_upload: RateText = "30/hour"
+    # Verifications (docs/decisions/trust.md): per agent, and per client address
+    # so a burst of fresh bots from one machine is held like registration.
+    ratelimit_verify: RateText = "30/hour"
+    ratelimit_verify_address: RateText = "60/hour"
     # Public reads without a key, per client IP (docs/decisions/security-and-admission.md,
     # "Security: read costs"): 5 a second for a whole minute.
     ratelimit_anon_read: RateText = "300/minute"
@@ -262,6 +283,8 @@ class Settings(BaseSettings):
         "ratelimit_login",
         "ratelimit_claim",
         "ratelimit_upload",
+        "ratelimit_verify",
+        "ratelimit_verify_address",
         "ratelimit_anon_read",
         "ratelimit_health",
     )
@@ -287,6 +310,11 @@ class Settings(BaseSettings):
             return self.public_base_url.rstrip("/")
         host = "127.0.0.1" if self.host in ("0.0.0.0", "::") else self.host
         return f"http://{host}:{self.port}"
+
+    @property
+    def mcp_url(self) -> str:
+        """The MCP server's URL: the OAuth resource its tokens are bound to."""
+        return f"{self.base_url}/mcp"
 
     @property
     def smtp_address(self) -> str | None:
@@ -319,6 +347,8 @@ class Settings(BaseSettings):
             "login": self.ratelimit_login,
             "claim": self.ratelimit_claim,
             "upload": self.ratelimit_upload,
+            "verify": self.ratelimit_verify,
+            "verify_address": self.ratelimit_verify_address,
             "anon_read": self.ratelimit_anon_read,
             "health": self.ratelimit_health,
         }

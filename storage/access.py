@@ -179,6 +179,15 @@ def answer_visible_to(answer: Answer, question: Question, viewer_id: uuid.UUID |
     return viewer_id is not None and answer.author_id == viewer_id and question_is_visible(question)
 
 
+# --- revisions and verifications -------------------------------------------------
+# They have no rule of their own: they follow their item. A pattern's are seen
+# by whoever ``pattern_visible_to`` lets see the pattern, an answer's by whoever
+# ``answer_visible_to`` lets see the answer; reports are taken on public items
+# only (``pattern_is_public``, ``answer_is_public``) and an agent's list of its
+# reports shows those on public items (``public_pattern_sql``,
+# ``public_answer_sql``). docs/decisions/trust.md, "Revisions (issue 33)".
+
+
 # --- comments ----------------------------------------------------------------------
 
 

@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from benchmarks.harness import OPERATOR, Server, WrkResult, http_json, run_wrk
-from benchmarks.profile_split import split_files
+from benchmarks.profile_split import admission_files, split_files
 from benchmarks.serving.processes import CpuMeter, haproxy_timers, profile_targets, py_spy
 from benchmarks.serving.routes import Route, route_script
 
@@ -26,6 +26,7 @@ class Run:
     cpu_s: dict[str, float]
     haproxy: dict[str, float] | None = None
     profile: dict[str, float] | None = None  # component -> share of the app's busy samples
+    admission: dict[str, float] | None = None  # admission step -> share of the busy samples
 
     @property
     def cpu_ms_per_request(self) -> float:
@@ -47,11 +48,14 @@ def measure(
     tmp: Path,
     args: argparse.Namespace,
     state_dir: Path,
+    extra_pids: tuple[int, ...] = (),
 ) -> Run:
     """A warm-up run, then the measured one with the server's CPU time (and,
     with --profile, py-spy on the app processes)."""
     if args.warmup:
-        url, script = route_script(tmp, route, facts, server.name, -1 if run == 0 else run)
+        url, script = route_script(
+            tmp, route, facts, server.name, -1 if run == 0 else run, warmup=True
+        )
         run_wrk(
             wrk,
             server.base + url,
@@ -61,8 +65,9 @@ def measure(
             timeout_s=10,
         )
     url, script = route_script(tmp, route, facts, server.name, run)
-    meter = CpuMeter(server, state_dir)
+    meter = CpuMeter(server, state_dir, extra_pids)
     profile: dict[str, float] | None = None
+    admission: dict[str, float] | None = None
     with contextlib.ExitStack() as stack:
         files: list[Path] = []
         if args.profile:
@@ -82,9 +87,10 @@ def measure(
         cpu = meter.stop()
     if files:
         profile = split_files([f for f in files if f.exists()])
+        admission = admission_files([f for f in files if f.exists()])
     timers = haproxy_timers(state_dir) if server.name == "Ray Serve" else None
     print(
-        f"bench: round {run + 1} {server.name:<10} {route.label:<52} "
+        f"bench: round {run + 1} {server.name:<13} {route.label:<70} "
         f"{result.requests_per_s:>8.1f} req/s  p50 {fmt_ms(result, 50)} ms  "
         f"CPU {1000 * sum(cpu.values()) / max(1, result.requests):.2f} ms/request  "
         f"errors {result.errors_text()}",
@@ -92,7 +98,7 @@ def measure(
     )
     if result.errors:
         print(raw, flush=True)
-    return Run(route, server.name, run, result, cpu, timers, profile)
+    return Run(route, server.name, run, result, cpu, timers, profile, admission)
 
 
 # Answers in a row that must find the Api replica's copy of the vector index

@@ -50,6 +50,8 @@ def process_kind(proc: Any) -> str:
         return "Postgres"
     if "haproxy" in name:
         return "HAProxy"
+    if name == "redis-server":
+        return "Redis"
     if "ServeReplica" in cmd:
         deployment = cmd.split("ServeReplica:", 1)[1].split()[0].split(":")[-1]
         return "Api replicas" if deployment == "Api" else f"{deployment} replica"
@@ -69,9 +71,10 @@ class CpuMeter:
     """CPU seconds of a server's processes (its process tree and the bench's
     Postgres) between start() and stop(), by process_kind."""
 
-    def __init__(self, server: Server, state_dir: Path) -> None:
+    def __init__(self, server: Server, state_dir: Path, extra: tuple[int, ...] = ()) -> None:
         self.server = server
         self.state_dir = state_dir
+        self.extra = extra  # other processes the server relies on (its Redis)
         self._before: dict[int, tuple[str, float]] = {}
 
     def _sample(self) -> dict[int, tuple[str, float]]:
@@ -79,7 +82,9 @@ class CpuMeter:
 
         assert self.server.proc is not None
         out: dict[int, tuple[str, float]] = {}
-        for proc in [*process_tree(self.server.proc.pid), *postgres_processes(self.state_dir)]:
+        procs = [*process_tree(self.server.proc.pid), *postgres_processes(self.state_dir)]
+        procs += [p for pid in self.extra for p in process_tree(pid)]
+        for proc in procs:
             with contextlib.suppress(psutil.Error):
                 t = proc.cpu_times()
                 out[proc.pid] = (process_kind(proc), t.user + t.system)

@@ -17,6 +17,12 @@ class Route:
     key: str
     label: str
     method: str
+    mix: str = "one"  # which clients send it: MIXES
+
+    @property
+    def base(self) -> str:
+        """The route's key without its client mix."""
+        return self.key.split("@", 1)[0]
 
 
 ROUTES = {
@@ -35,6 +41,32 @@ ROUTES = {
 }
 
 
+# Who sends the requests (``--mixes``): every request from the bench's one
+# address; each from a new address (a random X-Forwarded-For, trusted from
+# 127.0.0.1 by CAIRN_TRUSTED_PROXIES); or each with one of N_KEYS agents' keys,
+# in turn, so each agent calls a few times per run.
+MIXES = {
+    "one": "one address",
+    "ips": "a new address per request",
+    "keys": "many agent keys",
+}
+# The reads measured with every mix (the routes of the previous issue).
+MIXED_ROUTES = ("profile", "question", "trending", "patterns_search", "search_fulltext")
+N_KEYS = 2000
+# Disjoint slices of the agents: (rounds + 1) x servers x (warm-up, run), at
+# three rounds; more rounds reuse them (an agent then calls again minutes later).
+CROWD_SLICES = 24
+
+
+def mixed(route: Route, mix: str) -> Route:
+    """``route`` sent by the clients of ``mix`` (registered in ROUTES)."""
+    if mix == "one":
+        return route
+    made = Route(f"{route.key}@{mix}", f"{route.label} [{MIXES[mix]}]", route.method, mix)
+    ROUTES[made.key] = made
+    return made
+
+
 # Corpus for the search routes: generated technical texts (benchmarks/corpus.py),
 # distinct short queries, and a few words for ?search=.
 N_PATTERNS = 150
@@ -45,7 +77,21 @@ N_QUERIES = 64
 PATTERN_SEARCHES = ("retry", "cache invalidation", "postgres", "webhook", "rate limit")
 
 
-def seed(base: str, rounds: int) -> dict[str, Any]:
+def register_many(base: str, n: int) -> list[str]:
+    """The keys of ``n`` new agents (a few registrations at a time)."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    def one(i: int) -> str:
+        made: dict[str, str] = api_call(
+            base, "POST", "/api/agents/register", body={"name": f"bench crowd {i}"}
+        )
+        return made["api_key"]
+
+    with ThreadPoolExecutor(max_workers=8) as pool:
+        return list(pool.map(one, range(n)))
+
+
+def seed(base: str, rounds: int, n_keys: int = 0) -> dict[str, Any]:
     """Through Serve: agents, patterns with votes (trending), the question read
     by the detail routes, and a fresh question per (server, round) for the
     upvote runs (every request there is then a change)."""
@@ -81,7 +127,7 @@ def seed(base: str, rounds: int) -> dict[str, Any]:
     api_call(base, "POST", f"/api/answers/{detail_answers[3]}/accept", author["api_key"])
     vote_sets = {
         (server, r): question(f"Upvote run {server} {r}")[1]
-        for server in ("uvicorn", "Ray Serve")
+        for server in ("uvicorn", "uvicorn+Redis", "Ray Serve")
         for r in range(-1, rounds)  # -1: the warm-up runs
     }
     return {
@@ -93,6 +139,7 @@ def seed(base: str, rounds: int) -> dict[str, Any]:
         "vote_sets": vote_sets,
         "queries": queries_for(N_QUERIES),
         "patterns": len(patterns),
+        "crowd": register_many(base, n_keys) if n_keys else [],
     }
 
 
@@ -102,6 +149,34 @@ local headers = {{{headers}}}
 local i = 0
 request = function()
   i = i + 1
+  return wrk.format("GET", paths[(i % #paths) + 1], headers)
+end
+"""
+
+# The many-clients mixes: a random client address (X-Forwarded-For) or the
+# next of many agent keys on each request, over the route's paths.
+MIX_SCRIPT = """\
+local paths = {{{paths}}}
+local keys = {{{keys}}}
+local mix = "{mix}"
+local counter = 0
+function setup(thread)
+  thread:set("tid", counter)
+  counter = counter + 1
+end
+function init(args)
+  math.randomseed(os.time() + 7919 * tid)
+  i = tid * 104729
+end
+request = function()
+  i = i + 1
+  local headers = {{}}
+  if mix == "ips" then
+    headers["X-Forwarded-For"] = string.format("%d.%d.%d.%d",
+      math.random(1, 223), math.random(0, 255), math.random(0, 255), math.random(1, 254))
+  elseif mix == "keys" then
+    headers["Authorization"] = "Bearer " .. keys[(i % #keys) + 1]
+  end
   return wrk.format("GET", paths[(i % #paths) + 1], headers)
 end
 """
@@ -132,28 +207,47 @@ end
 """
 
 
+def crowd_slice(crowd: list[str], server: str, run: int, warmup: bool) -> list[str]:
+    """The agents of one run of the many-keys mix: a slice of its own for
+    each (server, round, warm-up or measured run), so every server's run
+    meets agents calling for the first time in that minute (each agent's
+    first call a minute records its use: a write), never ones another
+    server's run has just warmed."""
+    servers = ("uvicorn", "uvicorn+Redis", "Ray Serve")
+    slot = (run + 1) * 2 * len(servers) + 2 * servers.index(server) + (0 if warmup else 1)
+    size = max(1, len(crowd) // CROWD_SLICES)
+    start = (slot * size) % max(1, len(crowd))
+    return crowd[start : start + size] or crowd
+
+
 def route_script(
-    tmp: Path, route: Route, facts: dict[str, Any], server: str, run: int
+    tmp: Path,
+    route: Route,
+    facts: dict[str, Any],
+    server: str,
+    run: int,
+    warmup: bool = False,
 ) -> tuple[str, Path]:
     """The first path of a route and the wrk script that drives it."""
     quote = urllib.parse.quote
     headers = ""
-    if route.key == "profile":
+    key = route.base
+    if key == "profile":
         paths = [f"/api/agents/{facts['username']}"]
-    elif route.key in ("question", "question_key"):
+    elif key in ("question", "question_key"):
         paths = [f"/api/questions/{facts['detail']}"]
-        if route.key == "question_key":
+        if key == "question_key":
             headers = f'["Authorization"] = "Bearer {facts["voter"]}"'
-    elif route.key == "trending":
+    elif key == "trending":
         paths = ["/api/feed/trending"]
-    elif route.key == "patterns_search":
+    elif key == "patterns_search":
         paths = [f"/api/patterns?search={quote(q)}" for q in PATTERN_SEARCHES]
-    elif route.key in ("search_fulltext", "semantic"):
-        suffix = "" if route.key == "semantic" else "&use_semantic=false"
+    elif key in ("search_fulltext", "semantic"):
+        suffix = "" if key == "semantic" else "&use_semantic=false"
         paths = [
             f"/api/search?q={quote(q)}&type=patterns&limit=20{suffix}" for q in facts["queries"]
         ]
-    elif route.key == "upvote":
+    elif key == "upvote":
         answers = facts["vote_sets"][(server, run)]
         path = tmp / f"vote-{len(list(tmp.iterdir()))}.lua"
         path.write_text(
@@ -162,15 +256,21 @@ def route_script(
             )
         )
         return f"/api/answers/{answers[0]}/vote", path
-    elif route.key == "create":
+    elif key == "create":
         tag = f"{server.split()[-1].lower()}{run + 1}"
         path = tmp / f"create-{len(list(tmp.iterdir()))}.lua"
         path.write_text(CREATE_SCRIPT.format(key=facts["author_key"], tag=tag))
         return "/api/patterns", path
     else:
         raise ValueError(route.key)
-    path = tmp / f"{route.key}.lua"
-    path.write_text(PATHS_SCRIPT.format(paths=lua_list(paths), headers=headers))
+    path = tmp / f"{route.key.replace('@', '-')}-{len(list(tmp.iterdir()))}.lua"
+    if route.mix != "one":
+        crowd = crowd_slice(facts["crowd"], server, run, warmup) if route.mix == "keys" else []
+        path.write_text(
+            MIX_SCRIPT.format(paths=lua_list(paths), keys=lua_list(crowd), mix=route.mix)
+        )
+    else:
+        path.write_text(PATHS_SCRIPT.format(paths=lua_list(paths), headers=headers))
     return paths[0], path
 
 

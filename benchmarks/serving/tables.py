@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import statistics
 
-from benchmarks.profile_split import COMPONENTS
+from benchmarks.profile_split import ADMISSION_PARTS, COMPONENTS
 from benchmarks.serving.measure import Run, fmt_ms
 from benchmarks.serving.routes import ROUTES
 
@@ -43,6 +43,63 @@ def ratio_table(runs: list[Run]) -> list[str]:
             f"| {', '.join(f'{x:.2f}' for x in ratios)} | **{_median(ratios):.2f}x** "
             f"| {cpu_u:.2f} | {cpu_s:.2f} | {cpu_u / cpu_s:.2f}x |"
         )
+    return rows
+
+
+SERVERS = ("uvicorn", "uvicorn+Redis", "Ray Serve")
+
+
+def redis_table(runs: list[Run]) -> list[str]:
+    """Serve against uvicorn with one global limit in Redis (both enforce a
+    limit shared by every worker), round by round."""
+    by = {(r.route.key, r.server, r.round): r for r in runs}
+    rows = [
+        "| Route | uvicorn+Redis req/s | Serve req/s | Serve / uvicorn+Redis, each round | "
+        "median | CPU ms/request uvicorn+Redis (Redis included) | Serve |",
+        "|---|---:|---:|---|---:|---:|---:|",
+    ]
+    for key in ROUTES:
+        both = [
+            (by[(key, "uvicorn+Redis", rnd)], by[(key, "Ray Serve", rnd)])
+            for (k, server, rnd) in sorted(by, key=lambda t: t[2])
+            if k == key and server == "uvicorn+Redis" and (key, "Ray Serve", rnd) in by
+        ]
+        if not both:
+            continue
+        ratios = [s.result.requests_per_s / max(u.result.requests_per_s, 1e-9) for u, s in both]
+        rows.append(
+            f"| `{ROUTES[key].label}` | {_median([u.result.requests_per_s for u, _ in both]):,.0f} "
+            f"| {_median([s.result.requests_per_s for _, s in both]):,.0f} "
+            f"| {', '.join(f'{x:.2f}' for x in ratios)} | **{_median(ratios):.2f}x** "
+            f"| {_median([u.cpu_ms_per_request for u, _ in both]):.2f} "
+            f"| {_median([s.cpu_ms_per_request for _, s in both]):.2f} |"
+        )
+    return rows
+
+
+def admission_table(runs: list[Run]) -> list[str]:
+    """With --profile: what admission costs in the app processes, by step
+    (ms of CPU per request, median over rounds): the cold path of a request
+    from a new address or a new agent is in the mixes' rows."""
+    rows = [
+        "| Route | Server | app CPU ms/request | " + " | ".join(ADMISSION_PARTS) + " |",
+        "|---|---|---:|" + "---:|" * len(ADMISSION_PARTS),
+    ]
+    for key in ROUTES:
+        for server in SERVERS:
+            mine = [r for r in runs if r.route.key == key and r.server == server and r.admission]
+            if not mine:
+                continue
+            app = "Api replicas" if server == "Ray Serve" else "uvicorn workers"
+            ms = _median([1000 * r.cpu_s.get(app, 0.0) / max(1, r.result.requests) for r in mine])
+            shares = [
+                _median([(r.admission or {}).get(c, 0.0) for r in mine]) for c in ADMISSION_PARTS
+            ]
+            rows.append(
+                f"| `{ROUTES[key].label}` | {server} | {ms:.2f} | "
+                + " | ".join(f"{ms * s:.3f}" for s in shares)
+                + " |"
+            )
     return rows
 
 
@@ -91,7 +148,7 @@ def profile_table(runs: list[Run]) -> list[str]:
         "|---|---|---:|" + "---:|" * len(COMPONENTS),
     ]
     for key in ROUTES:
-        for server in ("uvicorn", "Ray Serve"):
+        for server in SERVERS:
             mine = [r for r in runs if r.route.key == key and r.server == server and r.profile]
             if not mine:
                 continue

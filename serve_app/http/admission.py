@@ -3,9 +3,11 @@ here before any work is done for it (docs/security.md, "The admission layer").
 
 Admission is three steps, always in this order, written once (``admit``):
 
-1. **Who is calling**: an agent's API key or a human's session token
-   (``Authorization: Bearer``), a human's session cookie where the rule says
-   so, or nobody: then the client address under the trusted-proxy rules.
+1. **Who is calling**: an agent's API key, a human's session token or an
+   OAuth access token a human issued for one of their bots (``Authorization:
+   Bearer``; the token only where the rule names the scope it needs), a
+   human's session cookie where the rule says so, or nobody: then the client
+   address under the trusted-proxy rules.
 2. **Their budgets**: the per-agent ``general`` limit for a known caller, a
    per-address rule (``anon_read`` unless the rule names another) for an
    anonymous one, then the route's own rules (``agent_limit``/``ip_limit``/
@@ -26,11 +28,12 @@ rule of the REST route the tool stands for.
 
 from __future__ import annotations
 
+import functools
 import hmac
 import time
 from collections.abc import Awaitable, Callable, Iterable, Iterator
 from dataclasses import dataclass, field, replace
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Any, Literal, TypeVar
 
 from fastapi import Depends, Request, Response
 from fastapi.dependencies.models import Dependant
@@ -40,16 +43,18 @@ from starlette.requests import HTTPConnection
 from starlette.routing import BaseRoute, Mount, Route
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
+from actors import metrics
 from actors.ratelimit import Decision
 from serve_app.kit import keys
 from serve_app.kit.clientip import client_ip, limit_subject
-from serve_app.kit.errors import Forbidden, RateLimited, ServiceUnavailable, Unauthorized
+from serve_app.kit.errors import AppError, Forbidden, RateLimited, ServiceUnavailable, Unauthorized
 from serve_app.runtime.connections import Slot
 from storage import access
-from storage.models import Agent, ApiKey, HumanSession
+from storage.models import Agent, ApiKey, HumanSession, OAuthGrant
 from storage.models.base import utcnow
 from storage.repositories import api_keys as key_repo
 from storage.repositories import humans as human_repo
+from storage.repositories import oauth as oauth_repo
 
 if TYPE_CHECKING:
     from serve_app.context import AppContext
@@ -66,6 +71,8 @@ Auth = Literal["none", "optional", "required", "human"]
 # connection slots the outermost middleware gives back (``SlotKeeper``).
 _ADMITTED = "cairn.admitted"
 _SLOTS = "cairn.slots"
+# ``admit``, as its refusals are counted.
+_Admit = TypeVar("_Admit", bound=Callable[..., Awaitable[Any]])
 
 
 # --- the rule --------------------------------------------------------------
@@ -89,12 +96,18 @@ class Policy:
     human's session token) or ``human`` (a signed-in human, token or cookie).
     ``anonymous``: the per-address rule a caller without a credential counts
     (None: only the route's own ``limits``). ``long_lived``: the answer is a
-    stream that holds one of the caller's connection slots while it is open."""
+    stream that holds one of the caller's connection slots while it is open.
+    ``scope``: the OAuth scope an access token needs here (None: access
+    tokens are refused; they are bound to the MCP server). ``counted``: False
+    where the caller is only identified, each call inside counting on its own
+    (a write tool call checked at the MCP edge)."""
 
     auth: Auth
     limits: tuple[LimitTag, ...] = ()
     anonymous: str | None = ANON_READ
     long_lived: bool = False
+    scope: str | None = None
+    counted: bool = True
 
 
 # The MCP transport's protocol calls and the pages count the read budget.
@@ -110,11 +123,14 @@ PER_CALL = Policy("none", anonymous=None)
 
 @dataclass
 class Caller:
-    """Who is calling: a bot (or human) with an API key, or a signed-in human."""
+    """Who is calling: a bot (or human) with an API key, a signed-in human,
+    or a bot through an OAuth access token (``grant``, with its ``scopes``)."""
 
     agent: Agent
     key: ApiKey | None = None
     session: HumanSession | None = None
+    grant: OAuthGrant | None = None
+    scopes: frozenset[str] | None = None  # None: not a token, every scope
 
     @property
     def is_staff(self) -> bool:
@@ -162,10 +178,13 @@ def client_address(ctx: AppContext, conn: HTTPConnection) -> str:
 
 
 async def authenticate(ctx: AppContext, db: AsyncSession, token: str) -> Caller:
-    """The caller a token stands for (an API key, or a human's session token):
-    401 for an unknown or revoked key, 403 when deactivated."""
+    """The caller a token stands for (an API key, a human's session token or
+    an OAuth access token): 401 for an unknown or revoked one, 403 when the
+    account is deactivated."""
     if keys.is_session_token(token):
         return await _signed_in(ctx, db, token)
+    if keys.is_access_token(token):
+        return await _oauth_bot(ctx, db, token)
     key_id = keys.parse_key_id(token)
     found = await key_repo.live_by_key_id(db, key_id) if key_id else None
     if found is None or not keys.verify(ctx.secret, token, found[0].key_hash):
@@ -188,6 +207,41 @@ async def _signed_in(ctx: AppContext, db: AsyncSession, token: str) -> Caller:
     if not agent.is_active:
         raise Forbidden("This account has been deactivated.", error="account_inactive")
     return Caller(agent=agent, session=session)
+
+
+def invalid_token(message: str) -> Unauthorized:
+    return Unauthorized(message, error="invalid_token")
+
+
+async def _oauth_bot(ctx: AppContext, db: AsyncSession, token: str) -> Caller:
+    """The bot an access token acts for, while its grant stands: the token
+    live and issued for this server's MCP endpoint, the bot active and still
+    claimed by the human who granted it."""
+    found = await oauth_repo.live_access(db, keys.hash_secret(ctx.secret, token))
+    if found is None:
+        raise invalid_token("Invalid, expired or revoked access token: sign in again.")
+    row, grant, bot = found
+    if row.resource.rstrip("/") != ctx.settings.mcp_url:
+        raise invalid_token(f"This token was not issued for {ctx.settings.mcp_url}.")
+    if bot.owner_id != grant.human_id:
+        raise invalid_token("The human who granted this token no longer owns the bot.")
+    if not bot.is_active:
+        raise Forbidden("This account has been deactivated.", error="account_inactive")
+    return Caller(agent=bot, grant=grant, scopes=frozenset(row.scopes))
+
+
+def _check_scope(caller: Caller, policy: Policy) -> None:
+    """An access token only where the rule names a scope, and only with it."""
+    if caller.scopes is None:
+        return
+    if policy.scope is None:
+        raise invalid_token("OAuth access tokens are for the MCP server at /mcp only.")
+    if policy.scope not in caller.scopes:
+        raise Forbidden(
+            f"This needs the '{policy.scope}' scope; the grant has "
+            f"{', '.join(sorted(caller.scopes)) or 'none'}.",
+            error="insufficient_scope",
+        )
 
 
 def _credential(conn: HTTPConnection | None, policy: Policy) -> str | None:
@@ -232,6 +286,20 @@ def limit_headers(decision: Decision) -> dict[str, str]:
     }
 
 
+def _counted(admit: _Admit) -> _Admit:
+    """Count each refusal of ``admit`` by its error code (actors/metrics.py)."""
+
+    @functools.wraps(admit)
+    async def counted(*args: Any, **kwargs: Any) -> Any:
+        try:
+            return await admit(*args, **kwargs)
+        except AppError as exc:
+            metrics.ADMISSION_REFUSALS.labels(exc.error).inc()
+            raise
+
+    return counted  # type: ignore[return-value]
+
+
 async def charge(ctx: AppContext, rule_name: str, subject: str) -> dict[str, str]:
     """Count one hit of ``rule_name`` for ``subject``: the ``X-RateLimit-*``
     headers of the answer, or 429 when over the limit."""
@@ -239,6 +307,7 @@ async def charge(ctx: AppContext, rule_name: str, subject: str) -> dict[str, str
     decision = await ctx.limiter.hit(rule, subject)
     headers = limit_headers(decision)
     if not decision.allowed:
+        metrics.RATE_LIMITED.labels(rule_name).inc()
         headers["Retry-After"] = str(decision.retry_after(time.time()))
         raise RateLimited(
             f"Rate limit exceeded for {rule_name.replace('_', ' ')}: {rule.limit} requests "
@@ -248,6 +317,7 @@ async def charge(ctx: AppContext, rule_name: str, subject: str) -> dict[str, str
     return headers
 
 
+@_counted
 async def admit(
     ctx: AppContext,
     conn: HTTPConnection | None,
@@ -266,12 +336,15 @@ async def admit(
         token = _credential(conn, policy)
         if token is not None:
             caller = await _identify(ctx, token, db)
+            _check_scope(caller, policy)
             if policy.auth == "human" and (not caller.agent.is_human or caller.session is None):
                 raise Forbidden(
                     "A human must do this, signed in with a session (not an agent's API key).",
                     error="human_required",
                 )
             admitted.caller = caller
+            if not policy.counted:
+                return admitted
             admitted.headers = await charge(ctx, GENERAL, str(caller.agent.id))
         elif policy.auth == "required":
             raise missing_key()
@@ -486,11 +559,19 @@ class EdgeGate:
     """Admission in front of a route FastAPI does not run (the MCP transport,
     the API docs): the same ``admit``, then the route with the rate-limit
     headers added to its answer. ``rule`` is a fixed ``Policy`` or a
-    ``Classifier`` that reads the (already size-limited) body first."""
+    ``Classifier`` that reads the (already size-limited) body first.
+    ``challenge``: the ``WWW-Authenticate`` value a refusal (401, or 403
+    ``insufficient_scope``) of this door carries, given the error code."""
 
-    def __init__(self, app: ASGIApp, rule: Policy | Classifier) -> None:
+    def __init__(
+        self,
+        app: ASGIApp,
+        rule: Policy | Classifier,
+        challenge: Callable[[str], str] | None = None,
+    ) -> None:
         self.app = app
         self.rule = rule
+        self.challenge = challenge
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         method = scope.get("method", "GET")
@@ -502,7 +583,14 @@ class EdgeGate:
                 body, receive = await _buffered(receive)
             policy = self.rule(method, body)
         conn = HTTPConnection(scope)
-        found = await admit(scope["app"].state.ctx, conn, policy)
+        try:
+            found = await admit(scope["app"].state.ctx, conn, policy)
+        except (Unauthorized, Forbidden) as exc:
+            if self.challenge is not None and (
+                exc.status == 401 or exc.error == "insufficient_scope"
+            ):
+                exc.headers["WWW-Authenticate"] = self.challenge(exc.error)
+            raise
         scope[_ADMITTED] = found
         extra = [(k.lower().encode(), v.encode()) for k, v in found.headers.items()]
 
@@ -538,11 +626,14 @@ async def _buffered(receive: Receive) -> tuple[bytes, Receive]:
     return body, replay
 
 
-def guard(route: BaseRoute, rule: Policy | Classifier) -> BaseRoute:
-    """Put a non-FastAPI route behind admission with ``rule``."""
+def guard(
+    route: BaseRoute, rule: Policy | Classifier, challenge: Callable[[str], str] | None = None
+) -> BaseRoute:
+    """Put a non-FastAPI route behind admission with ``rule`` (and the
+    ``challenge`` its refusals carry)."""
     if not isinstance(route, Route | Mount):
         raise TypeError(f"cannot guard {route!r}")
-    route.app = EdgeGate(route.app, rule)
+    route.app = EdgeGate(route.app, rule, challenge)
     return route
 
 

@@ -14,6 +14,7 @@ from sqlalchemy.exc import DBAPIError
 from sqlalchemy.exc import TimeoutError as PoolTimeout
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
+from actors import metrics
 from serve_app.kit.errors import (
     DATABASE_RETRY_AFTER_S,
     AppError,
@@ -85,6 +86,7 @@ def install_error_handlers(app: FastAPI) -> None:
         # constraint violation) goes on to the 500 handler below, as before.
         if not is_outage(exc):
             raise exc
+        metrics.DB_UNAVAILABLE.labels("http").inc()
         log.warning(
             "database unavailable on %s %s (%s)",
             request.method,

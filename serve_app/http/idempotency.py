@@ -23,6 +23,7 @@ from typing import Annotated, Any
 from fastapi import Depends, Header, Request, Response
 from fastapi.params import Depends as DependsParam
 
+from actors import metrics
 from serve_app.http.deps import Caller, Ctx, Db
 from serve_app.services.idempotency import (
     KEY_MAX_LENGTH,
@@ -207,6 +208,7 @@ def finishing(handler: Handler) -> Handler:
             for name, value in [*replay.current, *answer.headers]:
                 out.headers.append(name, value)
             out.headers[REPLAYED] = "true"
+            metrics.IDEMPOTENT_REPLAYS.labels("rest").inc()
             return out
         call: KeyedCall | None = getattr(request.state, _STATE_CALL, None)
         if call is not None:

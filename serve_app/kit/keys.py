@@ -46,6 +46,27 @@ def is_session_token(token: str) -> bool:
     return _SESSION_RE.match(token) is not None
 
 
+# OAuth (docs/decisions/oauth.md): the scopes a grant may hold, and the
+# prefixes of what the authorization server issues (each 256 random bits,
+# stored only as a keyed hash).
+READ_SCOPE = "cairn:read"
+WRITE_SCOPE = "cairn:write"
+SCOPES = (READ_SCOPE, WRITE_SCOPE)
+ACCESS_PREFIX = "cairn_at_"
+REFRESH_PREFIX = "cairn_rt_"
+CODE_PREFIX = "cairn_ac_"
+_ACCESS_RE = re.compile(r"^cairn_at_[A-Za-z0-9_-]{43}$")
+
+
+def oauth_secret(prefix: str) -> str:
+    """A new access token, refresh token, code or client secret."""
+    return f"{prefix}{secrets.token_urlsafe(32)}"
+
+
+def is_access_token(token: str) -> bool:
+    return _ACCESS_RE.match(token) is not None
+
+
 def parse_key_id(key: str) -> str | None:
     """The key id of a well-formed key, else None (no hashing for garbage)."""
     match = _KEY_RE.match(key)

@@ -1,15 +1,21 @@
 """The one way the service calls out to other hosts (X's embed endpoint, a
-captcha verifier): only the configured URL's host, no redirects, no proxies
-from the environment, a total timeout and a cap on the bytes read."""
+captcha verifier, an OAuth client's metadata document): only the URL's host,
+no redirects, no proxies from the environment, a total timeout and a cap on
+the bytes read. A URL that came from a client (``public_only``) may reach
+only public addresses: the host's addresses are checked when it is resolved,
+and the connection goes to a checked address (no second lookup to rebind)."""
 
 from __future__ import annotations
 
+import ipaddress
 import json
+import socket
 from dataclasses import dataclass
 from typing import Any
 from urllib.parse import urlsplit
 
 import aiohttp
+from aiohttp.abc import AbstractResolver, ResolveResult
 
 
 class OutboundError(Exception):
@@ -22,6 +28,42 @@ class Reply:
     body: Any  # parsed JSON, or None when the status is not 2xx
 
 
+def address_allowed(address: str, *, allow_loopback: bool = False) -> bool:
+    """True for a public (globally routable, unicast) address; loopback too
+    when ``allow_loopback`` (tests and local development only)."""
+    try:
+        ip = ipaddress.ip_address(address.split("%", 1)[0])
+    except ValueError:
+        return False
+    if isinstance(ip, ipaddress.IPv6Address) and ip.ipv4_mapped is not None:
+        ip = ip.ipv4_mapped
+    if allow_loopback and ip.is_loopback:
+        return True
+    return ip.is_global and not ip.is_multicast
+
+
+class PublicResolver(AbstractResolver):
+    """Resolves a host to its allowed addresses only (none: an error)."""
+
+    def __init__(self, *, allow_loopback: bool = False) -> None:
+        self._inner = aiohttp.ThreadedResolver()
+        self._allow_loopback = allow_loopback
+
+    async def resolve(
+        self, host: str, port: int = 0, family: socket.AddressFamily = socket.AF_INET
+    ) -> list[ResolveResult]:
+        found = await self._inner.resolve(host, port, family)
+        allowed = [
+            r for r in found if address_allowed(r["host"], allow_loopback=self._allow_loopback)
+        ]
+        if not allowed:
+            raise OSError(f"{host} resolves to no public address")
+        return allowed
+
+    async def close(self) -> None:
+        await self._inner.close()
+
+
 async def call_json(
     method: str,
     url: str,
@@ -30,14 +72,29 @@ async def call_json(
     form: dict[str, str] | None = None,
     timeout_s: float,
     max_bytes: int,
+    public_only: bool = False,
+    allow_loopback: bool = False,
 ) -> Reply:
-    """One request to ``url`` (a configured URL, never one built from input);
-    a 2xx body must be JSON of at most ``max_bytes`` bytes."""
+    """One request to ``url``; a 2xx body must be JSON of at most
+    ``max_bytes`` bytes. ``public_only``: ``url`` came from a client, so only
+    public addresses may be reached (loopback too with ``allow_loopback``)."""
     host = urlsplit(url).hostname
     timeout = aiohttp.ClientTimeout(total=timeout_s)
+    connector: aiohttp.TCPConnector | None = None
+    if public_only:
+        if not host:
+            raise OutboundError("no host")
+        try:
+            literal = ipaddress.ip_address(host.strip("[]"))
+        except ValueError:
+            literal = None
+        # aiohttp connects to an address literal without asking the resolver.
+        if literal is not None and not address_allowed(str(literal), allow_loopback=allow_loopback):
+            raise OutboundError(f"refused to talk to {host}: not a public address")
+        connector = aiohttp.TCPConnector(resolver=PublicResolver(allow_loopback=allow_loopback))
     try:
         async with (
-            aiohttp.ClientSession(timeout=timeout, trust_env=False) as session,
+            aiohttp.ClientSession(timeout=timeout, trust_env=False, connector=connector) as session,
             session.request(
                 method,
                 url,

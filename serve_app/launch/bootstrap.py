@@ -8,8 +8,11 @@ import logging
 import os
 import sys
 import tempfile
+import threading
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from serve_app.launch.edge_errors import CALLBACK_IMPORT_PATH, EDGE_BUFFER_BYTES
 from serve_app.settings import Settings, load_or_create_secret
@@ -192,3 +195,45 @@ def worker_env(settings: Settings, prepared: Prepared) -> dict[str, str]:
         }
     )
     return env
+
+
+# Ray's file-based service discovery for Prometheus (a list of every node's
+# metrics endpoint), as the Ray dashboard writes it: <ray temp>/<this name>.
+SERVICE_DISCOVERY_FILE = "prom_metrics_service_discovery.json"
+
+
+def service_discovery_file(settings: Settings) -> Path:
+    """Where Prometheus finds this service's metrics endpoints (a local Ray)."""
+    return ray_dir(settings.state_path) / SERVICE_DISCOVERY_FILE
+
+
+def start_service_discovery() -> Callable[[], None]:
+    """Write Ray's Prometheus service-discovery file for the local Ray this
+    process started, every 5 s, from a daemon thread (Ray's own writer): Ray's
+    dashboard writes it, and ``cairn run`` starts Ray without the dashboard
+    (configs/prometheus/prometheus.yml reads it; docs/operations.md). Returns
+    what stops it (before Ray shuts down)."""
+    import ray
+    from ray._private.metrics_agent import PrometheusServiceDiscoveryWriter
+
+    stop = threading.Event()
+
+    class Writer(PrometheusServiceDiscoveryWriter):  # type: ignore[misc]
+        def run(self) -> None:
+            while not stop.is_set():
+                try:
+                    self.write()
+                except Exception as exc:
+                    log.warning("writing %s failed: %s", self.get_target_file_name(), exc)
+                stop.wait(self.default_service_discovery_flush_period)
+
+    node: Any = ray._private.worker._global_node
+    writer = Writer(node.gcs_address, node.get_temp_dir_path(), node.get_session_dir_path())
+    writer.daemon = True
+    writer.start()
+
+    def stopped() -> None:
+        stop.set()
+        writer.join(timeout=10)
+
+    return stopped

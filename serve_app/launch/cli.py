@@ -12,6 +12,7 @@ import signal
 import sys
 import threading
 import time
+from collections.abc import Callable
 from typing import Any
 
 from serve_app.settings import Settings, get_settings
@@ -90,7 +91,13 @@ def cmd_run(args: argparse.Namespace) -> int:
         )
         return 2
 
-    from serve_app.launch.bootstrap import prepare, ray_dir, ray_env, stop_stray_haproxy
+    from serve_app.launch.bootstrap import (
+        prepare,
+        ray_dir,
+        ray_env,
+        start_service_discovery,
+        stop_stray_haproxy,
+    )
 
     t0 = time.monotonic()
     prepared = prepare(settings)
@@ -113,6 +120,7 @@ def cmd_run(args: argparse.Namespace) -> int:
     from serve_app.launch.deployments import build_application
 
     deployed = False
+    stop_discovery: Callable[[], None] | None = None
     try:
         if remote:
             ray.init(address=remote, namespace="cairn", log_to_driver=False)
@@ -126,6 +134,9 @@ def cmd_run(args: argparse.Namespace) -> int:
                 configure_logging=True,
                 logging_level=logging.WARNING,
             )
+            if settings.metrics:
+                # Prometheus finds every node's metrics agent through it.
+                stop_discovery = start_service_discovery()
         stop.install()
         if not stop.requested:
             serve.start(
@@ -165,6 +176,8 @@ def cmd_run(args: argparse.Namespace) -> int:
                     removed = remove_named()
                     print(f"cairn: removed named actors {', '.join(removed) or '(none)'}")
         finally:
+            if stop_discovery is not None:
+                stop_discovery()
             if not remote:
                 ray.shutdown()
                 stop_stray_haproxy(settings)

@@ -51,7 +51,7 @@ def replica_app(runtime: dict[str, str], index: Any = None) -> FastAPI:
         settings,
         database_url=settings.database_url,
         secret=secret,
-        limiter=RayRateLimiter(settings.ratelimit_shards),
+        limiter=RayRateLimiter(settings.ratelimit_shards, settings.ingress_replicas),
         trending=RayTrending(settings.database_url),
         dispatch=RayDispatch(dispatch_config(settings, settings.database_url, secret)),
         # Serve's HAProxy appends the client address to X-Forwarded-For.

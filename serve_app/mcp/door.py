@@ -17,22 +17,24 @@ import json
 import logging
 import re
 from collections.abc import Awaitable, Callable, Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import timedelta
 from typing import Any
 
 from fastapi.encoders import jsonable_encoder
 from fastapi.routing import APIRoute
 from mcp.server.mcpserver import Context
-from mcp_types import CallToolResult, TextContent
+from mcp_types import CallToolResult, ContentBlock, ResourceLink, TextContent
 from sqlmodel.ext.asyncio.session import AsyncSession
 from starlette.requests import Request
 
+from actors import metrics
 from serve_app.context import AppContext
 from serve_app.http import admission, deps
 from serve_app.http.contract import operation_id
 from serve_app.http.deps import Caller
 from serve_app.http.querystring import MAX_PARAM_CHARS
+from serve_app.kit import keys
 from serve_app.kit.errors import (
     DATABASE_RETRY_AFTER_S,
     AppError,
@@ -55,7 +57,8 @@ REPLAYED = "cairn/idempotent-replayed"
 
 
 def route_policy(route: APIRoute) -> admission.Policy:
-    """The admission rule of the REST route a tool stands for."""
+    """The admission rule of the REST route a tool stands for, with the OAuth
+    scope a token needs for it: ``cairn:read`` for a GET, else ``cairn:write``."""
     operation = operation_id(route)
     policy = admission.policy_of(route.dependant)
     if policy is None:
@@ -64,7 +67,8 @@ def route_policy(route: APIRoute) -> admission.Policy:
         raise ValueError(f"{operation} is for signed-in humans; it is not an agent tool")
     if policy.long_lived:
         raise ValueError(f"{operation} answers with a stream; it is not a tool")
-    return policy
+    reads = (route.methods or set()) <= {"GET", "HEAD"}
+    return replace(policy, scope=keys.READ_SCOPE if reads else keys.WRITE_SCOPE)
 
 
 # What a tool argument may not hold: control characters other than tab and
@@ -180,22 +184,34 @@ class Door:
             return await _keyed(call, caller, keyed, work)
 
     async def tool(
-        self, mctx: Context, operation: str, work: Work, keyed: Keyed | None = None
+        self,
+        mctx: Context,
+        operation: str,
+        work: Work,
+        keyed: Keyed | None = None,
+        links: Callable[[Any], list[ResourceLink]] | None = None,
     ) -> CallToolResult:
-        """``run`` as a tool result: the structured answer, or a tool error."""
+        """``run`` as a tool result: the structured answer (and after its text,
+        the ``links`` drawn from it), or a tool error."""
         try:
             data, replayed = await self._run(mctx, operation, work, keyed)
         except AppError as exc:
             return error_result(exc.error, exc.message, exc.headers.get("Retry-After"))
         except Exception as exc:
             if is_outage(exc):  # as REST answers it: 503 database_unavailable
+                metrics.DB_UNAVAILABLE.labels("mcp").inc()
                 body = database_unavailable()
                 log.warning("database unavailable on MCP tool for %s", operation)
                 return error_result(body["error"], body["message"], str(DATABASE_RETRY_AFTER_S))
             log.exception("MCP tool for %s failed", operation)
             return error_result("internal_error", "An unexpected error occurred.")
+        content: list[ContentBlock] = [
+            TextContent(type="text", text=json.dumps(data, ensure_ascii=False))
+        ]
+        if links is not None:
+            content.extend(links(data))
         return CallToolResult(
-            content=[TextContent(type="text", text=json.dumps(data, ensure_ascii=False))],
+            content=content,
             structured_content=data,
             # REST's Idempotent-Replayed header: nothing was created this time.
             _meta={REPLAYED: True} if replayed else None,
@@ -215,6 +231,7 @@ async def _keyed(call: Call, caller: Caller, keyed: Keyed, work: Work) -> tuple[
     )
     stored = await run.begin(utcnow())
     if stored is not None:
+        metrics.IDEMPOTENT_REPLAYS.labels("mcp").inc()
         return json.loads(stored.body), True
     data = jsonable_encoder(await work(call))
     await run.finish(Answer(200, [], json.dumps(data).encode()), utcnow())

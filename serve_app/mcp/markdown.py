@@ -58,3 +58,32 @@ def author(person: Any) -> str:
     username = inline(person.get("username"))
     name = inline(person.get("display_name"))
     return f"{name} (@{username})" if name else f"@{username}"
+
+
+_OUTCOME_WORDS = (
+    ("worked_as_written", "worked as written"),
+    ("worked_with_changes", "worked with changes"),
+    ("did_not_work", "did not work"),
+)
+
+
+def trust_lines(trust: Any) -> list[str]:
+    """The trust summary as the server's list items; environments are the
+    verifiers' words, escaped."""
+    if not isinstance(trust, dict):
+        return []
+    counts = trust.get("counts") or {}
+    outcomes = ", ".join(f"{counts.get(key, 0)} {words}" for key, words in _OUTCOME_WORDS)
+    environments = [
+        f"{inline(e.get('runtime'))} {inline(e.get('runtime_version'))} on {inline(e.get('os'))}"
+        f" ({inline(e.get('outcome'))})"
+        for e in trust.get("environments") or []
+        if isinstance(e, dict)
+    ]
+    return [
+        f"- trust: {trust.get('score', 0)} ({inline(trust.get('label'))})",
+        f"- verifications: {outcomes}; independent verifiers: "
+        f"{trust.get('independent_verifiers', 0)}",
+        f"- last verified: {trust.get('last_verified_at') or '-'}",
+        f"- environments: {'; '.join(environments) or '-'}",
+    ]

@@ -6,6 +6,8 @@ read counts a view). Author text cannot forge the markdown's structure
 
 from __future__ import annotations
 
+import json
+import uuid
 from typing import Any
 
 from mcp.server.mcpserver import Context, MCPServer
@@ -14,11 +16,13 @@ from mcp_types import INTERNAL_ERROR, INVALID_PARAMS
 
 from serve_app.kit.errors import AppError
 from serve_app.mcp.door import Call, Door
-from serve_app.mcp.markdown import author, fenced, inline, inline_list
-from serve_app.services import patterns, questions
+from serve_app.mcp.markdown import author, fenced, inline, inline_list, trust_lines
+from serve_app.services import patterns, questions, revisions
 
 PATTERN_URI = "cairn://patterns/{ref}"
 QUESTION_URI = "cairn://questions/{ref}"
+PATTERN_REVISION_URI = "cairn://patterns/{ref}/revisions/{number}"
+ANSWER_REVISION_URI = "cairn://answers/{ref}/revisions/{number}"
 # JSON-RPC's "resource not found" (the MCP specification's code for it).
 RESOURCE_NOT_FOUND = -32002
 
@@ -37,6 +41,8 @@ def pattern_markdown(p: dict[str, Any]) -> str:
         f"- use cases: {inline_list(p.get('use_case_tags'))}",
         f"- tech stack: {inline_list(p.get('tech_stack'))}",
         f"- published: {p.get('created_at')}",
+        f"- revision: {p.get('revision')} (older ones: cairn://patterns/{p['id']}/revisions/N)",
+        *trust_lines(p.get("trust")),
         "",
         "## Description",
         "",
@@ -87,7 +93,11 @@ def question_markdown(q: dict[str, Any]) -> str:
             f"### Answer {answer['id']}{accepted}",
             "",
             f"Answer by {author(answer.get('author'))}, votes: {answer.get('vote_score')}, "
-            f"{answer.get('created_at')}. As its author wrote it (markdown):",
+            f"{answer.get('created_at')}, revision {answer.get('revision')}.",
+            "",
+            *trust_lines(answer.get("trust")),
+            "",
+            "As its author wrote it (markdown):",
             "",
             *fenced(answer.get("body"), "markdown"),
         ]
@@ -97,6 +107,42 @@ def question_markdown(q: dict[str, Any]) -> str:
             "(More answers: use the get_question tool or GET /api/questions/{slug}/answers.)",
         ]
     return "\n".join(lines) + "\n"
+
+
+def revision_markdown(kind: str, ref: str, r: dict[str, Any]) -> str:
+    """One revision of a pattern or an answer: the server's list, then each
+    field as the author wrote it, fenced."""
+    current = " (current)" if r.get("current") else ""
+    lines = [
+        f"# Revision {r['number']} of {kind} {inline(ref)}{current}",
+        "",
+        f"- by: {author(r.get('author'))}",
+        f"- reason: {inline(r.get('reason')) or '-'}",
+        f"- written: {r.get('created_at')}",
+    ]
+    for name, value in (r.get("fields") or {}).items():
+        text = value if isinstance(value, str) else json.dumps(value, indent=2, sort_keys=True)
+        lines += ["", f"## {inline(name)}", "", *fenced(text, "text")]
+    return "\n".join(lines) + "\n"
+
+
+def _number(value: str, uri: str) -> int:
+    try:
+        number = int(value)
+    except ValueError:
+        number = 0
+    if not 1 <= number <= 1_000_000:
+        body = {"error": "validation_error", "message": "number: 1 or more", "uri": uri}
+        raise MCPError(INVALID_PARAMS, "validation_error: number: 1 or more", body)
+    return number
+
+
+def _answer_id(value: str, uri: str) -> uuid.UUID:
+    try:
+        return uuid.UUID(value)
+    except ValueError as exc:
+        body = {"error": "not_found", "message": f"No answer '{value[:80]}'.", "uri": uri}
+        raise MCPError(RESOURCE_NOT_FOUND, f"not_found: no answer '{value[:80]}'", body) from exc
 
 
 def register(server: MCPServer, door: Door) -> None:
@@ -136,3 +182,38 @@ def register(server: MCPServer, door: Door) -> None:
             return question_markdown(await questions.read(c.db, ref, c.viewer))
 
         return await read(ctx, "questions_read_question", QUESTION_URI.format(ref=ref), work)
+
+    @server.resource(
+        PATTERN_REVISION_URI,
+        name="pattern_revision",
+        title="One revision of a pattern",
+        description="A pattern's fields at one revision (1: as created), as markdown.",
+        mime_type="text/markdown",
+    )
+    async def pattern_revision(ref: str, number: str, ctx: Context) -> str:
+        uri = PATTERN_REVISION_URI.format(ref=ref, number=number)
+        n = _number(number, uri)
+
+        async def work(c: Call) -> str:
+            found = await revisions.one(c.db, "pattern", ref, c.viewer, n)
+            return revision_markdown("pattern", ref, found["data"])
+
+        return await read(ctx, "patterns_read_revision", uri, work)
+
+    @server.resource(
+        ANSWER_REVISION_URI,
+        name="answer_revision",
+        title="One revision of an answer",
+        description="An answer's body at one revision (1: as posted), as markdown.",
+        mime_type="text/markdown",
+    )
+    async def answer_revision(ref: str, number: str, ctx: Context) -> str:
+        uri = ANSWER_REVISION_URI.format(ref=ref, number=number)
+        n = _number(number, uri)
+        answer_id = _answer_id(ref, uri)
+
+        async def work(c: Call) -> str:
+            found = await revisions.one(c.db, "answer", answer_id, c.viewer, n)
+            return revision_markdown("answer", ref, found["data"])
+
+        return await read(ctx, "answers_read_answer_revision", uri, work)

@@ -10,6 +10,9 @@ the fields the caller set, so an update changes only those).
 
 from __future__ import annotations
 
+import base64
+import binascii
+import json
 import uuid
 from collections.abc import Awaitable, Callable
 from typing import Annotated, Any, Literal, TypeVar
@@ -17,18 +20,25 @@ from typing import Annotated, Any, Literal, TypeVar
 from mcp.server.mcpserver import Context
 from mcp.server.mcpserver.tools import Tool
 from mcp.server.mcpserver.utilities.func_metadata import ArgModelBase, FuncMetadata
-from mcp_types import CallToolResult, ToolAnnotations
+from mcp_types import CallToolResult, ResourceLink, ToolAnnotations
 from pydantic import BaseModel, Field
 
 from serve_app.http import deps
-from serve_app.kit.errors import BadRequest
+from serve_app.kit.errors import BadRequest, NotFound
 from serve_app.mcp.door import Call, Door, Keyed
+from serve_app.mcp.resources import (
+    PATTERN_URI,
+    QUESTION_URI,
+    pattern_markdown,
+    question_markdown,
+)
 from serve_app.schemas.comments import CommentCreate
-from serve_app.schemas.common import Input, Uuid
+from serve_app.schemas.common import Input, Output, Uuid
 from serve_app.schemas.notifications import MarkRead, NotificationListParams
 from serve_app.schemas.patterns import PatternCreate, PatternUpdate
 from serve_app.schemas.questions import AnswerCreate, QuestionCreate, QuestionListParams
 from serve_app.schemas.search import SearchParams
+from serve_app.schemas.verifications import VerificationIn
 from serve_app.services import agents as agent_service
 from serve_app.services import (
     answers,
@@ -37,6 +47,7 @@ from serve_app.services import (
     notifications,
     patterns,
     questions,
+    verifications,
     views,
     voting,
 )
@@ -99,6 +110,135 @@ def _keyed(args: Any, tool: str) -> Keyed | None:
     return Keyed(key, tool, args.model_dump(exclude={"idempotency_key"}, exclude_unset=True))
 
 
+# --- cursors: list tools page by an opaque ``cursor`` / ``nextCursor`` ----------
+
+Cursor = Annotated[
+    str | None,
+    Field(
+        default=None,
+        min_length=1,
+        max_length=200,
+        description=(
+            "Opaque: the `nextCursor` of the previous answer, to get the next page "
+            "(overrides `page` and `limit`)."
+        ),
+    ),
+]
+
+
+def encode_cursor(tool: str, page: int, limit: int) -> str:
+    raw = json.dumps({"t": tool, "p": page, "l": limit}, separators=(",", ":")).encode()
+    return base64.urlsafe_b64encode(raw).decode().rstrip("=")
+
+
+def decode_cursor(tool: str, cursor: str) -> tuple[int, int]:
+    """The page and limit a cursor of ``tool`` stands for (400 for any other)."""
+    try:
+        raw = json.loads(base64.urlsafe_b64decode(cursor + "=" * (-len(cursor) % 4)))
+        page, limit = raw["p"], raw["l"]
+        if raw["t"] != tool or not isinstance(page, int) or not isinstance(limit, int):
+            raise ValueError(cursor)
+    except (ValueError, KeyError, TypeError, binascii.Error):
+        raise BadRequest(
+            "cursor: not a cursor this tool gave; start without one.", error="validation_error"
+        ) from None
+    return page, limit
+
+
+def paged(
+    tool: str, work: Callable[[Call, Any], Awaitable[Any]]
+) -> Callable[[Call, Any], Awaitable[Any]]:
+    """A list tool's work taking a ``cursor`` and adding ``nextCursor`` while
+    there is a next page."""
+
+    async def run(c: Call, a: Any) -> Any:
+        if a.cursor is not None:
+            page, limit = decode_cursor(tool, a.cursor)
+            a = a.model_copy(update={"page": page, "limit": limit, "cursor": None})
+        out = await work(c, a)
+        pagination = out.get("pagination") if isinstance(out, dict) else None
+        if isinstance(pagination, dict) and pagination.get("has_more"):
+            out["nextCursor"] = encode_cursor(tool, pagination["page"] + 1, pagination["limit"])
+        return out
+
+    return run
+
+
+# --- fetch: a whole document by the id search gave ---------------------------
+
+
+class FetchOut(Output):
+    """One document in full: ChatGPT's and other research clients' `fetch`."""
+
+    id: str = Field(description="The id to fetch it by again.")
+    title: str
+    text: str = Field(description="The whole document as markdown (answers included).")
+    url: str = Field(description="Its canonical URL.")
+    metadata: dict[str, Any] = Field(description="Type, slug, author, votes, tags, dates.")
+
+
+def pattern_url(base: str, ref: str) -> str:
+    return f"{base}/api/patterns/{ref}"
+
+
+def question_url(base: str, ref: str) -> str:
+    return f"{base}/api/questions/{ref}"
+
+
+def _fetched_pattern(base: str, p: dict[str, Any]) -> dict[str, Any]:
+    return {
+        "id": PATTERN_URI.format(ref=p["id"]),
+        "title": p["title"],
+        "text": pattern_markdown(p),
+        "url": pattern_url(base, p["slug"]),
+        "metadata": {
+            "type": "pattern",
+            "slug": p["slug"],
+            "author": (p.get("author") or {}).get("username"),
+            "vote_score": p.get("vote_score"),
+            "tags": list(p.get("use_case_tags") or []) + list(p.get("tech_stack") or []),
+            "created_at": p.get("created_at"),
+            "updated_at": p.get("updated_at"),
+        },
+    }
+
+
+def _fetched_question(base: str, q: dict[str, Any]) -> dict[str, Any]:
+    return {
+        "id": QUESTION_URI.format(ref=q["id"]),
+        "title": q["title"],
+        "text": question_markdown(q),
+        "url": question_url(base, q["slug"]),
+        "metadata": {
+            "type": "question",
+            "slug": q["slug"],
+            "author": (q.get("author") or {}).get("username"),
+            "status": q.get("status"),
+            "vote_score": q.get("vote_score"),
+            "answer_count": q.get("answer_count"),
+            "tags": list(q.get("tags") or []),
+            "created_at": q.get("created_at"),
+        },
+    }
+
+
+def search_links(base: str, data: Any) -> list[ResourceLink]:
+    """A resource link per pattern hit (``cairn://patterns/{id}``), in order."""
+    links: list[ResourceLink] = []
+    for hit in data.get("data", []) if isinstance(data, dict) else []:
+        if hit.get("type") == "pattern":
+            links.append(
+                ResourceLink(
+                    name=hit["slug"],
+                    title=hit.get("title"),
+                    uri=PATTERN_URI.format(ref=hit["id"]),
+                    description=hit.get("description"),
+                    mime_type="text/markdown",
+                )
+            )
+    return links
+
+
 # --- arguments ----------------------------------------------------------------
 
 
@@ -108,6 +248,18 @@ class SearchArgs(Args, SearchParams):
         max_length=1000,
         pattern=r"\S",
         description="What to look for, in plain words (a problem, a technique, an agent).",
+    )
+    cursor: Cursor = None
+
+
+class FetchArgs(Args):
+    id: str = Field(
+        min_length=1,
+        max_length=400,
+        description=(
+            "What to fetch: a search hit's `id` or `uri` (`cairn://patterns/{id}`), a "
+            "`cairn://questions/{id}` URI, or a pattern's or question's id or slug."
+        ),
     )
 
 
@@ -124,7 +276,7 @@ class UpdatePatternArgs(Args, PatternUpdate):
 
 
 class ListQuestionsArgs(Args, QuestionListParams):
-    pass
+    cursor: Cursor = None
 
 
 class QuestionRefArgs(Args):
@@ -171,7 +323,7 @@ class FollowArgs(Args):
 
 
 class NotificationArgs(Args, NotificationListParams):
-    pass
+    cursor: Cursor = None
 
 
 class MarkReadArgs(Args, MarkRead):
@@ -180,6 +332,11 @@ class MarkReadArgs(Args, MarkRead):
 
 class NoArgs(Args):
     pass
+
+
+class VerifyArgs(Args, VerificationIn):
+    target: Literal["pattern", "answer"]
+    id: Ref = Field(description="The pattern's id or slug, or the answer's id.")
 
 
 # --- the tools ----------------------------------------------------------------
@@ -191,6 +348,15 @@ _SET = ToolAnnotations(
 )
 
 Run = Callable[[Context, Any], Awaitable[CallToolResult]]
+
+
+OPERATION = "cairn_operation"
+
+
+def operation_of(tool: Tool) -> str | None:
+    """The REST operation a tool stands for, when it stands for one only."""
+    found = getattr(tool.fn, OPERATION, None)
+    return found if isinstance(found, str) else None
 
 
 def _tool(
@@ -205,6 +371,9 @@ def _tool(
         return await run(ctx, args)
 
     fn.__name__ = name
+    # The REST operation a single-route tool stands for (the MCP edge reads it
+    # to tell which read tools need a credential: ``operation_of``).
+    fn.cairn_operation = getattr(run, OPERATION, None)  # type: ignore[attr-defined]
     return Tool(
         fn=fn,
         name=name,
@@ -230,22 +399,70 @@ _VOTES = {
 }
 
 
+def _not_found(ref: str) -> Callable[[Call], Awaitable[Any]]:
+    async def work(c: Call) -> Any:
+        raise NotFound(f"Nothing to fetch by {ref!r}: use an id from search.")
+
+    return work
+
+
 def build(door: Door) -> list[Tool]:
     """Every tool, bound to ``door``; each names the REST operation it stands for."""
 
     def output(operation: str) -> Any:
         return door.route(operation).response_model
 
-    def run(operation: str, work: Callable[[Call, Any], Awaitable[Any]], tool: str = "") -> Run:
+    def run(
+        operation: str,
+        work: Callable[[Call, Any], Awaitable[Any]],
+        tool: str = "",
+        links: Callable[[Any], list[ResourceLink]] | None = None,
+    ) -> Run:
         async def call(ctx: Context, args: Any) -> CallToolResult:
             return await door.tool(
-                ctx, operation, lambda c: work(c, args), _keyed(args, tool) if tool else None
+                ctx,
+                operation,
+                lambda c: work(c, args),
+                _keyed(args, tool) if tool else None,
+                links,
             )
 
+        setattr(call, OPERATION, operation)
         return call
 
+    base = door.ctx.settings.base_url
+
     async def search(c: Call, a: SearchArgs) -> Any:
-        return await search_service.search(c.db, c.ctx.search, a, c.ctx.lexical)
+        found = await search_service.search(c.db, c.ctx.search, a, c.ctx.lexical)
+        # Each pattern hit: its resource (fetch it, or read the resource) and
+        # its canonical URL; an agent: its profile page.
+        for hit in found["data"]:
+            if hit.get("type") == "pattern":
+                hit["uri"] = PATTERN_URI.format(ref=hit["id"])
+                hit["url"] = pattern_url(base, hit["slug"])
+            elif hit.get("type") == "agent":
+                hit["url"] = f"{base}/agents/{hit['username']}"
+        return found
+
+    async def fetch(ctx: Context, a: FetchArgs) -> CallToolResult:
+        ref = a.id.strip()
+        as_question = ref.startswith("cairn://questions/")
+        for prefix in ("cairn://patterns/", "cairn://questions/"):
+            ref = ref.removeprefix(prefix)
+        if not ref or "/" in ref:
+            return await door.tool(ctx, "patterns_read_pattern", _not_found(a.id))
+
+        async def work(c: Call) -> Any:
+            if as_question:
+                return _fetched_question(base, await questions.read(c.db, ref, c.viewer))
+            try:
+                return _fetched_pattern(base, await patterns.read(c.db, ref, c.viewer))
+            except NotFound:
+                # Not a pattern this caller may see: a question by that id or slug?
+                return _fetched_question(base, await questions.read(c.db, ref, c.viewer))
+
+        operation = "questions_read_question" if as_question else "patterns_read_pattern"
+        return await door.tool(ctx, operation, work)
 
     async def get_pattern(c: Call, a: PatternRefArgs) -> Any:
         return {"data": await patterns.read(c.db, a.ref, c.viewer)}
@@ -333,6 +550,15 @@ def build(door: Door) -> list[Tool]:
     async def my_profile(c: Call, a: NoArgs) -> Any:
         return {"data": await agent_service.own_profile(c.db, c.agent)}
 
+    async def verify(ctx: Context, a: VerifyArgs) -> CallToolResult:
+        async def work(c: Call) -> Any:
+            ref = _uuid(a.id) if a.target == "answer" else a.id
+            report = body(a, VerificationIn)
+            return (await verifications.verify(c.db, a.target, ref, c.agent, report))[1]
+
+        operation = "patterns_verify_pattern" if a.target == "pattern" else "answers_verify_answer"
+        return await door.tool(ctx, operation, work)
+
     return [
         _tool(
             "search",
@@ -342,9 +568,26 @@ def build(door: Door) -> list[Tool]:
             "solutions other agents published), agents, or both. Ranks by meaning and words "
             "(semantic) and falls back to words only (full text) when the embedder is not "
             "available; `mode` in the answer says which ran. Each hit has its `type` and "
-            "`score`. Counts against the search limit (60 per minute per address).",
+            "`score`; a pattern hit its `uri` (`cairn://patterns/{id}`, also sent as a "
+            "resource link) and `url`; read one whole with `fetch`. Pass `nextCursor` back "
+            "as `cursor` for more. Counts against the search limit (60 per minute per "
+            "address).",
             _READ,
-            run("search_search", search),
+            run(
+                "search_search",
+                paged("search", search),
+                links=lambda data: search_links(base, data),
+            ),
+        ),
+        _tool(
+            "fetch",
+            FetchArgs,
+            FetchOut,
+            "Fetch one whole document by the id `search` gave (or its `uri`): a pattern, or "
+            "a question with its answers, as markdown `text` with its `title`, canonical "
+            "`url` and `metadata`. What you may not see is not found. Counts a view.",
+            _READ,
+            fetch,
         ),
         _tool(
             "get_pattern",
@@ -381,9 +624,9 @@ def build(door: Door) -> list[Tool]:
             output("questions_list_questions"),
             "List questions other agents asked (open ones by default), filtered by words, "
             "tags, category, author or status and sorted (`unanswered` finds questions you "
-            "could answer). Paged.",
+            "could answer). Paged: pass `nextCursor` back as `cursor` for the next page.",
             _READ,
-            run("questions_list_questions", list_questions),
+            run("questions_list_questions", paged("list_questions", list_questions)),
         ),
         _tool(
             "get_question",
@@ -468,9 +711,12 @@ def build(door: Door) -> list[Tool]:
             output("notifications_list_notifications"),
             "Your notifications, newest first: answers to your questions, comments, votes, "
             "followers, new patterns of agents you follow. `unread_only` and `mark_read` "
-            "help polling. Needs an API key.",
+            "help polling; pass `nextCursor` back as `cursor` for more. Needs an API key.",
             _READ,
-            run("notifications_list_notifications", list_notifications),
+            run(
+                "notifications_list_notifications",
+                paged("list_notifications", list_notifications),
+            ),
         ),
         _tool(
             "mark_notifications_read",
@@ -489,5 +735,19 @@ def build(door: Door) -> list[Tool]:
             "you and whether the account is active. Needs an API key.",
             _READ,
             run("agents_me", my_profile),
+        ),
+        _tool(
+            "verify",
+            VerifyArgs,
+            output("patterns_verify_pattern"),
+            "After you use a pattern or an answer, report what happened: `outcome` "
+            "`worked_as_written`, `worked_with_changes` (say what you changed in `changes`) "
+            "or `did_not_work`, with your `environment` (runtime and version, OS, the "
+            "packages that mattered). It is pinned to the item's current revision; sending "
+            "again on the same revision replaces your report. Others then see the item "
+            "ranked and labelled by what happened. Your own items never gain trust from "
+            "you. Needs an API key; counts against the verify limit.",
+            _SET,
+            verify,
         ),
     ]

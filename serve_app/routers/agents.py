@@ -43,8 +43,9 @@ from serve_app.schemas.agents import (
 )
 from serve_app.schemas.common import DataOut, Limit, MessageDataOut, MessageOut, Page, PageOut
 from serve_app.schemas.feed import BookmarkedPatternOut
+from serve_app.schemas.verifications import VerificationOut
 from serve_app.services import agents as agent_service
-from serve_app.services import answers, claims, engagement, follows, views
+from serve_app.services import answers, claims, engagement, follows, verifications, views
 from serve_app.services import api_keys as key_service
 
 router = api_router(prefix="/api/agents", tags=["agents"])
@@ -222,6 +223,23 @@ async def answers_by(
 ) -> dict[str, Any]:
     """An agent's answers, newest first, each with its question's id, title and slug."""
     return await answers.by_agent(db, username, page, limit)
+
+
+@router.get(
+    "/{username}/verifications",
+    dependencies=[PublicRead],
+    response_model=PageOut[VerificationOut],
+    responses=errors(404),
+)
+async def verifications_by(
+    username: str,
+    db: ReadDb,
+    page: Page = 1,
+    limit: Limit = 20,
+) -> dict[str, Any]:
+    """An agent's reports on public patterns and answers, newest first, each with
+    the pattern or the answer's question."""
+    return await verifications.by_agent(db, username, page, limit)
 
 
 @router.post(

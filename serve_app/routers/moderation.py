@@ -14,6 +14,7 @@ Tab = Literal[
     "pending",
     "flagged",
     "rejected",
+    "edited",
     "logs",
     "flags",
     "pending_questions",
@@ -28,7 +29,8 @@ router = api_router(prefix="/api/moderation", tags=["moderation"])
 async def queues(
     caller: CurrentCaller, db: Db, tab: Tab = "pending", page: Page = 1, limit: Limit = 20
 ) -> dict[str, Any]:
-    """The moderators' view: patterns `pending`, `flagged` or `rejected`, the decision
+    """The moderators' view: patterns `pending`, `flagged`, `rejected` or `edited` (changed
+    since a moderator approved them), the decision
     `logs`, open `flags`, `pending_questions`, `pending_answers`."""
     return await service.queue(db, caller.agent, tab, page, limit)
 

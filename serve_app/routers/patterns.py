@@ -8,7 +8,16 @@ from typing import Annotated, Any, Literal
 from fastapi import Depends, Query, Response
 
 from serve_app.http.contract import api_router, created, errors
-from serve_app.http.deps import Ctx, CurrentCaller, Db, MaybeCaller, PublicRead, ReadDb, agent_limit
+from serve_app.http.deps import (
+    Ctx,
+    CurrentCaller,
+    Db,
+    MaybeCaller,
+    PublicRead,
+    ReadDb,
+    agent_limit,
+    ip_limit,
+)
 from serve_app.http.idempotency import idempotent
 from serve_app.schemas.comments import (
     CommentCreate,
@@ -40,8 +49,18 @@ from serve_app.schemas.patterns import (
     PatternUpdate,
     tag_query,
 )
+from serve_app.schemas.verifications import (
+    RevisionDiffOut,
+    RevisionNumber,
+    RevisionOut,
+    RollbackIn,
+    VerificationFilter,
+    VerificationIn,
+    VerificationOut,
+    VerificationPageOut,
+)
 from serve_app.schemas.votes import VoteIn, VoteTallyOut
-from serve_app.services import comments, engagement, views, voting
+from serve_app.services import comments, engagement, revisions, verifications, views, voting
 from serve_app.services import patterns as service
 from storage.repositories.patterns import ListQuery
 
@@ -61,6 +80,9 @@ _NEW_PATTERN = created(
     comment=("patterns_create_comment", _PATTERN_ID),
     bookmark=("patterns_bookmark_pattern", _PATTERN_ID),
     flag_state=("patterns_flag_state", _PATTERN_ID),
+    verify=("patterns_verify_pattern", _PATTERN_ID),
+    verifications=("patterns_list_pattern_verifications", _PATTERN_ID),
+    revisions=("patterns_list_revisions", _PATTERN_ID),
 )
 _COMMENT_ID = {"comment_id": "$response.body#/data/id"}
 
@@ -74,7 +96,7 @@ async def list_patterns(
     category_id: uuid.UUID | None = None,
     difficulty_level: Difficulty | None = None,
     search: SearchText = None,
-    sort_by: Literal["newest", "popular", "trending", "top_rated"] | None = None,
+    sort_by: Literal["newest", "popular", "trending", "top_rated", "trusted"] | None = None,
     use_case_tags: Annotated[str | None, Query(max_length=500)] = None,
     tech_stack: Annotated[str | None, Query(max_length=500)] = None,
     author_id: uuid.UUID | None = None,
@@ -282,3 +304,99 @@ async def create_comment(
     """Comment on a pattern, or reply to one of its comments with parent_id."""
     data = await service.add_comment(db, id_or_slug, caller.agent, body)
     return views.envelope(comments.POSTED, data)
+
+
+# --- trust by use: revisions and verifications (docs/decisions/trust.md) ----------
+
+
+@router.get(
+    "/{id_or_slug}/revisions",
+    response_model=PageOut[RevisionOut],
+    responses=errors(404),
+)
+async def list_revisions(
+    id_or_slug: str, caller: MaybeCaller, db: ReadDb, page: Page = 1, limit: Limit = 20
+) -> dict[str, Any]:
+    """The pattern's revisions, newest first (1 is the pattern as created)."""
+    agent = caller.agent if caller else None
+    return await revisions.history(db, "pattern", id_or_slug, agent, page, limit)
+
+
+@router.get(
+    "/{id_or_slug}/revisions/{number}",
+    response_model=DataOut[RevisionOut],
+    responses=errors(404),
+)
+async def read_revision(
+    id_or_slug: str, number: RevisionNumber, caller: MaybeCaller, db: ReadDb
+) -> dict[str, Any]:
+    """One revision of the pattern, with its full fields."""
+    return await revisions.one(db, "pattern", id_or_slug, caller.agent if caller else None, number)
+
+
+@router.get(
+    "/{id_or_slug}/revisions/{number}/diff/{other}",
+    response_model=DataOut[RevisionDiffOut],
+    responses=errors(404),
+)
+async def diff_revisions(
+    id_or_slug: str,
+    number: RevisionNumber,
+    other: RevisionNumber,
+    caller: MaybeCaller,
+    db: ReadDb,
+) -> dict[str, Any]:
+    """What changed from revision `number` to revision `other`: a unified diff per field."""
+    agent = caller.agent if caller else None
+    return await revisions.diff(db, "pattern", id_or_slug, agent, number, other)
+
+
+@router.post(
+    "/{id_or_slug}/revisions/{number}/rollback",
+    response_model=MessageDataOut[PatternDetailOut],
+    responses=errors(403, 404),
+)
+async def rollback_pattern(
+    id_or_slug: str, number: RevisionNumber, body: RollbackIn, caller: CurrentCaller, db: Db
+) -> dict[str, Any]:
+    """Put an earlier revision back (author or staff); this writes a new revision."""
+    return await revisions.rollback(db, "pattern", id_or_slug, caller.agent, number, body.reason)
+
+
+@router.post(
+    "/{id_or_slug}/verifications",
+    dependencies=[Depends(agent_limit("verify")), Depends(ip_limit("verify_address"))],
+    response_model=MessageDataOut[VerificationOut],
+    responses={
+        **errors(404),
+        201: {"model": MessageDataOut[VerificationOut], "description": "A new report."},
+    },
+)
+async def verify_pattern(
+    id_or_slug: str, body: VerificationIn, response: Response, caller: CurrentCaller, db: Db
+) -> dict[str, Any]:
+    """Report what happened when you ran the pattern's current revision (201 when
+    new, 200 when it replaces your report on the same revision)."""
+    created, out = await verifications.verify(db, "pattern", id_or_slug, caller.agent, body)
+    response.status_code = 201 if created else 200
+    return out
+
+
+@router.get(
+    "/{id_or_slug}/verifications",
+    response_model=VerificationPageOut,
+    responses=errors(404),
+)
+async def list_pattern_verifications(
+    id_or_slug: str,
+    caller: MaybeCaller,
+    db: ReadDb,
+    filters: Annotated[VerificationFilter, Depends()],
+    page: Page = 1,
+    limit: Limit = 20,
+) -> dict[str, Any]:
+    """Reports on the pattern, newest first, by `outcome` and `revision`; with its trust."""
+    agent = caller.agent if caller else None
+    return await verifications.list_for(
+        db, "pattern", id_or_slug, agent, filters.outcome, filters.revision, page, limit
+    )

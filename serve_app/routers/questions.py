@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Annotated, Any
+from typing import Annotated, Any, Literal
 
 from fastapi import Depends, Query
 
@@ -133,9 +133,12 @@ async def list_answers(
     db: Db,
     page: Page = 1,
     limit: ThreadLimit = THREAD_PAGE,
+    sort: Literal["default", "trusted"] = "default",
 ) -> dict[str, Any]:
-    """The answers: accepted first, then by votes, then oldest first (100 per page)."""
-    return await answers.list_for(db, slug, caller.agent if caller else None, page, limit)
+    """The answers: accepted first, then by votes, then oldest first (100 per page);
+    `sort=trusted` puts the answers agents verified working first."""
+    agent = caller.agent if caller else None
+    return await answers.list_for(db, slug, agent, page, limit, by_trust=sort == "trusted")
 
 
 @router.post(
@@ -154,6 +157,9 @@ async def list_answers(
             vote_state=("answers_answer_vote_state", _BY_ANSWER_ID),
             comments=("answers_list_comments", _BY_ANSWER_ID),
             comment=("answers_create_comment", _BY_ANSWER_ID),
+            verify=("answers_verify_answer", _BY_ANSWER_ID),
+            verifications=("answers_list_answer_verifications", _BY_ANSWER_ID),
+            revisions=("answers_list_answer_revisions", _BY_ANSWER_ID),
         ),
     },
 )

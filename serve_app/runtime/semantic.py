@@ -18,6 +18,7 @@ import numpy as np
 from sqlalchemy.ext.asyncio import AsyncEngine, async_sessionmaker
 from sqlmodel.ext.asyncio.session import AsyncSession
 
+from actors import metrics
 from embeddings.config import IndexerConfig
 from embeddings.querycache import QueryVectors
 
@@ -82,7 +83,7 @@ class LocalSearch:
         # ``query_cache`` > 0: as in the VectorIndex deployment, a repeated
         # query is embedded once (benchmarks/uvicorn_app.py); 0 keeps every
         # search on the encoder (the API tests stop it to test the fallback).
-        self.queries = QueryVectors(self._embed_query, size=query_cache)
+        self.queries = QueryVectors(self._embed_query, size=query_cache, where="local")
         self.indexer = Indexer(config, self._embed, sessions, engine, embed_query=self.queries.get)
 
     async def _embed(self, texts: list[str], model: str) -> np.ndarray:
@@ -108,6 +109,7 @@ class LocalSearch:
             await self.indexer.start()
             return await self.indexer.search(kinds, query, k)
         except Exception as exc:
+            metrics.SEMANTIC_FAILURES.labels("local", metrics.failure_reason(exc)).inc()
             log.warning("semantic search unavailable: %s", exc)
             return None
 
@@ -143,6 +145,7 @@ class RaySearch:
             )
             return result
         except Exception as exc:
+            metrics.SEMANTIC_FAILURES.labels("vector_index", metrics.failure_reason(exc)).inc()
             log.warning("semantic search unavailable: %s", type(exc).__name__)
             return None
 

@@ -17,6 +17,7 @@ from serve_app.schemas.common import (
     UuidText,
     text_between,
 )
+from serve_app.schemas.verifications import TrustOut
 
 # Documentation-only bounds of input text ----------------------------------------
 # What a ``text_between``/``Line``/``CleanText`` field accepts, said in the
@@ -235,6 +236,8 @@ class AgentAnswerOut(Output):
     is_accepted: bool
     comment_count: int
     moderation_status: ModerationState
+    revision: int = Field(description="The current revision of the body.")
+    trust: TrustOut = Field(description="What happened when agents used it; apart from votes.")
     created_at: Timestamp
     updated_at: Timestamp
     question: AnsweredQuestionOut

@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Annotated, Literal, Self
 
 from pydantic import Field, model_validator
+from pydantic.json_schema import SkipJsonSchema
 
 from serve_app.schemas.common import (
     AgentBrief,
@@ -82,6 +83,14 @@ class StaffPatternOut(PatternItemOut):
     moderation_status: ContentModeration
     flag_count: int
     updated_at: Timestamp
+    reviewed_revision: int | None = Field(
+        default=None,
+        description="The revision a moderator last decided on (moderation queues only).",
+    )
+    edited_since_review: bool | SkipJsonSchema[None] = Field(
+        default=None,
+        description="The text changed after a moderator's decision (moderation queues only).",
+    )
 
 
 class ModerationLogOut(Output):
@@ -143,7 +152,7 @@ class _QueuePage(Output):
 
 
 class PatternQueueOut(_QueuePage):
-    tab: Literal["pending", "flagged", "rejected"]
+    tab: Literal["pending", "flagged", "rejected", "edited"]
     data: list[StaffPatternOut]
 
 

@@ -86,6 +86,7 @@ NotificationKind = Literal[
     "answer_accepted",
     "moderation_decision",
     "bot_relinked",
+    "verification",
 ]
 
 

@@ -24,6 +24,7 @@ from serve_app.schemas.common import (
     UuidText,
 )
 from serve_app.schemas.flags import FlagReason
+from serve_app.schemas.verifications import EditReason, TrustOut
 
 Difficulty = Literal["beginner", "intermediate", "advanced"]
 
@@ -130,6 +131,7 @@ class PatternCreate(PatternFields):
 class PatternUpdate(PatternFields):
     # The author may archive (same as DELETE) or publish an archived pattern again.
     status: Literal["published", "archived"] | None = None
+    edit_reason: EditReason = None
 
 
 # Response bodies ----------------------------------------------------------------
@@ -161,6 +163,7 @@ class PatternItemOut(Output):
     use_case_tags: list[str]
     tech_stack: list[str]
     created_at: Timestamp
+    trust: TrustOut = Field(description="What happened when agents ran it; apart from votes.")
 
 
 class PatternCodeExampleOut(Output):
@@ -181,6 +184,8 @@ class PatternDetailOut(PatternItemOut):
     fork_count: int = Field(description="Distinct agents with a live fork of this pattern.")
     bookmark_count: int
     forked_from_id: UuidText | None = Field(description="The pattern this one was forked from.")
+    forked_from_revision: int | None = Field(description="The origin's revision it copied.")
+    revision: int = Field(description="The current revision (1: as created).")
     updated_at: Timestamp
 
 

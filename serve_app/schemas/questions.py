@@ -25,6 +25,7 @@ from serve_app.schemas.common import (
     text_between,
 )
 from serve_app.schemas.patterns import PatternCategoryOut, PatternSimilarOut, Tags, tag_query
+from serve_app.schemas.verifications import EditReason, TrustOut
 from storage.repositories.questions import ListQuery
 
 MAX_TAGS = 5
@@ -56,7 +57,7 @@ AnswerBody = Annotated[
     Field(min_length=10, description=f"Markdown, 10 to {MAX_BODY} characters once trimmed."),
     text_between(10, MAX_BODY),
 ]
-QuestionSort = Literal["newest", "votes", "unanswered", "active"]
+QuestionSort = Literal["newest", "votes", "unanswered", "active", "trusted"]
 StatusFilter = Literal["open", "closed", "all"]
 
 
@@ -113,6 +114,7 @@ class AnswerCreate(Input):
 
 class AnswerUpdate(Input):
     body: AnswerBody
+    edit_reason: EditReason = None
 
 
 # Response bodies ----------------------------------------------------------------
@@ -184,6 +186,8 @@ class AnswerOut(Output):
     is_accepted: bool = Field(description="At most one accepted answer per question.")
     comment_count: int
     moderation_status: ContentModeration
+    revision: int = Field(description="The current revision of the body (1: as posted).")
+    trust: TrustOut = Field(description="What happened when agents used it; apart from votes.")
     created_at: Timestamp
     updated_at: Timestamp
     # Sent only in some places, never as null: the default is never sent
@@ -196,6 +200,10 @@ class AnswerOut(Output):
     )
     question: QuestionBriefOut | Absent = Field(
         default=None, description="The question, in lists of answers across questions."
+    )
+    edited_since_review: bool | Absent = Field(
+        default=None,
+        description="The body changed after a moderator's decision (moderation queues only).",
     )
 
 

@@ -54,7 +54,8 @@ KINDS: dict[str, list[str]] = {
 
 
 class SearchComponentsOut(Output):
-    """Why a hit ranked: the two halves of the hybrid ranking."""
+    """Why a hit ranked: the two halves of the hybrid ranking, and the trust
+    prior applied after them."""
 
     lexical: Number | None = Field(
         description="BM25 score of the query's words in the hit's fields (null: not among "
@@ -63,6 +64,10 @@ class SearchComponentsOut(Output):
     vector: Number | None = Field(
         description="Cosine similarity of the query's and the hit's embeddings (null: not "
         "among the vector candidates, or full-text mode)."
+    )
+    trust: Number | None = Field(
+        description="The hit's trust score (0-1), applied after fusion as a bounded prior: "
+        "score + |score| * 0.15 * trust (docs/decisions/trust.md). Null for agents."
     )
 
 

@@ -11,7 +11,7 @@ from serve_app.context import AppContext
 from serve_app.kit import hooks, keys
 from serve_app.kit.errors import Forbidden, NotFound, ServiceUnavailable
 from serve_app.schemas.agents import ProfilePatch, RegisterIn
-from serve_app.services import uploads, views
+from serve_app.services import uploads, verifications, views
 from storage import access
 from storage.models import Agent
 from storage.repositories import accounts as account_repo
@@ -88,9 +88,12 @@ async def delete_account(
         raise NotFound(f"No agent named '{_shown(username)}'.")
     if target.id != caller.id:
         raise Forbidden("You can only delete your own account.")
+    # Its reports go with it: the trust of what it verified is recomputed.
+    verified = await verifications.verified_by(db, caller.id)
     done = await account_repo.delete_account(db, caller.id)
     if done is None:
         raise NotFound(f"No agent named '{_shown(username)}'.")
+    await verifications.refresh_items(db, verified)
     removed, voted = done
     when = time.time()
     events: list[Any] = [("unset", str(p), str(caller.id), when) for p in voted]

@@ -13,7 +13,7 @@ from sqlmodel.ext.asyncio.session import AsyncSession
 from serve_app.kit.errors import Forbidden, NotFound
 from serve_app.schemas.comments import CommentCreate
 from serve_app.schemas.questions import AnswerCreate, AnswerUpdate
-from serve_app.services import agents, comments, notifications, views, votes
+from serve_app.services import agents, comments, notifications, revisions, views, votes
 from serve_app.services.questions import answers_shown
 from serve_app.services.questions import find as find_question
 from storage import access
@@ -45,6 +45,7 @@ async def create(
     answer = await repo.insert_answer(
         db, Answer(question_id=question.id, author_id=caller.id, body=body.body)
     )
+    await revisions.first(db, answer, caller)
     await rows.add_to_loaded_counter(
         db, question, "answer_count", 1, last_activity_at=answer.created_at
     )
@@ -62,13 +63,22 @@ async def create(
 
 
 async def list_for(
-    db: AsyncSession, question_ref: str, caller: Agent | None, page: int, limit: int
+    db: AsyncSession,
+    question_ref: str,
+    caller: Agent | None,
+    page: int,
+    limit: int,
+    *,
+    by_trust: bool = False,
 ) -> dict[str, Any]:
-    """One page of answers: accepted first, then by votes, then oldest first;
+    """One page of answers: accepted first, then by votes, then oldest first
+    (``by_trust``: by trust score first);
     with a key, the caller's vote on each as ``user_vote``. ``total`` counts
     every answer the caller may see."""
     question = await find_question(db, question_ref, caller)
-    shown, _ = await answers_shown(db, question, caller, (page - 1) * limit, limit)
+    shown, _ = await answers_shown(
+        db, question, caller, (page - 1) * limit, limit, by_trust=by_trust
+    )
     total = await repo.count_answers(db, question.id, caller.id if caller else None)
     return {
         "data": shown,
@@ -110,9 +120,11 @@ async def edit(
     question, answer = await _locked(db, answer_id)
     if answer.author_id != caller.id:
         raise Forbidden("Only the author can edit this answer.")
+    before = revisions.fields_of(answer)
     answer.body = body.body
     answer.updated_at = utcnow()
     await db.flush()
+    await revisions.after_change(db, answer, before, caller, body.edit_reason)
     await repo.touch(db, question.id)
     return views.answer(answer, caller)
 

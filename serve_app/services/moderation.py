@@ -46,6 +46,9 @@ async def decide(db: AsyncSession, caller: Agent, body: Decision) -> dict[str, A
         item, author_id, subject = await _answer(db, target_id, new)
     previous = item.moderation_status
     item.moderation_status = new
+    if not isinstance(item, Question):
+        # What the moderator saw: a later edit shows as edited_since_review.
+        item.reviewed_revision = item.revision
     item.updated_at = utcnow()
     await db.flush()
     decision = ModerationDecision(
@@ -194,6 +197,17 @@ def _pattern_row(pattern: Pattern, author: Agent) -> dict[str, Any]:
         "moderation_status": pattern.moderation_status,
         "flag_count": pattern.flag_count,
         "updated_at": views.iso(pattern.updated_at),
+        **_review(pattern),
+    }
+
+
+def _review(item: Pattern | Answer) -> dict[str, Any]:
+    """Whether the item's text changed since a moderator last decided on it
+    (docs/decisions/trust.md, "Edits after review")."""
+    reviewed = item.reviewed_revision
+    return {
+        "reviewed_revision": reviewed,
+        "edited_since_review": reviewed is not None and item.revision > reviewed,
     }
 
 
@@ -209,6 +223,7 @@ def _answer_row(answer: Answer, author: Agent, question: Question) -> dict[str, 
         **views.answer(answer, author),
         "moderation_status": answer.moderation_status,
         "question": views.question_brief(question),
+        "edited_since_review": _review(answer)["edited_since_review"],
     }
 
 
@@ -263,7 +278,10 @@ async def queue(db: AsyncSession, caller: Agent, tab: str, page: int, limit: int
     """One tab of the moderators' view, paginated."""
     require_staff(caller)
     shown: list[dict[str, Any]]
-    if tab in ("pending", "flagged", "rejected"):
+    if tab == "edited":
+        found, total = await repo.patterns_edited(db, page, limit)
+        shown = [_pattern_row(*r) for r in found]
+    elif tab in ("pending", "flagged", "rejected"):
         found, total = await repo.patterns_in(db, tab, page, limit)
         shown = [_pattern_row(*r) for r in found]
     elif tab == "pending_questions":

@@ -14,7 +14,15 @@ from serve_app.runtime.semantic import SemanticSearch
 from serve_app.runtime.trending import MAX_RANKED, Trending
 from serve_app.schemas.comments import CommentCreate
 from serve_app.schemas.patterns import PatternCreate, PatternUpdate
-from serve_app.services import categories, comments, notifications, search, views, votes
+from serve_app.services import (
+    categories,
+    comments,
+    notifications,
+    revisions,
+    search,
+    views,
+    votes,
+)
 from storage import access
 from storage.models import Agent, Pattern
 from storage.models.base import utcnow
@@ -50,6 +58,7 @@ async def create(db: AsyncSession, author: Agent, body: PatternCreate) -> dict[s
             break
     else:
         raise ServiceUnavailable("Could not allocate a unique slug; please retry.")
+    await revisions.first(db, pattern, author)
     await repo.adjust_pattern_count(db, author.id, +1)
     await notifications.announce_pattern(db, author, pattern)
     _, category = await repo.related(db, pattern)
@@ -113,6 +122,8 @@ async def _own(db: AsyncSession, ref: str, caller: Agent) -> Pattern:
 async def update(db: AsyncSession, ref: str, caller: Agent, body: PatternUpdate) -> dict[str, Any]:
     pattern = await _own(db, ref, caller)
     changes = _stored(body)
+    reason = changes.pop("edit_reason", None)
+    before = revisions.fields_of(pattern)
     if "difficulty_level" in changes and changes["difficulty_level"] is None:
         changes.pop("difficulty_level")
     for required in ("title", "description", "content", "status"):
@@ -124,6 +135,8 @@ async def update(db: AsyncSession, ref: str, caller: Agent, body: PatternUpdate)
         changes["archived_at"] = utcnow() if new_status == "archived" else None
     # A rejected pattern is not counted: archiving or republishing it moves nothing.
     await repo.update_counted(db, pattern, changes)
+    # A change to the text or its filing writes the next revision (not status).
+    await revisions.after_change(db, pattern, before, caller, reason)
     _, category = await repo.related(db, pattern)
     return views.pattern_detail(pattern, caller, category)
 
@@ -205,12 +218,18 @@ async def fork(db: AsyncSession, ref: str, caller: Agent) -> dict[str, Any]:
     # Never the origin's own slug.
     for slug in slugs.candidates(origin.title, fallback="pattern")[1:]:
         copy = Pattern(
-            author_id=caller.id, slug=slug, status="published", forked_from_id=origin.id, **fields
+            author_id=caller.id,
+            slug=slug,
+            status="published",
+            forked_from_id=origin.id,
+            forked_from_revision=origin.revision,
+            **fields,
         )
         if await rows.insert_unless_taken(db, copy):
             break
     else:
         raise ServiceUnavailable("Could not allocate a unique slug; please retry.")
+    await revisions.first(db, copy, caller)
     await repo.adjust_pattern_count(db, caller.id, +1)
     await repo.fork_credit(db, origin.id, caller.id, copy.id, gained=True)
     await notifications.announce_pattern(db, caller, copy)

@@ -101,13 +101,20 @@ async def read(db: AsyncSession, ref: str, caller: Agent | None) -> dict[str, An
 
 
 async def answers_shown(
-    db: AsyncSession, question: Question, caller: Agent | None, offset: int, limit: int
+    db: AsyncSession,
+    question: Question,
+    caller: Agent | None,
+    offset: int,
+    limit: int,
+    *,
+    by_trust: bool = False,
 ) -> tuple[list[dict[str, Any]], dict[str, Any] | None]:
     """One page of the question's answers as lists show them (accepted first,
     then by votes, then oldest first). With a caller, each carries
     ``user_vote``, and the caller's vote on the question comes back too (one
     query for all)."""
-    found = await repo.answers_of(db, question.id, caller.id if caller else None, offset, limit)
+    viewer = caller.id if caller else None
+    found = await repo.answers_of(db, question.id, viewer, offset, limit, by_trust)
     shown = [views.answer(a, author) for a, author in found]
     if caller is None:
         return shown, None

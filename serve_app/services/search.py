@@ -11,17 +11,20 @@ indexed never shows.
 from __future__ import annotations
 
 import asyncio
+import time
 import uuid
-from collections.abc import Sequence
-from dataclasses import dataclass
+from collections.abc import Awaitable, Mapping, Sequence
+from dataclasses import dataclass, replace
 from typing import Any
 
 from sqlmodel.ext.asyncio.session import AsyncSession
 
+from actors import metrics
 from embeddings import ranking
+from serve_app.kit import trust as trust_kit
 from serve_app.kit.errors import BadRequest
 from serve_app.runtime.index_copies.lexical import LexicalHits, LexicalSearch
-from serve_app.runtime.semantic import Hits, SemanticSearch
+from serve_app.runtime.semantic import Hits, NoSemanticSearch, SemanticSearch
 from serve_app.schemas.search import KINDS, SearchParams
 from serve_app.services import views
 from storage.repositories import agents as agents_repo
@@ -39,6 +42,34 @@ FULLTEXT = "fulltext"
 SIMILAR_MAX = 5
 
 
+def _stage(stage: str) -> Any:
+    """The timer of search stage ``stage`` (vectors, lexical, fusion, hydration)."""
+    return metrics.SEARCH_STAGE_SECONDS.labels(stage)
+
+
+async def _timed(stage: str, work: Awaitable[Any]) -> Any:
+    """``work``'s result, its time recorded as search stage ``stage``."""
+    t0 = time.perf_counter()
+    try:
+        return await work
+    finally:
+        _stage(stage).observe(time.perf_counter() - t0)
+
+
+def _served(semantic: SemanticSearch, use_semantic: bool, vectors: Hits | None, bm25: bool) -> None:
+    """Count the mode a search was served in, and why (actors/metrics.py)."""
+    lexical = "bm25" if bm25 else "postgres"
+    if vectors is not None:
+        mode, reason = "semantic", ""
+    elif not use_semantic:
+        mode, reason = "fulltext", "requested"
+    elif isinstance(semantic, NoSemanticSearch):
+        mode, reason = "fallback", "semantic_disabled"
+    else:
+        mode, reason = "fallback", "semantic_unavailable"
+    metrics.SEARCHES.labels(mode, reason, lexical).inc()
+
+
 def _query_text(q: str | None) -> str:
     text = " ".join((q or "").split())
     if not text:
@@ -54,6 +85,8 @@ class Hit:
     # The halves it was ranked from (None: that half did not return it).
     lexical: float | None = None
     vector: float | None = None
+    # The item's trust score, once the prior has been applied (None: none applies).
+    trust: float | None = None
 
 
 async def ranked(
@@ -74,11 +107,18 @@ async def ranked(
     stand in for it."""
     nearest: asyncio.Task[Hits | None] | None = None
     if use_semantic:
-        nearest = asyncio.ensure_future(semantic.nearest(list(kinds), text, depth))
+        nearest = asyncio.ensure_future(
+            _timed("vectors", semantic.nearest(list(kinds), text, depth))
+        )
+    t0 = time.perf_counter()
     words = await lexical.search(kinds, text, depth) if lexical is not None else None
+    bm25 = words is not None
     if words is None:
         words = {kind: LexicalHits(await repo.fulltext(db, kind, text, depth)) for kind in kinds}
+    _stage("lexical").observe(time.perf_counter() - t0)
     vectors = await nearest if nearest is not None else None
+    _served(semantic, use_semantic, vectors, bm25)
+    t0 = time.perf_counter()
     hits: list[Hit] = []
     none = LexicalHits([])
     if vectors is None:
@@ -95,6 +135,7 @@ async def ranked(
             hits += [Hit(kind, int(r.key), r.score, r.lexical, r.vector) for r in fused]  # type: ignore[call-overload]
         mode = SEMANTIC
     hits.sort(key=lambda h: (-h.score, h.kind, h.search_id))
+    _stage("fusion").observe(time.perf_counter() - t0)
     return mode, hits
 
 
@@ -118,12 +159,50 @@ async def search(
     )
     # Every hit is checked for visibility (the total counts those that may be
     # found now), but only the page's are read in full.
-    found = await _visible(db, hits)
+    t0 = time.perf_counter()
+    found = trust_prior(await _visible(db, hits), await _trust_scores(db, hits))
     data = []
     for item, h in await _items(db, found[(query.page - 1) * query.limit : end]):
-        item["components"] = {"lexical": _round(h.lexical), "vector": _round(h.vector)}
+        item["components"] = {
+            "lexical": _round(h.lexical),
+            "vector": _round(h.vector),
+            "trust": _round(h.trust),
+        }
         data.append(item)
+    _stage("hydration").observe(time.perf_counter() - t0)
     return {"mode": mode, **views.paged(data, query.page, query.limit, len(found))}
+
+
+# --- trust: a bounded prior after fusion (docs/decisions/trust.md) ----------------
+
+
+async def _trust_scores(db: AsyncSession, hits: Sequence[Hit]) -> dict[tuple[str, int], float]:
+    """The trust score of each pattern hit and, for a question, its best
+    answer's; agents have none."""
+    scores: dict[tuple[str, int], float] = {}
+    for kind in ("pattern", "question"):
+        ids = [h.search_id for h in hits if h.kind == kind]
+        found = await repo.trust_scores(db, kind, ids)
+        scores.update({(kind, sid): score for sid, score in found.items()})
+    return scores
+
+
+def trust_prior(
+    found: Sequence[tuple[Hit, uuid.UUID]], trust: Mapping[tuple[str, int], float]
+) -> list[tuple[Hit, uuid.UUID]]:
+    """The fused hits re-ranked with trust as a bounded prior
+    (``kit.trust.with_prior``): at most +15 % of a hit's own score, so it
+    orders near-duplicates and leaves hits of different relevance as they
+    were. Applied after fusion, apart from it; with no trust anywhere the
+    order is unchanged."""
+    out = []
+    for h, item_id in found:
+        t = trust.get((h.kind, h.search_id))
+        if t is not None:
+            h = replace(h, score=trust_kit.with_prior(h.score, t), trust=t)
+        out.append((h, item_id))
+    out.sort(key=lambda pair: (-pair[0].score, pair[0].kind, pair[0].search_id))
+    return out
 
 
 def _round(x: float | None) -> float | None:

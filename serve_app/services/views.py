@@ -6,8 +6,19 @@ import math
 from datetime import datetime
 from typing import Any
 
+from serve_app.kit import trust as trust_kit
 from serve_app.kit.errors import BadRequest
-from storage.models import Agent, Answer, Category, Collection, Comment, Pattern, Question
+from storage.models import (
+    Agent,
+    Answer,
+    Category,
+    Collection,
+    Comment,
+    Pattern,
+    Question,
+    Revision,
+    Verification,
+)
 
 
 def iso(value: datetime | None) -> str | None:
@@ -132,6 +143,7 @@ def pattern_item(pattern: Pattern, author: Agent, cat: Category | None) -> dict[
         "use_case_tags": pattern.use_case_tags,
         "tech_stack": pattern.tech_stack,
         "created_at": iso(pattern.created_at),
+        "trust": trust(pattern),
     }
 
 
@@ -147,6 +159,8 @@ def pattern_detail(pattern: Pattern, author: Agent, cat: Category | None) -> dic
         "fork_count": pattern.fork_count,
         "bookmark_count": pattern.bookmark_count,
         "forked_from_id": str(pattern.forked_from_id) if pattern.forked_from_id else None,
+        "forked_from_revision": pattern.forked_from_revision,
+        "revision": pattern.revision,
         "updated_at": iso(pattern.updated_at),
     }
 
@@ -232,9 +246,47 @@ def answer(a: Answer, author: Agent | None = None) -> dict[str, Any]:
         "is_accepted": a.is_accepted,
         "comment_count": a.comment_count,
         "moderation_status": a.moderation_status,
+        "revision": a.revision,
+        "trust": trust(a),
         "created_at": iso(a.created_at),
         "updated_at": iso(a.updated_at),
     }
     if author is not None:
         shown["author"] = agent_brief(author)
     return shown
+
+
+def trust(item: Pattern | Answer) -> dict[str, Any]:
+    """The item's trust summary as last computed (docs/decisions/trust.md);
+    an item nobody verified has the empty one."""
+    stored = item.trust
+    if not stored:
+        return trust_kit.empty(item.revision or 1)
+    return dict(stored)
+
+
+def verification(v: Verification, verifier: Agent) -> dict[str, Any]:
+    return {
+        "id": str(v.id),
+        "pattern_id": str(v.pattern_id) if v.pattern_id else None,
+        "answer_id": str(v.answer_id) if v.answer_id else None,
+        "revision": v.revision,
+        "verifier": agent_brief(verifier),
+        "outcome": v.outcome,
+        "environment": {"packages": {}, **v.environment},
+        "note": v.note,
+        "changes": v.changes,
+        "created_at": iso(v.created_at),
+        "updated_at": iso(v.updated_at),
+    }
+
+
+def revision(r: Revision, author: Agent | None, current: int) -> dict[str, Any]:
+    return {
+        "number": r.number,
+        "author": agent_brief(author) if author is not None else None,
+        "reason": r.reason,
+        "fields": r.fields,
+        "created_at": iso(r.created_at),
+        "current": r.number == current,
+    }

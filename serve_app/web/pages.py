@@ -27,6 +27,7 @@ from serve_app.http.deps import SESSION_COOKIE, Ctx, ReadDb
 from serve_app.kit import keys
 from serve_app.kit.errors import NotFound
 from serve_app.services import agents as agent_service
+from serve_app.services import oauth as oauth_service
 from serve_app.web.skill import skill_markdown
 from storage import access
 from storage.models import Agent
@@ -54,6 +55,7 @@ SECURITY_HEADERS = {
 STATIC_FILES = {
     "cairn.css": "text/css; charset=utf-8",
     "claim.js": "text/javascript; charset=utf-8",
+    "consent.js": "text/javascript; charset=utf-8",
 }
 RECENT_PATTERNS = 5
 
@@ -232,4 +234,40 @@ async def bot_profile(username: str, db: ReadDb) -> HTMLResponse | RedirectRespo
         agent=agent,
         owner=owner if owner is not None and access.agent_is_public(owner) else None,
         patterns=[p for p, _, _ in recent],
+    )
+
+
+@router.get("/oauth/consent")
+async def consent_page(request: Request, ctx: Ctx, db: ReadDb) -> HTMLResponse:
+    """Where an MCP client sends a human to sign in: the client's name and
+    redirect host, the human's claimed bots and the scopes to pick, and the
+    grants the human already gave (docs/decisions/oauth.md)."""
+    human = await _signed_in_human(request, ctx, db)
+    try:
+        consent = await oauth_service.consent(
+            ctx, db, request.query_params.get("request", ""), human
+        )
+    except NotFound:
+        consent = None
+    return await _grants_page(db, human, consent, asked=True)
+
+
+@router.get("/oauth/grants")
+async def grants_page(request: Request, ctx: Ctx, db: ReadDb) -> HTMLResponse:
+    """The apps a signed-in human let act as their bots, each with a Revoke button."""
+    return await _grants_page(db, await _signed_in_human(request, ctx, db), None, asked=False)
+
+
+async def _grants_page(
+    db: AsyncSession, human: Agent | None, consent: oauth_service.Consent | None, *, asked: bool
+) -> HTMLResponse:
+    grants = await oauth_service.grants(db, human) if human is not None else []
+    return _page(
+        "consent.html",
+        404 if asked and consent is None else 200,
+        no_store=True,
+        asked=asked,
+        consent=consent,
+        human=human,
+        grants=grants,
     )

@@ -10,6 +10,7 @@ from storage.models.agents import (
 from storage.models.categories import Category
 from storage.models.comments import Comment
 from storage.models.idempotency import IdempotencyKey
+from storage.models.oauth import OAuthClient, OAuthCode, OAuthGrant, OAuthRequest, OAuthToken
 from storage.models.patterns import (
     Bookmark,
     Collection,
@@ -19,6 +20,7 @@ from storage.models.patterns import (
     Pattern,
 )
 from storage.models.questions import Answer, Question
+from storage.models.revisions import Revision, Verification
 from storage.models.search import Embedding, SearchChange, SearchJob, SearchModel
 from storage.models.social import (
     FanoutJob,
@@ -62,17 +64,24 @@ __all__ = [
     "ModerationDecision",
     "NoticeThrottle",
     "Notification",
+    "OAuthClient",
+    "OAuthCode",
+    "OAuthGrant",
+    "OAuthRequest",
+    "OAuthToken",
     "Pattern",
     "PatternView",
     "Question",
     "QuestionView",
     "RelinkChallenge",
     "ReputationEvent",
+    "Revision",
     "SearchChange",
     "SearchJob",
     "SearchModel",
     "Upload",
     "UploadChunk",
+    "Verification",
     "Vote",
     "XProof",
 ]

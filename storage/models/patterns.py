@@ -9,7 +9,9 @@ from typing import TYPE_CHECKING, Any
 from sqlalchemy import (
     CheckConstraint,
     Column,
+    Double,
     Index,
+    Integer,
     String,
     Text,
     UniqueConstraint,
@@ -90,6 +92,14 @@ class Pattern(SQLModel, table=True):
             "id",
             postgresql_where=text(PUBLIC_PATTERN_SQL),
         ),
+        # sort_by=trusted: the public patterns by trust score.
+        Index(
+            "ix_patterns_public_trust",
+            text("trust_score DESC"),
+            text("created_at DESC"),
+            "id",
+            postgresql_where=text(PUBLIC_PATTERN_SQL),
+        ),
         Index("ix_patterns_search", "search_vector", postgresql_using="gin"),
         Index("ix_patterns_use_case_tags", "use_case_tags", postgresql_using="gin"),
         Index("ix_patterns_tech_stack", "tech_stack", postgresql_using="gin"),
@@ -125,6 +135,16 @@ class Pattern(SQLModel, table=True):
     fork_count: int = Field(default=0, sa_column_kwargs={"server_default": "0"})
     bookmark_count: int = Field(default=0, sa_column_kwargs={"server_default": "0"})
     flag_count: int = Field(default=0, sa_column_kwargs={"server_default": "0"})
+    # Trust by use (docs/decisions/trust.md): the current revision number, the
+    # origin's revision a fork copied, the revision a moderator last decided on,
+    # the trust score and its summary (refreshed by each verification and edit).
+    revision: int = Field(default=1, sa_column=Column(Integer, nullable=False, server_default="1"))
+    forked_from_revision: int | None = Field(default=None, sa_column=Column(Integer, nullable=True))
+    reviewed_revision: int | None = Field(default=None, sa_column=Column(Integer, nullable=True))
+    trust_score: float = Field(
+        default=0.0, sa_column=Column(Double, nullable=False, server_default="0")
+    )
+    trust: dict[str, Any] = jsonb_field()
     search_vector: Any = Field(default=None, sa_column=_PATTERN_TSVECTOR)
     rank_vector: Any = Field(default=None, sa_column=_PATTERN_RANK_TSVECTOR)
     search_id: int = search_id_field()

@@ -6,7 +6,17 @@ import uuid
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
-from sqlalchemy import CheckConstraint, Column, ForeignKey, Index, String, Text, text
+from sqlalchemy import (
+    CheckConstraint,
+    Column,
+    Double,
+    ForeignKey,
+    Index,
+    Integer,
+    String,
+    Text,
+    text,
+)
 from sqlalchemy.dialects.postgresql import UUID
 from sqlmodel import Field, SQLModel
 
@@ -14,6 +24,7 @@ from storage.models.base import (
     created_field,
     fk_field,
     id_field,
+    jsonb_field,
     search_id_field,
     text_array_field,
     ts_field,
@@ -118,5 +129,12 @@ class Answer(SQLModel, table=True):
     moderation_status: str = Field(
         default="approved", sa_column=Column(String(16), nullable=False, server_default="approved")
     )
+    # Trust by use (docs/decisions/trust.md), as on patterns.
+    revision: int = Field(default=1, sa_column=Column(Integer, nullable=False, server_default="1"))
+    reviewed_revision: int | None = Field(default=None, sa_column=Column(Integer, nullable=True))
+    trust_score: float = Field(
+        default=0.0, sa_column=Column(Double, nullable=False, server_default="0")
+    )
+    trust: dict[str, Any] = jsonb_field()
     created_at: datetime = created_field()
     updated_at: datetime = created_field()

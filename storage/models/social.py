@@ -47,6 +47,7 @@ QUESTION_ANSWER = "question_answer"
 ANSWER_ACCEPTED = "answer_accepted"
 MODERATION_DECISION = "moderation_decision"
 BOT_RELINKED = "bot_relinked"
+VERIFICATION = "verification"
 NOTIFICATION_KINDS = (
     NEW_FOLLOWER,
     NEW_PATTERN,
@@ -57,11 +58,12 @@ NOTIFICATION_KINDS = (
     ANSWER_ACCEPTED,
     MODERATION_DECISION,
     BOT_RELINKED,
+    VERIFICATION,
 )
 # Kinds whose event can repeat between the same two agents (follow, unfollow,
-# follow again; accept, take back, accept again): a repeat within the throttle
-# window makes no new notification at all.
-REPEATABLE_KINDS = (NEW_FOLLOWER, ANSWER_ACCEPTED)
+# follow again; accept, take back, accept again; a report sent again): a
+# repeat within the throttle window makes no new notification at all.
+REPEATABLE_KINDS = (NEW_FOLLOWER, ANSWER_ACCEPTED, VERIFICATION)
 # Kinds mailed without the per-(actor, recipient, kind) daily throttle: a
 # moderator's decisions are each distinct and the author must hear of each.
 UNTHROTTLED_MAIL_KINDS = (MODERATION_DECISION,)

@@ -57,6 +57,24 @@ async def patterns_in(
     return await _counted(session, statement, count, page, limit)
 
 
+async def patterns_edited(session: AsyncSession, page: int, limit: int) -> tuple[list[Any], int]:
+    """Approved patterns whose text changed after a moderator decided on them,
+    most recently changed first."""
+    condition = and_(
+        col(Pattern.moderation_status) == "approved",
+        col(Pattern.reviewed_revision).is_not(None),
+        col(Pattern.revision) > col(Pattern.reviewed_revision),
+    )
+    statement = (
+        select(Pattern, Agent)
+        .join(Agent, col(Agent.id) == col(Pattern.author_id))
+        .where(condition)
+        .order_by(col(Pattern.updated_at).desc(), col(Pattern.id))
+    )
+    count = select(func.count()).select_from(Pattern).where(condition)
+    return await _counted(session, statement, count, page, limit)
+
+
 async def questions_in(
     session: AsyncSession, status: str, page: int, limit: int
 ) -> tuple[list[Any], int]:

@@ -219,6 +219,8 @@ def _order(query: ListQuery, tsquery: Any) -> tuple[list[Any], Any]:
         order = [_popularity(ranked).desc()]
     elif query.sort_by == "top_rated":
         order = [col(Pattern.vote_score).desc()]
+    elif query.sort_by == "trusted":
+        order = [col(Pattern.trust_score).desc()]
     elif query.sort_by == "trending":
         ranked = _ranked_table(query.trending)
         order = [func.coalesce(ranked.c.score, 0).desc(), col(Pattern.vote_score).desc()]

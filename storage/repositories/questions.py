@@ -76,11 +76,24 @@ def _order(query: ListQuery, tsquery: Any) -> list[Any]:
         order = [col(Question.vote_score).desc()]
     elif query.sort_by == "active":
         order = [col(Question.last_activity_at).desc()]
+    elif query.sort_by == "trusted":
+        order = [_best_answer_trust().desc()]
     elif query.sort_by is None and tsquery is not None:
         order = [func.ts_rank_cd(col(Question.search_vector), tsquery).desc()]
     else:  # newest, unanswered
         order = []
     return [*order, col(Question.created_at).desc(), col(Question.id)]
+
+
+def _best_answer_trust() -> Any:
+    """The best trust score among the question's shown answers (0 without any)."""
+    best = (
+        select(func.max(col(Answer.trust_score)))
+        .where(col(Answer.question_id) == col(Question.id), access.ANSWER_SHOWN)
+        .correlate(Question)
+        .scalar_subquery()
+    )
+    return func.coalesce(best, 0)
 
 
 Listed = tuple[Question, Agent, Category | None]
@@ -177,14 +190,18 @@ async def answers_of(
     viewer_id: uuid.UUID | None,
     offset: int,
     limit: int,
+    by_trust: bool = False,
 ) -> list[tuple[Answer, Agent]]:
     """One page of the answers to a question with their authors: accepted
-    first, then by votes, then oldest first."""
+    first, then by votes, then oldest first (``by_trust``: by trust score
+    first)."""
+    first: list[Any] = [col(Answer.trust_score).desc()] if by_trust else []
     found = await session.exec(
         select(Answer, Agent)
         .join(Agent, col(Agent.id) == col(Answer.author_id))
         .where(_answers_shown(question_id, viewer_id))
         .order_by(
+            *first,
             col(Answer.is_accepted).desc(),
             col(Answer.vote_score).desc(),
             col(Answer.created_at),

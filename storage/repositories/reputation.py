@@ -5,7 +5,7 @@ from __future__ import annotations
 import uuid
 
 from sqlalchemy import update
-from sqlmodel import col
+from sqlmodel import col, select
 from sqlmodel.ext.asyncio.session import AsyncSession
 
 from storage.models import Agent, ReputationEvent
@@ -40,3 +40,24 @@ async def record(
         .values(reputation_score=col(Agent.reputation_score) + delta)
     )
     await session.flush()
+
+
+async def has_event(
+    session: AsyncSession,
+    agent_id: uuid.UUID,
+    reason: str,
+    source_type: str,
+    source_id: uuid.UUID,
+    actor_id: uuid.UUID,
+) -> bool:
+    """Whether ``agent_id`` already has an event of ``reason`` for this source and actor."""
+    found = await session.exec(
+        select(ReputationEvent.id).where(
+            col(ReputationEvent.agent_id) == agent_id,
+            col(ReputationEvent.reason) == reason,
+            col(ReputationEvent.source_type) == source_type,
+            col(ReputationEvent.source_id) == source_id,
+            col(ReputationEvent.actor_id) == actor_id,
+        )
+    )
+    return found.first() is not None

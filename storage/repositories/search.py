@@ -18,6 +18,7 @@ from sqlalchemy.dialects.postgresql import UUID as PG_UUID
 from sqlalchemy.ext.asyncio import AsyncConnection
 from sqlmodel.ext.asyncio.session import AsyncSession
 
+from storage import access
 from storage.models.search import SEARCHABLE, Searchable
 
 UUIDS = ARRAY(PG_UUID(as_uuid=True))
@@ -107,6 +108,19 @@ async def delete_jobs(session: AsyncSession, ids: Sequence[int]) -> None:
 
 async def pending_jobs(session: AsyncSession) -> int:
     return int((await session.exec(text("SELECT count(*) FROM search_jobs"))).one()[0])  # type: ignore[call-overload]
+
+
+async def queue_lag(session: AsyncSession) -> tuple[int, float]:
+    """Rows waiting for the index, and the age in seconds of the oldest (0: none)."""
+    row = (
+        await session.exec(  # type: ignore[call-overload]
+            text(
+                "SELECT count(*), coalesce(extract(epoch FROM now() - min(queued_at)), 0) "
+                "FROM search_jobs"
+            )
+        )
+    ).one()
+    return int(row[0]), max(0.0, float(row[1]))
 
 
 async def enqueue_stale(session: AsyncSession, kind: str, model: str) -> int:
@@ -285,6 +299,29 @@ async def visible_ids(
     """search_id -> id of those rows that may be found now."""
     rows = await _visible_by_search_id(session, kind, "t.search_id, t.id", search_ids)
     return {int(r[0]): r[1] for r in rows}
+
+
+async def trust_scores(
+    session: AsyncSession, kind: str, search_ids: Sequence[int]
+) -> dict[int, float]:
+    """search_id -> trust score of those rows (patterns: their own; questions:
+    their best shown answer's, 0 without one). Other kinds have none."""
+    if not search_ids or kind not in ("pattern", "question"):
+        return {}
+    if kind == "pattern":
+        statement = (
+            "SELECT t.search_id, t.trust_score FROM patterns t WHERE t.search_id = ANY(:ids)"
+        )
+    else:
+        statement = (
+            "SELECT t.search_id, coalesce(max(a.trust_score), 0) FROM questions t "  # noqa: S608
+            f"LEFT JOIN answers a ON a.question_id = t.id AND {access.shown_answer_sql('a')} "
+            "WHERE t.search_id = ANY(:ids) GROUP BY t.search_id"
+        )
+    rows = await session.exec(  # type: ignore[call-overload]
+        text(statement).bindparams(bindparam("ids", list(search_ids), type_=BIGINTS))
+    )
+    return {int(r[0]): float(r[1]) for r in rows}
 
 
 async def _visible_by_search_id(

@@ -45,6 +45,10 @@ OPERATIONS: dict[tuple[str, str], tuple[str, set[str]]] = {
     ("patch", "/api/agents/{username}"): ("200", {"400", "401", "403", "404", "413", "429"}),
     ("delete", "/api/agents/{username}"): ("200", {"400", "401", "403", "404", "429"}),
     ("get", "/api/agents/{username}/answers"): ("200", {"400", "401", "403", "404", "429"}),
+    ("get", "/api/agents/{username}/verifications"): (
+        "200",
+        {"400", "401", "403", "404", "429"},
+    ),
     ("post", "/api/agents/{username}/follow"): ("200", {"400", "401", "403", "404", "429"}),
     ("delete", "/api/agents/{username}/follow"): ("200", {"400", "401", "403", "404", "429"}),
     ("get", "/api/agents/{username}/followers"): ("200", {"400", "401", "403", "404", "429"}),

@@ -31,6 +31,12 @@ OPERATIONS: list[tuple[str, str, set[str], set[str]]] = [
     ("post", "/api/patterns/{id_or_slug}/flag", {"201"}, {"403", "404", "409"}),
     ("get", "/api/patterns/{id_or_slug}/flag", {"200"}, {"404"}),
     ("get", "/api/patterns/{id_or_slug}/comments", {"200"}, {"404"}),
+    ("get", "/api/patterns/{id_or_slug}/revisions", {"200"}, {"404"}),
+    ("get", "/api/patterns/{id_or_slug}/revisions/{number}", {"200"}, {"404"}),
+    ("get", "/api/patterns/{id_or_slug}/revisions/{number}/diff/{other}", {"200"}, {"404"}),
+    ("post", "/api/patterns/{id_or_slug}/revisions/{number}/rollback", {"200"}, {"403", "404"}),
+    ("post", "/api/patterns/{id_or_slug}/verifications", {"200", "201"}, {"404", "429"}),
+    ("get", "/api/patterns/{id_or_slug}/verifications", {"200"}, {"404"}),
     ("post", "/api/patterns/{id_or_slug}/comments", {"201"}, {"404"}),
     ("patch", "/api/comments/{comment_id}", {"200"}, {"403", "404"}),
     ("delete", "/api/comments/{comment_id}", {"200"}, {"403", "404"}),
@@ -83,6 +89,7 @@ async def test_list_items_and_details_name_every_field(client: httpx.AsyncClient
         "use_case_tags",
         "tech_stack",
         "created_at",
+        "trust",
     }
     assert item["properties"]["difficulty_level"]["enum"] == [
         "beginner",
@@ -213,6 +220,20 @@ async def test_every_answer_of_a_walk_matches_the_contract(
     await walk("POST", f"/api/patterns/{pid}/flag", other, 201, json={"reason": "spam"})
     await walk("POST", f"/api/patterns/{pid}/flag", other, 409, json={"reason": "spam"})
     await walk("GET", f"/api/patterns/{pid}/flag", other, 200)
+
+    # Trust by use: revisions and verifications.
+    env = {"runtime": "python", "runtime_version": "3.11", "os": "linux"}
+    report = {"outcome": "worked_as_written", "environment": env}
+    await walk("POST", f"/api/patterns/{pid}/verifications", other, 201, json=report)
+    await walk("POST", f"/api/patterns/{pid}/verifications", other, 200, json=report)
+    await walk("GET", f"/api/patterns/{pid}/verifications?outcome=did_not_work", None, 200)
+    await walk("GET", f"/api/patterns/{pid}/revisions", None, 200)
+    await walk("GET", f"/api/patterns/{pid}/revisions/2", None, 200)
+    await walk("GET", f"/api/patterns/{pid}/revisions/9", None, 404)
+    await walk("GET", f"/api/patterns/{pid}/revisions/1/diff/2", None, 200)
+    await walk("POST", f"/api/patterns/{pid}/revisions/1/rollback", other, 403, json={})
+    await walk("POST", f"/api/patterns/{pid}/revisions/1/rollback", author, 200, json={})
+    await walk("GET", "/api/patterns?sort_by=trusted", None, 200)
 
     top = await walk("POST", f"/api/patterns/{pid}/comments", author, 201, json={"content": "Hi"})
     cid = top["data"]["id"]

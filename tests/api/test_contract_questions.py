@@ -41,6 +41,12 @@ OPERATIONS: list[tuple[str, str, int, set[int]]] = [
     ("get", "/api/answers/{answer_id}/vote", 200, {404}),
     ("get", "/api/answers/{answer_id}/comments", 200, {404}),
     ("post", "/api/answers/{answer_id}/comments", 201, {400, 404}),
+    ("get", "/api/answers/{answer_id}/revisions", 200, {404}),
+    ("get", "/api/answers/{answer_id}/revisions/{number}", 200, {404}),
+    ("get", "/api/answers/{answer_id}/revisions/{number}/diff/{other}", 200, {404}),
+    ("post", "/api/answers/{answer_id}/revisions/{number}/rollback", 200, {403, 404}),
+    ("post", "/api/answers/{answer_id}/verifications", 201, {400, 401, 404, 429}),
+    ("get", "/api/answers/{answer_id}/verifications", 200, {404}),
     ("get", "/api/moderation", 200, {400, 403}),
     ("patch", "/api/moderation", 200, {400, 403, 404, 409}),
     ("get", "/api/admin", 200, {400, 403}),
@@ -68,6 +74,9 @@ LINKS: dict[tuple[str, str], set[str]] = {
         "answers_answer_vote_state",
         "answers_list_comments",
         "answers_create_comment",
+        "answers_verify_answer",
+        "answers_list_answer_verifications",
+        "answers_list_answer_revisions",
     },
     ("post", "/api/answers/{answer_id}/comments"): {
         "comments_edit_comment",
@@ -223,6 +232,21 @@ async def test_questions_and_answers_match_the_contract(
     await call("post", f"/api/answers/{answer_id}/accept", asker, 200)
     await call("post", f"/api/answers/{answer_id}/accept", asker, 200)  # taken back
 
+    # Trust by use: revisions and verifications of the answer.
+    env = {"runtime": "node", "runtime_version": "22", "os": "linux", "packages": {"got": "14"}}
+    report = {"outcome": "worked_with_changes", "environment": env, "changes": "longer waits"}
+    await call("post", f"/api/answers/{answer_id}/verifications", voter, 201, json=report)
+    await call("post", f"/api/answers/{answer_id}/verifications", voter, 400, json={"x": 1})
+    await call("get", f"/api/answers/{answer_id}/verifications?revision=2", None, 200)
+    await call("get", f"/api/answers/{answer_id}/revisions", None, 200)
+    await call("get", f"/api/answers/{answer_id}/revisions/1", None, 200)
+    await call("get", f"/api/answers/{answer_id}/revisions/1/diff/2", None, 200)
+    await call("post", f"/api/answers/{answer_id}/revisions/1/rollback", voter, 403, json={})
+    await call("post", f"/api/answers/{answer_id}/revisions/1/rollback", helper, 200, json={})
+    await call("get", f"/api/questions/{slug}/answers?sort=trusted", None, 200)
+    await call("get", "/api/questions?sort_by=trusted", None, 200)
+    await call("get", f"/api/agents/{voter.username}/verifications", None, 200)
+
     comments = f"/api/answers/{answer_id}/comments"
     parent = (await call("post", comments, asker, 201, json={"content": "Which backoff?"}))["data"]
     reply = {"content": "Exponential.", "parent_id": parent["id"]}
@@ -283,7 +307,15 @@ async def test_moderation_and_admin_match_the_contract(
         given["data"]["id"],
     )
 
-    tabs = ("pending", "flagged", "rejected", "flags", "pending_questions", "pending_answers")
+    tabs = (
+        "pending",
+        "flagged",
+        "rejected",
+        "edited",
+        "flags",
+        "pending_questions",
+        "pending_answers",
+    )
     for tab in (*tabs, "appeals"):
         await call("get", f"/api/moderation?tab={tab}", mod, 200)
     await call("get", "/api/moderation", author, 403)

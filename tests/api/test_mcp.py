@@ -21,6 +21,7 @@ from mcp_types import CallToolResult
 from actors.ratelimit import Rule
 from serve_app.http.admission import LimitTag, Policy
 from serve_app.http.contract import api_routes
+from serve_app.mcp import McpDoor
 from serve_app.mcp.door import REPLAYED, Door
 from serve_app.web.skill import MCP_TOOLS
 from tests.api.conftest import CLIENT_IP, register, scalar
@@ -137,6 +138,21 @@ async def test_the_whole_flow_through_mcp(
 
         read = ok(await me.call_tool("get_pattern", {"ref": slug}))["data"]
         assert read["title"] == PATTERN["title"] and read["view_count"] == 1
+        assert read["trust"]["label"] == "not verified yet"
+
+        # Run it, then say what happened: the next reader sees it.
+        env = {"runtime": "python", "runtime_version": "3.11.9", "os": "debian 12"}
+        report = {"target": "pattern", "id": slug, "outcome": "worked_as_written"}
+        verified = ok(await me.call_tool("verify", {**report, "environment": env}))
+        assert verified["message"] == "Verification recorded."
+        assert verified["data"]["revision"] == 1
+        assert verified["data"]["trust"]["independent_verifiers"] == 1
+        seen = ok(await other.call_tool("get_pattern", {"ref": slug}))["data"]["trust"]
+        assert seen["label"] == "verified on the current revision (1)" and seen["score"] > 0
+        # The author's own report changes nothing.
+        own = ok(await other.call_tool("verify", {**report, "environment": env}))
+        assert own["data"]["trust"]["independent_verifiers"] == 1
+        assert own["data"]["trust"]["excluded_reports"] == 1
 
         asked = ok(await me.call_tool("ask_question", QUESTION))
         question = asked["data"]
@@ -165,7 +181,10 @@ async def test_the_whole_flow_through_mcp(
         )
         assert removed["data"] == {"vote_type": None, "vote_score": 0}
 
+        report = {"target": "answer", "id": answer_id, "outcome": "did_not_work"}
+        ok(await me.call_tool("verify", {**report, "environment": env}))
         full = ok(await me.call_tool("get_question", {"slug": question["slug"]}))["data"]
+        assert full["answers"][0]["trust"]["counts"]["did_not_work"] == 1
         assert full["accepted_answer_id"] == answer_id
         assert [a["id"] for a in full["answers"]] == [answer_id]
         assert full["answers"][0]["vote_score"] == 1
@@ -207,6 +226,8 @@ async def test_the_whole_flow_through_mcp(
         )
         assert updated["data"]["title"] == "Retry with backoff"
         assert updated["data"]["description"] == PATTERN["description"]  # unset: unchanged
+        # The report was on revision 1; the edit made revision 2.
+        assert updated["data"]["trust"]["label"] == "verified on revision 1; current is 2"
 
         profile = ok(await me.call_tool("my_profile", {}))["data"]
         assert profile["username"] == asker.username and profile["is_active"] is True
@@ -226,13 +247,27 @@ async def test_anonymous_callers_read_but_do_not_write(
         assert ok(await anon.call_tool("get_pattern", {"ref": slug}))["data"]["slug"] == slug
         assert ok(await anon.call_tool("list_questions", {}))["data"] == []
         assert ok(await anon.call_tool("search", {"q": "backoff", "type": "all"}))["data"]
-        refused = failed(await anon.call_tool("ask_question", QUESTION), "missing_api_key")
-        rest = (await client.post("/api/questions", json=QUESTION)).json()
-        assert refused == rest  # the same code and message as REST
-        failed(await anon.call_tool("my_profile", {}), "missing_api_key")
-        failed(
-            await anon.call_tool("vote", {"target": "pattern", "id": slug, "vote": "upvote"}),
-            "missing_api_key",
+    # A tool that needs a credential (a write, or a read of one's own data)
+    # called without one is refused before any session starts: REST's 401,
+    # with the challenge that leads an MCP client to signing in
+    # (docs/decisions/oauth.md).
+    rest = (await client.post("/api/questions", json=QUESTION)).json()
+    for name, arguments in (
+        ("ask_question", QUESTION),
+        ("vote", {"target": "pattern", "id": slug, "vote": "upvote"}),
+        ("my_profile", {}),
+        ("list_notifications", {}),
+    ):
+        call = {
+            "jsonrpc": "2.0",
+            "id": 2,
+            "method": "tools/call",
+            "params": {"name": name, "arguments": arguments},
+        }
+        refused = await client.post("/mcp", json=call, headers=MCP_HEADERS)
+        assert refused.status_code == 401 and refused.json() == rest
+        assert refused.headers["www-authenticate"] == (
+            'Bearer resource_metadata="https://cairn.example/.well-known/oauth-protected-resource/mcp"'
         )
 
 
@@ -256,8 +291,10 @@ async def test_bad_key_and_deactivated_account(
             "UPDATE agents SET is_active = false WHERE id = %s RETURNING id",
             agent.agent_id,
         )
-        # A tool call is admitted on its own too.
-        failed(await session.call_tool("ask_question", QUESTION), "account_inactive")
+        # Every tool call's credential is checked again at the edge: the
+        # deactivated account's next call is a 403 before the tool runs.
+        with pytest.raises(MCPError):
+            await session.call_tool("ask_question", QUESTION)
     inactive = await client.post(
         "/mcp", json=INITIALIZE, headers={**MCP_HEADERS, "Authorization": f"Bearer {agent.api_key}"}
     )
@@ -364,7 +401,16 @@ async def test_resources_read_markdown_and_respect_visibility(
     client: httpx.AsyncClient, mcp: Connect
 ) -> None:
     author = await register(client, "Resource Author")
+    runner = await register(client, "Resource Runner")
     pattern = (await client.post("/api/patterns", json=PATTERN, headers=author.auth)).json()["data"]
+    # A verifier's environment is its own words: escaped in the markdown.
+    env = {"runtime": "# [py](http://x) **3**", "runtime_version": "3.11", "os": "linux"}
+    verified = await client.post(
+        f"/api/patterns/{pattern['id']}/verifications",
+        headers=runner.auth,
+        json={"outcome": "worked_as_written", "environment": env},
+    )
+    assert verified.status_code == 201, verified.text
     question = (await client.post("/api/questions", json=QUESTION, headers=author.auth)).json()[
         "data"
     ]
@@ -372,12 +418,25 @@ async def test_resources_read_markdown_and_respect_visibility(
         templates = {
             t.uri_template for t in (await anon.list_resource_templates()).resource_templates
         }
-        assert templates == {"cairn://patterns/{ref}", "cairn://questions/{ref}"}
+        assert templates == {
+            "cairn://patterns/{ref}",
+            "cairn://questions/{ref}",
+            "cairn://patterns/{ref}/revisions/{number}",
+            "cairn://answers/{ref}/revisions/{number}",
+        }
+        revision = await anon.read_resource(f"cairn://patterns/{pattern['slug']}/revisions/1")
+        text = revision.contents[0].text  # type: ignore[union-attr]
+        assert text.startswith("# Revision 1 of pattern") and PATTERN["content"] in text
+        with pytest.raises(MCPError):
+            await anon.read_resource(f"cairn://patterns/{pattern['slug']}/revisions/2")
         for ref in (pattern["slug"], pattern["id"]):
             read = await anon.read_resource(f"cairn://patterns/{ref}")
             text = read.contents[0].text  # type: ignore[union-attr]
             assert read.contents[0].mime_type == "text/markdown"
             assert text.startswith(f"# {PATTERN['title']}") and PATTERN["content"] in text
+            assert "(verified on the current revision \\(1\\))" in text
+            assert "- verifications: 1 worked as written, 0 worked with changes" in text
+            assert "\\# \\[py\\]\\(http://x\\) \\*\\*3\\*\\* 3.11 on linux" in text
         text = (await anon.read_resource(f"cairn://questions/{question['slug']}")).contents[0].text  # type: ignore[union-attr]
         assert QUESTION["body"] in text and "## Answers (0)" in text
         with pytest.raises(MCPError) as missing:
@@ -441,18 +500,34 @@ async def test_the_app_middlewares_guard_mcp_too(client: httpx.AsyncClient, app:
     assert "error" in wrong.json()
 
 
+def test_the_edge_knows_which_tools_need_a_credential(app: FastAPI) -> None:
+    door = McpDoor(app.state.ctx, api_routes(app.routes))
+    assert door.keyed_reads == {"my_profile", "list_notifications"}
+    assert {"publish_pattern", "vote", "mark_notifications_read"} <= door.write_tools
+    assert not {"search", "fetch", "get_pattern", "list_questions"} & (
+        door.write_tools | door.keyed_reads
+    )
+
+
 def test_each_tool_reads_its_rules_off_the_rest_route(app: FastAPI) -> None:
     """The key requirement and the limits come from the route's dependencies."""
     door = Door(app.state.ctx, api_routes(app.routes))
+    # An OAuth token needs cairn:read for a GET route's tool, cairn:write else.
     assert door.policy("search_search") == Policy(
-        "none", (LimitTag("ip", "search"),), anonymous=None
+        "none", (LimitTag("ip", "search"),), anonymous=None, scope="cairn:read"
     )
     assert door.policy("questions_ask") == Policy(
-        "required", (LimitTag("agent", "question_create"),)
+        "required", (LimitTag("agent", "question_create"),), scope="cairn:write"
     )
     assert door.policy("questions_list_questions").auth == "optional"
-    assert door.policy("patterns_read_pattern") == Policy("optional")
+    assert door.policy("patterns_read_pattern") == Policy("optional", scope="cairn:read")
     assert door.policy("answers_vote_answer").limits == (LimitTag("agent", "vote"),)
+    # The verify tool: the per-agent rule and the per-address one, as over REST.
+    for operation in ("patterns_verify_pattern", "answers_verify_answer"):
+        assert set(door.policy(operation).limits) == {
+            LimitTag("agent", "verify"),
+            LimitTag("ip", "verify_address"),
+        }
     with pytest.raises(ValueError, match="humans"):
         door.policy("humans_logout")
     with pytest.raises(ValueError, match="stream"):
@@ -476,4 +551,70 @@ async def test_search_ranks_as_rest_does(client: httpx.AsyncClient, mcp: Connect
         tool = ok(await anon.call_tool("search", query))
     assert rest["mode"] == tool["mode"] == "fulltext"
     assert len(rest["data"]) == 2
-    assert tool["data"] == rest["data"]
+    # The same hits; the tool adds each pattern's resource URI and URL.
+    assert [{k: v for k, v in h.items() if k not in ("uri", "url")} for h in tool["data"]] == (
+        rest["data"]
+    )
+
+
+async def test_search_links_fetch_and_cursors(
+    client: httpx.AsyncClient, mcp: Connect, database: str
+) -> None:
+    author = await register(client, "Linking Agent")
+    slugs = []
+    for n in range(3):
+        created = await client.post(
+            "/api/patterns",
+            json={**PATTERN, "title": f"Retry with exponential backoff, take {n}"},
+            headers=author.auth,
+        )
+        assert created.status_code == 201
+        slugs.append(created.json()["data"]["slug"])
+    asked = await client.post("/api/questions", json=QUESTION, headers=author.auth)
+    question = asked.json()["data"]
+    async with mcp() as anon:
+        first = await anon.call_tool("search", {"q": "exponential backoff", "limit": 2})
+        found = ok(first)
+        hits = found["data"]
+        assert len(hits) == 2 and found["pagination"]["has_more"] is True
+        for hit in hits:
+            assert hit["uri"] == f"cairn://patterns/{hit['id']}"
+            assert hit["url"] == f"https://cairn.example/api/patterns/{hit['slug']}"
+        # The same hits as resource links, after the JSON text.
+        links = [block for block in first.content if block.type == "resource_link"]
+        assert [link.uri for link in links] == [hit["uri"] for hit in hits]
+        # The next page by the opaque cursor: the third hit, and no further cursor.
+        more = ok(await anon.call_tool("search", {"q": "backoff", "cursor": found["nextCursor"]}))
+        assert len(more["data"]) == 1 and "nextCursor" not in more
+        assert {h["slug"] for h in hits + more["data"]} == set(slugs)
+        # A cursor of another tool, or garbage, is a validation error.
+        failed(
+            await anon.call_tool("list_questions", {"cursor": found["nextCursor"]}),
+            "validation_error",
+        )
+        failed(await anon.call_tool("search", {"q": "x", "cursor": "!!"}), "validation_error")
+
+        # fetch by the id search gave, by its uri, and a question with its answers.
+        whole = ok(await anon.call_tool("fetch", {"id": hits[0]["id"]}))
+        assert whole["id"] == hits[0]["uri"] and whole["url"] == hits[0]["url"]
+        assert whole["title"] == hits[0]["title"] and PATTERN["content"] in whole["text"]
+        assert whole["metadata"]["type"] == "pattern"
+        assert whole["metadata"]["author"] == author.username
+        assert ok(await anon.call_tool("fetch", {"id": hits[0]["uri"]}))["id"] == whole["id"]
+        asked_doc = ok(await anon.call_tool("fetch", {"id": f"cairn://questions/{question['id']}"}))
+        assert asked_doc["metadata"]["type"] == "question"
+        assert QUESTION["body"] in asked_doc["text"] and "## Answers (0)" in asked_doc["text"]
+        by_slug = ok(await anon.call_tool("fetch", {"id": question["slug"]}))
+        assert by_slug["id"] == f"cairn://questions/{question['id']}"
+        failed(await anon.call_tool("fetch", {"id": "no-such-thing"}), "not_found")
+        # Under the same visibility rules: an archived pattern is not found for others.
+        scalar(
+            database,
+            "UPDATE patterns SET status = 'archived' WHERE slug = %s RETURNING 1",
+            hits[0]["slug"],
+        )
+        failed(await anon.call_tool("fetch", {"id": hits[0]["id"]}), "not_found")
+
+    async with mcp(author.api_key) as me:
+        page = ok(await me.call_tool("list_questions", {"limit": 1}))
+        assert page["data"][0]["slug"] == question["slug"] and "nextCursor" not in page

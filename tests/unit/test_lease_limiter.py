@@ -104,3 +104,35 @@ def test_random_clients_never_exceed_and_finally_reach_the_limit(seed: int) -> N
     while limiter.acquire("k", limit, 3600, 1, "z", now=0).granted:
         admitted += 1
     assert admitted == limit
+
+
+def test_sync_counts_what_was_admitted_on_credit_even_past_the_limit() -> None:
+    limiter = LeaseLimiter()
+    g = limiter.sync("k", 10, 60, used=4, holding=0, want=0, client="a", now=0)
+    assert (g.granted, g.remaining, g.reset_at) == (0, 6, 60)
+    g = limiter.sync("k", 10, 60, used=9, holding=0, want=5, client="b", now=1)
+    assert (g.granted, g.remaining) == (0, -3)  # over: the true count, nothing granted
+
+
+def test_sync_grants_blocks_counted_at_once_and_records_holdings() -> None:
+    limiter = LeaseLimiter()
+    g = limiter.sync("k", 1000, 60, used=2, holding=0, want=64, client="a", now=0)
+    assert g.granted == 64 and g.remaining == 1000 - 2 - 64
+    # b sees a's block as leased elsewhere, and a smaller share of what is left.
+    h = limiter.sync("k", 1000, 60, used=0, holding=0, want=1000, client="b", now=0)
+    assert h.leased_elsewhere == 64
+    assert h.granted == (1000 - 66) // (LeaseLimiter.SHARE * 2)
+    # a reports it still holds 10 of its tokens, then gives them back.
+    limiter.sync("k", 1000, 60, used=0, holding=10, want=0, client="a", now=1)
+    limiter.release("k", "a", unused=10, reset_at=g.reset_at, now=1)
+    last = limiter.sync("k", 1000, 60, used=0, holding=0, want=0, client="c", now=1)
+    assert last.remaining == 1000 - 66 - h.granted + 10
+    assert last.leased_elsewhere == h.granted
+
+
+def test_sync_near_the_limit_grants_single_tokens_until_none_is_left() -> None:
+    limiter = LeaseLimiter()
+    granted = 0
+    while (g := limiter.sync("k", 20, 60, 0, 0, want=16, client="a", now=0)).granted:
+        granted += g.granted
+    assert granted == 20 and g.remaining == 0

@@ -49,3 +49,48 @@ def test_waiting_threads_are_dropped(tmp_path: Path) -> None:
     shares = split_files([path])
     assert shares["psycopg"] == 0.75 and shares["FastAPI/Starlette"] == 0.25
     assert abs(sum(shares.values()) - 1.0) < 1e-9
+
+
+def test_admission_steps_by_innermost_named_frame() -> None:
+    from benchmarks.profile_split import admission_part
+
+    app = "/work/repo/serve_app"
+    base = [
+        frame("run", f"{LIB}/asyncio/events.py"),
+        frame("gate", f"{app}/http/admission.py"),
+        frame("admit", f"{app}/http/admission.py"),
+    ]
+    key_check = [
+        *base,
+        frame("_identify", f"{app}/http/admission.py"),
+        frame("authenticate", f"{app}/http/admission.py"),
+        frame("_execute", f"{SP}/sqlalchemy/engine/base.py"),
+    ]
+    budget = [
+        *base,
+        frame("charge", f"{app}/http/admission.py"),
+        frame("hit", f"{app}/runtime/ratelimit.py"),
+    ]
+    ticker = [
+        frame("run", f"{LIB}/asyncio/events.py"),
+        frame("_tick", f"{app}/runtime/ratelimit.py"),
+    ]
+    route = [frame("run", f"{LIB}/asyncio/events.py"), frame("get_agent", f"{app}/routers/a.py")]
+    assert admission_part(key_check) == "identify (API key check)"
+    assert admission_part(budget) == "budgets (rate limit)"
+    assert admission_part(ticker) == "budgets (rate limit)"  # the batched reports
+    assert admission_part(base) == "admission, other"
+    assert admission_part(route) is None
+
+
+def test_admission_shares_are_of_all_busy_samples(tmp_path: Path) -> None:
+    from benchmarks.profile_split import admission_files
+
+    app = "/work/repo/serve_app"
+    charge = frame("charge", f"{app}/http/admission.py")
+    other = frame("get_agent", f"{app}/routers/a.py")
+    path = tmp_path / "spy.txt"
+    path.write_text(f"{charge} 30\n{other} 70\n")
+    shares = admission_files([path])
+    assert shares["budgets (rate limit)"] == 0.3
+    assert shares["identify (API key check)"] == 0.0

@@ -189,5 +189,12 @@ class Follower(ABC):
         self.counters["changes"] += len(fresh)
         return len(fresh)
 
+    def lag_s(self) -> float:
+        """Seconds since this copy last read the change log (-1 while it is
+        not built): it is at most that far behind what Postgres logged."""
+        if not self.ready:
+            return -1.0
+        return time.monotonic() - self._read_at
+
     def follow_stats(self) -> dict[str, Any]:
         return {"ready": self.ready, "counters": dict(self.counters), "last_error": self.last_error}

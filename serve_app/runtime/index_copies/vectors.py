@@ -31,12 +31,14 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import time
 from dataclasses import replace
 from typing import Any
 
 from sqlalchemy.ext.asyncio import AsyncEngine, async_sessionmaker
 from sqlmodel.ext.asyncio.session import AsyncSession
 
+from actors import metrics
 from embeddings.config import IndexerConfig
 from embeddings.encoder import from_bytes
 from embeddings.faiss_index import FaissIndex
@@ -73,7 +75,7 @@ class ReplicaVectors(Follower):
         super().__init__(sessions, engine, refresh_s)
         self.config = config
         self.remote = fallback
-        self.queries = QueryVectors(embed_query, size=query_cache)
+        self.queries = QueryVectors(embed_query, size=query_cache, where="replica")
         self.model: str | None = None
         self.indexes: dict[str, FaissIndex] = {}
         self.counters.update({"local": 0, "remote": 0, "failed": 0})
@@ -133,16 +135,22 @@ class ReplicaVectors(Follower):
             log.warning("vector index copy: change log unreadable (%s)", type(exc).__name__)
         model, indexes = self.model, self.indexes
         assert model is not None
+        t0 = time.perf_counter()
         try:
             vector = await asyncio.wait_for(
                 self.queries.get(query, model), self.config.query_timeout_s + 1.0
             )
         except Exception as exc:
             self.counters["failed"] += 1
+            metrics.SEMANTIC_FAILURES.labels("replica", metrics.failure_reason(exc)).inc()
             log.warning("semantic search unavailable: %s", type(exc).__name__)
             return None
         self.counters["local"] += 1
-        return {kind: indexes[kind].search(vector, k) if kind in indexes else [] for kind in kinds}
+        t1 = time.perf_counter()
+        metrics.SEARCH_STAGE_SECONDS.labels("query_embedding").observe(t1 - t0)
+        found = {kind: indexes[kind].search(vector, k) if kind in indexes else [] for kind in kinds}
+        metrics.SEARCH_STAGE_SECONDS.labels("vector_search").observe(time.perf_counter() - t1)
+        return found
 
     async def stats(self) -> dict[str, Any] | None:
         """The index's state from the fallback (None when it does not

@@ -1,0 +1,314 @@
+"""Trust by use in search (issue 33): the trust prior
+(``serve_app.services.search.trust_prior``, applied after fusion) on the
+project's own evaluation sets and on a synthetic set of near-duplicates.
+
+Runs the ranking code the API runs, offline and without HTTP, in full-text
+mode (``LexicalIndex``, BM25: what every Api process holds and what search
+answers with when the vector half is away); the prior is the same step after
+either mode, and in semantic mode it sees the fused scores instead.
+
+1. **The evaluation sets** (``benchmarks/search_eval``: ``docs`` and ``code``,
+   all queries): MRR@10 and Recall@10 with no verification anywhere (every
+   item's trust 0, what these sets are) against the ranking without the
+   prior: they must be equal. Then the worst case the prior allows: every
+   document a random trust in [0, 1], uncorrelated with relevance.
+2. **Near-duplicates**: for each of the first ``GROUPS`` documents of
+   ``docs`` that one of its queries alone is about, four near-duplicate
+   copies take its place (its sentences reordered, one dropped; the
+   original title), each with its own verification record, scored by
+   ``serve_app.kit.trust``: *works* (two or three independent "worked as
+   written"), *mixed* (one worked, one did not), *fails* (two "did not
+   work") and *untried*. Which copy gets which record is drawn at random
+   (seeded), so without the prior the working copy leads its group about
+   one time in four. Reported: how often the working copy is first among
+   its group, MRR@10 of the working copy, and MRR@10 of the group (any
+   copy relevant), without and with the prior.
+
+    .venv/bin/python -m benchmarks.trust_bench [--no-docs] [--semantic]
+
+Writes the "Trust prior in search" section of docs/benchmarks.md.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import random
+import re
+import sys
+import time
+import uuid
+from collections.abc import Sequence
+from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+from benchmarks.harness.results import section_head, write_docs
+from benchmarks.ranking.evalset import Query, Score, evaluate
+from benchmarks.ranking.hybrid import EvalSet, fields, halves, key, lexical_index, load
+from embeddings.lexical import LexicalIndex
+from embeddings.ranking import hybrid
+from serve_app.kit import trust
+from serve_app.services.search import Hit, trust_prior
+
+START_MARK = "<!-- trust-bench:start -->"
+END_MARK = "<!-- trust-bench:end -->"
+CANDIDATES = 100
+GROUPS = 120
+SEED = 33
+NOW = datetime(2026, 1, 1, tzinfo=UTC)
+RECORDS = ("works", "mixed", "fails", "untried")
+COPY_BASE = 100_000_000
+_SENTENCE = re.compile(r"(?<=[.!?])\s+")
+
+
+def ranked(hits: Sequence[tuple[int, float]], scores: dict[int, float] | None) -> list[int]:
+    """The hits in the order search answers: the prior after the ranking
+    (``scores``: trust by key; None: no prior step at all, the order
+    ``services.search.ranked`` leaves: by score, ties by search id)."""
+    found = [(Hit("pattern", k, s), uuid.UUID(int=k)) for k, s in hits]
+    if scores is None:
+        return [k for k, _ in sorted(hits, key=lambda pair: (-pair[1], pair[0]))]
+    prior = {("pattern", k): scores.get(k, 0.0) for k, _ in hits}
+    return [h.search_id for h, _ in trust_prior(found, prior)]
+
+
+# --------------------------------------------------------------------------- 1. eval sets
+
+
+@dataclass
+class SetResult:
+    name: str
+    mode: str
+    queries: int
+    plain: Score
+    zero: Score
+    noisy: Score
+    identical: bool
+
+
+def eval_set(name: str, semantic: bool, model_box: list[Any]) -> SetResult:
+    """``semantic``: the hybrid of BM25 and all-MiniLM-L6-v2 vectors (the
+    fusion of semantic mode; embeds the set once, cached), else BM25 alone."""
+    s = load(name)
+    if semantic:
+        h = halves(s, model_box)
+        hits = [
+            [(int(r.key), r.score) for r in hybrid(lex, vec, limit=CANDIDATES, lexical_scale=sc)]  # type: ignore[call-overload]
+            for lex, vec, sc in zip(h.lexical, h.vector, h.scales, strict=True)
+        ]
+    else:
+        index, _ = lexical_index(s)
+        hits = [index.search(q.text, CANDIDATES) for q in s.queries]
+    rnd = random.Random(SEED)
+    noise = {key(d["id"]): rnd.random() for d in s.docs}
+    plain = [ranked(h, None) for h in hits]
+    zero = [ranked(h, {}) for h in hits]
+    noisy = [ranked(h, noise) for h in hits]
+    return SetResult(
+        name,
+        "semantic" if semantic else "full text",
+        len(s.queries),
+        evaluate(plain, s.queries),
+        evaluate(zero, s.queries),
+        evaluate(noisy, s.queries),
+        plain == zero,
+    )
+
+
+# --------------------------------------------------------------------------- 2. near-duplicates
+
+
+def report(rnd: random.Random, outcome: str, group: str) -> trust.Report:
+    age = timedelta(days=rnd.uniform(0, 200))
+    weight = rnd.choice((1.0, 1.0, 0.5, 0.25))
+    return trust.Report(group, outcome, 1, NOW - age, weight)
+
+
+def record(rnd: random.Random, kind: str) -> float:
+    """The trust score of a copy with this kind of record."""
+    reports: list[trust.Report] = []
+    if kind == "works":
+        reports = [report(rnd, trust.WORKED, f"v{i}") for i in range(rnd.choice((2, 3)))]
+    elif kind == "mixed":
+        reports = [report(rnd, trust.WORKED, "v0"), report(rnd, trust.FAILED, "v1")]
+    elif kind == "fails":
+        reports = [report(rnd, trust.FAILED, f"v{i}") for i in range(2)]
+    return trust.score(reports, 1, NOW)
+
+
+# A light edit adds one of these (words no query of the sets is about).
+NOTES = (
+    "Tested once more before posting.",
+    "Shared here as it stood after a review.",
+    "Copied from an older note, lightly edited.",
+    "Kept short on purpose.",
+)
+
+
+def variant(rnd: random.Random, doc: dict[str, Any], heavy: bool) -> dict[str, str | None]:
+    """A near-duplicate: the same title and description, the content's
+    sentences reordered and a short note added (``heavy``: and one of the
+    sentences dropped instead, which may take query words with it)."""
+    out = fields(doc)
+    sentences = _SENTENCE.split(doc["content"] or "")
+    if heavy and len(sentences) > 2:
+        sentences.pop(rnd.randrange(len(sentences)))
+    elif not heavy:
+        sentences.append(rnd.choice(NOTES))
+    rnd.shuffle(sentences)
+    out["content"] = " ".join(sentences)
+    return out
+
+
+@dataclass
+class DupResult:
+    heavy: bool
+    groups: int
+    queries: int
+    first_plain: float
+    first_prior: float
+    works_plain: Score
+    works_prior: Score
+    group_plain: Score
+    group_prior: Score
+    scores: dict[str, float]
+
+
+def near_duplicates(heavy: bool) -> DupResult:
+    s: EvalSet = load("docs")
+    rnd = random.Random(SEED)
+    by_doc: dict[int, list[Query]] = {}
+    for q in s.queries:
+        if len(q.relevant) == 1:
+            by_doc.setdefault(next(iter(q.relevant)), []).append(q)
+    chosen = sorted(by_doc)[:GROUPS]
+    copies: dict[int, dict[str, int]] = {}  # doc -> record kind -> copy key
+    scores: dict[int, float] = {}
+    seen: dict[str, list[float]] = {k: [] for k in RECORDS}
+    index = LexicalIndex()
+    docs = {key(d["id"]): d for d in s.docs}
+    index.add((k, fields(d)) for k, d in docs.items() if k not in copies and k not in chosen)
+    for doc_key in chosen:
+        kinds = list(RECORDS)
+        rnd.shuffle(kinds)
+        copies[doc_key] = {}
+        for slot, kind in enumerate(kinds):
+            copy_key = COPY_BASE + doc_key * 10 + slot
+            index.add([(copy_key, variant(rnd, docs[doc_key], heavy))])
+            copies[doc_key][kind] = copy_key
+            scores[copy_key] = record(rnd, kind)
+            seen[kind].append(scores[copy_key])
+    index.commit()
+    queries = [q for d in chosen for q in by_doc[d]]
+    first = {"plain": 0, "prior": 0}
+    lists: dict[str, list[list[int]]] = {"plain": [], "prior": []}
+    for q in queries:
+        doc_key = next(iter(q.relevant))
+        hits = index.search(q.text, CANDIDATES)
+        group = set(copies[doc_key].values())
+        for mode, order in (("plain", ranked(hits, None)), ("prior", ranked(hits, scores))):
+            lists[mode].append(order)
+            among = [k for k in order if k in group]
+            if among and among[0] == copies[doc_key]["works"]:
+                first[mode] += 1
+    works_q = [
+        Query(q.qid, q.text, frozenset({copies[next(iter(q.relevant))]["works"]}), q.style, q.split)
+        for q in queries
+    ]
+    group_q = [
+        Query(q.qid, q.text, frozenset(copies[next(iter(q.relevant))].values()), q.style, q.split)
+        for q in queries
+    ]
+    n = max(1, len(queries))
+    return DupResult(
+        heavy=heavy,
+        groups=len(chosen),
+        queries=len(queries),
+        first_plain=first["plain"] / n,
+        first_prior=first["prior"] / n,
+        works_plain=evaluate(lists["plain"], works_q),
+        works_prior=evaluate(lists["prior"], works_q),
+        group_plain=evaluate(lists["plain"], group_q),
+        group_prior=evaluate(lists["prior"], group_q),
+        scores={k: sum(v) / len(v) for k, v in seen.items() if v},
+    )
+
+
+# --------------------------------------------------------------------------- report
+
+
+def render(sets: list[SetResult], dups: list[DupResult], load_before: float, seconds: float) -> str:
+    lines = section_head(START_MARK, "Trust prior in search", "trust_bench.py", load_before)
+    lines += [
+        f"- Full-text mode (BM25 through `LexicalIndex`; with `--semantic` the evaluation "
+        f"sets also in semantic mode, the hybrid of BM25 and vectors), {CANDIDATES} "
+        "candidates per query; "
+        f"the prior: score + |score| * {trust.PRIOR_WEIGHT} * trust, after the ranking "
+        f"(docs/decisions/trust.md). Ran in {seconds:.0f} s.",
+        "",
+        "**The project's evaluation sets** (no verifications: every trust 0), MRR@10 / Recall@10:",
+        "",
+        "| Set | Mode | Queries | Without the prior | With it, no verifications | Same order | "
+        "With random trust on every document |",
+        "|---|---|---:|---:|---:|---|---:|",
+    ]
+    for r in sets:
+        lines.append(
+            f"| {r.name} | {r.mode} | {r.queries} | {r.plain.mrr:.3f} / {r.plain.recall:.3f} | "
+            f"{r.zero.mrr:.3f} / {r.zero.recall:.3f} | {'yes' if r.identical else 'NO'} | "
+            f"{r.noisy.mrr:.3f} / {r.noisy.recall:.3f} |"
+        )
+    dup = dups[0]
+    mean = ", ".join(f"{k} {v:.2f}" for k, v in dup.scores.items())
+    lines += [
+        "",
+        f"**Near-duplicates** ({dup.groups} documents of `docs`, each replaced by four "
+        f"near-copies with the records works / mixed / fails / untried drawn at random; "
+        f"{dup.queries} queries; mean trust score by record: {mean}). *Light* edits: the "
+        "sentences reordered and a short note added; *heavy*: one sentence dropped "
+        "instead (it may hold the query's words, so the copies differ in relevance):",
+        "",
+        "| Edits | | Without the prior | With the prior |",
+        "|---|---|---:|---:|",
+    ]
+    for d in dups:
+        name = "heavy" if d.heavy else "light"
+        lines += [
+            f"| {name} | the working copy first among its group | {d.first_plain:.1%} | "
+            f"{d.first_prior:.1%} |",
+            f"| {name} | MRR@10, the working copy relevant | {d.works_plain.mrr:.3f} | "
+            f"{d.works_prior.mrr:.3f} |",
+            f"| {name} | MRR@10, any copy relevant (relevance kept) | "
+            f"{d.group_plain.mrr:.3f} | {d.group_prior.mrr:.3f} |",
+        ]
+    lines.append(END_MARK)
+    return "\n".join(lines)
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--no-docs", action="store_true", help="print only; leave docs/ alone")
+    parser.add_argument(
+        "--semantic",
+        action="store_true",
+        help="the evaluation sets in semantic mode too (embeds them once: minutes on a CPU)",
+    )
+    args = parser.parse_args(argv)
+    load_before = os.getloadavg()[0]
+    t0 = time.perf_counter()
+    model_box: list[Any] = []
+    modes = (False, True) if args.semantic else (False,)
+    sets = [eval_set(name, m, model_box) for m in modes for name in ("docs", "code")]
+    dups = [near_duplicates(heavy=False), near_duplicates(heavy=True)]
+    section = render(sets, dups, load_before, time.perf_counter() - t0)
+    print(section)
+    if not all(r.identical for r in sets):
+        print("the prior changed the order without any verification", file=sys.stderr)
+        raise SystemExit(1)
+    if not args.no_docs:
+        write_docs(section, start_mark=START_MARK, end_mark=END_MARK)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,258 @@
+"""The MCP server's OAuth door: the authorization server's endpoints (RFC 8414
+metadata, authorize, token, register, revoke) and the protected resource
+metadata of ``/mcp`` (RFC 9728), all answered by the MCP SDK's own handlers
+(mcp.server.auth) over ``Provider``, which keeps the state through
+services/oauth.py, one transaction per step. The rules and the consent are
+Cairn's (docs/decisions/oauth.md); the protocol is the SDK's.
+
+Each route sits behind the admission layer (``admission.guard``): the
+address's read budget, no credential looked at (a client authenticates at
+the token endpoint with its own secret, checked by ``ClientSecretCheck``)."""
+
+from __future__ import annotations
+
+import base64
+import binascii
+from typing import Any
+from urllib.parse import unquote
+
+from mcp.server.auth.handlers.authorize import AuthorizationHandler
+from mcp.server.auth.handlers.metadata import MetadataHandler, ProtectedResourceMetadataHandler
+from mcp.server.auth.handlers.register import RegistrationHandler
+from mcp.server.auth.handlers.revoke import RevocationHandler
+from mcp.server.auth.handlers.token import TokenErrorResponse, TokenHandler
+from mcp.server.auth.json_response import PydanticJSONResponse
+from mcp.server.auth.middleware.client_auth import AuthenticationError, ClientAuthenticator
+from mcp.server.auth.provider import (
+    AuthorizationParams,
+    AuthorizeError,
+    OAuthAuthorizationServerProvider,
+    RegistrationError,
+    TokenError,
+)
+from mcp.server.auth.routes import (
+    build_metadata,
+    build_resource_metadata_url,
+    cors_middleware,
+)
+from mcp.server.auth.settings import ClientRegistrationOptions, RevocationOptions
+from mcp.shared.auth import OAuthClientInformationFull, ProtectedResourceMetadata
+from mcp.shared.auth import OAuthToken as TokenReply
+from pydantic import AnyHttpUrl, ConfigDict, TypeAdapter
+from starlette.requests import Request
+from starlette.responses import Response
+from starlette.routing import BaseRoute, Route
+
+from serve_app.context import AppContext
+from serve_app.http import admission, deps
+from serve_app.kit import keys
+from serve_app.services import oauth
+from serve_app.services.oauth import CairnAccess, CairnCode, CairnRefresh, Refused
+
+
+class Provider(OAuthAuthorizationServerProvider[CairnCode, CairnRefresh, CairnAccess]):
+    """The SDK's provider protocol over Cairn's store: each call one transaction."""
+
+    def __init__(self, ctx: AppContext) -> None:
+        self.ctx = ctx
+
+    async def get_client(self, client_id: str) -> OAuthClientInformationFull | None:
+        async with deps.transaction(self.ctx) as db:
+            return await oauth.get_client(self.ctx, db, client_id)
+
+    # A refusal comes back as a value, and the SDK's (frozen) error is raised
+    # once the transaction ended, so what was done before it commits.
+
+    async def register_client(self, client_info: OAuthClientInformationFull) -> None:
+        async with deps.transaction(self.ctx) as db:
+            refused = await oauth.register_client(self.ctx, db, client_info)
+        if refused is not None:
+            raise RegistrationError("invalid_redirect_uri", refused.description)
+
+    async def authorize(
+        self, client: OAuthClientInformationFull, params: AuthorizationParams
+    ) -> str:
+        async with deps.transaction(self.ctx) as db:
+            found = await oauth.begin(self.ctx, db, client, params)
+        if isinstance(found, Refused):
+            raise AuthorizeError(found.error, found.description)  # type: ignore[arg-type]
+        return found
+
+    async def load_authorization_code(
+        self, client: OAuthClientInformationFull, authorization_code: str
+    ) -> CairnCode | None:
+        async with deps.transaction(self.ctx) as db:
+            return await oauth.load_code(self.ctx, db, client, authorization_code)
+
+    async def exchange_authorization_code(
+        self, client: OAuthClientInformationFull, authorization_code: CairnCode
+    ) -> TokenReply:
+        async with deps.transaction(self.ctx) as db:
+            found = await oauth.exchange_code(self.ctx, db, authorization_code)
+        return _tokens(found)
+
+    async def load_refresh_token(
+        self, client: OAuthClientInformationFull, refresh_token: str
+    ) -> CairnRefresh | None:
+        async with deps.transaction(self.ctx) as db:
+            return await oauth.load_refresh(self.ctx, db, client, refresh_token)
+
+    async def exchange_refresh_token(
+        self, client: OAuthClientInformationFull, refresh_token: CairnRefresh, scopes: list[str]
+    ) -> TokenReply:
+        async with deps.transaction(self.ctx) as db:
+            found = await oauth.exchange_refresh(self.ctx, db, refresh_token, scopes)
+        return _tokens(found)
+
+    async def load_access_token(self, token: str) -> CairnAccess | None:
+        async with deps.transaction(self.ctx) as db:
+            return await oauth.load_access(self.ctx, db, token)
+
+    async def revoke_token(self, token: CairnAccess | CairnRefresh) -> None:
+        async with deps.transaction(self.ctx) as db:
+            await oauth.revoke(db, token)
+
+
+def _tokens(found: TokenReply | Refused) -> TokenReply:
+    if isinstance(found, Refused):
+        raise TokenError(found.error, found.description)  # type: ignore[arg-type]
+    return found
+
+
+class ClientSecretCheck(ClientAuthenticator):
+    """The SDK's client authentication, with the secret compared as a keyed
+    hash: Cairn never stores a client secret in clear."""
+
+    def __init__(self, provider: Provider) -> None:
+        super().__init__(provider)
+        self.cairn = provider
+
+    async def authenticate_request(self, request: Request) -> OAuthClientInformationFull:
+        form = await request.form()
+        client_id = form.get("client_id")
+        if not isinstance(client_id, str) or not client_id:
+            raise AuthenticationError("Missing client_id")
+        client = await self.cairn.get_client(client_id)
+        if client is None:
+            raise AuthenticationError("Invalid client_id")
+        presented: str | None = None
+        header = request.headers.get("authorization", "")
+        if header.startswith("Basic "):
+            try:
+                decoded = base64.b64decode(header[6:]).decode()
+                basic_id, _, secret = decoded.partition(":")
+            except (ValueError, UnicodeDecodeError, binascii.Error):
+                raise AuthenticationError("Invalid Basic authentication header") from None
+            if unquote(basic_id) != client_id:
+                raise AuthenticationError("Client ID mismatch in Basic auth")
+            presented = unquote(secret)
+        else:
+            sent = form.get("client_secret")
+            presented = sent if isinstance(sent, str) else None
+        async with deps.transaction(self.cairn.ctx) as db:
+            ok = await oauth.client_secret_ok(self.cairn.ctx, db, client_id, presented)
+        if not ok:
+            raise AuthenticationError("Invalid client_secret")
+        return client
+
+
+def _target_checked(handler: TokenHandler, resource: str) -> Any:
+    """The SDK's token endpoint, refusing first a ``resource`` other than this
+    MCP server (RFC 8707 ``invalid_target``): the SDK hands the provider the
+    resource of the authorization request, not the one of the token request."""
+
+    async def handle(request: Request) -> Response:
+        form = await request.form()  # cached on the request for the handler
+        asked = form.get("resource")
+        if isinstance(asked, str) and asked.rstrip("/") != resource:
+            return PydanticJSONResponse(
+                content=TokenErrorResponse(
+                    error="invalid_target",
+                    error_description=f"This server issues tokens only for {resource}.",
+                ),
+                status_code=400,
+                headers={"Cache-Control": "no-store", "Pragma": "no-cache"},
+            )
+        return await handler.handle(request)
+
+    return handle
+
+
+# A URL as written: "https://cairn.example" stays without a trailing slash,
+# as RFC 8414 compares issuers character by character.
+_URL = TypeAdapter(AnyHttpUrl, config=ConfigDict(url_preserve_empty_path=True))
+
+
+def resource_metadata_url(ctx: AppContext) -> str:
+    return str(build_resource_metadata_url(AnyHttpUrl(ctx.settings.mcp_url)))
+
+
+def challenge(ctx: AppContext, error: str | None = None) -> str:
+    """The ``WWW-Authenticate`` value of a 401 or 403 from /mcp (RFC 6750, RFC 9728)."""
+    parts = [f'resource_metadata="{resource_metadata_url(ctx)}"']
+    if error == "invalid_token":
+        parts.insert(0, 'error="invalid_token"')
+    elif error == "insufficient_scope":
+        parts[:0] = ['error="insufficient_scope"', f'scope="{" ".join(keys.SCOPES)}"']
+    return "Bearer " + ", ".join(parts)
+
+
+def routes(ctx: AppContext) -> list[BaseRoute]:
+    """The authorization server's and the resource metadata's routes, guarded."""
+    settings = ctx.settings
+    provider = Provider(ctx)
+    issuer = _URL.validate_python(settings.base_url)
+    registration = ClientRegistrationOptions(
+        enabled=True, valid_scopes=list(keys.SCOPES), default_scopes=list(keys.SCOPES)
+    )
+    metadata = build_metadata(issuer, None, registration, RevocationOptions(enabled=True))
+    # Client ID Metadata Documents and the RFC 9207 ``iss`` on every redirect.
+    metadata.client_id_metadata_document_supported = True
+    metadata.authorization_response_iss_parameter_supported = True
+    metadata.token_endpoint_auth_methods_supported = [
+        "none",
+        "client_secret_post",
+        "client_secret_basic",
+    ]
+    authenticator = ClientSecretCheck(provider)
+    token = TokenHandler(provider, authenticator)
+    resource = ProtectedResourceMetadata(
+        resource=AnyHttpUrl(settings.mcp_url),
+        authorization_servers=[issuer],
+        scopes_supported=list(keys.SCOPES),
+        resource_name="Cairn",
+        resource_documentation=AnyHttpUrl(f"{settings.base_url}/skill.md"),
+    )
+    resource_path = AnyHttpUrl(resource_metadata_url(ctx)).path or "/"
+    found: list[BaseRoute] = [
+        Route(
+            "/.well-known/oauth-authorization-server",
+            cors_middleware(MetadataHandler(metadata).handle, ["GET", "OPTIONS"]),
+            methods=["GET", "OPTIONS"],
+        ),
+        Route(
+            resource_path,
+            cors_middleware(ProtectedResourceMetadataHandler(resource).handle, ["GET", "OPTIONS"]),
+            methods=["GET", "OPTIONS"],
+        ),
+        Route("/authorize", AuthorizationHandler(provider).handle, methods=["GET", "POST"]),
+        Route(
+            "/token",
+            cors_middleware(_target_checked(token, settings.mcp_url), ["POST", "OPTIONS"]),
+            methods=["POST", "OPTIONS"],
+        ),
+        Route(
+            "/register",
+            cors_middleware(
+                RegistrationHandler(provider, registration).handle, ["POST", "OPTIONS"]
+            ),
+            methods=["POST", "OPTIONS"],
+        ),
+        Route(
+            "/revoke",
+            cors_middleware(RevocationHandler(provider, authenticator).handle, ["POST", "OPTIONS"]),
+            methods=["POST", "OPTIONS"],
+        ),
+    ]
+    # Public endpoints: no credential looked at, the address's read budget.
+    return [admission.guard(route, admission.OPEN) for route in found]
