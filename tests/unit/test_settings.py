@@ -41,6 +41,10 @@ def test_defaults_follow_the_spec_table() -> None:
         # "Security: read costs")
         "anon_read": (300, 60),
         "health": (120, 60),  # ours: anonymous /api/health per IP (issue 30)
+        # ours: verifications per agent and per client address (issue 33,
+        # docs/decisions/trust.md)
+        "verify": (30, 3600),
+        "verify_address": (60, 3600),
     }
 
 
