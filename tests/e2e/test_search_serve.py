@@ -169,7 +169,9 @@ async def test_full_text_while_the_embedder_is_down(
     body = await search(http, "nginx logrotate")
     assert time.monotonic() - started < 5
     assert body["mode"] == "fulltext"
-    assert [hit["id"] for hit in body["data"]] == [pattern]
+    # The service is shared by the e2e modules: another's pattern may hold
+    # these words too, but this one explains the query best.
+    assert body["data"][0]["id"] == pattern, body["data"]
     parts = body["data"][0]["components"]
     assert parts["vector"] is None and parts["lexical"] == body["data"][0]["score"]
     # /api/health says so meanwhile: degraded, semantic search down because
