@@ -193,8 +193,13 @@ async def test_a_dead_shard_means_admit_locally_without_waiting(local_ray: None)
     decisions = [await client.hit(rule, f"agent-d{i % 40}") for i in range(400)]
     assert time.monotonic() - started < client.CALL_TIMEOUT_S + 1.0
     assert all(d.allowed for d in decisions)
-    local = [await client.hit(rule, "agent-local") for _ in range(105)]
-    assert sum(d.allowed for d in local) == 100
+    local = [await client.hit(rule, "agent-local") for _ in range(130)]
+    # The local window admits the limit; when the shard's down period (DOWN_S)
+    # ends mid-run the subject gets a share, whose credit is admitted before
+    # the next failed report sends it back to the window: the documented
+    # bound of one credit per replica (docs/decisions/security-and-admission.md).
+    admitted = sum(d.allowed for d in local)
+    assert rule.limit <= admitted <= rule.limit + client.credit_max(rule), admitted
 
 
 async def test_counts_survive_a_shard_restart_and_no_request_fails(local_ray: None) -> None:

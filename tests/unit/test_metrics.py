@@ -4,6 +4,11 @@
 
 from __future__ import annotations
 
+import os
+import subprocess
+import sys
+from pathlib import Path
+
 import pytest
 from starlette.routing import Route
 
@@ -31,10 +36,23 @@ def test_a_series_takes_exactly_its_labels() -> None:
 
 
 def test_outside_ray_recording_is_a_no_op_and_cached() -> None:
-    bound = metrics.RATE_LIMITED.labels("general")
-    bound.inc()
-    assert bound is metrics.RATE_LIMITED.labels("general")
-    assert not metrics.enabled()
+    # In a fresh interpreter: this one may hold Ray already (the e2e tests'
+    # local cluster), where recording is on.
+    script = (
+        "from actors import metrics\n"
+        "bound = metrics.RATE_LIMITED.labels('general')\n"
+        "bound.inc()\n"
+        "assert bound is metrics.RATE_LIMITED.labels('general')\n"
+        "assert not metrics.enabled()\n"
+        "print('no-op')\n"
+    )
+    root = Path(__file__).resolve().parents[2]
+    env = {**os.environ, "PYTHONPATH": str(root)}
+    env.pop("CAIRN_METRICS", None)
+    done = subprocess.run(
+        [sys.executable, "-c", script], cwd=root, env=env, capture_output=True, text=True
+    )
+    assert done.returncode == 0 and done.stdout.strip() == "no-op", done.stderr
 
 
 def test_switched_off_nothing_records(monkeypatch: pytest.MonkeyPatch) -> None:
