@@ -11,7 +11,8 @@ import numpy as np
 import psycopg
 import pytest
 
-from benchmarks.search import bulk
+from benchmarks.search import bulk, million
+from embeddings.config import IndexConfig
 from embeddings.encoder import Encoder, from_bytes
 from storage.db import libpq_url
 from storage.embedded import database_url, drop_database, ensure_database
@@ -72,5 +73,11 @@ def test_seed_and_embed_resume_where_they_stopped(fresh_db: str, tmp_path) -> No
     stored = from_bytes([r[1] for r in sample], encoder.dim)
     fresh = encoder.encode([r[0] for r in sample])
     assert np.allclose(stored, fresh, atol=1e-5)
+    # The recall measurement of the bench reads them back: an 8-bit graph
+    # over 500 real vectors finds nearly the exact top 10.
+    recall = million.semantic_recall(
+        fresh_db, encoder, IndexConfig(flat_max=100, hnsw_codes="sq8"), n_queries=40
+    )
+    assert recall["n"] == N and recall["recall@10"] >= 0.9
     # Nothing left: a rerun embeds nothing.
     assert bulk.embed_patterns(fresh_db, model, encoder=encoder, log=lines.append)["embedded"] == 0
