@@ -79,6 +79,9 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument(
         "--embed-threads", type=int, default=0, help="--embed: encoder threads (0: every core)"
     )
+    parser.add_argument(
+        "--embed-device", default="cpu", help="--embed: cpu (ONNX Runtime) or auto (a GPU if any)"
+    )
     args = parser.parse_args(argv)
     if args.patterns != N_PATTERNS and not args.embed:
         parser.error("--patterns other than 100,000 needs --embed")

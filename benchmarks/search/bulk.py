@@ -170,9 +170,11 @@ def embed_patterns(
     limit: int | None = None,
     log: Callable[[str], None] = print,
     encoder: Any = None,
+    device: str = "cpu",
 ) -> dict[str, float]:
     """Vectors for the seeded patterns that have none (at most ``limit`` of
-    them this run), ``batch`` texts at a time, each batch committed."""
+    them this run), ``batch`` texts at a time, each batch committed. ``device``
+    ``auto`` uses a GPU where there is one (PyTorch, as the Embedder does)."""
     import os
 
     import psycopg
@@ -184,7 +186,7 @@ def embed_patterns(
         from serve_app.settings import get_settings
 
         cache = get_settings().state_path / "models"
-        encoder = Encoder(model, "cpu", cache_dir=cache, threads=threads)
+        encoder = Encoder(model, device, cache_dir=cache, threads=threads)
     t0 = time.monotonic()
     embedded = 0
     with (

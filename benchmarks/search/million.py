@@ -187,7 +187,11 @@ def part_million(args: argparse.Namespace) -> None:
     facts.update(seed_patterns(url, args.patterns))
     facts.update(
         embed_patterns(
-            url, settings.embedding_model, batch=args.embed_batch, threads=args.embed_threads
+            url,
+            settings.embedding_model,
+            batch=args.embed_batch,
+            threads=args.embed_threads,
+            device=args.embed_device,
         )
     )
     import psycopg
