@@ -219,7 +219,11 @@ def part_million(args: argparse.Namespace) -> None:
             print(f"bench: RSS {mib:8.0f} MiB  {pid:>7}  {name}", flush=True)
         concurrent = measure_search(serve.base, wrk, Path(tmp), args)
         sequential = measure_search(
-            serve.base, wrk, Path(tmp), argparse.Namespace(**{**vars(args), "connections": 1})
+            serve.base,
+            wrk,
+            Path(tmp),
+            argparse.Namespace(**{**vars(args), "connections": 1}),
+            new_from_end=True,
         )
     from embeddings.encoder import Encoder
 
