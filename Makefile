@@ -5,12 +5,13 @@ VENV   := .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.cairn-installed
 
-.PHONY: run test lint typecheck unit bench clean-state help
+.PHONY: run test lint typecheck unit bench bench-million clean-state help
 
 help:
 	@echo "make run    - install, start Postgres + Ray, serve the API on http://127.0.0.1:8000"
 	@echo "make test   - install, then ruff, mypy and the whole pytest suite"
 	@echo "make bench  - benchmarks (results in docs/benchmarks.md)"
+	@echo "make bench-million - search at a million patterns (hours; resumable)"
 
 $(STAMP): pyproject.toml configs/constraints.txt
 	@$(PYTHON) -c 'import sys; assert sys.version_info[:2] == (3, 11), "Cairn needs Python 3.11"'
@@ -56,6 +57,14 @@ bench: $(STAMP)
 	$(BIN)/python -m benchmarks.reembed_bench
 	$(BIN)/python -m benchmarks.stream_bench
 	$(BIN)/python -m benchmarks.abuse_bench
+
+# Search at a million patterns with real vectors (hours on a small CPU; resumable:
+# Ctrl-C keeps what was embedded and a rerun continues). Not part of `make bench`.
+# make bench-million [PATTERNS=1000000] [EMBED_DEVICE=auto]
+PATTERNS ?= 1000000
+EMBED_DEVICE ?= cpu
+bench-million: $(STAMP)
+	$(BIN)/python -m benchmarks.search_bench --parts search --patterns $(PATTERNS) --embed --embed-device $(EMBED_DEVICE)
 
 clean-state:
 	rm -rf .cairn

@@ -67,14 +67,20 @@ def exact_top(data: np.ndarray, queries: np.ndarray, k: int) -> np.ndarray:
 
 
 def measure(n: int, n_queries: int, codes: str, data: np.ndarray, queries: np.ndarray,
-            truth: np.ndarray, efs: list[int]) -> dict[str, float]:  # fmt: skip
+            truth: np.ndarray, efs: list[int], ef_construction: int = 40,
+            m: int = 32) -> dict[str, float]:  # fmt: skip
     from embeddings.config import IndexConfig
     from embeddings.faiss_index import FaissIndex
 
     gc.collect()
     before = rss_mib()
     t0 = time.perf_counter()
-    index = FaissIndex.build(data.shape[1], np.arange(n), data, IndexConfig(hnsw_codes=codes))
+    index = FaissIndex.build(
+        data.shape[1],
+        np.arange(n),
+        data,
+        IndexConfig(hnsw_codes=codes, hnsw_m=m, hnsw_ef_construction=ef_construction),
+    )
     build_s = time.perf_counter() - t0
     grown = rss_mib() - before
     result: dict[str, float] = {
@@ -104,8 +110,15 @@ def main() -> None:
     parser.add_argument("--queries", type=int, default=200)
     parser.add_argument("--codes", default="sq8,float", help="which graphs, comma-separated")
     parser.add_argument("--efs", default="256", help="HNSW search breadths to measure")
+    parser.add_argument(
+        "--ef-construction",
+        default="40",
+        help="HNSW efConstruction values to build with (CAIRN_SEARCH_HNSW_EF_CONSTRUCTION)",
+    )
+    parser.add_argument("--m", type=int, default=32, help="HNSW M (CAIRN_SEARCH_HNSW_M)")
     parser.add_argument("--no-docs", action="store_true")
     args = parser.parse_args()
+    builds = [int(x) for x in args.ef_construction.split(",")]
     load_before = os.getloadavg()[0]
     efs = [int(x) for x in args.efs.split(",")]
     base, qv = basis()
@@ -114,27 +127,38 @@ def main() -> None:
     truth = exact_top(data, queries, 10)
     rows = {}
     for codes in args.codes.split(","):
-        rows[codes] = measure(args.n, args.queries, codes, data, queries, truth, efs)
-        print(f"bench: {codes}: {rows[codes]}", flush=True)
+        for efc in builds:
+            rows[codes, efc] = measure(
+                args.n, args.queries, codes, data, queries, truth, efs, efc, args.m
+            )
+            print(f"bench: {codes} efConstruction {efc}: {rows[codes, efc]}", flush=True)
     lines = [
         *section_head(START, "Replica vector memory", "replica_bench.py", load_before),
         f"- 1-minute load average after the run: {os.getloadavg()[0]:.2f} (a shared machine: "
         "build times and ms are wall clock and slowed by other work; memory and recall are not).",
         f"- {args.n:,} vectors (384-d) derived from {len(base):,} real all-MiniLM-L6-v2 document "
         f"vectors of the evaluation sets; {args.queries} real query vectors; recall@10 against "
-        "the exact (flat) top 10; HNSW M 32, efConstruction 40, ef 256 (the defaults).",
+        f"the exact (flat) top 10; HNSW M {args.m} (default 32), efConstruction as in the "
+        "table (default 40).",
         "",
-        "| Replica graph | build s | RSS growth MiB | formula MiB | ef | recall@10 | ms a query |",
-        "|---|---:|---:|---:|---:|---:|---:|",
+        "| Replica graph | efConstruction | build s | RSS growth MiB | formula MiB | ef "
+        "| recall@10 | ms a query |",
+        "|---|---:|---:|---:|---:|---:|---:|---:|",
     ]
-    for codes, r in rows.items():
+    for (codes, efc), r in rows.items():
         label = "8-bit codes (`sq8`, now)" if codes == "sq8" else "float vectors (before)"
         for ef in efs:
             lines.append(
-                f"| {label} | {r['build_s']:.0f} | {r['rss_mib']:.0f} | {r['formula_mib']:.0f} | "
+                f"| {label} | {efc} | {r['build_s']:.0f} | {r['rss_mib']:.0f} | "
+                f"{r['formula_mib']:.0f} | "
                 f"{ef} | {r[f'recall@ef{ef}']:.3f} | {r[f'ms@ef{ef}']:.2f} |"
             )
-    lines += ["", "Reproduce: `.venv/bin/python -m benchmarks.replica_bench --n N`.", END]
+    lines += [
+        "",
+        "Reproduce: `.venv/bin/python -m benchmarks.replica_bench --n N "
+        "[--ef-construction 40,100,200] [--m 32]`.",
+        END,
+    ]
     text = "\n".join(lines) + "\n"
     print(text)
     if not args.no_docs:

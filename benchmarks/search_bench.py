@@ -31,6 +31,8 @@ corpus's seeding in ``seeding.py``, ``index.py``; the vectors in ``vectors.py``)
 
     .venv/bin/python -m benchmarks.search_bench                    # all three
     .venv/bin/python -m benchmarks.search_bench --parts embedder   # one part
+    # search at a million real-vector patterns (seeding resumable; see million.py)
+    .venv/bin/python -m benchmarks.search_bench --parts search --patterns 1000000 --embed
 """
 
 from __future__ import annotations
@@ -41,10 +43,11 @@ import sys
 import time
 
 from benchmarks.harness import stop_on_sigterm, wrk_options
-from benchmarks.search.config import N_THROUGHPUT
+from benchmarks.search.config import N_PATTERNS, N_THROUGHPUT
 from benchmarks.search.embedder import part_embedder
 from benchmarks.search.index import part_index
 from benchmarks.search.latency import part_search
+from benchmarks.search.million import part_million
 
 
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
@@ -59,7 +62,29 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument(
         "--variants", default="", help="embedder variants by number (1-based), default all"
     )
+    parser.add_argument(
+        "--patterns",
+        type=int,
+        default=N_PATTERNS,
+        help="patterns of part search (other than 100,000 needs --embed)",
+    )
+    parser.add_argument(
+        "--embed",
+        action="store_true",
+        help="part search on a bulk-seeded corpus embedded by the ONNX encoder "
+        "(benchmarks/search/million.py; resumable)",
+    )
+    parser.add_argument("--seed-only", action="store_true", help="--embed: seed and embed only")
+    parser.add_argument("--embed-batch", type=int, default=256, help="--embed: texts a batch")
+    parser.add_argument(
+        "--embed-threads", type=int, default=0, help="--embed: encoder threads (0: every core)"
+    )
+    parser.add_argument(
+        "--embed-device", default="cpu", help="--embed: cpu (ONNX Runtime) or auto (a GPU if any)"
+    )
     args = parser.parse_args(argv)
+    if args.patterns != N_PATTERNS and not args.embed:
+        parser.error("--patterns other than 100,000 needs --embed")
     args.part_list = [p.strip() for p in args.parts.split(",") if p.strip()]
     bad = [p for p in args.part_list if p not in ("embedder", "search", "index")]
     if bad or not args.part_list:
@@ -74,7 +99,8 @@ def main(argv: list[str] | None = None) -> int:
     t0 = time.monotonic()
     for part in ("embedder", "index", "search"):
         if part in args.part_list:
-            {"embedder": part_embedder, "search": part_search, "index": part_index}[part](args)
+            search = part_million if args.embed else part_search
+            {"embedder": part_embedder, "search": search, "index": part_index}[part](args)
     print(
         f"bench: done in {time.monotonic() - t0:.0f}s; 1-minute load average now "
         f"{os.getloadavg()[0]:.2f}",

@@ -209,6 +209,11 @@ class Settings(BaseSettings):
     search_flat_max: int = Field(default=20_000, ge=1)
     search_hnsw_max: int = Field(default=2_000_000, ge=1)
     search_hnsw_ef: int = Field(default=256, ge=1, le=65_536)
+    # The HNSW graph's build: links a node keeps (M) and candidates explored
+    # while adding one (efConstruction); recall at a million depends on them
+    # (docs/decisions/search.md, "HNSW build parameters at a million").
+    search_hnsw_m: int = Field(default=32, ge=4, le=256)
+    search_hnsw_ef_construction: int = Field(default=40, ge=8, le=4096)
     search_nprobe: int = Field(default=64, ge=1, le=65_536)
     search_batch_size: int = Field(default=64, ge=1, le=4096)
     search_poll_s: float = Field(default=5.0, gt=0, le=3600)
@@ -368,6 +373,8 @@ class Settings(BaseSettings):
             index=IndexConfig(
                 flat_max=self.search_flat_max,
                 hnsw_max=self.search_hnsw_max,
+                hnsw_m=self.search_hnsw_m,
+                hnsw_ef_construction=self.search_hnsw_ef_construction,
                 hnsw_ef_search=self.search_hnsw_ef,
                 nprobe=self.search_nprobe,
             ),

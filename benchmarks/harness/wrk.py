@@ -114,7 +114,8 @@ def run_wrk(
     answer as an error)."""
     cmd = [
         wrk,
-        f"-t{THREADS}",
+        # wrk needs a connection per thread: one connection, one thread.
+        f"-t{min(THREADS, connections)}",
         f"-c{connections}",
         f"-d{duration}s",
         "--latency",

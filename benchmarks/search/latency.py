@@ -83,10 +83,11 @@ end
 """
 
 
-def search_script(tmp: Path, paths: list[str], name: str) -> Path:
+def search_script(tmp: Path, paths: list[str], name: str, threads: int = THREADS) -> Path:
+    """``threads``: wrk's (fewer than THREADS at fewer connections)."""
     path = tmp / f"{name}.lua"
     path.write_text(
-        WRK_SCRIPT.format(paths=", ".join(json.dumps(p) for p in paths), threads=THREADS)
+        WRK_SCRIPT.format(paths=", ".join(json.dumps(p) for p in paths), threads=threads)
     )
     return path
 
@@ -148,14 +149,24 @@ class SearchRun:
     fulltext_responses: int
 
 
-def measure_search(base: str, wrk: str, tmp: Path, args: argparse.Namespace) -> list[SearchRun]:
+def measure_search(
+    base: str, wrk: str, tmp: Path, args: argparse.Namespace, new_from_end: bool = False
+) -> list[SearchRun]:
+    """``new_from_end``: the "every query new" run takes its queries from the
+    end of its list, so a second call (another connection count) still asks
+    queries no earlier run asked (unless the two together ask 4,000)."""
     every = queries_for(N_QUERIES + N_NEW_QUERIES)
     queries, new = every[:N_QUERIES], every[N_QUERIES:]
     half = N_NEW_QUERIES // 2
     out: list[SearchRun] = []
     for semantic, label, measured, warm in (
         (True, " (semantic)", queries, queries),
-        (True, " (semantic, every query new)", new[half:], new[:half]),
+        (
+            True,
+            " (semantic, every query new)",
+            new[half:][::-1] if new_from_end else new[half:],
+            new[:half],
+        ),
         (False, "&use_semantic=false", queries, queries),
     ):
         suffix = "" if semantic else "&use_semantic=false"
@@ -172,7 +183,7 @@ def measure_search(base: str, wrk: str, tmp: Path, args: argparse.Namespace) -> 
             if body.get("mode") != want:
                 raise RuntimeError(f"{path} ran in {body.get('mode')!r} mode, not {want!r}")
         name = f"run{len(out)}"
-        script = search_script(tmp, paths, name)
+        script = search_script(tmp, paths, name, min(THREADS, args.connections))
         label = "GET /api/search?q=…" + label
         if args.warmup:
             run_wrk(
@@ -180,7 +191,9 @@ def measure_search(base: str, wrk: str, tmp: Path, args: argparse.Namespace) -> 
                 base + paths[0],
                 duration=args.warmup,
                 connections=args.connections,
-                script=search_script(tmp, warm_paths, name + "-warm"),
+                script=search_script(
+                    tmp, warm_paths, name + "-warm", min(THREADS, args.connections)
+                ),
                 timeout_s=10,
             )
         # wrk's request timeout raised from 2 s to 10 s, so that slow

@@ -95,3 +95,23 @@ def test_replicas_get_resolved_and_overridden_values(monkeypatch: pytest.MonkeyP
     assert env["CAIRN_SECRET_KEY"] == "s3cret"
     assert env["CAIRN_RATELIMIT_VOTE"] == "7/minute"
     assert Path(env["CAIRN_STATE_DIR"]).is_absolute()
+
+
+def test_hnsw_build_settings_reach_the_graphs(monkeypatch: pytest.MonkeyPatch) -> None:
+    """CAIRN_SEARCH_HNSW_M and _EF_CONSTRUCTION build the VectorIndex's graph
+    and the replicas' 8-bit copies (recall at a million depends on them)."""
+    from dataclasses import replace
+
+    from embeddings.faiss_index import _GraphState
+
+    monkeypatch.setenv("CAIRN_SEARCH_HNSW_M", "24")
+    monkeypatch.setenv("CAIRN_SEARCH_HNSW_EF_CONSTRUCTION", "160")
+    config = Settings().indexer_config("postgresql://x/y").index
+    assert (config.hnsw_m, config.hnsw_ef_construction) == (24, 160)
+    for codes in ("float", "sq8"):
+        graph = _GraphState.new_graph(8, replace(config, hnsw_codes=codes))
+        assert graph.hnsw.efConstruction == 160
+        assert graph.hnsw.nb_neighbors(1) == 24
+    monkeypatch.setenv("CAIRN_SEARCH_HNSW_EF_CONSTRUCTION", "2")
+    with pytest.raises(ValidationError):
+        Settings()

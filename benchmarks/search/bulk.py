@@ -1,0 +1,242 @@
+"""A large search corpus (up to a million patterns and more) with real
+vectors: bulk load and batch embedding, resumable.
+
+``seed_patterns`` writes the patterns with COPY in chunks of ``CHUNK`` rows,
+each chunk its own transaction; pattern ``i`` is drawn from its own seeded
+generator, so a rerun after a crash or Ctrl-C counts the rows already there
+and writes the rest, the same rows a single run would have written.
+
+``embed_patterns`` embeds every seeded pattern that has no vector yet with
+the service's own encoder (``embeddings.encoder.Encoder``: ONNX Runtime on the
+CPU, ``threads`` intra-op threads) in batches of ``batch`` texts; the text is
+the one the worker embeds (``PATTERNS.text_sql``) and the row carries its
+sha256, so the service finds each vector current and re-embeds nothing. Each
+batch is written (COPY) and committed while the next one is encoded (a writer
+thread), so an interrupted run keeps all it committed and a rerun continues
+with the patterns still without a vector. Progress (rows/s, ETA) is printed.
+
+    .venv/bin/python -m benchmarks.search_bench --parts search --patterns 1000000 --embed
+"""
+
+from __future__ import annotations
+
+import hashlib
+import random
+import time
+import uuid
+from collections.abc import Callable
+from concurrent.futures import Future, ThreadPoolExecutor
+from typing import Any
+
+from benchmarks.corpus import ACTIONS, OBJECTS, SEED, TECH, TOOLS, cum_weights, sentence
+
+SLUG_PREFIX = "bench-search-m-"
+CHUNK = 20_000
+N_AUTHORS = 200
+
+
+def libpq(database_url: str) -> str:
+    from storage.db import libpq_url
+
+    return libpq_url(database_url)
+
+
+def _vocab() -> tuple[list[str], list[float]]:
+    from benchmarks.corpus import vocabulary
+
+    vocab = vocabulary(random.Random(SEED))
+    return vocab, cum_weights(len(vocab))
+
+
+def pattern_row(
+    i: int, authors: list[uuid.UUID], categories: list[Any], vocab: list[str], cum: list[float]
+) -> tuple[Any, ...]:
+    """Pattern ``i`` of the corpus: the same row every time it is drawn."""
+    rng = random.Random(f"{SEED}-bulk-{i}")
+    when = f"2026-{rng.randint(1, 10):02d}-{rng.randint(1, 28):02d} 12:00:00+00"
+    words = rng.choices(vocab, cum_weights=cum, k=rng.randint(60, 140))
+    return (
+        uuid.UUID(int=rng.getrandbits(128), version=4),
+        authors[i % len(authors)],
+        categories[i % len(categories)],
+        f"{rng.choice(ACTIONS).capitalize()} {rng.choice(OBJECTS)} with {rng.choice(TOOLS)}",
+        f"{SLUG_PREFIX}{i}",
+        sentence(rng),
+        f"{sentence(rng)} {' '.join(words)}",
+        rng.choice(["beginner", "intermediate", "advanced"]),
+        rng.sample(TECH[:40], 3),
+        rng.sample(TECH[:60], 2),
+        when,
+        when,
+    )
+
+
+def seeded_count(conn: Any) -> int:
+    row = conn.execute(
+        "SELECT count(*) FROM patterns WHERE slug LIKE %s", (SLUG_PREFIX + "%",)
+    ).fetchone()
+    return int(row[0]) if row else 0
+
+
+def _authors(conn: Any) -> list[uuid.UUID]:
+    rng = random.Random(f"{SEED}-bulk-authors")
+    ids = [uuid.UUID(int=rng.getrandbits(128), version=4) for _ in range(N_AUTHORS)]
+    with conn.cursor().copy("COPY agents (id, username, name, display_name, bio) FROM STDIN") as cp:
+        for i, agent in enumerate(ids):
+            cp.write_row((agent, f"bench_bulk_{i:04d}", f"Bulk {i}", f"Bulk {i}", "bulk author"))
+    return ids
+
+
+def seed_patterns(
+    database_url: str, n: int, log: Callable[[str], None] = print, chunk: int = CHUNK
+) -> dict[str, float]:
+    """Patterns ``0..n-1`` of the corpus, those not yet there written in
+    chunks of ``chunk`` (each committed). Other patterns (the 100,000-pattern
+    corpus of ``seeding.seed``) are removed first, once."""
+    import psycopg
+
+    t0 = time.monotonic()
+    with psycopg.connect(libpq(database_url)) as conn:
+        have = seeded_count(conn)
+        if have == 0:
+            log("bench: bulk: a fresh corpus (removing other patterns and their vectors)")
+            conn.execute(
+                "TRUNCATE patterns, votes, comments, collections, bookmarks, flags CASCADE"
+            )
+            conn.execute("DELETE FROM embeddings")
+            conn.execute("DELETE FROM agents WHERE username LIKE 'bench_bulk_%'")
+            _authors(conn)
+            conn.commit()
+        if have >= n:
+            log(f"bench: bulk: {have:,} patterns already seeded")
+            return {"seeded": float(have), "seed_s": 0.0}
+        rows = conn.execute(
+            "SELECT id FROM agents WHERE username LIKE 'bench_bulk_%' ORDER BY username"
+        ).fetchall()
+        authors = [r[0] for r in rows]
+        categories = [r[0] for r in conn.execute("SELECT id FROM categories ORDER BY id")]
+        vocab, cum = _vocab()
+        columns = (
+            "id, author_id, category_id, title, slug, description, content, difficulty_level,"
+            " use_case_tags, tech_stack, created_at, updated_at"
+        )
+        log(f"bench: bulk: seeding patterns {have:,} to {n:,}")
+        start = have
+        while start < n:
+            stop = min(start + chunk, n)
+            with conn.cursor().copy(f"COPY patterns ({columns}) FROM STDIN") as cp:
+                for i in range(start, stop):
+                    cp.write_row(pattern_row(i, authors, categories, vocab, cum))
+            conn.execute("TRUNCATE search_jobs")  # the insert trigger queued every row
+            conn.commit()
+            done = stop - have
+            rate = done / max(time.monotonic() - t0, 1e-9)
+            log(
+                f"bench: bulk: {stop:,}/{n:,} patterns  {rate:,.0f} rows/s  "
+                f"ETA {(n - stop) / rate:,.0f} s"
+            )
+            start = stop
+    return {"seeded": float(n), "seed_s": time.monotonic() - t0}
+
+
+def missing_vectors(conn: Any, model: str, after: uuid.UUID | None, limit: int) -> list[Any]:
+    """The next ``limit`` seeded patterns (by id, after ``after``) with no
+    vector under ``model``, and the text the worker would embed."""
+    from storage.models.search import PATTERNS
+
+    return conn.execute(
+        f"SELECT t.id, {PATTERNS.text_sql} FROM patterns t "
+        "WHERE t.slug LIKE %s AND (%s::uuid IS NULL OR t.id > %s::uuid) "
+        "AND NOT EXISTS (SELECT 1 FROM embeddings e WHERE e.kind = 'pattern' "
+        "AND e.item_id = t.id AND e.model = %s) ORDER BY t.id LIMIT %s",
+        (SLUG_PREFIX + "%", after, after, model, limit),
+    ).fetchall()
+
+
+def count_vectors(conn: Any, model: str) -> int:
+    row = conn.execute(
+        "SELECT count(*) FROM embeddings e JOIN patterns t ON t.id = e.item_id "
+        "WHERE e.kind = 'pattern' AND e.model = %s AND t.slug LIKE %s",
+        (model, SLUG_PREFIX + "%"),
+    ).fetchone()
+    return int(row[0]) if row else 0
+
+
+def embed_patterns(
+    database_url: str,
+    model: str,
+    batch: int = 256,
+    threads: int = 0,
+    limit: int | None = None,
+    log: Callable[[str], None] = print,
+    encoder: Any = None,
+    device: str = "cpu",
+) -> dict[str, float]:
+    """Vectors for the seeded patterns that have none (at most ``limit`` of
+    them this run), ``batch`` texts at a time, each batch committed. ``device``
+    ``auto`` uses a GPU where there is one (PyTorch, as the Embedder does)."""
+    import os
+
+    import psycopg
+
+    from embeddings.encoder import Encoder, to_bytes
+
+    threads = threads or os.cpu_count() or 1
+    if encoder is None:
+        from serve_app.settings import get_settings
+
+        cache = get_settings().state_path / "models"
+        encoder = Encoder(model, device, cache_dir=cache, threads=threads)
+    t0 = time.monotonic()
+    embedded = 0
+    with (
+        psycopg.connect(libpq(database_url)) as read,
+        psycopg.connect(libpq(database_url)) as write,
+        ThreadPoolExecutor(1, thread_name_prefix="bulk-write") as writer,
+    ):
+        total = seeded_count(read)
+        have = count_vectors(read, model)
+        todo = total - have if limit is None else min(limit, total - have)
+        log(f"bench: bulk: {have:,} of {total:,} patterns have vectors; embedding {todo:,}")
+
+        def store(ids: list[Any], texts: list[str], vectors: Any) -> None:
+            with write.cursor().copy(
+                "COPY embeddings (kind, item_id, model, text_hash, vector) FROM STDIN"
+            ) as cp:
+                for pid, text, vector in zip(ids, texts, vectors, strict=True):
+                    digest = hashlib.sha256(text.encode()).digest()
+                    cp.write_row(("pattern", pid, model, digest, to_bytes(vector)))
+            write.commit()
+
+        pending: Future[None] | None = None
+        after: uuid.UUID | None = None
+        try:
+            while embedded < todo:
+                rows = missing_vectors(read, model, after, min(batch, todo - embedded))
+                read.commit()
+                if not rows:
+                    break
+                after = rows[-1][0]
+                ids, texts = [r[0] for r in rows], [r[1] for r in rows]
+                vectors = encoder.encode(texts, batch_size=64, threads=threads)
+                if pending is not None:
+                    pending.result()
+                pending = writer.submit(store, ids, texts, vectors)
+                embedded += len(rows)
+                took = time.monotonic() - t0
+                rate = embedded / max(took, 1e-9)
+                log(
+                    f"bench: bulk: embedded {have + embedded:,}/{total:,}  {rate:,.1f} rows/s  "
+                    f"ETA {(todo - embedded) / rate / 60:,.1f} min"
+                )
+        finally:
+            if pending is not None:
+                pending.result()
+        write.execute(
+            "INSERT INTO search_model (id, model) VALUES (1, %s)"
+            " ON CONFLICT (id) DO UPDATE SET model = excluded.model",
+            (model,),
+        )
+        write.commit()
+    took = time.monotonic() - t0
+    return {"embedded": float(embedded), "embed_s": took, "rows_per_s": embedded / max(took, 1e-9)}

@@ -1,0 +1,286 @@
+"""Part ``search`` with ``--embed``: search at a large corpus (a million
+patterns) with real vectors, on its own state folder
+(``.cairn/bench-search-bulk``), so the 100,000-pattern corpus and this one
+do not replace each other.
+
+1. Seed ``--patterns`` patterns and embed them with the ONNX encoder
+   (benchmarks/search/bulk.py: resumable; ``--seed-only`` stops there, so a
+   long embedding can be run, interrupted and continued on its own).
+2. ``cairn run`` on it; once every Api replica has built its BM25 index and
+   its copy of the vector index: the build times the replicas report (each
+   /api/health answer comes from one replica), the RSS of every process of
+   the stack, then wrk on /api/search, hybrid (``use_semantic=true``, new
+   queries and repeated ones) and full text, at ``--connections`` (16) and
+   at one connection (sequential).
+3. Semantic (vector-only) search and recall@10: the stored vectors read back
+   from Postgres, an HNSW graph built as an Api replica builds its copy (the
+   service's settings: 8-bit codes, M, efConstruction, ef), its build time,
+   and its top 10 against exact search (a flat index over the same vectors)
+   for real queries encoded by the same encoder; p50/p99 ms a query.
+
+Writes ``## Search at a large corpus`` in docs/benchmarks.md.
+
+    .venv/bin/python -m benchmarks.search_bench --parts search --patterns 1000000 --embed
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import gc
+import os
+import tempfile
+import time
+from dataclasses import replace
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from benchmarks.corpus import queries_for
+from benchmarks.harness import (
+    DROPPED_ENV,
+    OPERATOR,
+    ROOT,
+    ensure_wrk,
+    http_json,
+    section_head,
+    serve_running,
+    serve_table,
+    server_env,
+    write_docs,
+    wrk_version,
+)
+from benchmarks.search.bulk import embed_patterns, libpq, seed_patterns
+from benchmarks.search.config import BENCH_ENV, N_QUERIES, PORT
+from benchmarks.search.latency import SearchRun, measure_search, wait_search_ready
+
+BULK_STATE_DIR = ROOT / ".cairn" / "bench-search-bulk"
+START, END = "<!-- search-bulk-bench:start -->", "<!-- search-bulk-bench:end -->"
+RECALL_QUERIES = 300
+
+
+def process_rss(root: int, marker: str) -> list[tuple[str, int, float]]:
+    """(command, pid, RSS MiB) of the stack's processes: ``root`` (the
+    ``cairn run`` process) and the processes whose command line holds
+    ``marker`` (the embedded Postgres, started with its state folder), and
+    all their descendants (Ray's daemons and workers, Postgres backends)."""
+    procs: dict[int, tuple[int, str, float]] = {}
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        with contextlib.suppress(OSError, ValueError, IndexError):
+            cmd = (entry / "cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
+            ppid = int((entry / "stat").read_text().rsplit(")", 1)[1].split()[1])
+            rss = 0.0
+            for line in (entry / "status").read_text().splitlines():
+                if line.startswith("VmRSS:"):
+                    rss = int(line.split()[1]) / 1024
+            procs[int(entry.name)] = (ppid, " ".join(cmd.split()), rss)
+    keep = {pid for pid, (_, cmd, _) in procs.items() if pid == root or marker in cmd}
+    grew = True
+    while grew:
+        more = {pid for pid, (ppid, _, _) in procs.items() if ppid in keep} - keep
+        keep |= more
+        grew = bool(more)
+    rows = [(procs[p][1][:70], p, procs[p][2]) for p in keep if p in procs and procs[p][2] > 0]
+    return sorted(rows, key=lambda r: -r[2])
+
+
+def replica_builds(base: str, polls: int = 32) -> dict[str, list[float]]:
+    """Build seconds of each Api replica's copies (the vector copy's and the
+    BM25 index's), as the distinct values seen over ``polls`` health answers."""
+    vector: set[float] = set()
+    lexical: set[float] = set()
+    for _ in range(polls):
+        with contextlib.suppress(OSError):
+            status, body = http_json("GET", base + "/api/health", timeout=10, headers=OPERATOR)
+            if status != 200 or not isinstance(body, dict):
+                continue
+            replica = (body.get("search") or {}).get("replica") or {}
+            if "build_s" in replica.get("counters", {}):
+                vector.add(float(replica["counters"]["build_s"]))
+            counters = (body.get("lexical") or {}).get("counters") or {}
+            if "build_s" in counters:
+                lexical.add(float(counters["build_s"]))
+    return {"vector": sorted(vector), "lexical": sorted(lexical)}
+
+
+def stored_vectors(database_url: str, model: str) -> tuple[np.ndarray, np.ndarray]:
+    """Every pattern vector under ``model`` (ids as row numbers, vectors)."""
+    import psycopg
+
+    from embeddings.encoder import from_bytes
+
+    chunks = []
+    with psycopg.connect(libpq(database_url)) as conn, conn.cursor(name="vectors") as cur:
+        cur.itersize = 50_000
+        cur.execute(
+            "SELECT vector FROM embeddings WHERE kind = 'pattern' AND model = %s ORDER BY item_id",
+            (model,),
+        )
+        while rows := cur.fetchmany(50_000):
+            chunks.append(from_bytes([r[0] for r in rows]))
+    data = np.ascontiguousarray(np.vstack(chunks), dtype=np.float32)
+    return np.arange(len(data), dtype=np.int64), data
+
+
+def replica_config(settings: Any) -> Any:
+    """The IndexConfig of an Api replica's copy (serve_app/runtime/index_copies/vectors.py)."""
+    config = settings.indexer_config(settings.database_url or "").index
+    return replace(config, hnsw_codes=settings.search_replica_codes)
+
+
+def semantic_recall(
+    database_url: str, encoder: Any, config: Any, n_queries: int = RECALL_QUERIES
+) -> dict[str, float]:
+    """A graph built with ``config`` over the stored vectors: build time,
+    recall@10 of its top 10 against exact search, ms a query (p50, p99)."""
+    import faiss
+
+    from embeddings.faiss_index import FaissIndex
+
+    ids, data = stored_vectors(database_url, encoder.model)
+    queries = encoder.encode(queries_for(n_queries), threads=os.cpu_count())
+    flat = faiss.IndexFlatIP(data.shape[1])
+    flat.add(data)
+    _, truth = flat.search(queries, 10)
+    del flat
+    gc.collect()
+    t0 = time.perf_counter()
+    index = FaissIndex.build(data.shape[1], ids, data, config)
+    build_s = time.perf_counter() - t0
+    hits, times = 0, []
+    for q, expected in zip(queries, truth, strict=True):
+        t = time.perf_counter()
+        found = index.search(q, 10)
+        times.append((time.perf_counter() - t) * 1000)
+        hits += len({i for i, _ in found} & set(expected.tolist()))
+    return {
+        "n": float(len(data)),
+        "build_s": build_s,
+        "recall@10": hits / (10 * len(queries)),
+        "p50_ms": float(np.percentile(times, 50)),
+        "p99_ms": float(np.percentile(times, 99)),
+        "memory_mib": index.memory_bytes() / 2**20,
+        "m": float(config.hnsw_m),
+        "ef_construction": float(config.hnsw_ef_construction),
+        "ef": float(config.hnsw_ef_search),
+    }
+
+
+def part_million(args: argparse.Namespace) -> None:
+    bench_env = {**BENCH_ENV, "CAIRN_STATE_DIR": str(BULK_STATE_DIR)}
+    env = server_env(bench_env)
+    for key in DROPPED_ENV:
+        os.environ.pop(key, None)
+    os.environ.update(bench_env)
+
+    from serve_app.launch.bootstrap import prepare
+    from serve_app.settings import get_settings
+
+    get_settings.cache_clear()
+    settings = get_settings()
+    prepared = prepare(settings)
+    url = prepared.database_url
+    facts: dict[str, Any] = {}
+    facts.update(seed_patterns(url, args.patterns))
+    facts.update(
+        embed_patterns(
+            url,
+            settings.embedding_model,
+            batch=args.embed_batch,
+            threads=args.embed_threads,
+            device=args.embed_device,
+        )
+    )
+    import psycopg
+
+    with psycopg.connect(libpq(url), autocommit=True) as conn:
+        for table in ("patterns", "agents", "embeddings"):
+            conn.execute(f"VACUUM ANALYZE {table}")
+    if args.seed_only:
+        print("bench: --seed-only: corpus ready; not measuring", flush=True)
+        return
+    wrk = ensure_wrk()
+    wrk_ver = wrk_version(wrk)
+    load0 = os.getloadavg()[0]
+    with (
+        serve_running(PORT, env, BULK_STATE_DIR, keep_postgres=True) as serve,
+        tempfile.TemporaryDirectory(prefix="cairn-bench-") as tmp,
+    ):
+        t0 = time.monotonic()
+        stats = wait_search_ready(serve.base, args.patterns, timeout=900 + args.patterns / 100)
+        facts["ready_s"] = serve.ready_s + time.monotonic() - t0
+        facts["vector_index_load_s"] = stats.get("counters", {}).get("load_s")
+        builds = replica_builds(serve.base)
+        rss = process_rss(serve.proc.pid, str(BULK_STATE_DIR))
+        for name, pid, mib in rss:
+            print(f"bench: RSS {mib:8.0f} MiB  {pid:>7}  {name}", flush=True)
+        concurrent = measure_search(serve.base, wrk, Path(tmp), args)
+        sequential = measure_search(
+            serve.base,
+            wrk,
+            Path(tmp),
+            argparse.Namespace(**{**vars(args), "connections": 1}),
+            new_from_end=True,
+        )
+    from embeddings.encoder import Encoder
+
+    encoder = Encoder(settings.embedding_model, "cpu", cache_dir=settings.state_path / "models")
+    recall = semantic_recall(url, encoder, replica_config(settings))
+    print(f"bench: semantic (replica graph in process): {recall}", flush=True)
+    section = million_section(
+        args, facts, builds, rss, concurrent, sequential, recall, wrk_ver, load0
+    )
+    print(section, flush=True)
+    if not args.no_docs:
+        write_docs(section, start_mark=START, end_mark=END)
+
+
+def million_section(
+    args: argparse.Namespace,
+    facts: dict[str, Any],
+    builds: dict[str, list[float]],
+    rss: list[tuple[str, int, float]],
+    concurrent: list[SearchRun],
+    sequential: list[SearchRun],
+    recall: dict[str, float],
+    wrk_ver: str,
+    load0: float,
+) -> str:
+    lines = [
+        *section_head(START, "Search at a large corpus", "search_bench.py --embed", load0),
+        f"- 1-minute load average after the run: {os.getloadavg()[0]:.2f}; {wrk_ver}.",
+        f"- Corpus: {args.patterns:,} patterns in `.cairn/bench-search-bulk`, each embedded "
+        f"by the ONNX encoder (this run embedded {facts.get('embedded', 0):,.0f} at "
+        f"{facts.get('rows_per_s', 0):.1f} rows/s; the rest were there from earlier runs).",
+        f"- Ready {facts['ready_s']:.0f} s after start; the VectorIndex loaded in "
+        f"{facts.get('vector_index_load_s') or 0:.0f} s. Build seconds seen per Api replica: "
+        f"vector copy {builds['vector']}, BM25 {builds['lexical']}.",
+        "",
+        "| Process (RSS after the builds) | pid | RSS MiB |",
+        "|---|---:|---:|",
+        *(f"| `{name}` | {pid} | {mib:,.0f} |" for name, pid, mib in rss),
+        "",
+        f"Hybrid and full text through Serve at {args.connections} connections "
+        f"({N_QUERIES} queries):",
+        "",
+        *serve_table([(r.label, r.result) for r in concurrent]),
+        "",
+        "The same, one connection (sequential):",
+        "",
+        *serve_table([(r.label, r.result) for r in sequential]),
+        "",
+        f"Semantic (vector only), an Api replica's graph built in this process over the "
+        f"{recall['n']:,.0f} stored vectors (M {recall['m']:.0f}, efConstruction "
+        f"{recall['ef_construction']:.0f}, ef {recall['ef']:.0f}, the service's settings): "
+        f"built in {recall['build_s']:.0f} s, {recall['memory_mib']:.0f} MiB by the formula; "
+        f"recall@10 against exact search {recall['recall@10']:.3f} ({RECALL_QUERIES} "
+        f"queries); p50 {recall['p50_ms']:.2f} ms, p99 {recall['p99_ms']:.2f} ms a query.",
+        "",
+        "Reproduce: `.venv/bin/python -m benchmarks.search_bench --parts search "
+        f"--patterns {args.patterns} --embed` (resumable; `--seed-only` to seed and embed only).",
+        END,
+    ]
+    return "\n".join(lines) + "\n"
