@@ -140,20 +140,36 @@ def build() -> tuple[list[dict[str, str]], list[dict[str, object]]]:
         for f in found
         if summaries[f["query"].lower()] == 1 and bodies[f["content"].split(":", 1)[-1]] == 1
     ]
-    rng = random.Random(SEED)
+    return sample(unique, prefix="c", style="code", per_package=PER_PACKAGE, total=TOTAL, seed=SEED)
+
+
+def sample(
+    unique: list[dict[str, str]],
+    *,
+    prefix: str,
+    style: str,
+    per_package: int,
+    total: int,
+    seed: int,
+) -> tuple[list[dict[str, str]], list[dict[str, object]]]:
+    """Up to ``per_package`` functions of each package, ``total`` in all, in a
+    seeded order; each becomes a document and its query (ids ``<prefix>NNNNN``
+    and ``<prefix>qNNNNN``, a third of the queries ``dev`` by the id's hash,
+    the rest ``test``). Shared by the code and params sets."""
+    rng = random.Random(seed)
     by_pkg: dict[str, list[dict[str, str]]] = collections.defaultdict(list)
     for f in unique:
         by_pkg[f["title"].split(".")[0]].append(f)
     chosen = []
     for pkg in sorted(by_pkg):
         fs = by_pkg[pkg]
-        chosen += rng.sample(fs, min(PER_PACKAGE, len(fs)))
+        chosen += rng.sample(fs, min(per_package, len(fs)))
     rng.shuffle(chosen)
-    chosen = chosen[:TOTAL]
+    chosen = chosen[:total]
     docs: list[dict[str, str]] = []
     queries: list[dict[str, object]] = []
     for i, f in enumerate(chosen, 1):
-        did, qid = f"c{i:05d}", f"cq{i:05d}"
+        did, qid = f"{prefix}{i:05d}", f"{prefix}q{i:05d}"
         docs.append(
             {
                 "id": did,
@@ -165,9 +181,18 @@ def build() -> tuple[list[dict[str, str]], list[dict[str, object]]]:
         )
         split = "dev" if int(hashlib.sha256(qid.encode()).hexdigest(), 16) % 3 == 0 else "test"
         queries.append(
-            {"qid": qid, "query": f["query"], "relevant": [did], "style": "code", "split": split}
+            {"qid": qid, "query": f["query"], "relevant": [did], "style": style, "split": split}
         )
     return docs, queries
+
+
+def write(out: Path, docs: list[dict[str, str]], queries: list[dict[str, object]]) -> None:
+    """The set's files: the corpus (gzip, no timestamp) and the queries."""
+    out.mkdir(exist_ok=True)
+    with gzip.GzipFile(out / "corpus.jsonl.gz", "wb", mtime=0) as raw:
+        raw.write("".join(json.dumps(d) + "\n" for d in docs).encode())
+    (out / "queries.jsonl").write_text("".join(json.dumps(q) + "\n" for q in queries))
+    print(f"wrote {out}", file=sys.stderr)
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -181,11 +206,7 @@ def main(argv: list[str] | None = None) -> None:
     print("most documents:", ", ".join(f"{p} {n}" for p, n in pkgs.most_common(12)))
     if args.check:
         return
-    OUT.mkdir(exist_ok=True)
-    with gzip.GzipFile(OUT / "corpus.jsonl.gz", "wb", mtime=0) as raw:
-        raw.write("".join(json.dumps(d) + "\n" for d in docs).encode())
-    (OUT / "queries.jsonl").write_text("".join(json.dumps(q) + "\n" for q in queries))
-    print(f"wrote {OUT}", file=sys.stderr)
+    write(OUT, docs, queries)
 
 
 if __name__ == "__main__":

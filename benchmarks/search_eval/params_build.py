@@ -33,16 +33,17 @@ from __future__ import annotations
 import argparse
 import ast
 import collections
-import gzip
-import hashlib
-import json
-import random
 import re
-import sys
 import sysconfig
 from pathlib import Path
 
-from benchmarks.search_eval.code_build import SKIP_PACKAGES, SKIP_PARTS, strip_docstring
+from benchmarks.search_eval.code_build import (
+    SKIP_PACKAGES,
+    SKIP_PARTS,
+    sample,
+    strip_docstring,
+    write,
+)
 
 OUT = Path(__file__).parent / "params"
 PER_PACKAGE = 60
@@ -194,33 +195,9 @@ def build() -> tuple[list[dict[str, str]], list[dict[str, object]]]:
         if heads[" ".join(f["query"].lower().split()[:5])] == 1
         and bodies[f["content"].split(":", 1)[-1]] == 1
     ]
-    rng = random.Random(SEED)
-    by_pkg: dict[str, list[dict[str, str]]] = collections.defaultdict(list)
-    for f in unique:
-        by_pkg[f["title"].split(".")[0]].append(f)
-    chosen = []
-    for pkg in sorted(by_pkg):
-        chosen += rng.sample(by_pkg[pkg], min(PER_PACKAGE, len(by_pkg[pkg])))
-    rng.shuffle(chosen)
-    chosen = chosen[:TOTAL]
-    docs: list[dict[str, str]] = []
-    queries: list[dict[str, object]] = []
-    for i, f in enumerate(chosen, 1):
-        did, qid = f"p{i:05d}", f"pq{i:05d}"
-        docs.append(
-            {
-                "id": did,
-                "title": f["title"],
-                "description": f["description"],
-                "content": f["content"],
-                "source": f["source"],
-            }
-        )
-        split = "dev" if int(hashlib.sha256(qid.encode()).hexdigest(), 16) % 3 == 0 else "test"
-        queries.append(
-            {"qid": qid, "query": f["query"], "relevant": [did], "style": "param", "split": split}
-        )
-    return docs, queries
+    return sample(
+        unique, prefix="p", style="param", per_package=PER_PACKAGE, total=TOTAL, seed=SEED
+    )
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -236,11 +213,7 @@ def main(argv: list[str] | None = None) -> None:
         print(" ", q["query"])
     if args.check:
         return
-    OUT.mkdir(exist_ok=True)
-    with gzip.GzipFile(OUT / "corpus.jsonl.gz", "wb", mtime=0) as raw:
-        raw.write("".join(json.dumps(d) + "\n" for d in docs).encode())
-    (OUT / "queries.jsonl").write_text("".join(json.dumps(q) + "\n" for q in queries))
-    print(f"wrote {OUT}", file=sys.stderr)
+    write(OUT, docs, queries)
 
 
 if __name__ == "__main__":
