@@ -41,6 +41,7 @@ import argparse
 import os
 import sys
 import time
+from pathlib import Path
 
 from benchmarks.harness import stop_on_sigterm, wrk_options
 from benchmarks.search.config import N_PATTERNS, N_THROUGHPUT
@@ -81,6 +82,12 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     )
     parser.add_argument(
         "--embed-device", default="cpu", help="--embed: cpu (ONNX Runtime) or auto (a GPU if any)"
+    )
+    parser.add_argument(
+        "--vectors-from",
+        type=Path,
+        help="--embed: vectors embedded elsewhere (benchmarks/search/gpu_embed.py's shards), "
+        "loaded before embedding the rest",
     )
     args = parser.parse_args(argv)
     if args.patterns != N_PATTERNS and not args.embed:

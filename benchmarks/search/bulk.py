@@ -71,6 +71,18 @@ def pattern_row(
     )
 
 
+def pattern_text(i: int, vocab: list[str], cum: list[float], max_chars: int) -> str:
+    """The text the worker embeds for pattern ``i`` (``PATTERNS.text_sql``:
+    title, description, tags and tech stack, content joined by newlines, cut
+    at ``EMBED_MAX_CHARS``), computed without the database: a GPU machine
+    with no Postgres embeds the corpus from it (``benchmarks.search.gpu_embed``)
+    and ``load_vectors`` checks it against what Postgres gives. ``max_chars``
+    is ``EMBED_MAX_CHARS`` (a parameter: that machine has no sqlmodel)."""
+    row = pattern_row(i, [None], [None], vocab, cum)  # type: ignore[list-item]
+    title, description, content, tags, tech = row[3], row[5], row[6], row[8], row[9]
+    return "\n".join((title, description, ", ".join([*tags, *tech]), content))[:max_chars]
+
+
 def seeded_count(conn: Any) -> int:
     row = conn.execute(
         "SELECT count(*) FROM patterns WHERE slug LIKE %s", (SLUG_PREFIX + "%",)
@@ -240,3 +252,68 @@ def embed_patterns(
         write.commit()
     took = time.monotonic() - t0
     return {"embedded": float(embedded), "embed_s": took, "rows_per_s": embedded / max(took, 1e-9)}
+
+
+def load_vectors(
+    database_url: str, model: str, folder: Any, log: Callable[[str], None] = print
+) -> dict[str, float]:
+    """Vectors embedded elsewhere (``benchmarks.search.gpu_embed``'s shards
+    in ``folder``: pattern ``i``'s vector is row ``i``) for the seeded
+    patterns that have none. Each pattern's text from Postgres
+    (``PATTERNS.text_sql``) must equal the text the shards were embedded
+    from (``pattern_text``), else nothing of that chunk is written; the row
+    stores the hash of that text, as the worker would."""
+    import json
+    from pathlib import Path
+
+    import psycopg
+
+    from benchmarks.search.gpu_embed import dequantise, read_shard
+    from embeddings.encoder import to_bytes
+    from storage.models.search import EMBED_MAX_CHARS, PATTERNS
+
+    folder = Path(folder)
+    stats = json.loads((folder / "stats.json").read_text())
+    if stats["max_chars"] != EMBED_MAX_CHARS:
+        raise ValueError(
+            f"shards cut texts at {stats['max_chars']}, the worker at {EMBED_MAX_CHARS}"
+        )
+    dim, per = int(stats["dim"]), int(stats["shard_rows"])
+    vocab, cum = _vocab()
+    t0 = time.monotonic()
+    loaded = 0
+    with psycopg.connect(libpq(database_url)) as conn:
+        total = seeded_count(conn)
+        for shard in sorted(folder.glob("shard_*.i8")):
+            k = int(shard.stem.split("_")[1])
+            start = k * per
+            if start >= total:
+                continue
+            codes, scale = read_shard(shard, dim)
+            vectors = dequantise(codes, scale)
+            stop = min(start + len(vectors), total)
+            slugs = [f"{SLUG_PREFIX}{i}" for i in range(start, stop)]
+            rows = conn.execute(
+                f"SELECT t.slug, t.id, {PATTERNS.text_sql} FROM patterns t "
+                "WHERE t.slug = ANY(%s) AND NOT EXISTS (SELECT 1 FROM embeddings e "
+                "WHERE e.kind = 'pattern' AND e.item_id = t.id AND e.model = %s)",
+                (slugs, model),
+            ).fetchall()
+            if not rows:
+                continue
+            with conn.cursor().copy(
+                "COPY embeddings (kind, item_id, model, text_hash, vector) FROM STDIN"
+            ) as cp:
+                for slug, pid, text in rows:
+                    i = int(slug[len(SLUG_PREFIX) :])
+                    if text != pattern_text(i, vocab, cum, EMBED_MAX_CHARS):
+                        raise ValueError(f"pattern {i}: its text is not the one embedded")
+                    digest = hashlib.sha256(text.encode()).digest()
+                    cp.write_row(("pattern", pid, model, digest, to_bytes(vectors[i - start])))
+            conn.commit()
+            loaded += len(rows)
+            log(
+                f"bench: bulk: loaded {loaded:,} vectors from {shard.name}  "
+                f"{loaded / max(time.monotonic() - t0, 1e-9):,.0f} rows/s"
+            )
+    return {"loaded": float(loaded), "load_s": time.monotonic() - t0}

@@ -51,7 +51,7 @@ from benchmarks.harness import (
     write_docs,
     wrk_version,
 )
-from benchmarks.search.bulk import embed_patterns, libpq, seed_patterns
+from benchmarks.search.bulk import embed_patterns, libpq, load_vectors, seed_patterns
 from benchmarks.search.config import BENCH_ENV, N_QUERIES, PORT
 from benchmarks.search.latency import SearchRun, measure_search, wait_search_ready
 
@@ -185,6 +185,8 @@ def part_million(args: argparse.Namespace) -> None:
     url = prepared.database_url
     facts: dict[str, Any] = {}
     facts.update(seed_patterns(url, args.patterns))
+    if args.vectors_from:
+        facts.update(load_vectors(url, settings.embedding_model, args.vectors_from))
     facts.update(
         embed_patterns(
             url,

@@ -81,3 +81,66 @@ def test_seed_and_embed_resume_where_they_stopped(fresh_db: str, tmp_path) -> No
     assert recall["n"] == N and recall["recall@10"] >= 0.9
     # Nothing left: a rerun embeds nothing.
     assert bulk.embed_patterns(fresh_db, model, encoder=encoder, log=lines.append)["embedded"] == 0
+
+
+def test_vectors_embedded_elsewhere_load_with_the_worker_text_hash(fresh_db: str, tmp_path) -> None:
+    """A GPU machine with no database embeds the corpus from ``pattern_text``
+    (``benchmarks.search.gpu_embed``) and ships int8 shards; ``load_vectors``
+    stores them for the seeded patterns, with the hash of the text Postgres
+    gives the worker, and refuses shards cut at another length."""
+    import json
+
+    from benchmarks.search import gpu_embed
+    from storage.models.search import EMBED_MAX_CHARS
+
+    n, per = 150, 64
+    bulk.seed_patterns(fresh_db, n, log=lambda _: None, chunk=100)
+    vocab, cum = bulk._vocab()
+    encoder = Encoder(cache_dir=tmp_path / "models", threads=1)
+    # Shards for more patterns than are seeded (200): only the seeded load.
+    texts = [bulk.pattern_text(i, vocab, cum, EMBED_MAX_CHARS) for i in range(200)]
+    vectors = encoder.encode(texts)
+    shards = tmp_path / "shards"
+    shards.mkdir()
+    for k, start in enumerate(range(0, 200, per)):
+        codes, scale = gpu_embed.quantise(vectors[start : start + per])
+        gpu_embed.write_shard(shards / f"shard_{k:05d}.i8", codes, scale)
+    meta = {"dim": encoder.dim, "shard_rows": per, "max_chars": EMBED_MAX_CHARS}
+    (shards / "stats.json").write_text(json.dumps(meta))
+
+    loaded = bulk.load_vectors(fresh_db, encoder.model, shards, log=lambda _: None)
+    assert loaded["loaded"] == n
+    assert bulk.load_vectors(fresh_db, encoder.model, shards, log=lambda _: None)["loaded"] == 0
+    with psycopg.connect(libpq_url(fresh_db)) as conn:
+        stale = conn.execute(
+            f"SELECT count(*) FROM patterns t LEFT JOIN embeddings e ON e.item_id = t.id "
+            f"AND e.kind = 'pattern' WHERE e.text_hash IS DISTINCT FROM {hash_sql(PATTERNS)}"
+        ).fetchone()
+        assert stale is not None and stale[0] == 0
+        rows = conn.execute(
+            f"SELECT {PATTERNS.text_sql}, e.vector FROM patterns t JOIN embeddings e "
+            "ON e.item_id = t.id ORDER BY t.id LIMIT 20"
+        ).fetchall()
+    stored = from_bytes([r[1] for r in rows], encoder.dim)
+    fresh = encoder.encode([r[0] for r in rows])
+    assert np.einsum("ij,ij->i", stored, fresh).min() >= 0.9999
+
+    (shards / "stats.json").write_text(json.dumps({**meta, "max_chars": 100}))
+    with pytest.raises(ValueError, match="cut texts"):
+        bulk.load_vectors(fresh_db, encoder.model, shards, log=lambda _: None)
+
+
+def test_int8_shards_round_trip(tmp_path) -> None:
+    from benchmarks.search import gpu_embed
+
+    rng = np.random.default_rng(1)
+    v = rng.standard_normal((50, 384)).astype(np.float32)
+    v /= np.linalg.norm(v, axis=1, keepdims=True)
+    codes, scale = gpu_embed.quantise(v)
+    gpu_embed.write_shard(tmp_path / "s.i8", codes, scale)
+    back_codes, back_scale = gpu_embed.read_shard(tmp_path / "s.i8", 384)
+    assert (back_codes == codes).all() and (back_scale == scale).all()
+    assert np.einsum("ij,ij->i", gpu_embed.dequantise(back_codes, back_scale), v).min() >= 0.9999
+    (tmp_path / "bad.i8").write_bytes(b"\0" * 1000)
+    with pytest.raises(ValueError, match="whole number"):
+        gpu_embed.read_shard(tmp_path / "bad.i8", 384)
