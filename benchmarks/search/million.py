@@ -60,6 +60,17 @@ START, END = "<!-- search-bulk-bench:start -->", "<!-- search-bulk-bench:end -->
 RECALL_QUERIES = 300
 
 
+def pss_mib(pid: int) -> float:
+    """The process's proportional set size: its private pages plus its share
+    of pages it maps with others (a file every replica maps counts once over
+    them), MiB; 0 where the kernel does not say."""
+    with contextlib.suppress(OSError, ValueError):
+        for line in Path(f"/proc/{pid}/smaps_rollup").read_text().splitlines():
+            if line.startswith("Pss:"):
+                return int(line.split()[1]) / 1024
+    return 0.0
+
+
 def process_rss(root: int, marker: str) -> list[tuple[str, int, float]]:
     """(command, pid, RSS MiB) of the stack's processes: ``root`` (the
     ``cairn run`` process) and the processes whose command line holds
@@ -217,8 +228,9 @@ def part_million(args: argparse.Namespace) -> None:
         facts["vector_index_load_s"] = stats.get("counters", {}).get("load_s")
         builds = replica_builds(serve.base)
         rss = process_rss(serve.proc.pid, str(BULK_STATE_DIR))
+        pss = {pid: pss_mib(pid) for _, pid, _ in rss}
         for name, pid, mib in rss:
-            print(f"bench: RSS {mib:8.0f} MiB  {pid:>7}  {name}", flush=True)
+            print(f"bench: RSS {mib:8.0f} MiB  PSS {pss[pid]:8.0f}  {pid:>7}  {name}", flush=True)
         concurrent = measure_search(serve.base, wrk, Path(tmp), args)
         sequential = measure_search(
             serve.base,
@@ -233,7 +245,7 @@ def part_million(args: argparse.Namespace) -> None:
     recall = semantic_recall(url, encoder, replica_config(settings))
     print(f"bench: semantic (replica graph in process): {recall}", flush=True)
     section = million_section(
-        args, facts, builds, rss, concurrent, sequential, recall, wrk_ver, load0
+        args, facts, builds, rss, pss, concurrent, sequential, recall, wrk_ver, load0
     )
     print(section, flush=True)
     if not args.no_docs:
@@ -245,6 +257,7 @@ def million_section(
     facts: dict[str, Any],
     builds: dict[str, list[float]],
     rss: list[tuple[str, int, float]],
+    pss: dict[int, float],
     concurrent: list[SearchRun],
     sequential: list[SearchRun],
     recall: dict[str, float],
@@ -255,15 +268,20 @@ def million_section(
         *section_head(START, "Search at a large corpus", "search_bench.py --embed", load0),
         f"- 1-minute load average after the run: {os.getloadavg()[0]:.2f}; {wrk_ver}.",
         f"- Corpus: {args.patterns:,} patterns in `.cairn/bench-search-bulk`, each embedded "
-        f"by the ONNX encoder (this run embedded {facts.get('embedded', 0):,.0f} at "
-        f"{facts.get('rows_per_s', 0):.1f} rows/s; the rest were there from earlier runs).",
+        f"by the ONNX encoder or loaded from vectors embedded elsewhere (this run embedded "
+        f"{facts.get('embedded', 0):,.0f} at {facts.get('rows_per_s', 0):.1f} rows/s and "
+        f"loaded {facts.get('loaded', 0):,.0f}; the rest were there from earlier runs; "
+        '"The Embedder on a GPU").',
         f"- Ready {facts['ready_s']:.0f} s after start; the VectorIndex loaded in "
         f"{facts.get('vector_index_load_s') or 0:.0f} s. Build seconds seen per Api replica: "
         f"vector copy {builds['vector']}, BM25 {builds['lexical']}.",
         "",
-        "| Process (RSS after the builds) | pid | RSS MiB |",
-        "|---|---:|---:|",
-        *(f"| `{name}` | {pid} | {mib:,.0f} |" for name, pid, mib in rss),
+        "| Process (after the builds) | pid | RSS MiB | PSS MiB |",
+        "|---|---:|---:|---:|",
+        *(f"| `{name}` | {pid} | {mib:,.0f} | {pss.get(pid, 0):,.0f} |" for name, pid, mib in rss),
+        "",
+        "(PSS counts a page mapped by several processes once over them: "
+        "the fair share where replicas map one file.)",
         "",
         f"Hybrid and full text through Serve at {args.connections} connections "
         f"({N_QUERIES} queries):",
