@@ -13,23 +13,28 @@ part is never used for any choice):
 * ``docs``: ``benchmarks/search_eval`` (man pages, docstrings, READMEs as
   write-ups; paraphrase, keyword and handwritten queries), reported per style;
 * ``code``: ``benchmarks/search_eval/code`` (functions of installed packages
-  without their docstrings; the docstring's summary is the query).
+  without their docstrings; the docstring's summary is the query);
+* ``params``: ``benchmarks/search_eval/params`` (the same kind of documents;
+  the documentation of one of a function's parameters is the query).
 
-The fusion's parameters (the lexical share of a convex combination for a
-query that BM25 explains completely, how fast it falls as the best BM25 hit
-explains less, how much it grows with the best hit's lead over the second)
-and its form (against
-reciprocal rank fusion) are chosen on the dev queries of all groups, by the
-worst group's shortfall against the better of its two halves (then the mean);
-*leave one group out* chooses them on the other groups' dev queries only and
-scores the group left out: the estimate for a kind of data the fusion was
-not tuned on. Noise is the paired standard error over queries of the
-difference in reciprocal rank.
+The fusion's one parameter, the lexical weight ``w`` of the fixed convex
+combination (both normalisations of BM25 in the grid), is chosen on the dev
+queries of all groups by the parsimony rule (``hybrid.choose``): the
+least lexical weight at which no group's MRR@10 or Recall@10 falls below the
+better of its two halves (where none is, the least shortfall). *Leave one
+group out* chooses it on the other groups' dev queries only and scores the
+group left out: the estimate for a kind of data the fusion was not tuned on;
+the rule before parsimony (best mean MRR@10 among equal shortfalls) is
+scored the same way for comparison. Noise is the paired standard error over
+queries of the difference in reciprocal rank (or recall).
 
-    .venv/bin/python -m benchmarks.ranking_eval [--no-docs] [--tune-fields] [--dev]
+    .venv/bin/python -m benchmarks.ranking_eval [--no-docs] [--tune-fields] [--dev] [--forms]
 
 ``--dev`` computes nothing on the test queries: the choice, each group's dev
 figures and leave one group out on dev (what to look at while developing).
+``--forms`` prints the comparison of other normalisations of the two halves
+(``benchmarks/ranking/forms.py``), each chosen the same way, and writes
+nothing.
 
 Writes the "Search ranking quality" section of docs/benchmarks.md. The
 evaluation is ``benchmarks/ranking/hybrid.py``, the section
@@ -50,8 +55,10 @@ from benchmarks.ranking.hybrid import (
     PREVIOUS,
     SETS,
     TOP,
+    EvalSet,
     Gap,
     Group,
+    Halves,
     candidates_of,
     choose,
     chosen_params,
@@ -66,8 +73,28 @@ from benchmarks.ranking.hybrid import (
     score,
     tune_fields,
 )
-from benchmarks.ranking.hybrid_report import dev_report, render, write_docs
-from embeddings.ranking import hybrid
+from benchmarks.ranking.hybrid_report import BEFORE, Choice, dev_report, render, write_docs
+from embeddings.ranking import DEFAULT_HYBRID, hybrid
+
+
+def bases(got: dict[str, Halves]) -> dict[str, dict[str, list[list[int]]]]:
+    """Each set's rankings by the halves and the plain BM25 baseline."""
+    return {
+        name: {
+            "plain BM25 (bm25s)": [keys(x) for x in h.bm25],
+            "lexical": [keys(x) for x in h.lexical],
+            "vector": [keys(x) for x in h.vector],
+        }
+        for name, h in got.items()
+    }
+
+
+def all_groups(sets: dict[str, EvalSet]) -> list[Group]:
+    """The groups a choice must serve: docs by query style, the other sets whole."""
+    groups: list[Group] = []
+    if "docs" in sets:
+        groups += [("docs", st) for st in ("paraphrase", "keyword", "handwritten")]
+    return groups + [(name, None) for name in sets if name != "docs"]
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -81,6 +108,12 @@ def main(argv: list[str] | None = None) -> None:
         "(no test figure is computed; docs/ is left alone)",
     )
     parser.add_argument(
+        "--forms",
+        action="store_true",
+        help="compare other normalisations of the halves, each chosen the same way "
+        "(printed; docs/ is left alone; several minutes)",
+    )
+    parser.add_argument(
         "--sets", default=",".join(SETS), help="comma-separated sets (default: all)"
     )
     args = parser.parse_args(argv)
@@ -91,18 +124,18 @@ def main(argv: list[str] | None = None) -> None:
     model_box: list[Any] = []
     rss0 = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
     got = {name: halves(s, model_box) for name, s in sets.items()}
+    if args.forms:
+        from benchmarks.ranking import forms
+
+        print(forms.report(sets, got, bases(got), all_groups(sets)))
+        return
     if args.dev:
         for name in list(sets):
             sets[name], got[name] = dev_only(sets[name], got[name])
     fusions = candidates_of()
-    base: dict[str, dict[str, list[list[int]]]] = {}
+    base = bases(got)
     fused: dict[str, dict[str, list[list[int]]]] = {}
     for name, h in got.items():
-        base[name] = {
-            "plain BM25 (bm25s)": [keys(x) for x in h.bm25],
-            "lexical": [keys(x) for x in h.lexical],
-            "vector": [keys(x) for x in h.vector],
-        }
         texts = [q.text for q in sets[name].queries]
         fused[name] = {
             f: [
@@ -111,14 +144,18 @@ def main(argv: list[str] | None = None) -> None:
             ]
             for f, fn in fusions.items()
         }
-    groups: list[Group] = []
-    if "docs" in sets:
-        groups += [("docs", st) for st in ("paraphrase", "keyword", "handwritten")]
-    groups += [(name, None) for name in sets if name != "docs"]
+    groups = all_groups(sets)
     product = product_names(fused)
     chosen = choose(fused, base, sets, groups, product)
     left_out = {
         group_name(g): choose(fused, base, sets, [o for o in groups if o != g], product)
+        for g in groups
+    }
+    # The rule before parsimony (best mean MRR@10 among equal shortfalls), for comparison.
+    left_out_before = {
+        group_name(g): choose(
+            fused, base, sets, [o for o in groups if o != g], product, parsimony=False
+        )
         for g in groups
     }
     if args.dev:
@@ -140,6 +177,11 @@ def main(argv: list[str] | None = None) -> None:
         table["hybrid, leave one group out"][group_name(g)] = score(
             ranked, s, members(s, g[1], "test")
         )
+    table[BEFORE] = {}
+    for g in groups:
+        s = sets[g[0]]
+        ranked = fused[g[0]][left_out_before[group_name(g)]]
+        table[BEFORE][group_name(g)] = score(ranked, s, members(s, g[1], "test"))
     table[PREVIOUS] = {
         group_name(g): score(fused[g[0]][PREVIOUS], sets[g[0]], members(sets[g[0]], g[1], "test"))
         for g in report_groups
@@ -160,6 +202,8 @@ def main(argv: list[str] | None = None) -> None:
         "hybrid, leave one group out": {},
         "hybrid recall": {},
         "hybrid recall, leave one group out": {},
+        BEFORE: {},
+        f"{BEFORE} recall": {},
         "lexical vs plain BM25": {},
     }
     for g in report_groups:
@@ -181,6 +225,12 @@ def main(argv: list[str] | None = None) -> None:
                 rhalf,
                 gap(fused[g[0]][left_out[n]], base[g[0]][rhalf], s, idx, recall=True),
             )
+        if n in left_out_before:
+            gaps[BEFORE][n] = (half, gap(fused[g[0]][left_out_before[n]], base[g[0]][half], s, idx))
+            gaps[f"{BEFORE} recall"][n] = (
+                rhalf,
+                gap(fused[g[0]][left_out_before[n]], base[g[0]][rhalf], s, idx, recall=True),
+            )
         gaps["lexical vs plain BM25"][n] = (
             "plain BM25",
             gap(base[g[0]]["lexical"], base[g[0]]["plain BM25 (bm25s)"], s, idx),
@@ -197,7 +247,16 @@ def main(argv: list[str] | None = None) -> None:
         ]
         nonsense[name] = (sum(1 for r in res if not r), statistics.mean(len(r) for r in res))
     rss1 = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
-    text = render(sets, got, table, gaps, report_groups, chosen, left_out, nonsense, rss1 - rss0)
+    text = render(
+        sets,
+        got,
+        table,
+        gaps,
+        report_groups,
+        Choice(chosen, left_out, left_out_before, chosen_params(chosen) == DEFAULT_HYBRID),
+        nonsense,
+        rss1 - rss0,
+    )
     print(text)
     if not args.no_docs:
         write_docs(text)

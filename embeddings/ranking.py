@@ -207,11 +207,15 @@ class HybridParams:
     lexical_weight: ``w`` of the convex combination ``w * x + (1 - w) *
         cosine``, ``x`` = a document's BM25 score over the best BM25 score
         of the search (max-normalised, in [0, 1]). Fixed for every query:
-        chosen by leave-one-set-out over all evaluation sets
-        (docs/benchmarks.md, "Search ranking quality"; docs/decisions/search.md,
-        "Fusion"). Per-query weights shaped by the BM25 scores (issue 23's
-        coverage and margin) kept handing short natural-language queries to
-        the words and lost to the vector half on data they were not tuned on.
+        chosen by parsimony (``benchmarks/ranking_eval``): the least lexical
+        weight among those with which the groups of the evaluation's dev
+        queries fall least below their better half (not at all, where a
+        weight allows it); leaving each group out in turn checks that it
+        holds for a kind of query it was not chosen on (docs/benchmarks.md,
+        "Search ranking quality"; docs/decisions/search.md, "Fusion").
+        Per-query weights shaped by the BM25 scores (issue 23's coverage and
+        margin) kept handing short natural-language queries to the words and
+        lost to the vector half on data they were not tuned on.
     floor: a candidate whose cosine (or, missing, its stand-in) is below
         this is dropped unless it explains at least ``explains`` of the query
         lexically (BM25 / scale): nearest neighbours of nonsense, and
