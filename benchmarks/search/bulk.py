@@ -268,7 +268,7 @@ def load_vectors(
 
     import psycopg
 
-    from benchmarks.search.gpu_embed import dequantise, read_shard
+    from benchmarks.search.shards import dequantise, read_shard
     from embeddings.encoder import to_bytes
     from storage.models.search import EMBED_MAX_CHARS, PATTERNS
 

@@ -36,6 +36,8 @@ from typing import Any
 
 import numpy as np
 
+from benchmarks.search.shards import dequantise, quantise, write_shard
+
 SHARD_ROWS = 43_200  # 43,200 x 388 bytes: four shards and stats.json under 64 MiB
 CHUNK = 50_000
 
@@ -56,37 +58,6 @@ def texts(start: int, stop: int, max_chars: int, workers: int) -> list[str]:
     parts = [(a, min(a + step, stop), max_chars) for a in range(start, stop, step)]
     with ProcessPoolExecutor(workers) as pool:
         return [t for part in pool.map(_texts, parts) for t in part]
-
-
-def quantise(vectors: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """int8 codes and per-vector float32 scales of float rows."""
-    scale = np.abs(vectors).max(axis=1).astype(np.float32) / 127.0
-    scale[scale == 0] = 1.0
-    codes = np.clip(np.rint(vectors / scale[:, None]), -127, 127).astype(np.int8)
-    return codes, scale
-
-
-def dequantise(codes: np.ndarray, scale: np.ndarray) -> np.ndarray:
-    """Float rows back from codes and scales, L2-normalised again."""
-    v = codes.astype(np.float32) * scale[:, None]
-    v /= np.linalg.norm(v, axis=1, keepdims=True).clip(min=1e-12)
-    return v
-
-
-def write_shard(path: Path, codes: np.ndarray, scale: np.ndarray) -> None:
-    with path.open("wb") as f:
-        f.write(np.ascontiguousarray(codes).tobytes())
-        f.write(np.ascontiguousarray(scale, dtype="<f4").tobytes())
-
-
-def read_shard(path: Path, dim: int) -> tuple[np.ndarray, np.ndarray]:
-    raw = path.read_bytes()
-    rows = len(raw) // (dim + 4)
-    if rows * (dim + 4) != len(raw):
-        raise ValueError(f"{path}: {len(raw)} bytes is no whole number of {dim}-dim rows")
-    codes = np.frombuffer(raw, dtype=np.int8, count=rows * dim).reshape(rows, dim)
-    scale = np.frombuffer(raw, dtype="<f4", offset=rows * dim, count=rows)
-    return codes, scale
 
 
 def _percentiles(ms: list[float]) -> dict[str, float]:

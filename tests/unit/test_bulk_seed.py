@@ -90,7 +90,7 @@ def test_vectors_embedded_elsewhere_load_with_the_worker_text_hash(fresh_db: str
     gives the worker, and refuses shards cut at another length."""
     import json
 
-    from benchmarks.search import gpu_embed
+    from benchmarks.search import shards
     from storage.models.search import EMBED_MAX_CHARS
 
     n, per = 150, 64
@@ -100,17 +100,17 @@ def test_vectors_embedded_elsewhere_load_with_the_worker_text_hash(fresh_db: str
     # Shards for more patterns than are seeded (200): only the seeded load.
     texts = [bulk.pattern_text(i, vocab, cum, EMBED_MAX_CHARS) for i in range(200)]
     vectors = encoder.encode(texts)
-    shards = tmp_path / "shards"
-    shards.mkdir()
+    folder = tmp_path / "shards"
+    folder.mkdir()
     for k, start in enumerate(range(0, 200, per)):
-        codes, scale = gpu_embed.quantise(vectors[start : start + per])
-        gpu_embed.write_shard(shards / f"shard_{k:05d}.i8", codes, scale)
+        codes, scale = shards.quantise(vectors[start : start + per])
+        shards.write_shard(folder / f"shard_{k:05d}.i8", codes, scale)
     meta = {"dim": encoder.dim, "shard_rows": per, "max_chars": EMBED_MAX_CHARS}
-    (shards / "stats.json").write_text(json.dumps(meta))
+    (folder / "stats.json").write_text(json.dumps(meta))
 
-    loaded = bulk.load_vectors(fresh_db, encoder.model, shards, log=lambda _: None)
+    loaded = bulk.load_vectors(fresh_db, encoder.model, folder, log=lambda _: None)
     assert loaded["loaded"] == n
-    assert bulk.load_vectors(fresh_db, encoder.model, shards, log=lambda _: None)["loaded"] == 0
+    assert bulk.load_vectors(fresh_db, encoder.model, folder, log=lambda _: None)["loaded"] == 0
     with psycopg.connect(libpq_url(fresh_db)) as conn:
         stale = conn.execute(
             f"SELECT count(*) FROM patterns t LEFT JOIN embeddings e ON e.item_id = t.id "
@@ -125,22 +125,22 @@ def test_vectors_embedded_elsewhere_load_with_the_worker_text_hash(fresh_db: str
     fresh = encoder.encode([r[0] for r in rows])
     assert np.einsum("ij,ij->i", stored, fresh).min() >= 0.9999
 
-    (shards / "stats.json").write_text(json.dumps({**meta, "max_chars": 100}))
+    (folder / "stats.json").write_text(json.dumps({**meta, "max_chars": 100}))
     with pytest.raises(ValueError, match="cut texts"):
-        bulk.load_vectors(fresh_db, encoder.model, shards, log=lambda _: None)
+        bulk.load_vectors(fresh_db, encoder.model, folder, log=lambda _: None)
 
 
 def test_int8_shards_round_trip(tmp_path) -> None:
-    from benchmarks.search import gpu_embed
+    from benchmarks.search import shards
 
     rng = np.random.default_rng(1)
     v = rng.standard_normal((50, 384)).astype(np.float32)
     v /= np.linalg.norm(v, axis=1, keepdims=True)
-    codes, scale = gpu_embed.quantise(v)
-    gpu_embed.write_shard(tmp_path / "s.i8", codes, scale)
-    back_codes, back_scale = gpu_embed.read_shard(tmp_path / "s.i8", 384)
+    codes, scale = shards.quantise(v)
+    shards.write_shard(tmp_path / "s.i8", codes, scale)
+    back_codes, back_scale = shards.read_shard(tmp_path / "s.i8", 384)
     assert (back_codes == codes).all() and (back_scale == scale).all()
-    assert np.einsum("ij,ij->i", gpu_embed.dequantise(back_codes, back_scale), v).min() >= 0.9999
+    assert np.einsum("ij,ij->i", shards.dequantise(back_codes, back_scale), v).min() >= 0.9999
     (tmp_path / "bad.i8").write_bytes(b"\0" * 1000)
     with pytest.raises(ValueError, match="whole number"):
-        gpu_embed.read_shard(tmp_path / "bad.i8", 384)
+        shards.read_shard(tmp_path / "bad.i8", 384)
