@@ -61,6 +61,12 @@ def _vectors(vectors: np.ndarray) -> np.ndarray:
     return np.ascontiguousarray(vectors, dtype=np.float32)
 
 
+def ef_for(config: IndexConfig, nodes: int, k: int) -> int:
+    """Candidates a graph search explores: the configured breadth, at least
+    ``k``, and at least one per ``hnsw_nodes_per_ef`` nodes of the graph."""
+    return max(config.hnsw_ef_search, k, -(-nodes // max(1, config.hnsw_nodes_per_ef)))
+
+
 def nlist_for(n: int) -> int:
     """About 4·√n lists, but at least 39 training vectors per list (FAISS's minimum)."""
     return max(1, min(int(4 * math.sqrt(max(n, 1))), n // 39))
@@ -279,11 +285,12 @@ class _Graph:
     def search(self, queries: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]:
         self._swap_if_built()
         params = faiss.SearchParametersHNSW()  # type: ignore[attr-defined]
-        # At least k candidates, or a deep page would come back short.
-        params.efSearch = max(self.config.hnsw_ef_search, k)
+        state = self._state
+        # At least k candidates, or a deep page would come back short; and a
+        # breadth that grows with the graph (IndexConfig.hnsw_nodes_per_ef).
+        params.efSearch = ef_for(self.config, state.nodes, k)
         if self._selector is not None:
             params.sel = self._selector
-        state = self._state
         scores, labels = state.graph.search(queries, k, params=params)
         found = labels >= 0
         ids = np.where(found, state.ids[np.where(found, labels, 0)], -1)

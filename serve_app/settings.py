@@ -214,6 +214,8 @@ class Settings(BaseSettings):
     # (docs/decisions/search.md, "HNSW build parameters at a million").
     search_hnsw_m: int = Field(default=32, ge=4, le=256)
     search_hnsw_ef_construction: int = Field(default=40, ge=8, le=4096)
+    # A graph search explores at least one candidate per this many nodes.
+    search_hnsw_nodes_per_ef: int = Field(default=1000, ge=1)
     search_nprobe: int = Field(default=64, ge=1, le=65_536)
     search_batch_size: int = Field(default=64, ge=1, le=4096)
     search_poll_s: float = Field(default=5.0, gt=0, le=3600)
@@ -376,6 +378,7 @@ class Settings(BaseSettings):
                 hnsw_m=self.search_hnsw_m,
                 hnsw_ef_construction=self.search_hnsw_ef_construction,
                 hnsw_ef_search=self.search_hnsw_ef,
+                hnsw_nodes_per_ef=self.search_hnsw_nodes_per_ef,
                 nprobe=self.search_nprobe,
             ),
         )

@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 from embeddings.config import IndexConfig
-from embeddings.faiss_index import DEAD_SHARE, FLAT, HNSW, IVF, FaissIndex, nlist_for
+from embeddings.faiss_index import DEAD_SHARE, FLAT, HNSW, IVF, FaissIndex, ef_for, nlist_for
 
 DIM = 32
 
@@ -258,6 +258,37 @@ def test_hnsw_answers_a_page_deeper_than_its_search_breadth() -> None:
     many = index.search_many(data[:3], 100)
     assert [len(h) for h in many] == [100, 100, 100]
     assert [h[0][0] for h in many] == [0, 1, 2]
+
+
+def test_hnsw_search_widens_with_the_graph() -> None:
+    """At least one candidate per ``hnsw_nodes_per_ef`` nodes: a graph
+    searched with a fixed small breadth loses recall as it grows; the same
+    graph searched with the size-aware breadth finds nearly the exact top 10."""
+    config = IndexConfig(hnsw_ef_search=4, hnsw_nodes_per_ef=1000)
+    assert ef_for(config, 10, 10) == 10  # never below k
+    assert ef_for(config, 1_000_000, 10) == 1000
+    assert ef_for(config, 1_000_001, 10) == 1001
+    assert ef_for(IndexConfig(hnsw_ef_search=256), 100_000, 10) == 256
+
+    n = 6000
+    data = clustered(n, 30, seed=12)
+    queries = near_queries(data, 60, seed=13)
+    truth = exact_top(data, queries, 10)
+
+    def recall(nodes_per_ef: int) -> float:
+        cfg = IndexConfig(
+            flat_max=100,
+            hnsw_m=8,
+            hnsw_ef_construction=16,
+            hnsw_ef_search=1,
+            hnsw_nodes_per_ef=nodes_per_ef,
+        )
+        index = FaissIndex.build(DIM, np.arange(n), data, cfg)
+        found = [{i for i, _ in index.search(q, 10)} for q in queries]
+        return sum(len(f & set(t.tolist())) for f, t in zip(found, truth, strict=True)) / 600
+
+    narrow, wide = recall(10**9), recall(20)  # ef 10 against ef 300
+    assert wide >= 0.97 and wide > narrow, (narrow, wide)
 
 
 def test_hnsw_memory_formula_counts_every_node() -> None:

@@ -112,6 +112,8 @@ def test_hnsw_build_settings_reach_the_graphs(monkeypatch: pytest.MonkeyPatch) -
         graph = _GraphState.new_graph(8, replace(config, hnsw_codes=codes))
         assert graph.hnsw.efConstruction == 160
         assert graph.hnsw.nb_neighbors(1) == 24
+    monkeypatch.setenv("CAIRN_SEARCH_HNSW_NODES_PER_EF", "250")
+    assert Settings().indexer_config("postgresql://x/y").index.hnsw_nodes_per_ef == 250
     monkeypatch.setenv("CAIRN_SEARCH_HNSW_EF_CONSTRUCTION", "2")
     with pytest.raises(ValidationError):
         Settings()
