@@ -216,9 +216,12 @@ class NodeStore:
 
     # --- state ------------------------------------------------------------
 
-    def read(self) -> StoreState | None:
+    def read(self, fresh: bool = False) -> StoreState | None:
         """The published state; None when there is none (or it cannot be
-        read: the caller builds). Re-parsed only when the file changed."""
+        read: the caller builds). Re-parsed only when the file looks changed
+        (inode, mtime, size), or always with ``fresh``: two writes within the
+        file system's clock tick may look alike, so whoever is about to write
+        reads it ``fresh`` (under the writer lock)."""
         path = self.dir / STATE
         try:
             st = os.stat(path)
@@ -226,7 +229,7 @@ class NodeStore:
             self._cached = None
             return None
         stamp = (st.st_ino, st.st_mtime_ns, st.st_size)
-        if self._cached is not None and self._cached[0] == stamp:
+        if not fresh and self._cached is not None and self._cached[0] == stamp:
             return self._cached[1]
         try:
             state = StoreState.from_json(json.loads(path.read_text()))

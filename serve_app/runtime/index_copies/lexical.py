@@ -32,7 +32,7 @@ In both:
   (migration 0015). A search (with ``refresh_s`` > 0: one finding the index
   older than that) first reads the changes of the transactions the index's
   last read had not seen finish, re-reads those rows and updates the index.
-  An index nobody has read the log for for nearly as long as the log keeps
+  An index whose log nobody has read for nearly as long as the log keeps
   changes (an hour) is rebuilt instead.
 
 Hits are re-read from Postgres by the search service before they are shown,
@@ -285,7 +285,7 @@ class LexicalSearch(Follower):
             if not await self._acquire(PUBLISH_WAIT_S):
                 raise StoreError(f"writer lock held for over {PUBLISH_WAIT_S:.0f}s")
             try:
-                previous = await _disk(store.read)
+                previous = await _disk(store.read, True)
                 base = StoreState(
                     generation=generation.name,
                     version=previous.version if previous is not None else 0,
@@ -341,7 +341,7 @@ class LexicalSearch(Follower):
                 # lock is free.
                 if await self._acquire(self.lock_wait_s if fresh else 0.0):
                     try:
-                        state = await self._follow()
+                        state = await self._follow(fresh=True)
                         if state is not None:
                             state, applied = await self._catch_up(session, state, self.indexes)
                     finally:
@@ -362,12 +362,13 @@ class LexicalSearch(Follower):
         self.counters["changes"] += applied
         return applied
 
-    async def _follow(self) -> StoreState | None:
+    async def _follow(self, fresh: bool = False) -> StoreState | None:
         """The node's state now, this process's readers moved up to it
-        (another generation opened, or the current one reloaded)."""
+        (another generation opened, or the current one reloaded); ``fresh``:
+        the state file re-read whatever its stat says (under the lock)."""
         assert self.store is not None
         for _ in range(3):
-            state = self.store.read()  # a stat; parsed only when it changed
+            state = self.store.read(fresh)  # a stat; parsed only when it changed
             if state is None:
                 return None
             held = self._state
