@@ -14,16 +14,25 @@
   (docs/decisions/search.md, "Lexical ranking and fusion (issue 23)").
 
 ``LexicalIndex`` keeps documents of several fields (title, description, tags,
-content) in a tantivy index in memory, keyed by a 64-bit id, and ranks a query
-by BM25 (tantivy's: k1 = 1.2, b = 0.75, document frequencies over the index)
-with field weights in the BM25F manner (``LexicalParams``). Adds replace
-documents of the same id; removes drop them. One writer at a time (a lock);
-searches may run alongside.
+content) in a tantivy index, keyed by a 64-bit id, and ranks a query by BM25
+(tantivy's: k1 = 1.2, b = 0.75, document frequencies over the index) with
+field weights in the BM25F manner (``LexicalParams``). Adds replace documents
+of the same id; removes drop them. One writer at a time (a lock); searches may
+run alongside.
+
+The index lives in memory, or in a folder (``path``): there any number of
+processes open it, each memory-mapping the same files (the node's page cache,
+not each process's heap), and at most one of them writes at a time (tantivy's
+writer lock on the folder: ``open_writer`` raises ``WriterBusy`` while another
+holds it). A reader sees another's commits after ``reload``. The same
+documents give the same scores in memory and on disk: the files are the same
+(``embeddings/lexical_store.py`` keeps one such folder per node).
 """
 
 from __future__ import annotations
 
 import math
+import os
 import re
 import threading
 from collections import Counter
@@ -107,22 +116,87 @@ DEFAULT_LEXICAL = LexicalParams()
 TEXT = "text"
 
 
-class LexicalIndex:
-    """BM25 over documents of ``FIELDS``, in memory (tantivy)."""
+class WriterBusy(RuntimeError):
+    """Another writer (in this process or another) holds the index folder."""
 
-    def __init__(self, params: LexicalParams = DEFAULT_LEXICAL, heap_bytes: int = 50_000_000):
+
+# A writer opened to follow edits: tantivy's smallest budget (15 MB per
+# thread); its arena grows only as far as the documents of one update need.
+UPDATE_HEAP = 15_000_000
+
+
+class LexicalIndex:
+    """BM25 over documents of ``FIELDS``, in memory or in a folder (tantivy).
+
+    ``path`` None: in memory, with its writer. With a ``path``: the index in
+    that folder (created if missing); ``writer`` opens its writer at once
+    (taking the folder's lock), else the index is read until ``open_writer``."""
+
+    def __init__(
+        self,
+        params: LexicalParams = DEFAULT_LEXICAL,
+        heap_bytes: int = 50_000_000,
+        path: str | os.PathLike[str] | None = None,
+        writer: bool = True,
+    ):
         self.params = params
+        self.path = None if path is None else os.fspath(path)
         builder = tantivy.SchemaBuilder()
         builder.add_integer_field("id", indexed=True, fast=True)
         # Pre-tokenised by ``tokens``: split on spaces only, no positions (no
         # phrase queries), which halves the postings.
         builder.add_text_field(TEXT, tokenizer_name="whitespace", index_option="freq")
         self._schema = builder.build()
-        self._index = tantivy.Index(self._schema)
-        self._writer = self._index.writer(heap_size=heap_bytes, num_threads=1)
-        self._searcher = self._index.searcher()
+        if self.path is None:
+            self._index = tantivy.Index(self._schema)
+        else:
+            os.makedirs(self.path, exist_ok=True)
+            self._index = tantivy.Index(self._schema, path=self.path, reuse=True)
+            # Reloaded when told (``reload``, ``commit``), not by a thread
+            # watching the folder's meta.json.
+            self._index.config_reader("manual")
+        self._writer: tantivy.IndexWriter | None = None
         self._lock = threading.Lock()
         self._pending = False
+        if writer:
+            self.open_writer(heap_bytes)
+        self._searcher = self._index.searcher()
+
+    # --- writing ----------------------------------------------------------
+
+    @property
+    def writable(self) -> bool:
+        return self._writer is not None
+
+    def open_writer(self, heap_bytes: int = UPDATE_HEAP) -> None:
+        """Take the index's writer (the folder's lock); ``WriterBusy`` while
+        another writer, of this process or another, holds it."""
+        with self._lock:
+            if self._writer is not None:
+                return
+            try:
+                self._writer = self._index.writer(heap_size=heap_bytes, num_threads=1)
+            except ValueError as exc:
+                if "LockBusy" in str(exc):
+                    raise WriterBusy(str(exc)) from exc
+                raise
+
+    def close_writer(self) -> None:
+        """Let the writer go (and the folder's lock) once its merges are done;
+        adds and removes not committed are dropped."""
+        with self._lock:
+            writer, self._writer = self._writer, None
+            pending, self._pending = self._pending, False
+        if writer is not None:
+            if pending:
+                writer.rollback()
+            # Consumes the writer: the lock is released when it returns.
+            writer.wait_merging_threads()
+
+    def _writing(self) -> tantivy.IndexWriter:
+        if self._writer is None:
+            raise RuntimeError("this index was opened for reading: open_writer() first")
+        return self._writer
 
     def text(self, fields: Mapping[str, str | None]) -> str:
         """The indexed text of a document: each field's terms, weight times."""
@@ -144,19 +218,21 @@ class LexicalIndex:
         id; visible to ``search`` after ``commit``. The number added."""
         n = 0
         with self._lock:
+            writer = self._writing()
             for doc_id, fields in docs:
-                self._writer.delete_documents_by_term("id", int(doc_id))
+                writer.delete_documents_by_term("id", int(doc_id))
                 doc = tantivy.Document(id=int(doc_id))
                 doc.add_text(TEXT, self.text(fields))
-                self._writer.add_document(doc)
+                writer.add_document(doc)
                 n += 1
             self._pending = self._pending or n > 0
         return n
 
     def remove(self, ids: Iterable[int]) -> None:
         with self._lock:
+            writer = self._writing()
             for doc_id in ids:
-                self._writer.delete_documents_by_term("id", int(doc_id))
+                writer.delete_documents_by_term("id", int(doc_id))
                 self._pending = True
 
     def commit(self) -> None:
@@ -164,10 +240,15 @@ class LexicalIndex:
         with self._lock:
             if not self._pending:
                 return
-            self._writer.commit()
+            self._writing().commit()
             self._index.reload()
             self._searcher = self._index.searcher()
             self._pending = False
+
+    def reload(self) -> None:
+        """See the index's last commit (made by this process or another)."""
+        self._index.reload()
+        self._searcher = self._index.searcher()
 
     def query(self, text: str) -> tantivy.Query | None:
         """The BM25 query for ``text``: any of its terms (a term the query

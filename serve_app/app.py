@@ -124,7 +124,12 @@ def create_app(
         search=(semantic(sessions, engine) if callable(semantic) else semantic)
         or NoSemanticSearch(),
         local_proxies=list(local_proxies),
-        lexical=LexicalSearch(sessions, engine, refresh_s=settings.search_lexical_refresh_s)
+        lexical=LexicalSearch(
+            sessions,
+            engine,
+            refresh_s=settings.search_lexical_refresh_s,
+            store_root=settings.lexical_store_root,
+        )
         if settings.search_lexical
         else None,
         decodes=DecodeSlots(settings.upload_decode_concurrency, settings.upload_decode_wait_s),

@@ -10,6 +10,7 @@ import ipaddress
 import os
 import re
 import secrets
+import socket
 from functools import lru_cache
 from pathlib import Path
 from typing import Annotated
@@ -197,6 +198,13 @@ class Settings(BaseSettings):
     # "Lexical ranking and fusion (issue 23)").
     search_lexical: bool = True
     search_lexical_refresh_s: float = Field(default=0.0, ge=0, le=3600)
+    # Where that index lives (docs/decisions/search.md, "One BM25 index per
+    # node"): "disk", one per node in a folder every Api process on it opens
+    # memory-mapped (LEXICAL_DIR/<host>, default STATE_DIR/bm25/<host>); a
+    # process whose folder fails falls back to its own in memory; "memory",
+    # each process its own, in its heap.
+    search_lexical_store: str = Field(default="disk", pattern=r"^(disk|memory)$")
+    search_lexical_dir: Path | None = None
     # A copy of the vector index in each Api replica (serve_app/runtime/index_copies/vectors.py):
     # semantic search without a hop to the VectorIndex, at the cost of the
     # index's memory in every replica; at most refresh_s behind the VectorIndex
@@ -305,6 +313,16 @@ class Settings(BaseSettings):
     @property
     def state_path(self) -> Path:
         return self.state_dir.expanduser().resolve()
+
+    @property
+    def lexical_store_root(self) -> Path | None:
+        """The folder of this node's shared BM25 indexes; None: in memory."""
+        if self.search_lexical_store != "disk":
+            return None
+        base = self.search_lexical_dir or self.state_path / "bm25"
+        # Per host: a state folder on a shared file system must not be
+        # memory-mapped and locked across machines.
+        return base.expanduser().resolve() / socket.gethostname()
 
     @property
     def uploads_dir(self) -> Path:

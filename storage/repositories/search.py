@@ -15,6 +15,7 @@ from typing import Any
 from sqlalchemy import BigInteger, LargeBinary, bindparam, text
 from sqlalchemy.dialects.postgresql import ARRAY
 from sqlalchemy.dialects.postgresql import UUID as PG_UUID
+from sqlalchemy.exc import DBAPIError
 from sqlalchemy.ext.asyncio import AsyncConnection
 from sqlmodel.ext.asyncio.session import AsyncSession
 
@@ -360,6 +361,35 @@ def lexical_select(s: Searchable) -> str:
         f"t.search_id, {title} AS title, {description} AS description, "
         f"{tags} AS tags, {content} AS content"
     )
+
+
+async def database_identity(session: AsyncSession) -> str:
+    """Names this database and no other, including one dropped and created
+    again under the same name (a new oid) or another cluster's (another
+    system identifier, where this role may read it): the key of the BM25
+    index folder the Api processes on a node share."""
+    row = (
+        await session.exec(  # type: ignore[call-overload]
+            text(
+                "SELECT current_database(), d.oid::bigint FROM pg_database d "
+                "WHERE d.datname = current_database()"
+            )
+        )
+    ).one()
+    cluster = "?"
+    try:
+        async with session.begin_nested():
+            found = (
+                await session.exec(  # type: ignore[call-overload]
+                    text("SELECT system_identifier::text FROM pg_control_system()")
+                )
+            ).one()
+        cluster = str(found[0])
+    except DBAPIError:
+        # Not granted to this role: the address stands in for the cluster.
+        url = session.get_bind().engine.url
+        cluster = f"{url.host or ''}:{url.port or ''}"
+    return f"{cluster}/{row[0]}/{int(row[1])}"
 
 
 async def snapshot_xmin(session: AsyncSession) -> int:

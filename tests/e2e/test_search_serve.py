@@ -154,10 +154,20 @@ async def test_full_text_while_the_embedder_is_down(
     assert response.status_code == 201, response.text
     pattern = response.json()["data"]["id"]
     await first_hit(http, "logrotate nginx", pattern)
-    # Every Api replica has built its BM25 index by now (a fresh database);
-    # full text and the fallback rank with it.
+    # Every Api replica has its BM25 index by now (a fresh database); full
+    # text and the fallback rank with it. It is the node's one index on disk
+    # in the state folder, built once and searched by every replica
+    # (serve_app/runtime/index_copies/lexical.py): one generation whichever
+    # replica answers.
     health = (await http.get("/api/health")).json()
     assert health["lexical"]["ready"] is True, health
+    generations = set()
+    for _ in range(8):
+        store = (await http.get("/api/health")).json()["lexical"]["store"]
+        assert store["kind"] == "disk", store
+        assert store["folder"].startswith(str(service.state_dir)), store
+        generations.add(store["generation"])
+    assert len(generations) == 1, generations
 
     embedders = replicas(service, "Embedder")
     assert embedders, "no Embedder replica found"

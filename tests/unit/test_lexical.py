@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 import math
+import random
+from pathlib import Path
 
 import pytest
 
-from embeddings.lexical import LexicalIndex, LexicalParams, tokens
+from embeddings.lexical import LexicalIndex, LexicalParams, WriterBusy, tokens
 
 
 @pytest.mark.parametrize(
@@ -144,3 +146,141 @@ def test_empty_queries() -> None:
     assert index.search("the of and", 5) == []
     assert index.search("anything", 0) == []
     assert LexicalIndex().search("anything", 5) == []
+
+
+# --- the index in a folder (embeddings/lexical_store.py shares one per node) ---
+
+QUERIES = [
+    "backup",
+    "nightly backup rotation",
+    "zeppelin mooring lines",
+    "parser tokens",
+    "os.path.join",
+    "alpha beta beta gamma",
+    "retry jitter backoff",
+    "nothing matches this",
+]
+
+
+def _corpus(n: int = 400) -> dict[int, dict[str, str | None]]:
+    """Seeded documents over a small vocabulary: common and rare words,
+    lengths that differ (BM25's statistics have something to do)."""
+    rng = random.Random(7)
+    words = [
+        "backup",
+        "nightly",
+        "rotation",
+        "zeppelin",
+        "mooring",
+        "lines",
+        "masts",
+        "parser",
+        "tokens",
+        "fast",
+        "reader",
+        "os.path.join",
+        "alpha",
+        "beta",
+        "gamma",
+        "delta",
+        "retry",
+        "jitter",
+        "backoff",
+        "cron",
+        "csv",
+        "stream",
+        "token",
+        "refresh",
+        "expiry",
+        "cache",
+    ]
+    return {
+        i: {
+            "title": " ".join(rng.choices(words[:8], k=rng.randint(1, 4))),
+            "tags": " ".join(rng.sample(words, 2)),
+            "content": " ".join(rng.choices(words, k=rng.randint(3, 40))),
+        }
+        for i in range(1, n + 1)
+    }
+
+
+def _answers(index: LexicalIndex) -> list[tuple[list[tuple[int, float]], float]]:
+    return [(index.search(q, 50), index.scale(q)) for q in QUERIES]
+
+
+def test_two_readers_and_a_writer_over_one_folder_see_the_same(tmp_path: Path) -> None:
+    writer = LexicalIndex(path=tmp_path / "pattern")
+    writer.add(_corpus().items())
+    writer.commit()
+    readers = [LexicalIndex(path=tmp_path / "pattern", writer=False) for _ in range(2)]
+    expected = _answers(writer)
+    assert any(hits for hits, _ in expected)
+    for reader in readers:
+        assert not reader.writable
+        assert len(reader) == len(writer) == 400
+        assert _answers(reader) == expected
+    with pytest.raises(RuntimeError, match="reading"):
+        readers[0].add([(1, {"title": "no"})])
+
+
+def test_a_commit_shows_in_a_reader_after_reload(tmp_path: Path) -> None:
+    writer = LexicalIndex(path=tmp_path / "pattern")
+    writer.add([(1, {"title": "zeppelin mooring"}), (2, {"title": "backup rotation"})])
+    writer.commit()
+    reader = LexicalIndex(path=tmp_path / "pattern", writer=False)
+    writer.add([(3, {"title": "zeppelin hangar"}), (1, {"title": "airship mooring"})])
+    writer.remove([2])
+    writer.commit()
+    # The reader searches the commit it opened until it reloads.
+    assert [d for d, _ in reader.search("zeppelin", 5)] == [1]
+    assert [d for d, _ in reader.search("backup", 5)] == [2]
+    reader.reload()
+    assert [d for d, _ in reader.search("zeppelin", 5)] == [3]
+    assert reader.search("backup", 5) == []
+    assert reader.search("airship", 5) == writer.search("airship", 5)
+    assert len(reader) == 2
+
+
+def test_one_writer_per_folder_and_it_can_be_handed_on(tmp_path: Path) -> None:
+    first = LexicalIndex(path=tmp_path / "pattern")
+    second = LexicalIndex(path=tmp_path / "pattern", writer=False)
+    with pytest.raises(WriterBusy):
+        second.open_writer()
+    first.add([(1, {"title": "zeppelin"})])
+    first.close_writer()  # not committed: dropped
+    second.open_writer()
+    second.add([(2, {"title": "zeppelin"})])
+    second.commit()
+    second.close_writer()
+    first.reload()
+    assert [d for d, _ in first.search("zeppelin", 5)] == [2]
+
+
+def test_scores_on_disk_equal_those_in_memory(tmp_path: Path) -> None:
+    """The same documents, added and changed the same way, give the same
+    hits and the same scores to the bit, in memory and in a folder (read by
+    another opening of it)."""
+    docs = _corpus()
+    memory = LexicalIndex()
+    disk = LexicalIndex(path=tmp_path / "pattern")
+    items = list(docs.items())
+    for index in (memory, disk):
+        for start in range(0, len(items), 100):  # as a build adds them
+            index.add(items[start : start + 100])
+        index.commit()
+    reader = LexicalIndex(path=tmp_path / "pattern", writer=False)
+    assert _answers(reader) == _answers(memory)
+    # Then followed edits: on disk with a writer opened for each update, as
+    # the node's index is followed.
+    edits = [(5, {"title": "zeppelin zeppelin", "content": "backup"}), (7, docs[9])]
+    memory.add(edits)
+    memory.remove([11, 12])
+    memory.commit()
+    disk.close_writer()
+    disk.open_writer()
+    disk.add(edits)
+    disk.remove([11, 12])
+    disk.commit()
+    disk.close_writer()
+    reader.reload()
+    assert _answers(reader) == _answers(memory)

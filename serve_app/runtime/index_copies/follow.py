@@ -90,6 +90,12 @@ class Follower(ABC):
         """Whether the live index must be rebuilt (read with each refresh)."""
         return False
 
+    async def _open(self) -> None:
+        """Make the index ready when it is not (at start, and when it has
+        not read the log for too long): by default a ``build``; a subclass
+        may take up an index built elsewhere instead."""
+        await self.build()
+
     # --- build --------------------------------------------------------------
 
     def start(self) -> None:
@@ -100,7 +106,7 @@ class Follower(ABC):
 
     async def _build_logged(self) -> None:
         try:
-            await self.build()
+            await self._open()
         except Exception as exc:
             self._failed_at = time.monotonic()
             self.counters["failed_builds"] += 1
