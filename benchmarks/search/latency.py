@@ -110,10 +110,19 @@ def wait_search_ready(base: str, expected: int, timeout: float = 900.0) -> dict[
     while time.monotonic() < deadline:
         with contextlib.suppress(OSError):
             status, body = http_json("GET", base + "/api/health", timeout=10, headers=OPERATOR)
-            last = body.get("search") if status == 200 and isinstance(body, dict) else body
-            pattern = (last or {}).get("indexes", {}).get("pattern", {})
-            lexical = body.get("lexical") if isinstance(body, dict) else None
-            replica = (last or {}).get("replica") if isinstance(last, dict) else None
+            if (
+                status != 200
+                or not isinstance(body, dict)
+                or not isinstance(body.get("search"), dict)
+            ):
+                # A replica busy building (a timeout, a 503 page): ask again.
+                last, lexical_in_a_row = f"{status}: {str(body)[:200]}", 0
+                time.sleep(2.0)
+                continue
+            last = body["search"]
+            pattern = last.get("indexes", {}).get("pattern", {})
+            lexical = body.get("lexical")
+            replica = last.get("replica")
             built = (
                 lexical is None
                 or (
@@ -131,8 +140,7 @@ def wait_search_ready(base: str, expected: int, timeout: float = 900.0) -> dict[
             )
             lexical_in_a_row = lexical_in_a_row + 1 if built else 0
             if (
-                last
-                and last.get("ready")
+                last.get("ready")
                 and last.get("pending_jobs") == 0
                 and pattern.get("size", 0) >= expected
                 and lexical_in_a_row >= LEXICAL_READY_IN_A_ROW
