@@ -40,10 +40,7 @@ caller's (``serve_app/runtime/index_copies/lexical.py``).
 from __future__ import annotations
 
 import contextlib
-import ctypes
-import ctypes.util
 import fcntl
-import functools
 import hashlib
 import json
 import logging
@@ -328,27 +325,6 @@ class NodeStore:
         if removed:
             log.info("lexical store: removed stale folders %s", ", ".join(removed))
         return removed
-
-
-def release_freed_memory() -> None:
-    """Hand the heap freed by a build back to the system (glibc's
-    ``malloc_trim``; nothing elsewhere). A build's writer and tokenizing
-    leave ≈ 170 MiB freed but kept by the allocator at 100,000 patterns: the
-    process that built the node's index would otherwise stay that much
-    larger than the others."""
-    libc = _libc()
-    if libc is not None:
-        with contextlib.suppress(OSError, AttributeError):
-            libc.malloc_trim(0)
-
-
-@functools.cache
-def _libc() -> ctypes.CDLL | None:
-    name = ctypes.util.find_library("c")
-    try:
-        return ctypes.CDLL(name) if name else None
-    except OSError:
-        return None
 
 
 def _sync_dir(path: Path) -> None:

@@ -57,9 +57,9 @@ from embeddings.lexical_store import (
     FileLock,
     NodeStore,
     StoreState,
-    release_freed_memory,
     store_key,
 )
+from embeddings.memory import release_freed_memory
 from serve_app.runtime.index_copies.follow import PRUNE_EVERY_S, Follower
 from storage.repositories import search as repo
 
