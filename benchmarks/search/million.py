@@ -149,7 +149,7 @@ def semantic_recall(
     recall@10 of its top 10 against exact search, ms a query (p50, p99)."""
     import faiss
 
-    from embeddings.faiss_index import FaissIndex
+    from embeddings.faiss_index import FaissIndex, ef_for
 
     ids, data = stored_vectors(database_url, encoder.model)
     queries = encoder.encode(queries_for(n_queries), threads=os.cpu_count())
@@ -177,6 +177,8 @@ def semantic_recall(
         "m": float(config.hnsw_m),
         "ef_construction": float(config.hnsw_ef_construction),
         "ef": float(config.hnsw_ef_search),
+        "ef_used": float(ef_for(config, len(data), 10)),
+        "nodes_per_ef": float(config.hnsw_nodes_per_ef),
     }
 
 
@@ -294,7 +296,8 @@ def million_section(
         "",
         f"Semantic (vector only), an Api replica's graph built in this process over the "
         f"{recall['n']:,.0f} stored vectors (M {recall['m']:.0f}, efConstruction "
-        f"{recall['ef_construction']:.0f}, ef {recall['ef']:.0f}, the service's settings): "
+        f"{recall['ef_construction']:.0f}, ef {recall['ef_used']:,.0f}: {recall['ef']:.0f} or one "
+        f"candidate per {recall['nodes_per_ef']:,.0f} nodes, the service's settings): "
         f"built in {recall['build_s']:.0f} s, {recall['memory_mib']:.0f} MiB by the formula; "
         f"recall@10 against exact search {recall['recall@10']:.3f} ({RECALL_QUERIES} "
         f"queries); p50 {recall['p50_ms']:.2f} ms, p99 {recall['p99_ms']:.2f} ms a query.",
