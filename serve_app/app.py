@@ -42,6 +42,7 @@ from serve_app.runtime.connections import Connections
 from serve_app.runtime.decodes import DecodeSlots
 from serve_app.runtime.dispatch import Dispatch, LocalDispatch, dispatch_config
 from serve_app.runtime.index_copies.lexical import LexicalSearch
+from serve_app.runtime.keycache import KeyCache
 from serve_app.runtime.ratelimit import LocalRateLimiter, RateLimiter
 from serve_app.runtime.semantic import NoSemanticSearch, SearchFactory, SemanticSearch
 from serve_app.runtime.snapshot import Snapshot
@@ -52,6 +53,7 @@ from serve_app.streams import notifications as notification_stream
 from serve_app.web import pages as web_pages
 from storage.db import make_engine, make_sessionmaker
 from storage.files import FileStore, LocalFileStore, PostgresFileStore
+from storage.repositories import api_keys as key_repo
 from storage.repositories import notifications as notification_repo
 
 log = logging.getLogger("cairn")
@@ -80,6 +82,18 @@ def notification_hub(settings: Settings, database_url: str) -> StreamHub:
         return notification_repo.listen(database_url, on_ready, settings.stream_heartbeat_s)
 
     return StreamHub(source, max_streams=settings.stream_max_per_replica)
+
+
+def key_cache(settings: Settings, database_url: str) -> KeyCache:
+    """This process's cache of verified keys, following credential changes on
+    its own connection to ``database_url``."""
+    # The listener checks its connection at least twice a TTL.
+    check_s = max(1.0, min(settings.stream_heartbeat_s, settings.key_cache_ttl_s / 2))
+
+    def source(on_ready: Callable[[], Awaitable[None]]) -> AsyncIterator[list[str]]:
+        return key_repo.listen_changes(database_url, on_ready, check_s)
+
+    return KeyCache(settings.key_cache_ttl_s, settings.key_cache_size, source)
 
 
 def create_app(
@@ -129,6 +143,7 @@ def create_app(
         else None,
         decodes=DecodeSlots(settings.upload_decode_concurrency, settings.upload_decode_wait_s),
         streams=notification_hub(settings, database_url),
+        key_cache=key_cache(settings, database_url),
         health=Snapshot(settings.health_snapshot_s),
         connections=Connections(
             per_caller=settings.stream_max_per_caller,
@@ -144,8 +159,10 @@ def create_app(
         if ctx.lexical is not None:
             ctx.lexical.start()
         ctx.search.start()
+        ctx.key_cache.start()
         async with mcp_door.running(), sampler(ctx):
             yield {}
+        await ctx.key_cache.close()
         await ctx.streams.close()
         if ctx.lexical is not None:
             await ctx.lexical.close()

@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import select
 import time
+from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Any
 
 import psycopg
@@ -173,3 +174,61 @@ async def fetch_one(
     async with driver.cursor(row_factory=dict_row) as cur:
         await cur.execute(sql, params)
         return await cur.fetchone()
+
+
+async def fetch_values(
+    session: AsyncSession, sql: str, params: dict[str, Any]
+) -> tuple[Any, ...] | None:
+    """``fetch_one``'s row as a plain tuple, in the statement's column order."""
+    conn = await session.connection()
+    raw = await conn.get_raw_connection()
+    driver = raw.driver_connection
+    assert driver is not None
+    async with driver.cursor() as cur:
+        await cur.execute(sql, params)
+        found = await cur.fetchone()
+        return tuple(found) if found is not None else None
+
+
+async def execute(session: AsyncSession, sql: str, params: dict[str, Any]) -> int:
+    """``fetch_one`` for a hot-path write: one statement straight through
+    psycopg on the session's connection; the number of rows it touched."""
+    conn = await session.connection()
+    raw = await conn.get_raw_connection()
+    driver = raw.driver_connection
+    assert driver is not None
+    async with driver.cursor() as cur:
+        await cur.execute(sql, params)
+        return cur.rowcount
+
+
+async def listen(
+    database_url: str,
+    channel: str,
+    on_ready: Callable[[], Awaitable[None]],
+    check_s: float,
+    application_name: str,
+) -> AsyncIterator[list[str]]:
+    """The comma-separated parts of each message on ``channel``, on a
+    connection of its own, until that connection fails (the error is raised).
+    ``on_ready`` runs once the connection listens; every ``check_s`` of
+    silence the connection is checked with a query, so one that died quietly
+    is noticed."""
+    conn = await psycopg.AsyncConnection.connect(
+        libpq_url(database_url),
+        autocommit=True,
+        application_name=application_name,
+        # A dropped TCP connection is noticed by the kernel too (ignored on a
+        # unix socket, the embedded Postgres).
+        keepalives=1,
+        keepalives_idle=30,
+        keepalives_interval=10,
+        keepalives_count=3,
+    )
+    async with conn:
+        await conn.execute(f"LISTEN {channel}")
+        await on_ready()
+        while True:
+            async for note in conn.notifies(timeout=check_s):
+                yield [part for part in note.payload.split(",") if part]
+            await conn.execute("SELECT 1")

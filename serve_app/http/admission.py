@@ -71,6 +71,9 @@ Auth = Literal["none", "optional", "required", "human"]
 # connection slots the outermost middleware gives back (``SlotKeeper``).
 _ADMITTED = "cairn.admitted"
 _SLOTS = "cairn.slots"
+# The methods whose key check may be answered by the key cache: a write's key
+# is always checked in Postgres.
+_READS = frozenset({"GET", "HEAD"})
 # ``admit``, as its refusals are counted.
 _Admit = TypeVar("_Admit", bound=Callable[..., Awaitable[Any]])
 
@@ -186,13 +189,40 @@ async def authenticate(ctx: AppContext, db: AsyncSession, token: str) -> Caller:
     if keys.is_access_token(token):
         return await _oauth_bot(ctx, db, token)
     key_id = keys.parse_key_id(token)
-    found = await key_repo.live_by_key_id(db, key_id) if key_id else None
-    if found is None or not keys.verify(ctx.secret, token, found[0].key_hash):
+    if key_id is None:
         raise Unauthorized("Missing or invalid API key.", error="invalid_api_key")
-    key, agent = found
-    if not agent.is_active:
+    return await _key_holder(ctx, db, token, key_id)
+
+
+async def _key_holder(ctx: AppContext, db: AsyncSession, token: str, key_id: str) -> Caller:
+    """The agent of a well-formed API key, read from Postgres; a good key's
+    row is kept in the key cache (``_cached_key``)."""
+    digest = keys.hash_secret(ctx.secret, token)
+    cache = ctx.key_cache
+    generation = cache.generation()
+    row = await key_repo.live_row(db, key_id)
+    if row is None or not hmac.compare_digest(digest, row.key_hash):
+        raise Unauthorized("Missing or invalid API key.", error="invalid_api_key")
+    if not row.agent_active:
+        cache.drop(digest)
         raise Forbidden("This account has been deactivated.", error="account_inactive")
+    key, agent = row.models()
     await key_repo.touch(db, key, utcnow())
+    cache.put(digest, row.agent_id, row, generation)
+    return Caller(agent=agent, key=key)
+
+
+def _cached_key(ctx: AppContext, token: str) -> Caller | None:
+    """The agent of an API key the key cache holds (None: ask Postgres).
+    Only for reads (``admit``): every write checks its key in Postgres."""
+    cache = ctx.key_cache
+    if not cache.enabled or keys.parse_key_id(token) is None:
+        return None
+    # The keyed hash Postgres stores for this key: kept only once verified.
+    row: key_repo.KeyRow | None = cache.get(keys.hash_secret(ctx.secret, token))
+    if row is None:
+        return None
+    key, agent = row.models()
     return Caller(agent=agent, key=key)
 
 
@@ -266,7 +296,15 @@ def _credential(conn: HTTPConnection | None, policy: Policy) -> str | None:
     return token
 
 
-async def _identify(ctx: AppContext, token: str, db: AsyncSession | None) -> Caller:
+async def _identify(
+    ctx: AppContext, token: str, db: AsyncSession | None, read: bool = False
+) -> Caller:
+    """``read``: a safe request (GET, HEAD), which may be answered on a key
+    the key cache holds; everything else is checked in Postgres."""
+    if read:
+        cached = _cached_key(ctx, token)
+        if cached is not None:
+            return cached
     if db is not None:
         return await authenticate(ctx, db, token)
     # On a connection of its own, given back at once: an admitted request
@@ -335,7 +373,8 @@ async def admit(
     if policy.auth != "none":
         token = _credential(conn, policy)
         if token is not None:
-            caller = await _identify(ctx, token, db)
+            read = conn is not None and conn.scope.get("method") in _READS
+            caller = await _identify(ctx, token, db, read)
             _check_scope(caller, policy)
             if policy.auth == "human" and (not caller.agent.is_human or caller.session is None):
                 raise Forbidden(

@@ -38,6 +38,7 @@ async def transaction(ctx: AppContext) -> AsyncIterator[AsyncSession]:
     ends, rolled back if it raises; after-commit hooks run once it committed."""
     async with ctx.sessions() as session:
         hooks.set_notify(session, ctx.notify)
+        hooks.set_key_cache(session, ctx.key_cache.forget)
         try:
             yield session
             await session.commit()
