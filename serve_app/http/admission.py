@@ -45,8 +45,8 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from actors import metrics
 from actors.ratelimit import Decision
-from serve_app.kit import keys
-from serve_app.kit.clientip import client_ip, limit_subject
+from serve_app.kit import clientip, keys
+from serve_app.kit.clientip import Address, limit_subject
 from serve_app.kit.errors import AppError, Forbidden, RateLimited, ServiceUnavailable, Unauthorized
 from serve_app.runtime.connections import Slot
 from storage import access
@@ -148,6 +148,13 @@ class Admitted:
     caller: Caller | None
     ip: str
     headers: dict[str, str] = field(default_factory=dict)
+    # ``ip`` as ``client_address`` parsed it (None: parse ``ip`` when needed).
+    address: Address | str | None = None
+
+    @functools.cached_property
+    def ip_subject(self) -> str:
+        """The per-address rate-limit key (``limit_subject``), worked out once."""
+        return limit_subject(self.address if self.address is not None else self.ip)
 
 
 # --- step 1: who is calling ---------------------------------------------------
@@ -171,13 +178,15 @@ def missing_key() -> Unauthorized:
     )
 
 
-def client_address(ctx: AppContext, conn: HTTPConnection) -> str:
-    """The client's address under the trusted-proxy rules."""
-    peer = conn.client.host if conn.client else None
+def client_address(ctx: AppContext, conn: HTTPConnection) -> Address | str:
+    """The client's address under the trusted-proxy rules (parsed, or as
+    given when it cannot be: ``str()`` of either is the address's text)."""
+    client = conn.scope.get("client")
+    peer = client[0] if client else None
     # HAProxy adds its own X-Forwarded-For line rather than appending to the
     # client's: join every line, in order, into one chain.
     forwarded = ",".join(conn.headers.getlist("x-forwarded-for")) or None
-    return client_ip(peer, forwarded, ctx.trusted, ctx.local_proxies)
+    return clientip.client_address(peer, forwarded, ctx.trusted, ctx.local_proxies)
 
 
 async def authenticate(ctx: AppContext, db: AsyncSession, token: str) -> Caller:
@@ -316,6 +325,21 @@ async def _identify(
 # --- step 2: budgets ------------------------------------------------------------
 
 
+# The header names admission sets, encoded once (``raw_headers``).
+_RAW_NAMES = {
+    name: name.lower().encode("latin-1")
+    for name in ("X-RateLimit-Limit", "X-RateLimit-Remaining", "X-RateLimit-Reset", "Retry-After")
+}
+
+
+def raw_headers(headers: dict[str, str]) -> list[tuple[bytes, bytes]]:
+    """``headers`` as ASGI header lines."""
+    return [
+        (_RAW_NAMES.get(name) or name.lower().encode("latin-1"), value.encode("latin-1"))
+        for name, value in headers.items()
+    ]
+
+
 def limit_headers(decision: Decision) -> dict[str, str]:
     return {
         "X-RateLimit-Limit": str(decision.limit),
@@ -368,8 +392,8 @@ async def admit(
     ``AppError`` to answer with (401, 403, 429, 503). ``db``: a session to
     check the key on (a new short one when None). ``conn`` None: a call from
     inside the process, with no client."""
-    ip = client_address(ctx, conn) if conn is not None else "unknown"
-    admitted = Admitted(caller=None, ip=ip)
+    address = client_address(ctx, conn) if conn is not None else "unknown"
+    admitted = Admitted(caller=None, ip=str(address), address=address)
     if policy.auth != "none":
         token = _credential(conn, policy)
         if token is not None:
@@ -388,10 +412,10 @@ async def admit(
         elif policy.auth == "required":
             raise missing_key()
     if admitted.caller is None and policy.anonymous is not None:
-        admitted.headers = await charge(ctx, policy.anonymous, limit_subject(ip))
+        admitted.headers = await charge(ctx, policy.anonymous, admitted.ip_subject)
     for tag in policy.limits:
         if tag.subject == "ip":
-            subject = limit_subject(ip)
+            subject = admitted.ip_subject
         elif admitted.caller is None:
             raise Unauthorized("This needs an API key.", error="missing_api_key")
         else:
@@ -401,13 +425,13 @@ async def admit(
         slots: list[Slot] | None = conn.scope.get(_SLOTS)
         if slots is None:  # no SlotKeeper around the app: nobody would give it back
             raise ServiceUnavailable("This server takes no long-lived connections.")
-        slots.append(ctx.connections.take(_holder(admitted), limit_subject(ip)))
+        slots.append(ctx.connections.take(_holder(admitted), admitted.ip_subject))
     return admitted
 
 
 def _holder(admitted: Admitted) -> str:
     caller = admitted.caller
-    return f"agent:{caller.agent.id}" if caller is not None else limit_subject(admitted.ip)
+    return f"agent:{caller.agent.id}" if caller is not None else admitted.ip_subject
 
 
 def is_operator(ctx: AppContext, conn: HTTPConnection) -> bool:
@@ -585,7 +609,10 @@ async def gate(request: Request, response: Response) -> None:
         raise Forbidden("This route declares no admission rule.", error="not_admitted")
     found = await admit(request.app.state.ctx, request, policy)
     request.scope[_ADMITTED] = found
-    response.headers.update(found.headers)
+    if found.headers:
+        # Admission runs first: none of these is set yet, so the lines are
+        # added as they are (MutableHeaders.update looks for each one first).
+        response.headers.raw.extend(raw_headers(found.headers))
 
 
 # --- routes that are not FastAPI routes -----------------------------------------
@@ -631,7 +658,7 @@ class EdgeGate:
                 exc.headers["WWW-Authenticate"] = self.challenge(exc.error)
             raise
         scope[_ADMITTED] = found
-        extra = [(k.lower().encode(), v.encode()) for k, v in found.headers.items()]
+        extra = raw_headers(found.headers)
 
         async def send_with_headers(message: Message) -> None:
             if message["type"] == "http.response.start" and extra:

@@ -70,7 +70,7 @@ ReadDb = Annotated[AsyncSession, Depends(_read_only, scope="function")]
 
 
 async def request_ip(request: Request, ctx: Ctx) -> str:
-    return admission.client_address(ctx, request)
+    return str(admission.client_address(ctx, request))
 
 
 ClientIp = Annotated[str, Depends(request_ip)]
