@@ -43,6 +43,7 @@ from serve_app.runtime.decodes import DecodeSlots
 from serve_app.runtime.dispatch import Dispatch, LocalDispatch, dispatch_config
 from serve_app.runtime.index_copies.lexical import LexicalSearch
 from serve_app.runtime.keycache import KeyCache
+from serve_app.runtime.lastuse import LastUse
 from serve_app.runtime.ratelimit import LocalRateLimiter, RateLimiter
 from serve_app.runtime.semantic import NoSemanticSearch, SearchFactory, SemanticSearch
 from serve_app.runtime.snapshot import Snapshot
@@ -120,6 +121,12 @@ def create_app(
         pre_ping=settings.db_pre_ping,
     )
     sessions = make_sessionmaker(engine)
+    read_sessions = make_sessionmaker(engine.execution_options(isolation_level="AUTOCOMMIT"))
+
+    async def record_use(uses: list[tuple[Any, Any]]) -> None:
+        async with read_sessions() as session:
+            await key_repo.record_use(session, uses)
+
     if dispatch is None:
         config = dispatch_config(settings, database_url, secret)
         dispatch = LocalDispatch(Dispatcher(config, sessions=sessions))
@@ -127,7 +134,7 @@ def create_app(
         settings=settings,
         engine=engine,
         sessions=sessions,
-        read_sessions=make_sessionmaker(engine.execution_options(isolation_level="AUTOCOMMIT")),
+        read_sessions=read_sessions,
         limiter=limiter or LocalRateLimiter(),
         trending=trending or LocalTrending(database_url),
         dispatch=dispatch,
@@ -144,6 +151,7 @@ def create_app(
         decodes=DecodeSlots(settings.upload_decode_concurrency, settings.upload_decode_wait_s),
         streams=notification_hub(settings, database_url),
         key_cache=key_cache(settings, database_url),
+        last_use=LastUse(record_use),
         health=Snapshot(settings.health_snapshot_s),
         connections=Connections(
             per_caller=settings.stream_max_per_caller,
@@ -163,6 +171,8 @@ def create_app(
         async with mcp_door.running(), sampler(ctx):
             yield {}
         await ctx.key_cache.close()
+        if ctx.last_use is not None:
+            await ctx.last_use.close()
         await ctx.streams.close()
         if ctx.lexical is not None:
             await ctx.lexical.close()

@@ -216,9 +216,18 @@ async def _key_holder(ctx: AppContext, db: AsyncSession, token: str, key_id: str
         cache.drop(digest)
         raise Forbidden("This account has been deactivated.", error="account_inactive")
     key, agent = row.models()
-    await key_repo.touch(db, key, utcnow())
+    _used(ctx, key)
     cache.put(digest, row.agent_id, row, generation)
     return Caller(agent=agent, key=key)
+
+
+def _used(ctx: AppContext, key: ApiKey) -> None:
+    """Record the key's use, at most once a minute, in the replica's next
+    batch (the request does not wait for the write)."""
+    now = utcnow()
+    if ctx.last_use is not None and key_repo.use_due(key.last_used_at, now):
+        ctx.last_use.record(key.id, now)
+        key.last_used_at = now
 
 
 def _cached_key(ctx: AppContext, token: str) -> Caller | None:

@@ -147,8 +147,10 @@ async def client(
         transport=transport, base_url="http://testserver", event_hooks={"response": [conforms]}
     ) as c:
         yield c
-    # No dispatcher transaction may be open when the tables are emptied.
+    # No dispatcher transaction may be open when the tables are emptied, and
+    # no batch of keys' last use written after it.
     await app.state.ctx.dispatch.idle()
+    await app.state.ctx.last_use.flush()
 
 
 @dataclass
