@@ -91,10 +91,13 @@ def key_cache(settings: Settings, database_url: str) -> KeyCache:
     # The listener checks its connection at least twice a TTL.
     check_s = max(1.0, min(settings.stream_heartbeat_s, settings.key_cache_ttl_s / 2))
 
-    def source(on_ready: Callable[[], Awaitable[None]]) -> AsyncIterator[list[str]]:
-        return key_repo.listen_changes(database_url, on_ready, check_s)
-
-    return KeyCache(settings.key_cache_ttl_s, settings.key_cache_size, source)
+    listener = key_repo.credential_listener(database_url, check_s)
+    return KeyCache(
+        settings.key_cache_ttl_s,
+        settings.key_cache_size,
+        listener.messages,
+        drain=listener.pending,
+    )
 
 
 def create_app(

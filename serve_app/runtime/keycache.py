@@ -51,6 +51,7 @@ class KeyCache:
         max_entries: int,
         follow: Source | None = None,
         *,
+        drain: Callable[[], list[str]] | None = None,
         clock: Callable[[], float] = time.monotonic,
         retry_s: float = 0.5,
         retry_max_s: float = 15.0,
@@ -58,6 +59,11 @@ class KeyCache:
         self.ttl_s = ttl_s
         self.max_entries = max_entries
         self._follow = follow
+        # The notices already received but not yet read by the listener
+        # (read now, without waiting), taken before each answer: a request
+        # that reaches this replica after a revocation's notice has is not
+        # answered on the revoked key, however busy the event loop.
+        self._drain = drain
         self._clock = clock
         self._retry_s = retry_s
         self._retry_max_s = retry_max_s
@@ -87,6 +93,10 @@ class KeyCache:
         """The row kept for this keyed hash, if it may still be used."""
         if not self.listening:
             return None
+        if self._drain is not None and self._entries:
+            pending = self._drain()
+            if pending:
+                self.forget(pending)
         found = self._entries.get(digest)
         if found is None:
             self.misses += 1
@@ -143,6 +153,19 @@ class KeyCache:
             digests.discard(digest)
             if not digests:
                 del self._by_agent[agent_id]
+
+    def stats(self) -> dict[str, Any]:
+        """For /api/health's details: whether it answers (listening), what it holds."""
+        return {
+            "enabled": self.enabled,
+            "listening": self.listening and self.enabled,
+            "kept": len(self._entries),
+            "max": self.max_entries,
+            "ttl_s": self.ttl_s,
+            "hits": self.hits,
+            "misses": self.misses,
+            "connects": self.connects,
+        }
 
     # --- the listener ---------------------------------------------------------
 

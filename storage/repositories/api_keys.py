@@ -17,8 +17,7 @@ from sqlalchemy import update
 from sqlmodel import col, select
 from sqlmodel.ext.asyncio.session import AsyncSession
 
-from storage.db import execute, fetch_values
-from storage.db import listen as db_listen
+from storage.db import Listener, execute, fetch_values
 from storage.models import Agent, ApiKey
 from storage.models.base import utcnow
 from storage.repositories import rows
@@ -137,9 +136,14 @@ async def record_use(session: AsyncSession, uses: list[tuple[uuid.UUID, datetime
     return await execute(session, _RECORD_USE, {"ids": ids, "ats": ats})
 
 
+def credential_listener(database_url: str, check_s: float) -> Listener:
+    """A listener for credential changes (``CHANNEL``): each message is the
+    agent ids of changes as they commit (``storage.db.Listener``)."""
+    return Listener(database_url, CHANNEL, check_s, LISTENER_NAME)
+
+
 def listen_changes(
     database_url: str, on_ready: Callable[[], Awaitable[None]], check_s: float
 ) -> AsyncIterator[list[str]]:
-    """The agent ids of each credential change (``CHANNEL``), as they commit
-    (``storage.db.listen``)."""
-    return db_listen(database_url, CHANNEL, on_ready, check_s, LISTENER_NAME)
+    """The agent ids of each credential change, as they commit."""
+    return credential_listener(database_url, check_s).messages(on_ready)

@@ -311,3 +311,61 @@ def test_the_key_check_reads_no_password_hash_and_no_tsvector() -> None:
     query = repo._LIVE_BY_KEY_ID
     assert "password_hash" not in query and "search_vector" not in query
     assert "a.is_active" in query and "k.key_hash" in query
+
+
+async def test_a_notice_already_received_is_honoured_before_the_listener_runs(
+    database: str,
+) -> None:
+    """A request can reach the replica's event loop in the same turn as a
+    revocation's notice, and run first (both became ready while the replica
+    was descheduled): the cache reads what its connection already received
+    before answering (``Listener.pending``)."""
+    import select
+
+    listener = repo.credential_listener(database, check_s=5.0)
+    cache = KeyCache(60.0, 100, listener.messages, drain=listener.pending)
+    cache.start()
+    try:
+        await until(lambda: cache.listening and listener._waiting)
+        agent, _ = new_agent(database)
+        d = digest()
+        keep(cache, d, row(agent))
+        # Committed by another connection while this event loop cannot run
+        # (a blocking call): the listener's task has not seen the notice...
+        sql(database, "UPDATE agents SET is_active = false WHERE id = %s", agent)
+        assert listener._conn is not None
+        poller = select.poll()
+        poller.register(listener._conn.pgconn.socket, select.POLLIN)
+        assert poller.poll(DEADLINE_S * 1000), "the notice never reached the socket"
+        # ...and yet the kept key is not answered.
+        assert cache.get(d) is None
+        # The listener goes on as before.
+        other, _ = new_agent(database)
+        again = digest()
+        keep(cache, again, row(other))
+        sql(database, "UPDATE agents SET role = 'moderator' WHERE id = %s", other)
+        await until(lambda: cache.get(again) is None)
+    finally:
+        await cache.close()
+
+
+async def test_reading_ahead_never_stalls_the_listener(database: str) -> None:
+    """The listener's check query runs every 20 ms here, while requests read
+    its connection ahead of it: it keeps listening, and every notice lands."""
+    listener = repo.credential_listener(database, check_s=0.02)
+    cache = KeyCache(60.0, 1000, listener.messages, drain=listener.pending)
+    cache.start()
+    try:
+        await until(lambda: cache.listening)
+        for _ in range(20):
+            agent, _ = new_agent(database)
+            d = digest()
+            keep(cache, d, row(agent))
+            sql(database, "UPDATE agents SET is_active = false WHERE id = %s", agent)
+            deadline = asyncio.get_running_loop().time() + DEADLINE_S
+            while cache.get(d) is not None:  # reads ahead on every call
+                assert asyncio.get_running_loop().time() < deadline, "a notice was lost"
+                await asyncio.sleep(0.003)
+        assert cache.connects == 1  # never had to reconnect
+    finally:
+        await cache.close()
