@@ -42,6 +42,8 @@ from serve_app.runtime.connections import Connections
 from serve_app.runtime.decodes import DecodeSlots
 from serve_app.runtime.dispatch import Dispatch, LocalDispatch, dispatch_config
 from serve_app.runtime.index_copies.lexical import LexicalSearch
+from serve_app.runtime.keycache import KeyCache
+from serve_app.runtime.lastuse import LastUse
 from serve_app.runtime.ratelimit import LocalRateLimiter, RateLimiter
 from serve_app.runtime.semantic import NoSemanticSearch, SearchFactory, SemanticSearch
 from serve_app.runtime.snapshot import Snapshot
@@ -52,6 +54,7 @@ from serve_app.streams import notifications as notification_stream
 from serve_app.web import pages as web_pages
 from storage.db import make_engine, make_sessionmaker
 from storage.files import FileStore, LocalFileStore, PostgresFileStore
+from storage.repositories import api_keys as key_repo
 from storage.repositories import notifications as notification_repo
 
 log = logging.getLogger("cairn")
@@ -82,6 +85,21 @@ def notification_hub(settings: Settings, database_url: str) -> StreamHub:
     return StreamHub(source, max_streams=settings.stream_max_per_replica)
 
 
+def key_cache(settings: Settings, database_url: str) -> KeyCache:
+    """This process's cache of verified keys, following credential changes on
+    its own connection to ``database_url``."""
+    # The listener checks its connection at least twice a TTL.
+    check_s = max(1.0, min(settings.stream_heartbeat_s, settings.key_cache_ttl_s / 2))
+
+    listener = key_repo.credential_listener(database_url, check_s)
+    return KeyCache(
+        settings.key_cache_ttl_s,
+        settings.key_cache_size,
+        listener.messages,
+        drain=listener.pending,
+    )
+
+
 def create_app(
     settings: Settings,
     *,
@@ -106,6 +124,12 @@ def create_app(
         pre_ping=settings.db_pre_ping,
     )
     sessions = make_sessionmaker(engine)
+    read_sessions = make_sessionmaker(engine.execution_options(isolation_level="AUTOCOMMIT"))
+
+    async def record_use(uses: list[tuple[Any, Any]]) -> None:
+        async with read_sessions() as session:
+            await key_repo.record_use(session, uses)
+
     if dispatch is None:
         config = dispatch_config(settings, database_url, secret)
         dispatch = LocalDispatch(Dispatcher(config, sessions=sessions))
@@ -113,7 +137,7 @@ def create_app(
         settings=settings,
         engine=engine,
         sessions=sessions,
-        read_sessions=make_sessionmaker(engine.execution_options(isolation_level="AUTOCOMMIT")),
+        read_sessions=read_sessions,
         limiter=limiter or LocalRateLimiter(),
         trending=trending or LocalTrending(database_url),
         dispatch=dispatch,
@@ -134,6 +158,8 @@ def create_app(
         else None,
         decodes=DecodeSlots(settings.upload_decode_concurrency, settings.upload_decode_wait_s),
         streams=notification_hub(settings, database_url),
+        key_cache=key_cache(settings, database_url),
+        last_use=LastUse(record_use),
         health=Snapshot(settings.health_snapshot_s),
         connections=Connections(
             per_caller=settings.stream_max_per_caller,
@@ -149,8 +175,12 @@ def create_app(
         if ctx.lexical is not None:
             ctx.lexical.start()
         ctx.search.start()
+        ctx.key_cache.start()
         async with mcp_door.running(), sampler(ctx):
             yield {}
+        await ctx.key_cache.close()
+        if ctx.last_use is not None:
+            await ctx.last_use.close()
         await ctx.streams.close()
         if ctx.lexical is not None:
             await ctx.lexical.close()

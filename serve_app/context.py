@@ -16,6 +16,8 @@ from serve_app.runtime.connections import Connections
 from serve_app.runtime.decodes import DecodeSlots
 from serve_app.runtime.dispatch import Dispatch
 from serve_app.runtime.index_copies.lexical import LexicalSearch
+from serve_app.runtime.keycache import KeyCache
+from serve_app.runtime.lastuse import LastUse
 from serve_app.runtime.ratelimit import RateLimiter
 from serve_app.runtime.semantic import SemanticSearch
 from serve_app.runtime.snapshot import Snapshot
@@ -51,6 +53,10 @@ class AppContext:
     # The long-lived connections this process holds, by caller, address and
     # in all (serve_app/http/admission.py).
     connections: Connections
+    # The API keys this process verified lately (serve_app/runtime/keycache.py).
+    key_cache: KeyCache = field(default_factory=lambda: KeyCache(0, 0))
+    # The keys' last use, written in batches (serve_app/runtime/lastuse.py).
+    last_use: LastUse | None = None
     # Where Serve's own HAProxy connects from (this host, the cluster's nodes):
     # believed as the peer that appended X-Forwarded-For's last entry. Empty
     # unless Cairn's HAProxy launcher is in use (serve_app/kit/clientip.py).
@@ -73,4 +79,4 @@ class AppContext:
         )
 
     def cache_entries(self) -> int:
-        return len(self.caches) + self.limiter.cache_entries()
+        return len(self.caches) + self.limiter.cache_entries() + len(self.key_cache)

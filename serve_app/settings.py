@@ -100,6 +100,15 @@ class Settings(BaseSettings):
     # (docs/decisions/security-and-admission.md, "Security: read costs").
     max_page_offset: int = Field(default=10_000, ge=100, le=10_000_000)
 
+    # Verified API keys kept in each replica (serve_app/runtime/keycache.py;
+    # docs/decisions/security-and-admission.md, "Verified API keys kept in the
+    # replica (issue 32)"): a kept key answers read requests without a Postgres
+    # read for at most this long (0: keep none), and at most this many keys.
+    # A revocation, deactivation or role change reaches every replica through
+    # Postgres at once; this TTL bounds it should that notice be lost.
+    key_cache_ttl_s: float = Field(default=60.0, ge=0, le=3600)
+    key_cache_size: int = Field(default=10_000, ge=0, le=10_000_000)
+
     # Serve topology
     ingress_replicas: int = Field(default=2, ge=1, le=64)
     ingress_max_ongoing_requests: int = Field(default=128, ge=1, le=10_000)

@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import select
 import time
+from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Any
 
 import psycopg
@@ -173,3 +174,112 @@ async def fetch_one(
     async with driver.cursor(row_factory=dict_row) as cur:
         await cur.execute(sql, params)
         return await cur.fetchone()
+
+
+async def fetch_values(
+    session: AsyncSession, sql: str, params: dict[str, Any]
+) -> tuple[Any, ...] | None:
+    """``fetch_one``'s row as a plain tuple, in the statement's column order."""
+    conn = await session.connection()
+    raw = await conn.get_raw_connection()
+    driver = raw.driver_connection
+    assert driver is not None
+    async with driver.cursor() as cur:
+        await cur.execute(sql, params)
+        found = await cur.fetchone()
+        return tuple(found) if found is not None else None
+
+
+async def execute(session: AsyncSession, sql: str, params: dict[str, Any]) -> int:
+    """``fetch_one`` for a hot-path write: one statement straight through
+    psycopg on the session's connection; the number of rows it touched."""
+    conn = await session.connection()
+    raw = await conn.get_raw_connection()
+    driver = raw.driver_connection
+    assert driver is not None
+    async with driver.cursor() as cur:
+        await cur.execute(sql, params)
+        return cur.rowcount
+
+
+class Listener:
+    """One LISTEN connection on ``channel`` (opened by ``messages``, again on
+    each call after a failure), and what it has received but not yet read."""
+
+    def __init__(
+        self, database_url: str, channel: str, check_s: float, application_name: str
+    ) -> None:
+        self.database_url = database_url
+        self.channel = channel
+        self.check_s = check_s
+        self.application_name = application_name
+        self._conn: psycopg.AsyncConnection[Any] | None = None
+        self._waiting = False  # in notifies(): the socket may be read by ``pending``
+        self._loop: asyncio.AbstractEventLoop | None = None
+
+    async def messages(self, on_ready: Callable[[], Awaitable[None]]) -> AsyncIterator[list[str]]:
+        """The comma-separated parts of each message, on a connection of its
+        own, until that connection fails (the error is raised). ``on_ready``
+        runs once the connection listens; every ``check_s`` of silence the
+        connection is checked with a query, so one that died quietly is
+        noticed."""
+        conn = await psycopg.AsyncConnection.connect(
+            libpq_url(self.database_url),
+            autocommit=True,
+            application_name=self.application_name,
+            # A dropped TCP connection is noticed by the kernel too (ignored on
+            # a unix socket, the embedded Postgres).
+            keepalives=1,
+            keepalives_idle=30,
+            keepalives_interval=10,
+            keepalives_count=3,
+        )
+        async with conn:
+            await conn.execute(f"LISTEN {self.channel}")
+            self._conn, self._loop = conn, asyncio.get_running_loop()
+            try:
+                await on_ready()
+                while True:
+                    self._waiting = True
+                    async for note in conn.notifies(timeout=self.check_s):
+                        yield [part for part in note.payload.split(",") if part]
+                    self._waiting = False
+                    await conn.execute("SELECT 1")
+            finally:
+                self._conn, self._waiting = None, False
+
+    def pending(self) -> list[str]:
+        """The parts of the messages already on the connection's socket that
+        ``messages`` has not yielded yet, read now without waiting: for a
+        caller that must not act on what a message it cannot see yet would
+        undo. Only while ``messages`` waits for notices (never in the middle
+        of its check query, whose answer it would take) and from its own
+        event loop; [] otherwise."""
+        conn = self._conn
+        if conn is None or not self._waiting or conn.closed:
+            return []
+        try:
+            if asyncio.get_running_loop() is not self._loop:
+                return []
+        except RuntimeError:
+            return []
+        pgconn = conn.pgconn
+        try:
+            pgconn.consume_input()
+        except psycopg.OperationalError:
+            return []  # the connection failed: ``messages`` raises, the reader reconnects
+        parts: list[str] = []
+        while (note := pgconn.notifies()) is not None:
+            parts.extend(part for part in note.extra.decode().split(",") if part)
+        return parts
+
+
+def listen(
+    database_url: str,
+    channel: str,
+    on_ready: Callable[[], Awaitable[None]],
+    check_s: float,
+    application_name: str,
+) -> AsyncIterator[list[str]]:
+    """``Listener.messages`` of a new listener."""
+    return Listener(database_url, channel, check_s, application_name).messages(on_ready)

@@ -45,8 +45,8 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from actors import metrics
 from actors.ratelimit import Decision
-from serve_app.kit import keys
-from serve_app.kit.clientip import client_ip, limit_subject
+from serve_app.kit import clientip, keys
+from serve_app.kit.clientip import Address, limit_subject
 from serve_app.kit.errors import AppError, Forbidden, RateLimited, ServiceUnavailable, Unauthorized
 from serve_app.runtime.connections import Slot
 from storage import access
@@ -71,6 +71,9 @@ Auth = Literal["none", "optional", "required", "human"]
 # connection slots the outermost middleware gives back (``SlotKeeper``).
 _ADMITTED = "cairn.admitted"
 _SLOTS = "cairn.slots"
+# The methods whose key check may be answered by the key cache: a write's key
+# is always checked in Postgres.
+_READS = frozenset({"GET", "HEAD"})
 # ``admit``, as its refusals are counted.
 _Admit = TypeVar("_Admit", bound=Callable[..., Awaitable[Any]])
 
@@ -145,6 +148,13 @@ class Admitted:
     caller: Caller | None
     ip: str
     headers: dict[str, str] = field(default_factory=dict)
+    # ``ip`` as ``client_address`` parsed it (None: parse ``ip`` when needed).
+    address: Address | str | None = None
+
+    @functools.cached_property
+    def ip_subject(self) -> str:
+        """The per-address rate-limit key (``limit_subject``), worked out once."""
+        return limit_subject(self.address if self.address is not None else self.ip)
 
 
 # --- step 1: who is calling ---------------------------------------------------
@@ -168,13 +178,15 @@ def missing_key() -> Unauthorized:
     )
 
 
-def client_address(ctx: AppContext, conn: HTTPConnection) -> str:
-    """The client's address under the trusted-proxy rules."""
-    peer = conn.client.host if conn.client else None
+def client_address(ctx: AppContext, conn: HTTPConnection) -> Address | str:
+    """The client's address under the trusted-proxy rules (parsed, or as
+    given when it cannot be: ``str()`` of either is the address's text)."""
+    client = conn.scope.get("client")
+    peer = client[0] if client else None
     # HAProxy adds its own X-Forwarded-For line rather than appending to the
     # client's: join every line, in order, into one chain.
     forwarded = ",".join(conn.headers.getlist("x-forwarded-for")) or None
-    return client_ip(peer, forwarded, ctx.trusted, ctx.local_proxies)
+    return clientip.client_address(peer, forwarded, ctx.trusted, ctx.local_proxies)
 
 
 async def authenticate(ctx: AppContext, db: AsyncSession, token: str) -> Caller:
@@ -186,13 +198,49 @@ async def authenticate(ctx: AppContext, db: AsyncSession, token: str) -> Caller:
     if keys.is_access_token(token):
         return await _oauth_bot(ctx, db, token)
     key_id = keys.parse_key_id(token)
-    found = await key_repo.live_by_key_id(db, key_id) if key_id else None
-    if found is None or not keys.verify(ctx.secret, token, found[0].key_hash):
+    if key_id is None:
         raise Unauthorized("Missing or invalid API key.", error="invalid_api_key")
-    key, agent = found
-    if not agent.is_active:
+    return await _key_holder(ctx, db, token, key_id)
+
+
+async def _key_holder(ctx: AppContext, db: AsyncSession, token: str, key_id: str) -> Caller:
+    """The agent of a well-formed API key, read from Postgres; a good key's
+    row is kept in the key cache (``_cached_key``)."""
+    digest = keys.hash_secret(ctx.secret, token)
+    cache = ctx.key_cache
+    generation = cache.generation()
+    row = await key_repo.live_row(db, key_id)
+    if row is None or not hmac.compare_digest(digest, row.key_hash):
+        raise Unauthorized("Missing or invalid API key.", error="invalid_api_key")
+    if not row.agent_active:
+        cache.drop(digest)
         raise Forbidden("This account has been deactivated.", error="account_inactive")
-    await key_repo.touch(db, key, utcnow())
+    key, agent = row.models()
+    _used(ctx, key)
+    cache.put(digest, row.agent_id, row, generation)
+    return Caller(agent=agent, key=key)
+
+
+def _used(ctx: AppContext, key: ApiKey) -> None:
+    """Record the key's use, at most once a minute, in the replica's next
+    batch (the request does not wait for the write)."""
+    now = utcnow()
+    if ctx.last_use is not None and key_repo.use_due(key.last_used_at, now):
+        ctx.last_use.record(key.id, now)
+        key.last_used_at = now
+
+
+def _cached_key(ctx: AppContext, token: str) -> Caller | None:
+    """The agent of an API key the key cache holds (None: ask Postgres).
+    Only for reads (``admit``): every write checks its key in Postgres."""
+    cache = ctx.key_cache
+    if not cache.enabled or keys.parse_key_id(token) is None:
+        return None
+    # The keyed hash Postgres stores for this key: kept only once verified.
+    row: key_repo.KeyRow | None = cache.get(keys.hash_secret(ctx.secret, token))
+    if row is None:
+        return None
+    key, agent = row.models()
     return Caller(agent=agent, key=key)
 
 
@@ -266,7 +314,15 @@ def _credential(conn: HTTPConnection | None, policy: Policy) -> str | None:
     return token
 
 
-async def _identify(ctx: AppContext, token: str, db: AsyncSession | None) -> Caller:
+async def _identify(
+    ctx: AppContext, token: str, db: AsyncSession | None, read: bool = False
+) -> Caller:
+    """``read``: a safe request (GET, HEAD), which may be answered on a key
+    the key cache holds; everything else is checked in Postgres."""
+    if read:
+        cached = _cached_key(ctx, token)
+        if cached is not None:
+            return cached
     if db is not None:
         return await authenticate(ctx, db, token)
     # On a connection of its own, given back at once: an admitted request
@@ -276,6 +332,21 @@ async def _identify(ctx: AppContext, token: str, db: AsyncSession | None) -> Cal
 
 
 # --- step 2: budgets ------------------------------------------------------------
+
+
+# The header names admission sets, encoded once (``raw_headers``).
+_RAW_NAMES = {
+    name: name.lower().encode("latin-1")
+    for name in ("X-RateLimit-Limit", "X-RateLimit-Remaining", "X-RateLimit-Reset", "Retry-After")
+}
+
+
+def raw_headers(headers: dict[str, str]) -> list[tuple[bytes, bytes]]:
+    """``headers`` as ASGI header lines."""
+    return [
+        (_RAW_NAMES.get(name) or name.lower().encode("latin-1"), value.encode("latin-1"))
+        for name, value in headers.items()
+    ]
 
 
 def limit_headers(decision: Decision) -> dict[str, str]:
@@ -330,12 +401,13 @@ async def admit(
     ``AppError`` to answer with (401, 403, 429, 503). ``db``: a session to
     check the key on (a new short one when None). ``conn`` None: a call from
     inside the process, with no client."""
-    ip = client_address(ctx, conn) if conn is not None else "unknown"
-    admitted = Admitted(caller=None, ip=ip)
+    address = client_address(ctx, conn) if conn is not None else "unknown"
+    admitted = Admitted(caller=None, ip=str(address), address=address)
     if policy.auth != "none":
         token = _credential(conn, policy)
         if token is not None:
-            caller = await _identify(ctx, token, db)
+            read = conn is not None and conn.scope.get("method") in _READS
+            caller = await _identify(ctx, token, db, read)
             _check_scope(caller, policy)
             if policy.auth == "human" and (not caller.agent.is_human or caller.session is None):
                 raise Forbidden(
@@ -349,10 +421,10 @@ async def admit(
         elif policy.auth == "required":
             raise missing_key()
     if admitted.caller is None and policy.anonymous is not None:
-        admitted.headers = await charge(ctx, policy.anonymous, limit_subject(ip))
+        admitted.headers = await charge(ctx, policy.anonymous, admitted.ip_subject)
     for tag in policy.limits:
         if tag.subject == "ip":
-            subject = limit_subject(ip)
+            subject = admitted.ip_subject
         elif admitted.caller is None:
             raise Unauthorized("This needs an API key.", error="missing_api_key")
         else:
@@ -362,13 +434,13 @@ async def admit(
         slots: list[Slot] | None = conn.scope.get(_SLOTS)
         if slots is None:  # no SlotKeeper around the app: nobody would give it back
             raise ServiceUnavailable("This server takes no long-lived connections.")
-        slots.append(ctx.connections.take(_holder(admitted), limit_subject(ip)))
+        slots.append(ctx.connections.take(_holder(admitted), admitted.ip_subject))
     return admitted
 
 
 def _holder(admitted: Admitted) -> str:
     caller = admitted.caller
-    return f"agent:{caller.agent.id}" if caller is not None else limit_subject(admitted.ip)
+    return f"agent:{caller.agent.id}" if caller is not None else admitted.ip_subject
 
 
 def is_operator(ctx: AppContext, conn: HTTPConnection) -> bool:
@@ -546,7 +618,10 @@ async def gate(request: Request, response: Response) -> None:
         raise Forbidden("This route declares no admission rule.", error="not_admitted")
     found = await admit(request.app.state.ctx, request, policy)
     request.scope[_ADMITTED] = found
-    response.headers.update(found.headers)
+    if found.headers:
+        # Admission runs first: none of these is set yet, so the lines are
+        # added as they are (MutableHeaders.update looks for each one first).
+        response.headers.raw.extend(raw_headers(found.headers))
 
 
 # --- routes that are not FastAPI routes -----------------------------------------
@@ -592,7 +667,7 @@ class EdgeGate:
                 exc.headers["WWW-Authenticate"] = self.challenge(exc.error)
             raise
         scope[_ADMITTED] = found
-        extra = [(k.lower().encode(), v.encode()) for k, v in found.headers.items()]
+        extra = raw_headers(found.headers)
 
         async def send_with_headers(message: Message) -> None:
             if message["type"] == "http.response.start" and extra:

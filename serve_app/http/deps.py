@@ -38,6 +38,7 @@ async def transaction(ctx: AppContext) -> AsyncIterator[AsyncSession]:
     ends, rolled back if it raises; after-commit hooks run once it committed."""
     async with ctx.sessions() as session:
         hooks.set_notify(session, ctx.notify)
+        hooks.set_key_cache(session, ctx.key_cache.forget)
         try:
             yield session
             await session.commit()
@@ -69,7 +70,7 @@ ReadDb = Annotated[AsyncSession, Depends(_read_only, scope="function")]
 
 
 async def request_ip(request: Request, ctx: Ctx) -> str:
-    return admission.client_address(ctx, request)
+    return str(admission.client_address(ctx, request))
 
 
 ClientIp = Annotated[str, Depends(request_ip)]

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import ipaddress
 from collections.abc import Iterable, Sequence
+from functools import lru_cache
 
 Network = ipaddress.IPv4Network | ipaddress.IPv6Network
 Address = ipaddress.IPv4Address | ipaddress.IPv6Address
@@ -26,6 +27,10 @@ Address = ipaddress.IPv4Address | ipaddress.IPv6Address
 IPV6_SUBJECT_PREFIX = 64
 
 
+# Cached: the peer is nearly always one of a few proxies (Serve's HAProxy),
+# parsed once instead of on every request. Bounded: a stream of new client
+# addresses only turns it over.
+@lru_cache(maxsize=256)
 def _parse(addr: str) -> Address | None:
     addr = addr.strip()
     if addr.startswith("[") and "]" in addr:  # [v6]:port
@@ -46,13 +51,14 @@ def _within(addr: Address, networks: Iterable[Network]) -> bool:
     return any(addr.version == net.version and addr in net for net in networks)
 
 
-def client_ip(
+def client_address(
     peer: str | None,
     forwarded_for: str | None,
     trusted: Sequence[Network],
     local_proxies: Sequence[Network] = (),
-) -> str:
-    """The client's address (see the module docstring for the trust model).
+) -> Address | str:
+    """The client's address (see the module docstring for the trust model),
+    parsed, or as given when it cannot be parsed (``unknown`` without a peer).
 
     ``trusted``: the operator's proxies (``CAIRN_TRUSTED_PROXIES``), believed
     as the peer and skipped anywhere in the chain. ``local_proxies``: Serve's
@@ -64,7 +70,7 @@ def client_ip(
         return peer or "unknown"
     if not forwarded_for or not (_within(found, trusted) or _within(found, local_proxies)):
         # A peer we do not know as a proxy is the client, whatever it claims.
-        return str(found)
+        return found
     chain = [part for part in forwarded_for.split(",") if part.strip()]
     for entry in reversed(chain):
         current = _parse(entry)
@@ -73,13 +79,24 @@ def client_ip(
         found = current
         if not _within(current, trusted):
             break
-    return str(found)
+    return found
 
 
-def limit_subject(ip: str) -> str:
-    """The per-IP rate-limit key of ``ip``: an IPv4 address as it is, an
-    IPv6 address as its /64 (IPv4-mapped IPv6 as the IPv4 address)."""
-    addr = _parse(ip)
+def client_ip(
+    peer: str | None,
+    forwarded_for: str | None,
+    trusted: Sequence[Network],
+    local_proxies: Sequence[Network] = (),
+) -> str:
+    """The client's address as text (``client_address``)."""
+    return str(client_address(peer, forwarded_for, trusted, local_proxies))
+
+
+def limit_subject(ip: str | Address) -> str:
+    """The per-IP rate-limit key of ``ip`` (text, or as ``client_address``
+    parsed it): an IPv4 address as it is, an IPv6 address as its /64
+    (IPv4-mapped IPv6 as the IPv4 address)."""
+    addr = _parse(ip) if isinstance(ip, str) else ip
     if addr is None:
         return f"ip:{ip}"
     if isinstance(addr, ipaddress.IPv6Address):

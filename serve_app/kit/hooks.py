@@ -2,12 +2,13 @@
 (e.g. telling the TrendingCounter about a vote: a rolled-back vote must not
 count), work to undo if it does not commit (a file written for it), and what
 the request's session carries for the notifications made in it (whether to
-queue e-mail, how to wake the dispatcher)."""
+queue e-mail, how to wake the dispatcher) and for the keys it changes (which
+this process's key cache forgets once it commits)."""
 
 from __future__ import annotations
 
 import logging
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Iterable
 from dataclasses import dataclass
 
 from sqlmodel.ext.asyncio.session import AsyncSession
@@ -20,6 +21,7 @@ _KEY = "cairn.after_commit"
 _ROLLBACK = "cairn.on_rollback"
 _NOTIFY = "cairn.notify"
 _WOKEN = "cairn.dispatch_woken"
+_FORGET_KEYS = "cairn.forget_keys"
 
 
 @dataclass(frozen=True)
@@ -50,6 +52,25 @@ def wake_dispatcher(session: AsyncSession) -> None:
     if notify is not None and not session.info.get(_WOKEN):
         session.info[_WOKEN] = True
         after_commit(session, notify.wake)
+
+
+def set_key_cache(session: AsyncSession, forget: Callable[[Iterable[object]], None]) -> None:
+    """How this process's key cache forgets an agent (serve_app/runtime/keycache.py)."""
+    session.info[_FORGET_KEYS] = forget
+
+
+def credentials_changed(session: AsyncSession, agent_id: object) -> None:
+    """This transaction revokes or replaces the agent's keys or changes its
+    standing: once it commits, this process's key cache forgets the agent,
+    before the answer goes out (other processes hear it from Postgres)."""
+    forget: Callable[[Iterable[object]], None] | None = session.info.get(_FORGET_KEYS)
+    if forget is None:
+        return
+
+    async def forget_now() -> None:
+        forget([agent_id])
+
+    after_commit(session, forget_now)
 
 
 def after_commit(session: AsyncSession, callback: Callback) -> None:

@@ -77,7 +77,7 @@ async def register(body: RegisterIn, ctx: Ctx, db: Db) -> dict[str, Any]:
 @router.get("/me", response_model=DataOut[OwnProfileOut])
 async def me(caller: CurrentCaller, db: Db) -> dict[str, Any]:
     """The calling agent's own profile."""
-    return {"data": await agent_service.own_profile(db, caller.agent)}
+    return {"data": await agent_service.my_profile(db, caller.agent)}
 
 
 @router.get("/me/api-key", response_model=DataOut[ApiKeyStatusOut])

@@ -145,6 +145,11 @@ class HealthOut(Output):
         default=None,
         description="This replica's long-lived connections: open, the caps, refused." + _DETAIL,
     )
+    keys: dict[str, Any] | None = Field(
+        default=None,
+        description="The API keys this replica keeps (CAIRN_KEY_CACHE_TTL_S): whether it "
+        "answers (its listener listens), how many it keeps, hits and misses." + _DETAIL,
+    )
 
 
 class HealthUnavailableOut(HealthOut):

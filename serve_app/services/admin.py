@@ -12,6 +12,7 @@ from typing import Any
 
 from sqlmodel.ext.asyncio.session import AsyncSession
 
+from serve_app.kit import hooks
 from serve_app.kit.errors import BadRequest, Conflict, Forbidden, NotFound
 from serve_app.schemas.admin import (
     MODERATION_FILTERS,
@@ -232,6 +233,7 @@ async def _change_user(db: AsyncSession, caller: Agent, body: UserChange) -> dic
             setattr(target, name, value)
         target.updated_at = utcnow()
         await db.flush()
+        hooks.credentials_changed(db, target.id)
     bots = (await repo.linked_bots_of(db, [target.id])).get(target.id, [])
     return views.envelope(_message("user", changed), user_row(target, bots))
 

@@ -71,6 +71,14 @@ async def public_profile(db: AsyncSession, username: str) -> dict[str, Any]:
     return views.profile(agent, bots)
 
 
+async def my_profile(db: AsyncSession, caller: Agent) -> dict[str, Any]:
+    """GET /api/agents/me: ``own_profile`` of the caller's row read now. The
+    row admission found may come from the replica's key cache, and its
+    counters (reputation, followers), which no notice follows, be up to
+    CAIRN_KEY_CACHE_TTL_S old (serve_app/runtime/keycache.py)."""
+    return await own_profile(db, await agent_repo.by_id(db, caller.id) or caller)
+
+
 async def own_profile(db: AsyncSession, agent: Agent) -> dict[str, Any]:
     """The caller's own profile: a human sees every bot linked to them, the
     deactivated ones included (they may appeal for those)."""
@@ -93,6 +101,7 @@ async def delete_account(
     done = await account_repo.delete_account(db, caller.id)
     if done is None:
         raise NotFound(f"No agent named '{_shown(username)}'.")
+    hooks.credentials_changed(db, caller.id)
     await verifications.refresh_items(db, verified)
     removed, voted = done
     when = time.time()

@@ -7,7 +7,7 @@ from typing import Any
 from sqlmodel.ext.asyncio.session import AsyncSession
 
 from serve_app.context import AppContext
-from serve_app.kit import keys
+from serve_app.kit import hooks, keys
 from serve_app.services import views
 from serve_app.services.views import iso
 from storage.models import Agent, ApiKey
@@ -35,6 +35,7 @@ async def regenerate(ctx: AppContext, db: AsyncSession, agent: Agent) -> dict[st
     """Replace the live key: the old one stops working when this commits."""
     await agent_repo.lock(db, agent.id)
     await key_repo.revoke_all(db, agent.id)
+    hooks.credentials_changed(db, agent.id)
     new_key = keys.generate_key()
     row = await key_repo.insert(
         db, agent.id, new_key.key_id, keys.hash_secret(ctx.secret, new_key.key)
@@ -53,4 +54,5 @@ async def regenerate(ctx: AppContext, db: AsyncSession, agent: Agent) -> dict[st
 async def revoke(db: AsyncSession, agent: Agent) -> dict[str, Any]:
     await agent_repo.lock(db, agent.id)
     await key_repo.revoke_all(db, agent.id)
+    hooks.credentials_changed(db, agent.id)
     return views.envelope("API key revoked. Requests with it now get 401.")

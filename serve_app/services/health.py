@@ -174,5 +174,7 @@ async def report(ctx: AppContext, started: float, *, detailed: bool) -> tuple[in
         body["uploads"] = ctx.decodes.stats()
         # Long-lived connections on this replica (serve_app/http/admission.py).
         body["streams"] = ctx.connections.stats()
+        # The API keys this replica keeps (serve_app/runtime/keycache.py).
+        body["keys"] = ctx.key_cache.stats()
     body["metrics"]["response_time_ms"] = round((time.perf_counter() - started) * 1000, 3)
     return reading.status_code, body

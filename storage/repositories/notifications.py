@@ -20,7 +20,6 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
 
-import psycopg
 from sqlalchemy import and_, delete, func, insert, literal_column, text, tuple_, update
 from sqlalchemy.dialects.postgresql import insert as pg_insert
 from sqlalchemy.orm import aliased
@@ -28,7 +27,7 @@ from sqlmodel import col, select
 from sqlmodel.ext.asyncio.session import AsyncSession
 
 from storage.access import PUBLIC_PATTERN_SQL
-from storage.db import libpq_url
+from storage.db import listen as db_listen
 from storage.models import (
     Agent,
     EmailPreference,
@@ -336,31 +335,11 @@ async def stream_after(
     return StreamRows(rows=rows, more=len(ready) > limit, waiting=len(ready) < len(found))
 
 
-async def listen(
+def listen(
     database_url: str, on_ready: Callable[[], Awaitable[None]], check_s: float
 ) -> AsyncIterator[list[str]]:
-    """The recipient ids of each message on ``CHANNEL``, on a connection of
-    its own, until that connection fails (the error is raised). ``on_ready``
-    runs once the connection listens; every ``check_s`` of silence the
-    connection is checked with a query, so one that died quietly is noticed."""
-    conn = await psycopg.AsyncConnection.connect(
-        libpq_url(database_url),
-        autocommit=True,
-        application_name=LISTENER_NAME,
-        # A dropped TCP connection is noticed by the kernel too (ignored on a
-        # unix socket, the embedded Postgres).
-        keepalives=1,
-        keepalives_idle=30,
-        keepalives_interval=10,
-        keepalives_count=3,
-    )
-    async with conn:
-        await conn.execute(f"LISTEN {CHANNEL}")
-        await on_ready()
-        while True:
-            async for note in conn.notifies(timeout=check_s):
-                yield [part for part in note.payload.split(",") if part]
-            await conn.execute("SELECT 1")
+    """The recipient ids of each message on ``CHANNEL`` (``storage.db.listen``)."""
+    return db_listen(database_url, CHANNEL, on_ready, check_s, LISTENER_NAME)
 
 
 # E-mail preferences -------------------------------------------------------------

@@ -30,15 +30,40 @@ def columns(model: type[SQLModel]) -> tuple[str, ...]:
     return tuple(c.name for c in model.__table__.columns)  # type: ignore[attr-defined]
 
 
+@cache
+def loaded_columns(model: type[SQLModel]) -> tuple[str, ...]:
+    """The columns an ORM load of the table reads: all but the deferred ones
+    (the search tsvectors, ``models.base.unloaded``), which no Python code reads."""
+    attrs = model.__mapper__.attrs  # type: ignore[attr-defined]
+    return tuple(
+        c for c in columns(model) if c not in attrs or not getattr(attrs[c], "deferred", False)
+    )
+
+
 def aliased_columns(alias: str, model: type[SQLModel]) -> str:
-    """``a.id AS a_id, a.username AS a_username, …``: one table's columns in a
-    join, named so that ``from_aliased`` can take them back out of the row."""
-    return ", ".join(f"{alias}.{c} AS {alias}_{c}" for c in columns(model))
+    """``a.id AS a_id, a.username AS a_username, …``: one table's loaded
+    columns in a join, named so that ``from_aliased`` can take them back out
+    of the row."""
+    return ", ".join(f"{alias}.{c} AS {alias}_{c}" for c in loaded_columns(model))
+
+
+def detached(model: type[Row], values: Mapping[str, Any]) -> Row:
+    """A detached ``model`` instance holding ``values`` (column name → value),
+    built the way the ORM builds a loaded row: the instance made without
+    ``__init__``, its attributes put in place, no change history. Twenty
+    times cheaper than ``model(**values)``, whose per-attribute events cost
+    about 60 µs for an agent row (the key check builds two rows a request).
+    ``values`` names every column."""
+    obj: Row = model.__mapper__.class_manager.new_instance()  # type: ignore[attr-defined]
+    obj.__dict__.update(values)
+    object.__setattr__(obj, "__pydantic_fields_set__", set(values))
+    return obj
 
 
 def from_aliased(row: Mapping[str, Any], alias: str, model: type[Row]) -> Row:
-    """The detached ``model`` instance whose columns a row carries as ``alias_*``."""
-    return model(**{c: row[f"{alias}_{c}"] for c in columns(model)})
+    """The detached ``model`` instance whose columns a row carries as ``alias_*``
+    (a deferred column, which the row leaves out, as None)."""
+    return detached(model, {c: row.get(f"{alias}_{c}") for c in columns(model)})
 
 
 async def by_id(

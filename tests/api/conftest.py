@@ -45,6 +45,11 @@ def make_settings(**overrides: Any) -> Settings:
         # Every /api/health call looks at the parts (tests change them between
         # calls); the snapshot itself is tested in tests/security.
         "health_snapshot_s": 0,
+        # Every key checked in Postgres: tests change rows straight in SQL and
+        # call again at once, sooner than a change's notice reaches the key
+        # cache. The cache has its own tests (test_key_cache.py); the e2e
+        # suite runs the service with it on.
+        "key_cache_ttl_s": 0,
     }
     values.update(overrides)
     return Settings(**values)
@@ -142,8 +147,10 @@ async def client(
         transport=transport, base_url="http://testserver", event_hooks={"response": [conforms]}
     ) as c:
         yield c
-    # No dispatcher transaction may be open when the tables are emptied.
+    # No dispatcher transaction may be open when the tables are emptied, and
+    # no batch of keys' last use written after it.
     await app.state.ctx.dispatch.idle()
+    await app.state.ctx.last_use.flush()
 
 
 @dataclass

@@ -2,12 +2,17 @@
 
 from __future__ import annotations
 
+import asyncio
+import time
+from datetime import timedelta
+
 import httpx
 import psycopg
 import pytest
 
 from storage.db import libpq_url
-from tests.api.conftest import assert_error, register
+from storage.repositories import api_keys as key_repo
+from tests.api.conftest import assert_error, register, scalar
 
 
 async def test_status_shows_prefix_never_the_key(client: httpx.AsyncClient) -> None:
@@ -45,8 +50,6 @@ async def test_revoke_makes_key_401(client: httpx.AsyncClient, database: str) ->
 async def test_concurrent_regenerations_leave_one_live_key(
     client: httpx.AsyncClient, database: str
 ) -> None:
-    import asyncio
-
     agent = await register(client)
     results = await asyncio.gather(
         *[client.post("/api/agents/me/api-key", headers=agent.auth) for _ in range(5)]
@@ -109,3 +112,26 @@ async def test_general_limit_counts_authenticated_calls(
         from serve_app.settings import Settings
 
         ctx.rules = Settings().rules()
+
+
+async def test_last_use_reaches_postgres_in_the_next_batch(
+    client: httpx.AsyncClient, database: str
+) -> None:
+    """A key's use is recorded without the request waiting for the write
+    (serve_app/runtime/lastuse.py), and reaches Postgres within a period."""
+    agent = await register(client)
+    query = "SELECT last_used_at FROM api_keys WHERE agent_id = %s AND revoked_at IS NULL"
+    response = await client.get("/api/agents/me/api-key", headers=agent.auth)
+    shown = response.json()["data"]["last_used_at"]
+    assert shown
+    deadline = time.monotonic() + 10
+    while (stored := scalar(database, query, agent.agent_id)) is None:
+        assert time.monotonic() < deadline, "the last use never reached Postgres"
+        await asyncio.sleep(0.05)
+    # A batch that arrives late never moves the time back.
+    ctx = client._transport.app.state.ctx  # type: ignore[attr-defined]
+    key_pk = scalar(database, "SELECT id FROM api_keys WHERE agent_id = %s", agent.agent_id)
+    async with ctx.read_sessions() as session:
+        changed = await key_repo.record_use(session, [(key_pk, stored - timedelta(minutes=5))])
+    assert changed == 0
+    assert scalar(database, query, agent.agent_id) == stored

@@ -76,6 +76,11 @@ async def test_register_profile_and_keys(http: httpx.AsyncClient) -> None:
     assert (await http.delete("/api/agents/me/api-key", headers=auth(new_key))).status_code == 200
     revoked = await http.get("/api/agents/me", headers=auth(new_key))
     assert revoked.status_code == 401 and revoked.json()["error"] == "invalid_api_key"
+    # The replicas keep verified keys and follow credential changes through
+    # Postgres (serve_app/runtime/keycache.py): the revocations above were
+    # honoured with the cache on.
+    keys = (await http.get("/api/health")).json()["keys"]
+    assert keys["enabled"] and keys["listening"], keys
 
 
 @pytest.mark.parametrize(

@@ -254,7 +254,9 @@ async def test_anonymous_health_shows_no_details(client: httpx.AsyncClient) -> N
     wrong = (await client.get("/api/health", headers={"X-Operator-Token": "guess"})).json()
     assert "parts" not in wrong
     operator = (await client.get("/api/health", headers=OPERATOR)).json()
-    assert {"parts", "search", "dispatch", "trending", "streams"} <= set(operator)
+    assert {"parts", "search", "dispatch", "trending", "streams", "keys"} <= set(operator)
+    # The API tests' app reads every key (tests/api/conftest.py).
+    assert operator["keys"]["enabled"] is False and operator["keys"]["kept"] == 0
 
 
 async def test_staff_see_health_details_and_agents_do_not(

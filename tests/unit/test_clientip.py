@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import ipaddress
 
-from serve_app.kit.clientip import client_ip
+from serve_app.kit.clientip import client_address, client_ip, limit_subject
 
 LB = [ipaddress.ip_network("10.0.0.0/8")]
 
@@ -46,3 +46,25 @@ def test_ports_and_ipv6() -> None:
 
 def test_missing_peer() -> None:
     assert client_ip(None, None, []) == "unknown"
+
+
+def test_the_parsed_address_gives_the_same_limit_subject_as_its_text() -> None:
+    """Admission keys per-address limits from the address as it was parsed
+    (no second parse); it must be the key the text gives."""
+    cases = [
+        ("203.0.113.5", None, []),
+        ("10.0.0.2", "198.51.100.7, 10.0.0.9", LB),
+        ("10.0.0.2", "2001:db8:1:2::77", LB),
+        ("10.0.0.2", "::ffff:203.0.113.7", LB),
+        ("10.0.0.2", "junk", LB),
+        ("not-an-address", None, []),
+        (None, None, []),
+    ]
+    for peer, forwarded, trusted in cases:
+        found = client_address(peer, forwarded, trusted)
+        text = client_ip(peer, forwarded, trusted)
+        assert str(found) == text
+        assert limit_subject(found) == limit_subject(text)
+    assert limit_subject(client_address("10.0.0.2", "2001:db8:1:2::77", LB)) == (
+        "ip:2001:db8:1:2::/64"
+    )
