@@ -182,6 +182,9 @@ async def test_backup_and_restore_round_trip(
             assert served.status_code == 200 and served.content == image
 
     # Again over the restored (non-empty) database: refused, nothing touched.
+    # (Compared with the database as the restored service left it: its
+    # request recorded the key's use, api_keys.last_used_at.)
+    served_state = table_sums(url)
     again = subprocess.run(
         [sys.executable, "-m", "serve_app.launch.cli", "restore", str(backup_dir)],
         env={**env_without_url, "PYTHONPATH": str(REPO), **env},
@@ -191,7 +194,7 @@ async def test_backup_and_restore_round_trip(
     )
     assert again.returncode == 1 and "refusing to overwrite" in again.stderr
     assert "--force" in again.stderr
-    assert table_sums(url) == before
+    assert table_sums(url) == served_state
 
     # --force: after a change, the database is put back as the backup has it.
     with psycopg.connect(libpq_url(url)) as conn:
