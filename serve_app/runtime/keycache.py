@@ -27,6 +27,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import os
 import time
 from collections import OrderedDict
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterable
@@ -81,6 +82,8 @@ class KeyCache:
         self.hits = 0
         self.misses = 0
         self.connects = 0
+        self.notices = 0  # agents named by notices (read ahead or by the listener)
+        self.read_ahead = 0  # of those, read ahead of the listener by a lookup
 
     @property
     def enabled(self) -> bool:
@@ -96,7 +99,8 @@ class KeyCache:
         if self._drain is not None and self._entries:
             pending = self._drain()
             if pending:
-                self.forget(pending)
+                self.read_ahead += len(pending)
+                self._notice(pending)
         found = self._entries.get(digest)
         if found is None:
             self.misses += 1
@@ -133,6 +137,11 @@ class KeyCache:
             for digest in self._by_agent.pop(str(agent_id), ()):
                 self._entries.pop(digest, None)
 
+    def _notice(self, agent_ids: list[str]) -> None:
+        """Postgres's notice of changes to these agents arrived."""
+        self.notices += len(agent_ids)
+        self.forget(agent_ids)
+
     def drop(self, digest: bytes) -> None:
         """Drop one key (a read found it no longer good)."""
         self._generation += 1
@@ -165,6 +174,9 @@ class KeyCache:
             "hits": self.hits,
             "misses": self.misses,
             "connects": self.connects,
+            "notices": self.notices,
+            "read_ahead": self.read_ahead,
+            "pid": os.getpid(),
         }
 
     # --- the listener ---------------------------------------------------------
@@ -187,7 +199,7 @@ class KeyCache:
         while not self._closed:
             try:
                 async for agent_ids in self._follow(self._ready):
-                    self.forget(agent_ids)
+                    self._notice(agent_ids)
                 log.warning("credential listener ended; reconnecting")
             except asyncio.CancelledError:
                 raise

@@ -71,16 +71,40 @@ async def test_register_profile_and_keys(http: httpx.AsyncClient) -> None:
     new_key = (await http.post("/api/agents/me/api-key", headers=auth(agent["api_key"]))).json()[
         "data"
     ]["api_key"]
-    assert (await http.get("/api/agents/me", headers=auth(agent["api_key"]))).status_code == 401
+    await refused_everywhere(http, agent["api_key"])
+    assert (await http.get("/api/agents/me", headers=auth(new_key))).status_code == 200
     assert (await http.get("/api/agents/me", headers=auth(new_key))).status_code == 200
     assert (await http.delete("/api/agents/me/api-key", headers=auth(new_key))).status_code == 200
-    revoked = await http.get("/api/agents/me", headers=auth(new_key))
-    assert revoked.status_code == 401 and revoked.json()["error"] == "invalid_api_key"
+    await refused_everywhere(http, new_key)
     # The replicas keep verified keys and follow credential changes through
     # Postgres (serve_app/runtime/keycache.py): the revocations above were
     # honoured with the cache on.
     keys = (await http.get("/api/health")).json()["keys"]
     assert keys["enabled"] and keys["listening"], keys
+
+
+# Far below CAIRN_KEY_CACHE_TTL_S (60 s): a refusal within it came from the
+# change's notice, not from a kept key running out.
+NOTICE_DEADLINE_S = 5.0
+
+
+async def refused_everywhere(http: httpx.AsyncClient, key: str) -> None:
+    """A revoked key: every write refused at once; reads too on the replica
+    that revoked it, and on the others as soon as Postgres's notice of the
+    change reaches them (docs/decisions/security-and-admission.md, "Verified
+    API keys kept in the replica (issue 32)"; a read through another replica
+    right after the answer may still be served from its cache for those
+    milliseconds), and from then on on every replica."""
+    for _ in range(4):  # spread over both replicas
+        write = await http.post("/api/agents/me/api-key", headers=auth(key))
+        assert write.status_code == 401 and write.json()["error"] == "invalid_api_key"
+    deadline = asyncio.get_running_loop().time() + NOTICE_DEADLINE_S
+    while (await http.get("/api/agents/me", headers=auth(key))).status_code != 401:
+        assert asyncio.get_running_loop().time() < deadline, "a replica kept serving the key"
+        await asyncio.sleep(0.01)
+    for _ in range(6):
+        read = await http.get("/api/agents/me", headers=auth(key))
+        assert read.status_code == 401 and read.json()["error"] == "invalid_api_key"
 
 
 @pytest.mark.parametrize(
