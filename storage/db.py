@@ -161,16 +161,23 @@ def make_sessionmaker(engine: AsyncEngine) -> async_sessionmaker[AsyncSession]:
     return async_sessionmaker(engine, class_=AsyncSession, expire_on_commit=False)
 
 
+async def _driver(session: AsyncSession) -> Any:
+    """The psycopg connection under the session's own connection (and
+    transaction), for the hot-path statements below."""
+    conn = await session.connection()
+    raw = await conn.get_raw_connection()
+    driver = raw.driver_connection
+    assert driver is not None
+    return driver
+
+
 async def fetch_one(
     session: AsyncSession, sql: str, params: dict[str, Any]
 ) -> dict[str, Any] | None:
     """Run one hot-path query on the session's own connection (and transaction)
     straight through psycopg, skipping SQLAlchemy's per-statement compilation,
     which costs more than the query itself on a small read."""
-    conn = await session.connection()
-    raw = await conn.get_raw_connection()
-    driver = raw.driver_connection
-    assert driver is not None
+    driver = await _driver(session)
     async with driver.cursor(row_factory=dict_row) as cur:
         await cur.execute(sql, params)
         return await cur.fetchone()
@@ -180,11 +187,7 @@ async def fetch_values(
     session: AsyncSession, sql: str, params: dict[str, Any]
 ) -> tuple[Any, ...] | None:
     """``fetch_one``'s row as a plain tuple, in the statement's column order."""
-    conn = await session.connection()
-    raw = await conn.get_raw_connection()
-    driver = raw.driver_connection
-    assert driver is not None
-    async with driver.cursor() as cur:
+    async with (await _driver(session)).cursor() as cur:
         await cur.execute(sql, params)
         found = await cur.fetchone()
         return tuple(found) if found is not None else None
@@ -193,11 +196,7 @@ async def fetch_values(
 async def execute(session: AsyncSession, sql: str, params: dict[str, Any]) -> int:
     """``fetch_one`` for a hot-path write: one statement straight through
     psycopg on the session's connection; the number of rows it touched."""
-    conn = await session.connection()
-    raw = await conn.get_raw_connection()
-    driver = raw.driver_connection
-    assert driver is not None
-    async with driver.cursor() as cur:
+    async with (await _driver(session)).cursor() as cur:
         await cur.execute(sql, params)
         return cur.rowcount
 
