@@ -212,17 +212,7 @@ class LexicalSearch(Follower):
         """The node's build lock, waiting up to ``wait_s`` (None: as long as
         another process builds)."""
         assert self.store is not None
-        lock = self.store.build_lock
-        deadline = None if wait_s is None else time.monotonic() + wait_s
-        while True:
-            try:
-                if lock.acquire():
-                    return True
-            except OSError as exc:
-                raise StoreError(f"build lock: {exc}") from exc
-            if deadline is not None and time.monotonic() >= deadline:
-                return False
-            await asyncio.sleep(BUILD_POLL_S)
+        return await _take(self.store.build_lock, "build lock", wait_s, BUILD_POLL_S, BUILD_POLL_S)
 
     async def _store(self) -> NodeStore:
         if self.store is None:
@@ -425,20 +415,8 @@ class LexicalSearch(Follower):
 
     async def _acquire(self, wait_s: float) -> bool:
         """Take the node's writer lock, waiting up to ``wait_s``."""
-        lock = self._lock_file
-        assert lock is not None
-        deadline = time.monotonic() + wait_s
-        pause = 0.002
-        while True:
-            try:
-                if lock.acquire():
-                    return True
-            except OSError as exc:
-                raise StoreError(f"writer lock: {exc}") from exc
-            if time.monotonic() >= deadline:
-                return False
-            await asyncio.sleep(pause)
-            pause = min(pause * 2, 0.05)
+        assert self._lock_file is not None
+        return await _take(self._lock_file, "writer lock", wait_s, 0.002, 0.05)
 
     def _release(self) -> None:
         if self._lock_file is not None:
@@ -499,6 +477,23 @@ class LexicalSearch(Follower):
     async def close(self) -> None:
         await super().close()
         self._release()
+
+
+async def _take(lock: FileLock, what: str, wait_s: float | None, pause: float, most: float) -> bool:
+    """Take a node lock without blocking the event loop: try, then sleep
+    ``pause`` (doubling up to ``most``) until ``wait_s`` has passed (None:
+    for as long as it takes); False when it has."""
+    deadline = None if wait_s is None else time.monotonic() + wait_s
+    while True:
+        try:
+            if lock.acquire():
+                return True
+        except OSError as exc:
+            raise StoreError(f"{what}: {exc}") from exc
+        if deadline is not None and time.monotonic() >= deadline:
+            return False
+        await asyncio.sleep(pause)
+        pause = min(pause * 2, most)
 
 
 async def _fill(conn: Any, kind: str, index: LexicalIndex) -> int:
