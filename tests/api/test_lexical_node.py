@@ -166,9 +166,48 @@ async def test_a_failing_folder_falls_back_to_memory(
     hits = await replica.search(["pattern"], "jitter backoff", 5)
     assert hits is not None and hits["pattern"].hits
 
+    # The folder mended: a rebuild searches the node's index on disk again.
+    blocked.unlink()
+    await replica.build()
+    assert replica.shared and replica.stats()["store"]["error"] is None
+    assert replica.counters["fallbacks"] == 1 and replica.counters["rebuilds"] >= 1
+    assert (await replica.search(["pattern"], "jitter backoff", 5)) == hits
+
 
 async def test_health_names_the_store(client: httpx.AsyncClient) -> None:
     body = (await client.get("/api/health", headers=OPERATOR)).json()
     store = body["lexical"]["store"]
-    assert store["kind"] == "disk" and store["error"] is None
+    assert store["kind"] == "disk" and store["error"] is None, store
     assert store["generation"].startswith("g-") and store["folder"]
+
+
+async def test_a_generation_swept_while_reloading_is_followed_not_fled(
+    client: httpx.AsyncClient, database: str, replicas: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A replica reads the state (its generation, a new commit), another
+    process publishes a rebuild and sweeps that generation, then the first
+    reloads: it must read the state again and move on, not fall back to
+    memory for good."""
+    _, ids = await corpus(client)
+    first, second = replicas(), replicas()
+    await first._open()
+    await second._open()
+    sql(database, "UPDATE patterns SET content = 'zeppelin hangar' WHERE id = %s", ids["cron"])
+    await second.search(["pattern"], "zeppelin", 5)  # a commit on the shared generation
+    assert second.store is not None and first.store is not None
+    stale = second.store.read(True)
+    assert stale is not None and stale.generation == first.stats()["store"]["generation"]
+    await second.build()  # a new generation; the old one swept
+    assert first.store.generations() == [second.stats()["store"]["generation"]]
+
+    reads = iter([stale])
+    real_read = first.store.read
+
+    def read(fresh: bool = False) -> Any:
+        return next(reads, None) or real_read(fresh)
+
+    monkeypatch.setattr(first.store, "read", read)
+    hits = await first.search(["pattern"], "zeppelin", 5)
+    assert first.shared and first.counters["fallbacks"] == 0, first.stats()["store"]
+    assert hits == await second.search(["pattern"], "zeppelin", 5)
+    assert hits is not None and len(hits["pattern"].hits) == 1

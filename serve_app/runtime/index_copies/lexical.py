@@ -82,6 +82,9 @@ KEEP_FRESH_S = 60.0
 BUILD_HEAP = 50_000_000
 # How often a process waiting for another's build looks again.
 BUILD_POLL_S = 0.5
+# After falling back to memory, how long before a (re)build tries the node's
+# folder again (an explicit ``build`` always does).
+DISK_RETRY_S = 300.0
 
 
 @dataclass(frozen=True)
@@ -122,6 +125,7 @@ class LexicalSearch(Follower):
         self.store: NodeStore | None = None
         self.store_error: str | None = None
         self._state: StoreState | None = None  # what this process's readers hold
+        self._fell_back_at = float("-inf")
         self._lock_file: FileLock | None = None
         self.counters.update(
             {
@@ -166,13 +170,23 @@ class LexicalSearch(Follower):
     # --- the node's index on disk -------------------------------------------
 
     async def _open(self) -> None:
+        if time.monotonic() - self._fell_back_at >= DISK_RETRY_S:
+            self._retry_disk()
         if self.shared:
             try:
                 await self._open_shared()
                 return
             except StoreError as exc:
                 self._fall_back(exc)
-        await self.build()
+        await super().build()
+
+    def _retry_disk(self) -> None:
+        """After a fallback, search the node's folder again from the next
+        build on: what failed (a full disk, a generation swept mid-reload)
+        may have passed."""
+        if self.store_root is not None and self.store_error is not None:
+            log.info("%s: trying the node's index again (%s)", self.name, self.store_error)
+            self.store_error = None
 
     async def _open_shared(self) -> None:
         """Take up the node's index, waiting while another process builds
@@ -194,7 +208,9 @@ class LexicalSearch(Follower):
 
     async def build(self) -> None:
         """(Re)build the index from Postgres and make it the one searched:
-        on disk, a new generation published for the whole node."""
+        on disk, a new generation published for the whole node (also after
+        a fallback to memory: a rebuild tries the folder again)."""
+        self._retry_disk()
         if self.shared:
             try:
                 store = await self._store()
@@ -364,7 +380,10 @@ class LexicalSearch(Follower):
             held = self._state
             if held is not None and held.generation == state.generation:
                 if held.commits != state.commits:
-                    await _disk(_reload, list(self.indexes.values()))
+                    try:
+                        await _disk(_reload, list(self.indexes.values()))
+                    except StoreError:
+                        continue  # replaced and swept while reloading: read the state again
                     self.counters["reloads"] += 1
                 self._state = state
                 return state
@@ -427,6 +446,7 @@ class LexicalSearch(Follower):
         from now on (the caller builds it; Postgres full text meanwhile)."""
         self._release()
         self.store_error = f"{type(exc).__name__}: {exc}"[:300]
+        self._fell_back_at = time.monotonic()
         self.counters["fallbacks"] += 1
         self.ready = False
         self._state = None
