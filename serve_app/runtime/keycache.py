@@ -30,14 +30,13 @@ import logging
 import os
 import time
 from collections import OrderedDict
-from collections.abc import AsyncIterator, Awaitable, Callable, Iterable
+from collections.abc import Callable, Iterable
 from typing import Any
+
+from serve_app.runtime.listener import Listener, Source
 
 log = logging.getLogger("cairn.keycache")
 
-# Calls its argument once it listens, then yields the agent ids of each
-# message until the connection fails (by raising).
-Source = Callable[[Callable[[], Awaitable[None]]], AsyncIterator[list[str]]]
 # What is kept for a key (storage/repositories/api_keys.py's ``KeyRow``).
 Row = Any
 
@@ -66,9 +65,9 @@ class KeyCache:
         # answered on the revoked key, however busy the event loop.
         self._drain = drain
         self._clock = clock
-        self._retry_s = retry_s
-        self._retry_max_s = retry_max_s
-        self._delay = retry_s
+        self._listener = Listener(
+            "credential listener", log, retry_s=retry_s, retry_max_s=retry_max_s
+        )
         # digest -> (stored at, agent id, row); the oldest use first.
         self._entries: OrderedDict[bytes, tuple[float, str, Row]] = OrderedDict()
         self._by_agent: dict[str, set[bytes]] = {}
@@ -187,28 +186,21 @@ class KeyCache:
             return
         self._task = asyncio.get_running_loop().create_task(self._listen())
 
-    async def _ready(self) -> None:
+    def _ready(self) -> None:
         # Whatever changed while nobody listened was not heard: start over.
         self.clear()
         self.listening = True
         self.connects += 1
-        self._delay = self._retry_s
+
+    def _lost(self) -> None:
+        self.listening = False
+        self.clear()
 
     async def _listen(self) -> None:
         assert self._follow is not None
-        while not self._closed:
-            try:
-                async for agent_ids in self._follow(self._ready):
-                    self._notice(agent_ids)
-                log.warning("credential listener ended; reconnecting")
-            except asyncio.CancelledError:
-                raise
-            except Exception as exc:
-                log.warning("credential listener failed (%s); retrying in %.1fs", exc, self._delay)
-            self.listening = False
-            self.clear()
-            await asyncio.sleep(self._delay)
-            self._delay = min(self._delay * 2, self._retry_max_s)
+        await self._listener.run(
+            self._follow, self._ready, self._notice, self._lost, lambda: self._closed
+        )
 
     async def close(self) -> None:
         self._closed = True

@@ -12,13 +12,11 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-from collections.abc import AsyncIterator, Awaitable, Callable, Iterable
+from collections.abc import Iterable
+
+from serve_app.runtime.listener import Listener, Source
 
 log = logging.getLogger("cairn.streams")
-
-# Calls its argument once it listens, then yields each message's recipient ids
-# until the connection fails (by raising).
-Source = Callable[[Callable[[], Awaitable[None]]], AsyncIterator[list[str]]]
 
 
 class StreamsFull(Exception):
@@ -75,12 +73,12 @@ class StreamHub:
     ) -> None:
         self._source = source
         self.max_streams = max_streams
-        self._retry_s = retry_s
-        self._retry_max_s = retry_max_s
+        self._listener = Listener(
+            "notification listener", log, retry_s=retry_s, retry_max_s=retry_max_s
+        )
         self._subs: dict[str, set[Subscription]] = {}
         self._count = 0
         self._task: asyncio.Task[None] | None = None
-        self._delay = retry_s
         self.closed = False
         self.listening = False
         self.connects = 0  # successful LISTENs (1 + reconnects)
@@ -122,30 +120,21 @@ class StreamHub:
             for sub in subs:
                 sub.ring()
 
-    async def _ready(self) -> None:
+    def _ready(self) -> None:
         self.listening = True
         self.connects += 1
         self.epoch += 1
-        self._delay = self._retry_s
         # Whatever committed while nobody listened: every stream looks now.
         self.ring_all()
 
+    def _lost(self) -> None:
+        self.listening = False
+        self.epoch += 1
+
     async def _listen(self) -> None:
-        while not self.closed:
-            try:
-                async for recipients in self._source(self._ready):
-                    self.ring(recipients)
-                log.warning("notification listener ended; reconnecting")
-            except asyncio.CancelledError:
-                raise
-            except Exception as exc:
-                log.warning(
-                    "notification listener failed (%s); retrying in %.1fs", exc, self._delay
-                )
-            self.listening = False
-            self.epoch += 1
-            await asyncio.sleep(self._delay)
-            self._delay = min(self._delay * 2, self._retry_max_s)
+        await self._listener.run(
+            self._source, self._ready, self.ring, self._lost, lambda: self.closed
+        )
 
     async def close(self) -> None:
         """Stop listening; open streams see ``closed`` and end."""
