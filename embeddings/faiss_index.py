@@ -210,7 +210,7 @@ class _Graph:
     @property
     def ntotal(self) -> int:
         self._swap_if_built()
-        return len(self._state.labels)
+        return self._state.live
 
     @property
     def dead(self) -> int:
@@ -303,7 +303,8 @@ class _Graph:
         under way holds a second graph of the live nodes for its duration."""
         links = 2 * self.config.hnsw_m * 4
         code = self.dim if self.config.hnsw_codes == SQ8 else 4 * self.dim
-        return self._state.nodes * (code + links + 4 + 8 + 8 + 1)
+        # FAISS's level (4) and offset (8); ids, sorted ids, their labels, alive.
+        return self._state.nodes * (code + links + 4 + 8 + 8 + 8 + 4 + 1)
 
 
 class _GraphState:
@@ -313,7 +314,15 @@ class _GraphState:
         self.graph = graph
         self.ids = ids
         self.alive = np.ones(len(ids), dtype=bool)
-        self.labels: dict[int, int] = dict(zip(ids.tolist(), range(len(ids)), strict=True))
+        self.live = len(ids)
+        # Id -> live label. The nodes the graph was built with are found by
+        # binary search over their ids, sorted (12 bytes a node; a dict of a
+        # million Python ints took 101 MiB a copy); the nodes added since,
+        # in a dict. An id has at most one live label: ``add`` removes first.
+        order = np.argsort(ids, kind="stable")
+        self._sorted = ids[order]
+        self._order = order.astype(np.int32 if len(ids) < 2**31 else np.int64)
+        self._added: dict[int, int] = {}
 
     @staticmethod
     def new_graph(dim: int, config: IndexConfig) -> Any:
@@ -360,7 +369,7 @@ class _GraphState:
 
     @property
     def dead(self) -> int:
-        return self.nodes - len(self.labels)
+        return self.nodes - self.live
 
     def add(self, ids: np.ndarray, vectors: np.ndarray) -> None:
         self.remove(ids)
@@ -369,12 +378,20 @@ class _GraphState:
         self.graph.add(vectors)
         self.ids = np.concatenate([self.ids, ids])
         self.alive = np.concatenate([self.alive, np.ones(len(ids), dtype=bool)])
-        self.labels.update(zip(ids.tolist(), range(start, start + len(ids)), strict=True))
+        self._added.update(zip(ids.tolist(), range(start, start + len(ids)), strict=True))
+        self.live += len(ids)
 
     def remove(self, ids: np.ndarray) -> int:
-        labels = [label for i in ids.tolist() if (label := self.labels.pop(i, None)) is not None]
+        """Mark the live nodes of these ids dead; how many there were."""
+        labels = [label for i in ids.tolist() if (label := self._added.pop(i, None)) is not None]
+        if len(self._sorted):
+            wanted = np.unique(np.asarray(ids, dtype=np.int64))
+            pos = np.minimum(np.searchsorted(self._sorted, wanted), len(self._sorted) - 1)
+            built = self._order[pos[self._sorted[pos] == wanted]]
+            labels.extend(built[self.alive[built]].tolist())
         if labels:
             self.alive[labels] = False
+            self.live -= len(labels)
         return len(labels)
 
     def contents(self) -> tuple[np.ndarray, np.ndarray]:

@@ -294,10 +294,40 @@ def test_hnsw_search_widens_with_the_graph() -> None:
 def test_hnsw_memory_formula_counts_every_node() -> None:
     config = IndexConfig(flat_max=100, hnsw_m=16)
     index = FaissIndex.build(DIM, np.arange(1000), clustered(1000, 10), config)
-    per_node = 4 * DIM + 2 * 16 * 4 + 21
+    per_node = 4 * DIM + 2 * 16 * 4 + 33
     assert index.memory_bytes() == 1000 * per_node
     index.remove(list(range(100)))  # dead nodes still take their room
     assert index.memory_bytes() == 1000 * per_node
+
+
+def test_hnsw_ids_follow_any_mix_of_adds_replacements_and_removals() -> None:
+    """The graph's id -> live node map (built nodes by binary search, added
+    ones in a dict) against a plain dict, over random changes: every live id
+    is found with its latest vector, none removed or replaced shows."""
+    rng = np.random.default_rng(7)
+    config = IndexConfig(flat_max=10, hnsw_m=8, hnsw_ef_construction=32, hnsw_ef_search=64)
+    ids = rng.permutation(np.arange(1_000, 1_600))  # unsorted, sparse
+    data = random_vectors(len(ids), seed=1)
+    index = FaissIndex.build(DIM, ids, data, config)
+    expected = dict(zip(ids.tolist(), data, strict=True))
+    for step in range(30):
+        pick = rng.choice(np.arange(900, 1_700), size=40, replace=False)
+        if step % 3 == 2:
+            index.remove(pick.tolist())
+            for i in pick.tolist():
+                expected.pop(i, None)
+        else:
+            vectors = random_vectors(len(pick), seed=100 + step)
+            index.add(pick, vectors)
+            expected.update(zip(pick.tolist(), vectors, strict=True))
+        assert len(index) == len(expected)
+    probe = rng.choice(list(expected), size=40, replace=False)
+    for i in probe.tolist():
+        hits = dict(index.search(expected[i], 5))
+        assert i in hits and hits[i] == pytest.approx(float(expected[i] @ expected[i]), abs=1e-4)
+    gone = set(range(900, 1_700)) - set(expected)
+    for q in random_vectors(20, seed=999):
+        assert not {i for i, _ in index.search(q, 50)} & gone
 
 
 def test_hnsw_changes_made_during_a_rebuild_survive_the_swap() -> None:
@@ -366,7 +396,7 @@ def test_sq8_graph_recall_scores_memory_and_changes() -> None:
     assert recall_at(index, data, queries, 10) >= 0.95
     for i, s in index.search(queries[0], 10):
         assert s == pytest.approx(float(data[i] @ queries[0]), abs=0.01)
-    per_node = DIM + 2 * config.hnsw_m * 4 + 21
+    per_node = DIM + 2 * config.hnsw_m * 4 + 33
     assert index.memory_bytes() == n * per_node
     floats = FaissIndex.build(DIM, np.arange(2000), data[:2000], IndexConfig(flat_max=1000))
     assert index.memory_bytes() / n < floats.memory_bytes() / 2000
