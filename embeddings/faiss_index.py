@@ -304,7 +304,12 @@ class _Graph:
         links = 2 * self.config.hnsw_m * 4
         code = self.dim if self.config.hnsw_codes == SQ8 else 4 * self.dim
         # FAISS's level (4) and offset (8); ids, sorted ids, their labels, alive.
-        return self._state.nodes * (code + links + 4 + 8 + 8 + 8 + 4 + 1)
+        return self._state.nodes * (code + links + 4 + 8 + 8 + 8 + 8 + 1)
+
+
+# Nodes added since the id arrays were made that are looked up in a dict, at
+# most (or an eighth of the arrays, if more); beyond, the arrays are made anew.
+FOLD_MIN = 4096
 
 
 class _GraphState:
@@ -315,14 +320,23 @@ class _GraphState:
         self.ids = ids
         self.alive = np.ones(len(ids), dtype=bool)
         self.live = len(ids)
-        # Id -> live label. The nodes the graph was built with are found by
-        # binary search over their ids, sorted (12 bytes a node; a dict of a
-        # million Python ints took 101 MiB a copy); the nodes added since,
-        # in a dict. An id has at most one live label: ``add`` removes first.
+        # Id -> live label. Most nodes are found by binary search over their
+        # ids, sorted (12 bytes a node; a dict of a million Python ints took
+        # 101 MiB a copy); the few added since the arrays were last made, in
+        # a dict. An id has at most one live label: ``add`` removes first.
+        self._sorted = np.zeros(0, dtype=np.int64)
+        self._order = np.zeros(0, dtype=np.int64)
+        self._added: dict[int, int] = {}
+        self._fold()
+
+    def _fold(self) -> None:
+        """Make the sorted arrays of every live node's id anew (the dict empties)."""
+        live = np.flatnonzero(self.alive)
+        ids = self.ids[live]
         order = np.argsort(ids, kind="stable")
         self._sorted = ids[order]
-        self._order = order.astype(np.int32 if len(ids) < 2**31 else np.int64)
-        self._added: dict[int, int] = {}
+        self._order = live[order]
+        self._added = {}
 
     @staticmethod
     def new_graph(dim: int, config: IndexConfig) -> Any:
@@ -378,8 +392,11 @@ class _GraphState:
         self.graph.add(vectors)
         self.ids = np.concatenate([self.ids, ids])
         self.alive = np.concatenate([self.alive, np.ones(len(ids), dtype=bool)])
-        self._added.update(zip(ids.tolist(), range(start, start + len(ids)), strict=True))
         self.live += len(ids)
+        if len(self._added) + len(ids) > max(FOLD_MIN, len(self._sorted) // 8):
+            self._fold()  # a build (one large add) never fills the dict
+        else:
+            self._added.update(zip(ids.tolist(), range(start, start + len(ids)), strict=True))
 
     def remove(self, ids: np.ndarray) -> int:
         """Mark the live nodes of these ids dead; how many there were."""

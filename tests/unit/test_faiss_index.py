@@ -7,6 +7,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+from embeddings import faiss_index
 from embeddings.config import IndexConfig
 from embeddings.faiss_index import DEAD_SHARE, FLAT, HNSW, IVF, FaissIndex, ef_for, nlist_for
 
@@ -294,16 +295,21 @@ def test_hnsw_search_widens_with_the_graph() -> None:
 def test_hnsw_memory_formula_counts_every_node() -> None:
     config = IndexConfig(flat_max=100, hnsw_m=16)
     index = FaissIndex.build(DIM, np.arange(1000), clustered(1000, 10), config)
-    per_node = 4 * DIM + 2 * 16 * 4 + 33
+    per_node = 4 * DIM + 2 * 16 * 4 + 37
     assert index.memory_bytes() == 1000 * per_node
     index.remove(list(range(100)))  # dead nodes still take their room
     assert index.memory_bytes() == 1000 * per_node
 
 
-def test_hnsw_ids_follow_any_mix_of_adds_replacements_and_removals() -> None:
-    """The graph's id -> live node map (built nodes by binary search, added
-    ones in a dict) against a plain dict, over random changes: every live id
-    is found with its latest vector, none removed or replaced shows."""
+@pytest.mark.parametrize("fold_min", [4096, 16])
+def test_hnsw_ids_follow_any_mix_of_adds_replacements_and_removals(
+    fold_min: int, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The graph's id -> live node map (most nodes by binary search over
+    sorted arrays, the last added in a dict, folded into the arrays when it
+    grows) against a plain dict, over random changes: every live id is found
+    with its latest vector, none removed or replaced shows."""
+    monkeypatch.setattr(faiss_index, "FOLD_MIN", fold_min)
     rng = np.random.default_rng(7)
     config = IndexConfig(flat_max=10, hnsw_m=8, hnsw_ef_construction=32, hnsw_ef_search=64)
     ids = rng.permutation(np.arange(1_000, 1_600))  # unsorted, sparse
@@ -396,7 +402,7 @@ def test_sq8_graph_recall_scores_memory_and_changes() -> None:
     assert recall_at(index, data, queries, 10) >= 0.95
     for i, s in index.search(queries[0], 10):
         assert s == pytest.approx(float(data[i] @ queries[0]), abs=0.01)
-    per_node = DIM + 2 * config.hnsw_m * 4 + 33
+    per_node = DIM + 2 * config.hnsw_m * 4 + 37
     assert index.memory_bytes() == n * per_node
     floats = FaissIndex.build(DIM, np.arange(2000), data[:2000], IndexConfig(flat_max=1000))
     assert index.memory_bytes() / n < floats.memory_bytes() / 2000
