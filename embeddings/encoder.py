@@ -71,7 +71,10 @@ class Encoder:
     (``embeddings.onnx_model``: exported once from the local weights, cached
     in ``cache_dir``); on a GPU, or for a model that cannot be exported (no
     local folder, no fast tokenizer, no mean pooling), through
-    sentence-transformers on PyTorch. ``backend`` forces one of the two."""
+    sentence-transformers on PyTorch. ``backend`` forces one of the two.
+    ``precision="bf16"`` on the CPU is bulk encoding only (``cairn reembed
+    --precision bf16``): PyTorch with bf16 matrix products, compiled
+    (``embeddings.bf16_model``), whatever ``backend`` says."""
 
     def __init__(
         self,
