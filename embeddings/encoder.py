@@ -50,6 +50,9 @@ def ray_device(configured: str) -> str:
 
 
 BACKENDS = ("auto", "onnx", "torch")
+# fp32 and int8: the ONNX graph's (embeddings/onnx_model.py); bf16: bulk
+# encoding on the CPU only (embeddings/bf16_model.py, `cairn reembed`).
+PRECISIONS = ("fp32", "int8", "bf16")
 
 
 def pick_backend(backend: str, device: str) -> str:
@@ -68,7 +71,10 @@ class Encoder:
     (``embeddings.onnx_model``: exported once from the local weights, cached
     in ``cache_dir``); on a GPU, or for a model that cannot be exported (no
     local folder, no fast tokenizer, no mean pooling), through
-    sentence-transformers on PyTorch. ``backend`` forces one of the two."""
+    sentence-transformers on PyTorch. ``backend`` forces one of the two.
+    ``precision="bf16"`` on the CPU is bulk encoding only (``cairn reembed
+    --precision bf16``): PyTorch with bf16 matrix products, compiled
+    (``embeddings.bf16_model``), whatever ``backend`` says."""
 
     def __init__(
         self,
@@ -89,19 +95,32 @@ class Encoder:
         self.threads = threads
         self._onnx: Any = None
         self._st: Any = None
-        if self.backend == "onnx":
+        self._bf16: Any = None
+        if precision not in PRECISIONS:
+            raise ValueError(f"precision must be one of {PRECISIONS}")
+        if precision == "bf16" and self.device == "cpu":
+            # Bulk encoding only (cairn reembed): PyTorch, bf16 autocast,
+            # compiled (embeddings/bf16_model.py); elsewhere bf16 means the
+            # device's usual fp32 path.
+            from embeddings.bf16_model import Bf16Model
+
+            self.backend = "torch"
+            self._bf16 = Bf16Model(Path(resolve(model)))
+            self.dim = self._bf16.dim
+        elif self.backend == "onnx":
             from embeddings.onnx_model import NotExportable, OnnxModel
 
             try:
                 cache = Path(cache_dir) if cache_dir else None
-                self._onnx = OnnxModel(Path(resolve(model)), cache, precision)
+                graph = "fp32" if precision == "bf16" else precision
+                self._onnx = OnnxModel(Path(resolve(model)), cache, graph)
             except NotExportable:
                 if backend == "onnx":
                     raise
                 self.backend = "torch"
         if self._onnx is not None:
             self.dim = self._onnx.dim
-        else:
+        elif self._bf16 is None:
             from sentence_transformers import SentenceTransformer
 
             if threads and self.device == "cpu":
@@ -127,6 +146,10 @@ class Encoder:
         encode queries on one thread and bulk on several."""
         if not texts:
             return np.zeros((0, self.dim), dtype=np.float32)
+        if self._bf16 is not None:
+            return self._bf16.encode(
+                texts, batch_size=batch_size, threads=threads or self.threads or 1
+            )
         if self._onnx is not None:
             vectors = self._onnx.encode(
                 texts, batch_size=batch_size, threads=threads or self.threads or 1

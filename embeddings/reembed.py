@@ -44,7 +44,7 @@ from sqlalchemy.ext.asyncio import async_sessionmaker
 from sqlmodel.ext.asyncio.session import AsyncSession
 
 from embeddings.config import DEFAULT_MODEL, KINDS
-from embeddings.encoder import Encoder, ray_device, to_bytes
+from embeddings.encoder import PRECISIONS, Encoder, ray_device, to_bytes
 from storage.repositories import reembed as stale
 from storage.repositories import search as search_repo
 
@@ -79,7 +79,9 @@ class ReembedOptions:
     device: str = "auto"
     # Niceness of the actors' processes: the live service wins the cores.
     nice: int = 10
-    # The encoder as the Embedder runs it (EmbedderConfig): same vectors.
+    # The encoder as the Embedder runs it (EmbedderConfig): same vectors;
+    # or bf16 (CPU: bf16 matrix products, embeddings/bf16_model.py), whose
+    # vectors rank as fp32's do against fp32 queries.
     backend: str = "auto"
     precision: str = "fp32"
     cache_dir: str = ""
@@ -101,6 +103,8 @@ class ReembedOptions:
             raise ValueError("num_cpus and num_gpus must not be negative")
         if self.limit is not None and self.limit < 1:
             raise ValueError("limit must be at least 1")
+        if self.precision not in PRECISIONS:
+            raise ValueError(f"precision must be one of {', '.join(PRECISIONS)}")
 
     @property
     def torch_threads(self) -> int:
