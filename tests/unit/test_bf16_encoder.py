@@ -33,6 +33,18 @@ def test_bf16_vectors_match_fp32(tmp_path: Path) -> None:
     assert bf16.encode([]).shape == (0, 384)
 
 
+def test_bf16_without_the_compiler_gives_the_same_vectors(tmp_path: Path) -> None:
+    """The path a process takes when compiling fails (no C++ compiler)."""
+    from embeddings.bf16_model import Bf16Model
+    from embeddings.config import DEFAULT_MODEL
+    from embeddings.encoder import resolve
+
+    eager = Bf16Model(Path(resolve(DEFAULT_MODEL)), compiled=False)
+    reference = Encoder(device="cpu", backend="onnx", cache_dir=tmp_path).encode(TEXTS)
+    cosine = (eager.encode(TEXTS, batch_size=4) * reference).sum(axis=1)
+    assert cosine.min() >= MIN_COSINE, cosine
+
+
 def test_unknown_precision_is_refused() -> None:
     with pytest.raises(ValueError, match="precision"):
         ReembedOptions(database_url="postgresql://x/y", precision="fp16")
