@@ -211,3 +211,24 @@ async def test_a_generation_swept_while_reloading_is_followed_not_fled(
     assert first.shared and first.counters["fallbacks"] == 0, first.stats()["store"]
     assert hits == await second.search(["pattern"], "zeppelin", 5)
     assert hits is not None and len(hits["pattern"].hits) == 1
+
+
+async def test_a_fallback_leaves_the_writer_lock_to_its_holder(
+    client: httpx.AsyncClient, replicas: Any
+) -> None:
+    """One coroutine of a process holds the node's writer lock (publishing);
+    another's failure must not release it under the first, whose write of
+    the state would then be refused (CI met it: 'state.json is written under
+    the writer lock')."""
+    await corpus(client)
+    replica = replicas()
+    await replica._open()
+    assert await replica._acquire(1.0)
+    try:
+        replica._fall_back(RuntimeError("a generation swept mid-open"))
+        assert replica.store is not None and replica.store.writer_lock.held
+    finally:
+        replica._release()
+    assert not replica.store.writer_lock.held
+    await replica.build()  # the folder again, as after any fallback
+    assert replica.shared and replica.counters["rebuilds"] >= 1

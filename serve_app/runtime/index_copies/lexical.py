@@ -443,8 +443,10 @@ class LexicalSearch(Follower):
 
     def _fall_back(self, exc: Exception) -> None:
         """The folder failed: this process keeps its own index in memory
-        from now on (the caller builds it; Postgres full text meanwhile)."""
-        self._release()
+        from now on (the caller builds it; Postgres full text meanwhile).
+        The writer lock is left to whoever holds it (their ``finally``
+        releases it): releasing it here let another coroutine of this
+        process, mid-publish, write the state without it."""
         self.store_error = f"{type(exc).__name__}: {exc}"[:300]
         self._fell_back_at = time.monotonic()
         self.counters["fallbacks"] += 1
