@@ -26,7 +26,7 @@ from typing import Any
 
 import numpy as np
 
-from embeddings.onnx_model import describe
+from embeddings.onnx_model import describe, padded_batches, tokenizer
 
 log = logging.getLogger("cairn.embeddings")
 
@@ -38,7 +38,6 @@ class Bf16Model:
 
     def __init__(self, folder: Path, compiled: bool = True) -> None:
         import torch
-        from tokenizers import Tokenizer
         from transformers import AutoModel
 
         info = describe(folder)
@@ -56,9 +55,7 @@ class Bf16Model:
             inductor.freezing = True
             model = torch.compile(model, dynamic=True)
         self._model: Any = model
-        self._tokenizer = Tokenizer.from_file(str(folder / "tokenizer.json"))
-        self._tokenizer.enable_truncation(max_length=info["max_seq_length"])
-        self._tokenizer.no_padding()
+        self._tokenizer = tokenizer(folder, info)
         # torch modules are not safe to call from two threads at once.
         self._lock = threading.Lock()
 
@@ -69,19 +66,9 @@ class Bf16Model:
         out = np.zeros((len(texts), self.dim), dtype=np.float32)
         if not texts:
             return out
-        encodings = self._tokenizer.encode_batch(texts)
-        order = sorted(range(len(texts)), key=lambda i: -len(encodings[i].ids))
         with self._lock:
             torch.set_num_threads(max(1, threads))
-            for start in range(0, len(order), max(1, batch_size)):
-                at = order[start : start + batch_size]
-                width = max(len(encodings[i].ids) for i in at)
-                ids = np.zeros((len(at), width), dtype=np.int64)
-                mask = np.zeros((len(at), width), dtype=np.int64)
-                for row, i in enumerate(at):
-                    e = encodings[i]
-                    ids[row, : len(e.ids)] = e.ids
-                    mask[row, : len(e.ids)] = 1
+            for at, ids, mask in padded_batches(self._tokenizer, texts, batch_size):
                 ids_t, mask_t = torch.from_numpy(ids), torch.from_numpy(mask)
                 hidden = self._forward(ids_t, mask_t)
                 weights = mask_t.unsqueeze(-1).float()

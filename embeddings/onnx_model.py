@@ -199,11 +199,7 @@ class OnnxModel:
         info = describe(folder)
         self.dim: int = info["dim"]
         self.path = exported(folder, cache or default_cache(), precision)
-        from tokenizers import Tokenizer
-
-        self._tokenizer = Tokenizer.from_file(str(folder / "tokenizer.json"))
-        self._tokenizer.enable_truncation(max_length=info["max_seq_length"])
-        self._tokenizer.no_padding()
+        self._tokenizer = tokenizer(folder, info)
         options = ort.SessionOptions()
         options.intra_op_num_threads = 1
         options.inter_op_num_threads = 1
@@ -237,21 +233,9 @@ class OnnxModel:
         out = np.zeros((len(texts), self.dim), dtype=np.float32)
         if not texts:
             return out
-        encodings = self._tokenizer.encode_batch(texts)
-        order = sorted(range(len(texts)), key=lambda i: -len(encodings[i].ids))
         threads = max(1, threads)
         size = max(1, min(batch_size, -(-len(texts) // threads)))
-        batches = []
-        for start in range(0, len(order), size):
-            at = order[start : start + size]
-            width = max(len(encodings[i].ids) for i in at)
-            ids = np.zeros((len(at), width), dtype=np.int64)
-            mask = np.zeros((len(at), width), dtype=np.int64)
-            for row, i in enumerate(at):
-                e = encodings[i]
-                ids[row, : len(e.ids)] = e.ids
-                mask[row, : len(e.ids)] = 1
-            batches.append((at, ids, mask))
+        batches = padded_batches(self._tokenizer, texts, size)
         if threads == 1 or len(batches) == 1:
             for at, ids, mask in batches:
                 out[at] = self._run(ids, mask)
@@ -261,6 +245,40 @@ class OnnxModel:
         for (at, _, _), vectors in zip(batches, results, strict=True):
             out[at] = vectors
         return out
+
+
+def tokenizer(folder: Path, info: dict[str, Any]) -> Any:
+    """The model's fast tokenizer, truncating at its ``max_seq_length``
+    (``describe``'s ``info``), padding left to ``padded_batches``."""
+    from tokenizers import Tokenizer
+
+    found = Tokenizer.from_file(str(folder / "tokenizer.json"))
+    found.enable_truncation(max_length=info["max_seq_length"])
+    found.no_padding()
+    return found
+
+
+def padded_batches(
+    tokenizer: Any, texts: list[str], size: int
+) -> list[tuple[list[int], np.ndarray, np.ndarray]]:
+    """``texts`` tokenised, sorted by length (longest first, as
+    sentence-transformers does) and cut into batches of at most ``size``:
+    each batch's text positions, token ids and attention mask, padded to
+    its longest text."""
+    encodings = tokenizer.encode_batch(texts)
+    order = sorted(range(len(texts)), key=lambda i: -len(encodings[i].ids))
+    batches = []
+    for start in range(0, len(order), max(1, size)):
+        at = order[start : start + size]
+        width = max(len(encodings[i].ids) for i in at)
+        ids = np.zeros((len(at), width), dtype=np.int64)
+        mask = np.zeros((len(at), width), dtype=np.int64)
+        for row, i in enumerate(at):
+            e = encodings[i]
+            ids[row, : len(e.ids)] = e.ids
+            mask[row, : len(e.ids)] = 1
+        batches.append((at, ids, mask))
+    return batches
 
 
 def main() -> None:
