@@ -232,3 +232,23 @@ async def test_a_fallback_leaves_the_writer_lock_to_its_holder(
     assert not replica.store.writer_lock.held
     await replica.build()  # the folder again, as after any fallback
     assert replica.shared and replica.counters["rebuilds"] >= 1
+
+
+async def test_a_build_and_a_background_open_share_one_folder(
+    client: httpx.AsyncClient, replicas: Any
+) -> None:
+    """The app starts its index in the background and the first rebuild
+    asks for the node's folder at the same time: both must get one store
+    (one writer lock). Two meant a lock taken on one and checked on the
+    other, and every later publish fell back to memory (CI met it in the
+    health test: 'state.json is written under the writer lock')."""
+    await corpus(client)
+    replica = replicas()
+    first, second = await asyncio.gather(replica._store(), replica._store())
+    assert first is second is replica.store
+    replica.start()  # as the app's lifespan does
+    await replica.build()
+    while replica._task is not None:
+        await asyncio.sleep(0.01)
+    await replica.build()
+    assert replica.shared and replica.counters["fallbacks"] == 0, replica.stats()["store"]

@@ -126,7 +126,7 @@ class LexicalSearch(Follower):
         self.store_error: str | None = None
         self._state: StoreState | None = None  # what this process's readers hold
         self._fell_back_at = float("-inf")
-        self._lock_file: FileLock | None = None
+        self._store_made = asyncio.Lock()
         self.counters.update(
             {
                 "documents": 0,
@@ -231,16 +231,20 @@ class LexicalSearch(Follower):
         return await _take(self.store.build_lock, "build lock", wait_s, BUILD_POLL_S, BUILD_POLL_S)
 
     async def _store(self) -> NodeStore:
-        if self.store is None:
-            assert self.store_root is not None
-            async with self._sessions() as session:
-                identity = await repo.database_identity(session)
-            store = NodeStore(self.store_root, store_key(identity), self.kinds)
-            self._lock_file = store.writer_lock
-            # Folders of databases (or formats) nobody has followed for a day.
-            await _disk(store.sweep_keys)
-            self.store = store
-        return self.store
+        """The node's folder of this database, made once: the first build
+        and a background open may ask together (the app's start and a first
+        rebuild), and two stores would mean two writer locks, one taken and
+        the other checked ('state.json is written under the writer lock')."""
+        async with self._store_made:
+            if self.store is None:
+                assert self.store_root is not None
+                async with self._sessions() as session:
+                    identity = await repo.database_identity(session)
+                store = NodeStore(self.store_root, store_key(identity), self.kinds)
+                # Folders of databases (or formats) nobody has followed for a day.
+                await _disk(store.sweep_keys)
+                self.store = store
+            return self.store
 
     async def _adopt(self) -> bool:
         """Take up the node's index if it is current enough to follow (the
@@ -434,12 +438,12 @@ class LexicalSearch(Follower):
 
     async def _acquire(self, wait_s: float) -> bool:
         """Take the node's writer lock, waiting up to ``wait_s``."""
-        assert self._lock_file is not None
-        return await _take(self._lock_file, "writer lock", wait_s, 0.002, 0.05)
+        assert self.store is not None
+        return await _take(self.store.writer_lock, "writer lock", wait_s, 0.002, 0.05)
 
     def _release(self) -> None:
-        if self._lock_file is not None:
-            self._lock_file.release()
+        if self.store is not None:
+            self.store.writer_lock.release()
 
     def _fall_back(self, exc: Exception) -> None:
         """The folder failed: this process keeps its own index in memory
