@@ -122,6 +122,19 @@ class LocalSearch:
         return None
 
 
+class RayQueries:
+    """Query vectors straight from the Embedder deployment, for an Api
+    replica's copy of the index (its own cache of recent queries first):
+    one handle call a new query, where asking the VectorIndex made two."""
+
+    def __init__(self, embedder: Any) -> None:
+        self._embedder = embedder
+
+    async def embed_query(self, text: str, model: str) -> np.ndarray:
+        vector = await self._embedder.embed.remote(text, model)
+        return np.asarray(vector, dtype=np.float32)
+
+
 class RaySearch:
     """The VectorIndex deployment, through its handle, with a deadline."""
 
