@@ -64,6 +64,9 @@ class Embedder:
         self._default = config.model
         self._encoder(self._default)
         self._one.set_max_batch_size(config.max_batch_size)  # type: ignore[attr-defined]
+        # Recent queries, shared by every caller of this replica (the Api
+        # replicas ask here directly): a query asked again is not encoded again.
+        self._queries = QueryVectors(self._encode_query, where="embedder")
         # Calls waiting or encoding here (the autoscaler's signal, docs/operations.md).
         self._queued = 0
         metrics.EMBEDDER_REPLICAS.set(1)
@@ -125,9 +128,14 @@ class Embedder:
         }
 
     async def embed(self, text: str, model: str | None = None) -> np.ndarray:
+        """One query's vector: from this replica's cache of recent queries,
+        else encoded with the queries arriving together."""
+        return await self._queries.get(text, model or self._default)
+
+    async def _encode_query(self, text: str, model: str) -> np.ndarray:
         self._queue_moved(1)
         try:
-            return await self._one((model or self._default, text))
+            return await self._one((model, text))
         finally:
             self._queue_moved(-1)
 
