@@ -167,6 +167,16 @@ def stored_vectors(database_url: str, model: str, ids: list[uuid.UUID]) -> np.nd
     return from_bytes([bytes(found[i]) for i in ids])
 
 
+def forget_vectors(database_url: str) -> None:
+    """Delete every stored vector: the next job finds every row to embed."""
+    import psycopg
+
+    from storage.db import libpq_url
+
+    with psycopg.connect(libpq_url(database_url)) as conn:
+        conn.execute("DELETE FROM embeddings")
+
+
 def measure_plain(texts: list[str]) -> dict[str, Any]:
     """SentenceTransformer.encode, batch 64, torch's default threads (all cores)."""
     import torch
@@ -207,10 +217,10 @@ def run_reembed(env: dict[str, str], args: list[str]) -> dict[str, Any]:
 
 
 def docs_section(result: dict[str, Any], load_before: float) -> str:
-    plain, job, rerun = result["plain"], result["job"], result["rerun"]
+    plain, jobs, rerun = result["plain"], result["jobs"], result["rerun"]
     loads = result["loads"]
     rows = result["rows"]
-    end_to_end = job["embedded"] / job["wall_s"]
+    first = next(iter(jobs.values()))
     lines = section_head(START_MARK, "Re-embedding throughput", "reembed_bench.py", load_before)
     lines += [
         f"- 1-minute load average after the run: {result['load_after']:.2f}. This machine "
@@ -219,28 +229,44 @@ def docs_section(result: dict[str, Any], load_before: float) -> str:
         f"embedded text {result['chars_min']:,}-{result['chars_max']:,} characters "
         f"(mean {result['chars_mean']:,.0f}); model all-MiniLM-L6-v2 on the CPU "
         "(sequences truncated at 256 word pieces, as in the service).",
-        f"- `cairn reembed {' '.join(result['args'])}`: a local Ray, "
+        f"- `cairn reembed {' '.join(result['args'])} --precision P`: a local Ray, "
         f"{job_actors(result)}; plain: one process, torch's default "
-        f"{plain['threads']} threads, `batch_size={PLAIN_BATCH}`.",
+        f"{plain['threads']} threads, `batch_size={PLAIN_BATCH}`, fp32. Each precision "
+        "embeds every row (the previous run's vectors are deleted before it).",
         "",
-        "| Run | load before | rows | seconds | rows/s | vs plain |",
-        "|---|---:|---:|---:|---:|---:|",
+        "| Run | load before | rows | seconds | rows/s | vs plain | vectors vs plain |",
+        "|---|---:|---:|---:|---:|---:|---|",
         f"| plain `SentenceTransformer.encode` (model loaded) | {loads['plain']:.2f} | "
-        f"{rows:,} | {plain['seconds']:.1f} | {plain['rows_per_s']:,.1f} | 1.00 |",
-        f"| `cairn reembed`, embedding phase (select, read, encode, upsert) | "
-        f"{loads['job']:.2f} | {job['embedded']:,} | {job['embed_s']:.1f} | "
-        f"{job['rows_per_s']:,.1f} | {job['rows_per_s'] / plain['rows_per_s']:.2f} |",
-        f"| `cairn reembed`, end to end (process, Ray, model load, passes, swap) | "
-        f"{loads['job']:.2f} | {job['embedded']:,} | {job['wall_s']:.1f} | "
-        f"{end_to_end:,.1f} | {end_to_end / plain['rows_per_s']:.2f} |",
+        f"{rows:,} | {plain['seconds']:.1f} | {plain['rows_per_s']:,.1f} | 1.00 | |",
+    ]
+    for precision, job in jobs.items():
+        end_to_end = job["embedded"] / job["wall_s"]
+        vectors = (
+            f"largest difference {job['max_abs_diff']:.1e}, smallest cosine {job['min_cosine']:.5f}"
+        )
+        lines += [
+            f"| `cairn reembed --precision {precision}`, embedding phase (select, read, "
+            f"encode, upsert) | {loads[precision]:.2f} | {job['embedded']:,} | "
+            f"{job['embed_s']:.1f} | {job['rows_per_s']:,.1f} | "
+            f"{job['rows_per_s'] / plain['rows_per_s']:.2f} | {vectors} |",
+            f"| `cairn reembed --precision {precision}`, end to end (process, Ray, model "
+            f"load, passes, swap) | {loads[precision]:.2f} | {job['embedded']:,} | "
+            f"{job['wall_s']:.1f} | {end_to_end:,.1f} | "
+            f"{end_to_end / plain['rows_per_s']:.2f} | |",
+        ]
+    lines += [
         f"| `cairn reembed` again (every row current: nothing to do) | | "
-        f"{rerun['embedded']:,} | {rerun['wall_s']:.1f} | — | — |",
+        f"{rerun['embedded']:,} | {rerun['wall_s']:.1f} | — | — | |",
         "",
-        f"Of the end-to-end time, {job['startup_s']:.1f} s went to starting the actors "
-        f"(each loads the model) and the rest of the {job['wall_s'] - job['embed_s']:.1f} s "
-        "outside the passes to Python, settings, the database, Ray's start and stop. The "
-        f"stored vectors equal the plain ones (largest difference "
-        f"{result['max_abs_diff']:.1e}; each row's stored hash is that of its text). "
+        "Outside the passes: "
+        + "; ".join(
+            f"{p}: {j['startup_s']:.1f} s starting the actors (each loads the model"
+            + (", and compiles it" if p == "bf16" else "")
+            + f") of {j['wall_s'] - j['embed_s']:.1f} s"
+            for p, j in jobs.items()
+        )
+        + " (the rest: Python, settings, the database, Ray's start and stop). "
+        f"Each row's stored hash is that of its text ({first['embedded']:,} rows). "
         "The runs are sequential: compare them only where the load before each was "
         "similar (a load above the 2 cores means other work shared them).",
         END_MARK,
@@ -264,6 +290,11 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--batch-size", type=int, default=256)
     parser.add_argument("--concurrency", type=int, default=len(os.sched_getaffinity(0)))
     parser.add_argument("--threads", type=int, default=1, help="torch threads per actor")
+    parser.add_argument(
+        "--precisions",
+        default="fp32,bf16",
+        help="the job's encoder precisions, one run each on the same rows (fp32,bf16)",
+    )
     parser.add_argument("--no-docs", action="store_true", help="print only")
     parser.add_argument("--keep", action="store_true", help="keep the state folder")
     return parser.parse_args(argv)
@@ -293,6 +324,7 @@ def main(argv: list[str] | None = None) -> int:
 
         env = {k: v for k, v in os.environ.items() if not k.startswith(("CAIRN_", "RAY_"))}
         env["CAIRN_STATE_DIR"] = str(state)
+        precisions = [p.strip() for p in args.precisions.split(",") if p.strip()]
         job_args = [
             "--batch-size", str(args.batch_size),
             "--concurrency", str(args.concurrency),
@@ -300,19 +332,27 @@ def main(argv: list[str] | None = None) -> int:
             "--threads", str(args.threads),
             "--nice", "0",
         ]  # fmt: skip
-        loads["job"] = os.getloadavg()[0]
-        job = run_reembed(env, job_args)
-        print(
-            f"bench: cairn reembed: {job['rows_per_s']:,.1f} rows/s embedding "
-            f"({job['embed_s']:.1f}s), {job['wall_s']:.1f}s end to end"
-        )
-        if job["embedded"] != args.rows + 1 or not job["complete"]:
-            raise RuntimeError(f"the job embedded {job['embedded']} rows: {job}")
-        rerun = run_reembed(env, job_args)
+        jobs: dict[str, dict[str, Any]] = {}
+        for precision in precisions:
+            if jobs:
+                # The rows are current after the previous run: forget its
+                # vectors so that this one embeds every row again.
+                forget_vectors(url)
+            loads[precision] = os.getloadavg()[0]
+            job = run_reembed(env, [*job_args, "--precision", precision])
+            print(
+                f"bench: cairn reembed ({precision}): {job['rows_per_s']:,.1f} rows/s embedding "
+                f"({job['embed_s']:.1f}s), {job['wall_s']:.1f}s end to end"
+            )
+            if job["embedded"] != args.rows + 1 or not job["complete"]:
+                raise RuntimeError(f"the job embedded {job['embedded']} rows: {job}")
+            stored = stored_vectors(url, "all-MiniLM-L6-v2", ids)
+            job["max_abs_diff"] = float(np.max(np.abs(stored - plain["vectors"])))
+            job["min_cosine"] = float(np.min(np.sum(stored * plain["vectors"], axis=1)))
+            jobs[precision] = job
+        rerun = run_reembed(env, [*job_args, "--precision", precisions[-1]])
         print(f"bench: rerun: {rerun['embedded']} rows in {rerun['wall_s']:.1f}s")
 
-        stored = stored_vectors(url, "all-MiniLM-L6-v2", ids)
-        diff = float(np.max(np.abs(stored - plain["vectors"])))
         result = {
             "rows": args.rows,
             "batch_size": args.batch_size,
@@ -321,9 +361,8 @@ def main(argv: list[str] | None = None) -> int:
             "chars_max": max(lengths),
             "chars_mean": sum(lengths) / len(lengths),
             "plain": {k: v for k, v in plain.items() if k != "vectors"},
-            "job": job,
+            "jobs": jobs,
             "rerun": rerun,
-            "max_abs_diff": diff,
             "load_after": os.getloadavg()[0],
             "loads": loads,
         }
