@@ -65,9 +65,9 @@ def semantic_search(
 ) -> SemanticSearch | SearchFactory | None:
     """What an Api replica searches by meaning with: a copy of the VectorIndex's
     indexes in the replica (``CAIRN_SEARCH_REPLICA_VECTORS``), which asks the
-    Embedder for a query's vector (one hop; through the VectorIndex when no
-    Embedder handle is given), or the VectorIndex itself, which embeds the
-    query (≤ search_query_timeout_s) then searches."""
+    Embedder for a query's vector (one handle call; the Embedder keeps the
+    recent queries of every replica), or the VectorIndex itself, which embeds
+    the query (≤ search_query_timeout_s) then searches."""
     from serve_app.runtime.semantic import RayQueries, RaySearch
 
     if index is None:
@@ -75,10 +75,11 @@ def semantic_search(
     remote = RaySearch(index, timeout_s=settings.search_query_timeout_s + 1.0)
     if not settings.search_replica_vectors:
         return remote
+    if embedder is None:
+        raise ValueError("the Api replicas' copies of the index need the Embedder's handle")
     from serve_app.runtime.index_copies.vectors import replica_vectors
 
-    embed_query = remote.embed_query if embedder is None else RayQueries(embedder).embed_query
-    return replica_vectors(settings, embed_query, remote)
+    return replica_vectors(settings, RayQueries(embedder).embed_query, remote)
 
 
 def serve_proxies(haproxy: bool) -> list[Network]:
