@@ -226,7 +226,8 @@ SEMANTIC_FAILURES = counter(
 )
 QUERY_VECTOR_CACHE = counter(
     "cairn_query_vector_cache_total",
-    "Query-vector cache lookups by where (replica, vector_index, local) and result (hit, miss).",
+    "Query-vector cache lookups by where (replica, embedder, vector_index, local) "
+    "and result (hit, miss).",
     ("where", "result"),
 )
 

@@ -64,6 +64,9 @@ class Embedder:
         self._default = config.model
         self._encoder(self._default)
         self._one.set_max_batch_size(config.max_batch_size)  # type: ignore[attr-defined]
+        # Recent queries, shared by every caller of this replica (the Api
+        # replicas ask here directly): a query asked again is not encoded again.
+        self._queries = QueryVectors(self._encode_query, where="embedder")
         # Calls waiting or encoding here (the autoscaler's signal, docs/operations.md).
         self._queued = 0
         metrics.EMBEDDER_REPLICAS.set(1)
@@ -125,9 +128,14 @@ class Embedder:
         }
 
     async def embed(self, text: str, model: str | None = None) -> np.ndarray:
+        """One query's vector: from this replica's cache of recent queries,
+        else encoded with the queries arriving together."""
+        return await self._queries.get(text, model or self._default)
+
+    async def _encode_query(self, text: str, model: str) -> np.ndarray:
         self._queue_moved(1)
         try:
-            return await self._one((model or self._default, text))
+            return await self._one((model, text))
         finally:
             self._queue_moved(-1)
 
@@ -145,7 +153,12 @@ class Embedder:
 
     async def info(self) -> dict[str, Any]:
         backends = {m: e.backend for m, e in self._encoders.items()}
-        return {"models": list(self._encoders), "device": self._device, "backends": backends}
+        return {
+            "models": list(self._encoders),
+            "device": self._device,
+            "backends": backends,
+            "query_cache": self._queries.stats(),
+        }
 
 
 # How long the VectorIndex's stats wait for the Embedder to answer.
@@ -163,7 +176,8 @@ class VectorIndex:
         from storage.db import make_engine, make_sessionmaker
 
         self._embedder = embedder
-        # Repeated queries skip the Embedder hop and the encode.
+        # Its own searches (while the Api replicas' copies are not ready, or
+        # without them): a repeated query skips the Embedder hop.
         self._queries = QueryVectors(self._embed_query, where="vector_index")
         engine = make_engine(config.database_url, pool_size=3, max_overflow=2)
         # Concurrent searches of an index share one FAISS scan.
@@ -198,14 +212,6 @@ class VectorIndex:
     async def search(self, kinds: list[str], query: str, k: int) -> dict[str, list[Any]]:
         return await self.indexer.search(kinds, query, k)
 
-    async def embed_query(self, text: str, model: str) -> np.ndarray:
-        """A query's vector under ``model``, from this replica's cache of
-        recent queries or the Embedder (the Api replicas' copies of the
-        index ask here: the cache is shared by all of them)."""
-        return await asyncio.wait_for(
-            self._queries.get(text, model), self.indexer.config.query_timeout_s
-        )
-
     async def activate(self, model: str) -> dict[str, int]:
         return await self.indexer.activate(model)
 
@@ -223,11 +229,13 @@ class VectorIndex:
         )
         if isinstance(stats, BaseException):
             raise stats
-        embedder = "unavailable" if isinstance(probe, BaseException) else "ok"
+        up = not isinstance(probe, BaseException)
         return {
             **stats,
             "running": not self._task.done(),
-            "embedder": embedder,
+            "embedder": "ok" if up else "unavailable",
+            # The answering Embedder replica's cache of recent queries.
+            "embedder_query_cache": probe.get("query_cache") if up else None,
             "query_cache": self._queries.stats(),
             "search_batches": self._batcher.stats(),
         }

@@ -27,7 +27,7 @@ if TYPE_CHECKING:
 log = logging.getLogger("cairn.deployments")
 
 
-def replica_app(runtime: dict[str, str], index: Any = None) -> FastAPI:
+def replica_app(runtime: dict[str, str], index: Any = None, embedder: Any = None) -> FastAPI:
     """Runs on each replica: the app is built there, never pickled.
 
     ``runtime`` holds the deploying process's CAIRN_* settings with the
@@ -56,25 +56,30 @@ def replica_app(runtime: dict[str, str], index: Any = None) -> FastAPI:
         dispatch=RayDispatch(dispatch_config(settings, settings.database_url, secret)),
         # Serve's HAProxy appends the client address to X-Forwarded-For.
         local_proxies=serve_proxies(constants.RAY_SERVE_ENABLE_HA_PROXY),
-        semantic=semantic_search(settings, index),
+        semantic=semantic_search(settings, index, embedder),
     )
 
 
-def semantic_search(settings: Settings, index: Any) -> SemanticSearch | SearchFactory | None:
+def semantic_search(
+    settings: Settings, index: Any, embedder: Any = None
+) -> SemanticSearch | SearchFactory | None:
     """What an Api replica searches by meaning with: a copy of the VectorIndex's
-    indexes in the replica (``CAIRN_SEARCH_REPLICA_VECTORS``), or the
-    VectorIndex itself, which embeds the query (≤ search_query_timeout_s) then
-    searches."""
-    from serve_app.runtime.semantic import RaySearch
+    indexes in the replica (``CAIRN_SEARCH_REPLICA_VECTORS``), which asks the
+    Embedder for a query's vector (one handle call; the Embedder keeps the
+    recent queries of every replica), or the VectorIndex itself, which embeds
+    the query (≤ search_query_timeout_s) then searches."""
+    from serve_app.runtime.semantic import RayQueries, RaySearch
 
     if index is None:
         return None
     remote = RaySearch(index, timeout_s=settings.search_query_timeout_s + 1.0)
     if not settings.search_replica_vectors:
         return remote
+    if embedder is None:
+        raise ValueError("the Api replicas' copies of the index need the Embedder's handle")
     from serve_app.runtime.index_copies.vectors import replica_vectors
 
-    return replica_vectors(settings, remote.embed_query, remote)
+    return replica_vectors(settings, RayQueries(embedder).embed_query, remote)
 
 
 def serve_proxies(haproxy: bool) -> list[Network]:
@@ -105,12 +110,13 @@ def serve_proxies(haproxy: bool) -> list[Network]:
 class Api:
     """The HTTP ingress: the whole FastAPI app."""
 
-    def __init__(self, runtime: dict[str, str], index: Any = None) -> None:
+    def __init__(self, runtime: dict[str, str], index: Any = None, embedder: Any = None) -> None:
         self._runtime = runtime
         self._index = index
+        self._embedder = embedder
 
     def __serve_build_asgi_app__(self) -> FastAPI:
-        return replica_app(self._runtime, self._index)
+        return replica_app(self._runtime, self._index, self._embedder)
 
 
 def ingress_slots(settings: Settings) -> int:
@@ -121,7 +127,7 @@ def ingress_slots(settings: Settings) -> int:
 
 def build_application(settings: Settings, prepared: Prepared) -> Application:
     runtime = worker_env(settings, prepared)
-    index = None
+    index = embedder = None
     if settings.search_semantic:
         from embeddings.deployments import Embedder, VectorIndex
 
@@ -163,7 +169,7 @@ def build_application(settings: Settings, prepared: Prepared) -> Application:
             log_level="INFO" if settings.access_log else "WARNING",
         ),
         **spread,
-    ).bind(runtime, index)
+    ).bind(runtime, index, embedder)
 
 
 def build_app(args: dict[str, Any]) -> Application:

@@ -169,6 +169,13 @@ async def test_full_text_while_the_embedder_is_down(
         generations.add(store["generation"])
     assert len(generations) == 1, generations
 
+    # A query asked before is kept in each Api replica that asked it (HAProxy
+    # alternates the idle replicas: a few sequential asks reach both) and in
+    # the Embedder's cache, which answers every replica's misses.
+    for _ in range(4):
+        assert (await search(http, "logrotate nginx"))["mode"] == "semantic"
+    cache = (await http.get("/api/health")).json()["search"]["embedder_query_cache"]
+    assert cache["size"] >= 1 and cache["misses"] >= 1, cache
     embedders = replicas(service, "Embedder")
     assert embedders, "no Embedder replica found"
     for proc in embedders:
@@ -195,8 +202,8 @@ async def test_full_text_while_the_embedder_is_down(
     assert "embedder" in health["parts"]["search"]["reason"], health["parts"]
     assert health["search"]["ready"] is True and health["search"]["embedder"] == "unavailable"
     # A query asked before is still answered semantically: its vector is in the
-    # Api replica's or the VectorIndex's query cache
-    # (docs/decisions/deployment-and-operations.md, "Serve path performance").
+    # Api replica's query cache (docs/decisions/deployment-and-operations.md,
+    # "Serve path performance", "Queries").
     cached = await search(http, "logrotate nginx")
     assert cached["mode"] == "semantic" and cached["data"][0]["id"] == pattern
     # And recovers by itself (a query not asked before needs the Embedder).

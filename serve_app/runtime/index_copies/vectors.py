@@ -19,9 +19,9 @@ FAISS indexes, as it holds its own BM25 index:
   the copy is rebuilt under the new one in the background and the old one
   answers until then.
 - **Queries**: the vectors of the last ``query_cache`` queries are kept
-  here; a query not among them is embedded through the VectorIndex
-  (``embed_query``: its own cache of recent queries, shared by every
-  replica, then the Embedder).
+  here; a query not among them is embedded by the Embedder (``embed_query``:
+  in Serve one handle call, ``RayQueries``; through the VectorIndex's cache
+  of recent queries when the replica has no Embedder handle).
 
 Hits are re-read from Postgres by the search service before they are shown,
 as with the VectorIndex's hits, so a hidden row never appears.
