@@ -260,13 +260,17 @@ def docs_section(result: dict[str, Any], load_before: float) -> str:
         "",
         "Outside the passes: "
         + "; ".join(
-            f"{p}: {j['startup_s']:.1f} s starting the actors (each loads the model"
-            + (", and compiles it" if p == "bf16" else "")
-            + f") of {j['wall_s'] - j['embed_s']:.1f} s"
+            f"{p}: {j['startup_s']:.1f} s starting the actors (each loads the model) "
+            f"of {j['wall_s'] - j['embed_s']:.1f} s"
             for p, j in jobs.items()
         )
         + " (the rest: Python, settings, the database, Ray's start and stop). "
-        f"Each row's stored hash is that of its text ({first['embedded']:,} rows). "
+        + (
+            "bf16 compiles its graph on each actor's first batch: inside its embedding phase. "
+            if "bf16" in jobs
+            else ""
+        )
+        + f"Each row's stored hash is that of its text ({first['embedded']:,} rows). "
         "The runs are sequential: compare them only where the load before each was "
         "similar (a load above the 2 cores means other work shared them).",
         END_MARK,
