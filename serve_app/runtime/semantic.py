@@ -127,7 +127,8 @@ class RayQueries:
     queries, shared by every Api replica, else encoded), for an Api
     replica's copy of the index (whose own cache is asked first): one
     handle call a new query, where asking through the VectorIndex made two
-    (docs/decisions/search.md, "Query vectors")."""
+    (docs/decisions/deployment-and-operations.md, "Serve path performance",
+    "Queries")."""
 
     def __init__(self, embedder: Any) -> None:
         self._embedder = embedder

@@ -19,9 +19,9 @@ FAISS indexes, as it holds its own BM25 index:
   the copy is rebuilt under the new one in the background and the old one
   answers until then.
 - **Queries**: the vectors of the last ``query_cache`` queries are kept
-  here; a query not among them is embedded by the Embedder (``embed_query``:
-  in Serve one handle call, ``RayQueries``; through the VectorIndex's cache
-  of recent queries when the replica has no Embedder handle).
+  here; a query not among them is asked of the Embedder (``embed_query``:
+  in Serve one handle call, ``RayQueries``; the Embedder keeps the recent
+  queries of every replica it serves).
 
 Hits are re-read from Postgres by the search service before they are shown,
 as with the VectorIndex's hits, so a hidden row never appears.
@@ -70,7 +70,7 @@ class ReplicaVectors(Follower):
         query_cache: int = DEFAULT_SIZE,
     ) -> None:
         """``embed_query``: a query's vector under a model (in Serve, the
-        VectorIndex's ``embed_query``); ``fallback``: what answers until the
+        Embedder's, ``RayQueries.embed_query``); ``fallback``: what answers until the
         copy is built and gives the index's state (in Serve, ``RaySearch``)."""
         super().__init__(sessions, engine, refresh_s)
         self.config = config
