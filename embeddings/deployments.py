@@ -161,6 +161,20 @@ class Embedder:
         }
 
 
+class EmbedderQueries:
+    """Query vectors from the Embedder deployment through its handle (its
+    cache of recent queries, else encoded with the queries arriving
+    together): what the VectorIndex and the Api replicas' copies of the
+    index ask when a query is not in their own cache."""
+
+    def __init__(self, embedder: Any) -> None:
+        self._embedder = embedder
+
+    async def embed_query(self, text: str, model: str) -> np.ndarray:
+        vector = await self._embedder.embed.remote(text, model)
+        return np.asarray(vector, dtype=np.float32)
+
+
 # How long the VectorIndex's stats wait for the Embedder to answer.
 EMBEDDER_PROBE_S = 1.0
 
@@ -178,7 +192,7 @@ class VectorIndex:
         self._embedder = embedder
         # Its own searches (while the Api replicas' copies are not ready, or
         # without them): a repeated query skips the Embedder hop.
-        self._queries = QueryVectors(self._embed_query, where="vector_index")
+        self._queries = QueryVectors(EmbedderQueries(embedder).embed_query, where="vector_index")
         engine = make_engine(config.database_url, pool_size=3, max_overflow=2)
         # Concurrent searches of an index share one FAISS scan.
         self._batcher = SearchBatcher()
@@ -203,11 +217,6 @@ class VectorIndex:
     async def _embed(self, texts: list[str], model: str) -> np.ndarray:
         result: np.ndarray = await self._embedder.embed_many.remote(texts, model)
         return result
-
-    async def _embed_query(self, text: str, model: str) -> np.ndarray:
-        # Batched with other callers' queries by the Embedder.
-        vector = await self._embedder.embed.remote(text, model)
-        return np.asarray(vector, dtype=np.float32)
 
     async def search(self, kinds: list[str], query: str, k: int) -> dict[str, list[Any]]:
         return await self.indexer.search(kinds, query, k)

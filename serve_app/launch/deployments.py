@@ -68,7 +68,7 @@ def semantic_search(
     Embedder for a query's vector (one handle call; the Embedder keeps the
     recent queries of every replica), or the VectorIndex itself, which embeds
     the query (≤ search_query_timeout_s) then searches."""
-    from serve_app.runtime.semantic import RayQueries, RaySearch
+    from serve_app.runtime.semantic import RaySearch
 
     if index is None:
         return None
@@ -77,9 +77,13 @@ def semantic_search(
         return remote
     if embedder is None:
         raise ValueError("the Api replicas' copies of the index need the Embedder's handle")
+    from embeddings.deployments import EmbedderQueries
     from serve_app.runtime.index_copies.vectors import replica_vectors
 
-    return replica_vectors(settings, RayQueries(embedder).embed_query, remote)
+    # One handle call a new query, where asking through the VectorIndex made
+    # two (docs/decisions/deployment-and-operations.md, "Serve path
+    # performance", "Queries").
+    return replica_vectors(settings, EmbedderQueries(embedder).embed_query, remote)
 
 
 def serve_proxies(haproxy: bool) -> list[Network]:

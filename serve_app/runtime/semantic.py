@@ -122,22 +122,6 @@ class LocalSearch:
         return None
 
 
-class RayQueries:
-    """Query vectors from the Embedder deployment (its cache of recent
-    queries, shared by every Api replica, else encoded), for an Api
-    replica's copy of the index (whose own cache is asked first): one
-    handle call a new query, where asking through the VectorIndex made two
-    (docs/decisions/deployment-and-operations.md, "Serve path performance",
-    "Queries")."""
-
-    def __init__(self, embedder: Any) -> None:
-        self._embedder = embedder
-
-    async def embed_query(self, text: str, model: str) -> np.ndarray:
-        vector = await self._embedder.embed.remote(text, model)
-        return np.asarray(vector, dtype=np.float32)
-
-
 class RaySearch:
     """The VectorIndex deployment, through its handle, with a deadline."""
 

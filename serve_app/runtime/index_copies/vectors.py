@@ -20,7 +20,7 @@ FAISS indexes, as it holds its own BM25 index:
   answers until then.
 - **Queries**: the vectors of the last ``query_cache`` queries are kept
   here; a query not among them is asked of the Embedder (``embed_query``:
-  in Serve one handle call, ``RayQueries``; the Embedder keeps the recent
+  in Serve one handle call, ``EmbedderQueries``; the Embedder keeps the recent
   queries of every replica it serves).
 
 Hits are re-read from Postgres by the search service before they are shown,
@@ -70,7 +70,7 @@ class ReplicaVectors(Follower):
         query_cache: int = DEFAULT_SIZE,
     ) -> None:
         """``embed_query``: a query's vector under a model (in Serve, the
-        Embedder's, ``RayQueries.embed_query``); ``fallback``: what answers until the
+        Embedder's, ``EmbedderQueries.embed_query``); ``fallback``: what answers until the
         copy is built and gives the index's state (in Serve, ``RaySearch``)."""
         super().__init__(sessions, engine, refresh_s)
         self.config = config
