@@ -265,10 +265,13 @@ def docs_section(result: dict[str, Any], load_before: float) -> str:
             for p, j in jobs.items()
         )
         + " (the rest: Python, settings, the database, Ray's start and stop). "
+        + "The state folder, and the model cache in it, is new to this run: fp32's start "
+        "includes exporting the ONNX graph"
         + (
-            "bf16 compiles its graph on each actor's first batch: inside its embedding phase. "
+            ", bf16's compiling its package (once for both actors: one compiles, the other "
+            "waits for it); a later job on this machine loads them. "
             if "bf16" in jobs
-            else ""
+            else "; a later job on this machine loads it. "
         )
         + f"Each row's stored hash is that of its text ({first['embedded']:,} rows). "
         "The runs are sequential: compare them only where the load before each was "

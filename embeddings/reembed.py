@@ -501,7 +501,14 @@ class RayPool:
                     ray.kill(a)
                 raise TimeoutError(
                     f"the embedding actors were not ready after {o.ready_timeout_s:.0f}s "
-                    f"(not enough free CPUs/GPUs? lower --num-cpus or --concurrency)"
+                    f"(not enough free CPUs/GPUs? lower --num-cpus or --concurrency"
+                    + (
+                        "; with --precision bf16 the first job on a machine also compiles "
+                        "the encoder, kept for later jobs: run it again"
+                        if o.precision == "bf16"
+                        else ""
+                    )
+                    + ")"
                 ) from None
             self.actors, self.busy = actors, [0] * len(actors)
             devices = "/".join(sorted({r["device"] for r in ready}))

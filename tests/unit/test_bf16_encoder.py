@@ -1,9 +1,14 @@
 """bf16 bulk encoding on the CPU (``cairn reembed --precision bf16``) agrees
 with the fp32 ONNX graph the Embedder encodes queries with (the real
-packaged model; the bf16 path compiled as in use)."""
+packaged model; the bf16 path compiled as in use), and its compiled package
+is made once per cache and CPU."""
 
 from __future__ import annotations
 
+import fcntl
+import shutil
+import threading
+import time
 from pathlib import Path
 
 import numpy as np
@@ -20,21 +25,103 @@ from .test_onnx_encoder import TEXTS
 MIN_COSINE = 0.9999
 
 
-def test_bf16_vectors_match_fp32(tmp_path: Path) -> None:
-    bf16 = Encoder(device="cpu", precision="bf16", cache_dir=tmp_path)
+@pytest.fixture(scope="module")
+def cache(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return tmp_path_factory.mktemp("bf16-cache")
+
+
+def test_bf16_vectors_match_fp32(cache: Path) -> None:
+    bf16 = Encoder(device="cpu", precision="bf16", cache_dir=cache)
     assert bf16.backend == "torch" and bf16.dim == 384
-    reference = Encoder(device="cpu", backend="onnx", cache_dir=tmp_path).encode(TEXTS)
-    # One call of all the texts (one padded batch), and batches of 3 on 2 threads.
-    for vectors in (bf16.encode(TEXTS), bf16.encode(TEXTS, batch_size=3, threads=2)):
+    assert bf16._bf16.compiled  # the package was compiled (a C++ compiler is here)
+    reference = Encoder(device="cpu", backend="onnx", cache_dir=cache).encode(TEXTS)
+    # Batches of the default size, one padded batch of every text, batches
+    # of 3 on 2 threads, and one text at a time (a batch of one).
+    for vectors in (
+        bf16.encode(TEXTS),
+        bf16.encode(TEXTS, batch_size=64),
+        bf16.encode(TEXTS, batch_size=3, threads=2),
+        np.vstack([bf16.encode([t]) for t in TEXTS]),
+    ):
         assert vectors.shape == reference.shape and vectors.dtype == np.float32
         assert np.allclose(np.linalg.norm(vectors, axis=1), 1.0, atol=1e-5)
         cosine = (vectors * reference).sum(axis=1)
         assert cosine.min() >= MIN_COSINE, cosine
     assert bf16.encode([]).shape == (0, 384)
+    assert bf16.encode([""]).shape == (1, 384)  # two tokens, the shortest input
 
 
-def test_bf16_without_the_compiler_gives_the_same_vectors(tmp_path: Path) -> None:
-    """The path a process takes when compiling fails (no C++ compiler)."""
+def test_a_second_process_loads_the_package_without_compiling(
+    cache: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from embeddings import bf16_model
+    from embeddings.config import DEFAULT_MODEL
+    from embeddings.encoder import resolve
+
+    folder = Path(resolve(DEFAULT_MODEL))
+    first = Encoder(device="cpu", precision="bf16", cache_dir=cache)
+    package = bf16_model.package_path(folder, cache)
+    assert package.is_file()
+    written = package.stat().st_mtime_ns
+
+    def no_compile(*args: object, **kwargs: object) -> None:
+        raise AssertionError("compiled again")
+
+    monkeypatch.setattr(bf16_model.subprocess, "run", no_compile)
+    again = bf16_model.Bf16Model(folder, cache=cache)
+    assert again.compiled and package.stat().st_mtime_ns == written
+    assert np.array_equal(again.encode(TEXTS), first.encode(TEXTS))
+
+
+def test_a_process_waits_for_the_compile_in_progress(
+    cache: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """While another process holds the compile lock, a second one waits and
+    then takes the package that one wrote, instead of compiling it again."""
+    from embeddings import bf16_model
+    from embeddings.config import DEFAULT_MODEL
+    from embeddings.encoder import resolve
+
+    folder = Path(resolve(DEFAULT_MODEL))
+    Encoder(device="cpu", precision="bf16", cache_dir=cache)  # the package, made once
+    built = bf16_model.package_path(folder, cache)
+    other = tmp_path / "other-cache"
+    target = bf16_model.package_path(folder, other)
+    target.parent.mkdir(parents=True)
+    compiles: list[object] = []
+    monkeypatch.setattr(bf16_model.subprocess, "run", lambda *a, **k: compiles.append(a))
+    found: list[Path] = []
+    with open(target.parent / ".bf16-compile.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)  # "another process" compiling
+        waiter = threading.Thread(
+            target=lambda: found.append(bf16_model.compiled_package(folder, other))
+        )
+        waiter.start()
+        time.sleep(0.5)
+        assert not found and waiter.is_alive()  # waiting on the lock
+        shutil.copy(built, target)  # the other process's package lands
+    waiter.join(timeout=10)
+    assert found == [target] and not compiles
+
+
+def test_a_failed_compile_runs_uncompiled(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """No working C++ compiler (inductor's ``CXX``): the child process
+    fails, no package is left, and the model runs eagerly."""
+    from embeddings import bf16_model
+    from embeddings.config import DEFAULT_MODEL
+    from embeddings.encoder import resolve
+
+    monkeypatch.setenv("CXX", "/bin/false")
+    folder = Path(resolve(DEFAULT_MODEL))
+    model = bf16_model.Bf16Model(folder, cache=tmp_path)
+    assert not model.compiled
+    assert not bf16_model.package_path(folder, tmp_path).exists()
+    reference = Encoder(device="cpu", backend="onnx", cache_dir=tmp_path).encode(TEXTS)
+    assert (model.encode(TEXTS) * reference).sum(axis=1).min() >= MIN_COSINE
+
+
+def test_bf16_uncompiled_gives_the_same_vectors(tmp_path: Path) -> None:
+    """The path a process takes with ``compiled=False``."""
     from embeddings.bf16_model import Bf16Model
     from embeddings.config import DEFAULT_MODEL
     from embeddings.encoder import resolve
