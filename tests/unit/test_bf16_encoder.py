@@ -137,3 +137,30 @@ def test_unknown_precision_is_refused() -> None:
         ReembedOptions(database_url="postgresql://x/y", precision="fp16")
     with pytest.raises(ValueError, match="precision"):
         Encoder(device="cpu", precision="fp16")
+
+
+def test_auto_is_bf16_only_where_the_cpu_does_bf16_products(cache: Path) -> None:
+    from embeddings.encoder import cpu_has_bf16, pick_precision
+
+    native = cpu_has_bf16()
+    assert pick_precision("auto", "cpu") == ("bf16" if native else "fp32")
+    assert pick_precision("auto", "cuda") == "fp32"
+    for named in ("fp32", "int8", "bf16"):
+        assert pick_precision(named, "cpu") == named
+    encoder = Encoder(device="cpu", precision="auto", cache_dir=cache)
+    assert encoder.precision == ("bf16" if native else "fp32")
+    assert (encoder._bf16 is not None) == native
+
+
+def test_bf16_of_a_model_it_cannot_run_is_fp32(tmp_path: Path) -> None:
+    """A model folder without the sentence-transformers modules (no pooling
+    to build the bf16 model from) is encoded on its usual fp32 path."""
+    from embeddings.config import DEFAULT_MODEL
+    from embeddings.encoder import resolve
+
+    folder = tmp_path / "plain-model"
+    shutil.copytree(resolve(DEFAULT_MODEL), folder)
+    (folder / "modules.json").unlink()
+    encoder = Encoder(str(folder), device="cpu", precision="bf16", cache_dir=tmp_path)
+    assert (encoder.precision, encoder.backend, encoder._bf16) == ("fp32", "torch", None)
+    assert encoder.encode(TEXTS[:2]).shape == (2, 384)
