@@ -6,15 +6,16 @@ products, which fp32 cannot do faster; bf16 ones (``avx512_bf16`` cores)
 can. The model stays fp32 and runs under ``torch.autocast(bfloat16)``
 (linear layers and attention's products in bf16 with fp32 sums; layer norm,
 softmax, pooling and normalisation in fp32), compiled by inductor: about 2x
-ONNX Runtime fp32's rows per CPU second on one thread, and every evaluation
-set's vector MRR@10 within 0.0004 of fp32's with the corpus in bf16 and the
-queries in fp32 (docs/benchmarks.md, "Encoder precisions for bulk
-re-embedding"). Without the compiler it is 1.7-1.8x.
+ONNX Runtime fp32's rows per CPU second on one thread (1.6x at the batches
+of 8 both now run), and every evaluation set's vector MRR@10 within 0.0017
+of fp32's with the corpus in bf16 and the queries in fp32 (docs/benchmarks.md,
+"Encoder precisions for bulk re-embedding" and "Smaller batches on the CPU,
+and bf16 compiled once"). Uncompiled it is 1.7-1.8x at batches of 64.
 
 Compiled ahead of time, once: the model (with its mean pooling and
 normalisation) is exported by ``torch.export`` and compiled by AOTInductor
 into a package cached beside the ONNX graph
-(``<cache>/<model>-<key>/model-bf16-<cpu>.pt2``; the key names the weights
+(``<cache>/<model>-<key>/model-bf16-v<n>-<cpu>.pt2``; the key names the weights
 and torch, ``<cpu>`` the instruction sets the code was compiled for). The
 compile (about 40 s of CPU, a C++ compiler needed) runs in a child process
 under a file lock, so the actors of one job starting together compile it
@@ -28,7 +29,6 @@ Tokenising, truncation and batching are ``OnnxModel``'s.
 
 from __future__ import annotations
 
-import contextlib
 import fcntl
 import hashlib
 import logging
@@ -54,15 +54,12 @@ MAX_BATCH = 1024
 def cpu_tag() -> str:
     """The CPU features compiled code depends on: a package compiled for
     one kind of core is not loaded on another (a cluster's nodes may differ)."""
-    flags = ""
-    with contextlib.suppress(OSError):
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith(("flags", "Features")):
-                flags = line
-                break
     import platform
 
-    return hashlib.sha256(f"{platform.machine()}|{flags}".encode()).hexdigest()[:8]
+    from embeddings.encoder import cpu_flags
+
+    described = f"{platform.machine()}|{' '.join(cpu_flags())}"
+    return hashlib.sha256(described.encode()).hexdigest()[:8]
 
 
 def package_path(folder: Path, cache: Path) -> Path:

@@ -62,12 +62,21 @@ PRECISIONS = ("fp32", "int8", "bf16", "auto")
 BF16_FLAGS = ("avx512_bf16", "amx_bf16")
 
 
-def cpu_has_bf16() -> bool:
+def cpu_flags() -> list[str]:
+    """The CPU's feature flags (``/proc/cpuinfo``: x86's ``flags``, Arm's
+    ``Features``); none where it cannot be read."""
     try:
         with open("/proc/cpuinfo") as f:
-            flags = next((line for line in f if line.startswith("flags")), "").split()
+            for line in f:
+                if line.startswith(("flags", "Features")):
+                    return line.partition(":")[2].split()
     except OSError:
-        return False
+        pass
+    return []
+
+
+def cpu_has_bf16() -> bool:
+    flags = cpu_flags()
     return any(flag in flags for flag in BF16_FLAGS)
 
 
