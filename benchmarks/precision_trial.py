@@ -297,8 +297,8 @@ class HfTorch:
 
 class ServiceEncoder:
     """The service's own ``Encoder`` at a precision (``service-bf16``: what
-    ``cairn reembed --precision bf16`` runs, its compiled package and its
-    batches), whatever batch size the caller names."""
+    ``cairn reembed --precision bf16`` runs: its compiled package, and its
+    own batches whatever batch size the caller names)."""
 
     def __init__(self, precision: str) -> None:
         from embeddings.encoder import Encoder
