@@ -183,6 +183,24 @@ async def fetch_one(
         return await cur.fetchone()
 
 
+def driver_sql(statement: Any) -> tuple[str, dict[str, Any]]:
+    """A Core ``statement`` compiled once, at import, for ``fetch_all`` and
+    ``fetch_one`` (psycopg's ``%(name)s`` placeholders), with the values of
+    the binds it holds itself; the caller adds its own."""
+    from sqlalchemy.dialects.postgresql import psycopg as pg
+
+    compiled = statement.compile(dialect=pg.dialect())
+    return str(compiled), dict(compiled.params)
+
+
+async def fetch_tuples(session: AsyncSession, sql: str, params: dict[str, Any]) -> list[Any]:
+    """``fetch_one`` for a hot-path read of several rows, as tuples in the
+    statement's column order."""
+    async with (await _driver(session)).cursor() as cur:
+        await cur.execute(sql, params)
+        return list(await cur.fetchall())
+
+
 async def fetch_values(
     session: AsyncSession, sql: str, params: dict[str, Any]
 ) -> tuple[Any, ...] | None:

@@ -13,7 +13,7 @@ from __future__ import annotations
 import asyncio
 import time
 import uuid
-from collections.abc import Awaitable, Mapping, Sequence
+from collections.abc import Awaitable, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
@@ -160,7 +160,7 @@ async def search(
     # Every hit is checked for visibility (the total counts those that may be
     # found now), but only the page's are read in full.
     t0 = time.perf_counter()
-    found = trust_prior(await _visible(db, hits), await _trust_scores(db, hits))
+    found = trust_prior(await _visible(db, hits))
     data = []
     for item, h in await _items(db, found[(query.page - 1) * query.limit : end]):
         item["components"] = {
@@ -176,30 +176,16 @@ async def search(
 # --- trust: a bounded prior after fusion (docs/decisions/trust.md) ----------------
 
 
-async def _trust_scores(db: AsyncSession, hits: Sequence[Hit]) -> dict[tuple[str, int], float]:
-    """The trust score of each pattern hit and, for a question, its best
-    answer's; agents have none."""
-    scores: dict[tuple[str, int], float] = {}
-    for kind in ("pattern", "question"):
-        ids = [h.search_id for h in hits if h.kind == kind]
-        found = await repo.trust_scores(db, kind, ids)
-        scores.update({(kind, sid): score for sid, score in found.items()})
-    return scores
-
-
-def trust_prior(
-    found: Sequence[tuple[Hit, uuid.UUID]], trust: Mapping[tuple[str, int], float]
-) -> list[tuple[Hit, uuid.UUID]]:
+def trust_prior(found: Sequence[tuple[Hit, uuid.UUID]]) -> list[tuple[Hit, uuid.UUID]]:
     """The fused hits re-ranked with trust as a bounded prior
     (``kit.trust.with_prior``): at most +15 % of a hit's own score, so it
     orders near-duplicates and leaves hits of different relevance as they
     were. Applied after fusion, apart from it; with no trust anywhere the
-    order is unchanged."""
+    order is unchanged. Each hit carries its item's trust score (``_visible``)."""
     out = []
     for h, item_id in found:
-        t = trust.get((h.kind, h.search_id))
-        if t is not None:
-            h = replace(h, score=trust_kit.with_prior(h.score, t), trust=t)
+        if h.trust is not None:
+            h = replace(h, score=trust_kit.with_prior(h.score, h.trust))
         out.append((h, item_id))
     out.sort(key=lambda pair: (-pair[0].score, pair[0].kind, pair[0].search_id))
     return out
@@ -210,12 +196,19 @@ def _round(x: float | None) -> float | None:
 
 
 async def _visible(db: AsyncSession, hits: Sequence[Hit]) -> list[tuple[Hit, uuid.UUID]]:
-    """The hits whose rows may be found now, in order, with their item ids."""
-    ids: dict[tuple[str, int], uuid.UUID] = {}
+    """The hits whose rows may be found now, in order, with their item ids,
+    each carrying its item's trust score (patterns and questions)."""
+    found: dict[tuple[str, int], tuple[uuid.UUID, float | None]] = {}
     for kind in sorted({h.kind for h in hits}):
-        found = await repo.visible_ids(db, kind, [h.search_id for h in hits if h.kind == kind])
-        ids.update({(kind, sid): item_id for sid, item_id in found.items()})
-    return [(h, ids[(h.kind, h.search_id)]) for h in hits if (h.kind, h.search_id) in ids]
+        ids = [h.search_id for h in hits if h.kind == kind]
+        rows = await repo.visible_with_trust(db, kind, ids)
+        found.update({(kind, sid): row for sid, row in rows.items()})
+    out = []
+    for h in hits:
+        row = found.get((h.kind, h.search_id))
+        if row is not None:
+            out.append((replace(h, trust=row[1]) if row[1] is not None else h, row[0]))
+    return out
 
 
 async def _items(

@@ -19,6 +19,7 @@ from storage.models import (
     Revision,
     Verification,
 )
+from storage.repositories.patterns import ListedAuthor, ListedCategory, ListedPattern
 
 
 def iso(value: datetime | None) -> str | None:
@@ -69,7 +70,7 @@ def paged(data: list[dict[str, Any]], page: int, limit: int, total: int) -> dict
     return {"data": data, "pagination": pagination(page, limit, total)}
 
 
-def agent_brief(agent: Agent) -> dict[str, Any]:
+def agent_brief(agent: Agent | ListedAuthor) -> dict[str, Any]:
     return {"id": str(agent.id), "username": agent.username, "display_name": agent.display_name}
 
 
@@ -124,12 +125,17 @@ def category(cat: Category) -> dict[str, Any]:
     }
 
 
-def category_brief(cat: Category | None) -> dict[str, Any] | None:
+def category_brief(cat: Category | ListedCategory | None) -> dict[str, Any] | None:
     return {"id": str(cat.id), "name": cat.name, "slug": cat.slug} if cat is not None else None
 
 
-def pattern_item(pattern: Pattern, author: Agent, cat: Category | None) -> dict[str, Any]:
-    """A pattern in a list: the spec's list fields plus tags and dates."""
+def pattern_item(
+    pattern: Pattern | ListedPattern,
+    author: Agent | ListedAuthor,
+    cat: Category | ListedCategory | None,
+) -> dict[str, Any]:
+    """A pattern in a list: the spec's list fields plus tags and dates. From
+    the models, or from a list's page (``patterns_repo.with_related``)."""
     return {
         "id": str(pattern.id),
         "title": pattern.title,
@@ -256,7 +262,7 @@ def answer(a: Answer, author: Agent | None = None) -> dict[str, Any]:
     return shown
 
 
-def trust(item: Pattern | Answer) -> dict[str, Any]:
+def trust(item: Pattern | ListedPattern | Answer) -> dict[str, Any]:
     """The item's trust summary as last computed (docs/decisions/trust.md);
     an item nobody verified has the empty one."""
     stored = item.trust

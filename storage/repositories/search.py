@@ -10,6 +10,7 @@ from __future__ import annotations
 import uuid
 from collections.abc import AsyncIterator, Sequence
 from dataclasses import dataclass
+from functools import cache
 from typing import Any
 
 from sqlalchemy import BigInteger, LargeBinary, bindparam, text
@@ -20,6 +21,7 @@ from sqlalchemy.ext.asyncio import AsyncConnection
 from sqlmodel.ext.asyncio.session import AsyncSession
 
 from storage import access
+from storage.db import fetch_tuples
 from storage.models.search import SEARCHABLE, Searchable
 
 UUIDS = ARRAY(PG_UUID(as_uuid=True))
@@ -294,35 +296,40 @@ async def fulltext(
     return [(int(r[0]), float(r[1])) for r in rows]
 
 
-async def visible_ids(
+async def visible_with_trust(
     session: AsyncSession, kind: str, search_ids: Sequence[int]
-) -> dict[int, uuid.UUID]:
-    """search_id -> id of those rows that may be found now."""
-    rows = await _visible_by_search_id(session, kind, "t.search_id, t.id", search_ids)
-    return {int(r[0]): r[1] for r in rows}
-
-
-async def trust_scores(
-    session: AsyncSession, kind: str, search_ids: Sequence[int]
-) -> dict[int, float]:
-    """search_id -> trust score of those rows (patterns: their own; questions:
-    their best shown answer's, 0 without one). Other kinds have none."""
-    if not search_ids or kind not in ("pattern", "question"):
+) -> dict[int, tuple[uuid.UUID, float | None]]:
+    """search_id -> (id, trust score) of those rows that may be found now: a
+    pattern's own score, a question's best shown answer's (0 without one), an
+    agent none. One statement straight through psycopg (each search asks it
+    of every hit)."""
+    if not search_ids:
         return {}
+    found = await fetch_tuples(session, _visible_with_trust_sql(kind), {"ids": list(search_ids)})
+    return {int(r[0]): (r[1], None if r[2] is None else float(r[2])) for r in found}
+
+
+@cache
+def _visible_with_trust_sql(kind: str) -> str:
+    s = searchable(kind)
+    join = ""
     if kind == "pattern":
-        statement = (
-            "SELECT t.search_id, t.trust_score FROM patterns t WHERE t.search_id = ANY(:ids)"
+        trust = "t.trust_score"
+    elif kind == "question":
+        trust = "coalesce(best.trust, 0)"
+        join = (
+            "LEFT JOIN LATERAL (SELECT max(a.trust_score) AS trust FROM answers a "  # noqa: S608
+            f"WHERE a.question_id = t.id AND {access.shown_answer_sql('a')}) best ON true"
         )
     else:
-        statement = (
-            "SELECT t.search_id, coalesce(max(a.trust_score), 0) FROM questions t "  # noqa: S608
-            f"LEFT JOIN answers a ON a.question_id = t.id AND {access.shown_answer_sql('a')} "
-            "WHERE t.search_id = ANY(:ids) GROUP BY t.search_id"
-        )
-    rows = await session.exec(  # type: ignore[call-overload]
-        text(statement).bindparams(bindparam("ids", list(search_ids), type_=BIGINTS))
+        trust = "NULL"
+    # Our own SQL, never input; psycopg's placeholders are %(name)s, so a
+    # literal % in it is doubled.
+    visible = s.visible_sql.replace("%", "%%")
+    return (
+        f"SELECT t.search_id, t.id, {trust} FROM {s.table} t {join.replace('%', '%%')} "  # noqa: S608
+        f"WHERE t.search_id = ANY(%(ids)s::bigint[]) AND ({visible})"
     )
-    return {int(r[0]): float(r[1]) for r in rows}
 
 
 async def _visible_by_search_id(

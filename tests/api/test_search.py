@@ -14,10 +14,11 @@ import pytest
 from actors.ratelimit import Rule
 from embeddings import ranking
 from serve_app.runtime.semantic import LocalSearch
+from serve_app.schemas.search import SearchOut
 from storage.db import libpq_url
 from storage.repositories import search as repo
 from tests.api.conftest import Registered, assert_error, register, scalar
-from tests.api.test_patterns import sql
+from tests.api.test_patterns import categories, sql
 
 # Topics far apart, so that the nearest pattern to a paraphrase is unambiguous.
 PATTERNS = {
@@ -84,7 +85,31 @@ async def search(client: httpx.AsyncClient, **params: Any) -> dict[str, Any]:
     response = await client.get("/api/search", params=params)
     assert response.status_code == 200, response.text
     body: dict[str, Any] = response.json()
+    # The route sends the service's answer without FastAPI's check against its
+    # response model (serve_app/routers/search.py): every answer here is held
+    # to it instead, and is what FastAPI would have sent.
+    checked = SearchOut.model_validate(body)
+    assert checked.model_dump(mode="json", exclude_unset=True) == body
+    assert response.headers["content-type"] == "application/json"
     return body
+
+
+# What a list shows of a pattern (``views.pattern_item``).
+LIST_FIELDS = (
+    "id",
+    "title",
+    "slug",
+    "description",
+    "difficulty_level",
+    "vote_score",
+    "view_count",
+    "author",
+    "category",
+    "use_case_tags",
+    "tech_stack",
+    "created_at",
+    "trust",
+)
 
 
 def ids_of(body: dict[str, Any]) -> list[str]:
@@ -512,6 +537,44 @@ async def test_crash_loses_nothing_and_embeds_nothing_twice(
     await restarted.settle()
     assert restarted.indexer.counters["embedded"] == 5
     assert scalar(database, "SELECT count(*) FROM embeddings") == author_key
+
+
+async def test_a_hit_shows_the_pattern_as_its_own_page_does(
+    client: httpx.AsyncClient, roomy: None
+) -> None:
+    """Search, the list and trending read their pages straight through psycopg
+    (``patterns_repo.with_related``); each item's list fields, the view count
+    and trust summary included, are those the pattern's own page shows."""
+    author, ids = await corpus(client)
+    cat = (await categories(client))[0]
+    voter = await register(client, "Voter")
+    path = f"/api/patterns/{ids['cron']}"
+    changed = await client.put(
+        path,
+        headers=author.auth,
+        json={"category_id": cat["id"], "use_case_tags": ["backups"], "tech_stack": ["cron"]},
+    )
+    assert changed.status_code == 200, changed.text
+    voted = await client.post(f"{path}/vote", headers=voter.auth, json={"vote_type": "upvote"})
+    assert voted.status_code == 200, voted.text
+    for _ in range(2):
+        await client.get(path)
+    detail = (await client.get(path)).json()["data"]
+    assert detail["view_count"] == 3 and detail["vote_score"] == 1
+    hit = next(
+        h for h in (await search(client, q="crontab backup"))["data"] if h["id"] == ids["cron"]
+    )
+    found = await client.get("/api/patterns", params={"search": "crontab"})
+    assert found.status_code == 200, found.text
+    (match,) = found.json()["data"]
+    listed = (await client.get("/api/patterns", params={"limit": 50})).json()["data"]
+    item = next(i for i in listed if i["id"] == ids["cron"])
+    other = next(i for i in listed if i["id"] == ids["retry"])
+    for shown in (hit, match, item):
+        assert {k: shown[k] for k in LIST_FIELDS} == {k: detail[k] for k in LIST_FIELDS}
+    assert item["category"] == {"id": cat["id"], "name": cat["name"], "slug": cat["slug"]}
+    assert other["category"] is None and other["view_count"] == 0
+    assert item["author"]["username"] == author.username
 
 
 async def test_votes_and_views_queue_nothing(client: httpx.AsyncClient, database: str) -> None:

@@ -73,15 +73,23 @@ def test_labels() -> None:
 
 def test_the_prior_is_bounded_and_changes_nothing_without_trust() -> None:
     a, b, c = (uuid.uuid4() for _ in range(3))
-    found = [(Hit("pattern", 1, 0.80), a), (Hit("pattern", 2, 0.79), b), (Hit("agent", 3, 0.5), c)]
-    assert [h.search_id for h, _ in trust_prior(found, {})] == [1, 2, 3]
-    same = trust_prior(found, {("pattern", 1): 0.0, ("pattern", 2): 0.0})
+
+    def hits(t1: float | None, t2: float | None) -> list[tuple[Hit, uuid.UUID]]:
+        # Each hit carries its item's trust score as search reads it (None: none).
+        return [
+            (Hit("pattern", 1, 0.80, trust=t1), a),
+            (Hit("pattern", 2, 0.79, trust=t2), b),
+            (Hit("agent", 3, 0.5), c),
+        ]
+
+    assert [h.search_id for h, _ in trust_prior(hits(None, None))] == [1, 2, 3]
+    same = trust_prior(hits(0.0, 0.0))
     assert [(h.search_id, h.score) for h, _ in same] == [(1, 0.80), (2, 0.79), (3, 0.5)]
     # A near-duplicate that works moves ahead ...
-    moved = trust_prior(found, {("pattern", 2): 0.4})
+    moved = trust_prior(hits(None, 0.4))
     assert [h.search_id for h, _ in moved] == [2, 1, 3]
     assert moved[0][0].trust == 0.4 and moved[0][0].score == pytest.approx(0.79 * 1.06)
     # ... but full trust never lifts a hit past one 15 % more relevant.
-    far = [(Hit("pattern", 1, 1.0), a), (Hit("pattern", 2, 0.86), b)]
-    assert [h.search_id for h, _ in trust_prior(far, {("pattern", 2): 1.0})] == [1, 2]
+    far = [(Hit("pattern", 1, 1.0), a), (Hit("pattern", 2, 0.86, trust=1.0), b)]
+    assert [h.search_id for h, _ in trust_prior(far)] == [1, 2]
     assert trust.with_prior(-0.2, 1.0) > -0.2  # a negative score is raised too, never lowered
