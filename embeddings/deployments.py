@@ -19,6 +19,7 @@ import numpy as np
 from ray import serve
 
 from actors import metrics
+from embeddings.coalesce import Coalescer
 from embeddings.config import EmbedderConfig, IndexerConfig
 from embeddings.encoder import Encoder, ray_device
 from embeddings.indexer import Indexer
@@ -27,9 +28,9 @@ from embeddings.searchbatch import SearchBatcher
 
 log = logging.getLogger("cairn.search")
 
-# Single texts (queries) arriving together are encoded as one batch.
+# Queries waiting together are encoded as one batch of at most this many
+# (``embeddings.coalesce``; the config's ``max_batch_size`` replaces it).
 MAX_BATCH_SIZE = 64
-BATCH_WAIT_S = 0.004
 # embed_many calls of at least this many texts are bulk: on the CPU they get
 # the replica's bulk threads; smaller ones, and queries, one thread.
 BULK_MIN = 16
@@ -47,9 +48,11 @@ def bulk_threads(configured: int) -> int:
 
 @serve.deployment(name="Embedder", max_ongoing_requests=256)
 class Embedder:
-    """The model (ONNX Runtime on the CPU, PyTorch on a GPU) behind two calls:
-    ``embed`` (one text, batched with concurrent callers by ``@serve.batch``)
-    and ``embed_many`` (a list, the worker's batches).
+    """The model (ONNX Runtime on the CPU, PyTorch on a GPU) behind three
+    calls: ``embed_queries`` (queries, each from the replica's cache of recent
+    queries or encoded with the others waiting, ``embeddings.coalesce``),
+    ``embed`` (one query, the same way) and ``embed_many`` (a list, the
+    worker's batches).
 
     On the CPU, queries run on one thread: it is the fastest for a few
     short texts and leaves the other cores to the API and Postgres under load.
@@ -63,7 +66,9 @@ class Embedder:
         self._encoders: dict[str, Encoder] = {}
         self._default = config.model
         self._encoder(self._default)
-        self._one.set_max_batch_size(config.max_batch_size)  # type: ignore[attr-defined]
+        # Queries that wait while a batch encodes go together in the next,
+        # one batch at a time: nothing waits on purpose.
+        self._batches: dict[str, Coalescer[str, np.ndarray]] = {}
         # Recent queries, shared by every caller of this replica (the Api
         # replicas ask here directly): a query asked again is not encoded again.
         self._queries = QueryVectors(self._encode_query, where="embedder")
@@ -96,19 +101,20 @@ class Embedder:
             )
         return encoder
 
-    @serve.batch(max_batch_size=MAX_BATCH_SIZE, batch_wait_timeout_s=BATCH_WAIT_S)
-    async def _one(self, requests: list[tuple[str, str]]) -> list[np.ndarray]:
-        out: list[np.ndarray | None] = [None] * len(requests)
-        for model in {m for m, _ in requests}:
-            at = [i for i, (m, _) in enumerate(requests) if m == model]
-            t0 = time.perf_counter()
-            vectors = await asyncio.to_thread(
-                self._encoder(model).encode, [requests[i][1] for i in at], threads=1
+    def _batch(self, model: str) -> Coalescer[str, np.ndarray]:
+        batch = self._batches.get(model)
+        if batch is None:
+
+            async def encode(texts: list[str]) -> list[np.ndarray]:
+                t0 = time.perf_counter()
+                vectors = await asyncio.to_thread(self._encoder(model).encode, texts, threads=1)
+                self._encoded("query", len(texts), t0)
+                return list(vectors)
+
+            batch = self._batches[model] = Coalescer(
+                encode, max_batch=self._config.max_batch_size or MAX_BATCH_SIZE
             )
-            self._encoded("query", len(at), t0)
-            for i, vector in zip(at, vectors, strict=True):
-                out[i] = vector
-        return [v for v in out if v is not None]
+        return batch
 
     def threads_for(self, n: int) -> int | None:
         """Torch threads of a call encoding ``n`` texts (None off the CPU)."""
@@ -129,13 +135,22 @@ class Embedder:
 
     async def embed(self, text: str, model: str | None = None) -> np.ndarray:
         """One query's vector: from this replica's cache of recent queries,
-        else encoded with the queries arriving together."""
+        else encoded with the queries waiting with it."""
         return await self._queries.get(text, model or self._default)
+
+    async def embed_queries(self, texts: list[str], model: str | None = None) -> np.ndarray:
+        """``embed`` for several queries in one call (an Api replica's queries
+        that waited together, ``EmbedderQueries``): their vectors, one row each."""
+        model = model or self._default
+        vectors = await asyncio.gather(*(self._queries.get(text, model) for text in texts))
+        if not vectors:
+            return np.zeros((0, self._encoder(model).dim), dtype=np.float32)
+        return np.stack(vectors)
 
     async def _encode_query(self, text: str, model: str) -> np.ndarray:
         self._queue_moved(1)
         try:
-            return await self._one((model, text))
+            return await self._batch(model)(text)
         finally:
             self._queue_moved(-1)
 
@@ -158,21 +173,47 @@ class Embedder:
             "device": self._device,
             "backends": backends,
             "query_cache": self._queries.stats(),
+            # Encode calls of waiting queries and the queries they carried.
+            "query_batches": {m: b.stats() for m, b in self._batches.items()},
         }
 
 
 class EmbedderQueries:
     """Query vectors from the Embedder deployment through its handle (its
-    cache of recent queries, else encoded with the queries arriving
-    together): what the VectorIndex and the Api replicas' copies of the
-    index ask when a query is not in their own cache."""
+    cache of recent queries, else encoded with the queries waiting there):
+    what the VectorIndex and the Api replicas' copies of the index ask when a
+    query is not in their own cache. The queries of one process that wait
+    while its call is out go together in its next call
+    (``embeddings.coalesce``): one handle call for all of them, which gives
+    up after ``timeout_s`` (so a call that hangs holds none of the later
+    queries longer than that)."""
 
-    def __init__(self, embedder: Any) -> None:
+    def __init__(self, embedder: Any, timeout_s: float = 2.0) -> None:
         self._embedder = embedder
+        self._timeout_s = timeout_s
+        self._batches: dict[str, Coalescer[str, np.ndarray]] = {}
 
     async def embed_query(self, text: str, model: str) -> np.ndarray:
-        vector = await self._embedder.embed.remote(text, model)
-        return np.asarray(vector, dtype=np.float32)
+        batch = self._batches.get(model)
+        if batch is None:
+
+            async def ask(texts: list[str]) -> list[np.ndarray]:
+                call = self._embedder.embed_queries.remote(texts, model)
+                rows = await asyncio.wait_for(_awaited(call), self._timeout_s)
+                return list(np.asarray(rows, dtype=np.float32))
+
+            batch = self._batches[model] = Coalescer(ask, max_batch=MAX_BATCH_SIZE)
+        return await batch(text)
+
+    def stats(self) -> dict[str, int]:
+        """Handle calls made and the queries they carried, over every model."""
+        calls = sum(b.calls for b in self._batches.values())
+        return {"calls": calls, "queries": sum(b.items for b in self._batches.values())}
+
+
+async def _awaited(response: Any) -> Any:
+    """A handle call's result as a coroutine (what ``asyncio.wait_for`` takes)."""
+    return await response
 
 
 # How long the VectorIndex's stats wait for the Embedder to answer.
@@ -192,7 +233,8 @@ class VectorIndex:
         self._embedder = embedder
         # Its own searches (while the Api replicas' copies are not ready, or
         # without them): a repeated query skips the Embedder hop.
-        self._queries = QueryVectors(EmbedderQueries(embedder).embed_query, where="vector_index")
+        queries = EmbedderQueries(embedder, timeout_s=config.query_timeout_s + 1.0)
+        self._queries = QueryVectors(queries.embed_query, where="vector_index")
         engine = make_engine(config.database_url, pool_size=3, max_overflow=2)
         # Concurrent searches of an index share one FAISS scan.
         self._batcher = SearchBatcher()

@@ -83,7 +83,8 @@ def semantic_search(
     # One handle call a new query, where asking through the VectorIndex made
     # two (docs/decisions/deployment-and-operations.md, "Serve path
     # performance", "Queries").
-    return replica_vectors(settings, EmbedderQueries(embedder).embed_query, remote)
+    queries = EmbedderQueries(embedder, timeout_s=settings.search_query_timeout_s + 1.0)
+    return replica_vectors(settings, queries.embed_query, remote)
 
 
 def serve_proxies(haproxy: bool) -> list[Network]:
