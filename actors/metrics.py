@@ -235,7 +235,7 @@ QUERY_VECTOR_CACHE = counter(
 
 EMBEDDER_QUEUE = gauge(
     "cairn_embedder_queue_depth",
-    "Embedding calls waiting or encoding in this Embedder replica.",
+    "Queries and bulk calls waiting or encoding in this Embedder replica (what it autoscales on).",
 )
 EMBEDDER_BATCH = histogram(
     "cairn_embedder_batch_size",

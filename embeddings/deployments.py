@@ -19,6 +19,7 @@ import numpy as np
 from ray import serve
 
 from actors import metrics
+from embeddings.autoscaling import QUEUED
 from embeddings.coalesce import Coalescer
 from embeddings.config import EmbedderConfig, IndexerConfig
 from embeddings.encoder import Encoder, ray_device
@@ -50,9 +51,9 @@ def bulk_threads(configured: int) -> int:
 class Embedder:
     """The model (ONNX Runtime on the CPU, PyTorch on a GPU) behind three
     calls: ``embed_queries`` (queries, each from the replica's cache of recent
-    queries or encoded with the others waiting, ``embeddings.coalesce``),
-    ``embed`` (one query, the same way) and ``embed_many`` (a list, the
-    worker's batches).
+    queries or encoded with the queries waiting with it,
+    ``embeddings.coalesce``), ``embed`` (one query, the same way) and
+    ``embed_many`` (a list, the worker's batches).
 
     On the CPU, queries run on one thread: it is the fastest for a few
     short texts and leaves the other cores to the API and Postgres under load.
@@ -77,6 +78,12 @@ class Embedder:
         metrics.EMBEDDER_REPLICAS.set(1)
         metrics.EMBEDDER_QUEUE.set(0)
         log.info("Embedder ready: %s", self.describe())
+
+    def record_autoscaling_stats(self) -> dict[str, float]:
+        """What the Embedder's autoscaling policy counts (``embeddings.autoscaling``):
+        the queries and bulk calls waiting or encoding here. Serve asks each
+        replica for it every few seconds."""
+        return {QUEUED: float(self._queued)}
 
     def _queue_moved(self, by: int) -> None:
         self._queued += by
@@ -186,7 +193,9 @@ class EmbedderQueries:
     while its call is out go together in its next call
     (``embeddings.coalesce``): one handle call for all of them, which gives
     up after ``timeout_s`` (so a call that hangs holds none of the later
-    queries longer than that)."""
+    queries longer than that). The Embedder therefore has few calls out at a
+    time, whatever the load: it autoscales on the queries it holds
+    (``record_autoscaling_stats``, ``embeddings.autoscaling``), not on calls."""
 
     def __init__(self, embedder: Any, timeout_s: float = 2.0) -> None:
         self._embedder = embedder

@@ -134,6 +134,7 @@ def build_application(settings: Settings, prepared: Prepared) -> Application:
     runtime = worker_env(settings, prepared)
     index = embedder = None
     if settings.search_semantic:
+        from embeddings.autoscaling import QUEUED_POLICY
         from embeddings.deployments import Embedder, VectorIndex
 
         logging_config = LoggingConfig(enable_access_log=False)
@@ -143,6 +144,8 @@ def build_application(settings: Settings, prepared: Prepared) -> Application:
                 "initial_replicas": max(1, settings.embedder_min_replicas),
                 "max_replicas": settings.embedder_max_replicas,
                 "target_ongoing_requests": settings.embedding_max_batch,
+                # Queries held, not calls (embeddings/autoscaling.py).
+                "policy": {"policy_function": QUEUED_POLICY},
             },
             ray_actor_options={
                 "num_cpus": settings.embedder_num_cpus,

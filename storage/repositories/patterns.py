@@ -301,9 +301,9 @@ async def with_related(session: AsyncSession, ids: list[uuid.UUID]) -> list[List
     """The patterns with these ids, with author and category, in this order,
     as lists show them. Read straight through psycopg, the statement compiled
     once: the ORM's load of a page of 20 (every column of three models) cost
-    about four times the CPU (docs/benchmarks.md, "Search: the page read
-    without the ORM"); search, trending and the filtered lists read their
-    pages here."""
+    about four times the CPU (docs/benchmarks.md, "New queries at 100,000
+    patterns: the page read without the ORM, and queries that wait
+    together"); search, trending and the filtered lists read their pages here."""
     if not ids:
         return []
     found = await fetch_tuples(session, _WITH_RELATED, {**_WITH_RELATED_BINDS, "ids": list(ids)})
