@@ -234,7 +234,7 @@ def embedder_section(
         f"calls in each of {rounds} rounds per deployment, Ray up and the replicas idle; the "
         "ratios are against this, the median of those rounds.",
         "- Serve: a local Ray with only the `Embedder` deployment "
-        f"(`num_cpus` {facts['num_cpus']:g} per replica, `@serve.batch` max size "
+        f"(`num_cpus` {facts['num_cpus']:g} per replica, query batches of at most "
         f"{facts['max_batch']}); called through a DeploymentHandle from the benchmark's "
         f"process: `embed` = one call per text, {in_flight} in flight (the query path); "
         "`embed_many` = batches of 64 texts, one at a time (the worker's path) or 2 in "
@@ -249,8 +249,8 @@ def embedder_section(
         "- Why `embed` trails `embed_many`: each text is one handle call. Measured "
         "separately on these cores, a no-op method called the same way answers about 480 "
         "calls/s (≈ 4 ms of CPU per call across the caller, Ray and the replica), and the "
-        "replica takes in requests between the encoder's Python steps, so `@serve.batch` "
-        "saw batches of about 4 texts, not 64. Callers with many texts use `embed_many` "
+        "replica takes in requests between the encoder's Python steps, so its query "
+        "batches held about 4 texts, not 64. Callers with many texts use `embed_many` "
         "(the worker); a search embeds one short query.",
         "",
         "| Deployment | torch threads (query / bulk) | plain, same rounds, texts/s | "
