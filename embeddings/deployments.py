@@ -23,9 +23,7 @@ from embeddings.autoscaling import QUEUED
 from embeddings.coalesce import Coalescer
 from embeddings.config import EmbedderConfig, IndexerConfig
 from embeddings.encoder import Encoder, ray_device
-from embeddings.indexer import Indexer
 from embeddings.querycache import QueryVectors
-from embeddings.searchbatch import SearchBatcher
 
 log = logging.getLogger("cairn.search")
 
@@ -237,6 +235,12 @@ class VectorIndex:
     Postgres whenever Serve (re)starts it."""
 
     def __init__(self, config: IndexerConfig, embedder: Any) -> None:
+        # Imported here, not with the module: the Embedder's replicas import
+        # this module too, and FAISS, SQLAlchemy and psycopg would add about
+        # 47 MiB to each (docs/benchmarks.md, "The Embedder replica's memory
+        # under Serve").
+        from embeddings.indexer import Indexer
+        from embeddings.searchbatch import SearchBatcher
         from storage.db import make_engine, make_sessionmaker
 
         self._embedder = embedder
