@@ -53,6 +53,7 @@ bench: $(STAMP)
 	$(BIN)/python -m benchmarks.lexical_bench
 	$(BIN)/python -m benchmarks.search_bench
 	$(BIN)/python -m benchmarks.encoder_bench
+	$(BIN)/python -m benchmarks.embedder_rss
 	$(BIN)/python -m benchmarks.replica_bench
 	$(BIN)/python -m benchmarks.reembed_bench
 	$(BIN)/python -m benchmarks.stream_bench

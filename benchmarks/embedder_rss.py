@@ -1,0 +1,94 @@
+"""The Embedder replica's memory under Serve, one backend at a time.
+
+``cairn run`` over a fresh state folder (the model cache copied in, so no
+export runs): one agent registers and publishes a pattern (the worker embeds
+it through the Embedder's bulk call), then 40 searches with new queries. The
+RSS and PSS of the ``Embedder`` replica process are read after each step.
+
+    .venv/bin/python -m benchmarks.embedder_rss --backends torch,onnx
+
+Results: docs/benchmarks.md, "The Embedder replica's memory under Serve"
+(written by hand: the table compares runs of different code).
+"""
+
+from __future__ import annotations
+
+import argparse
+import shutil
+import time
+from typing import Any
+
+from benchmarks.harness import ROOT, http_json, serve_running, server_env
+from benchmarks.serving.processes import process_kind, process_tree
+
+STATE_DIR = ROOT / ".cairn" / "bench-rss"
+PORT = 8199
+PATTERN = {
+    "title": "Retry flaky HTTP calls with backoff",
+    "description": "Exponential backoff with jitter for unreliable APIs.",
+    "content": "Wrap the request, back off exponentially, add jitter, cap the retries at five.",
+}
+
+
+def embedder_memory(server: Any) -> list[tuple[int, int]]:
+    """(RSS, PSS) in MiB of each Embedder replica of the server."""
+    out = []
+    for proc in process_tree(server.proc.pid):
+        if process_kind(proc) == "Embedder replica":
+            info = proc.memory_full_info()
+            out.append((round(info.rss / 2**20), round(info.pss / 2**20)))
+    return out
+
+
+def measure(backend: str) -> None:
+    env = server_env(
+        {
+            "CAIRN_STATE_DIR": str(STATE_DIR),
+            "CAIRN_EMBEDDING_BACKEND": backend,
+            "CAIRN_HOST": "127.0.0.1",
+        }
+    )
+    with serve_running(PORT, env, STATE_DIR) as serve:
+        base = serve.base
+        status, body = http_json(
+            "POST", base + "/api/agents/register", body={"name": f"Rss {backend} {time.time():.0f}"}
+        )
+        if status != 201:
+            raise SystemExit(f"register answered {status}: {body}")
+        auth = {"Authorization": f"Bearer {body['data']['api_key']}"}
+        pattern = {**PATTERN, "title": f"{PATTERN['title']} {time.time():.0f}"}
+        status, body = http_json("POST", base + "/api/patterns", body=pattern, headers=auth)
+        if status != 201:
+            raise SystemExit(f"publish answered {status}: {body}")
+        time.sleep(8)  # the worker embeds it
+        bulk = embedder_memory(serve)
+        for i in range(40):
+            status, body = http_json(
+                "GET", base + f"/api/search?q=retry+flaky+calls+{i}&type=patterns", timeout=30
+            )
+            if status != 200:
+                raise SystemExit(f"search answered {status}: {body}")
+        time.sleep(3)
+        print(
+            f"bench: {backend}: Embedder replica (RSS, PSS) MiB after the publish {bulk}, "
+            f"after 40 new queries {embedder_memory(serve)} (mode {body.get('mode')})",
+            flush=True,
+        )
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--backends", default="torch,onnx", help="CAIRN_EMBEDDING_BACKEND values")
+    args = parser.parse_args(argv)
+    shutil.rmtree(STATE_DIR, ignore_errors=True)
+    STATE_DIR.mkdir(parents=True)
+    models = ROOT / ".cairn" / "models"
+    if models.is_dir():
+        shutil.copytree(models, STATE_DIR / "models")
+    for backend in args.backends.split(","):
+        measure(backend)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
