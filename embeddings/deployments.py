@@ -212,11 +212,6 @@ class EmbedderQueries:
             batch = self._batches[model] = Coalescer(ask, max_batch=MAX_BATCH_SIZE)
         return await batch(text)
 
-    def stats(self) -> dict[str, int]:
-        """Handle calls made and the queries they carried, over every model."""
-        calls = sum(b.calls for b in self._batches.values())
-        return {"calls": calls, "queries": sum(b.items for b in self._batches.values())}
-
 
 async def _awaited(response: Any) -> Any:
     """A handle call's result as a coroutine (what ``asyncio.wait_for`` takes)."""

@@ -184,9 +184,9 @@ async def fetch_one(
 
 
 def driver_sql(statement: Any) -> tuple[str, dict[str, Any]]:
-    """A Core ``statement`` compiled once, at import, for ``fetch_all`` and
-    ``fetch_one`` (psycopg's ``%(name)s`` placeholders), with the values of
-    the binds it holds itself; the caller adds its own."""
+    """A Core ``statement`` compiled once, at import, for ``fetch_tuples``
+    and ``fetch_one`` (psycopg's ``%(name)s`` placeholders), with the values
+    of the binds it holds itself; the caller adds its own."""
     from sqlalchemy.dialects.postgresql import psycopg as pg
 
     compiled = statement.compile(dialect=pg.dialect())

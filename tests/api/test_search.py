@@ -14,6 +14,7 @@ import pytest
 from actors.ratelimit import Rule
 from embeddings import ranking
 from serve_app.runtime.semantic import LocalSearch
+from serve_app.schemas.patterns import PatternItemOut
 from serve_app.schemas.search import SearchOut
 from storage.db import libpq_url
 from storage.repositories import search as repo
@@ -94,22 +95,8 @@ async def search(client: httpx.AsyncClient, **params: Any) -> dict[str, Any]:
     return body
 
 
-# What a list shows of a pattern (``views.pattern_item``).
-LIST_FIELDS = (
-    "id",
-    "title",
-    "slug",
-    "description",
-    "difficulty_level",
-    "vote_score",
-    "view_count",
-    "author",
-    "category",
-    "use_case_tags",
-    "tech_stack",
-    "created_at",
-    "trust",
-)
+# What a list shows of a pattern (``views.pattern_item``), as the contract names it.
+LIST_FIELDS = tuple(PatternItemOut.model_fields)
 
 
 def ids_of(body: dict[str, Any]) -> list[str]:
