@@ -529,9 +529,10 @@ async def test_crash_loses_nothing_and_embeds_nothing_twice(
 async def test_a_hit_shows_the_pattern_as_its_own_page_does(
     client: httpx.AsyncClient, roomy: None
 ) -> None:
-    """Search, the list and trending read their pages straight through psycopg
-    (``patterns_repo.with_related``); each item's list fields, the view count
-    and trust summary included, are those the pattern's own page shows."""
+    """Search and the filtered list read their pages straight through psycopg
+    (``patterns_repo.with_related``; trending too, tests/api/test_trending.py);
+    each item's list fields, the view count and trust summary included, are
+    those the pattern's own page and the plain list (the ORM's read) show."""
     author, ids = await corpus(client)
     cat = (await categories(client))[0]
     voter = await register(client, "Voter")
