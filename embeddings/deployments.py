@@ -206,16 +206,11 @@ class EmbedderQueries:
 
             async def ask(texts: list[str]) -> list[np.ndarray]:
                 call = self._embedder.embed_queries.remote(texts, model)
-                rows = await asyncio.wait_for(_awaited(call), self._timeout_s)
+                rows = await asyncio.wait_for(call, self._timeout_s)
                 return list(np.asarray(rows, dtype=np.float32))
 
             batch = self._batches[model] = Coalescer(ask, max_batch=MAX_BATCH_SIZE)
         return await batch(text)
-
-
-async def _awaited(response: Any) -> Any:
-    """A handle call's result as a coroutine (what ``asyncio.wait_for`` takes)."""
-    return await response
 
 
 # How long the VectorIndex's stats wait for the Embedder to answer.
