@@ -10,7 +10,6 @@ from __future__ import annotations
 import uuid
 from collections.abc import AsyncIterator, Sequence
 from dataclasses import dataclass
-from functools import cache
 from typing import Any
 
 from sqlalchemy import BigInteger, LargeBinary, bindparam, text
@@ -301,17 +300,7 @@ async def visible_with_trust(
 ) -> dict[int, tuple[uuid.UUID, float | None]]:
     """search_id -> (id, trust score) of those rows that may be found now: a
     pattern's own score, a question's best shown answer's (0 without one), an
-    agent none. One statement straight through psycopg (each search asks it
-    of every hit)."""
-    if not search_ids:
-        return {}
-    found = await fetch_tuples(session, _visible_with_trust_sql(kind), {"ids": list(search_ids)})
-    return {int(r[0]): (r[1], None if r[2] is None else float(r[2])) for r in found}
-
-
-@cache
-def _visible_with_trust_sql(kind: str) -> str:
-    s = searchable(kind)
+    agent none. One statement (each search asks it of every hit)."""
     join = ""
     if kind == "pattern":
         trust = "t.trust_score"
@@ -323,13 +312,10 @@ def _visible_with_trust_sql(kind: str) -> str:
         )
     else:
         trust = "NULL"
-    # Our own SQL, never input; psycopg's placeholders are %(name)s, so a
-    # literal % in it is doubled.
-    visible = s.visible_sql.replace("%", "%%")
-    return (
-        f"SELECT t.search_id, t.id, {trust} FROM {s.table} t {join.replace('%', '%%')} "  # noqa: S608
-        f"WHERE t.search_id = ANY(%(ids)s::bigint[]) AND ({visible})"
+    rows = await _visible_by_search_id(
+        session, kind, f"t.search_id, t.id, {trust}", search_ids, join=join
     )
+    return {int(r[0]): (r[1], None if r[2] is None else float(r[2])) for r in rows}
 
 
 async def _visible_by_search_id(
@@ -341,18 +327,20 @@ async def _visible_by_search_id(
     binds: dict[str, Any] | None = None,
 ) -> list[Any]:
     """``columns`` (of the kind's table as ``t``, and of what ``join`` adds,
-    with its ``binds``) of those rows among ``search_ids`` that may be found
-    now."""
+    with its ``binds`` as psycopg's ``%(name)s``) of those rows among
+    ``search_ids`` that may be found now, as tuples. Straight through psycopg:
+    searches and the Api processes' index copies ask it all the time."""
     if not search_ids:
         return []
     s = searchable(kind)
-    rows = await session.exec(  # type: ignore[call-overload]
-        text(
-            f"SELECT {columns} FROM {s.table} t {join} "  # noqa: S608
-            f"WHERE t.search_id = ANY(:ids) AND ({s.visible_sql})"
-        ).bindparams(bindparam("ids", list(search_ids), type_=BIGINTS), **(binds or {}))
+    # Our own SQL, never input; a literal % in it would read as a placeholder.
+    visible = s.visible_sql.replace("%", "%%")
+    return await fetch_tuples(
+        session,
+        f"SELECT {columns} FROM {s.table} t {join} "  # noqa: S608
+        f"WHERE t.search_id = ANY(%(ids)s::bigint[]) AND ({visible})",
+        {"ids": list(search_ids), **(binds or {})},
     )
-    return list(rows)
 
 
 # --- the change log the Api processes' indexes follow (0015, 0016) ---------
@@ -449,7 +437,7 @@ async def vector_rows(
         kind,
         "t.search_id, e.vector",
         search_ids,
-        join="JOIN embeddings e ON e.kind = :kind AND e.item_id = t.id AND e.model = :model",
+        join="JOIN embeddings e ON e.kind = %(kind)s AND e.item_id = t.id AND e.model = %(model)s",
         binds={"kind": kind, "model": model},
     )
     return [(int(r[0]), bytes(r[1])) for r in rows]
