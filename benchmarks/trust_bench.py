@@ -66,11 +66,11 @@ def ranked(hits: Sequence[tuple[int, float]], scores: dict[int, float] | None) -
     """The hits in the order search answers: the prior after the ranking
     (``scores``: trust by key; None: no prior step at all, the order
     ``services.search.ranked`` leaves: by score, ties by search id)."""
-    found = [(Hit("pattern", k, s), uuid.UUID(int=k)) for k, s in hits]
     if scores is None:
         return [k for k, _ in sorted(hits, key=lambda pair: (-pair[1], pair[0]))]
-    prior = {("pattern", k): scores.get(k, 0.0) for k, _ in hits}
-    return [h.search_id for h, _ in trust_prior(found, prior)]
+    # Each hit with its item's trust score, as search reads them.
+    found = [(Hit("pattern", k, s), uuid.UUID(int=k), scores.get(k, 0.0)) for k, s in hits]
+    return [h.search_id for h, _ in trust_prior(found)]
 
 
 # --------------------------------------------------------------------------- 1. eval sets

@@ -176,16 +176,19 @@ async def search(
 # --- trust: a bounded prior after fusion (docs/decisions/trust.md) ----------------
 
 
-def trust_prior(found: Sequence[tuple[Hit, uuid.UUID]]) -> list[tuple[Hit, uuid.UUID]]:
+def trust_prior(
+    found: Sequence[tuple[Hit, uuid.UUID, float | None]],
+) -> list[tuple[Hit, uuid.UUID]]:
     """The fused hits re-ranked with trust as a bounded prior
     (``kit.trust.with_prior``): at most +15 % of a hit's own score, so it
     orders near-duplicates and leaves hits of different relevance as they
     were. Applied after fusion, apart from it; with no trust anywhere the
-    order is unchanged. Each hit carries its item's trust score (``_visible``)."""
+    order is unchanged. ``found``: each hit with its item id and its item's
+    trust score (None: none applies), as ``_visible`` reads them."""
     out = []
-    for h, item_id in found:
-        if h.trust is not None:
-            h = replace(h, score=trust_kit.with_prior(h.score, h.trust))
+    for h, item_id, t in found:
+        if t is not None:
+            h = replace(h, score=trust_kit.with_prior(h.score, t), trust=t)
         out.append((h, item_id))
     out.sort(key=lambda pair: (-pair[0].score, pair[0].kind, pair[0].search_id))
     return out
@@ -195,20 +198,17 @@ def _round(x: float | None) -> float | None:
     return None if x is None else round(x, 4)
 
 
-async def _visible(db: AsyncSession, hits: Sequence[Hit]) -> list[tuple[Hit, uuid.UUID]]:
-    """The hits whose rows may be found now, in order, with their item ids,
-    each carrying its item's trust score (patterns and questions)."""
+async def _visible(
+    db: AsyncSession, hits: Sequence[Hit]
+) -> list[tuple[Hit, uuid.UUID, float | None]]:
+    """The hits whose rows may be found now, in order, each with its item id
+    and its item's trust score (patterns and questions; None for agents)."""
     found: dict[tuple[str, int], tuple[uuid.UUID, float | None]] = {}
     for kind in sorted({h.kind for h in hits}):
         ids = [h.search_id for h in hits if h.kind == kind]
         rows = await repo.visible_with_trust(db, kind, ids)
         found.update({(kind, sid): row for sid, row in rows.items()})
-    out = []
-    for h in hits:
-        row = found.get((h.kind, h.search_id))
-        if row is not None:
-            out.append((replace(h, trust=row[1]) if row[1] is not None else h, row[0]))
-    return out
+    return [(h, *found[(h.kind, h.search_id)]) for h in hits if (h.kind, h.search_id) in found]
 
 
 async def _items(
@@ -265,5 +265,6 @@ async def similar(
                 if s >= repo.ALL_WORDS
             ]
     hits.sort(key=lambda h: (-h.score, h.kind, h.search_id))
-    items = [i for i, _ in await _items(db, await _visible(db, hits)) if i["id"] != exclude]
+    visible = [(h, item_id) for h, item_id, _ in await _visible(db, hits)]
+    items = [i for i, _ in await _items(db, visible) if i["id"] != exclude]
     return items[:SIMILAR_MAX]

@@ -74,12 +74,12 @@ def test_labels() -> None:
 def test_the_prior_is_bounded_and_changes_nothing_without_trust() -> None:
     a, b, c = (uuid.uuid4() for _ in range(3))
 
-    def hits(t1: float | None, t2: float | None) -> list[tuple[Hit, uuid.UUID]]:
-        # Each hit carries its item's trust score as search reads it (None: none).
+    def hits(t1: float | None, t2: float | None) -> list[tuple[Hit, uuid.UUID, float | None]]:
+        # Each hit with its item's trust score as search reads it (None: none).
         return [
-            (Hit("pattern", 1, 0.80, trust=t1), a),
-            (Hit("pattern", 2, 0.79, trust=t2), b),
-            (Hit("agent", 3, 0.5), c),
+            (Hit("pattern", 1, 0.80), a, t1),
+            (Hit("pattern", 2, 0.79), b, t2),
+            (Hit("agent", 3, 0.5), c, None),
         ]
 
     assert [h.search_id for h, _ in trust_prior(hits(None, None))] == [1, 2, 3]
@@ -90,6 +90,6 @@ def test_the_prior_is_bounded_and_changes_nothing_without_trust() -> None:
     assert [h.search_id for h, _ in moved] == [2, 1, 3]
     assert moved[0][0].trust == 0.4 and moved[0][0].score == pytest.approx(0.79 * 1.06)
     # ... but full trust never lifts a hit past one 15 % more relevant.
-    far = [(Hit("pattern", 1, 1.0), a), (Hit("pattern", 2, 0.86, trust=1.0), b)]
+    far = [(Hit("pattern", 1, 1.0), a, None), (Hit("pattern", 2, 0.86), b, 1.0)]
     assert [h.search_id for h, _ in trust_prior(far)] == [1, 2]
     assert trust.with_prior(-0.2, 1.0) > -0.2  # a negative score is raised too, never lowered
