@@ -34,6 +34,11 @@ class Agent(Protocol):
     def is_active(self) -> bool: ...
 
 
+class Caller(HasRole, Protocol):
+    @property
+    def id(self) -> uuid.UUID: ...
+
+
 class Authored(Protocol):
     @property
     def author_id(self) -> uuid.UUID: ...
@@ -151,6 +156,15 @@ def question_visible_to(question: Question, viewer_id: uuid.UUID | None) -> bool
     )
 
 
+def question_found_for_delete(question: Question, caller: Caller) -> bool:
+    """Whom DELETE finds a question for (the spec: its author or an admin):
+    whoever may see it, and an admin also while it is rejected, so that an
+    admin can remove what moderation hid. A deleted question is gone."""
+    if question.status == "deleted":
+        return False
+    return question_visible_to(question, caller.id) or caller.role == "admin"
+
+
 def shown_answer_sql(alias: str = "") -> str:
     """An answer's own part of its visibility: not rejected. A public answer
     also needs its question visible (``public_answer_sql``)."""
@@ -166,9 +180,14 @@ def public_answer_sql(answer: str, question: str) -> str:
     return f"{shown_answer_sql(answer)} AND {visible_question_sql(question)}"
 
 
+def answer_is_shown(answer: Answer) -> bool:
+    """``shown_answer_sql`` for a loaded answer: what ``answer_count`` counts."""
+    return answer.moderation_status != "rejected"
+
+
 def answer_is_public(answer: Answer, question: Question) -> bool:
     """``public_answer_sql`` for a loaded answer and its question."""
-    return answer.moderation_status != "rejected" and question_is_visible(question)
+    return answer_is_shown(answer) and question_is_visible(question)
 
 
 def answer_visible_to(answer: Answer, question: Question, viewer_id: uuid.UUID | None) -> bool:
@@ -177,6 +196,15 @@ def answer_visible_to(answer: Answer, question: Question, viewer_id: uuid.UUID |
     if answer_is_public(answer, question):
         return True
     return viewer_id is not None and answer.author_id == viewer_id and question_is_visible(question)
+
+
+def answer_found_for_delete(answer: Answer, question: Question, caller: Caller) -> bool:
+    """Whom DELETE finds an answer for (the spec: its author or an admin):
+    whoever may see it, and an admin also while it or its question is
+    rejected. An answer under a deleted question is gone."""
+    if question.status == "deleted":
+        return False
+    return answer_visible_to(answer, question, caller.id) or caller.role == "admin"
 
 
 # --- revisions and verifications -------------------------------------------------

@@ -88,13 +88,24 @@ async def list_for(
     }
 
 
-async def _locked(db: AsyncSession, answer_id: uuid.UUID) -> tuple[Question, Answer]:
-    """The answer and its (visible) question, both locked, question first."""
+async def _locked(
+    db: AsyncSession, answer_id: uuid.UUID, deleter: Agent | None = None
+) -> tuple[Question, Answer]:
+    """The answer and its (visible) question, both locked, question first;
+    for ``deleter``, whatever ``access.answer_found_for_delete`` lets them
+    reach."""
     found = await repo.answer_and_question(db, answer_id, lock=Question)
     answer = await repo.answer(db, answer_id, for_update=True) if found else None
-    if found is None or answer is None or not access.question_is_visible(found[1]):
+    if found is None or answer is None:
         raise NotFound(f"No answer {answer_id}.")
-    return found[1], answer
+    question = found[1]
+    if deleter is not None:
+        reachable = access.answer_found_for_delete(answer, question, deleter)
+    else:
+        reachable = access.question_is_visible(question)
+    if not reachable:
+        raise NotFound(f"No answer {answer_id}.")
+    return question, answer
 
 
 async def visible(db: AsyncSession, answer_id: uuid.UUID, *, for_update: bool = False) -> Answer:
@@ -205,8 +216,9 @@ async def accept(db: AsyncSession, answer_id: uuid.UUID, caller: Agent) -> dict[
 async def delete(db: AsyncSession, answer_id: uuid.UUID, caller: Agent) -> dict[str, Any]:
     """Remove an answer for good (author or admin): its comments and every vote
     on them go too, the reputation it earned is taken back, and the question's
-    answer_count drops."""
-    question, answer = await _locked(db, answer_id)
+    answer_count drops (where it counted the answer: not if it was rejected).
+    An admin also reaches a rejected answer, or one under a rejected question."""
+    question, answer = await _locked(db, answer_id, deleter=caller)
     if answer.author_id != caller.id and caller.role != "admin":
         raise Forbidden("Only the author or an admin can delete this answer.")
     if answer.is_accepted:
@@ -218,7 +230,8 @@ async def delete(db: AsyncSession, answer_id: uuid.UUID, caller: Agent) -> dict[
     await reputation.record(
         db, answer.author_id, -earned, "answer_deleted", source_type="answer", source_id=answer.id
     )
-    await rows.add_to_loaded_counter(db, question, "answer_count", -1)
+    if access.answer_is_shown(answer):
+        await rows.add_to_loaded_counter(db, question, "answer_count", -1)
     return views.envelope("Answer deleted.", {"id": str(answer.id), "removed": True})
 
 

@@ -54,15 +54,21 @@ async def bookmarks(db: AsyncSession, caller: Agent, page: int, limit: int) -> d
 
 
 async def flag(db: AsyncSession, ref: str, caller: Agent, body: FlagIn) -> dict[str, Any]:
-    """One flag per agent per pattern; the third puts it in the moderators' flagged queue."""
+    """One flag per agent per pattern; the third open one puts it in the
+    moderators' flagged queue. Flags a moderator settled (dismissed when the
+    pattern was approved) do not count again: it takes three new reports to
+    send it back (docs/decisions/resources.md, "Bookmarks and flags")."""
     pattern = await public_locked(db, ref)
     if pattern.author_id == caller.id:
         raise Forbidden("You cannot flag your own pattern.", error="own_content")
     created = await repo.add_flag(db, caller.id, pattern.id, body.reason, body.details)
     if created is None:
         raise Conflict("You have already flagged this pattern.", error="already_flagged")
-    flags = await pattern_repo.add_to_counter(db, pattern.id, "flag_count", +1)
-    if flags >= FLAGS_FOR_REVIEW and pattern.moderation_status == "approved":
+    await pattern_repo.add_to_counter(db, pattern.id, "flag_count", +1)
+    if (
+        pattern.moderation_status == "approved"
+        and await repo.open_flags(db, pattern.id) >= FLAGS_FOR_REVIEW
+    ):
         await pattern_repo.apply_update(db, pattern, {"moderation_status": "flagged"})
     return views.envelope(
         "Thank you: the pattern was flagged for review.",

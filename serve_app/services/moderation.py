@@ -178,7 +178,7 @@ async def _answer(
     if found is None or answer is None or found[1].status == "deleted":
         raise NotFound(f"No answer {answer_id}.")
     question = found[1]
-    hidden_before = answer.moderation_status == "rejected"
+    hidden_before = not access.answer_is_shown(answer)
     if hidden_before != (new == "rejected"):
         # answer_count counts the answers the question shows.
         await rows.add_to_loaded_counter(

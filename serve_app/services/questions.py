@@ -160,8 +160,11 @@ async def update(db: AsyncSession, ref: str, caller: Agent, body: QuestionUpdate
 
 
 async def delete(db: AsyncSession, ref: str, caller: Agent) -> dict[str, Any]:
-    """Soft delete by the author or an admin: status ``deleted``."""
-    question = await find(db, ref, caller, for_update=True)
+    """Soft delete by the author or an admin: status ``deleted``. An admin
+    also reaches a rejected question (``access.question_found_for_delete``)."""
+    question = await repo.get(db, ref, for_update=True)
+    if question is None or not access.question_found_for_delete(question, caller):
+        raise NotFound(f"No question '{ref[:80]}'.")
     if caller.id != question.author_id and caller.role != "admin":
         raise Forbidden("Only the author or an admin can delete this question.")
     question.status = "deleted"

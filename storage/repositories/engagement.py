@@ -87,6 +87,16 @@ async def has_bookmark(session: AsyncSession, agent_id: uuid.UUID, pattern_id: u
     return found.first() is not None
 
 
+async def open_flags(session: AsyncSession, pattern_id: uuid.UUID) -> int:
+    """The pattern's flags no moderator has settled yet (``moderation.settle_flags``)."""
+    found = await session.exec(
+        select(func.count())
+        .select_from(Flag)
+        .where(col(Flag.pattern_id) == pattern_id, col(Flag.status) == "open")
+    )
+    return int(found.one())
+
+
 async def flag_of(session: AsyncSession, agent_id: uuid.UUID, pattern_id: uuid.UUID) -> Flag | None:
     result = await session.exec(
         select(Flag).where(col(Flag.agent_id) == agent_id, col(Flag.pattern_id) == pattern_id)

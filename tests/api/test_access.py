@@ -7,6 +7,7 @@ from __future__ import annotations
 import itertools
 import uuid
 from collections.abc import AsyncIterator
+from types import SimpleNamespace
 from typing import Any
 
 import httpx
@@ -101,6 +102,23 @@ async def test_questions_and_answers(client: httpx.AsyncClient, db: AsyncSession
         assert access.question_visible_to(q, q.author_id) == (q_status != "deleted")
         assert access.answer_visible_to(a, q, None) == public
         assert access.answer_visible_to(a, q, a.author_id) == visible
+        shown = await _sql_holds(db, access.shown_answer_sql("answers"), "answers", a.id)
+        assert access.answer_is_shown(a) == shown == (a_moderation != "rejected")
+        # DELETE reaches what the caller may see, and an admin all but the deleted.
+        alive = q_status != "deleted"
+        admin, mod = (
+            SimpleNamespace(id=uuid.uuid4(), role="admin"),
+            SimpleNamespace(id=uuid.uuid4(), role="moderator"),
+        )
+        assert access.question_found_for_delete(q, admin) == alive
+        assert access.question_found_for_delete(q, mod) == visible
+        assert access.question_found_for_delete(q, SimpleNamespace(id=q.author_id, role=None)) == (
+            alive
+        )
+        assert access.answer_found_for_delete(a, q, admin) == alive
+        assert access.answer_found_for_delete(a, q, mod) == public
+        helper_row = SimpleNamespace(id=a.author_id, role=None)
+        assert access.answer_found_for_delete(a, q, helper_row) == visible
 
 
 async def _answer_public(db: AsyncSession, answer_id: uuid.UUID) -> bool:

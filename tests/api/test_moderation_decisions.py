@@ -103,6 +103,65 @@ async def test_questions_and_answers(client: httpx.AsyncClient, database: str) -
     assert (await inbox(client, asker))["data"][0]["kind"] == "moderation_decision"
 
 
+async def test_deleting_what_moderation_hid(client: httpx.AsyncClient, database: str) -> None:
+    """A rejected answer no longer counts in answer_count, so deleting it takes
+    nothing off again; an admin's DELETE reaches a rejected question and the
+    answers under it (the spec: author or admin), others' does not."""
+    asker, helper = await register(client, "Asker"), await register(client, "Helper")
+    admin, mod = await staff(client, database, "admin"), await staff(client, database)
+    question = await ask(client, asker)
+    kept = await answer(client, helper, question["slug"])
+    hidden = await answer(client, helper, question["slug"], body="A second, worse answer.")
+    count = "SELECT answer_count FROM questions WHERE id = %s"
+    await decide(client, admin, answer_id=hidden["id"], action="reject")
+    assert scalar(database, count, question["id"]) == 1
+    # Others do not see the rejected answer: a 404, not a 403.
+    assert_error(await client.delete(f"/api/answers/{hidden['id']}", headers=asker.auth), 404)
+    gone = await client.delete(f"/api/answers/{hidden['id']}", headers=helper.auth)
+    assert gone.status_code == 200, gone.text
+    assert scalar(database, count, question["id"]) == 1
+
+    await decide(client, admin, question_id=question["id"], action="reject")
+    for who in (helper, mod):
+        assert_error(await client.delete(f"/api/answers/{kept['id']}", headers=who.auth), 404)
+        deleting = await client.delete(f"/api/questions/{question['slug']}", headers=who.auth)
+        assert_error(deleting, 404)
+    removed = await client.delete(f"/api/answers/{kept['id']}", headers=admin.auth)
+    assert removed.status_code == 200, removed.text
+    assert scalar(database, count, question["id"]) == 0
+    deleted = await client.delete(f"/api/questions/{question['slug']}", headers=admin.auth)
+    assert deleted.status_code == 200 and deleted.json()["data"]["status"] == "deleted"
+    again = await client.delete(f"/api/questions/{question['slug']}", headers=admin.auth)
+    assert_error(again, 404)
+
+
+async def test_approval_settles_flags(client: httpx.AsyncClient, database: str) -> None:
+    """Flags a moderator dismissed by approving do not count again: it takes
+    three new reports to send the pattern back to the flagged queue."""
+    author, mod = await register(client, "Author"), await staff(client, database)
+    pattern = await publish(client, author)
+    flaggers = [await register(client, f"Flagger {i}") for i in range(6)]
+    moderation = "SELECT moderation_status FROM patterns WHERE id = %s"
+
+    async def flag(who: Registered) -> None:
+        response = await client.post(
+            f"/api/patterns/{pattern['id']}/flag", headers=who.auth, json={"reason": "spam"}
+        )
+        assert response.status_code == 201, response.text
+
+    for who in flaggers[:3]:
+        await flag(who)
+    assert scalar(database, moderation, pattern["id"]) == "flagged"
+    await decide(client, mod, pattern_id=pattern["id"], action="approve")
+    assert scalar(database, moderation, pattern["id"]) == "approved"
+    for who in flaggers[3:5]:
+        await flag(who)
+        assert scalar(database, moderation, pattern["id"]) == "approved"
+    await flag(flaggers[5])
+    assert scalar(database, moderation, pattern["id"]) == "flagged"
+    assert scalar(database, "SELECT flag_count FROM patterns WHERE id = %s", pattern["id"]) == 6
+
+
 async def test_own_content_is_no_news(client: httpx.AsyncClient, database: str) -> None:
     mod = await staff(client, database)
     pattern = await publish(client, mod)
