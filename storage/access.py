@@ -15,7 +15,7 @@ from __future__ import annotations
 import uuid
 from typing import Protocol
 
-from sqlalchemy import Boolean, Uuid, and_, literal_column, or_
+from sqlalchemy import Boolean, Uuid, and_, literal_column, not_, or_
 from sqlalchemy.sql.elements import ColumnElement
 
 # Roles that see and decide what the public does not (moderation, admin).
@@ -231,3 +231,29 @@ def public_comment_sql(alias: str = "comments") -> str:
         f"JOIN questions vq ON vq.id = va.question_id "
         f"WHERE va.id = {alias}.answer_id AND {public_answer_sql('va', 'vq')})))"
     )
+
+
+PUBLIC_COMMENT: ColumnElement[bool] = literal_column(public_comment_sql("comments"), Boolean)
+
+
+def gone_comment_sql(alias: str = "comments") -> str:
+    """The comments gone for everyone, their authors included: those under a
+    deleted question (its answers and their comments are a 404 to all)."""
+    return (
+        f"({alias}.answer_id IS NOT NULL AND EXISTS (SELECT 1 FROM answers ga "  # noqa: S608
+        f"JOIN questions gq ON gq.id = ga.question_id "
+        f"WHERE ga.id = {alias}.answer_id AND gq.status = 'deleted'))"
+    )
+
+
+def comment_changeable_sql(caller_id: uuid.UUID) -> ColumnElement[bool]:
+    """The comments ``caller_id`` reaches to edit or delete (a 404 otherwise):
+    the public ones (where the author check refuses others with a 403), and
+    the caller's own while what they hang off is hidden (an archived or
+    rejected pattern, a rejected answer or question), unless they are gone
+    (``gone_comment_sql``)."""
+    own = and_(
+        literal_column("comments.author_id", Uuid) == caller_id,
+        not_(literal_column(gone_comment_sql("comments"), Boolean)),
+    )
+    return or_(PUBLIC_COMMENT, own)

@@ -86,16 +86,22 @@ async def own_profile(db: AsyncSession, agent: Agent) -> dict[str, Any]:
     return views.own_profile(agent, bots)
 
 
+async def _own_account(db: AsyncSession, caller: Agent, username: str, action: str) -> None:
+    """The caller's own account, named in the path: someone else's is a 403,
+    one the caller may not see (unknown, deactivated) a 404 like its profile."""
+    target = await agent_repo.by_username(db, username)
+    if target is None or (target.id != caller.id and not access.agent_is_public(target)):
+        raise NotFound(f"No agent named '{_shown(username)}'.")
+    if target.id != caller.id:
+        raise Forbidden(f"You can only {action}.")
+
+
 async def delete_account(
     ctx: AppContext, db: AsyncSession, caller: Agent, username: str
 ) -> dict[str, Any]:
     """Delete the caller's own account and everything that goes with it, at once
     and for good (docs/decisions/resources.md, "Account deletion")."""
-    target = await agent_repo.by_username(db, username)
-    if target is None:
-        raise NotFound(f"No agent named '{_shown(username)}'.")
-    if target.id != caller.id:
-        raise Forbidden("You can only delete your own account.")
+    await _own_account(db, caller, username, "delete your own account")
     # Its reports go with it: the trust of what it verified is recomputed.
     verified = await verifications.verified_by(db, caller.id)
     done = await account_repo.delete_account(db, caller.id)
@@ -123,11 +129,7 @@ async def delete_account(
 async def update_profile(
     db: AsyncSession, caller: Agent, username: str, patch: ProfilePatch
 ) -> dict[str, Any]:
-    target = await agent_repo.by_username(db, username)
-    if target is None:
-        raise NotFound(f"No agent named '{_shown(username)}'.")
-    if target.id != caller.id:
-        raise Forbidden("You can only edit your own profile.")
+    await _own_account(db, caller, username, "edit your own profile")
     changes = patch.model_dump(exclude_unset=True)
     if "bio" in changes and changes["bio"] is None:
         changes["bio"] = ""

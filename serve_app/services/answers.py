@@ -13,7 +13,7 @@ from sqlmodel.ext.asyncio.session import AsyncSession
 from serve_app.kit.errors import Forbidden, NotFound
 from serve_app.schemas.comments import CommentCreate
 from serve_app.schemas.questions import AnswerCreate, AnswerUpdate
-from serve_app.services import agents, comments, notifications, revisions, views, votes
+from serve_app.services import agents, comments, notifications, revisions, views
 from serve_app.services.questions import answers_shown
 from serve_app.services.questions import find as find_question
 from storage import access
@@ -89,20 +89,20 @@ async def list_for(
 
 
 async def _locked(
-    db: AsyncSession, answer_id: uuid.UUID, deleter: Agent | None = None
+    db: AsyncSession, answer_id: uuid.UUID, caller: Agent, *, deleting: bool = False
 ) -> tuple[Question, Answer]:
-    """The answer and its (visible) question, both locked, question first;
-    for ``deleter``, whatever ``access.answer_found_for_delete`` lets them
-    reach."""
+    """The answer the caller may see (``access.answer_visible_to``; to delete,
+    ``access.answer_found_for_delete``) and its question, both locked,
+    question first; 404 otherwise."""
     found = await repo.answer_and_question(db, answer_id, lock=Question)
     answer = await repo.answer(db, answer_id, for_update=True) if found else None
     if found is None or answer is None:
         raise NotFound(f"No answer {answer_id}.")
     question = found[1]
-    if deleter is not None:
-        reachable = access.answer_found_for_delete(answer, question, deleter)
+    if deleting:
+        reachable = access.answer_found_for_delete(answer, question, caller)
     else:
-        reachable = access.question_is_visible(question)
+        reachable = access.answer_visible_to(answer, question, caller.id)
     if not reachable:
         raise NotFound(f"No answer {answer_id}.")
     return question, answer
@@ -128,7 +128,7 @@ async def visible_with_question(
 async def edit(
     db: AsyncSession, answer_id: uuid.UUID, caller: Agent, body: AnswerUpdate
 ) -> dict[str, Any]:
-    question, answer = await _locked(db, answer_id)
+    question, answer = await _locked(db, answer_id, caller)
     if answer.author_id != caller.id:
         raise Forbidden("Only the author can edit this answer.")
     before = revisions.fields_of(answer)
@@ -174,10 +174,8 @@ async def accept(db: AsyncSession, answer_id: uuid.UUID, caller: Agent) -> dict[
     """Toggle acceptance. The question row is locked first, so concurrent
     accepts on one question run one after the other, and a unique index on
     accepted answers backs that up."""
-    question, answer = await _locked(db, answer_id)
-    if not access.answer_visible_to(answer, question, caller.id):
-        # A rejected answer is not there for the asker (nor earns by acceptance).
-        raise NotFound(f"No answer {answer_id}.")
+    # A rejected answer is not there for the asker (nor earns by acceptance).
+    question, answer = await _locked(db, answer_id, caller)
     if question.author_id != caller.id:
         raise Forbidden("Only the question's author can accept an answer.")
     if answer.is_accepted:
@@ -218,14 +216,15 @@ async def delete(db: AsyncSession, answer_id: uuid.UUID, caller: Agent) -> dict[
     on them go too, the reputation it earned is taken back, and the question's
     answer_count drops (where it counted the answer: not if it was rejected).
     An admin also reaches a rejected answer, or one under a rejected question."""
-    question, answer = await _locked(db, answer_id, deleter=caller)
+    question, answer = await _locked(db, answer_id, caller, deleting=True)
     if answer.author_id != caller.id and caller.role != "admin":
         raise Forbidden("Only the author or an admin can delete this answer.")
     if answer.is_accepted:
         await _set_accepted(db, question, answer, False)
     comment_ids = await repo.lock_comments(db, answer.id)
-    up, down = votes.REPUTATION["answer"]
-    earned = sum(up if v.value > 0 else down for v in await repo.votes_on(db, "answer", answer.id))
+    # Everything its author earned on it (votes, verifications; the acceptance
+    # was undone above) is taken back: reputation follows what exists.
+    earned = await reputation.earned_on(db, answer.author_id, "answer", answer.id)
     await repo.remove_answer(db, answer.id, comment_ids)
     await reputation.record(
         db, answer.author_id, -earned, "answer_deleted", source_type="answer", source_id=answer.id

@@ -162,8 +162,14 @@ async def thread(
 
 
 async def _own(db: AsyncSession, comment_id: uuid.UUID, caller: Agent) -> Comment:
+    """The caller's own live comment, locked: one they cannot reach
+    (``access.comment_changeable_sql``) is a 404, someone else's a 403."""
     comment = await repo.get(db, comment_id, for_update=True)
-    if comment is None or comment.is_deleted:
+    if (
+        comment is None
+        or comment.is_deleted
+        or not await repo.changeable_by(db, comment.id, caller.id)
+    ):
         raise NotFound(f"No comment {comment_id}.")
     if comment.author_id != caller.id:
         raise Forbidden("Only the author can change this comment.")

@@ -41,13 +41,24 @@ _COLLECT = [
 # Reputation others earned through this account (its votes, its acceptances,
 # forks of their patterns it made) or on content that is going away: each
 # affected agent gets one compensating event, so the ledger still sums to
-# the score.
+# the score. What this account gave on content removed before (an answer its
+# author deleted, content of an account deleted earlier) was taken back with
+# that content, by events that name no actor, so it is not taken back again.
+# Verification credit names the verifier's group, not an account, and stays
+# while its item does (docs/decisions/trust.md, "Reputation").
 _REPUTATION = """
 WITH tied AS (
     SELECT e.agent_id, sum(e.delta) AS net
     FROM reputation_events e
     WHERE e.agent_id <> :a
-      AND (e.actor_id = :a OR (e.source_type, e.source_id) IN (SELECT kind, id FROM gone))
+      AND (
+        (e.actor_id = :a AND e.reason <> 'verified_working' AND CASE e.source_type
+            WHEN 'answer' THEN EXISTS (SELECT 1 FROM answers s WHERE s.id = e.source_id)
+            WHEN 'question' THEN EXISTS (SELECT 1 FROM questions s WHERE s.id = e.source_id)
+            WHEN 'pattern' THEN EXISTS (SELECT 1 FROM patterns s WHERE s.id = e.source_id)
+            ELSE true END)
+        OR (e.source_type, e.source_id) IN (SELECT kind, id FROM gone)
+      )
     GROUP BY e.agent_id
     HAVING sum(e.delta) <> 0
 ), written AS (
@@ -161,6 +172,27 @@ _LOOSE_ENDS = [
     "DELETE FROM fanout_jobs WHERE (target_type, target_id) IN (SELECT kind, id FROM gone)",
 ]
 
+# Placeholders ("[deleted]" comments kept for their replies) above the going
+# comments: the ones left with no reply go, and then their parents in turn, as
+# when a comment is deleted (services/comments.py).
+_PLACEHOLDERS_ABOVE = """
+SELECT DISTINCT parent_id FROM comments
+WHERE id IN (SELECT id FROM gone WHERE kind = 'comment') AND parent_id IS NOT NULL
+  AND parent_id NOT IN (SELECT id FROM gone WHERE kind = 'comment')
+"""
+_BARE_PLACEHOLDERS = """
+WITH bare AS (
+    DELETE FROM comments WHERE id = ANY(:ids) AND is_deleted AND reply_count = 0
+    RETURNING id, parent_id
+), unvoted AS (
+    DELETE FROM votes WHERE target_type = 'comment' AND target_id IN (SELECT id FROM bare)
+)
+UPDATE comments p SET reply_count = p.reply_count - s.n
+FROM (SELECT parent_id, count(*) AS n FROM bare WHERE parent_id IS NOT NULL GROUP BY parent_id) s
+WHERE p.id = s.parent_id
+RETURNING p.id
+"""
+
 _SUMMARY = """
 SELECT
     (SELECT count(*) FROM gone WHERE kind = 'pattern') AS patterns,
@@ -195,8 +227,12 @@ async def delete_account(
     await conn.execute(text(_REPUTATION), params)
     votes = (await conn.execute(text(_VOTES), params)).mappings().one()
     summary["votes"] = votes["votes"]
+    above = [row[0] for row in await conn.execute(text(_PLACEHOLDERS_ABOVE), params)]
     for statement in _COUNTERS + _LOOSE_ENDS:
         await conn.execute(text(statement), params)
     await conn.execute(text("DELETE FROM agents WHERE id = :a"), params)
+    while above:
+        changed = await conn.execute(text(_BARE_PLACEHOLDERS), {"ids": above})
+        above = [row[0] for row in changed]
     await conn.execute(text("DROP TABLE gone"))
     return summary, list(votes["patterns_voted"])

@@ -5,17 +5,17 @@ from __future__ import annotations
 import uuid
 from typing import Any
 
-from sqlalchemy import Boolean, ColumnElement, delete, func, literal, literal_column
+from sqlalchemy import ColumnElement, delete, func, literal
 from sqlmodel import col, select
 from sqlmodel.ext.asyncio.session import AsyncSession
 
-from storage.access import public_comment_sql
+from storage.access import PUBLIC_COMMENT, comment_changeable_sql
 from storage.models import Agent, Comment, Vote
 from storage.repositories import rows
 
 # The one visibility predicate of comments (storage.models.comments): their
 # pattern, or their answer and its question, can be seen by everyone.
-PUBLIC: ColumnElement[bool] = literal_column(public_comment_sql("comments"), Boolean)
+PUBLIC: ColumnElement[bool] = PUBLIC_COMMENT
 
 
 def _target(target_type: str, target_id: uuid.UUID) -> Any:
@@ -48,6 +48,15 @@ async def depth(session: AsyncSession, comment_id: uuid.UUID) -> int:
 async def is_public(session: AsyncSession, comment_id: uuid.UUID) -> bool:
     """Whether ``PUBLIC`` holds for the comment (False for an unknown one)."""
     found = await session.exec(select(PUBLIC).where(col(Comment.id) == comment_id))
+    return bool(found.first())
+
+
+async def changeable_by(session: AsyncSession, comment_id: uuid.UUID, caller_id: uuid.UUID) -> bool:
+    """Whether ``access.comment_changeable_sql`` lets the caller reach the
+    comment to edit or delete it (False for an unknown one)."""
+    found = await session.exec(
+        select(comment_changeable_sql(caller_id)).where(col(Comment.id) == comment_id)
+    )
     return bool(found.first())
 
 

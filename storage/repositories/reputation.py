@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import uuid
 
-from sqlalchemy import update
+from sqlalchemy import func, update
 from sqlmodel import col, select
 from sqlmodel.ext.asyncio.session import AsyncSession
 
@@ -61,3 +61,17 @@ async def has_event(
         )
     )
     return found.first() is not None
+
+
+async def earned_on(
+    session: AsyncSession, agent_id: uuid.UUID, source_type: str, source_id: uuid.UUID
+) -> int:
+    """What ``agent_id``'s events on one source add up to (what it earned there)."""
+    found = await session.exec(
+        select(func.coalesce(func.sum(ReputationEvent.delta), 0)).where(
+            col(ReputationEvent.agent_id) == agent_id,
+            col(ReputationEvent.source_type) == source_type,
+            col(ReputationEvent.source_id) == source_id,
+        )
+    )
+    return int(found.one())

@@ -25,6 +25,7 @@ from tests.api.test_pattern_votes_forks import vote as vote_pattern
 from tests.api.test_patterns import publish, sql
 from tests.api.test_questions import answer, ask
 from tests.api.test_uploads import image_bytes, on_disk, served_path, uploaded
+from tests.api.test_verifications import verify
 
 # Every stored counter against the rows it counts: any row here is a drift.
 DRIFT = """
@@ -53,6 +54,8 @@ UNION ALL SELECT 'agent followers ' || g.username, g.followers_count,
     (SELECT count(*) FROM follows f WHERE f.followee_id = g.id) FROM agents g
 UNION ALL SELECT 'agent following ' || g.username, g.following_count,
     (SELECT count(*) FROM follows f WHERE f.follower_id = g.id) FROM agents g
+UNION ALL SELECT 'bare placeholder ' || c.id, c.reply_count, 1
+    FROM comments c WHERE c.is_deleted AND c.reply_count = 0
 UNION ALL SELECT 'agent reputation ' || g.username, g.reputation_score,
     coalesce((SELECT sum(delta) FROM reputation_events e WHERE e.agent_id = g.id), 0)
 FROM agents g
@@ -181,6 +184,62 @@ async def test_deletion_removes_everything_and_keeps_counters_exact(
     # No notification points at what is gone.
     for note in (await inbox(client, bea, limit=50))["data"]:
         assert note["actor"] is None or note["actor"]["username"] != gone.username
+
+
+async def test_what_was_taken_back_once_is_not_taken_back_again(
+    client: httpx.AsyncClient, database: str
+) -> None:
+    """An upvote's reputation goes when the answer goes (its author's delete,
+    or its asker's account); the voter's account deletion later takes nothing
+    more. The answer's verification credit goes with it too, and stays with
+    an answer that stays when the verifier leaves."""
+    asker, bea = await register(client, "Asker"), await register(client, "Bea")
+    voters = [await register(client, f"Voter {i}") for i in range(3)]
+    question = await ask(client, asker)
+    first = await answer(client, bea, question["slug"], "The first answer, to be deleted.")
+    second = await answer(client, bea, question["slug"], "The second answer stays a while.")
+    await ok(await vote_answer(client, voters[0], first["id"], "upvote"))
+    await ok(await vote_answer(client, voters[1], second["id"], "upvote"))
+    for given in (first, second):
+        verified = await verify(client, voters[2], f"/api/answers/{given['id']}")
+        assert verified.status_code == 201, verified.text
+    assert reputation(database, bea) == 10 + 10 + 2 + 2
+
+    await ok(await client.delete(f"/api/answers/{first['id']}", headers=bea.auth))
+    assert reputation(database, bea) == 12  # the upvote and the verification went with it
+    # Verification credit stays with the item while it exists (docs/decisions/trust.md).
+    for voter in (voters[0], voters[2]):
+        await ok(await client.delete(f"/api/agents/{voter.username}", headers=voter.auth))
+        assert reputation(database, bea) == 12
+    await ok(await client.delete(f"/api/agents/{asker.username}", headers=asker.auth))
+    assert reputation(database, bea) == 0  # the second answer went with the question
+    await ok(await client.delete(f"/api/agents/{voters[1].username}", headers=voters[1].auth))
+    assert reputation(database, bea) == 0
+    assert drift(database) == []
+
+
+async def test_a_placeholder_left_without_replies_goes(
+    client: httpx.AsyncClient, database: str
+) -> None:
+    """A deleted comment kept for its replies goes when the account that wrote
+    the last of them is deleted, and so does a placeholder above it."""
+    author, bea, cy = (
+        await register(client, "Author"),
+        await register(client, "Bea"),
+        await register(client, "Cy"),
+    )
+    pattern = await publish(client, author)
+    top = await comment(client, bea, pattern["id"], "Top")
+    middle = await comment(client, bea, pattern["id"], "Middle", parent_id=top["id"])
+    await comment(client, cy, pattern["id"], "Cy's reply", parent_id=middle["id"])
+    for placeholder in (middle, top):
+        await ok(await client.delete(f"/api/comments/{placeholder['id']}", headers=bea.auth))
+    assert scalar(database, "SELECT count(*) FROM comments") == 3
+    await ok(await client.delete(f"/api/agents/{cy.username}", headers=cy.auth))
+    assert scalar(database, "SELECT count(*) FROM comments") == 0
+    listed = await client.get(f"/api/patterns/{pattern['id']}/comments")
+    assert listed.json()["total"] == 0
+    assert drift(database) == []
 
 
 async def test_only_the_account_itself_may_delete_it(

@@ -135,6 +135,53 @@ async def test_deleting_what_moderation_hid(client: httpx.AsyncClient, database:
     assert_error(again, 404)
 
 
+async def test_what_moderation_hid_is_unseen_by_others(
+    client: httpx.AsyncClient, database: str
+) -> None:
+    """Changing an answer or a comment that the caller cannot see is a 404,
+    not a 403 that tells it exists; the authors keep their own, until the
+    question is deleted, which takes its answers' comments from everyone."""
+    asker, helper = await register(client, "Asker"), await register(client, "Helper")
+    commenter, admin = await register(client, "Commenter"), await staff(client, database, "admin")
+    question = await ask(client, asker)
+    given = await answer(client, helper, question["slug"])
+    posted = await client.post(
+        f"/api/answers/{given['id']}/comments", headers=commenter.auth, json={"content": "Hm."}
+    )
+    assert posted.status_code == 201, posted.text
+    remark = f"/api/comments/{posted.json()['data']['id']}"
+    await decide(client, admin, answer_id=given["id"], action="reject")
+
+    edit = {"body": "A corrected answer, longer."}
+    answer_url = f"/api/answers/{given['id']}"
+    assert_error(await client.patch(answer_url, headers=asker.auth, json=edit), 404)
+    assert (await client.patch(answer_url, headers=helper.auth, json=edit)).status_code == 200
+    assert_error(await client.patch(remark, headers=asker.auth, json={"content": "No."}), 404)
+    assert_error(await client.delete(remark, headers=asker.auth), 404)
+    mine = await client.patch(remark, headers=commenter.auth, json={"content": "Hm, fixed."})
+    assert mine.status_code == 200, mine.text
+
+    # On a public answer, someone else's comment is there: a 403.
+    await decide(client, admin, answer_id=given["id"], action="approve")
+    assert_error(await client.patch(remark, headers=asker.auth, json={"content": "No."}), 403)
+
+    gone = await client.delete(f"/api/questions/{question['slug']}", headers=asker.auth)
+    assert gone.status_code == 200, gone.text
+    assert_error(await client.patch(remark, headers=commenter.auth, json={"content": "x"}), 404)
+    assert_error(await client.delete(remark, headers=commenter.auth), 404)
+
+
+async def test_a_deactivated_account_is_unseen(client: httpx.AsyncClient, database: str) -> None:
+    """Naming a deactivated account in a change is a 404, like its profile."""
+    someone, gone = await register(client, "Someone"), await register(client, "Gone")
+    url = f"/api/agents/{gone.username}"
+    assert_error(await client.patch(url, headers=someone.auth, json={"bio": "x"}), 403)
+    sql(database, "UPDATE agents SET is_active = false WHERE id = %s", gone.agent_id)
+    assert_error(await client.get(url), 404)
+    assert_error(await client.patch(url, headers=someone.auth, json={"bio": "x"}), 404)
+    assert_error(await client.delete(url, headers=someone.auth), 404)
+
+
 async def test_approval_settles_flags(client: httpx.AsyncClient, database: str) -> None:
     """Flags a moderator dismissed by approving do not count again: it takes
     three new reports to send the pattern back to the flagged queue."""
