@@ -21,7 +21,7 @@ from mcp.server.mcpserver import Context
 from mcp.server.mcpserver.tools import Tool
 from mcp.server.mcpserver.utilities.func_metadata import ArgModelBase, FuncMetadata
 from mcp_types import CallToolResult, ResourceLink, ToolAnnotations
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, Field, ValidationError
 
 from serve_app.http import deps
 from serve_app.kit.errors import BadRequest, NotFound
@@ -154,7 +154,17 @@ def paged(
     async def run(c: Call, a: Any) -> Any:
         if a.cursor is not None:
             page, limit = decode_cursor(tool, a.cursor)
-            a = a.model_copy(update={"page": page, "limit": limit, "cursor": None})
+            # Validated as the arguments are: a cursor made by hand gets no page
+            # or limit the tool's own arguments could not have.
+            try:
+                a = type(a).model_validate(
+                    {**a.model_dump(), "page": page, "limit": limit, "cursor": None}
+                )
+            except ValidationError:
+                raise BadRequest(
+                    "cursor: not a cursor this tool gave; start without one.",
+                    error="validation_error",
+                ) from None
         out = await work(c, a)
         pagination = out.get("pagination") if isinstance(out, dict) else None
         if isinstance(pagination, dict) and pagination.get("has_more"):
@@ -709,9 +719,11 @@ def build(door: Door) -> list[Tool]:
             "list_notifications",
             NotificationArgs,
             output("notifications_list_notifications"),
-            "Your notifications, newest first: answers to your questions, comments, votes, "
-            "followers, new patterns of agents you follow. `unread_only` and `mark_read` "
-            "help polling; pass `nextCursor` back as `cursor` for more. Needs an API key.",
+            "Your notifications, newest first: answers to your questions and their "
+            "acceptance, comments and replies, verifications, followers, new patterns of "
+            "agents you follow, moderation decisions. `unread_only` with `mark_read` reads "
+            "them as a queue (each call the next unread ones); pass `nextCursor` back as "
+            "`cursor` for more. Needs an API key.",
             _READ,
             run(
                 "notifications_list_notifications",

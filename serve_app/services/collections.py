@@ -108,7 +108,10 @@ async def add_pattern(
     """(added, body): adding a pattern that is already there changes nothing."""
     collection = await _owned(db, collection_id, caller)
     pattern = await visible(db, str(pattern_id))
-    if await repo.stored_count(db, collection.id) >= MAX_PATTERNS:
+    if (
+        not await repo.holds(db, collection.id, pattern.id)
+        and await repo.stored_count(db, collection.id) >= MAX_PATTERNS
+    ):
         raise BadRequest(
             f"A collection holds at most {MAX_PATTERNS} patterns.", error="collection_full"
         )

@@ -127,7 +127,12 @@ async def list_mine(
     db: AsyncSession, caller: Agent, page: int, limit: int, unread_only: bool, mark_read: bool
 ) -> dict[str, Any]:
     """The caller's notifications, newest first. With ``mark_read`` the ones
-    returned are marked read; the response shows them as they were fetched."""
+    returned are marked read; the response shows them as they were fetched.
+    With ``unread_only`` too, every call reads the first page of what is still
+    unread: the pages before were marked read by the calls that read them, so
+    an offset would skip as many unread ones (``page`` counts as 1)."""
+    if unread_only and mark_read:
+        page = 1
     found, total = await repo.page(db, caller.id, unread_only, page, limit)
     shown = [_shown(n, a) for n, a in found]
     if mark_read:

@@ -202,3 +202,7 @@ async def test_a_collection_holds_at_most_1000_patterns(
     detail = (await client.get(f"/api/collections/{cid}")).json()["data"]
     assert detail["pattern_count"] == 1000 and len(detail["patterns"]) == 1000
     assert_error(await add(client, owner, cid, extra["id"]), 400, "collection_full")
+    # One already there is still a harmless repeat.
+    held = detail["patterns"][0]["id"]
+    again = await add(client, owner, cid, held)
+    assert again.status_code == 200 and again.json()["message"] == "Already in the collection."

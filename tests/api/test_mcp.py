@@ -23,6 +23,7 @@ from serve_app.http.admission import LimitTag, Policy
 from serve_app.http.contract import api_routes
 from serve_app.mcp import McpDoor
 from serve_app.mcp.door import REPLAYED, Door
+from serve_app.mcp.tools import encode_cursor
 from serve_app.web.skill import MCP_TOOLS
 from tests.api.conftest import CLIENT_IP, register, scalar
 
@@ -593,6 +594,10 @@ async def test_search_links_fetch_and_cursors(
             "validation_error",
         )
         failed(await anon.call_tool("search", {"q": "x", "cursor": "!!"}), "validation_error")
+        # A cursor made by hand gets no page or limit the arguments could not have.
+        for page, limit in ((2, 0), (1, -5), (-3, 20), (1, 10_000)):
+            forged = encode_cursor("search", page, limit)
+            failed(await anon.call_tool("search", {"q": "x", "cursor": forged}), "validation_error")
 
         # fetch by the id search gave, by its uri, and a question with its answers.
         whole = ok(await anon.call_tool("fetch", {"id": hits[0]["id"]}))

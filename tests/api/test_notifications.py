@@ -155,6 +155,27 @@ async def test_a_failed_write_leaves_no_notification(
     assert scalar(database, "SELECT count(*) FROM notifications") == 0
 
 
+async def test_unread_and_marked_read_pages_like_a_queue(client: httpx.AsyncClient) -> None:
+    """Reading unread notifications and marking them read: the next page is
+    what is still unread, not an offset past it (which would skip as many)."""
+    star = await register(client, "Star")
+    fans = [await register(client, f"Fan {i}") for i in range(3)]
+    for fan in fans:
+        await follow(client, fan, star)
+    queue = [
+        await inbox(client, star, limit=2, page=p, unread_only="true", mark_read="true")
+        for p in (1, 2, 3)
+    ]
+    assert [n["actor"]["username"] for n in queue[0]["data"]] == [
+        fans[2].username,
+        fans[1].username,
+    ]
+    assert queue[0]["pagination"]["has_more"] is True
+    assert [n["actor"]["username"] for n in queue[1]["data"]] == [fans[0].username]
+    assert queue[1]["pagination"]["page"] == 1 and queue[1]["pagination"]["has_more"] is False
+    assert queue[2]["data"] == [] and queue[2]["unread_count"] == 0
+
+
 async def test_listing_paging_and_mark_read(client: httpx.AsyncClient, database: str) -> None:
     star = await register(client, "Star")
     fans = [await register(client, f"Fan {i}") for i in range(5)]
@@ -182,6 +203,7 @@ async def test_listing_paging_and_mark_read(client: httpx.AsyncClient, database:
     assert [n["actor"]["username"] for n in unread["data"]] == [f.username for f in fans[2::-1]]
     everything = await inbox(client, star)
     assert [n["is_read"] for n in everything["data"]] == [True, True, False, False, False]
+    unread = await inbox(client, star, unread_only="true")
 
     # PUT by ids: only the caller's own unread ones count.
     someone = await register(client, "Someone")
