@@ -11,6 +11,7 @@ import hashlib
 import hmac
 import re
 import secrets
+from collections.abc import Iterable
 from dataclasses import dataclass
 
 from serve_app.kit.slugs import slugify
@@ -52,6 +53,18 @@ def is_session_token(token: str) -> bool:
 READ_SCOPE = "cairn:read"
 WRITE_SCOPE = "cairn:write"
 SCOPES = (READ_SCOPE, WRITE_SCOPE)
+
+
+def granted_scopes(asked: Iterable[str]) -> list[str]:
+    """The known scopes among ``asked``, in ``SCOPES`` order; writing implies
+    reading (a client must open the MCP session and list its tools, which
+    take ``cairn:read``, to reach a write at all)."""
+    wanted = set(asked)
+    if WRITE_SCOPE in wanted:
+        wanted.add(READ_SCOPE)
+    return [s for s in SCOPES if s in wanted]
+
+
 ACCESS_PREFIX = "cairn_at_"
 REFRESH_PREFIX = "cairn_rt_"
 CODE_PREFIX = "cairn_ac_"

@@ -13,13 +13,13 @@ from __future__ import annotations
 
 import base64
 import binascii
+from functools import partial
 from typing import Any
-from urllib.parse import unquote
+from urllib.parse import parse_qs, unquote, urlencode, urlsplit
 
 from mcp.server.auth.handlers.authorize import AuthorizationHandler
 from mcp.server.auth.handlers.metadata import MetadataHandler, ProtectedResourceMetadataHandler
 from mcp.server.auth.handlers.register import RegistrationHandler
-from mcp.server.auth.handlers.revoke import RevocationHandler
 from mcp.server.auth.handlers.token import TokenErrorResponse, TokenHandler
 from mcp.server.auth.json_response import PydanticJSONResponse
 from mcp.server.auth.middleware.client_auth import AuthenticationError, ClientAuthenticator
@@ -29,6 +29,7 @@ from mcp.server.auth.provider import (
     OAuthAuthorizationServerProvider,
     RegistrationError,
     TokenError,
+    construct_redirect_uri,
 )
 from mcp.server.auth.routes import (
     build_metadata,
@@ -156,12 +157,73 @@ class ClientSecretCheck(ClientAuthenticator):
         return client
 
 
-def _target_checked(handler: TokenHandler, resource: str) -> Any:
+NO_STORE = {"Cache-Control": "no-store", "Pragma": "no-cache"}
+# RFC 6749 §5.2: a client that authenticated with the Authorization header
+# gets this challenge with its 401.
+BASIC_CHALLENGE = 'Basic realm="Cairn"'
+
+
+def _basic(request: Request) -> bool:
+    return request.headers.get("authorization", "").startswith("Basic ")
+
+
+async def _client_id_from_basic(request: Request) -> Request:
+    """The request, with the client id of its ``Basic`` header added to the
+    form where the form has none: RFC 6749 §2.3.1 lets a client that
+    authenticates sends it there only, while the SDK's handlers read it from
+    the form. A malformed header is left for ``ClientSecretCheck`` to refuse."""
+    if not _basic(request):
+        return request
+    form = await request.form()
+    if form.get("client_id"):
+        return request
+    try:
+        decoded = base64.b64decode(request.headers["authorization"][6:]).decode()
+    except (ValueError, UnicodeDecodeError, binascii.Error):
+        return request
+    fields = [(k, v) for k, v in form.multi_items() if isinstance(v, str)]
+    body = urlencode([*fields, ("client_id", unquote(decoded.partition(":")[0]))]).encode()
+    headers = [
+        (k, v) for k, v in request.scope["headers"] if k not in (b"content-type", b"content-length")
+    ]
+    headers += [
+        (b"content-type", b"application/x-www-form-urlencoded"),
+        (b"content-length", str(len(body)).encode()),
+    ]
+    sent = False
+
+    async def receive() -> dict[str, Any]:
+        nonlocal sent
+        if sent:
+            return {"type": "http.disconnect"}
+        sent = True
+        return {"type": "http.request", "body": body, "more_body": False}
+
+    return Request({**request.scope, "headers": headers}, receive)
+
+
+def _invalid_client(request: Request, message: str) -> Response:
+    """401 ``invalid_client`` (RFC 6749 §5.2), with the Basic challenge where
+    the client authenticated with the header."""
+    response = PydanticJSONResponse(
+        content=TokenErrorResponse(error="invalid_client", error_description=message),
+        status_code=401,
+        headers=NO_STORE,
+    )
+    if _basic(request):
+        response.headers["WWW-Authenticate"] = BASIC_CHALLENGE
+    return response
+
+
+def _token_endpoint(handler: TokenHandler, resource: str) -> Any:
     """The SDK's token endpoint, refusing first a ``resource`` other than this
     MCP server (RFC 8707 ``invalid_target``): the SDK hands the provider the
-    resource of the authorization request, not the one of the token request."""
+    resource of the authorization request, not the one of the token request.
+    A ``client_secret_basic`` client need not repeat its id in the form, and
+    its 401 carries the Basic challenge."""
 
     async def handle(request: Request) -> Response:
+        request = await _client_id_from_basic(request)
         form = await request.form()  # cached on the request for the handler
         asked = form.get("resource")
         if isinstance(asked, str) and asked.rstrip("/") != resource:
@@ -171,9 +233,70 @@ def _target_checked(handler: TokenHandler, resource: str) -> Any:
                     error_description=f"This server issues tokens only for {resource}.",
                 ),
                 status_code=400,
-                headers={"Cache-Control": "no-store", "Pragma": "no-cache"},
+                headers=NO_STORE,
             )
-        return await handler.handle(request)
+        response = await handler.handle(request)
+        if response.status_code == 401 and _basic(request):
+            response.headers["WWW-Authenticate"] = BASIC_CHALLENGE
+        return response
+
+    return handle
+
+
+def _revocation(provider: Provider, authenticator: ClientSecretCheck) -> Any:
+    """Token revocation (RFC 7009). Not the SDK's handler: that one requires a
+    ``client_secret`` field even from a public client (which has none, RFC 7009
+    §2.1) and answers a failed client authentication with
+    ``unauthorized_client`` rather than ``invalid_client``."""
+
+    async def handle(request: Request) -> Response:
+        request = await _client_id_from_basic(request)
+        try:
+            client = await authenticator.authenticate_request(request)
+        except AuthenticationError as e:
+            return _invalid_client(request, e.message)
+        form = await request.form()
+        token = form.get("token")
+        if not isinstance(token, str) or not token:
+            return PydanticJSONResponse(
+                content=TokenErrorResponse(
+                    error="invalid_request", error_description="token: required."
+                ),
+                status_code=400,
+                headers=NO_STORE,
+            )
+        loaders: list[Any] = [
+            provider.load_access_token,
+            partial(provider.load_refresh_token, client),
+        ]
+        if form.get("token_type_hint") == "refresh_token":
+            loaders.reverse()
+        for load in loaders:
+            found = await load(token)
+            if found is not None:
+                if found.client_id == client.client_id:
+                    await provider.revoke_token(found)
+                break
+        # Unknown, expired or another client's token: 200 all the same (§2.2).
+        return Response(status_code=200, headers=NO_STORE)
+
+    return handle
+
+
+def _with_iss(handler: AuthorizationHandler, issuer: str) -> Any:
+    """The SDK's authorization endpoint, with ``iss`` (RFC 9207) on the error
+    redirects it builds itself, as on Cairn's own answers: the metadata says
+    every authorization response carries it, and a client checking it would
+    otherwise report a missing ``iss`` instead of the error."""
+
+    async def handle(request: Request) -> Response:
+        response = await handler.handle(request)
+        location = response.headers.get("location")
+        if response.status_code in (302, 303) and location:
+            query = parse_qs(urlsplit(location).query)
+            if "error" in query and "iss" not in query:
+                response.headers["location"] = construct_redirect_uri(location, iss=issuer)
+        return response
 
     return handle
 
@@ -216,6 +339,7 @@ def routes(ctx: AppContext) -> list[BaseRoute]:
     ]
     authenticator = ClientSecretCheck(provider)
     token = TokenHandler(provider, authenticator)
+    authorization = _with_iss(AuthorizationHandler(provider), settings.base_url)
     resource = ProtectedResourceMetadata(
         resource=AnyHttpUrl(settings.mcp_url),
         authorization_servers=[issuer],
@@ -235,10 +359,10 @@ def routes(ctx: AppContext) -> list[BaseRoute]:
             cors_middleware(ProtectedResourceMetadataHandler(resource).handle, ["GET", "OPTIONS"]),
             methods=["GET", "OPTIONS"],
         ),
-        Route("/authorize", AuthorizationHandler(provider).handle, methods=["GET", "POST"]),
+        Route("/authorize", authorization, methods=["GET", "POST"]),
         Route(
             "/token",
-            cors_middleware(_target_checked(token, settings.mcp_url), ["POST", "OPTIONS"]),
+            cors_middleware(_token_endpoint(token, settings.mcp_url), ["POST", "OPTIONS"]),
             methods=["POST", "OPTIONS"],
         ),
         Route(
@@ -250,7 +374,7 @@ def routes(ctx: AppContext) -> list[BaseRoute]:
         ),
         Route(
             "/revoke",
-            cors_middleware(RevocationHandler(provider, authenticator).handle, ["POST", "OPTIONS"]),
+            cors_middleware(_revocation(provider, authenticator), ["POST", "OPTIONS"]),
             methods=["POST", "OPTIONS"],
         ),
     ]

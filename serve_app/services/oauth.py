@@ -243,7 +243,7 @@ async def begin(
         return Refused(
             "invalid_target", f"This server issues tokens only for {ctx.settings.mcp_url}."
         )
-    scopes = [s for s in (params.scopes or keys.SCOPES) if s in keys.SCOPES]
+    scopes = keys.granted_scopes(params.scopes or keys.SCOPES)
     if not scopes:
         return Refused("invalid_scope", f"Ask for {' or '.join(keys.SCOPES)}.")
     stored = params.model_dump(mode="json") | {"scopes": scopes}
@@ -323,8 +323,8 @@ async def answer(
             state=params.get("state"),
             iss=iss,
         )
-    chosen = [s for s in keys.SCOPES if s in (scopes or [])]
-    if not chosen or not set(scopes or []) <= set(params["scopes"]):
+    chosen = keys.granted_scopes(scopes or [])
+    if not chosen or not set(chosen) <= set(params["scopes"]):
         raise BadRequest(
             f"Pick one or more of the scopes asked for: {', '.join(params['scopes'])}.",
             error="validation_error",
@@ -353,12 +353,23 @@ async def answer(
 # --- token endpoint --------------------------------------------------------------------------
 
 
+_GRANT_GONE = "the grant was revoked, or its bot or the human who gave it is inactive"
+
+
 async def _grant_usable(db: AsyncSession, grant: OAuthGrant) -> bool:
-    """A grant still stands: not revoked, its bot active and still the human's."""
+    """A grant still stands: not revoked, its bot active and still the
+    human's, and the human who gave it active."""
     if grant.revoked_at is not None:
         return False
     bot = await agent_repo.by_id(db, grant.bot_id)
-    return bot is not None and bot.is_active and bot.owner_id == grant.human_id
+    human = await agent_repo.by_id(db, grant.human_id)
+    return (
+        bot is not None
+        and bot.is_active
+        and bot.owner_id == grant.human_id
+        and human is not None
+        and human.is_active
+    )
 
 
 async def load_code(
@@ -398,22 +409,31 @@ async def exchange_code(ctx: AppContext, db: AsyncSession, code: CairnCode) -> T
         return Refused("invalid_grant", "authorization code was already used or has expired")
     found = await repo.code(db, code_hash)
     if found is None or not await _grant_usable(db, found[1]):
-        return Refused("invalid_grant", "the grant was revoked or its bot is inactive")
+        return Refused("invalid_grant", _GRANT_GONE)
     # What can no longer be used goes as new sign-ins come.
     await repo.drop_expired(db)
     return await _issue(ctx, db, found[1].id, uuid.UUID(code.family_id), list(code.scopes))
 
 
 async def _issue(
-    ctx: AppContext, db: AsyncSession, grant_id: uuid.UUID, family: uuid.UUID, scopes: list[str]
+    ctx: AppContext,
+    db: AsyncSession,
+    grant_id: uuid.UUID,
+    family: uuid.UUID,
+    scopes: list[str],
+    refresh_scopes: list[str] | None = None,
 ) -> TokenReply:
+    """A new pair: the access token with ``scopes``, the refresh token with
+    ``refresh_scopes`` (default the same). A refresh that narrows the scope
+    narrows the access token only: the new refresh token keeps the old one's
+    scope (RFC 6749 §6)."""
     settings = ctx.settings
     now = utcnow()
     access = keys.oauth_secret(keys.ACCESS_PREFIX)
     refresh = keys.oauth_secret(keys.REFRESH_PREFIX)
-    for kind, value, ttl in (
-        ("access", access, settings.oauth_access_token_ttl_s),
-        ("refresh", refresh, settings.oauth_refresh_token_ttl_s),
+    for kind, value, ttl, granted in (
+        ("access", access, settings.oauth_access_token_ttl_s, scopes),
+        ("refresh", refresh, settings.oauth_refresh_token_ttl_s, refresh_scopes or scopes),
     ):
         await repo.add_token(
             db,
@@ -422,7 +442,7 @@ async def _issue(
                 kind=kind,
                 grant_id=grant_id,
                 family_id=family,
-                scopes=scopes,
+                scopes=granted,
                 # Bound to this server's MCP endpoint whatever the client asked
                 # (anything else was refused at /authorize and /token).
                 resource=settings.mcp_url,
@@ -475,8 +495,8 @@ async def exchange_refresh(
         return Refused("invalid_grant", "refresh token was already used, revoked or expired")
     found = await repo.token(db, token_hash)
     if found is None or not await _grant_usable(db, found[1]):
-        return Refused("invalid_grant", "the grant was revoked or its bot is inactive")
-    return await _issue(ctx, db, found[1].id, family, scopes)
+        return Refused("invalid_grant", _GRANT_GONE)
+    return await _issue(ctx, db, found[1].id, family, scopes, refresh_scopes=list(refresh.scopes))
 
 
 async def load_access(ctx: AppContext, db: AsyncSession, token: str) -> CairnAccess | None:

@@ -229,16 +229,18 @@ _LIVE_ACCESS = (
     f" {rows.aliased_columns('a', Agent)}"
     " FROM oauth_tokens t JOIN oauth_grants g ON g.id = t.grant_id"
     " JOIN agents a ON a.id = g.bot_id"
+    " JOIN agents h ON h.id = g.human_id"
     " WHERE t.token_hash = %(token_hash)s AND t.kind = 'access' AND t.revoked_at IS NULL"
-    " AND t.expires_at > now() AND g.revoked_at IS NULL"
+    " AND t.expires_at > now() AND g.revoked_at IS NULL AND h.is_active"
 )
 
 
 async def live_access(
     session: AsyncSession, token_hash: bytes
 ) -> tuple[OAuthToken, OAuthGrant, Agent] | None:
-    """The live access token with this hash, its grant and its bot (hot path:
-    every call made with a token; rows come back detached)."""
+    """The live access token with this hash, its grant and its bot, while the
+    human who gave the grant is active (hot path: every call made with a
+    token; rows come back detached)."""
     row = await fetch_one(session, _LIVE_ACCESS, {"token_hash": token_hash})
     if row is None:
         return None

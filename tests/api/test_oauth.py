@@ -15,7 +15,7 @@ from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
 from typing import Any
-from urllib.parse import parse_qs, urlencode, urlsplit
+from urllib.parse import parse_qs, quote, urlencode, urlsplit
 
 import httpx
 import httpx2
@@ -354,6 +354,17 @@ async def exchange(
     )
 
 
+async def tokens_for(
+    client: httpx.AsyncClient, human: Human, bot: Registered, reg: Registration, **answer: Any
+) -> dict[str, Any]:
+    """A code for ``bot`` consented by ``human``, exchanged: the token reply."""
+    code, verifier = await code_for(client, human, bot, reg, **answer)
+    response = await exchange(client, reg, code, verifier)
+    assert response.status_code == 200, response.text
+    tokens: dict[str, Any] = response.json()
+    return tokens
+
+
 async def call(
     client: httpx.AsyncClient, access: str, name: str, arguments: dict[str, Any]
 ) -> httpx.Response:
@@ -410,8 +421,7 @@ async def test_a_reused_refresh_token_revokes_the_family(
 ) -> None:
     human, bot = owner
     reg = await register_client(client)
-    code, verifier = await code_for(client, human, bot, reg)
-    tokens = (await exchange(client, reg, code, verifier)).json()
+    tokens = await tokens_for(client, human, bot, reg)
     rotated = await token(
         client, reg, grant_type="refresh_token", refresh_token=tokens["refresh_token"]
     )
@@ -508,8 +518,7 @@ async def test_revocation_endpoint_ends_access(
 ) -> None:
     human, bot = owner
     reg = await register_client(client)
-    code, verifier = await code_for(client, human, bot, reg)
-    tokens = (await exchange(client, reg, code, verifier)).json()
+    tokens = await tokens_for(client, human, bot, reg)
     # A wrong client secret is refused.
     bad = await client.post(
         "/revoke",
@@ -638,8 +647,7 @@ async def test_expired_codes_and_tokens_go_as_new_sign_ins_come(
 ) -> None:
     human, bot = owner
     reg = await register_client(client)
-    code, verifier = await code_for(client, human, bot, reg)
-    tokens = (await exchange(client, reg, code, verifier)).json()
+    tokens = await tokens_for(client, human, bot, reg)
     scalar(database, "UPDATE oauth_tokens SET expires_at = now() - interval '1 minute' RETURNING 1")
     scalar(database, "UPDATE oauth_codes SET expires_at = now() - interval '1 minute' RETURNING 1")
     # Expired: the access token is refused at once.
@@ -650,3 +658,144 @@ async def test_expired_codes_and_tokens_go_as_new_sign_ins_come(
     # Only the new pair and the new (spent) code are left.
     assert scalar(database, "SELECT count(*) FROM oauth_tokens") == 2
     assert scalar(database, "SELECT count(*) FROM oauth_codes") == 1
+
+
+def basic(reg: Registration, secret: str | None = None) -> dict[str, str]:
+    pair = f"{quote(reg.client_id)}:{quote(secret if secret is not None else reg.client_secret)}"
+    return {"Authorization": "Basic " + base64.b64encode(pair.encode()).decode()}
+
+
+async def test_client_secret_basic_needs_no_client_id_in_the_form(
+    client: httpx.AsyncClient, owner: tuple[Human, Registered]
+) -> None:
+    """RFC 6749 §2.3.1: a client authenticating with the header need not repeat
+    its id; a failed authentication there is 401 invalid_client with the Basic
+    challenge (§5.2), at /token and at /revoke (RFC 7009)."""
+    human, bot = owner
+    reg = await register_client(client)
+    code, verifier = await code_for(client, human, bot, reg)
+    form = {
+        "grant_type": "authorization_code",
+        "code": code,
+        "redirect_uri": REDIRECT,
+        "code_verifier": verifier,
+    }
+    wrong = await client.post("/token", data=form, headers=basic(reg, "nope"))
+    assert wrong.status_code == 401 and wrong.json()["error"] == "invalid_client"
+    assert wrong.headers["www-authenticate"] == 'Basic realm="Cairn"'
+    issued = await client.post("/token", data=form, headers=basic(reg))
+    assert issued.status_code == 200, issued.text
+    tokens = issued.json()
+    refused = await client.post(
+        "/revoke", data={"token": tokens["access_token"]}, headers=basic(reg, "nope")
+    )
+    assert refused.status_code == 401 and refused.json()["error"] == "invalid_client"
+    assert refused.headers["www-authenticate"] == 'Basic realm="Cairn"'
+    no_token = await client.post("/revoke", data={}, headers=basic(reg))
+    assert no_token.status_code == 400 and no_token.json()["error"] == "invalid_request"
+    revoked = await client.post(
+        "/revoke", data={"token": tokens["access_token"]}, headers=basic(reg)
+    )
+    assert revoked.status_code == 200 and revoked.headers["cache-control"] == "no-store"
+    assert (await call(client, tokens["access_token"], "my_profile", {})).status_code == 401
+
+
+async def test_a_public_client_revokes_with_its_id_alone(
+    client: httpx.AsyncClient, owner: tuple[Human, Registered]
+) -> None:
+    """RFC 7009 §2.1: a public client has no secret to send."""
+    human, bot = owner
+    registered = await client.post(
+        "/register",
+        json={
+            "client_name": "Public MCP Client",
+            "redirect_uris": [REDIRECT],
+            "grant_types": ["authorization_code", "refresh_token"],
+            "token_endpoint_auth_method": "none",
+        },
+    )
+    assert registered.status_code == 201, registered.text
+    reg = Registration(registered.json()["client_id"], "")
+    code, verifier = await code_for(client, human, bot, reg)
+    tokens = await client.post(
+        "/token",
+        data={
+            "client_id": reg.client_id,
+            "grant_type": "authorization_code",
+            "code": code,
+            "redirect_uri": REDIRECT,
+            "code_verifier": verifier,
+        },
+    )
+    assert tokens.status_code == 200, tokens.text
+    refresh = tokens.json()["refresh_token"]
+    revoked = await client.post(
+        "/revoke",
+        data={"client_id": reg.client_id, "token": refresh, "token_type_hint": "refresh_token"},
+    )
+    assert revoked.status_code == 200, revoked.text
+    access = tokens.json()["access_token"]
+    assert (await call(client, access, "my_profile", {})).status_code == 401
+
+
+async def test_error_redirects_carry_iss(
+    client: httpx.AsyncClient, owner: tuple[Human, Registered]
+) -> None:
+    """RFC 9207: the metadata says every authorization response carries
+    ``iss``; the error redirects, Cairn's and the SDK's own, do too."""
+    reg = await register_client(client)
+    for response in (
+        await authorize(client, reg, pkce()[1], resource="https://elsewhere.example/mcp"),
+        await authorize(client, reg, None),
+    ):
+        assert response.status_code == 302
+        query = parse_qs(urlsplit(response.headers["location"]).query)
+        assert "error" in query and query["iss"] == [SERVER] and query["state"] == ["st4te"]
+
+
+async def test_write_implies_read_and_a_narrowed_refresh_keeps_the_grant(
+    client: httpx.AsyncClient, owner: tuple[Human, Registered]
+) -> None:
+    """A grant of cairn:write alone could not even open the session; writing
+    implies reading. A refresh asking for less narrows the access token, not
+    the refresh token (RFC 6749 §6)."""
+    human, bot = owner
+    reg = await register_client(client)
+    tokens = await tokens_for(client, human, bot, reg, scopes=["cairn:write"])
+    assert tokens["scope"] == "cairn:read cairn:write"
+    assert (await call(client, tokens["access_token"], "my_profile", {})).status_code == 200
+    narrowed = await token(
+        client,
+        reg,
+        grant_type="refresh_token",
+        refresh_token=tokens["refresh_token"],
+        scope="cairn:read",
+    )
+    assert narrowed.status_code == 200 and narrowed.json()["scope"] == "cairn:read"
+    wide = await token(
+        client,
+        reg,
+        grant_type="refresh_token",
+        refresh_token=narrowed.json()["refresh_token"],
+        scope="cairn:read cairn:write",
+    )
+    assert wide.status_code == 200, wide.text
+    assert wide.json()["scope"] == "cairn:read cairn:write"
+
+
+async def test_a_deactivated_human_ends_the_grants_they_gave(
+    client: httpx.AsyncClient, owner: tuple[Human, Registered], database: str
+) -> None:
+    human, bot = owner
+    reg = await register_client(client)
+    tokens = await tokens_for(client, human, bot, reg)
+    assert (await call(client, tokens["access_token"], "my_profile", {})).status_code == 200
+    scalar(
+        database, "UPDATE agents SET is_active = false WHERE id = %s RETURNING 1", human.agent_id
+    )
+    stopped = await call(client, tokens["access_token"], "my_profile", {})
+    assert stopped.status_code == 401 and stopped.json()["error"] == "invalid_token"
+    refreshed = await token(
+        client, reg, grant_type="refresh_token", refresh_token=tokens["refresh_token"]
+    )
+    assert refreshed.status_code == 400 and refreshed.json()["error"] == "invalid_grant"
