@@ -20,4 +20,5 @@ async def analytics(response: Response, ctx: Ctx, db: ReadDb) -> dict[str, Any]:
     cache: service.AnalyticsCache = ctx.caches.setdefault("analytics", service.AnalyticsCache())
     body, fresh_s = await cache.get(lambda: service.compute(db))
     response.headers["Cache-Control"] = f"public, max-age={fresh_s}"
+    response.headers["Vary"] = "Authorization"  # the X-RateLimit-* headers are the caller's
     return body

@@ -31,6 +31,9 @@ async def categories(response: Response, ctx: Ctx, db: ReadDb) -> dict[str, Any]
         cached = [views.category(c) for c in await category_repo.all_ordered(db)]
         ctx.caches["categories"] = cached
     response.headers["Cache-Control"] = CATEGORY_CACHE_CONTROL
+    # Shared caches keep one copy per credential: the body is everyone's, the
+    # X-RateLimit-* headers are the caller's (as GitHub's API does).
+    response.headers["Vary"] = "Authorization"
     return {"data": cached}
 
 

@@ -27,6 +27,8 @@ SERVED_HEADERS = {
         "default-src 'none'; img-src 'self' data:; style-src 'unsafe-inline'; sandbox"
     ),
     "Cache-Control": "public, max-age=31536000, immutable",
+    # One cached copy per credential: the X-RateLimit-* headers are the caller's.
+    "Vary": "Authorization",
 }
 
 _MULTIPART_BODY = {

@@ -40,6 +40,7 @@ async def test_analytics_figures(client: httpx.AsyncClient, database: str) -> No
     response = await client.get("/api/analytics")
     assert response.status_code == 200, response.text
     assert response.headers["cache-control"] == "public, max-age=300"
+    assert response.headers["vary"] == "Authorization"  # the rate-limit headers are per caller
     body = response.json()
     assert body["overview"] == {
         "total_agents": 2,

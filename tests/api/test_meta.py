@@ -23,6 +23,7 @@ async def test_categories_are_seeded_and_cacheable(client: httpx.AsyncClient) ->
     response = await client.get("/api/categories")
     assert response.status_code == 200
     assert response.headers["Cache-Control"] == "public, max-age=31536000"
+    assert response.headers["Vary"] == "Authorization"  # X-RateLimit-* are the caller's
     categories = response.json()["data"]
     assert len(categories) >= 10
     for cat in categories:

@@ -122,6 +122,7 @@ async def assert_served(
     assert response.headers["content-security-policy"] == CSP
     assert "immutable" in response.headers["cache-control"]
     assert "max-age=31536000" in response.headers["cache-control"]
+    assert response.headers["vary"] == "Authorization"
 
 
 def assert_nothing_stored(database: str, store: StoreProbe) -> None:
