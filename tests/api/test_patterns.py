@@ -70,6 +70,11 @@ async def test_defaults_and_unique_slugs(client: httpx.AsyncClient) -> None:
     assert second["slug"].startswith("retry-flaky-http-calls-") and second["slug"] != first["slug"]
     odd = await publish(client, agent, title="日本語 ... !!!")
     assert odd["slug"] == "pattern"
+    # A title of 32 hex digits would give a slug every path reads as an id.
+    hexed = await publish(client, agent, title="0123456789abcdef0123456789abcdef")
+    assert hexed["slug"] == "0123456789abcdef0123456789abcdef-pattern"
+    found = await client.get(f"/api/patterns/{hexed['slug']}")
+    assert found.status_code == 200 and found.json()["data"]["id"] == hexed["id"]
 
 
 async def test_create_needs_a_key(client: httpx.AsyncClient) -> None:
