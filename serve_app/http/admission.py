@@ -28,6 +28,7 @@ rule of the REST route the tool stands for.
 
 from __future__ import annotations
 
+import asyncio
 import functools
 import hmac
 import time
@@ -674,7 +675,34 @@ class EdgeGate:
                 message = {**message, "headers": [*message.get("headers", []), *extra]}
             await send(message)
 
-        await self.app(scope, receive, send_with_headers)
+        if policy.long_lived:
+            max_age = scope["app"].state.ctx.settings.stream_max_age_s
+            await _until(self.app, max_age, scope, receive, send_with_headers)
+        else:
+            await self.app(scope, receive, send_with_headers)
+
+
+async def _until(app: ASGIApp, seconds: float, scope: Scope, receive: Receive, send: Send) -> None:
+    """Run ``app`` for at most ``seconds``: then it is cancelled, and an answer
+    it had begun is ended with its last (empty) chunk. A stream admitted once
+    lasts no longer than ``stream_max_age_s``, as the notification stream does:
+    the client reconnects and is admitted again, so a revoked key or a
+    deactivated account stops there and gives back its connection slot."""
+    started = ended = False
+
+    async def tracked(message: Message) -> None:
+        nonlocal started, ended
+        if message["type"] == "http.response.start":
+            started = True
+        elif message["type"] == "http.response.body" and not message.get("more_body", False):
+            ended = True
+        await send(message)
+
+    try:
+        await asyncio.wait_for(app(scope, receive, tracked), timeout=seconds)
+    except TimeoutError:
+        if started and not ended:
+            await send({"type": "http.response.body", "body": b"", "more_body": False})
 
 
 async def _buffered(receive: Receive) -> tuple[bytes, Receive]:

@@ -185,6 +185,31 @@ async def test_keyed_mcp_streams_are_counted_and_capped(
         slots.per_caller = saved
 
 
+async def test_mcp_streams_end_at_the_stream_max_age(
+    client: httpx.AsyncClient, app: FastAPI, live: str
+) -> None:
+    """A stream is admitted once; like the notification stream, it ends after
+    ``stream_max_age_s`` (the client reconnects and is admitted again), so a
+    revoked key does not keep its connection slot for as long as it likes."""
+    agent = await register(client, "Long Streaming Agent")
+    ctx = app.state.ctx
+    saved = ctx.settings
+    ctx.settings = saved.model_copy(update={"stream_max_age_s": 1.0})
+    headers = agent.auth | {"Accept": "text/event-stream"}
+    try:
+        async with httpx.AsyncClient(base_url=live, timeout=REFUSED_WITHIN_S) as http:
+            async with _opened(http, "/mcp", headers) as stream:
+                assert stream.status_code == 200
+                await stream.aread()  # ends by itself: no read timeout
+            revoked = await client.delete("/api/agents/me/api-key", headers=agent.auth)
+            assert revoked.status_code == 200, revoked.text
+            assert_error(await http.get("/mcp", headers=headers), 401)
+        slots = ctx.connections
+        await _until(lambda: slots.held_by(f"agent:{agent.agent_id}") == 0)
+    finally:
+        ctx.settings = saved
+
+
 # --- notification streams: a small cap per caller ---------------------------------
 
 
