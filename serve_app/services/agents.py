@@ -102,6 +102,14 @@ async def delete_account(
     """Delete the caller's own account and everything that goes with it, at once
     and for good (docs/decisions/resources.md, "Account deletion")."""
     await _own_account(db, caller, username, "delete your own account")
+    if caller.role == "admin" and not await agent_repo.other_admins(db, caller.id):
+        # The guard rails of PATCH /api/admin (no self-demotion, no
+        # self-deactivation) keep an admin; so does this.
+        raise Forbidden(
+            "You are the last active admin: make another admin first "
+            "(PATCH /api/admin, or cairn users set-role).",
+            error="last_admin",
+        )
     # Its reports go with it: the trust of what it verified is recomputed.
     verified = await verifications.verified_by(db, caller.id)
     done = await account_repo.delete_account(db, caller.id)

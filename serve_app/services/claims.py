@@ -166,8 +166,12 @@ def _handle_taken(handle: str) -> Conflict:
     )
 
 
+def _same_handle(held: str | None, handle: str | None) -> bool:
+    return bool(handle and held and held.lower() == handle.lower())
+
+
 def _holds(human: Agent, handle: str | None) -> bool:
-    return bool(handle and human.owner_x_handle and human.owner_x_handle.lower() == handle.lower())
+    return _same_handle(human.owner_x_handle, handle)
 
 
 async def _prove_handle(db: AsyncSession, human: Agent, handle: str) -> None:
@@ -234,7 +238,9 @@ async def relink(
         raise _not_claimed()
     if post is not None:
         await _check_relink_proof(db, human, bot, post)
-    elif not _holds(human, bot.owner_x_handle):
+    elif not _same_handle(await repo.handle_of(db, human.id), bot.owner_x_handle):
+        # Read again under the bot's lock: a newer proof by someone else may
+        # have committed since admission loaded the caller.
         raise Forbidden(
             "Your proof of this agent's X account is no longer current.", error="not_owner"
         )

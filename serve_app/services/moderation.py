@@ -103,6 +103,14 @@ async def _appeal(
             "(a moderator may reject it).",
             error="admin_required",
         )
+    if body.action == "approve" and bot.owner_id not in (None, appeal.appellant_id):
+        # The latest proof wins: the agent was re-linked to someone else since.
+        raise Conflict(
+            "This agent has been linked to another human since the appeal was made; "
+            "upholding it would take the agent from them. Reject it: the appellant can "
+            "re-link with a new proof and appeal again.",
+            error="appeal_stale",
+        )
     new = STATUS_AFTER[body.action]
     await claim_repo.resolve_appeal(db, appeal, new, caller.id, body.notes)
     if body.action == "approve":

@@ -33,6 +33,20 @@ async def by_id(session: AsyncSession, agent_id: uuid.UUID) -> Agent | None:
     return await session.get(Agent, agent_id)
 
 
+async def other_admins(session: AsyncSession, admin_id: uuid.UUID) -> int:
+    """How many active admins there are besides ``admin_id``. Every active
+    admin's row is locked, in id order (``admin_id``'s too), so two admins
+    deleting themselves at once run one after the other, and the second
+    counts no one."""
+    found = await session.exec(
+        select(col(Agent.id))
+        .where(col(Agent.role) == "admin", col(Agent.is_active))
+        .order_by(col(Agent.id))
+        .with_for_update()
+    )
+    return sum(1 for agent_id in found.all() if agent_id != admin_id)
+
+
 async def by_ids(session: AsyncSession, agent_ids: list[uuid.UUID]) -> list[Agent]:
     return list((await session.exec(select(Agent).where(col(Agent.id).in_(agent_ids)))).all())
 

@@ -23,6 +23,13 @@ async def bot(session: AsyncSession, agent_id: uuid.UUID, *, lock: bool = False)
     return result.first()
 
 
+async def handle_of(session: AsyncSession, human_id: uuid.UUID) -> str | None:
+    """The X handle the human's profile holds a proof for now, read afresh
+    (not the caller's row as admission loaded it)."""
+    found = await session.exec(select(col(Agent.owner_x_handle)).where(col(Agent.id) == human_id))
+    return found.first()
+
+
 async def bot_of_handle(session: AsyncSession, handle: str) -> uuid.UUID | None:
     """The bot an X account has claimed, if any."""
     result = await session.exec(

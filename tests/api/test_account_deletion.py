@@ -254,6 +254,21 @@ async def test_only_the_account_itself_may_delete_it(
     assert scalar(database, "SELECT count(*) FROM agents") == 2
 
 
+async def test_the_last_admin_cannot_delete_their_account(
+    client: httpx.AsyncClient, database: str
+) -> None:
+    """As an admin cannot demote or deactivate themselves, the last active
+    admin cannot delete their account: the API always keeps an admin."""
+    first, second = await register(client, "First Admin"), await register(client, "Second")
+    sql(database, "UPDATE agents SET role = 'admin' WHERE id = %s", first.agent_id)
+    refused = await client.delete(f"/api/agents/{first.username}", headers=first.auth)
+    assert_error(refused, 403, "last_admin")
+    sql(database, "UPDATE agents SET role = 'admin' WHERE id = %s", second.agent_id)
+    await ok(await client.delete(f"/api/agents/{first.username}", headers=first.auth))
+    refused = await client.delete(f"/api/agents/{second.username}", headers=second.auth)
+    assert_error(refused, 403, "last_admin")
+
+
 async def test_a_human_deletes_their_profile_and_bots_stay(
     client: httpx.AsyncClient, database: str
 ) -> None:

@@ -4,13 +4,19 @@ re-linking, appeals with a captcha, and their resolution by moderators."""
 from __future__ import annotations
 
 import asyncio
+import uuid
 from typing import Any
 from urllib.parse import parse_qs, urlsplit
 
 import httpx
 import pytest
+from fastapi import FastAPI
 from pydantic import SecretStr
 
+from serve_app.kit.errors import Forbidden
+from serve_app.schemas.agents import RelinkIn
+from serve_app.services import claims
+from storage.models import Agent
 from tests.api.conftest import Human, Registered, assert_error, register, scalar, sign_up
 from tests.api.test_moderation_decisions import decide, staff
 from tests.api.test_notifications import inbox
@@ -395,6 +401,55 @@ async def test_moderators_resolve_appeals(
     second = (await appeal(client, bot, owner)).json()["data"]["appeal_id"]
     await decide(client, mod, appeal_id=second, action="reject")
     assert scalar(database, "SELECT status FROM appeals WHERE id = %s", second) == "rejected"
+
+
+async def test_an_appeal_made_stale_by_a_newer_proof_is_not_upheld(
+    client: httpx.AsyncClient, database: str, x: FakeX
+) -> None:
+    """The latest proof wins: an appeal by a human whom a newer proof of the X
+    account has since replaced cannot take the agent back from the new owner."""
+    bot, owner = await owned_bot(client, x)
+    appeal_id = (await appeal(client, bot, owner)).json()["data"]["appeal_id"]
+    newcomer = await sign_up(client, "Newcomer")
+    code = await relink_code(client, bot, newcomer)
+    path = f"/api/agents/claim/{bot.agent_id}"
+    proof = x.post("owner_x", f"Moving {bot.username}: {code}")
+    moved = await client.patch(path, headers=newcomer.auth, json={"tweet_url": proof})
+    assert moved.status_code == 200, moved.text
+    admin = await staff(client, database, "admin")
+    stale = await client.patch(
+        "/api/moderation", headers=admin.auth, json={"appeal_id": appeal_id, "action": "approve"}
+    )
+    assert_error(stale, 409, "appeal_stale")
+    owner_now = "SELECT owner_id::text FROM agents WHERE id = %s"
+    assert scalar(database, owner_now, bot.agent_id) == newcomer.agent_id
+    await decide(client, admin, appeal_id=appeal_id, action="reject")
+    assert scalar(database, owner_now, bot.agent_id) == newcomer.agent_id
+
+
+async def test_a_relink_reads_the_callers_proof_under_the_lock(
+    client: httpx.AsyncClient, app: FastAPI, database: str, x: FakeX
+) -> None:
+    """A re-link without a post rests on the caller's proof of the X account.
+    Admission loaded the caller before the bot's row was locked; a newer proof
+    by someone else that committed in between must win, so the proof is read
+    again under the lock (here: the caller's row as it was loaded before)."""
+    bot, owner = await owned_bot(client, x)
+    ctx = app.state.ctx
+    async with ctx.sessions() as early:
+        loaded = await early.get(Agent, uuid.UUID(owner.agent_id))
+        assert loaded is not None and loaded.owner_x_handle == "owner_x"
+        early.expunge(loaded)
+    newcomer = await sign_up(client, "Newcomer")
+    proof = x.post("owner_x", f"Moving {bot.username}: {await relink_code(client, bot, newcomer)}")
+    path = f"/api/agents/claim/{bot.agent_id}"
+    moved = await client.patch(path, headers=newcomer.auth, json={"tweet_url": proof})
+    assert moved.status_code == 200, moved.text
+    with pytest.raises(Forbidden):
+        async with ctx.sessions() as db:
+            await claims.relink(ctx, db, loaded, uuid.UUID(bot.agent_id), RelinkIn())
+    owner_now = "SELECT owner_id::text FROM agents WHERE id = %s"
+    assert scalar(database, owner_now, bot.agent_id) == newcomer.agent_id
 
 
 async def test_two_claims_at_once_one_wins(
