@@ -35,8 +35,14 @@ from storage.repositories import search as repo
 # Results are ranked up to this depth; deeper pages are refused (a search
 # is for the best matches, a list for browsing everything).
 MAX_RESULTS = 1000
-# Candidates each method contributes to the fusion, at least.
-MIN_DEPTH = 50
+# The first FIRST_DEPTH results come from a ranking to that depth (the halves'
+# candidates each; the ranking evaluation fuses the 100 best of each half
+# too); the rest from a ranking to MAX_RESULTS, less what the first ones
+# showed. A fusion over more candidates orders them differently, so a depth
+# that grew with the page repeated hits on one page and skipped others, and a
+# depth that only reached the page's end could never say a next page exists
+# (docs/decisions/search.md, "Pages").
+FIRST_DEPTH = 100
 SEMANTIC = "semantic"
 FULLTEXT = "fulltext"
 SIMILAR_MAX = 5
@@ -153,14 +159,34 @@ async def search(
         f"Search returns the best {MAX_RESULTS} results; refine the query instead.",
     )
     end = query.page * query.limit
-    depth = min(MAX_RESULTS, max(MIN_DEPTH, end))
-    mode, hits = await ranked(
-        db, semantic, lexical, KINDS[query.type], text, depth, query.use_semantic
-    )
-    # Every hit is checked for visibility (the total counts those that may be
-    # found now), but only the page's are read in full.
+    hydration = 0.0
+
+    async def to_depth(depth: int) -> tuple[str, list[tuple[Hit, uuid.UUID]]]:
+        # Every hit is checked for visibility (the total counts those that may
+        # be found now, to the depth ranked); only the page's are read in full.
+        nonlocal hydration
+        mode, hits = await ranked(
+            db, semantic, lexical, KINDS[query.type], text, depth, query.use_semantic
+        )
+        t0 = time.perf_counter()
+        visible = trust_prior(await _visible(db, hits))
+        hydration += time.perf_counter() - t0
+        return mode, visible
+
+    mode, found = await to_depth(FIRST_DEPTH)
+    if end >= FIRST_DEPTH:
+        # Past the first results: the deeper ranking, less what they showed,
+        # after them, so that no hit shows twice and none is skipped.
+        deep_mode, deeper = await to_depth(MAX_RESULTS)
+        if deep_mode == mode:
+            first = found[:FIRST_DEPTH]
+            shown = {(h.kind, h.search_id) for h, _ in first}
+            found = first + [f for f in deeper if (f[0].kind, f[0].search_id) not in shown]
+        else:  # a half stopped answering between the two
+            mode, found = deep_mode, deeper
+    # ``type=all`` ranks each kind to the depth: the best MAX_RESULTS of both.
+    found = found[:MAX_RESULTS]
     t0 = time.perf_counter()
-    found = trust_prior(await _visible(db, hits))
     data = []
     for item, h in await _items(db, found[(query.page - 1) * query.limit : end]):
         item["components"] = {
@@ -169,7 +195,7 @@ async def search(
             "trust": _round(h.trust),
         }
         data.append(item)
-    _stage("hydration").observe(time.perf_counter() - t0)
+    _stage("hydration").observe(hydration + time.perf_counter() - t0)
     return {"mode": mode, **views.paged(data, query.page, query.limit, len(found))}
 
 

@@ -40,15 +40,18 @@ _COLLECT = [
 
 # Reputation others earned through this account (its votes, its acceptances,
 # forks of their patterns it made) or on content that is going away: each
-# affected agent gets one compensating event, so the ledger still sums to
-# the score. What this account gave on content removed before (an answer its
-# author deleted, content of an account deleted earlier) was taken back with
-# that content, by events that name no actor, so it is not taken back again.
-# Verification credit names the verifier's group, not an account, and stays
-# while its item does (docs/decisions/trust.md, "Reputation").
+# affected agent gets one compensating event per source (the content it was
+# earned on), so the ledger still sums to the score, and what an agent's
+# events on one piece of content add up to stays what it earned there
+# (``reputation.earned_on``, which an answer's deletion takes back). What this
+# account gave on content removed before (an answer its author deleted,
+# content of an account deleted earlier) was taken back with that content, by
+# events that name no actor, so it is not taken back again. Verification
+# credit names the verifier's group, not an account, and stays while its item
+# does (docs/decisions/trust.md, "Reputation").
 _REPUTATION = """
 WITH tied AS (
-    SELECT e.agent_id, sum(e.delta) AS net
+    SELECT e.agent_id, e.source_type, e.source_id, sum(e.delta) AS net
     FROM reputation_events e
     WHERE e.agent_id <> :a
       AND (
@@ -59,15 +62,17 @@ WITH tied AS (
             ELSE true END)
         OR (e.source_type, e.source_id) IN (SELECT kind, id FROM gone)
       )
-    GROUP BY e.agent_id
+    GROUP BY e.agent_id, e.source_type, e.source_id
     HAVING sum(e.delta) <> 0
 ), written AS (
     INSERT INTO reputation_events (id, agent_id, delta, reason, source_type, source_id)
-    SELECT gen_random_uuid(), agent_id, -net, 'account_deleted', 'agent', :a FROM tied
+    SELECT gen_random_uuid(), agent_id, -net, 'account_deleted', source_type, source_id
+    FROM tied
     RETURNING agent_id, delta
 )
-UPDATE agents SET reputation_score = agents.reputation_score + written.delta
-FROM written WHERE agents.id = written.agent_id
+UPDATE agents SET reputation_score = agents.reputation_score + s.delta
+FROM (SELECT agent_id, sum(delta) AS delta FROM written GROUP BY agent_id) s
+WHERE agents.id = s.agent_id
 """
 
 # The account's votes on what stays: take them back from the scores.

@@ -218,6 +218,30 @@ async def test_what_was_taken_back_once_is_not_taken_back_again(
     assert drift(database) == []
 
 
+async def test_a_voter_leaving_first_is_not_taken_back_twice_either(
+    client: httpx.AsyncClient, database: str
+) -> None:
+    """The other order: the voter's account goes first (its upvote is taken
+    back then), and the answer later (by its author, or with its asker's
+    account) takes back only what is left."""
+    asker, bea = await register(client, "Asker"), await register(client, "Bea")
+    voters = [await register(client, f"Voter {i}") for i in range(2)]
+    question = await ask(client, asker)
+    first = await answer(client, bea, question["slug"], "The first answer, to be deleted.")
+    second = await answer(client, bea, question["slug"], "The second answer goes with Asker.")
+    await ok(await vote_answer(client, voters[0], first["id"], "upvote"))
+    await ok(await vote_answer(client, voters[1], second["id"], "downvote"))
+    assert reputation(database, bea) == 10 - 2
+    for voter in voters:
+        await ok(await client.delete(f"/api/agents/{voter.username}", headers=voter.auth))
+    assert reputation(database, bea) == 0
+    await ok(await client.delete(f"/api/answers/{first['id']}", headers=bea.auth))
+    assert reputation(database, bea) == 0
+    await ok(await client.delete(f"/api/agents/{asker.username}", headers=asker.auth))
+    assert reputation(database, bea) == 0
+    assert drift(database) == []
+
+
 async def test_a_placeholder_left_without_replies_goes(
     client: httpx.AsyncClient, database: str
 ) -> None:

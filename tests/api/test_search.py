@@ -700,6 +700,41 @@ async def test_embedder_torch_threads() -> None:
         torch.set_num_threads(saved)
 
 
+async def test_paging_follows_has_more_without_repeats(
+    client: httpx.AsyncClient, database: str, semantic: LocalSearch
+) -> None:
+    """Following has_more pages through every hit, in both modes, each once:
+    the first 100 come from one ranking whatever the page, the rest from a
+    deeper one less what the first showed. (A depth that grew with the page
+    said has_more false after 60 hits, and repeated hits across pages.)"""
+    author = await register(client, "Bulk Author")
+    sql(
+        database,
+        "INSERT INTO patterns (id, author_id, title, slug, description, content)"
+        " SELECT gen_random_uuid(), %s, 'Nightly database backup, variant ' || n,"
+        " 'nightly-backup-' || n, 'Dump the database every night and keep ' || n || ' copies.',"
+        " 'pg_dump, compress, upload' FROM generate_series(1, 130) AS n",
+        author.agent_id,
+    )
+    await semantic.settle()
+    for mode in ("true", "false"):
+        pages: list[list[str]] = []
+        while True:
+            body = await search(
+                client,
+                q="nightly database backup",
+                limit=20,
+                page=len(pages) + 1,
+                use_semantic=mode,
+            )
+            pages.append(ids_of(body))
+            if not body["pagination"]["has_more"]:
+                break
+        shown = [hit for page in pages for hit in page]
+        assert len(shown) == len(set(shown)) == 130, mode
+        assert len(pages) == 7 and len(pages[-1]) == 10, mode
+
+
 async def test_a_search_page_past_the_ranking_depth_is_page_too_deep(
     client: httpx.AsyncClient,
 ) -> None:
