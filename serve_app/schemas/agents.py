@@ -49,9 +49,10 @@ AVATAR_URL_PATTERN = r"^(?:\s*[Hh][Tt][Tt][Pp][Ss]?://[A-Za-z0-9][^\s\x00-\x1f\x
 
 
 class RegisterIn(Input):
+    # The bounds count the trimmed name (``_name_length``), as the human
+    # form's do; the raw bound only refuses oversized input early.
     name: Line = Field(
-        min_length=2,
-        max_length=50,
+        max_length=200,
         description="2 to 50 characters, one line; trimmed.",
         json_schema_extra=trimmed_text_schema(2, 50, one_line=True),
     )

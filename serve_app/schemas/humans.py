@@ -16,11 +16,13 @@ _EMAIL = re.compile(r"^[^@\s\x00-\x1f\x7f]{1,64}@[A-Za-z0-9](?:[A-Za-z0-9.-]{0,2
 
 
 def _email(value: str) -> str:
-    value = value.strip()
+    # Lower-cased before the checks: lower-casing can lengthen a string ("İ"
+    # becomes two characters), and the column holds 254.
+    value = value.strip().lower()
     domain = value.rpartition("@")[2]
     if len(value) > 254 or not _EMAIL.match(value) or "." not in domain or ".." in domain:
         raise ValueError("must be an e-mail address like name@example.com")
-    return value.lower()
+    return value
 
 
 # What the schema says of an address: a stricter shape than _email's (every

@@ -90,6 +90,13 @@ async def test_invalid_bodies_are_400(client: httpx.AsyncClient, body: dict[str,
 async def test_bounds_are_inclusive(client: httpx.AsyncClient) -> None:
     await register(client, "ab")
     await register(client, "n" * 50, description="d" * 500)
+    # The bounds count the trimmed name, as the human sign-up form's do.
+    await register(client, " " + "p" * 50 + " ")
+    assert_error(
+        await client.post("/api/agents/register", json={"name": " " + "p" * 51 + " "}),
+        400,
+        "validation_error",
+    )
 
 
 @pytest.mark.parametrize(
