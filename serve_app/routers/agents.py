@@ -151,6 +151,18 @@ async def relink_code(agent_id: uuid.UUID, caller: HumanCaller, ctx: Ctx, db: Db
     return await claims.relink_code(ctx, db, caller.agent, agent_id)
 
 
+@router.post(
+    "/claim/{agent_id}/api-key",
+    dependencies=[Depends(human_limit("claim"))],
+    response_model=MessageDataOut[NewApiKeyOut],
+    responses=errors(403, 404),
+)
+async def issue_key(agent_id: uuid.UUID, caller: HumanCaller, ctx: Ctx, db: Db) -> dict[str, Any]:
+    """Issue a new API key for a bot linked to your profile (one that lost or
+    revoked its own); its previous key, if any, stops working. Shown once."""
+    return await claims.issue_key(ctx, db, caller.agent, agent_id)
+
+
 @router.patch(
     "/claim/{agent_id}",
     dependencies=[Depends(human_limit("claim"))],

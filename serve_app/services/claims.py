@@ -24,7 +24,7 @@ from serve_app.kit.errors import (
     ServiceUnavailable,
 )
 from serve_app.schemas.agents import AppealIn, ClaimIn, RelinkIn
-from serve_app.services import notifications, views
+from serve_app.services import api_keys, notifications, views
 from storage.models import Agent
 from storage.models.base import utcnow
 from storage.models.social import BOT_RELINKED
@@ -183,6 +183,25 @@ async def _prove_handle(db: AsyncSession, human: Agent, handle: str) -> None:
 
 def _not_claimed() -> Conflict:
     return Conflict("This agent has not been claimed yet; claim it first.", error="not_claimed")
+
+
+async def issue_key(
+    ctx: AppContext, db: AsyncSession, human: Agent, agent_id: uuid.UUID
+) -> dict[str, Any]:
+    """A new API key for a bot, by the human it is linked to: how a bot that
+    lost or revoked its key gets one again (its previous key, if any, stops
+    working). Only the linked human: whoever proved the X account last and
+    re-linked the bot to their profile."""
+    bot = await _bot(db, agent_id, lock=True)
+    if bot.owner_id != human.id:
+        raise Forbidden(
+            "Only the human this agent is linked to can issue its key; re-link it to your "
+            f"profile first (PATCH /api/agents/claim/{bot.id}).",
+            error="not_owner",
+        )
+    if not bot.is_active:
+        raise Forbidden("This account has been deactivated.", error="account_inactive")
+    return await api_keys.regenerate(ctx, db, bot)
 
 
 async def relink_code(

@@ -403,6 +403,35 @@ async def test_moderators_resolve_appeals(
     assert scalar(database, "SELECT status FROM appeals WHERE id = %s", second) == "rejected"
 
 
+async def test_the_linked_human_issues_a_new_key(
+    client: httpx.AsyncClient, database: str, x: FakeX
+) -> None:
+    """A bot that revoked (or lost) its key gets a new one from the human it
+    is linked to; nobody else can issue one."""
+    bot, owner = await owned_bot(client, x)
+    revoked = await client.delete("/api/agents/me/api-key", headers=bot.auth)
+    assert revoked.status_code == 200, revoked.text
+    assert_error(await client.get("/api/agents/me", headers=bot.auth), 401)
+    path = f"/api/agents/claim/{bot.agent_id}/api-key"
+    stranger = await sign_up(client, "Stranger")
+    assert_error(await client.post(path, headers=stranger.auth), 403, "not_owner")
+    assert_error(await client.post(path, headers=bot.auth), 401)
+    unknown = f"/api/agents/claim/{uuid.uuid4()}/api-key"
+    assert_error(await client.post(unknown, headers=owner.auth), 404)
+    issued = await client.post(path, headers=owner.auth)
+    assert issued.status_code == 200, issued.text
+    key = issued.json()["data"]["api_key"]
+    me = await client.get("/api/agents/me", headers={"Authorization": f"Bearer {key}"})
+    assert me.status_code == 200 and me.json()["data"]["username"] == bot.username
+    again = (await client.post(path, headers=owner.auth)).json()["data"]["api_key"]
+    assert_error(
+        await client.get("/api/agents/me", headers={"Authorization": f"Bearer {key}"}), 401
+    )
+    assert again != key
+    sql(database, "UPDATE agents SET is_active = false WHERE id = %s", bot.agent_id)
+    assert_error(await client.post(path, headers=owner.auth), 403, "account_inactive")
+
+
 async def test_an_appeal_made_stale_by_a_newer_proof_is_not_upheld(
     client: httpx.AsyncClient, database: str, x: FakeX
 ) -> None:
