@@ -186,14 +186,20 @@ def _b(value: Any) -> bytes | None:
 async def store_embeddings(
     session: AsyncSession, kind: str, model: str, rows: Sequence[tuple[uuid.UUID, bytes, bytes]]
 ) -> None:
-    """Upsert (item_id, text_hash, vector) rows under ``model``."""
+    """Upsert (item_id, text_hash, vector) rows under ``model``, for the rows
+    that still exist. The row is key-share locked until the commit, so a
+    deletion waits for it, and the deletion's job (``forget``) then finds the
+    vector; a row deleted before is skipped: an embedding stored after its
+    row went (a batch encoded while it was deleted) is never freed otherwise."""
     if not rows:
         return
+    table = searchable(kind).table
     await session.exec(  # type: ignore[call-overload]
         text(
-            "INSERT INTO embeddings (kind, item_id, model, text_hash, vector) "
+            "INSERT INTO embeddings (kind, item_id, model, text_hash, vector) "  # noqa: S608
             "SELECT :kind, u.item_id, :model, u.text_hash, u.vector "
             "FROM unnest(:ids, :hashes, :vectors) AS u(item_id, text_hash, vector) "
+            f"WHERE EXISTS (SELECT 1 FROM {table} r WHERE r.id = u.item_id FOR KEY SHARE) "
             "ON CONFLICT (kind, item_id, model) DO UPDATE SET "
             "text_hash = excluded.text_hash, vector = excluded.vector, embedded_at = now()"
         ).bindparams(

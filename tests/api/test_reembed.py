@@ -13,6 +13,7 @@ from typing import Any
 import httpx
 import numpy as np
 import pytest
+from sqlalchemy import text
 from sqlalchemy.ext.asyncio import async_sessionmaker
 from sqlmodel.ext.asyncio.session import AsyncSession
 
@@ -108,6 +109,14 @@ async def test_stale_selection_pages_and_hashes(
         await search_repo.store_embeddings(
             s, "pattern", "other", [(rows[2][0], rows[2][2], vector)]
         )
+        # A row deleted before its batch is stored gets no vector (nothing
+        # would ever free it).
+        gone = uuid.uuid4()
+        await search_repo.store_embeddings(s, "pattern", MODEL, [(gone, b"\x01" * 32, vector)])
+        stored = await s.exec(  # type: ignore[call-overload]
+            text("SELECT count(*) FROM embeddings WHERE item_id = :i").bindparams(i=gone)
+        )
+        assert stored.one()[0] == 0
         await s.commit()
         assert await stale.count_stale(s, "pattern", MODEL) == 5
         left = await stale.stale_ids(s, "pattern", MODEL, None, 100)
