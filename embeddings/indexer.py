@@ -189,10 +189,29 @@ class Indexer:
         return indexes
 
     async def activate(self, model: str) -> dict[str, int]:
-        """Build indexes from ``model``'s stored vectors, then make it the live model."""
+        """Build indexes from ``model``'s stored vectors, then make it the live model.
+
+        The build takes minutes at scale, and the worker goes on meanwhile
+        (against the old model's indexes). So, under the drain lock before
+        the swap, every row whose change the build may not have seen (logged
+        in ``search_changes`` by a transaction not finished when the build
+        began) is read again and put right in the new indexes: a row hidden
+        or deleted meanwhile leaves them, one shown or re-embedded enters."""
+        async with self._sessions() as session:
+            since = await repo.snapshot_xmin(session)
         indexes = await self._load(model)
         async with self._drain_lock:
             async with self._sessions() as session:
+                logged = [
+                    *await repo.changes_since(session, since),
+                    *await repo.changes_since(session, since, vectors=True),
+                ]
+                for kind, index in indexes.items():
+                    changed = sorted({sid for _, k, sid in logged if k == kind})
+                    rows = await repo.vector_rows(session, kind, changed, model)
+                    index.remove(sorted(set(changed) - {sid for sid, _ in rows}))
+                    if rows:
+                        index.add([sid for sid, _ in rows], from_bytes([v for _, v in rows]))
                 await repo.set_active_model(session, model)
                 queued = sum([await repo.enqueue_stale(session, k, model) for k in indexes])
                 await session.commit()

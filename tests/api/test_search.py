@@ -10,6 +10,7 @@ from typing import Any
 import httpx
 import psycopg
 import pytest
+from sqlalchemy import text
 
 from actors.ratelimit import Rule
 from embeddings import ranking
@@ -442,6 +443,49 @@ async def test_updates_and_deletions_show_in_search(
     assert stats is not None and stats["indexes"]["pattern"]["size"] == 0
     # Stored vectors of removed rows are dropped too.
     assert scalar(database, "SELECT count(*) FROM embeddings WHERE kind = 'pattern'") == 0
+
+
+async def test_a_model_switch_keeps_what_changed_while_its_indexes_were_built(
+    client: httpx.AsyncClient, semantic: LocalSearch
+) -> None:
+    """Activating a model builds its indexes (minutes at scale) while the
+    worker goes on against the old ones. A pattern archived during the build
+    leaves the new indexes, and one published during it enters them, before
+    they go live (the build is held at that point here, by wrapping it)."""
+    author, ids = await corpus(client)
+    await semantic.settle()
+    indexer = semantic.indexer
+    build = indexer._load
+    added: dict[str, str] = {}
+
+    async def build_while_things_change(model: str) -> Any:
+        built = await build(model)
+        archived = await client.delete(f"/api/patterns/{ids['cron']}", headers=author.auth)
+        assert archived.status_code == 200, archived.text
+        added.update(await publish(client, author, **CARBONARA))
+        await semantic.settle()  # the worker, against the old indexes
+        return built
+
+    indexer._load = build_while_things_change  # type: ignore[method-assign]
+    try:
+        sizes = await indexer.activate(semantic.encoder.model)
+    finally:
+        del indexer._load
+    assert sizes["pattern"] == 4  # the four of the corpus, less cron, plus carbonara
+    hits = await semantic.nearest(["pattern"], "cook a pasta dinner for guests", 5)
+    assert hits is not None
+    ctx = client._transport.app.state.ctx  # type: ignore[attr-defined]
+    async with ctx.sessions() as session:
+        by_search_id = {
+            sid: str(item)
+            for sid, item in (
+                await session.exec(  # type: ignore[call-overload]
+                    text("SELECT search_id, id FROM patterns")
+                )
+            ).all()
+        }
+    found = [by_search_id[sid] for sid, _ in hits["pattern"]]
+    assert found[0] == added["data"]["id"] and ids["cron"] not in found
 
 
 async def test_agents_and_all(
