@@ -290,12 +290,20 @@ def database_tables(url: str) -> list[str]:
 
 @dataclass
 class Target:
-    """Where to restore: the database URL, the state folder, and whether the
-    HMAC key should be written there."""
+    """Where to restore: the database URL, the state folder, whether the HMAC
+    key should be written there (else ``env_secret``, CAIRN_SECRET_KEY, is the
+    key), and the folder of the node's BM25 indexes (a cache of the database,
+    removed so that it is rebuilt from the restored rows)."""
 
     database_url: str
     state_dir: Path
     secret_in_state: bool
+    env_secret: bytes | None = None
+    lexical_dir: Path | None = None
+
+
+# Where --force keeps the target's tables until the restore has succeeded.
+ASIDE = "cairn_before_restore"
 
 
 def check_target(backup_dir: Path, target: Target) -> list[str]:
@@ -318,48 +326,108 @@ def check_target(backup_dir: Path, target: Target) -> list[str]:
     return found
 
 
+def _aside_exists(url: str) -> bool:
+    with psycopg.connect(libpq_url(url)) as conn:
+        row = conn.execute("SELECT 1 FROM pg_namespace WHERE nspname = %s", (ASIDE,)).fetchone()
+    return row is not None
+
+
 def restore(backup_dir: Path, target: Target, progress: Progress, *, force: bool) -> dict[str, int]:
     """Restore ``backup_dir`` into the target; return the restored row counts.
-    ``force``: drop what the target holds first (its tables, its uploads)."""
+    ``force``: replace what the target holds (its tables, its uploads), all or
+    nothing: the tables are moved aside (schema ``cairn_before_restore``) and
+    the uploads restored next to the old ones, and only once the restore has
+    checked out are the old ones dropped; a restore that fails puts them back."""
     manifest = read_manifest(backup_dir)
+    saved_key = backup_dir / SECRET_FILE
+    if (
+        target.env_secret is not None
+        and saved_key.is_file()
+        and saved_key.read_bytes().strip() != target.env_secret.strip()
+    ):
+        raise BackupError(
+            "CAIRN_SECRET_KEY is not the backup's secret_key: every API key and session "
+            "of the backup would fail; set it to the backup's key (or unset it to use the "
+            "state folder's)"
+        )
     in_the_way = check_target(backup_dir, target)
     if in_the_way and not force:
         raise BackupError(
-            "refusing to overwrite: " + "; ".join(in_the_way) + " (--force drops them first)"
+            "refusing to overwrite: " + "; ".join(in_the_way) + " (--force replaces them)"
         )
-    if force and database_tables(target.database_url):
-        progress("dropping the target's tables (DROP SCHEMA public CASCADE)")
-        with psycopg.connect(libpq_url(target.database_url), autocommit=True) as conn:
-            conn.execute("DROP SCHEMA public CASCADE")
+    url = target.database_url
+    aside = False
+    if force and database_tables(url):
+        if _aside_exists(url):
+            raise BackupError(
+                f"schema {ASIDE} exists: an earlier restore stopped before it finished, and it "
+                "holds the tables from before it; look, then DROP SCHEMA it or rename it back"
+            )
+        progress(f"moving the target's tables aside (schema public -> {ASIDE})")
+        with psycopg.connect(libpq_url(url), autocommit=True) as conn, conn.transaction():
+            conn.execute(f"ALTER SCHEMA public RENAME TO {ASIDE}")
             conn.execute("CREATE SCHEMA public")
-    progress(f"restoring {len(manifest['database']['tables'])} tables")
-    _run_tool(
-        "pg_restore",
-        # One transaction: a restore that fails leaves the database as it was.
-        [
-            *("--single-transaction", "--exit-on-error", "--no-owner", "--no-privileges"),
-            str(backup_dir / DATABASE_DIR),
-        ],
-        target.database_url,
-        progress,
-        "restored ",
-    )
-    with psycopg.connect(libpq_url(target.database_url)) as conn:
-        counts = _counts(conn)
-    expected = manifest["database"]["tables"]
-    if counts != expected:
-        wrong = sorted(t for t in set(counts) | set(expected) if counts.get(t) != expected.get(t))
-        raise BackupError(f"restored row counts differ from the manifest in: {', '.join(wrong)}")
-    saved_uploads = backup_dir / FILES_DIR / "uploads"
-    if saved_uploads.is_dir():
-        uploads = target.state_dir / "uploads"
+        aside = True
+    uploads = target.state_dir / "uploads"
+    staged = target.state_dir / "uploads.restoring"
+    try:
+        progress(f"restoring {len(manifest['database']['tables'])} tables")
+        _run_tool(
+            "pg_restore",
+            # One transaction: a restore that fails leaves no table behind.
+            [
+                *("--single-transaction", "--exit-on-error", "--no-owner", "--no-privileges"),
+                str(backup_dir / DATABASE_DIR),
+            ],
+            url,
+            progress,
+            "restored ",
+        )
+        with psycopg.connect(libpq_url(url)) as conn:
+            counts = _counts(conn)
+        expected = manifest["database"]["tables"]
+        if counts != expected:
+            wrong = sorted(
+                t for t in set(counts) | set(expected) if counts.get(t) != expected.get(t)
+            )
+            raise BackupError(
+                f"restored row counts differ from the manifest in: {', '.join(wrong)}"
+            )
+        saved_uploads = backup_dir / FILES_DIR / "uploads"
+        if saved_uploads.is_dir():
+            if staged.exists():
+                shutil.rmtree(staged)
+            copied = _copy_tree(saved_uploads, staged, progress, "uploads")
+            listed = manifest["files"].get("uploads", {}).get("sha256", {})
+            if copied["sha256"] != listed:
+                raise BackupError("restored uploads differ from the manifest's checksums")
+    except BaseException:
+        if staged.exists():
+            shutil.rmtree(staged)
+        if aside:
+            progress("the restore failed: putting the target's tables back")
+            with (
+                psycopg.connect(libpq_url(url), autocommit=True) as conn,
+                conn.transaction(),
+            ):
+                conn.execute("DROP SCHEMA public CASCADE")
+                conn.execute(f"ALTER SCHEMA {ASIDE} RENAME TO public")
+        raise
+    # Checked out: the old ones go.
+    if aside:
+        progress(f"dropping the target's previous tables (DROP SCHEMA {ASIDE} CASCADE)")
+        with psycopg.connect(libpq_url(url), autocommit=True) as conn:
+            conn.execute(f"DROP SCHEMA {ASIDE} CASCADE")
+    if staged.exists():
         if uploads.exists():
             shutil.rmtree(uploads)
-        copied = _copy_tree(saved_uploads, uploads, progress, "uploads")
-        listed = manifest["files"].get("uploads", {}).get("sha256", {})
-        if copied["sha256"] != listed:
-            raise BackupError("restored uploads differ from the manifest's checksums")
-    if target.secret_in_state and (backup_dir / SECRET_FILE).is_file():
+        staged.rename(uploads)
+    if target.secret_in_state and saved_key.is_file():
         target.state_dir.mkdir(parents=True, exist_ok=True)
-        replace_private(target.state_dir / SECRET_FILE, (backup_dir / SECRET_FILE).read_bytes())
+        replace_private(target.state_dir / SECRET_FILE, saved_key.read_bytes())
+    if target.lexical_dir is not None and target.lexical_dir.exists():
+        # Named after the database's identity, which a restore into the same
+        # database keeps: the old index would pass for the restored rows'.
+        progress(f"removing the BM25 indexes of the data before ({target.lexical_dir})")
+        shutil.rmtree(target.lexical_dir)
     return counts

@@ -343,8 +343,15 @@ def cmd_restore(args: argparse.Namespace) -> int:
     # The database only: prepare() would migrate it (and make a new key)
     # before the backup's schema and key are in.
     url = settings.database_url or start_embedded(state)
+    lexical = settings.lexical_store_root
     target = backup.Target(
-        database_url=url, state_dir=state, secret_in_state=settings.secret_key is None
+        database_url=url,
+        state_dir=state,
+        secret_in_state=settings.secret_key is None,
+        env_secret=(
+            settings.secret_key.get_secret_value().encode() if settings.secret_key else None
+        ),
+        lexical_dir=lexical.parent if lexical is not None else None,
     )
     source = Path(args.path).expanduser().resolve()
     say = lambda m: print(f"cairn restore: {m}", flush=True)  # noqa: E731

@@ -196,19 +196,44 @@ async def test_backup_and_restore_round_trip(
     assert "--force" in again.stderr
     assert table_sums(url) == served_state
 
+    def restore_forced(source: Path, **extra: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run(
+            [sys.executable, "-m", "serve_app.launch.cli", "restore", "--force", str(source)],
+            env={**env_without_url, "PYTHONPATH": str(REPO), **env, **extra},
+            capture_output=True,
+            text=True,
+            timeout=300,
+        )
+
     # --force: after a change, the database is put back as the backup has it.
     with psycopg.connect(libpq_url(url)) as conn:
         conn.execute("DELETE FROM comments")
-    forced = subprocess.run(
-        [sys.executable, "-m", "serve_app.launch.cli", "restore", "--force", str(backup_dir)],
-        env={**env_without_url, "PYTHONPATH": str(REPO), **env},
-        capture_output=True,
-        text=True,
-        timeout=300,
-    )
+    changed = table_sums(url)
+    # A backup that does not check out changes nothing, even with --force: the
+    # target's tables were only moved aside, and are put back.
+    broken = tmp_path / "broken"
+    shutil.copytree(backup_dir, broken)
+    tampered = json.loads((broken / "manifest.json").read_text())
+    tampered["database"]["tables"]["patterns"] += 1
+    (broken / "manifest.json").write_text(json.dumps(tampered))
+    failed = restore_forced(broken)
+    assert failed.returncode == 1 and "row counts differ" in failed.stderr
+    assert table_sums(url) == changed
+    assert not (fresh_state / "uploads.restoring").exists()
+    # Nor does a CAIRN_SECRET_KEY that is not the backup's key.
+    other_key = restore_forced(backup_dir, CAIRN_SECRET_KEY="x" * 64)
+    assert other_key.returncode == 1 and "CAIRN_SECRET_KEY" in other_key.stderr
+    assert table_sums(url) == changed
+    # The node's BM25 indexes are a cache of the database: rebuilt, not kept.
+    stale_index = fresh_state / "bm25" / "host" / "index"
+    stale_index.parent.mkdir(parents=True)
+    stale_index.write_text("from before the restore")
+    forced = restore_forced(backup_dir)
     assert forced.returncode == 0, forced.stderr + forced.stdout
-    assert "DROP SCHEMA public CASCADE" in forced.stdout
+    assert "moving the target's tables aside" in forced.stdout
+    assert f"DROP SCHEMA {backup.ASIDE} CASCADE" in forced.stdout
     assert table_sums(url) == before
+    assert not (fresh_state / "bm25").exists()
 
 
 def test_a_database_password_stays_off_the_command_line() -> None:
