@@ -47,11 +47,28 @@ class StopSignal:
         return signal.Signals(self.signum).name if self.signum else "stop"
 
 
-def _wait_until_ready(settings: Settings, stop: StopSignal, timeout: float = 180.0) -> bool:
-    """True once /api/health answers 200; False if a stop was requested first."""
+def _head_address() -> str | None:
+    """The head node's address in the Ray cluster this process joined (the
+    Serve proxy runs there: ``proxy_location="HeadOnly"``)."""
+    import ray
+
+    for node in ray.nodes():
+        if node.get("Alive") and "node:__internal_head__" in node.get("Resources", {}):
+            return str(node["NodeManagerAddress"])
+    return None
+
+
+def _wait_until_ready(
+    settings: Settings, stop: StopSignal, timeout: float = 180.0, *, remote: bool = False
+) -> bool:
+    """True once /api/health answers 200; False if a stop was requested first.
+    On a cluster the API is asked where it listens, on the head node: this
+    machine may be another one with the token that reaches the cluster."""
     import urllib.request
 
     host = "127.0.0.1" if settings.host in ("0.0.0.0", "::") else settings.host
+    if remote and settings.host in ("0.0.0.0", "::"):
+        host = _head_address() or host
     url = f"http://{host}:{settings.port}/api/health"
     deadline = time.monotonic() + timeout
     last: Exception | None = None
@@ -149,7 +166,7 @@ def cmd_run(args: argparse.Namespace) -> int:
             deployed = True
             app = build_application(settings, prepared)
             serve.run(app, name="cairn", route_prefix="/", blocking=False)
-        if not stop.requested and _wait_until_ready(settings, stop):
+        if not stop.requested and _wait_until_ready(settings, stop, remote=bool(remote)):
             print(
                 f"cairn: serving on http://{settings.host}:{settings.port} "
                 f"(ready in {time.monotonic() - t0:.1f}s; Ctrl-C to stop)",
