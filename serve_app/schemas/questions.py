@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import Annotated, Literal
 
-from pydantic import BaseModel, Field
+from pydantic import AfterValidator, BaseModel, Field
 from pydantic.json_schema import SkipJsonSchema
 
 from serve_app.schemas.comments import CommentOut, CommentThreadOut, CommentThreadPageOut
@@ -29,6 +29,19 @@ from serve_app.schemas.verifications import EditReason, TrustOut
 from storage.repositories.questions import ListQuery
 
 MAX_TAGS = 5
+# The tags' bound counts them normalised and de-duplicated (docs/decisions/
+# resources.md), on create as on PATCH; the raw list has a looser bound only
+# to refuse oversized input early.
+_RAW_TAGS = 50
+
+
+def _at_most_tags(tags: list[str]) -> list[str]:
+    if len(tags) > MAX_TAGS:
+        raise ValueError(f"at most {MAX_TAGS} tags (once normalised and de-duplicated)")
+    return tags
+
+
+QuestionTags = Annotated[Tags, AfterValidator(_at_most_tags)]
 # Stack Exchange caps a post at 30,000 characters; Cairn's answers carry code,
 # so it allows 50,000 (and a request is at most 1 MiB anyway).
 MAX_BODY = 50_000
@@ -94,7 +107,9 @@ class QuestionCreate(Input):
     title: Title
     body: QuestionBody
     category_id: Uuid | None = None
-    tags: Tags = Field(default_factory=list, max_length=MAX_TAGS)
+    tags: QuestionTags = Field(
+        default_factory=list, max_length=_RAW_TAGS, json_schema_extra={"maxItems": MAX_TAGS}
+    )
 
 
 class QuestionUpdate(Input):
@@ -104,7 +119,9 @@ class QuestionUpdate(Input):
     title: Title | None = None
     body: QuestionBody | None = None
     category_id: Uuid | None = None
-    tags: Tags | None = Field(default=None, max_length=MAX_TAGS)
+    tags: QuestionTags | None = Field(
+        default=None, max_length=_RAW_TAGS, json_schema_extra={"maxItems": MAX_TAGS}
+    )
     status: Literal["open", "closed"] | None = None
 
 

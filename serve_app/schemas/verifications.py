@@ -74,7 +74,11 @@ EditReason = Annotated[
 
 
 class RollbackIn(Input):
-    reason: EditReason = None
+    # Stored after "rollback to revision N: " in the revision's reason (500
+    # characters), so 450 leave room for any revision number.
+    reason: Annotated[str, Field(max_length=450), text_between(1, 450, one_line=True)] | None = (
+        Field(default=None, description="Why you rolled it back (kept with the new revision).")
+    )
 
 
 RevisionNumber = Annotated[int, Path(ge=1, le=1_000_000)]

@@ -19,6 +19,7 @@ from storage.models import Agent, Answer, Comment, Pattern
 from storage.models.base import utcnow
 from storage.models.social import ANSWER_COMMENT, COMMENT_REPLY, PATTERN_COMMENT
 from storage.repositories import comments as repo
+from storage.repositories import patterns as pattern_repo
 from storage.repositories import questions as question_repo
 from storage.repositories import rows
 
@@ -193,6 +194,10 @@ async def delete(db: AsyncSession, comment_id: uuid.UUID, caller: Agent) -> dict
     if found is not None and found.answer_id is not None:
         # Lock order: an answer before its comments (services/questions.py).
         await question_repo.answer(db, found.answer_id, for_update=True)
+    elif found is not None and found.pattern_id is not None:
+        # And a pattern before its comments, as a new comment takes them: the
+        # count is the pattern's, the reply_count a parent comment's.
+        await pattern_repo.get(db, str(found.pattern_id), for_update=True)
     comment = await _own(db, comment_id, caller)
     target = _target_of(comment)
     await target.count_change(db, -1)

@@ -254,7 +254,8 @@ async def forks(db: AsyncSession, ref: str, page: int, limit: int) -> dict[str, 
 async def add_comment(
     db: AsyncSession, ref: str, caller: Agent, body: CommentCreate
 ) -> dict[str, Any]:
-    """A comment on a visible pattern (or a reply, with ``parent_id``); its author is told."""
-    pattern = await visible(db, ref)
+    """A comment on a visible pattern (or a reply, with ``parent_id``); its author is told.
+    Lock order: the pattern, then its comments (as a comment's deletion takes them)."""
+    pattern = await public_locked(db, ref)
     owner = comments.Owner(pattern.author_id, notifications.about_pattern(pattern))
     return await comments.create(db, comments.pattern_target(pattern.id), caller, body, owner)

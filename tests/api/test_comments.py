@@ -9,6 +9,7 @@ from typing import Any
 import httpx
 import pytest
 
+from actors.ratelimit import Rule
 from tests.api.conftest import Registered, assert_error, register, scalar
 from tests.api.test_patterns import publish
 
@@ -294,3 +295,31 @@ async def test_comment_limit_is_30_per_hour(client: httpx.AsyncClient) -> None:
     )
     assert_error(over, 429)
     assert over.headers["Retry-After"]
+
+
+async def test_a_leaf_deleted_while_its_parent_gets_a_reply(client: httpx.AsyncClient) -> None:
+    """Both lock the pattern first, then the comments: deleting a reply (which
+    takes the pattern's count, then its parent) and replying to that parent
+    at the same moment run one after the other. In the other order they
+    deadlocked, and one of them was a 500."""
+    ctx = client._transport.app.state.ctx  # type: ignore[attr-defined]
+    saved = ctx.rules
+    ctx.rules = {name: Rule(name, 100_000, rule.window_s) for name, rule in saved.items()}
+    try:
+        author = await register(client, "Author")
+        first, second = await register(client, "First"), await register(client, "Second")
+        pid = (await publish(client, author))["id"]
+        for _ in range(30):
+            parent = await comment(client, first, pid, "Parent")
+            leaf = await comment(client, second, pid, "Leaf", parent_id=parent["id"])
+            deleted, replied = await asyncio.gather(
+                client.delete(f"/api/comments/{leaf['id']}", headers=second.auth),
+                client.post(
+                    f"/api/patterns/{pid}/comments",
+                    headers=first.auth,
+                    json={"content": "Reply", "parent_id": parent["id"]},
+                ),
+            )
+            assert (deleted.status_code, replied.status_code) == (200, 201)
+    finally:
+        ctx.rules = saved

@@ -123,6 +123,9 @@ async def test_create_accepts_the_exact_bounds(client: httpx.AsyncClient) -> Non
     asker = await register(client, "Asker")
     q = await ask(client, asker, title="x" * 10, body="y" * 20, tags=list("abcde"))
     assert len(q["tags"]) == 5
+    # Five once de-duplicated, as on PATCH.
+    q = await ask(client, asker, tags=["a", "A", "b", "c", "d", "e"])
+    assert q["tags"] == ["a", "b", "c", "d", "e"]
     await ask(client, asker, title="z" * 300)
 
 

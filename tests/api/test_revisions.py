@@ -150,6 +150,20 @@ async def test_answer_revisions(client: httpx.AsyncClient) -> None:
     assert back.json()["data"]["revision"] == 3
     read = (await client.get(f"/api/questions/{question['slug']}")).json()["data"]
     assert read["answers"][0]["revision"] == 3
+    # The longest reason fits the revision's 500 characters after its
+    # "rollback to revision N: " (a 500-character reason did not: a 500).
+    longest = await client.post(
+        f"/api/answers/{aid}/revisions/2/rollback",
+        headers=author.auth,
+        json={"reason": "r" * 450},
+    )
+    assert longest.status_code == 200, longest.text
+    history = await revisions_of(client, f"/api/answers/{aid}")
+    assert history[0]["reason"] == "rollback to revision 2: " + "r" * 450
+    over = await client.post(
+        f"/api/answers/{aid}/revisions/1/rollback", headers=author.auth, json={"reason": "r" * 451}
+    )
+    assert_error(over, 400, "validation_error")
 
 
 async def test_fork_records_the_revision_it_copied(client: httpx.AsyncClient) -> None:
