@@ -326,6 +326,17 @@ def check_target(backup_dir: Path, target: Target) -> list[str]:
     return found
 
 
+def _other_sessions(url: str) -> int:
+    """Client sessions connected to the target database besides this one (a
+    running service holds some: its pool)."""
+    with psycopg.connect(libpq_url(url)) as conn:
+        row = conn.execute(
+            "SELECT count(*) FROM pg_stat_activity WHERE datname = current_database() "
+            "AND pid <> pg_backend_pid() AND backend_type = 'client backend'"
+        ).fetchone()
+    return int(row[0]) if row else 0
+
+
 def _aside_exists(url: str) -> bool:
     with psycopg.connect(libpq_url(url)) as conn:
         row = conn.execute("SELECT 1 FROM pg_namespace WHERE nspname = %s", (ASIDE,)).fetchone()
@@ -358,6 +369,12 @@ def restore(backup_dir: Path, target: Target, progress: Progress, *, force: bool
     url = target.database_url
     aside = False
     if force and database_tables(url):
+        others = _other_sessions(url)
+        if others:
+            raise BackupError(
+                f"{others} other session(s) are connected to the database: stop the service "
+                "first (a restore replaces the tables under it)"
+            )
         if _aside_exists(url):
             raise BackupError(
                 f"schema {ASIDE} exists: an earlier restore stopped before it finished, and it "

@@ -209,6 +209,11 @@ async def test_backup_and_restore_round_trip(
     with psycopg.connect(libpq_url(url)) as conn:
         conn.execute("DELETE FROM comments")
     changed = table_sums(url)
+    # Not under a running service (here: a session connected to the database).
+    with psycopg.connect(libpq_url(url)):
+        busy = restore_forced(backup_dir)
+    assert busy.returncode == 1 and "stop the service first" in busy.stderr
+    assert table_sums(url) == changed
     # A backup that does not check out changes nothing, even with --force: the
     # target's tables were only moved aside, and are put back.
     broken = tmp_path / "broken"
