@@ -131,6 +131,9 @@ async def edit(
     question, answer = await _locked(db, answer_id, caller)
     if answer.author_id != caller.id:
         raise Forbidden("Only the author can edit this answer.")
+    if answer.body == body.body:
+        # Nothing changes: no revision, and no edit time or activity either.
+        return views.answer(answer, caller)
     before = revisions.fields_of(answer)
     answer.body = body.body
     answer.updated_at = utcnow()

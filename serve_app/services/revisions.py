@@ -171,8 +171,10 @@ async def rollback(
         raise Forbidden(f"Only the author or staff can roll back this {kind}.")
     target, _ = await _one(db, kind, found, number)
     before = fields_of(found)
-    why = f"rollback to revision {number}" + (f": {reason}" if reason else "")
-    if isinstance(found, Pattern):
+    if target.fields == before:
+        # Nothing to put back: no revision, no edit time, no activity.
+        message = f"Nothing to roll back: revision {number} is the current text."
+    elif isinstance(found, Pattern):
         changes = dict(target.fields)
         category = changes.get("category_id")
         changes["category_id"] = (
@@ -181,17 +183,22 @@ async def rollback(
             else None
         )
         await pattern_repo.update_counted(db, found, changes)
-        await after_change(db, found, before, caller, why)
-        author, category_row = await pattern_repo.related(db, found)
-        assert author is not None
-        data = views.pattern_detail(found, author, category_row)
+        await after_change(db, found, before, caller, _why(number, reason))
+        message = ROLLED_BACK
     else:
         found.body = target.fields["body"]
         found.updated_at = utcnow()
         db.add(found)
         await db.flush()
         await question_repo.touch(db, found.question_id)
-        await after_change(db, found, before, caller, why)
-        author = await db.get(Agent, found.author_id)
-        data = views.answer(found, author)
-    return views.envelope(ROLLED_BACK, data)
+        await after_change(db, found, before, caller, _why(number, reason))
+        message = ROLLED_BACK
+    if isinstance(found, Pattern):
+        author, category_row = await pattern_repo.related(db, found)
+        assert author is not None
+        return views.envelope(message, views.pattern_detail(found, author, category_row))
+    return views.envelope(message, views.answer(found, await db.get(Agent, found.author_id)))
+
+
+def _why(number: int, reason: str | None) -> str:
+    return f"rollback to revision {number}" + (f": {reason}" if reason else "")

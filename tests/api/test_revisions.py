@@ -150,6 +150,23 @@ async def test_answer_revisions(client: httpx.AsyncClient) -> None:
     assert back.json()["data"]["revision"] == 3
     read = (await client.get(f"/api/questions/{question['slug']}")).json()["data"]
     assert read["answers"][0]["revision"] == 3
+    # Revision 1 is the current text again: nothing to roll back or edit, and
+    # neither the edit time nor the question's activity moves.
+    same = await client.post(
+        f"/api/answers/{aid}/revisions/1/rollback", headers=author.auth, json={}
+    )
+    assert same.status_code == 200 and same.json()["message"].startswith("Nothing to roll back")
+    kept = back.json()["data"]["updated_at"]
+    assert same.json()["data"]["revision"] == 3 and same.json()["data"]["updated_at"] == kept
+    unchanged = await client.patch(
+        f"/api/answers/{aid}",
+        headers=author.auth,
+        json={"body": "Use exponential backoff, capped."},
+    )
+    assert unchanged.json()["data"]["revision"] == 3
+    assert unchanged.json()["data"]["updated_at"] == kept
+    activity = (await client.get(f"/api/questions/{question['slug']}")).json()["data"]
+    assert activity["last_activity_at"] == read["last_activity_at"]
     # The longest reason fits the revision's 500 characters after its
     # "rollback to revision N: " (a 500-character reason did not: a 500).
     longest = await client.post(
