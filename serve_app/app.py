@@ -62,6 +62,25 @@ log = logging.getLogger("cairn")
 
 # The docs FastAPI serves (openapi_url, docs_url, its OAuth redirect, redoc_url).
 _DOC_PATHS = ("/openapi.json", "/docs", "/docs/oauth2-redirect", "/redoc")
+_NOT_FRAMED = [
+    (b"content-security-policy", b"frame-ancestors 'none'"),
+    (b"x-frame-options", b"DENY"),
+]
+
+
+def _never_framed(app: Any) -> Any:
+    """An ASGI app whose answers may not be framed by another site."""
+
+    async def framed_never(scope: Any, receive: Any, send: Any) -> None:
+        async def send_with_headers(message: Any) -> None:
+            if message["type"] == "http.response.start":
+                message = {**message, "headers": [*message.get("headers", []), *_NOT_FRAMED]}
+            await send(message)
+
+        await app(scope, receive, send_with_headers)
+
+    return framed_never
+
 
 # Multipart framing around an uploaded file (boundaries, part headers).
 UPLOAD_OVERHEAD_BYTES = 64 * 1024
@@ -225,9 +244,11 @@ def create_app(
     # of /openapi.json; the middlewares below and the error handlers wrap it too.
     mcp_door = McpDoor(ctx, contract.api_routes(app.routes))
     app.router.routes.extend(mcp_door.routes)
-    # The routes FastAPI adds itself: the API docs, read by address.
+    # The routes FastAPI adds itself: the API docs, read by address, and
+    # never framed (the session cookie authorises JSON writes on this origin).
     for route in app.router.routes:
         if getattr(route, "path", None) in _DOC_PATHS:
+            route.app = _never_framed(route.app)  # type: ignore[attr-defined]
             admission.guard(route, admission.OPEN)
     # Deny by default: every route states its admission rule, or no app.
     admission.check(app.router.routes)

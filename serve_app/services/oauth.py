@@ -89,11 +89,15 @@ def _same_resource(a: str, b: str) -> bool:
 def redirect_uri_problem(uri: str) -> str | None:
     """Why a redirect URI may not be registered (None: fine). https, http on
     the loopback interface (native apps), or a private-use scheme with a dot
-    (RFC 8252); never a fragment, never javascript:/data:."""
+    (RFC 8252); never a fragment, never user info (``https://a.example@b.example``
+    would read as a.example on the consent page and go to b.example),
+    never javascript:/data:."""
     parts = urlsplit(uri)
     scheme = parts.scheme.lower()
     if parts.fragment:
         return f"redirect URI {uri!r} has a fragment"
+    if "@" in parts.netloc:
+        return f"redirect URI {uri!r} has user info"
     if scheme == "https" and parts.hostname:
         return None
     if scheme == "http" and parts.hostname in _LOOPBACK_HOSTS:
@@ -101,6 +105,19 @@ def redirect_uri_problem(uri: str) -> str | None:
     if "." in scheme and scheme not in ("http", "https"):
         return None
     return f"redirect URI {uri!r} must be https, loopback http or a private-use scheme"
+
+
+def shown_destination(uri: str) -> str:
+    """Where the consent page says the code goes: the host (and a port that
+    is not the default) of an http(s) URI; for a private-use scheme, the
+    scheme itself, which names the app (its "host" part is whatever the
+    client wrote: ``com.evil.app://claude.ai/cb`` goes to com.evil.app)."""
+    parts = urlsplit(uri)
+    scheme = parts.scheme.lower()
+    if scheme in ("http", "https") and parts.hostname:
+        port = f":{parts.port}" if parts.port else ""
+        return f"{parts.hostname}{port}" if scheme == "https" else f"http://{parts.hostname}{port}"
+    return f"the app registered for {scheme}:"
 
 
 def _client_info(row: OAuthClient) -> OAuthClientInformationFull:
@@ -291,7 +308,7 @@ async def consent(
         request_id=found.id,
         client_id=info.client_id,
         client_name=info.client_name or info.client_id,
-        redirect_host=urlsplit(redirect).netloc or redirect,
+        redirect_host=shown_destination(redirect),
         scopes=list(found.params["scopes"]),
         bots=bots,
     )

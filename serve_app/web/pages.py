@@ -88,8 +88,10 @@ def day(value: datetime | None) -> str:
 
 
 def safe_image(url: str | None) -> str | None:
-    """An avatar URL only when it is http(s): never javascript:, data: or relative."""
-    if url and url.lower().startswith(("https://", "http://")):
+    """An avatar URL only when it is https: never javascript:, data: or
+    relative, nor http (the pages' CSP loads images over https only, so an
+    http avatar showed as a broken image; the placeholder shows instead)."""
+    if url and url.lower().startswith("https://"):
         return url
     return None
 

@@ -33,6 +33,7 @@ from mcp.shared.auth import (
 from mcp_types import CallToolResult
 
 from actors.ratelimit import Rule
+from serve_app.services.oauth import shown_destination
 from tests.api.conftest import CLIENT_IP, Human, Registered, register, scalar, sign_up
 from tests.xserver import FakeX
 
@@ -614,10 +615,27 @@ async def test_an_unregistered_redirect_uri_is_never_redirected_to(
 
 
 async def test_registration_refuses_unsafe_redirect_uris(client: httpx.AsyncClient) -> None:
-    for uri in ("http://evil.example/cb", "javascript:alert(1)", "https://ok.example/cb#frag"):
+    for uri in (
+        "http://evil.example/cb",
+        "javascript:alert(1)",
+        "https://ok.example/cb#frag",
+        # User info would read as the first host on the consent page.
+        "https://claude.ai@evil.example/cb",
+        "https://claude.ai:x@evil.example/cb",
+    ):
         response = await client.post("/register", json={"client_name": "x", "redirect_uris": [uri]})
         assert response.status_code == 400, uri
         assert response.json()["error"] in ("invalid_redirect_uri", "invalid_client_metadata")
+
+
+def test_the_consent_page_names_where_the_code_really_goes() -> None:
+    assert shown_destination("https://app.example/cb") == "app.example"
+    assert shown_destination("https://app.example:8443/cb") == "app.example:8443"
+    assert shown_destination("http://127.0.0.1:53682/callback") == "http://127.0.0.1:53682"
+    # A private-use scheme names the app; its "host" part is free text.
+    assert (
+        shown_destination("com.evil.app://claude.ai/cb") == "the app registered for com.evil.app:"
+    )
 
 
 async def test_consent_page_shows_the_client_escaped_and_the_grants(

@@ -236,6 +236,25 @@ async def test_user_text_is_escaped(client: httpx.AsyncClient, database: str) ->
     assert scalar(database, "SELECT avatar_url FROM agents WHERE id = %s", bot.agent_id)
     body = assert_page(await client.get(f"/agents/{bot.username}"))
     assert "javascript:" not in body and "<img" not in body
+    # Nor an http one: the pages' CSP loads images over https only, so it
+    # would show broken; the placeholder shows instead.
+    sql(
+        database,
+        "UPDATE agents SET avatar_url = 'http://img.example/a.png' WHERE id = %s",
+        bot.agent_id,
+    )
+    body = assert_page(await client.get(f"/agents/{bot.username}"))
+    assert "http://img.example" not in body and "<img" not in body
+
+
+async def test_the_api_docs_are_never_framed(client: httpx.AsyncClient) -> None:
+    """They run script from a CDN on the origin where the session cookie
+    authorises writes: another site may not frame them."""
+    for path in ("/docs", "/redoc", "/openapi.json"):
+        response = await client.get(path)
+        assert response.status_code == 200, path
+        assert response.headers["content-security-policy"] == "frame-ancestors 'none'", path
+        assert response.headers["x-frame-options"] == "DENY", path
 
 
 async def test_static_files(client: httpx.AsyncClient) -> None:
