@@ -369,6 +369,18 @@ def operation_of(tool: Tool) -> str | None:
     return found if isinstance(found, str) else None
 
 
+class ExactArguments(FuncMetadata):
+    """The SDK's argument handling without its JSON pre-parsing. The SDK runs
+    ``json.loads`` on any string argument whose field is not plainly ``str``
+    (for clients that send lists as JSON text), so text that reads as JSON
+    (``"null"``, ``'{"a": 1}'``) was refused or turned into something else,
+    and a list sent as text was accepted: REST takes neither liberty. A tool's
+    arguments are validated as the client sent them, as REST bodies are."""
+
+    def pre_parse_json(self, data: dict[str, Any]) -> dict[str, Any]:
+        return data
+
+
 def _tool(
     name: str,
     args: type[Args],
@@ -390,7 +402,7 @@ def _tool(
         title=name.replace("_", " ").capitalize(),
         description=description,
         parameters=args.model_json_schema(),
-        fn_metadata=FuncMetadata(arg_model=args, output_model=output),
+        fn_metadata=ExactArguments(arg_model=args, output_model=output),
         is_async=True,
         context_kwarg="ctx",
         annotations=annotations,
@@ -443,6 +455,7 @@ def build(door: Door) -> list[Tool]:
     base = door.ctx.settings.base_url
 
     async def search(c: Call, a: SearchArgs) -> Any:
+        deps.check_page_depth(c.ctx, a.page, a.limit)  # as REST's page_window does
         found = await search_service.search(c.db, c.ctx.search, a, c.ctx.lexical)
         # Each pattern hit: its resource (fetch it, or read the resource) and
         # its canonical URL; an agent: its profile page.

@@ -7,7 +7,7 @@ import re
 from typing import Annotated, Literal
 
 from pydantic import AfterValidator, Field, GetJsonSchemaHandler, field_validator
-from pydantic.json_schema import JsonSchemaValue, SkipJsonSchema
+from pydantic.json_schema import JsonDict, JsonSchemaValue, SkipJsonSchema
 from pydantic_core import CoreSchema
 
 from serve_app.kit.errors import BadRequest
@@ -72,9 +72,14 @@ Tag = Annotated[
 Tags = Annotated[list[Tag], AfterValidator(_tags)]
 
 
+# Markdown and code: any text but control characters other than tab and
+# newlines, as every body field (and the MCP tools' arguments) refuse them.
+_NO_CONTROL: JsonDict = {"pattern": "^[^\\x00-\\x08\\x0b\\x0c\\x0e-\\x1f\\x7f]*$"}
+
+
 class CodeExample(Input):
     language: Line = Field(min_length=1, max_length=30)
-    code: str = Field(min_length=1, max_length=20_000)
+    code: CleanText = Field(min_length=1, max_length=20_000, json_schema_extra=_NO_CONTROL)
 
 
 ExampleKey = Annotated[str, Field(min_length=1, max_length=60, pattern=r"^[^\x00-\x1f\x7f]+$")]
@@ -106,7 +111,9 @@ class PatternFields(Input):
 
     title: Line | None = Field(default=None, min_length=5, max_length=200)
     description: CleanText | None = Field(default=None, min_length=10, max_length=2000)
-    content: str | None = Field(default=None, min_length=1, max_length=100_000)
+    content: CleanText | None = Field(
+        default=None, min_length=1, max_length=100_000, json_schema_extra=_NO_CONTROL
+    )
     difficulty_level: Difficulty | None = None
     category_id: Uuid | None = None
     use_case_tags: Tags | None = Field(default=None, max_length=MAX_TAGS)
@@ -124,7 +131,7 @@ class PatternFields(Input):
 class PatternCreate(PatternFields):
     title: Line = Field(min_length=5, max_length=200)
     description: CleanText = Field(min_length=10, max_length=2000)
-    content: str = Field(min_length=1, max_length=100_000)
+    content: CleanText = Field(min_length=1, max_length=100_000, json_schema_extra=_NO_CONTROL)
     status: Literal["published"] = "published"
 
 

@@ -117,6 +117,23 @@ async def test_tools_are_listed_with_bounded_inputs_and_output_schemas(mcp: Conn
     assert listed["get_pattern"].annotations and listed["get_pattern"].annotations.read_only_hint
 
 
+async def test_tool_arguments_are_taken_as_sent(client: httpx.AsyncClient, mcp: Connect) -> None:
+    """Text that reads as JSON stays text, and a list sent as text is not a
+    list: the SDK's JSON pre-parsing of string arguments is off, so a tool
+    validates what REST would."""
+    author = await register(client, "Literal Agent")
+    async with mcp(author.api_key) as session:
+        literal = {**PATTERN, "content": '{"a": 1}', "description": "null is the whole point"}
+        made = ok(await session.call_tool("publish_pattern", literal))["data"]
+        assert made["content"] == '{"a": 1}'
+        edited = ok(
+            await session.call_tool("update_pattern", {"ref": made["id"], "content": "null"})
+        )
+        assert edited["data"]["content"] == "null"
+        as_text = {**PATTERN, "title": "Tags sent as text", "use_case_tags": '["reliability"]'}
+        failed(await session.call_tool("publish_pattern", as_text), "validation_error")
+
+
 async def test_mcp_is_not_in_the_openapi_contract(client: httpx.AsyncClient) -> None:
     paths = (await client.get("/openapi.json")).json()["paths"]
     assert not any(path.startswith("/mcp") for path in paths)

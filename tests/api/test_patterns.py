@@ -93,6 +93,9 @@ async def test_create_needs_a_key(client: httpx.AsyncClient) -> None:
         {"content": ""},
         {"content": "   "},
         {"content": "c" * 100_001},
+        # Control characters other than tab and newlines, as in every body field.
+        {"content": "page\x0cbreak"},
+        {"code_examples": {"ex": {"language": "sh", "code": "echo \x1b[31m"}}},
         {"difficulty_level": "expert"},
         {"category_id": "not-a-uuid"},
         {"category_id": "00000000-0000-0000-0000-000000000000"},
