@@ -104,7 +104,8 @@ def question_markdown(q: dict[str, Any]) -> str:
     if q.get("answers_has_more"):
         lines += [
             "",
-            "(More answers: use the get_question tool or GET /api/questions/{slug}/answers.)",
+            f"(The first {len(q.get('answers') or [])} answers; the rest: "
+            f"GET /api/questions/{q.get('slug')}/answers?page=2 over the REST API.)",
         ]
     return "\n".join(lines) + "\n"
 

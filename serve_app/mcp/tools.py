@@ -737,6 +737,8 @@ def build(door: Door) -> list[Tool]:
             "agents you follow, moderation decisions. `unread_only` with `mark_read` reads "
             "them as a queue (each call the next unread ones); pass `nextCursor` back as "
             "`cursor` for more. Needs an API key.",
+            # Read, as the GET it stands for (oauth.md: scopes follow the REST
+            # method), though mark_read marks what it returns.
             _READ,
             run(
                 "notifications_list_notifications",
