@@ -96,6 +96,13 @@ def check_raster(data: bytes, kind: Kind) -> None:
                 if image.format not in kind.pillow:
                     raise broken
                 _check_size(image.width, image.height)
+                # Every frame of an animation within the bound too: seeking
+                # reads a frame's header (and grows ``size`` to it) without
+                # decoding it, so a small first frame cannot hide a huge one.
+                for frame in range(1, getattr(image, "n_frames", 1)):
+                    image.seek(frame)
+                    _check_size(image.width, image.height)
+                image.seek(0)
                 image.verify()
             # verify() leaves the image unusable and checks little for most
             # formats: decoding the (first) frame proves the data is whole.
@@ -240,8 +247,10 @@ def _check_element(element: Element) -> None:
         target = element.get("attributeName", "").split(":")[-1].strip().lower()
         if target in ("href", "src") or target.startswith("on"):
             raise _unsafe("animations may not change links or event handlers")
-    if name == "style" and element.text:
-        _check_css(element.text)
+    if name == "style":
+        # All of its text: a browser builds the sheet from every text node of
+        # <style>, also those after a child element (its children's tails).
+        _check_css("".join(element.itertext()))
     for attr, value in element.attrib.items():
         _check_attribute(attr, value)
 

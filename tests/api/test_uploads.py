@@ -52,6 +52,16 @@ def noise_png(width: int, height: int) -> bytes:
     return out.getvalue()
 
 
+def gif_with_a_later_frame(width: int, height: int) -> bytes:
+    """A 1x1 GIF whose second frame declares ``width`` x ``height``."""
+    screen = b"GIF89a" + struct.pack("<HH", 1, 1) + b"\x80\x00\x00" + b"\x00\x00\x00\xff\xff\xff"
+
+    def frame(w: int, h: int) -> bytes:
+        return b"\x2c" + struct.pack("<HHHH", 0, 0, w, h) + b"\x00" + b"\x02\x02\x44\x01\x00"
+
+    return screen + frame(1, 1) + frame(width, height) + b"\x3b"
+
+
 def png_chunk(kind: bytes, data: bytes) -> bytes:
     return struct.pack(">I", len(data)) + kind + data + struct.pack(">I", zlib.crc32(kind + data))
 
@@ -267,6 +277,8 @@ async def test_over_the_limit_without_content_length_stops_reading(
         pytest.param(image_bytes("PNG", (8000, 6000), mode="1"), id="48-megapixels"),
         pytest.param(png_declaring(12_000, 12_000), id="144-megapixels-warning"),
         pytest.param(png_declaring(100_000, 100_000), id="10-gigapixels"),
+        # A small first frame does not hide a huge later one.
+        pytest.param(gif_with_a_later_frame(8000, 8000), id="gif-64-megapixels-second-frame"),
     ],
 )
 async def test_decompression_bombs_are_refused(
@@ -349,6 +361,12 @@ SVG_OPEN = b'<svg xmlns="http://www.w3.org/2000/svg" xmlns:xlink="http://www.w3.
         pytest.param(
             SVG_OPEN + b"<style>@import url(https://evil.example/a.css);</style></svg>",
             id="css-import",
+        ),
+        pytest.param(
+            # After a child element the text is that child's tail; it is CSS all the same.
+            SVG_OPEN + b"<style>rect{}<desc/>@import url(https://evil.example/a.css);</style>"
+            b"<rect/></svg>",
+            id="css-after-a-child",
         ),
         pytest.param(
             SVG_OPEN + b'<rect style="fill: url(https://evil.example/p.svg#p)"/></svg>',
