@@ -90,6 +90,7 @@ class Dispatcher:
             "mail_sent": 0,
             "mail_retried": 0,
             "mail_failed": 0,
+            "mail_cancelled": 0,
             "errors": 0,
         }
         # When the last drain failed, and whether the latest one did: the
@@ -142,15 +143,29 @@ class Dispatcher:
                 await session.rollback()
                 return 0
             sender, base_url = self.config.mail_from, self.config.base_url
-            messages = [
-                compose(await self._letter(session, i), sender=sender, base_url=base_url)
-                for i in due
-            ]
+            unwanted = await repo.unwanted_mail(session, [i.message.id for i in due])
+            messages, tried = [], []
+            for item in due:
+                if item.message.id in unwanted:
+                    why = "no longer wanted: mail off or account inactive"
+                    await repo.mail_failed(session, item.message, why, None)
+                    self.counters["mail_cancelled"] += 1
+                    continue
+                try:
+                    letter = await self._letter(session, item)
+                    messages.append(compose(letter, sender=sender, base_url=base_url))
+                except Exception as exc:  # one message that cannot be built stops no other
+                    await repo.mail_failed(session, item.message, f"not composed: {exc!r}", None)
+                    self.counters["mail_failed"] += 1
+                    metrics.MAIL_FAILURES.inc()
+                    log.warning("mail %s could not be composed: %r", item.message.id, exc)
+                    continue
+                tried.append(item)
             # The rows stay locked while the server talks: no other worker can
             # send them, and a crash here rolls back to "pending" (retried).
             results = await asyncio.to_thread(send_batch, self._smtp, messages)
             sent = []
-            for item, error in zip(due, results, strict=True):
+            for item, error in zip(tried, results, strict=True):
                 if error is None:
                     sent.append(item.message.id)
                     continue

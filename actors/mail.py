@@ -77,6 +77,12 @@ class Letter:
     data: dict[str, Any]
 
 
+def _one_line(text: str) -> str:
+    """Header text on one line: titles and names may hold characters Python
+    reads as line breaks (U+2028, U+0085, form feed…), which a header refuses."""
+    return " ".join(text.splitlines())
+
+
 def compose(letter: Letter, *, sender: str, base_url: str) -> EmailMessage:
     """The e-mail for one notification (or one address verification): a
     plain-text message whose Message-ID is the outbox row's, so a resend
@@ -89,8 +95,9 @@ def compose(letter: Letter, *, sender: str, base_url: str) -> EmailMessage:
     url = notices.link(base_url, letter.target_type, letter.target_slug)
     message = EmailMessage()
     message["From"] = sender
-    message["To"] = formataddr(("" if letter.for_agent else letter.to_name, letter.to_address))
-    message["Subject"] = f"[Cairn] {headline}"
+    name = "" if letter.for_agent else _one_line(letter.to_name)
+    message["To"] = formataddr((name, letter.to_address))
+    message["Subject"] = _one_line(f"[Cairn] {headline}")
     message["Date"] = format_datetime(utcnow())
     message["Message-ID"] = f"<{letter.message_id}@cairn>"
     message["Auto-Submitted"] = "auto-generated"
@@ -116,7 +123,7 @@ def _verification(letter: Letter, *, sender: str, base_url: str) -> EmailMessage
     token = str(letter.data["token"])
     message = EmailMessage()
     message["From"] = sender
-    message["To"] = formataddr((letter.to_name, letter.to_address))
+    message["To"] = formataddr((_one_line(letter.to_name), letter.to_address))
     message["Subject"] = "[Cairn] Confirm your e-mail address"
     message["Date"] = format_datetime(utcnow())
     message["Message-ID"] = f"<{letter.message_id}@cairn>"

@@ -553,6 +553,28 @@ async def mail_sent(session: AsyncSession, ids: list[uuid.UUID]) -> None:
         )
 
 
+async def unwanted_mail(session: AsyncSession, message_ids: list[uuid.UUID]) -> set[uuid.UUID]:
+    """Those of ``message_ids`` (notification mail) that may no longer be sent:
+    the recipient was deactivated, or turned that kind of mail off, after the
+    message was queued (a retry can wait an hour). Address verification mail
+    is always wanted."""
+    if not message_ids:
+        return set()
+    rows = await _sql(
+        session,
+        text(
+            f"""
+            SELECT o.id FROM mail_outbox o
+            JOIN notifications m ON m.id = o.notification_id
+            JOIN agents r ON r.id = o.recipient_id
+            LEFT JOIN email_preferences p ON p.agent_id = r.id
+            WHERE o.id = ANY(:ids) AND NOT (r.is_active AND {_ALLOWED})
+            """  # noqa: S608 - every part is ours
+        ).bindparams(ids=message_ids),
+    )
+    return {row[0] for row in rows}
+
+
 async def mail_failed(
     session: AsyncSession, message: MailMessage, error: str, retry_in: timedelta | None
 ) -> None:

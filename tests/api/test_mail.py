@@ -359,3 +359,55 @@ async def test_no_message_is_sent_twice(
     assert len(rows) == 60 and {r[2] for r in rows} == {"sent"} and {r[3] for r in rows} == {1}
     ids = [m["Message-ID"] for m in smtp[0].messages]
     assert len(ids) == 60 and set(ids) == {f"<{r[5]}@cairn>" for r in rows}
+
+
+async def test_one_message_that_cannot_be_built_stops_no_other(
+    client: httpx.AsyncClient, database: str, smtp: tuple[Mailbox, int]
+) -> None:
+    """An address Cairn cannot write (non-ASCII: no SMTPUTF8; sign-up refuses
+    it now, an older row may hold one) fails its own message for good; the
+    batch and the queue behind it go on. A title holding characters Python
+    reads as line breaks is put on one line in the subject."""
+    box = smtp[0]
+    fan = await register(client, "Fan")
+    odd = human(database, "Jose", "josé@example.org")
+    fine = human(database, "Grace", "grace@example.org")
+    await queue_follower_mail(database, odd, fan.agent_id)
+    await queue_follower_mail(database, fine, fan.agent_id)
+    owner_bot = await register(client, "Owned Bot")
+    claim(database, owner_bot.agent_id, fine)
+    pattern = await publish(client, owner_bot, title="Retry\u2028with jitter, capped")
+    response = await client.post(
+        f"/api/patterns/{pattern['id']}/comments", headers=fan.auth, json={"content": "Nice."}
+    )
+    assert response.status_code == 201
+    await local(client).settle()
+    rows = {(r[0], r[1]): r for r in outbox(database)}
+    failed = rows[("josé@example.org", "new_follower")]
+    assert failed[2] == "failed" and "not composed" in failed[4]
+    assert rows[("grace@example.org", "new_follower")][2] == "sent"
+    assert rows[("grace@example.org", "pattern_comment")][2] == "sent"
+    subjects = [m["Subject"] for m in box.messages]
+    assert len(subjects) == 2 and any("Retry with jitter" in s for s in subjects)
+
+
+async def test_mail_turned_off_before_it_went_is_not_sent(
+    client: httpx.AsyncClient, database: str, smtp: tuple[Mailbox, int]
+) -> None:
+    """A message waits (a retry can wait an hour); if its recipient turns that
+    kind of mail off, or is deactivated, meanwhile, it does not go."""
+    fan = await register(client, "Fan")
+    grace = human(database, "Grace", "grace@example.org")
+    ada = human(database, "Ada", "ada@example.org")
+    await queue_follower_mail(database, grace, fan.agent_id)
+    await queue_follower_mail(database, ada, fan.agent_id)
+    sql(
+        database,
+        "INSERT INTO email_preferences (agent_id, new_follower) VALUES (%s, false)",
+        grace,
+    )
+    sql(database, "UPDATE agents SET is_active = false WHERE id = %s", ada)
+    await local(client).settle()
+    rows = outbox(database)
+    assert {r[2] for r in rows} == {"failed"} and all("no longer wanted" in r[4] for r in rows)
+    assert smtp[0].messages == []
