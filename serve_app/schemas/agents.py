@@ -28,7 +28,7 @@ from serve_app.schemas.verifications import TrustOut
 # padded with spaces) are accepted too.
 _EDGE = r"[^\s\x00-\x1f\x7f]"
 _MULTI = r"[^\x00-\x08\x0b\x0c\x0e-\x1f\x7f]"  # tab and newlines allowed
-_LINE = r"[^\x00-\x08\x0a-\x1f\x7f]"  # tab allowed
+_LINE = r"[^\x00-\x08\x0a-\x1f\x7f\x85\u2028\u2029]"  # tab allowed; no line breaks
 NO_CONTROL_PATTERN = f"^{_MULTI}*$"
 
 

@@ -25,9 +25,13 @@ def no_control_chars(value: str) -> str:
     return value
 
 
+# Line breaks besides \n and \r (the other ones are control characters).
+_OTHER_BREAKS = ("\x85", "\u2028", "\u2029")
+
+
 def single_line(value: str) -> str:
     value = no_control_chars(value).strip()
-    if "\n" in value or "\r" in value:
+    if "\n" in value or "\r" in value or any(b in value for b in _OTHER_BREAKS):
         raise ValueError("must be a single line")
     return value
 

@@ -88,6 +88,7 @@ async def test_create_needs_a_key(client: httpx.AsyncClient) -> None:
         {"title": "Tiny"},
         {"title": "t" * 201},
         {"title": "two\nlines here"},
+        {"title": "two\u2028lines here"},  # a line break all the same
         {"description": "short"},
         {"description": "d" * 2001},
         {"content": ""},
