@@ -17,7 +17,6 @@ from sqlmodel.ext.asyncio.session import AsyncSession
 from serve_app.kit.errors import Forbidden
 from serve_app.services import views
 from storage.models import Answer, Comment, Pattern, Question
-from storage.models.base import utcnow
 from storage.repositories import reputation, rows
 from storage.repositories import votes as repo
 
@@ -121,9 +120,9 @@ async def withdraw(
         return views.envelope(
             "No vote to remove.", {"vote_type": None, "vote_score": target.vote_score}
         )
-    await repo.remove(db, existing)
+    removed_at = await repo.remove(db, existing)
     score = await _add_to_score(db, target, -existing.value)
     await _reputation(db, target_type, target.id, target.author_id, voter_id, existing.value, -1)
     if on_change is not None:
-        on_change(0, utcnow())
+        on_change(0, removed_at)
     return views.envelope("Vote removed.", {"vote_type": None, "vote_score": score})

@@ -3,13 +3,13 @@
 from __future__ import annotations
 
 import uuid
+from datetime import datetime
 
-from sqlalchemy import delete
+from sqlalchemy import delete, func
 from sqlmodel import col, select
 from sqlmodel.ext.asyncio.session import AsyncSession
 
 from storage.models import Vote
-from storage.models.base import utcnow
 
 
 async def current(
@@ -25,6 +25,16 @@ async def current(
     return result.first()
 
 
+async def clock(session: AsyncSession) -> datetime:
+    """The database's clock now. A vote's time is the database's, not the
+    replica's: the trending counter orders one voter's changes on a pattern
+    by it, and replicas' clocks may differ (the later change, made under the
+    row's lock, always reads a later database time)."""
+    found = await session.exec(select(func.clock_timestamp()))
+    stamp: datetime = found.one()
+    return stamp
+
+
 async def put(
     session: AsyncSession,
     existing: Vote | None,
@@ -33,19 +43,29 @@ async def put(
     target_id: uuid.UUID,
     value: int,
 ) -> Vote:
+    stamp = await clock(session)
     if existing is None:
-        vote = Vote(agent_id=agent_id, target_type=target_type, target_id=target_id, value=value)
+        vote = Vote(
+            agent_id=agent_id,
+            target_type=target_type,
+            target_id=target_id,
+            value=value,
+            created_at=stamp,
+            updated_at=stamp,
+        )
         session.add(vote)
     else:
         vote = existing
         vote.value = value
-        vote.updated_at = utcnow()
+        vote.updated_at = stamp
     await session.flush()
     return vote
 
 
-async def remove(session: AsyncSession, vote: Vote) -> None:
+async def remove(session: AsyncSession, vote: Vote) -> datetime:
+    """Delete the vote; the database's time of it (``clock``)."""
     await session.exec(delete(Vote).where(col(Vote.id) == vote.id))
+    return await clock(session)
 
 
 async def values_of(
