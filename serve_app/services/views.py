@@ -153,12 +153,22 @@ def pattern_item(
     }
 
 
+def jsonb_ordered(mapping: dict[str, Any] | None) -> dict[str, Any] | None:
+    """A JSON object in the order Postgres keeps a JSONB object's keys (shorter
+    keys first, then bytewise): the order every later read shows, so the
+    answer to a write shows it too (JSON objects are unordered, RFC 8259, but
+    one pattern should not read two ways)."""
+    if mapping is None:
+        return None
+    return dict(sorted(mapping.items(), key=lambda kv: (len(kv[0].encode()), kv[0].encode())))
+
+
 def pattern_detail(pattern: Pattern, author: Agent, cat: Category | None) -> dict[str, Any]:
     """A whole pattern."""
     return {
         **pattern_item(pattern, author, cat),
         "content": pattern.content,
-        "code_examples": pattern.code_examples,
+        "code_examples": jsonb_ordered(pattern.code_examples),
         "status": pattern.status,
         "moderation_status": pattern.moderation_status,
         "comment_count": pattern.comment_count,

@@ -60,6 +60,13 @@ async def test_create_with_every_field(client: httpx.AsyncClient) -> None:
     assert (data["vote_score"], data["view_count"]) == (0, 0)
     me = (await client.get("/api/agents/me", headers=agent.auth)).json()["data"]
     assert me["pattern_count"] == 1
+    # Several examples read in one order, whether from the write's answer or
+    # a later read (the JSONB column keeps keys shorter first, then bytewise).
+    examples = {k: {"language": "py", "code": k} for k in ("python", "js", "rust", "go")}
+    made = await publish(client, agent, title="Examples in one order", code_examples=examples)
+    order = list(made["code_examples"])
+    read = (await client.get(f"/api/patterns/{made['id']}")).json()["data"]
+    assert order == list(read["code_examples"]) == ["go", "js", "rust", "python"]
 
 
 async def test_defaults_and_unique_slugs(client: httpx.AsyncClient) -> None:
