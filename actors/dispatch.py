@@ -152,8 +152,11 @@ class Dispatcher:
                     self.counters["mail_cancelled"] += 1
                     continue
                 try:
-                    letter = await self._letter(session, item)
-                    messages.append(compose(letter, sender=sender, base_url=base_url))
+                    # A savepoint: a database error building one message (its
+                    # verification token) leaves the batch's transaction usable.
+                    async with session.begin_nested():
+                        letter = await self._letter(session, item)
+                        messages.append(compose(letter, sender=sender, base_url=base_url))
                 except Exception as exc:  # one message that cannot be built stops no other
                     await repo.mail_failed(session, item.message, f"not composed: {exc!r}", None)
                     self.counters["mail_failed"] += 1

@@ -292,7 +292,7 @@ def database_tables(url: str) -> list[str]:
 class Target:
     """Where to restore: the database URL, the state folder, whether the HMAC
     key should be written there (else ``env_secret``, CAIRN_SECRET_KEY, is the
-    key), and the folder of the node's BM25 indexes (a cache of the database,
+    key), and this node's folder of BM25 indexes (a cache of the database,
     removed so that it is rebuilt from the restored rows)."""
 
     database_url: str
@@ -367,8 +367,10 @@ def restore(backup_dir: Path, target: Target, progress: Progress, *, force: bool
             "refusing to overwrite: " + "; ".join(in_the_way) + " (--force replaces them)"
         )
     url = target.database_url
-    aside = False
-    if force and database_tables(url):
+    uploads = target.state_dir / "uploads"
+    staged = target.state_dir / "uploads.restoring"
+    replacing = force and bool(database_tables(url))
+    if replacing:
         others = _other_sessions(url)
         if others:
             raise BackupError(
@@ -380,13 +382,25 @@ def restore(backup_dir: Path, target: Target, progress: Progress, *, force: bool
                 f"schema {ASIDE} exists: an earlier restore stopped before it finished, and it "
                 "holds the tables from before it; look, then DROP SCHEMA it or rename it back"
             )
+    try:
+        if staged.exists():  # a restore killed while copying left it
+            shutil.rmtree(staged)
+        if target.lexical_dir is not None and target.lexical_dir.exists():
+            # This node's BM25 indexes are named after the database's identity,
+            # which a restore into the same database keeps: the old index
+            # would pass for the restored rows'. A cache, rebuilt on start;
+            # removed before anything else changes, so a failure here is one.
+            progress(f"removing this node's BM25 indexes ({target.lexical_dir})")
+            shutil.rmtree(target.lexical_dir)
+    except OSError as exc:
+        raise BackupError(f"could not clear {exc.filename}: {exc.strerror}") from exc
+    aside = False
+    if replacing:
         progress(f"moving the target's tables aside (schema public -> {ASIDE})")
         with psycopg.connect(libpq_url(url), autocommit=True) as conn, conn.transaction():
             conn.execute(f"ALTER SCHEMA public RENAME TO {ASIDE}")
             conn.execute("CREATE SCHEMA public")
         aside = True
-    uploads = target.state_dir / "uploads"
-    staged = target.state_dir / "uploads.restoring"
     try:
         progress(f"restoring {len(manifest['database']['tables'])} tables")
         _run_tool(
@@ -442,9 +456,4 @@ def restore(backup_dir: Path, target: Target, progress: Progress, *, force: bool
     if target.secret_in_state and saved_key.is_file():
         target.state_dir.mkdir(parents=True, exist_ok=True)
         replace_private(target.state_dir / SECRET_FILE, saved_key.read_bytes())
-    if target.lexical_dir is not None and target.lexical_dir.exists():
-        # Named after the database's identity, which a restore into the same
-        # database keeps: the old index would pass for the restored rows'.
-        progress(f"removing the BM25 indexes of the data before ({target.lexical_dir})")
-        shutil.rmtree(target.lexical_dir)
     return counts

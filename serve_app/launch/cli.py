@@ -368,7 +368,7 @@ def cmd_restore(args: argparse.Namespace) -> int:
         env_secret=(
             settings.secret_key.get_secret_value().encode() if settings.secret_key else None
         ),
-        lexical_dir=lexical.parent if lexical is not None else None,
+        lexical_dir=lexical,  # this node's folder, not the (maybe shared) base
     )
     source = Path(args.path).expanduser().resolve()
     say = lambda m: print(f"cairn restore: {m}", flush=True)  # noqa: E731

@@ -13,7 +13,7 @@ from sqlmodel.ext.asyncio.session import AsyncSession
 from serve_app.kit.errors import Forbidden, NotFound
 from serve_app.schemas.comments import CommentCreate
 from serve_app.schemas.questions import AnswerCreate, AnswerUpdate
-from serve_app.services import agents, comments, notifications, revisions, views
+from serve_app.services import agents, comments, notifications, revisions, views, votes
 from serve_app.services.questions import answers_shown
 from serve_app.services.questions import find as find_question
 from storage import access
@@ -225,9 +225,14 @@ async def delete(db: AsyncSession, answer_id: uuid.UUID, caller: Agent) -> dict[
     if answer.is_accepted:
         await _set_accepted(db, question, answer, False)
     comment_ids = await repo.lock_comments(db, answer.id)
-    # Everything its author earned on it (votes, verifications; the acceptance
-    # was undone above) is taken back: reputation follows what exists.
-    earned = await reputation.earned_on(db, answer.author_id, "answer", answer.id)
+    # What its author earned on it is taken back (the acceptance was undone
+    # above): its standing votes' worth (a vote whose voter's account went
+    # was taken back then, with the vote), and its verification credit.
+    up, down = votes.REPUTATION["answer"]
+    earned = sum(up if v.value > 0 else down for v in await repo.votes_on(db, "answer", answer.id))
+    earned += await reputation.earned_on(
+        db, answer.author_id, "answer", answer.id, "verified_working"
+    )
     await repo.remove_answer(db, answer.id, comment_ids)
     await reputation.record(
         db, answer.author_id, -earned, "answer_deleted", source_type="answer", source_id=answer.id

@@ -513,7 +513,9 @@ async def exchange_refresh(
     found = await repo.token(db, token_hash)
     if found is None or not await _grant_usable(db, found[1]):
         return Refused("invalid_grant", _GRANT_GONE)
-    return await _issue(ctx, db, found[1].id, family, scopes, refresh_scopes=list(refresh.scopes))
+    # Writing implies reading here too (a refresh narrowed to cairn:write alone).
+    asked = keys.granted_scopes(scopes) if scopes else list(refresh.scopes)
+    return await _issue(ctx, db, found[1].id, family, asked, refresh_scopes=list(refresh.scopes))
 
 
 async def load_access(ctx: AppContext, db: AsyncSession, token: str) -> CairnAccess | None:

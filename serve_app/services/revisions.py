@@ -165,7 +165,8 @@ async def rollback(
     reason: str | None,
 ) -> dict[str, Any]:
     """Put revision ``number``'s fields back (the author or staff); this
-    writes a new revision, so history only grows."""
+    writes a new revision, so history only grows. Revision ``number`` being
+    the current text already, nothing is written (and the answer says so)."""
     found, _ = await verifications.item(db, kind, ref, caller, lock=True)
     if found.author_id != caller.id and not access.is_staff(caller):
         raise Forbidden(f"Only the author or staff can roll back this {kind}.")

@@ -35,10 +35,10 @@ from storage.repositories import search as repo
 # Results are ranked up to this depth; deeper pages are refused (a search
 # is for the best matches, a list for browsing everything).
 MAX_RESULTS = 1000
-# The first FIRST_DEPTH results come from a ranking to that depth (the halves'
+# The first results come from a ranking to FIRST_DEPTH (the halves'
 # candidates each; the ranking evaluation fuses the 100 best of each half
-# too); the rest from a ranking to MAX_RESULTS, less what the first ones
-# showed. A fusion over more candidates orders them differently, so a depth
+# too), as many as are visible; the rest from a ranking to MAX_RESULTS, less
+# what the first one showed. A fusion over more candidates orders them differently, so a depth
 # that grew with the page repeated hits on one page and skipped others, and a
 # depth that only reached the page's end could never say a next page exists
 # (docs/decisions/search.md, "Pages").
@@ -161,9 +161,10 @@ async def search(
     end = query.page * query.limit
     hydration = 0.0
 
-    async def to_depth(depth: int) -> tuple[str, list[tuple[Hit, uuid.UUID]]]:
+    async def to_depth(depth: int) -> tuple[str, list[tuple[Hit, uuid.UUID]], bool]:
         # Every hit is checked for visibility (the total counts those that may
         # be found now, to the depth ranked); only the page's are read in full.
+        # Also whether the ranking was cut at the depth (more may follow).
         nonlocal hydration
         mode, hits = await ranked(
             db, semantic, lexical, KINDS[query.type], text, depth, query.use_semantic
@@ -171,17 +172,17 @@ async def search(
         t0 = time.perf_counter()
         visible = trust_prior(await _visible(db, hits))
         hydration += time.perf_counter() - t0
-        return mode, visible
+        return mode, visible, len(hits) >= depth
 
-    mode, found = await to_depth(FIRST_DEPTH)
-    if end >= FIRST_DEPTH:
-        # Past the first results: the deeper ranking, less what they showed,
-        # after them, so that no hit shows twice and none is skipped.
-        deep_mode, deeper = await to_depth(MAX_RESULTS)
+    mode, found, cut = await to_depth(FIRST_DEPTH)
+    if cut and end >= len(found):
+        # The page reaches past what the first ranking shows (its visible
+        # hits), and it was cut: the deeper ranking, less what the first one
+        # showed, after it, so that no hit shows twice and none is skipped.
+        deep_mode, deeper, _ = await to_depth(MAX_RESULTS)
         if deep_mode == mode:
-            first = found[:FIRST_DEPTH]
-            shown = {(h.kind, h.search_id) for h, _ in first}
-            found = first + [f for f in deeper if (f[0].kind, f[0].search_id) not in shown]
+            shown = {(h.kind, h.search_id) for h, _ in found}
+            found = found + [f for f in deeper if (f[0].kind, f[0].search_id) not in shown]
         else:  # a half stopped answering between the two
             mode, found = deep_mode, deeper
     # ``type=all`` ranks each kind to the depth: the best MAX_RESULTS of both.

@@ -153,14 +153,17 @@ def pattern_item(
     }
 
 
-def jsonb_ordered(mapping: dict[str, Any] | None) -> dict[str, Any] | None:
-    """A JSON object in the order Postgres keeps a JSONB object's keys (shorter
-    keys first, then bytewise): the order every later read shows, so the
-    answer to a write shows it too (JSON objects are unordered, RFC 8259, but
-    one pattern should not read two ways)."""
-    if mapping is None:
-        return None
-    return dict(sorted(mapping.items(), key=lambda kv: (len(kv[0].encode()), kv[0].encode())))
+def jsonb_ordered(value: Any) -> Any:
+    """JSON in the order Postgres keeps a JSONB object's keys (shorter keys
+    first, then bytewise), at every level: the order every later read shows,
+    so the answer to a write shows it too (JSON objects are unordered, RFC
+    8259, but one pattern should not read two ways)."""
+    if isinstance(value, dict):
+        ordered = sorted(value.items(), key=lambda kv: (len(kv[0].encode()), kv[0].encode()))
+        return {k: jsonb_ordered(v) for k, v in ordered}
+    if isinstance(value, list):
+        return [jsonb_ordered(v) for v in value]
+    return value
 
 
 def pattern_detail(pattern: Pattern, author: Agent, cat: Category | None) -> dict[str, Any]:

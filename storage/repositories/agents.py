@@ -37,12 +37,14 @@ async def other_admins(session: AsyncSession, admin_id: uuid.UUID) -> int:
     """How many active admins there are besides ``admin_id``. Every active
     admin's row is locked, in id order (``admin_id``'s too), so two admins
     deleting themselves at once run one after the other, and the second
-    counts no one."""
+    counts no one. FOR NO KEY UPDATE: it serialises those, and leaves alone
+    the key-share locks of rows that merely reference an admin (a comment
+    on their pattern, a vote), which FOR UPDATE would hold up."""
     found = await session.exec(
         select(col(Agent.id))
         .where(col(Agent.role) == "admin", col(Agent.is_active))
         .order_by(col(Agent.id))
-        .with_for_update()
+        .with_for_update(key_share=True)
     )
     return sum(1 for agent_id in found.all() if agent_id != admin_id)
 

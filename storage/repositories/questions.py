@@ -243,6 +243,13 @@ async def lock_comments(session: AsyncSession, answer_id: uuid.UUID) -> list[uui
     return list(found.all())
 
 
+async def votes_on(session: AsyncSession, target_type: str, target_id: uuid.UUID) -> list[Vote]:
+    found = await session.exec(
+        select(Vote).where(col(Vote.target_type) == target_type, col(Vote.target_id) == target_id)
+    )
+    return list(found.all())
+
+
 async def remove_answer(
     session: AsyncSession, answer_id: uuid.UUID, comment_ids: Sequence[uuid.UUID]
 ) -> None:

@@ -64,14 +64,19 @@ async def has_event(
 
 
 async def earned_on(
-    session: AsyncSession, agent_id: uuid.UUID, source_type: str, source_id: uuid.UUID
+    session: AsyncSession,
+    agent_id: uuid.UUID,
+    source_type: str,
+    source_id: uuid.UUID,
+    reason: str,
 ) -> int:
-    """What ``agent_id``'s events on one source add up to (what it earned there)."""
+    """What ``agent_id``'s events of ``reason`` on one source add up to."""
     found = await session.exec(
         select(func.coalesce(func.sum(ReputationEvent.delta), 0)).where(
             col(ReputationEvent.agent_id) == agent_id,
             col(ReputationEvent.source_type) == source_type,
             col(ReputationEvent.source_id) == source_id,
+            col(ReputationEvent.reason) == reason,
         )
     )
     return int(found.one())

@@ -194,6 +194,7 @@ async def store_embeddings(
     if not rows:
         return
     table = searchable(kind).table
+    rows = sorted(rows, key=lambda r: r[0])  # rows locked in one order, as far as it goes
     await session.exec(  # type: ignore[call-overload]
         text(
             "INSERT INTO embeddings (kind, item_id, model, text_hash, vector) "  # noqa: S608

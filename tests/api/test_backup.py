@@ -13,6 +13,7 @@ import json
 import os
 import secrets
 import shutil
+import socket
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -229,16 +230,27 @@ async def test_backup_and_restore_round_trip(
     other_key = restore_forced(backup_dir, CAIRN_SECRET_KEY="x" * 64)
     assert other_key.returncode == 1 and "CAIRN_SECRET_KEY" in other_key.stderr
     assert table_sums(url) == changed
-    # The node's BM25 indexes are a cache of the database: rebuilt, not kept.
-    stale_index = fresh_state / "bm25" / "host" / "index"
+    # This node's BM25 indexes are a cache of the database: rebuilt, not kept
+    # (another host's folder on a shared base stays); and a partial copy of
+    # the uploads left by a killed restore never replaces the live ones.
+    stale_index = fresh_state / "bm25" / socket.gethostname() / "index"
     stale_index.parent.mkdir(parents=True)
     stale_index.write_text("from before the restore")
+    other_host = fresh_state / "bm25" / "another-host" / "index"
+    other_host.parent.mkdir(parents=True)
+    other_host.write_text("another node's")
+    leftover = fresh_state / "uploads.restoring" / "partial"
+    leftover.parent.mkdir(parents=True)
+    leftover.write_text("a killed restore's partial copy")
     forced = restore_forced(backup_dir)
     assert forced.returncode == 0, forced.stderr + forced.stdout
     assert "moving the target's tables aside" in forced.stdout
     assert f"DROP SCHEMA {backup.ASIDE} CASCADE" in forced.stdout
     assert table_sums(url) == before
-    assert not (fresh_state / "bm25").exists()
+    assert not stale_index.parent.exists() and other_host.exists()
+    assert not (fresh_state / "uploads.restoring").exists()
+    if local:
+        assert file_sums(fresh_state / "uploads") == files_before
 
 
 def test_a_database_password_stays_off_the_command_line() -> None:
