@@ -1,9 +1,11 @@
 """The MCP server's OAuth door: the authorization server's endpoints (RFC 8414
 metadata, authorize, token, register, revoke) and the protected resource
-metadata of ``/mcp`` (RFC 9728), all answered by the MCP SDK's own handlers
+metadata of ``/mcp`` (RFC 9728), answered by the MCP SDK's own handlers
 (mcp.server.auth) over ``Provider``, which keeps the state through
 services/oauth.py, one transaction per step. The rules and the consent are
-Cairn's (docs/decisions/oauth.md); the protocol is the SDK's.
+Cairn's (docs/decisions/oauth.md); the protocol is the SDK's, but where its
+handlers fall short of the RFCs Cairn wraps them (``_token_endpoint``,
+``_with_iss``) or answers itself (``_revocation``).
 
 Each route sits behind the admission layer (``admission.guard``): the
 address's read budget, no credential looked at (a client authenticates at
@@ -170,7 +172,7 @@ def _basic(request: Request) -> bool:
 async def _client_id_from_basic(request: Request) -> Request:
     """The request, with the client id of its ``Basic`` header added to the
     form where the form has none: RFC 6749 §2.3.1 lets a client that
-    authenticates sends it there only, while the SDK's handlers read it from
+    authenticates send it there only, while the SDK's handlers read it from
     the form. A malformed header is left for ``ClientSecretCheck`` to refuse."""
     if not _basic(request):
         return request
