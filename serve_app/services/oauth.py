@@ -108,15 +108,16 @@ def redirect_uri_problem(uri: str) -> str | None:
 
 
 def shown_destination(uri: str) -> str:
-    """Where the consent page says the code goes: the host (and a port that
-    is not the default) of an http(s) URI; for a private-use scheme, the
+    """Where the consent page says the code goes: the host (and the port, if
+    one is written) of an http(s) URI; for a private-use scheme, the
     scheme itself, which names the app (its "host" part is whatever the
     client wrote: ``com.evil.app://claude.ai/cb`` goes to com.evil.app)."""
     parts = urlsplit(uri)
     scheme = parts.scheme.lower()
     if scheme in ("http", "https") and parts.hostname:
         port = f":{parts.port}" if parts.port else ""
-        return f"{parts.hostname}{port}" if scheme == "https" else f"http://{parts.hostname}{port}"
+        # (http is only ever the loopback interface: a native app.)
+        return f"{parts.hostname}{port}"
     return f"the app registered for {scheme}:"
 
 

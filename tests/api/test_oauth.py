@@ -631,7 +631,7 @@ async def test_registration_refuses_unsafe_redirect_uris(client: httpx.AsyncClie
 def test_the_consent_page_names_where_the_code_really_goes() -> None:
     assert shown_destination("https://app.example/cb") == "app.example"
     assert shown_destination("https://app.example:8443/cb") == "app.example:8443"
-    assert shown_destination("http://127.0.0.1:53682/callback") == "http://127.0.0.1:53682"
+    assert shown_destination("http://127.0.0.1:53682/callback") == "127.0.0.1:53682"
     # A private-use scheme names the app; its "host" part is free text.
     assert (
         shown_destination("com.evil.app://claude.ai/cb") == "the app registered for com.evil.app:"
