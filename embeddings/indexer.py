@@ -98,6 +98,31 @@ async def load_indexes(
     return indexes
 
 
+async def reread_rows(
+    session: AsyncSession,
+    indexes: dict[str, FaissIndex],
+    config: IndexerConfig,
+    model: str,
+    changed: dict[str, set[int]],
+) -> None:
+    """Put ``indexes`` right for the rows ``changed`` (search ids per kind), as
+    they are now: a row that may be found, with a vector under ``model``,
+    is (re)placed; any other leaves. A kind without an index gets one with its
+    first vectors. (The Api replicas' copies follow the change log with it;
+    ``Indexer.activate`` catches up what changed while it built.)"""
+    for kind, ids in changed.items():
+        if kind not in config.kinds:
+            continue
+        found = await repo.vector_rows(session, kind, sorted(ids), model)
+        index = indexes.get(kind)
+        if index is None:
+            if not found:
+                continue
+            index = indexes[kind] = FaissIndex(len(found[0][1]) // 4, config.index)
+        index.remove(sorted(ids - {sid for sid, _ in found}))
+        index.add([sid for sid, _ in found], from_bytes([v for _, v in found], index.dim))
+
+
 class NotReady(RuntimeError):
     """The indexes are not loaded yet (or the model cannot be reached)."""
 
@@ -202,16 +227,11 @@ class Indexer:
         indexes = await self._load(model)
         async with self._drain_lock:
             async with self._sessions() as session:
-                logged = [
-                    *await repo.changes_since(session, since),
-                    *await repo.changes_since(session, since, vectors=True),
-                ]
-                for kind, index in indexes.items():
-                    changed = sorted({sid for _, k, sid in logged if k == kind})
-                    rows = await repo.vector_rows(session, kind, changed, model)
-                    index.remove(sorted(set(changed) - {sid for sid, _ in rows}))
-                    if rows:
-                        index.add([sid for sid, _ in rows], from_bytes([v for _, v in rows]))
+                changed: dict[str, set[int]] = {}
+                for vectors in (False, True):
+                    for _, kind, sid in await repo.changes_since(session, since, vectors=vectors):
+                        changed.setdefault(kind, set()).add(sid)
+                await reread_rows(session, indexes, self.config, model, changed)
                 await repo.set_active_model(session, model)
                 queued = sum([await repo.enqueue_stale(session, k, model) for k in indexes])
                 await session.commit()

@@ -40,9 +40,8 @@ from sqlmodel.ext.asyncio.session import AsyncSession
 
 from actors import metrics
 from embeddings.config import IndexerConfig
-from embeddings.encoder import from_bytes
 from embeddings.faiss_index import FaissIndex
-from embeddings.indexer import QueryFn, load_indexes
+from embeddings.indexer import QueryFn, load_indexes, reread_rows
 from embeddings.querycache import DEFAULT_SIZE, QueryVectors
 from serve_app.runtime.index_copies.follow import Follower
 from serve_app.runtime.semantic import Hits, SearchFactory, SemanticSearch
@@ -102,20 +101,8 @@ class ReplicaVectors(Follower):
         self.model, self.indexes = built
 
     async def _update(self, session: AsyncSession, ids: dict[str, set[int]]) -> None:
-        model = self.model
-        assert model is not None
-        for kind, changed in ids.items():
-            if kind not in self.config.kinds:
-                continue
-            found = await repo.vector_rows(session, kind, sorted(changed), model)
-            index = self.indexes.get(kind)
-            if index is None:
-                if not found:
-                    continue
-                # The kind's first vectors.
-                index = self.indexes[kind] = FaissIndex(len(found[0][1]) // 4, self.config.index)
-            index.remove(sorted(changed - {sid for sid, _ in found}))
-            index.add([sid for sid, _ in found], from_bytes([v for _, v in found], index.dim))
+        assert self.model is not None
+        await reread_rows(session, self.indexes, self.config, self.model, ids)
 
     async def _outdated(self, session: AsyncSession) -> bool:
         model = await repo.active_model(session)
