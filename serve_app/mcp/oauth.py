@@ -122,6 +122,17 @@ def _tokens(found: TokenReply | Refused) -> TokenReply:
     return found
 
 
+def _basic_credentials(header: str) -> tuple[str, str]:
+    """(client id, secret) of an ``Authorization: Basic`` value (each part
+    URL-decoded, RFC 6749 §2.3.1); ValueError when it is not one."""
+    try:
+        decoded = base64.b64decode(header[6:]).decode()
+    except (ValueError, UnicodeDecodeError, binascii.Error):
+        raise ValueError("not base64 of UTF-8 text") from None
+    client_id, _, secret = decoded.partition(":")
+    return unquote(client_id), unquote(secret)
+
+
 class ClientSecretCheck(ClientAuthenticator):
     """The SDK's client authentication, with the secret compared as a keyed
     hash: Cairn never stores a client secret in clear."""
@@ -142,13 +153,11 @@ class ClientSecretCheck(ClientAuthenticator):
         header = request.headers.get("authorization", "")
         if header.startswith("Basic "):
             try:
-                decoded = base64.b64decode(header[6:]).decode()
-                basic_id, _, secret = decoded.partition(":")
-            except (ValueError, UnicodeDecodeError, binascii.Error):
+                basic_id, presented = _basic_credentials(header)
+            except ValueError:
                 raise AuthenticationError("Invalid Basic authentication header") from None
-            if unquote(basic_id) != client_id:
+            if basic_id != client_id:
                 raise AuthenticationError("Client ID mismatch in Basic auth")
-            presented = unquote(secret)
         else:
             sent = form.get("client_secret")
             presented = sent if isinstance(sent, str) else None
@@ -180,11 +189,11 @@ async def _client_id_from_basic(request: Request) -> Request:
     if form.get("client_id"):
         return request
     try:
-        decoded = base64.b64decode(request.headers["authorization"][6:]).decode()
-    except (ValueError, UnicodeDecodeError, binascii.Error):
+        client_id, _ = _basic_credentials(request.headers["authorization"])
+    except ValueError:
         return request
     fields = [(k, v) for k, v in form.multi_items() if isinstance(v, str)]
-    body = urlencode([*fields, ("client_id", unquote(decoded.partition(":")[0]))]).encode()
+    body = urlencode([*fields, ("client_id", client_id)]).encode()
     headers = [
         (k, v) for k, v in request.scope["headers"] if k not in (b"content-type", b"content-length")
     ]

@@ -131,6 +131,12 @@ def encode_cursor(tool: str, page: int, limit: int) -> str:
     return base64.urlsafe_b64encode(raw).decode().rstrip("=")
 
 
+def _not_a_cursor() -> BadRequest:
+    return BadRequest(
+        "cursor: not a cursor this tool gave; start without one.", error="validation_error"
+    )
+
+
 def decode_cursor(tool: str, cursor: str) -> tuple[int, int]:
     """The page and limit a cursor of ``tool`` stands for (400 for any other)."""
     try:
@@ -139,9 +145,7 @@ def decode_cursor(tool: str, cursor: str) -> tuple[int, int]:
         if raw["t"] != tool or not isinstance(page, int) or not isinstance(limit, int):
             raise ValueError(cursor)
     except (ValueError, KeyError, TypeError, binascii.Error):
-        raise BadRequest(
-            "cursor: not a cursor this tool gave; start without one.", error="validation_error"
-        ) from None
+        raise _not_a_cursor() from None
     return page, limit
 
 
@@ -161,10 +165,7 @@ def paged(
                     {**a.model_dump(), "page": page, "limit": limit, "cursor": None}
                 )
             except ValidationError:
-                raise BadRequest(
-                    "cursor: not a cursor this tool gave; start without one.",
-                    error="validation_error",
-                ) from None
+                raise _not_a_cursor() from None
         out = await work(c, a)
         pagination = out.get("pagination") if isinstance(out, dict) else None
         if isinstance(pagination, dict) and pagination.get("has_more"):
