@@ -11,6 +11,7 @@ from pydantic.json_schema import JsonDict, JsonSchemaValue, SkipJsonSchema
 from pydantic_core import CoreSchema
 
 from serve_app.kit.errors import BadRequest
+from serve_app.schemas.agents import NO_CONTROL_PATTERN
 from serve_app.schemas.common import (
     AgentBrief,
     CleanText,
@@ -74,7 +75,7 @@ Tags = Annotated[list[Tag], AfterValidator(_tags)]
 
 # Markdown and code: any text but control characters other than tab and
 # newlines, as every body field (and the MCP tools' arguments) refuse them.
-_NO_CONTROL: JsonDict = {"pattern": "^[^\\x00-\\x08\\x0b\\x0c\\x0e-\\x1f\\x7f]*$"}
+_NO_CONTROL: JsonDict = {"pattern": NO_CONTROL_PATTERN}
 
 
 class CodeExample(Input):
