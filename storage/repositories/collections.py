@@ -113,13 +113,9 @@ async def add_pattern(
 
 async def holds(session: AsyncSession, collection_id: uuid.UUID, pattern_id: uuid.UUID) -> bool:
     """Whether the pattern is in the collection."""
-    found = await session.exec(
-        select(col(CollectionPattern.pattern_id)).where(
-            col(CollectionPattern.collection_id) == collection_id,
-            col(CollectionPattern.pattern_id) == pattern_id,
-        )
+    return await rows.exists_matching(
+        session, CollectionPattern, collection_id=collection_id, pattern_id=pattern_id
     )
-    return found.first() is not None
 
 
 async def remove_pattern(

@@ -5,17 +5,13 @@ from __future__ import annotations
 import uuid
 from typing import Any
 
-from sqlalchemy import ColumnElement, delete, func, literal
+from sqlalchemy import delete, func, literal
 from sqlmodel import col, select
 from sqlmodel.ext.asyncio.session import AsyncSession
 
 from storage.access import PUBLIC_COMMENT, comment_changeable_sql
 from storage.models import Agent, Comment, Vote
 from storage.repositories import rows
-
-# The one visibility predicate of comments (storage.models.comments): their
-# pattern, or their answer and its question, can be seen by everyone.
-PUBLIC: ColumnElement[bool] = PUBLIC_COMMENT
 
 
 def _target(target_type: str, target_id: uuid.UUID) -> Any:
@@ -46,8 +42,8 @@ async def depth(session: AsyncSession, comment_id: uuid.UUID) -> int:
 
 
 async def is_public(session: AsyncSession, comment_id: uuid.UUID) -> bool:
-    """Whether ``PUBLIC`` holds for the comment (False for an unknown one)."""
-    found = await session.exec(select(PUBLIC).where(col(Comment.id) == comment_id))
+    """Whether ``access.PUBLIC_COMMENT`` holds for the comment (False for an unknown one)."""
+    found = await session.exec(select(PUBLIC_COMMENT).where(col(Comment.id) == comment_id))
     return bool(found.first())
 
 
@@ -99,7 +95,7 @@ async def thread_counts(
             select(
                 func.count(),
                 func.count().filter(col(Comment.parent_id).is_(None)),
-            ).where(_target(target_type, target_id), PUBLIC)
+            ).where(_target(target_type, target_id), PUBLIC_COMMENT)
         )
     ).one()
     return int(row[0]), int(row[1])
@@ -122,7 +118,11 @@ async def thread_page(
             await session.exec(
                 select(Comment, Agent)
                 .join(Agent, col(Agent.id) == col(Comment.author_id))
-                .where(_target(target_type, target_id), col(Comment.parent_id).is_(None), PUBLIC)
+                .where(
+                    _target(target_type, target_id),
+                    col(Comment.parent_id).is_(None),
+                    PUBLIC_COMMENT,
+                )
                 .order_by(*ROOT_ORDER[sort])
                 .offset(offset)
                 .limit(limit)

@@ -79,12 +79,7 @@ async def add_flag(
 
 
 async def has_bookmark(session: AsyncSession, agent_id: uuid.UUID, pattern_id: uuid.UUID) -> bool:
-    found = await session.exec(
-        select(col(Bookmark.pattern_id)).where(
-            col(Bookmark.agent_id) == agent_id, col(Bookmark.pattern_id) == pattern_id
-        )
-    )
-    return found.first() is not None
+    return await rows.exists_matching(session, Bookmark, agent_id=agent_id, pattern_id=pattern_id)
 
 
 async def open_flags(session: AsyncSession, pattern_id: uuid.UUID) -> int:

@@ -47,12 +47,9 @@ async def adjust_counts(
 async def is_following(
     session: AsyncSession, follower_id: uuid.UUID, followee_id: uuid.UUID
 ) -> bool:
-    found = await session.exec(
-        select(col(Follow.created_at)).where(
-            col(Follow.follower_id) == follower_id, col(Follow.followee_id) == followee_id
-        )
+    return await rows.exists_matching(
+        session, Follow, follower_id=follower_id, followee_id=followee_id
     )
-    return found.first() is not None
 
 
 async def connections(

@@ -144,6 +144,17 @@ async def insert_new(session: AsyncSession, model: type[SQLModel], **values: Any
     return result.first() is not None
 
 
+async def exists_matching(session: AsyncSession, model: type[SQLModel], **values: Any) -> bool:
+    """Whether a row whose columns equal ``values`` exists."""
+    result: Any = await session.exec(
+        select(literal_column("1"))
+        .select_from(model)
+        .where(*(col(getattr(model, name)) == value for name, value in values.items()))
+        .limit(1)
+    )
+    return result.first() is not None
+
+
 async def delete_matching(session: AsyncSession, model: type[SQLModel], **values: Any) -> bool:
     """Delete the rows whose columns equal ``values``; True if any was there."""
     result = await session.exec(
