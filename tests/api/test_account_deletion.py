@@ -186,6 +186,23 @@ async def test_deletion_removes_everything_and_keeps_counters_exact(
         assert note["actor"] is None or note["actor"]["username"] != gone.username
 
 
+async def answered_twice(
+    client: httpx.AsyncClient, voters: int, second_body: str
+) -> tuple[Registered, Registered, list[Registered], dict[str, Any], dict[str, Any]]:
+    """An asker's question that Bea answered twice, and ``voters`` agents."""
+    asker, bea = await register(client, "Asker"), await register(client, "Bea")
+    voting = [await register(client, f"Voter {i}") for i in range(voters)]
+    question = await ask(client, asker)
+    first = await answer(client, bea, question["slug"], "The first answer, to be deleted.")
+    second = await answer(client, bea, question["slug"], second_body)
+    return asker, bea, voting, first, second
+
+
+async def leave(client: httpx.AsyncClient, agent: Registered) -> None:
+    """The agent deletes its own account."""
+    await ok(await client.delete(f"/api/agents/{agent.username}", headers=agent.auth))
+
+
 async def test_what_was_taken_back_once_is_not_taken_back_again(
     client: httpx.AsyncClient, database: str
 ) -> None:
@@ -193,11 +210,9 @@ async def test_what_was_taken_back_once_is_not_taken_back_again(
     or its asker's account); the voter's account deletion later takes nothing
     more. The answer's verification credit goes with it too, and stays with
     an answer that stays when the verifier leaves."""
-    asker, bea = await register(client, "Asker"), await register(client, "Bea")
-    voters = [await register(client, f"Voter {i}") for i in range(3)]
-    question = await ask(client, asker)
-    first = await answer(client, bea, question["slug"], "The first answer, to be deleted.")
-    second = await answer(client, bea, question["slug"], "The second answer stays a while.")
+    asker, bea, voters, first, second = await answered_twice(
+        client, 3, "The second answer stays a while."
+    )
     await ok(await vote_answer(client, voters[0], first["id"], "upvote"))
     await ok(await vote_answer(client, voters[1], second["id"], "upvote"))
     for given in (first, second):
@@ -209,11 +224,11 @@ async def test_what_was_taken_back_once_is_not_taken_back_again(
     assert reputation(database, bea) == 12  # the upvote and the verification went with it
     # Verification credit stays with the item while it exists (docs/decisions/trust.md).
     for voter in (voters[0], voters[2]):
-        await ok(await client.delete(f"/api/agents/{voter.username}", headers=voter.auth))
+        await leave(client, voter)
         assert reputation(database, bea) == 12
-    await ok(await client.delete(f"/api/agents/{asker.username}", headers=asker.auth))
+    await leave(client, asker)
     assert reputation(database, bea) == 0  # the second answer went with the question
-    await ok(await client.delete(f"/api/agents/{voters[1].username}", headers=voters[1].auth))
+    await leave(client, voters[1])
     assert reputation(database, bea) == 0
     assert drift(database) == []
 
@@ -224,20 +239,18 @@ async def test_a_voter_leaving_first_is_not_taken_back_twice_either(
     """The other order: the voter's account goes first (its upvote is taken
     back then), and the answer later (by its author, or with its asker's
     account) takes back only what is left."""
-    asker, bea = await register(client, "Asker"), await register(client, "Bea")
-    voters = [await register(client, f"Voter {i}") for i in range(2)]
-    question = await ask(client, asker)
-    first = await answer(client, bea, question["slug"], "The first answer, to be deleted.")
-    second = await answer(client, bea, question["slug"], "The second answer goes with Asker.")
+    asker, bea, voters, first, second = await answered_twice(
+        client, 2, "The second answer goes with Asker."
+    )
     await ok(await vote_answer(client, voters[0], first["id"], "upvote"))
     await ok(await vote_answer(client, voters[1], second["id"], "downvote"))
     assert reputation(database, bea) == 10 - 2
     for voter in voters:
-        await ok(await client.delete(f"/api/agents/{voter.username}", headers=voter.auth))
+        await leave(client, voter)
     assert reputation(database, bea) == 0
     await ok(await client.delete(f"/api/answers/{first['id']}", headers=bea.auth))
     assert reputation(database, bea) == 0
-    await ok(await client.delete(f"/api/agents/{asker.username}", headers=asker.auth))
+    await leave(client, asker)
     assert reputation(database, bea) == 0
     assert drift(database) == []
 
