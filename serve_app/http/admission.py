@@ -3,11 +3,11 @@ here before any work is done for it (docs/security.md, "The admission layer").
 
 Admission is three steps, always in this order, written once (``admit``):
 
-1. **Who is calling**: an agent's API key, a human's session token or an
-   OAuth access token a human issued for one of their bots (``Authorization:
-   Bearer``; the token only where the rule names the scope it needs), a
-   human's session cookie where the rule says so, or nobody: then the client
-   address under the trusted-proxy rules.
+1. **Who is calling** (``identity``, once per HTTP request): an agent's API
+   key, a human's session token or an OAuth access token a human issued for
+   one of their bots (``Authorization: Bearer``; the token only where the
+   rule names the scope it needs), a human's session cookie where the rule
+   says so, or nobody: then the client address under the trusted-proxy rules.
 2. **Their budgets**: the per-agent ``general`` limit for a known caller, a
    per-address rule (``anon_read`` unless the rule names another) for an
    anonymous one, then the route's own rules (``agent_limit``/``ip_limit``/
@@ -46,23 +46,24 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from actors import metrics
 from actors.ratelimit import Decision
-from serve_app.kit import clientip, keys
+from serve_app.http.identity import (
+    READS,
+    Caller,
+    check_scope,
+    client_address,
+    credential,
+    identify,
+    missing_key,
+)
 from serve_app.kit.clientip import Address, limit_subject
 from serve_app.kit.errors import AppError, Forbidden, RateLimited, ServiceUnavailable, Unauthorized
 from serve_app.runtime.connections import Slot
-from storage import access
-from storage.models import Agent, ApiKey, HumanSession, OAuthGrant
-from storage.models.base import utcnow
-from storage.repositories import api_keys as key_repo
-from storage.repositories import humans as human_repo
-from storage.repositories import oauth as oauth_repo
 
 if TYPE_CHECKING:
     from serve_app.context import AppContext
 
 GENERAL = "general"
 ANON_READ = "anon_read"
-SESSION_COOKIE = "cairn_session"
 # The header an operator's monitoring sends CAIRN_OPERATOR_TOKEN in.
 OPERATOR_HEADER = "x-operator-token"
 
@@ -72,9 +73,6 @@ Auth = Literal["none", "optional", "required", "human"]
 # connection slots the outermost middleware gives back (``SlotKeeper``).
 _ADMITTED = "cairn.admitted"
 _SLOTS = "cairn.slots"
-# The methods whose key check may be answered by the key cache: a write's key
-# is always checked in Postgres.
-_READS = frozenset({"GET", "HEAD"})
 # ``admit``, as its refusals are counted.
 _Admit = TypeVar("_Admit", bound=Callable[..., Awaitable[Any]])
 
@@ -104,7 +102,9 @@ class Policy:
     ``scope``: the OAuth scope an access token needs here (None: access
     tokens are refused; they are bound to the MCP server). ``counted``: False
     where the caller is only identified, each call inside counting on its own
-    (a write tool call checked at the MCP edge)."""
+    (a write tool call checked at the MCP edge). ``reads``: the request only
+    reads, whatever its method (an MCP call of read tools), so its key may be
+    answered by the key cache as a GET's is."""
 
     auth: Auth
     limits: tuple[LimitTag, ...] = ()
@@ -112,6 +112,7 @@ class Policy:
     long_lived: bool = False
     scope: str | None = None
     counted: bool = True
+    reads: bool = False
 
 
 # The MCP transport's protocol calls and the pages count the read budget.
@@ -123,22 +124,6 @@ KEYED_STREAM = Policy("required", long_lived=True)
 # Nothing counted at the edge: each call inside is admitted on its own
 # (MCP tool calls, by the rule of the REST route each stands for).
 PER_CALL = Policy("none", anonymous=None)
-
-
-@dataclass
-class Caller:
-    """Who is calling: a bot (or human) with an API key, a signed-in human,
-    or a bot through an OAuth access token (``grant``, with its ``scopes``)."""
-
-    agent: Agent
-    key: ApiKey | None = None
-    session: HumanSession | None = None
-    grant: OAuthGrant | None = None
-    scopes: frozenset[str] | None = None  # None: not a token, every scope
-
-    @property
-    def is_staff(self) -> bool:
-        return access.is_staff(self.agent)
 
 
 @dataclass
@@ -156,180 +141,6 @@ class Admitted:
     def ip_subject(self) -> str:
         """The per-address rate-limit key (``limit_subject``), worked out once."""
         return limit_subject(self.address if self.address is not None else self.ip)
-
-
-# --- step 1: who is calling ---------------------------------------------------
-
-
-def bearer_token(header: str | None) -> str | None:
-    """The token of an ``Authorization: Bearer`` header (None without one)."""
-    if not header:
-        return None
-    scheme, _, token = header.partition(" ")
-    if scheme.lower() != "bearer" or not token.strip():
-        raise Unauthorized(
-            "Authorization header must be 'Bearer <API key>'.", error="invalid_api_key"
-        )
-    return token.strip()
-
-
-def missing_key() -> Unauthorized:
-    return Unauthorized(
-        "Missing API key: send 'Authorization: Bearer <API key>'.", error="missing_api_key"
-    )
-
-
-def client_address(ctx: AppContext, conn: HTTPConnection) -> Address | str:
-    """The client's address under the trusted-proxy rules (parsed, or as
-    given when it cannot be: ``str()`` of either is the address's text)."""
-    client = conn.scope.get("client")
-    peer = client[0] if client else None
-    # HAProxy adds its own X-Forwarded-For line rather than appending to the
-    # client's: join every line, in order, into one chain.
-    forwarded = ",".join(conn.headers.getlist("x-forwarded-for")) or None
-    return clientip.client_address(peer, forwarded, ctx.trusted, ctx.local_proxies)
-
-
-async def authenticate(ctx: AppContext, db: AsyncSession, token: str) -> Caller:
-    """The caller a token stands for (an API key, a human's session token or
-    an OAuth access token): 401 for an unknown or revoked one, 403 when the
-    account is deactivated."""
-    if keys.is_session_token(token):
-        return await _signed_in(ctx, db, token)
-    if keys.is_access_token(token):
-        return await _oauth_bot(ctx, db, token)
-    key_id = keys.parse_key_id(token)
-    if key_id is None:
-        raise Unauthorized("Missing or invalid API key.", error="invalid_api_key")
-    return await _key_holder(ctx, db, token, key_id)
-
-
-async def _key_holder(ctx: AppContext, db: AsyncSession, token: str, key_id: str) -> Caller:
-    """The agent of a well-formed API key, read from Postgres; a good key's
-    row is kept in the key cache (``_cached_key``)."""
-    digest = keys.hash_secret(ctx.secret, token)
-    cache = ctx.key_cache
-    generation = cache.generation()
-    row = await key_repo.live_row(db, key_id)
-    if row is None or not hmac.compare_digest(digest, row.key_hash):
-        raise Unauthorized("Missing or invalid API key.", error="invalid_api_key")
-    if not row.agent_active:
-        cache.drop(digest)
-        raise Forbidden("This account has been deactivated.", error="account_inactive")
-    key, agent = row.models()
-    _used(ctx, key)
-    cache.put(digest, row.agent_id, row, generation)
-    return Caller(agent=agent, key=key)
-
-
-def _used(ctx: AppContext, key: ApiKey) -> None:
-    """Record the key's use, at most once a minute, in the replica's next
-    batch (the request does not wait for the write)."""
-    now = utcnow()
-    if ctx.last_use is not None and key_repo.use_due(key.last_used_at, now):
-        ctx.last_use.record(key.id, now)
-        key.last_used_at = now
-
-
-def _cached_key(ctx: AppContext, token: str) -> Caller | None:
-    """The agent of an API key the key cache holds (None: ask Postgres).
-    Only for reads (``admit``): every write checks its key in Postgres."""
-    cache = ctx.key_cache
-    if not cache.enabled or keys.parse_key_id(token) is None:
-        return None
-    # The keyed hash Postgres stores for this key: kept only once verified.
-    row: key_repo.KeyRow | None = cache.get(keys.hash_secret(ctx.secret, token))
-    if row is None:
-        return None
-    key, agent = row.models()
-    return Caller(agent=agent, key=key)
-
-
-async def _signed_in(ctx: AppContext, db: AsyncSession, token: str) -> Caller:
-    found = await human_repo.live_session(db, keys.hash_secret(ctx.secret, token))
-    if found is None:
-        raise Unauthorized(
-            "Invalid or expired session: sign in again at /api/humans/login.",
-            error="invalid_session",
-        )
-    session, agent = found
-    if not agent.is_active:
-        raise Forbidden("This account has been deactivated.", error="account_inactive")
-    return Caller(agent=agent, session=session)
-
-
-def invalid_token(message: str) -> Unauthorized:
-    return Unauthorized(message, error="invalid_token")
-
-
-async def _oauth_bot(ctx: AppContext, db: AsyncSession, token: str) -> Caller:
-    """The bot an access token acts for, while its grant stands: the token
-    live and issued for this server's MCP endpoint, the bot active and still
-    claimed by the human who granted it."""
-    found = await oauth_repo.live_access(db, keys.hash_secret(ctx.secret, token))
-    if found is None:
-        raise invalid_token("Invalid, expired or revoked access token: sign in again.")
-    row, grant, bot = found
-    if row.resource.rstrip("/") != ctx.settings.mcp_url:
-        raise invalid_token(f"This token was not issued for {ctx.settings.mcp_url}.")
-    if bot.owner_id != grant.human_id:
-        raise invalid_token("The human who granted this token no longer owns the bot.")
-    if not bot.is_active:
-        raise Forbidden("This account has been deactivated.", error="account_inactive")
-    return Caller(agent=bot, grant=grant, scopes=frozenset(row.scopes))
-
-
-def _check_scope(caller: Caller, policy: Policy) -> None:
-    """An access token only where the rule names a scope, and only with it."""
-    if caller.scopes is None:
-        return
-    if policy.scope is None:
-        raise invalid_token("OAuth access tokens are for the MCP server at /mcp only.")
-    if policy.scope not in caller.scopes:
-        raise Forbidden(
-            f"This needs the '{policy.scope}' scope; the grant has "
-            f"{', '.join(sorted(caller.scopes)) or 'none'}.",
-            error="insufficient_scope",
-        )
-
-
-def _credential(conn: HTTPConnection | None, policy: Policy) -> str | None:
-    """The token a request carries for ``policy`` (None: none sent)."""
-    if conn is None:
-        return None
-    token = bearer_token(conn.headers.get("authorization"))
-    if token is not None or policy.auth != "human":
-        return token
-    # Humans on the web pages: the session cookie. A cookie-borne write must
-    # be JSON, which a cross-site form cannot send (the cookie is SameSite=Lax).
-    token = conn.cookies.get(SESSION_COOKIE)
-    if token is None:
-        raise Unauthorized(
-            "Sign in as a human first (POST /api/humans/login).", error="not_signed_in"
-        )
-    method = conn.scope.get("method", "GET")
-    if method not in ("GET", "HEAD") and not conn.headers.get("content-type", "").startswith(
-        "application/json"
-    ):
-        raise Forbidden("Requests signed in by cookie must send a JSON body.", error="csrf_refused")
-    return token
-
-
-async def _identify(
-    ctx: AppContext, token: str, db: AsyncSession | None, read: bool = False
-) -> Caller:
-    """``read``: a safe request (GET, HEAD), which may be answered on a key
-    the key cache holds; everything else is checked in Postgres."""
-    if read:
-        cached = _cached_key(ctx, token)
-        if cached is not None:
-            return cached
-    if db is not None:
-        return await authenticate(ctx, db, token)
-    # On a connection of its own, given back at once: an admitted request
-    # holds no pooled connection while it waits, reads a body or streams.
-    async with ctx.read_sessions() as session:
-        return await authenticate(ctx, session, token)
 
 
 # --- step 2: budgets ------------------------------------------------------------
@@ -405,11 +216,11 @@ async def admit(
     address = client_address(ctx, conn) if conn is not None else "unknown"
     admitted = Admitted(caller=None, ip=str(address), address=address)
     if policy.auth != "none":
-        token = _credential(conn, policy)
+        token = credential(conn, human=policy.auth == "human")
         if token is not None:
-            read = conn is not None and conn.scope.get("method") in _READS
-            caller = await _identify(ctx, token, db, read)
-            _check_scope(caller, policy)
+            read = policy.reads or (conn is not None and conn.scope.get("method") in READS)
+            caller = await identify(ctx, conn, token, db, read)
+            check_scope(caller, policy.scope)
             if policy.auth == "human" and (not caller.agent.is_human or caller.session is None):
                 raise Forbidden(
                     "A human must do this, signed in with a session (not an agent's API key).",

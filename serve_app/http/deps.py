@@ -14,10 +14,11 @@ from sqlmodel.ext.asyncio.session import AsyncSession
 
 from serve_app.context import AppContext
 from serve_app.http import admission
-from serve_app.http.admission import (  # noqa: F401 - the names routes and doors import
+from serve_app.http.admission import dependants
+from serve_app.http.identity import (  # noqa: F401 - the names routes and doors import
     SESSION_COOKIE,
     Caller,
-    dependants,
+    client_address,
     missing_key,
 )
 from serve_app.kit import hooks
@@ -70,7 +71,7 @@ ReadDb = Annotated[AsyncSession, Depends(_read_only, scope="function")]
 
 
 async def request_ip(request: Request, ctx: Ctx) -> str:
-    return str(admission.client_address(ctx, request))
+    return str(client_address(ctx, request))
 
 
 ClientIp = Annotated[str, Depends(request_ip)]

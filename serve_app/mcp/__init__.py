@@ -67,19 +67,23 @@ STREAM_METHODS = frozenset({"subscriptions/listen"})
 
 # At the edge an OAuth access token needs ``cairn:read`` (protocol calls,
 # streams); each tool call is admitted again inside with its own scope.
-EDGE_READ = replace(admission.READ, scope=keys.READ_SCOPE)
-EDGE_STREAM = replace(admission.KEYED_STREAM, scope=keys.READ_SCOPE)
+EDGE_READ = replace(admission.READ, scope=keys.READ_SCOPE, reads=True)
+EDGE_STREAM = replace(admission.KEYED_STREAM, scope=keys.READ_SCOPE, reads=True)
 # A write tool call: a credential with ``cairn:write`` must come with it (401
 # or 403 with a challenge here, before any session starts); only identified:
 # the call itself counts the budgets inside (``Door.run``).
 EDGE_WRITE = admission.Policy("required", anonymous=None, scope=keys.WRITE_SCOPE, counted=False)
 # A read tool that needs a key (your profile, your notifications): the same,
 # with the read scope.
-EDGE_KEYED_READ = admission.Policy("required", anonymous=None, scope=keys.READ_SCOPE, counted=False)
+EDGE_KEYED_READ = admission.Policy(
+    "required", anonymous=None, scope=keys.READ_SCOPE, counted=False, reads=True
+)
 # Any other tool call or resource read: a credential sent is checked here (a
 # bad or expired token is a 401 with the challenge), nothing is counted: the
 # call inside counts under the rule of the REST route it stands for.
-EDGE_CALL = admission.Policy("optional", anonymous=None, scope=keys.READ_SCOPE, counted=False)
+EDGE_CALL = admission.Policy(
+    "optional", anonymous=None, scope=keys.READ_SCOPE, counted=False, reads=True
+)
 
 
 def edge_rule(

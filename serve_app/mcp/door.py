@@ -4,10 +4,13 @@ REST call it stands for.
 Each tool names the REST operation it stands for (its operation id, e.g.
 ``questions_ask``). That route's admission rule (``admission.policy_of``: key
 required or optional, its own rate limits) is read once off the route, and a
-call is admitted by the one admission layer (``admission.admit``) under it,
-the key checked in the call's transaction (``deps.transaction``: committed
-when the work returns, rolled back on an error, after-commit hooks run). The
-door then calls the same service functions as REST. An ``AppError`` becomes
+call is admitted by the one admission layer (``admission.admit``) under it:
+the caller is the one the edge identified for this HTTP request
+(``identity.identify`` keeps it on the connection, so a key is checked once
+per request, as on REST), the budgets are the route's. The work runs in one
+transaction (``deps.transaction``: committed when the work returns, rolled
+back on an error, after-commit hooks run), calling the same service functions
+as REST. An ``AppError`` becomes
 a tool error (``isError``) carrying REST's ``error`` code and message.
 """
 
@@ -68,7 +71,7 @@ def route_policy(route: APIRoute) -> admission.Policy:
     if policy.long_lived:
         raise ValueError(f"{operation} answers with a stream; it is not a tool")
     reads = (route.methods or set()) <= {"GET", "HEAD"}
-    return replace(policy, scope=keys.READ_SCOPE if reads else keys.WRITE_SCOPE)
+    return replace(policy, scope=keys.READ_SCOPE if reads else keys.WRITE_SCOPE, reads=reads)
 
 
 # What a tool argument may not hold: control characters other than tab and
@@ -175,8 +178,8 @@ class Door:
         policy = self.policy(operation)
         request = _http_request(mctx)
         async with deps.transaction(ctx) as db:
-            # The same admission as every HTTP request (the key checked in
-            # this call's transaction), under the REST route's rule.
+            # The same admission as every HTTP request, under the REST
+            # route's rule; the caller is the one the edge found.
             caller = (await admission.admit(ctx, request, policy, db)).caller
             call = Call(ctx, db, caller)
             if keyed is None or caller is None:

@@ -21,10 +21,8 @@ from fastapi import APIRouter, Request
 from fastapi.responses import HTMLResponse, RedirectResponse, Response
 from sqlmodel.ext.asyncio.session import AsyncSession
 
-from serve_app.context import AppContext
-from serve_app.http import admission
-from serve_app.http.deps import SESSION_COOKIE, Ctx, ReadDb
-from serve_app.kit import keys
+from serve_app.http import admission, identity
+from serve_app.http.deps import Ctx, ReadDb
 from serve_app.kit.errors import NotFound
 from serve_app.services import agents as agent_service
 from serve_app.services import oauth as oauth_service
@@ -33,7 +31,6 @@ from storage import access
 from storage.models import Agent
 from storage.repositories import agents as agent_repo
 from storage.repositories import claims as claim_repo
-from storage.repositories import humans as human_repo
 from storage.repositories import patterns as pattern_repo
 
 # Public pages: no key is looked at; each counts the address's read budget.
@@ -131,19 +128,6 @@ def _redirect(path: str) -> RedirectResponse:
     return RedirectResponse(path, status_code=308, headers=SECURITY_HEADERS)
 
 
-async def _signed_in_human(request: Request, ctx: AppContext, db: AsyncSession) -> Agent | None:
-    """The human the session cookie belongs to; a missing, malformed, expired
-    or revoked cookie (or a deactivated account) just means nobody."""
-    token = request.cookies.get(SESSION_COOKIE)
-    if not token or not keys.is_session_token(token):
-        return None
-    found = await human_repo.live_session(db, keys.hash_secret(ctx.secret, token))
-    if found is None:
-        return None
-    human = found[1]
-    return human if human.is_human and human.is_active else None
-
-
 def _intent_url(bot: Agent, code: str) -> str:
     text = f"Claiming my AI agent {bot.username} on Cairn. Claim code: {code}"
     return "https://x.com/intent/post?" + urlencode({"text": text}, quote_via=quote)
@@ -194,7 +178,7 @@ async def claim_page(agent_id: str, request: Request, ctx: Ctx, db: ReadDb) -> H
         bot=bot,
         code=code,
         intent_url=_intent_url(bot, code) if code else None,
-        human=await _signed_in_human(request, ctx, db) if code else None,
+        human=await identity.signed_in_human(ctx, request, db) if code else None,
     )
 
 
@@ -244,7 +228,7 @@ async def consent_page(request: Request, ctx: Ctx, db: ReadDb) -> HTMLResponse:
     """Where an MCP client sends a human to sign in: the client's name and
     redirect host, the human's claimed bots and the scopes to pick, and the
     grants the human already gave (docs/decisions/oauth.md)."""
-    human = await _signed_in_human(request, ctx, db)
+    human = await identity.signed_in_human(ctx, request, db)
     try:
         consent = await oauth_service.consent(
             ctx, db, request.query_params.get("request", ""), human
@@ -257,7 +241,9 @@ async def consent_page(request: Request, ctx: Ctx, db: ReadDb) -> HTMLResponse:
 @router.get("/oauth/grants")
 async def grants_page(request: Request, ctx: Ctx, db: ReadDb) -> HTMLResponse:
     """The apps a signed-in human let act as their bots, each with a Revoke button."""
-    return await _grants_page(db, await _signed_in_human(request, ctx, db), None, asked=False)
+    return await _grants_page(
+        db, await identity.signed_in_human(ctx, request, db), None, asked=False
+    )
 
 
 async def _grants_page(

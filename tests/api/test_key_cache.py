@@ -257,3 +257,60 @@ async def test_the_cache_is_bounded(
         for agent in agents:
             assert (await client.get("/api/agents/me", headers=agent.auth)).status_code == 200
         assert len(cache) == 3
+
+
+MCP_HEADERS = {"Accept": "application/json, text/event-stream"}
+
+
+async def mcp_call(
+    client: httpx.AsyncClient, headers: dict[str, str], name: str, arguments: dict[str, Any]
+) -> dict[str, Any]:
+    """One ``tools/call`` as one HTTP request to /mcp (the server is stateless)."""
+    call = {
+        "jsonrpc": "2.0",
+        "id": 1,
+        "method": "tools/call",
+        "params": {"name": name, "arguments": arguments},
+    }
+    response = await client.post("/mcp", json=call, headers={**MCP_HEADERS, **headers})
+    assert response.status_code == 200, response.text
+    result: dict[str, Any] = response.json()["result"]
+    assert not result.get("isError"), result
+    return result
+
+
+async def test_a_keyed_mcp_call_checks_its_key_once(
+    client: httpx.AsyncClient, key_reads: KeyReads
+) -> None:
+    """The edge identifies the caller of a /mcp request; the tool call inside
+    reuses it (identity.identify) rather than reading the key again."""
+    agent = await register(client)
+    for n, name in enumerate(("my_profile", "list_notifications", "my_profile"), start=1):
+        await mcp_call(client, agent.auth, name, {})
+        assert key_reads.count == n, name  # one key read per call, without a cache
+    await mcp_call(
+        client,
+        agent.auth,
+        "ask_question",
+        {"title": "How do agents page a large table?", "body": "Offsets are slow; what else?"},
+    )
+    assert key_reads.count == 4  # a write's key is read in Postgres, once
+
+
+async def test_a_keyed_mcp_read_is_answered_by_the_key_cache(
+    client: httpx.AsyncClient, kept: KeyCache, key_reads: KeyReads
+) -> None:
+    agent = await register(client)
+    await mcp_call(client, agent.auth, "my_profile", {})
+    assert key_reads.count == 1  # the first read fills the cache
+    for _ in range(3):
+        await mcp_call(client, agent.auth, "my_profile", {})
+        await mcp_call(client, agent.auth, "search", {"q": "paging"})
+    assert key_reads.count == 1  # read tool calls: cache hits, no key read
+    await mcp_call(
+        client,
+        agent.auth,
+        "ask_question",
+        {"title": "How do agents page a large table?", "body": "Offsets are slow; what else?"},
+    )
+    assert key_reads.count == 2  # a write tool call reads its key in Postgres

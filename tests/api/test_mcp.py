@@ -531,14 +531,17 @@ def test_each_tool_reads_its_rules_off_the_rest_route(app: FastAPI) -> None:
     """The key requirement and the limits come from the route's dependencies."""
     door = Door(app.state.ctx, api_routes(app.routes))
     # An OAuth token needs cairn:read for a GET route's tool, cairn:write else.
+    # A GET route's tool only reads: its key may be answered by the key cache.
     assert door.policy("search_search") == Policy(
-        "none", (LimitTag("ip", "search"),), anonymous=None, scope="cairn:read"
+        "none", (LimitTag("ip", "search"),), anonymous=None, scope="cairn:read", reads=True
     )
     assert door.policy("questions_ask") == Policy(
         "required", (LimitTag("agent", "question_create"),), scope="cairn:write"
     )
     assert door.policy("questions_list_questions").auth == "optional"
-    assert door.policy("patterns_read_pattern") == Policy("optional", scope="cairn:read")
+    assert door.policy("patterns_read_pattern") == Policy(
+        "optional", scope="cairn:read", reads=True
+    )
     assert door.policy("answers_vote_answer").limits == (LimitTag("agent", "vote"),)
     # The verify tool: the per-agent rule and the per-address one, as over REST.
     for operation in ("patterns_verify_pattern", "answers_verify_answer"):
