@@ -15,7 +15,6 @@ import httpx
 import psycopg
 import pytest
 from fastapi import FastAPI
-from sqlmodel import SQLModel
 
 import storage.models  # noqa: F401
 from actors.ratelimit import Rule
@@ -26,6 +25,7 @@ from serve_app.runtime.trending import LocalTrending
 from serve_app.settings import Settings
 from storage.db import libpq_url
 from storage.files import FileStore, LocalFileStore, PostgresFileStore
+from tests.conftest import empty_tables
 from tests.contract_check import Contract
 from tests.xserver import FakeX, running_x
 
@@ -34,7 +34,6 @@ CLIENT_IP = "203.0.113.7"
 # CAIRN_OPERATOR_TOKEN of the test app: /api/health shows its details to it.
 OPERATOR_TOKEN = "test-operator-token"
 OPERATOR = {"X-Operator-Token": OPERATOR_TOKEN}
-KEEP = {"categories", "alembic_version"}
 
 
 def make_settings(**overrides: Any) -> Settings:
@@ -66,44 +65,13 @@ async def app(database: str) -> AsyncIterator[FastAPI]:
 async def _clean(database: str) -> AsyncIterator[None]:
     """Empty every table (but the seeded categories) after each API test.
 
-    The TRUNCATE runs in a thread while the app's event loop (the session's)
+    The emptying runs in a thread while the app's event loop (the session's)
     keeps running: a task the test left in the middle of a transaction can
-    finish and release its locks, where a TRUNCATE blocking the loop's own
+    finish and release its locks, where a statement blocking the loop's own
     thread would wait for it forever. Should a lock still be held after a
     minute, the teardown fails and names the sessions holding it."""
     yield
-    await asyncio.to_thread(_truncate, database)
-
-
-TRUNCATE_WAIT = "60s"
-
-
-def _truncate(database: str) -> None:
-    tables = [t.name for t in SQLModel.metadata.sorted_tables if t.name not in KEEP]
-    with psycopg.connect(libpq_url(database)) as conn:
-        conn.execute(f"SET lock_timeout = '{TRUNCATE_WAIT}'")
-        try:
-            for attempt in range(3):
-                try:
-                    conn.execute(f"TRUNCATE {', '.join(tables)} CASCADE")
-                    break
-                except psycopg.errors.DeadlockDetected:
-                    # A reader that locks tables one by one (the app's search
-                    # indexes loading at start) met the TRUNCATE halfway:
-                    # Postgres chose the TRUNCATE as the victim; try again.
-                    conn.rollback()
-                    if attempt == 2:
-                        raise
-        except psycopg.errors.LockNotAvailable:
-            conn.rollback()
-            holders = conn.execute(
-                "SELECT pid, state, left(query, 200) FROM pg_stat_activity "
-                "WHERE datname = current_database() AND pid <> pg_backend_pid() "
-                "AND state <> 'idle'"
-            ).fetchall()
-            raise RuntimeError(
-                f"TRUNCATE after the test waited {TRUNCATE_WAIT} for locks held by {holders}"
-            ) from None
+    await asyncio.to_thread(empty_tables, database)
 
 
 @pytest.fixture(scope="session")

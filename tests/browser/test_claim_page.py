@@ -16,7 +16,6 @@ from typing import Any
 from urllib.parse import parse_qs, urlsplit
 
 import httpx
-import psycopg
 import pytest
 import uvicorn
 from selenium import webdriver
@@ -26,11 +25,10 @@ from selenium.webdriver.common.by import By
 from selenium.webdriver.remote.webdriver import WebDriver
 from selenium.webdriver.support import expected_conditions as ec
 from selenium.webdriver.support.ui import WebDriverWait
-from sqlmodel import SQLModel
 
 from serve_app.app import create_app
-from storage.db import libpq_url
-from tests.api.conftest import KEEP, SECRET, make_settings
+from tests.api.conftest import SECRET, make_settings
+from tests.conftest import empty_tables
 from tests.xserver import FakeX, running_x
 
 DEADLINE_S = 15
@@ -55,12 +53,6 @@ def _browser_paths() -> tuple[str, str]:
     if os.environ.get("CI"):
         pytest.fail(why)
     pytest.skip(why)
-
-
-def _truncate(database: str) -> None:
-    tables = [t.name for t in SQLModel.metadata.sorted_tables if t.name not in KEEP]
-    with psycopg.connect(libpq_url(database)) as conn:
-        conn.execute(f"TRUNCATE {', '.join(tables)} CASCADE")
 
 
 @pytest.fixture
@@ -108,7 +100,7 @@ def live(database: str) -> Iterator[Live]:
             server.should_exit = True
             thread.join(DEADLINE_S)
             sock.close()
-            _truncate(database)
+            empty_tables(database)
 
 
 def wait_for_status(driver: WebDriver, text: str) -> str:

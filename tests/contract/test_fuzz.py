@@ -44,7 +44,6 @@ from contextlib import AbstractAsyncContextManager
 from dataclasses import dataclass
 from typing import Any, cast
 
-import psycopg
 import pytest
 import schemathesis
 from fastapi import FastAPI
@@ -57,14 +56,13 @@ from schemathesis.specs.openapi.checks import (
     response_schema_conformance,
     status_code_conformance,
 )
-from sqlmodel import SQLModel
 from starlette.types import Receive, Scope, Send
 
 from actors.ratelimit import Rule
 from serve_app.app import create_app
 from serve_app.http import contract
-from storage.db import libpq_url
-from tests.api.conftest import KEEP, SECRET, make_settings
+from tests.api.conftest import SECRET, make_settings
+from tests.conftest import empty_tables
 from tests.mailbox import running_smtp
 from tests.xserver import FakeX
 
@@ -336,12 +334,6 @@ def _upload(fuzz: Fuzzing) -> str:
     return str(response.json()["data"]["path"])
 
 
-def _truncate(database: str) -> None:
-    tables = [t.name for t in SQLModel.metadata.sorted_tables if t.name not in KEEP]
-    with psycopg.connect(libpq_url(database)) as conn:
-        conn.execute(f"TRUNCATE {', '.join(tables)} CASCADE")
-
-
 @pytest.fixture(scope="module")
 def fuzzing(
     database: str, x_server: tuple[FakeX, str], tmp_path_factory: pytest.TempPathFactory
@@ -349,7 +341,7 @@ def fuzzing(
     """A fuzzing app of its own (its lifespan, pool and background work run on
     Schemathesis's ASGI event loop), roomy rate limits, and real outside
     services: the fake X (claims) and an SMTP server (e-mail verification)."""
-    _truncate(database)
+    empty_tables(database)
     _, x_base = x_server
     with running_smtp() as (_, smtp_port):
         yield from _fuzzing(database, x_base, smtp_port, tmp_path_factory)
@@ -383,7 +375,7 @@ def _fuzzing(
     with asgi.get_client(fuzz.asgi):  # (re)started, if a test's end stopped it
         pass
     asgi.shutdown_lifespans()
-    _truncate(database)
+    empty_tables(database)
 
 
 def _published_contract() -> dict[str, Any]:
