@@ -36,6 +36,7 @@ ERROR_TEXT = {
     404: "No such resource, or one the caller may not see.",
     409: "Conflicts with the current state (already exists, already done, in progress).",
     413: "The request body is too large.",
+    414: "The request URI is too long (`uri_too_long`, answered by the edge).",
     415: "The request body has the wrong media type.",
     422: "The `Idempotency-Key` was used before with a different request.",
     429: "Rate limit exceeded; retry after `Retry-After` seconds.",
@@ -167,6 +168,10 @@ def implied_statuses(route: APIRoute) -> set[int]:
     # (serve_app/kit/errors.py). Each route reads or writes the database, through
     # its caller's key if not otherwise, so none is left out.
     statuses.add(503)
+    # Every operation: the edge (HAProxy, serve_app/launch/haproxy_shim.py)
+    # answers a request URI over MAX_URI_BYTES with a JSON 414 before any
+    # replica sees it, whatever the route.
+    statuses.add(414)
     path, body = _has_params(route.dependant)
     if path:
         # A path parameter names a resource (an id, a slug, a username), and
