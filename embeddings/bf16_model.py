@@ -56,7 +56,7 @@ def cpu_tag() -> str:
     one kind of core is not loaded on another (a cluster's nodes may differ)."""
     import platform
 
-    from embeddings.encoder import cpu_flags
+    from embeddings.cpu import cpu_flags
 
     described = f"{platform.machine()}|{' '.join(cpu_flags())}"
     return hashlib.sha256(described.encode()).hexdigest()[:8]

@@ -17,6 +17,7 @@ from typing import Any
 import numpy as np
 
 from embeddings.config import DEFAULT_MODEL
+from embeddings.cpu import cpu_has_bf16
 
 log = logging.getLogger("cairn.embeddings")
 
@@ -57,29 +58,10 @@ BACKENDS = ("auto", "onnx", "torch")
 # encoding on the CPU only (embeddings/bf16_model.py, `cairn reembed`);
 # auto (bulk too): bf16 on a CPU with bf16 products, else fp32.
 PRECISIONS = ("fp32", "int8", "bf16", "auto")
+
+
 # CPU features that do bf16 dot products in hardware (x86). Elsewhere bf16
 # is emulated, slower than fp32, and ``auto`` means fp32.
-BF16_FLAGS = ("avx512_bf16", "amx_bf16")
-
-
-def cpu_flags() -> list[str]:
-    """The CPU's feature flags (``/proc/cpuinfo``: x86's ``flags``, Arm's
-    ``Features``); none where it cannot be read."""
-    try:
-        with open("/proc/cpuinfo") as f:
-            for line in f:
-                if line.startswith(("flags", "Features")):
-                    return line.partition(":")[2].split()
-    except OSError:
-        pass
-    return []
-
-
-def cpu_has_bf16() -> bool:
-    flags = cpu_flags()
-    return any(flag in flags for flag in BF16_FLAGS)
-
-
 def pick_precision(precision: str, device: str) -> str:
     """``auto``: bf16 on a CPU with bf16 products (``cpu_has_bf16``), else
     fp32 (on a GPU, PyTorch's usual fp32 path)."""

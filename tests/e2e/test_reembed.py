@@ -19,7 +19,7 @@ from sqlalchemy.ext.asyncio import async_sessionmaker
 from sqlmodel.ext.asyncio.session import AsyncSession
 
 from embeddings.config import DEFAULT_MODEL, KINDS
-from embeddings.encoder import cpu_has_bf16
+from embeddings.cpu import cpu_has_bf16
 from storage.db import make_engine, make_sessionmaker
 from storage.repositories import reembed as stale
 from tests.e2e.conftest import Service

@@ -140,7 +140,8 @@ def test_unknown_precision_is_refused() -> None:
 
 
 def test_auto_is_bf16_only_where_the_cpu_does_bf16_products(cache: Path) -> None:
-    from embeddings.encoder import cpu_has_bf16, pick_precision
+    from embeddings.cpu import cpu_has_bf16
+    from embeddings.encoder import pick_precision
 
     native = cpu_has_bf16()
     assert pick_precision("auto", "cpu") == ("bf16" if native else "fp32")
