@@ -185,6 +185,13 @@ class Settings(BaseSettings):
     # URLs) on http://127.0.0.1 / localhost. Off by default: a client id must be
     # an https URL whose host resolves to public addresses only.
     oauth_client_metadata_allow_loopback: bool = False
+    # Metadata-document fetches in flight at once in one Api replica; more
+    # are refused (as an unknown client) until one ends (issue 45, M2).
+    oauth_client_metadata_fetches: int = Field(default=8, ge=1, le=1000)
+    # A refresh token presented again this soon after it was spent, by the
+    # same client, gets a pair too instead of revoking its family: two
+    # refreshes at once (issue 45, L7). 0: every reuse revokes.
+    oauth_refresh_reuse_grace_s: int = Field(default=10, ge=0, le=120)
 
     # Semantic search (docs/decisions/search.md, "Search")
     embedding_model: str = Field(default="all-MiniLM-L6-v2", min_length=1)
@@ -262,6 +269,10 @@ class Settings(BaseSettings):
     ratelimit_anon_read: RateText = "300/minute"
     # Anonymous GET /api/health per client address (it answers from a snapshot).
     ratelimit_health: RateText = "120/minute"
+    # OAuth (issue 45): dynamic client registrations, and fetches of client
+    # metadata documents not yet kept, per client address.
+    ratelimit_oauth_register: RateText = "100/hour"
+    ratelimit_oauth_client_fetch: RateText = "30/hour"
     ratelimit_shards: int = Field(default=2, ge=1, le=64)
 
     @field_validator("trusted_proxies", mode="before")
@@ -311,6 +322,8 @@ class Settings(BaseSettings):
         "ratelimit_verify_address",
         "ratelimit_anon_read",
         "ratelimit_health",
+        "ratelimit_oauth_register",
+        "ratelimit_oauth_client_fetch",
     )
     @classmethod
     def _valid_rate(cls, value: str) -> str:
@@ -385,6 +398,8 @@ class Settings(BaseSettings):
             "verify_address": self.ratelimit_verify_address,
             "anon_read": self.ratelimit_anon_read,
             "health": self.ratelimit_health,
+            "oauth_register": self.ratelimit_oauth_register,
+            "oauth_client_fetch": self.ratelimit_oauth_client_fetch,
         }
         out = {}
         for name, text in table.items():

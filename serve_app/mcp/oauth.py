@@ -9,12 +9,15 @@ handlers fall short of the RFCs Cairn wraps them (``_token_endpoint``,
 
 Each route sits behind the admission layer (``admission.guard``): the
 address's read budget, no credential looked at (a client authenticates at
-the token endpoint with its own secret, checked by ``ClientSecretCheck``)."""
+the token endpoint with its own secret, checked by ``ClientSecretCheck``);
+``/register`` counts its own per-address rule too."""
 
 from __future__ import annotations
 
 import base64
 import binascii
+from contextvars import ContextVar
+from dataclasses import replace
 from functools import partial
 from typing import Any
 from urllib.parse import parse_qs, unquote, urlencode, urlsplit
@@ -31,7 +34,6 @@ from mcp.server.auth.provider import (
     OAuthAuthorizationServerProvider,
     RegistrationError,
     TokenError,
-    construct_redirect_uri,
 )
 from mcp.server.auth.routes import (
     build_metadata,
@@ -43,7 +45,7 @@ from mcp.shared.auth import OAuthClientInformationFull, ProtectedResourceMetadat
 from mcp.shared.auth import OAuthToken as TokenReply
 from pydantic import AnyHttpUrl, ConfigDict, TypeAdapter
 from starlette.requests import Request
-from starlette.responses import Response
+from starlette.responses import JSONResponse, Response
 from starlette.routing import BaseRoute, Route
 
 from serve_app.context import AppContext
@@ -51,6 +53,24 @@ from serve_app.http import admission, deps
 from serve_app.kit import keys
 from serve_app.services import oauth
 from serve_app.services.oauth import CairnAccess, CairnCode, CairnRefresh, Refused
+
+# The rate-limit subject of the client address of the request being answered
+# (set by ``_addressed``): the SDK's handlers call the provider without it.
+_ADDRESS: ContextVar[str] = ContextVar("cairn_oauth_address", default="unknown")
+
+
+def _addressed(handle: Any) -> Any:
+    """``handle`` with the admitted client address at hand for ``Provider``."""
+
+    async def addressed(request: Request) -> Response:
+        token = _ADDRESS.set(admission.admitted(request).ip_subject)
+        try:
+            response: Response = await handle(request)
+            return response
+        finally:
+            _ADDRESS.reset(token)
+
+    return addressed
 
 
 class Provider(OAuthAuthorizationServerProvider[CairnCode, CairnRefresh, CairnAccess]):
@@ -60,8 +80,10 @@ class Provider(OAuthAuthorizationServerProvider[CairnCode, CairnRefresh, CairnAc
         self.ctx = ctx
 
     async def get_client(self, client_id: str) -> OAuthClientInformationFull | None:
+        # The transaction takes a connection only when the service writes, after
+        # any metadata-document fetch (read, release, fetch, write).
         async with deps.transaction(self.ctx) as db:
-            return await oauth.get_client(self.ctx, db, client_id)
+            return await oauth.get_client(self.ctx, db, client_id, _ADDRESS.get())
 
     # A refusal comes back as a value, and the SDK's (frozen) error is raised
     # once the transaction ended, so what was done before it commits.
@@ -70,7 +92,7 @@ class Provider(OAuthAuthorizationServerProvider[CairnCode, CairnRefresh, CairnAc
         async with deps.transaction(self.ctx) as db:
             refused = await oauth.register_client(self.ctx, db, client_info)
         if refused is not None:
-            raise RegistrationError("invalid_redirect_uri", refused.description)
+            raise RegistrationError(refused.error, refused.description)  # type: ignore[arg-type]
 
     async def authorize(
         self, client: OAuthClientInformationFull, params: AuthorizationParams
@@ -294,19 +316,32 @@ def _revocation(provider: Provider, authenticator: ClientSecretCheck) -> Any:
     return handle
 
 
-def _with_iss(handler: AuthorizationHandler, issuer: str) -> Any:
-    """The SDK's authorization endpoint, with ``iss`` (RFC 9207) on the error
-    redirects it builds itself, as on Cairn's own answers: the metadata says
-    every authorization response carries it, and a client checking it would
-    otherwise report a missing ``iss`` instead of the error."""
+def _errors_at_home(handler: AuthorizationHandler) -> Any:
+    """The SDK's authorization endpoint, its error redirects answered here
+    instead (issue 45, L1): every client Cairn knows registered itself or
+    named its own document, so the redirect URI is whatever a stranger wrote,
+    and sending a browser there at once from a Cairn link would lend Cairn's
+    name to it. The error is shown by Cairn (400, the OAuth error fields);
+    only once a person has seen the consent page, with the destination on
+    it, does an answer (a denial too) go back to the client."""
 
     async def handle(request: Request) -> Response:
-        response = await handler.handle(request)
+        response: Response = await handler.handle(request)
         location = response.headers.get("location")
         if response.status_code in (302, 303) and location:
             query = parse_qs(urlsplit(location).query)
-            if "error" in query and "iss" not in query:
-                response.headers["location"] = construct_redirect_uri(location, iss=issuer)
+            if "error" in query:
+                description = query.get("error_description", [""])[0]
+                # The OAuth fields, and the API's "message" beside them.
+                return JSONResponse(
+                    {
+                        "error": query["error"][0],
+                        "error_description": description,
+                        "message": description,
+                    },
+                    status_code=400,
+                    headers=NO_STORE,
+                )
         return response
 
     return handle
@@ -350,7 +385,7 @@ def routes(ctx: AppContext) -> list[BaseRoute]:
     ]
     authenticator = ClientSecretCheck(provider)
     token = TokenHandler(provider, authenticator)
-    authorization = _with_iss(AuthorizationHandler(provider), settings.base_url)
+    authorization = _errors_at_home(AuthorizationHandler(provider))
     resource = ProtectedResourceMetadata(
         resource=AnyHttpUrl(settings.mcp_url),
         authorization_servers=[issuer],
@@ -370,13 +405,15 @@ def routes(ctx: AppContext) -> list[BaseRoute]:
             cors_middleware(ProtectedResourceMetadataHandler(resource).handle, ["GET", "OPTIONS"]),
             methods=["GET", "OPTIONS"],
         ),
-        Route("/authorize", authorization, methods=["GET", "POST"]),
+        Route("/authorize", _addressed(authorization), methods=["GET", "POST"]),
         Route(
             "/token",
-            cors_middleware(_token_endpoint(token, settings.mcp_url), ["POST", "OPTIONS"]),
+            cors_middleware(
+                _addressed(_token_endpoint(token, settings.mcp_url)), ["POST", "OPTIONS"]
+            ),
             methods=["POST", "OPTIONS"],
         ),
-        Route(
+        registering := Route(
             "/register",
             cors_middleware(
                 RegistrationHandler(provider, registration).handle, ["POST", "OPTIONS"]
@@ -385,9 +422,22 @@ def routes(ctx: AppContext) -> list[BaseRoute]:
         ),
         Route(
             "/revoke",
-            cors_middleware(_revocation(provider, authenticator), ["POST", "OPTIONS"]),
+            cors_middleware(_addressed(_revocation(provider, authenticator)), ["POST", "OPTIONS"]),
             methods=["POST", "OPTIONS"],
         ),
     ]
-    # Public endpoints: no credential looked at, the address's read budget.
-    return [admission.guard(route, admission.OPEN) for route in found]
+    # Public endpoints: no credential looked at, the address's read budget; a
+    # registration stores what an anonymous caller sent: its own rule too.
+    return [
+        admission.guard(route, _registration if route is registering else admission.OPEN)
+        for route in found
+    ]
+
+
+_REGISTER = replace(admission.OPEN, limits=(admission.LimitTag("ip", "oauth_register"),))
+
+
+def _registration(method: str, body: bytes | None) -> admission.Policy:
+    """A registration counts the address's oauth_register rule (its CORS
+    preflight only the read budget)."""
+    return _REGISTER if method == "POST" else admission.OPEN

@@ -6,16 +6,24 @@ single-use refresh tokens. The protocol (requests, responses, PKCE check) is
 the MCP SDK's (mcp.server.auth); this module holds the rules and the state.
 
 Every code and token is 256 random bits from ``secrets`` and stored only as a
-keyed hash (kit/keys.py), like API keys. A replayed code, or a refresh token
-used twice, revokes every token of its family.
+keyed hash (kit/keys.py), like API keys. A replayed code (kept, once spent,
+for the refresh-token lifetime), or a refresh token used again after a short
+grace, revokes every token of its family.
+
+Anonymous callers store things here (registrations, metadata documents,
+pending requests): every field and the whole client are bounded, and a
+client no code exchange ever used goes after ``UNUSED_CLIENT_TTL``
+(docs/decisions/oauth.md, "Bounds on what anonymous callers store").
 """
 
 from __future__ import annotations
 
+import json
 import logging
 import re
+import time
 import uuid
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import timedelta
 from typing import Any
 from urllib.parse import urlsplit
@@ -50,6 +58,25 @@ CONSENT_PATH = "/oauth/consent"
 _LOOPBACK_HOSTS = ("127.0.0.1", "localhost", "[::1]", "::1")
 # An S256 code challenge: BASE64URL(SHA-256(verifier)), 32 bytes, no padding.
 S256_CHALLENGE = re.compile(r"^[A-Za-z0-9_-]{43}$")
+
+# What an anonymous caller may make Cairn store (issue 45, M3). A real MCP
+# client's registration is a few hundred bytes.
+CLIENT_INFO_MAX_BYTES = 4096
+CLIENT_NAME_MAX = 100
+REDIRECT_URIS_MAX = 5
+URI_MAX = 512
+CONTACTS_MAX = 3
+CONTACT_MAX = 254
+SHORT_TEXT_MAX = 100  # software_id, software_version
+# As any query parameter (http/querystring.py); a POSTed form is held to it too.
+STATE_MAX = 1000
+# A client that no code exchange used within this long after it was stored
+# is deleted (with its pending requests).
+UNUSED_CLIENT_TTL = timedelta(hours=24)
+# How long a client id URL whose document could not be used is not asked again.
+DOCUMENT_FAILURE_TTL_S = 60.0
+_FAILURES_MAX = 10_000
+_FETCHES_KEY = "oauth_document_fetches"
 
 
 @dataclass(frozen=True)
@@ -125,20 +152,85 @@ def _client_info(row: OAuthClient) -> OAuthClientInformationFull:
     return OAuthClientInformationFull.model_validate(row.info)
 
 
+@dataclass
+class DocumentFetches:
+    """This replica's metadata-document fetches: how many are in flight
+    (at most CAIRN_OAUTH_CLIENT_METADATA_FETCHES at once), and the client id
+    URLs that failed lately (not asked again for ``DOCUMENT_FAILURE_TTL_S``)."""
+
+    in_flight: int = 0
+    failed: dict[str, float] = field(default_factory=dict)
+
+    def failed_lately(self, url: str) -> bool:
+        until = self.failed.get(url)
+        if until is None:
+            return False
+        if until > time.monotonic():
+            return True
+        del self.failed[url]
+        return False
+
+    def note_failure(self, url: str) -> None:
+        now = time.monotonic()
+        if len(self.failed) >= _FAILURES_MAX:
+            self.failed = {u: t for u, t in self.failed.items() if t > now}
+            while len(self.failed) >= _FAILURES_MAX:  # all live: drop the oldest
+                del self.failed[next(iter(self.failed))]
+        self.failed[url] = now + DOCUMENT_FAILURE_TTL_S
+
+    def take(self, limit: int) -> bool:
+        if self.in_flight >= limit:
+            return False
+        self.in_flight += 1
+        return True
+
+    def give_back(self) -> None:
+        self.in_flight -= 1
+
+
+def _fetches(ctx: AppContext) -> DocumentFetches:
+    found = ctx.caches.get(_FETCHES_KEY)
+    if not isinstance(found, DocumentFetches):
+        found = ctx.caches[_FETCHES_KEY] = DocumentFetches()
+    return found
+
+
 async def get_client(
-    ctx: AppContext, db: AsyncSession, client_id: str
+    ctx: AppContext, db: AsyncSession, client_id: str, address: str
 ) -> OAuthClientInformationFull | None:
     """A client by id: a registered one, or the metadata document its URL
     names (fetched through the outbound guard, kept for a while). The secret
-    is never part of what comes back (see ``client_secret_ok``)."""
-    row = await repo.client(db, client_id)
+    is never part of what comes back (see ``client_secret_ok``).
+
+    Read, release, fetch, write: the stored copy is read on a connection
+    given back at once, the document is fetched holding none (up to
+    CAIRN_OUTBOUND_TIMEOUT_S), and ``db`` (not used before) stores it. An
+    uncached fetch counts the caller's ``address`` (the oauth_client_fetch
+    rule) and needs one of this replica's fetch slots; a URL that failed is
+    not asked again for a minute. Refused either way: no such client."""
+    async with ctx.read_sessions() as read:
+        row = await repo.client(read, client_id)
     if not is_document_client(client_id):
         return _client_info(row) if row is not None and row.kind == REGISTERED else None
     ttl = timedelta(seconds=ctx.settings.oauth_client_metadata_ttl_s)
     if row is not None and row.kind == METADATA_DOCUMENT and row.fetched_at + ttl > utcnow():
         return _client_info(row)
-    info = await _fetch_document(ctx, client_id)
+    fetches = _fetches(ctx)
+    if fetches.failed_lately(client_id):
+        return None
+    rule = ctx.rules["oauth_client_fetch"]
+    if not (await ctx.limiter.hit(rule, address)).allowed:
+        log.info("client metadata document not fetched: %s is over its fetch budget", address)
+        return None
+    if not fetches.take(ctx.settings.oauth_client_metadata_fetches):
+        log.info("client metadata document not fetched: every fetch slot is taken")
+        return None
+    try:
+        info = await _fetch_document(ctx, client_id)
+    finally:
+        fetches.give_back()
     if info is None:
+        fetches.note_failure(client_id)
         return None
     await repo.save_client(db, client_id, METADATA_DOCUMENT, info.model_dump(mode="json"), None)
     return info
@@ -194,12 +286,49 @@ async def _fetch_document(ctx: AppContext, url: str) -> OAuthClientInformationFu
     ):
         return None
     values: dict[str, Any] = {**doc, "client_id": url, "token_endpoint_auth_method": "none"}
-    values.pop("client_secret", None)
+    # No secret, and no keys: a public client has nothing to sign with.
+    for unused in ("client_secret", "jwks", "jwks_uri"):
+        values.pop(unused, None)
     values["scope"] = _allowed_scope(doc.get("scope"))
     try:
-        return OAuthClientInformationFull.model_validate(values)
+        info = OAuthClientInformationFull.model_validate(values)
     except ValidationError:
         return None
+    problem = client_metadata_problem(info)
+    if problem is not None:
+        log.info("client metadata document refused: %s", problem)
+        return None
+    return info
+
+
+def client_metadata_problem(info: OAuthClientInformationFull) -> str | None:
+    """Why a client's metadata is not stored (None: it may be). Every field
+    an anonymous caller writes is bounded, and the whole of it; no client
+    keys (``jwks``, ``jwks_uri``): Cairn verifies no ``private_key_jwt``."""
+    if info.jwks is not None or info.jwks_uri is not None:
+        return "jwks and jwks_uri are not accepted: Cairn supports no private_key_jwt"
+    uris = info.redirect_uris or []
+    if len(uris) > REDIRECT_URIS_MAX:
+        return f"at most {REDIRECT_URIS_MAX} redirect_uris"
+    for name in ("client_uri", "logo_uri", "tos_uri", "policy_uri"):
+        value = getattr(info, name)
+        if value is not None:
+            uris = [*uris, value]
+    if any(len(str(uri)) > URI_MAX for uri in uris):
+        return f"a URI is at most {URI_MAX} characters"
+    if info.client_name is not None and len(info.client_name) > CLIENT_NAME_MAX:
+        return f"client_name is at most {CLIENT_NAME_MAX} characters"
+    contacts = info.contacts or []
+    if len(contacts) > CONTACTS_MAX or any(len(c) > CONTACT_MAX for c in contacts):
+        return f"at most {CONTACTS_MAX} contacts of at most {CONTACT_MAX} characters"
+    for name in ("software_id", "software_version"):
+        value = getattr(info, name)
+        if value is not None and len(value) > SHORT_TEXT_MAX:
+            return f"{name} is at most {SHORT_TEXT_MAX} characters"
+    size = len(json.dumps(info.model_dump(mode="json")).encode())
+    if size > CLIENT_INFO_MAX_BYTES:
+        return f"the client metadata is at most {CLIENT_INFO_MAX_BYTES} bytes"
+    return None
 
 
 def _allowed_scope(scope: object) -> str:
@@ -214,13 +343,18 @@ async def register_client(
     ctx: AppContext, db: AsyncSession, info: OAuthClientInformationFull
 ) -> Refused | None:
     """Store a dynamically registered client (RFC 7591): its metadata, and
-    its secret only as a keyed hash."""
+    its secret only as a keyed hash. Registrations no code exchange used go
+    as new ones come (``sweep``)."""
     for uri in info.redirect_uris or []:
         problem = redirect_uri_problem(str(uri))
         if problem is not None:
             return Refused("invalid_redirect_uri", problem)
     secret = info.client_secret
     stored = info.model_copy(update={"client_secret": None, "scope": _allowed_scope(info.scope)})
+    problem = client_metadata_problem(stored)
+    if problem is not None:
+        return Refused("invalid_client_metadata", problem)
+    await sweep(ctx, db)
     await repo.save_client(
         db,
         info.client_id,
@@ -253,6 +387,8 @@ async def begin(
 ) -> str | Refused:
     """Keep an authorization request for the human's consent; the URL of the
     consent page. A resource other than this MCP server is refused (RFC 8707)."""
+    if params.state is not None and len(params.state) > STATE_MAX:
+        return Refused("invalid_request", f"state is at most {STATE_MAX} characters.")
     if not S256_CHALLENGE.match(params.code_challenge):
         return Refused(
             "invalid_request", "code_challenge must be a base64url SHA-256 digest (PKCE S256)."
@@ -428,9 +564,22 @@ async def exchange_code(ctx: AppContext, db: AsyncSession, code: CairnCode) -> T
     found = await repo.code(db, code_hash)
     if found is None or not await _grant_usable(db, found[1]):
         return Refused("invalid_grant", _GRANT_GONE)
+    await repo.mark_exchanged(db, found[1].client_id)
     # What can no longer be used goes as new sign-ins come.
-    await repo.drop_expired(db)
+    await sweep(ctx, db)
     return await _issue(ctx, db, found[1].id, uuid.UUID(code.family_id), list(code.scopes))
+
+
+async def sweep(ctx: AppContext, db: AsyncSession) -> None:
+    """Delete what can no longer be used: expired tokens, codes never spent
+    that expired, spent codes older than the refresh-token lifetime (till
+    then a replay still revokes what the code gave), and clients that no code
+    exchange used within ``UNUSED_CLIENT_TTL`` of being stored. Runs as new
+    registrations and sign-ins come."""
+    await repo.drop_expired(db, timedelta(seconds=ctx.settings.oauth_refresh_token_ttl_s))
+    dropped = await repo.drop_unused_clients(db, utcnow() - UNUSED_CLIENT_TTL)
+    if dropped:
+        log.info("%d OAuth clients never used in a code exchange deleted", dropped)
 
 
 async def _issue(
@@ -476,6 +625,20 @@ async def _issue(
     )
 
 
+def _in_grace(ctx: AppContext, row: OAuthToken) -> bool:
+    """A refresh token spent within CAIRN_OAUTH_REFRESH_REUSE_GRACE_S, and
+    neither revoked nor expired: presenting it again is a client's own race
+    (two refreshes at once), not a stolen token's replay."""
+    grace = timedelta(seconds=ctx.settings.oauth_refresh_reuse_grace_s)
+    now = utcnow()
+    return (
+        row.used_at is not None
+        and row.used_at + grace > now
+        and row.revoked_at is None
+        and row.expires_at > now
+    )
+
+
 async def load_refresh(
     ctx: AppContext, db: AsyncSession, client: OAuthClientInformationFull, token: str
 ) -> CairnRefresh | None:
@@ -485,7 +648,9 @@ async def load_refresh(
     if found is None or found[0].kind != "refresh":
         return None
     row, grant = found
-    if row.used_at is not None:
+    if row.used_at is not None and not (
+        _in_grace(ctx, row) and grant.client_id == client.client_id
+    ):
         revoked = await repo.revoke_family(db, row.family_id)
         log.warning("refresh token reused: %d tokens of its family revoked", revoked)
         return None
@@ -505,13 +670,16 @@ async def load_refresh(
 async def exchange_refresh(
     ctx: AppContext, db: AsyncSession, refresh: CairnRefresh, scopes: list[str]
 ) -> TokenReply | Refused:
-    """Rotate: the refresh token is spent, a new pair of the same family issued."""
+    """Rotate: the refresh token is spent, a new pair of the same family
+    issued. Spent moments ago (``_in_grace``: two refreshes of one client at
+    once), it gives a pair all the same, and the family stands."""
     token_hash = keys.hash_secret(ctx.secret, refresh.token)
     family = uuid.UUID(refresh.family_id)
-    if not await repo.spend_refresh(db, token_hash):
+    spent = await repo.spend_refresh(db, token_hash)
+    found = await repo.token(db, token_hash)
+    if not spent and (found is None or not _in_grace(ctx, found[0])):
         await repo.revoke_family(db, family)
         return Refused("invalid_grant", "refresh token was already used, revoked or expired")
-    found = await repo.token(db, token_hash)
     if found is None or not await _grant_usable(db, found[1]):
         return Refused("invalid_grant", _GRANT_GONE)
     # Writing implies reading here too (a refresh narrowed to cairn:write alone).

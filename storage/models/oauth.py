@@ -9,7 +9,17 @@ import uuid
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import Boolean, Column, DateTime, ForeignKey, Index, LargeBinary, String, Text
+from sqlalchemy import (
+    Boolean,
+    Column,
+    DateTime,
+    ForeignKey,
+    Index,
+    LargeBinary,
+    String,
+    Text,
+    text,
+)
 from sqlalchemy.dialects.postgresql import UUID
 from sqlmodel import Field, SQLModel
 
@@ -24,6 +34,13 @@ class OAuthClient(SQLModel, table=True):
     HTTPS URL of its Client ID Metadata Document (fetched, kept a while)."""
 
     __tablename__ = "oauth_clients"
+    __table_args__ = (
+        Index(
+            "ix_oauth_clients_unused",
+            "created_at",
+            postgresql_where=text("exchanged_at IS NULL"),
+        ),
+    )
 
     client_id: str = Field(sa_column=Column(String(2048), primary_key=True))
     kind: str = Field(sa_column=Column(String(32), nullable=False))
@@ -33,6 +50,9 @@ class OAuthClient(SQLModel, table=True):
     secret_hash: bytes | None = Field(default=None, sa_column=Column(LargeBinary(32)))
     created_at: datetime = created_field()
     fetched_at: datetime = created_field()
+    # The first code exchange of this client (None: never used; such a client
+    # is deleted a day after it was stored, docs/decisions/oauth.md).
+    exchanged_at: datetime | None = Field(default=None, sa_column=Column(DateTime(timezone=True)))
 
 
 class OAuthRequest(SQLModel, table=True):

@@ -3,10 +3,10 @@
 from __future__ import annotations
 
 import uuid
-from datetime import datetime
+from datetime import datetime, timedelta
 from typing import Any
 
-from sqlalchemy import delete, update
+from sqlalchemy import delete, or_, update
 from sqlalchemy.dialects.postgresql import insert
 from sqlmodel import col, select
 from sqlmodel.ext.asyncio.session import AsyncSession
@@ -47,6 +47,26 @@ async def save_client(
             set_={"info": statement.excluded.info, "fetched_at": statement.excluded.fetched_at},
         )
     )
+
+
+async def mark_exchanged(session: AsyncSession, client_id: str) -> None:
+    """Note a client's first code exchange: from then on it is kept."""
+    await session.exec(
+        update(OAuthClient)
+        .where(col(OAuthClient.client_id) == client_id, col(OAuthClient.exchanged_at).is_(None))
+        .values(exchanged_at=utcnow())
+    )
+
+
+async def drop_unused_clients(session: AsyncSession, older_than: datetime) -> int:
+    """Delete the clients stored before ``older_than`` that no code exchange
+    ever used (their pending requests and unexchanged grants go with them)."""
+    result = await session.exec(
+        delete(OAuthClient).where(
+            col(OAuthClient.exchanged_at).is_(None), col(OAuthClient.created_at) < older_than
+        )
+    )
+    return int(result.rowcount)
 
 
 # Consents waiting for a human ------------------------------------------------------
@@ -214,13 +234,21 @@ async def revoke_family(session: AsyncSession, family_id: uuid.UUID) -> int:
     return int(result.rowcount)
 
 
-async def drop_expired(session: AsyncSession) -> None:
-    """Delete the codes and tokens that can no longer be used (by the
-    expires_at index; a spent code stays until it expires, so a replay within
-    its life is still recognised)."""
+async def drop_expired(session: AsyncSession, keep_spent: timedelta) -> None:
+    """Delete the tokens that can no longer be used (by the expires_at index)
+    and the codes never spent that expired. A spent code stays ``keep_spent``
+    after it was spent (the refresh-token lifetime): a replay, however late,
+    is recognised and revokes what the code gave."""
     now = utcnow()
     await session.exec(delete(OAuthToken).where(col(OAuthToken.expires_at) < now))
-    await session.exec(delete(OAuthCode).where(col(OAuthCode.expires_at) < now))
+    await session.exec(
+        delete(OAuthCode).where(
+            or_(
+                col(OAuthCode.used_at).is_(None) & (col(OAuthCode.expires_at) < now),
+                col(OAuthCode.used_at) < now - keep_spent,
+            )
+        )
+    )
 
 
 # Column names come from our own tables, never from input.

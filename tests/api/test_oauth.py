@@ -7,6 +7,7 @@ PKCE and replays (docs/decisions/oauth.md, docs/security.md "OAuth")."""
 
 from __future__ import annotations
 
+import asyncio
 import base64
 import hashlib
 import re
@@ -253,6 +254,14 @@ async def test_the_sdk_client_signs_in_publishes_refreshes_and_loses_access(
     assert (await client.get("/api/oauth/grants", headers=human.auth)).json()["data"] == []
 
 
+def refused_here(response: httpx.Response) -> str:
+    """The error of an /authorize refusal Cairn answers itself (no redirect)."""
+    assert response.status_code == 400, (response.status_code, response.headers)
+    assert "location" not in response.headers
+    error: str = response.json()["error"]
+    return error
+
+
 def tool_call(name: str, arguments: dict[str, Any]) -> dict[str, Any]:
     return {
         "jsonrpc": "2.0",
@@ -381,16 +390,14 @@ async def test_pkce_is_required_and_checked(
 ) -> None:
     human, bot = owner
     reg = await register_client(client)
-    # No code_challenge: refused at /authorize, back to the client with the error.
+    # No code_challenge: refused at /authorize (shown by Cairn, not redirected).
     missing = await authorize(client, reg, None)
-    assert missing.status_code == 302
-    assert parse_qs(urlsplit(missing.headers["location"]).query)["error"] == ["invalid_request"]
+    assert refused_here(missing) == "invalid_request"
     plain = await authorize(client, reg, "x" * 43, code_challenge_method="plain")
-    assert parse_qs(urlsplit(plain.headers["location"]).query)["error"] == ["invalid_request"]
+    assert refused_here(plain) == "invalid_request"
     # Not an S256 digest (too long, or not base64url): refused before any consent.
     for challenge in ("x" * 200, "!" * 43):
-        odd = await authorize(client, reg, challenge)
-        assert parse_qs(urlsplit(odd.headers["location"]).query)["error"] == ["invalid_request"]
+        assert refused_here(await authorize(client, reg, challenge)) == "invalid_request"
     code, verifier = await code_for(client, human, bot, reg)
     wrong = await exchange(client, reg, code, pkce()[0])
     assert wrong.status_code == 400 and wrong.json()["error"] == "invalid_grant"
@@ -418,7 +425,7 @@ async def test_a_replayed_code_fails_and_revokes_what_it_gave(
 
 
 async def test_a_reused_refresh_token_revokes_the_family(
-    client: httpx.AsyncClient, owner: tuple[Human, Registered]
+    client: httpx.AsyncClient, owner: tuple[Human, Registered], database: str
 ) -> None:
     human, bot = owner
     reg = await register_client(client)
@@ -430,8 +437,13 @@ async def test_a_reused_refresh_token_revokes_the_family(
     new = rotated.json()
     assert new["refresh_token"] != tokens["refresh_token"]
     assert (await call(client, new["access_token"], "my_profile", {})).status_code == 200
-    # The old refresh token again (stolen, or a replay): refused, and every
-    # token of the family stops working.
+    # The old refresh token again, past the grace for a client's own race
+    # (stolen, or a replay): refused, and every token of the family stops working.
+    scalar(
+        database,
+        "UPDATE oauth_tokens SET used_at = now() - interval '1 minute' WHERE used_at IS NOT NULL "
+        "RETURNING 1",
+    )
     reused = await token(
         client, reg, grant_type="refresh_token", refresh_token=tokens["refresh_token"]
     )
@@ -478,7 +490,7 @@ async def test_tokens_are_bound_to_this_mcp_server(
     reg = await register_client(client)
     _, challenge = pkce()
     other = await authorize(client, reg, challenge, resource="https://other.example/mcp")
-    assert parse_qs(urlsplit(other.headers["location"]).query)["error"] == ["invalid_target"]
+    assert refused_here(other) == "invalid_target"
     code, verifier = await code_for(client, human, bot, reg)
     wrong = await exchange(client, reg, code, verifier, resource="https://other.example/mcp")
     assert wrong.status_code == 400 and wrong.json()["error"] == "invalid_target"
@@ -667,7 +679,12 @@ async def test_expired_codes_and_tokens_go_as_new_sign_ins_come(
     reg = await register_client(client)
     tokens = await tokens_for(client, human, bot, reg)
     scalar(database, "UPDATE oauth_tokens SET expires_at = now() - interval '1 minute' RETURNING 1")
-    scalar(database, "UPDATE oauth_codes SET expires_at = now() - interval '1 minute' RETURNING 1")
+    # A spent code is kept for the refresh-token lifetime (30 days), then goes.
+    scalar(
+        database,
+        "UPDATE oauth_codes SET expires_at = now() - interval '31 days',"
+        " used_at = now() - interval '31 days' RETURNING 1",
+    )
     # Expired: the access token is refused at once.
     expired = await call(client, tokens["access_token"], "my_profile", {})
     assert expired.status_code == 401 and expired.json()["error"] == "invalid_token"
@@ -756,19 +773,57 @@ async def test_a_public_client_revokes_with_its_id_alone(
     assert (await call(client, access, "my_profile", {})).status_code == 401
 
 
-async def test_error_redirects_carry_iss(
+async def test_authorize_errors_are_shown_by_cairn_not_redirected(
     client: httpx.AsyncClient, owner: tuple[Human, Registered]
 ) -> None:
-    """RFC 9207: the metadata says every authorization response carries
-    ``iss``; the error redirects, Cairn's and the SDK's own, do too."""
-    reg = await register_client(client)
-    for response in (
-        await authorize(client, reg, pkce()[1], resource="https://elsewhere.example/mcp"),
-        await authorize(client, reg, None),
+    """Issue 45, L1: a registration names any redirect URI it likes, so an
+    error at /authorize, before anyone saw the consent page, is never a
+    redirect there (Cairn's link would bounce the browser straight to the
+    registrant's page). Once the human answered on the consent page, the
+    answer, a denial too, goes back to the client with ``iss`` (RFC 9207)."""
+    human, _ = owner
+    reg = await register_client(client, redirect_uris=["https://phish.example/login"])
+    for response, error in (
+        (
+            await authorize(
+                client,
+                reg,
+                pkce()[1],
+                redirect_uri="https://phish.example/login",
+                resource="https://elsewhere.example/mcp",
+            ),
+            "invalid_target",
+        ),
+        (
+            await authorize(client, reg, None, redirect_uri="https://phish.example/login"),
+            "invalid_request",
+        ),
+        (
+            await authorize(
+                client,
+                reg,
+                pkce()[1],
+                redirect_uri="https://phish.example/login",
+                scope="cairn:admin",
+            ),
+            "invalid_scope",
+        ),
     ):
-        assert response.status_code == 302
-        query = parse_qs(urlsplit(response.headers["location"]).query)
-        assert "error" in query and query["iss"] == [SERVER] and query["state"] == ["st4te"]
+        assert refused_here(response) == error
+        assert response.headers["cache-control"] == "no-store"
+    asked = await authorize(client, reg, pkce()[1], redirect_uri="https://phish.example/login")
+    denied = await client.post(
+        "/api/oauth/consent",
+        headers=human.auth,
+        json={
+            "request": parse_qs(urlsplit(asked.headers["location"]).query)["request"][0],
+            "approve": False,
+        },
+    )
+    back = urlsplit(denied.json()["data"]["redirect_to"])
+    assert back.netloc == "phish.example"
+    assert parse_qs(back.query)["error"] == ["access_denied"]
+    assert parse_qs(back.query)["iss"] == [SERVER]
 
 
 async def test_write_implies_read_and_a_narrowed_refresh_keeps_the_grant(
@@ -817,3 +872,171 @@ async def test_a_deactivated_human_ends_the_grants_they_gave(
         client, reg, grant_type="refresh_token", refresh_token=tokens["refresh_token"]
     )
     assert refreshed.status_code == 400 and refreshed.json()["error"] == "invalid_grant"
+
+
+# --- issue 45: bounds on what anonymous callers store, replays and races ---------------------
+
+
+async def test_registration_is_bounded_and_refuses_client_keys(
+    client: httpx.AsyncClient, database: str
+) -> None:
+    """M3: every field a registration stores is bounded, and the whole of it;
+    no jwks (Cairn verifies no private_key_jwt). Nothing refused is stored."""
+    long_uri = "https://app.example/" + "p" * 480
+    for extra in (
+        {"jwks": {"keys": [{"kty": "RSA", "n": "x" * 1000, "e": "AQAB"}]}},
+        {"jwks_uri": "https://app.example/jwks.json"},
+        {"client_name": "n" * 101},
+        {"redirect_uris": [f"{REDIRECT}/{i}" for i in range(6)]},
+        {"redirect_uris": ["https://app.example/" + "p" * 600]},
+        {"contacts": ["a@example.com"] * 4},
+        {"contacts": ["a" * 300]},
+        {"software_id": "s" * 101},
+        {"logo_uri": "https://app.example/" + "l" * 600},
+        # Each field within its bound, the whole over 4 KiB.
+        {
+            "redirect_uris": [f"{long_uri}{i}" for i in range(5)],
+            "client_uri": long_uri,
+            "tos_uri": long_uri,
+            "policy_uri": long_uri,
+        },
+        # The 900 kB registration of the finding.
+        {"client_name": "x" * 900_000},
+    ):
+        response = await client.post(
+            "/register",
+            json={
+                "client_name": "Test MCP Client",
+                "redirect_uris": [REDIRECT],
+                "grant_types": ["authorization_code", "refresh_token"],
+                **extra,
+            },
+        )
+        assert response.status_code == 400, (list(extra), response.text)
+        assert response.json()["error"] == "invalid_client_metadata"
+    assert scalar(database, "SELECT count(*) FROM oauth_clients") == 0
+    # At the bounds: fine.
+    await register_client(
+        client,
+        client_name="n" * 100,
+        contacts=["a@example.com"] * 3,
+        redirect_uris=[f"{REDIRECT}/{i}" for i in range(5)],
+    )
+
+
+async def test_registration_counts_its_own_rule_per_address(client: httpx.AsyncClient) -> None:
+    ctx = client._transport.app.state.ctx  # type: ignore[attr-defined]
+    saved = ctx.rules
+    ctx.rules = {**saved, "oauth_register": Rule("oauth_register", 2, 3600)}
+    try:
+        for _ in range(2):
+            await register_client(client)
+        third = await client.post(
+            "/register", json={"client_name": "x", "redirect_uris": [REDIRECT]}
+        )
+        assert third.status_code == 429 and third.json()["error"] == "rate_limited"
+    finally:
+        ctx.rules = saved
+
+
+async def test_authorize_caps_state_and_stores_nothing_over_it(
+    client: httpx.AsyncClient, database: str
+) -> None:
+    """M3: a query parameter is at most 1000 characters (http/querystring.py);
+    a POSTed authorization request is held to it too (450 kB were kept)."""
+    reg = await register_client(client)
+
+    async def posted(state: str) -> httpx.Response:
+        form = {
+            "response_type": "code",
+            "client_id": reg.client_id,
+            "redirect_uri": REDIRECT,
+            "state": state,
+            "resource": MCP_URL,
+            "code_challenge": pkce()[1],
+            "code_challenge_method": "S256",
+        }
+        return await client.post("/authorize", data=form)
+
+    for state in ("s" * 1001, "s" * 450_000):
+        over = await posted(state)
+        assert refused_here(over) == "invalid_request"
+        assert "s" * 1001 not in over.text
+    assert scalar(database, "SELECT count(*) FROM oauth_requests") == 0
+    assert (await posted("s" * 1000)).status_code == 302
+
+
+async def test_registrations_never_used_in_a_code_exchange_expire(
+    client: httpx.AsyncClient, owner: tuple[Human, Registered], database: str
+) -> None:
+    """M3: a client no code exchange used is deleted a day after it was
+    stored (as new registrations and sign-ins come); a used one stays."""
+    human, bot = owner
+    used = await register_client(client)
+    await tokens_for(client, human, bot, used)
+    unused = await register_client(client)
+    _, challenge = pkce()
+    await authorize(client, unused, challenge)  # a pending request, never answered
+    scalar(
+        database,
+        "UPDATE oauth_clients SET created_at = now() - interval '25 hours' RETURNING 1",
+    )
+    fresh = await register_client(client)  # the sweep runs
+    kept = {
+        row
+        for row in [
+            scalar(database, "SELECT client_id FROM oauth_clients WHERE client_id = %s", c)
+            for c in (used.client_id, unused.client_id, fresh.client_id)
+        ]
+        if row is not None
+    }
+    assert kept == {used.client_id, fresh.client_id}
+    assert scalar(database, "SELECT count(*) FROM oauth_requests") == 0
+
+
+async def test_a_code_replayed_after_expiry_still_revokes_its_family(
+    client: httpx.AsyncClient, owner: tuple[Human, Registered], database: str
+) -> None:
+    """L5: a spent code is kept for the refresh-token lifetime, so a replay
+    after it expired (and after the sweep ran) still revokes what it gave."""
+    human, bot = owner
+    reg = await register_client(client)
+    code, verifier = await code_for(client, human, bot, reg)
+    first = await exchange(client, reg, code, verifier)
+    assert first.status_code == 200
+    access = first.json()["access_token"]
+    scalar(database, "UPDATE oauth_codes SET expires_at = now() - interval '1 minute' RETURNING 1")
+    await tokens_for(client, human, bot, reg)  # another sign-in: the sweep runs
+    assert (await call(client, access, "my_profile", {})).status_code == 200
+    replayed = await exchange(client, reg, code, verifier)
+    assert replayed.status_code == 400 and replayed.json()["error"] == "invalid_grant"
+    assert (await call(client, access, "my_profile", {})).status_code == 401
+
+
+async def test_two_refreshes_at_once_keep_the_family(
+    client: httpx.AsyncClient, owner: tuple[Human, Registered]
+) -> None:
+    """L7: a client that refreshes twice at once with one refresh token gets
+    two pairs; neither is revoked. Another client presenting it is refused."""
+    human, bot = owner
+    reg = await register_client(client)
+    tokens = await tokens_for(client, human, bot, reg)
+    both = await asyncio.gather(
+        *(
+            token(client, reg, grant_type="refresh_token", refresh_token=tokens["refresh_token"])
+            for _ in range(2)
+        )
+    )
+    assert [r.status_code for r in both] == [200, 200], [r.text for r in both]
+    for reply in both:
+        me = await call(client, reply.json()["access_token"], "my_profile", {})
+        assert me.status_code == 200
+        assert reply.json()["refresh_token"] != tokens["refresh_token"]
+    other = await register_client(client)
+    stolen = await token(
+        client, other, grant_type="refresh_token", refresh_token=tokens["refresh_token"]
+    )
+    assert stolen.status_code == 400
+    for reply in both:
+        gone = await call(client, reply.json()["access_token"], "my_profile", {})
+        assert gone.status_code == 401

@@ -7,10 +7,11 @@ document is served on 127.0.0.1, which only CAIRN_OAUTH_CLIENT_METADATA_ALLOW_LO
 
 from __future__ import annotations
 
+import asyncio
 import json
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -20,6 +21,7 @@ from urllib.parse import parse_qs, urlencode, urlsplit
 import httpx
 import pytest
 
+from actors.ratelimit import Rule
 from serve_app.kit.outbound import address_allowed
 from tests.api.conftest import register, sign_up
 from tests.api.test_oauth import REDIRECT, pkce
@@ -33,15 +35,18 @@ class Documents:
     """What the local document server answers, and what it was asked."""
 
     base: str = ""
-    mode: str = "normal"  # normal | wrong_id | huge | slow | redirect | confidential
+    # normal | wrong_id | huge | slow | redirect | confidential | held
+    mode: str = "normal"
     requests: list[str] = field(default_factory=list)
+    # "held": each answer waits for this (10 s at most).
+    release: threading.Event = field(default_factory=threading.Event)
 
-    def url(self) -> str:
-        return f"{self.base}/client.json"
+    def url(self, path: str = "/client.json") -> str:
+        return f"{self.base}{path}"
 
-    def document(self) -> dict[str, Any]:
+    def document(self, path: str = "/client.json") -> dict[str, Any]:
         doc: dict[str, Any] = {
-            "client_id": self.url(),
+            "client_id": self.url(path),
             "client_name": "Document Client",
             "redirect_uris": [REDIRECT],
             "grant_types": ["authorization_code", "refresh_token"],
@@ -67,12 +72,14 @@ class _Handler(BaseHTTPRequestHandler):
         docs.requests.append(self.path)
         if docs.mode == "slow":
             time.sleep(3)
+        if docs.mode == "held":
+            docs.release.wait(10)
         if docs.mode == "redirect":
             self.send_response(302)
             self.send_header("Location", "http://127.0.0.1:1/elsewhere.json")
             self.end_headers()
             return
-        body = json.dumps(docs.document()).encode()
+        body = json.dumps(docs.document(self.path)).encode()
         self.send_response(200)
         self.send_header("Content-Type", "application/json")
         self.send_header("Content-Length", str(len(body)))
@@ -102,14 +109,21 @@ def serving() -> Iterator[Documents]:
 def docs(client: httpx.AsyncClient) -> Iterator[Documents]:
     with serving() as running:
         yield running
+        running.release.set()  # no held answer outlives the test
 
 
 @contextmanager
-def loopback_allowed(client: httpx.AsyncClient, allowed: bool = True) -> Iterator[None]:
+def loopback_allowed(
+    client: httpx.AsyncClient, allowed: bool = True, **settings: Any
+) -> Iterator[None]:
     ctx = client._transport.app.state.ctx  # type: ignore[attr-defined]
     saved = ctx.settings
     ctx.settings = saved.model_copy(
-        update={"oauth_client_metadata_allow_loopback": allowed, "outbound_timeout_s": 1.0}
+        update={
+            "oauth_client_metadata_allow_loopback": allowed,
+            "outbound_timeout_s": 1.0,
+            **settings,
+        }
     )
     try:
         yield
@@ -129,6 +143,14 @@ async def authorize(client: httpx.AsyncClient, client_id: str) -> httpx.Response
         "resource": MCP_URL,
     }
     return await client.get(f"/authorize?{urlencode(params)}")
+
+
+async def until(condition: Callable[[], bool], deadline_s: float = 10.0) -> None:
+    """Poll ``condition`` until it holds (fails the test past the deadline)."""
+    ends = time.monotonic() + deadline_s
+    while not condition():
+        assert time.monotonic() < ends, "gave up waiting"
+        await asyncio.sleep(0.02)
 
 
 def not_found(response: httpx.Response) -> bool:
@@ -243,3 +265,81 @@ def test_only_public_addresses_are_allowed() -> None:
     assert address_allowed("93.184.215.14") and address_allowed("2606:4700::1111")
     assert address_allowed("127.0.0.1", allow_loopback=True)
     assert not address_allowed("10.1.2.3", allow_loopback=True)
+
+
+# --- issue 45, M2: a fetch holds no database connection, and fetches are bounded ----------
+
+
+async def test_a_slow_document_holds_no_database_connection(
+    client: httpx.AsyncClient, docs: Documents
+) -> None:
+    """More slow document fetches at once than the pool has connections
+    (pool_size=5 in the tests' app): meanwhile an ordinary request that needs
+    the database is answered at once, not after the fetches' time limit."""
+    bot = await register(client, "Pool Bot")
+    docs.mode = "held"
+    with loopback_allowed(client, outbound_timeout_s=5.0):
+        asked = [
+            asyncio.create_task(authorize(client, docs.url(f"/client-{i}.json"))) for i in range(8)
+        ]
+        try:
+            await until(lambda: len(docs.requests) >= 5)
+            started = time.monotonic()
+            me = await client.get("/api/agents/me", headers=bot.auth)
+            waited = time.monotonic() - started
+        finally:
+            docs.release.set()
+            answers = await asyncio.gather(*asked)
+    assert me.status_code == 200, me.text
+    assert waited < 2.5  # the fetches' own limit is 5 s
+    assert [a.status_code for a in answers] == [302] * 8
+    assert sorted(docs.requests) == sorted(f"/client-{i}.json" for i in range(8))
+
+
+async def test_document_fetches_are_capped_per_replica(
+    client: httpx.AsyncClient, docs: Documents
+) -> None:
+    docs.mode = "held"
+    with loopback_allowed(client, outbound_timeout_s=5.0, oauth_client_metadata_fetches=2):
+        held = [
+            asyncio.create_task(authorize(client, docs.url(f"/held-{i}.json"))) for i in range(2)
+        ]
+        try:
+            await until(lambda: len(docs.requests) == 2)
+            started = time.monotonic()
+            third = await authorize(client, docs.url("/third.json"))
+            assert time.monotonic() - started < 2.5  # refused at once, not queued
+        finally:
+            docs.release.set()
+            answers = await asyncio.gather(*held)
+        assert not_found(third)
+        assert [a.status_code for a in answers] == [302, 302]
+        # A slot is free again: the third is fetched now.
+        assert (await authorize(client, docs.url("/third.json"))).status_code == 302
+    assert docs.requests.count("/third.json") == 1
+
+
+async def test_document_fetches_count_per_address_and_failures_are_kept(
+    client: httpx.AsyncClient, docs: Documents
+) -> None:
+    ctx = client._transport.app.state.ctx  # type: ignore[attr-defined]
+    saved = ctx.rules
+    ctx.rules = {**saved, "oauth_client_fetch": Rule("oauth_client_fetch", 3, 3600)}
+    try:
+        with loopback_allowed(client):
+            for i in range(2):
+                assert (await authorize(client, docs.url(f"/c{i}.json"))).status_code == 302
+            # A document kept is answered without a fetch: it counts nothing.
+            assert (await authorize(client, docs.url("/c0.json"))).status_code == 302
+            # A failed fetch is not asked again for a while.
+            docs.mode = "wrong_id"
+            assert not_found(await authorize(client, docs.url("/bad.json")))
+            assert not_found(await authorize(client, docs.url("/bad.json")))
+            assert docs.requests.count("/bad.json") == 1
+            # The address's budget (3) is spent: another URL is not fetched.
+            docs.mode = "normal"
+            assert not_found(await authorize(client, docs.url("/c3.json")))
+            assert "/c3.json" not in docs.requests
+            assert (await authorize(client, docs.url("/c1.json"))).status_code == 302
+    finally:
+        ctx.rules = saved
