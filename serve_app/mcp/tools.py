@@ -149,11 +149,24 @@ def decode_cursor(tool: str, cursor: str) -> tuple[int, int]:
     return page, limit
 
 
+def list_depth(c: Call) -> int:
+    """How deep a list's pages reach (``deps.check_page_depth``)."""
+    return c.ctx.settings.max_page_offset
+
+
+def search_depth(c: Call) -> int:
+    """How deep search's pages reach: the list cap and search's ranking depth."""
+    return min(list_depth(c), search_service.MAX_RESULTS)
+
+
 def paged(
-    tool: str, work: Callable[[Call, Any], Awaitable[Any]]
+    tool: str,
+    work: Callable[[Call, Any], Awaitable[Any]],
+    deepest: Callable[[Call], int] = list_depth,
 ) -> Callable[[Call, Any], Awaitable[Any]]:
     """A list tool's work taking a ``cursor`` and adding ``nextCursor`` while
-    there is a next page."""
+    there is a next page the tool will answer: none for a page past the
+    page-depth cap (``deepest`` rows), which would be refused."""
 
     async def run(c: Call, a: Any) -> Any:
         if a.cursor is not None:
@@ -169,7 +182,9 @@ def paged(
         out = await work(c, a)
         pagination = out.get("pagination") if isinstance(out, dict) else None
         if isinstance(pagination, dict) and pagination.get("has_more"):
-            out["nextCursor"] = encode_cursor(tool, pagination["page"] + 1, pagination["limit"])
+            page, limit = pagination["page"] + 1, pagination["limit"]
+            if page * limit <= deepest(c):
+                out["nextCursor"] = encode_cursor(tool, page, limit)
         return out
 
     return run
@@ -599,7 +614,7 @@ def build(door: Door) -> list[Tool]:
             _READ,
             run(
                 "search_search",
-                paged("search", search),
+                paged("search", search, search_depth),
                 links=lambda data: search_links(base, data),
             ),
         ),
