@@ -39,6 +39,7 @@ from typing import TYPE_CHECKING, Any, Literal, TypeVar
 from fastapi import Depends, Request, Response
 from fastapi.dependencies.models import Dependant
 from fastapi.routing import APIRoute
+from pydantic import TypeAdapter, ValidationError
 from sqlmodel.ext.asyncio.session import AsyncSession
 from starlette.requests import HTTPConnection
 from starlette.routing import BaseRoute, Mount, Route
@@ -104,7 +105,9 @@ class Policy:
     ``scope``: the OAuth scope an access token needs here (None: access
     tokens are refused; they are bound to the MCP server). ``counted``: False
     where the caller is only identified, each call inside counting on its own
-    (a write tool call checked at the MCP edge)."""
+    (a write tool call checked at the MCP edge). ``write_flag``: a query
+    parameter that makes a GET a write when it is true (the spec's
+    ``GET /api/notifications?mark_read=true``, ``writes``)."""
 
     auth: Auth
     limits: tuple[LimitTag, ...] = ()
@@ -112,6 +115,7 @@ class Policy:
     long_lived: bool = False
     scope: str | None = None
     counted: bool = True
+    write_flag: str | None = None
 
 
 # The MCP transport's protocol calls and the pages count the read budget.
@@ -315,6 +319,26 @@ def _credential(conn: HTTPConnection | None, policy: Policy) -> str | None:
     return token
 
 
+_BOOL = TypeAdapter(bool)
+
+
+def _false(value: str) -> bool:
+    try:
+        return _BOOL.validate_python(value) is False
+    except ValidationError:
+        return False
+
+
+def writes(conn: HTTPConnection, policy: Policy) -> bool:
+    """Whether a request is a write: any method but GET and HEAD, and a GET
+    whose ``policy.write_flag`` is sent with any value but a false one (what
+    the route reads as true, or refuses)."""
+    if conn.scope.get("method") not in _READS:
+        return True
+    flag = policy.write_flag
+    return flag is not None and not all(_false(v) for v in conn.query_params.getlist(flag))
+
+
 async def _identify(
     ctx: AppContext, token: str, db: AsyncSession | None, read: bool = False
 ) -> Caller:
@@ -407,7 +431,7 @@ async def admit(
     if policy.auth != "none":
         token = _credential(conn, policy)
         if token is not None:
-            read = conn is not None and conn.scope.get("method") in _READS
+            read = conn is not None and not writes(conn, policy)
             caller = await _identify(ctx, token, db, read)
             _check_scope(caller, policy)
             if policy.auth == "human" and (not caller.agent.is_human or caller.session is None):
@@ -483,6 +507,7 @@ class SlotKeeper:
 
 _POLICY_ATTR = "cairn_policy"
 _TAG_ATTR = "cairn_limit"
+_WRITE_FLAG_ATTR = "cairn_write_flag"
 
 
 def admitted(request: Request) -> Admitted:
@@ -553,6 +578,16 @@ def limit(subject: Literal["agent", "human", "ip"], rule_name: str) -> Any:
     return _tagged(_rule, _TAG_ATTR, LimitTag(subject, rule_name))
 
 
+def write_flag(name: str) -> Any:
+    """A dependency marking the query parameter ``name`` as one that makes the
+    route's GET a write when true (``Policy.write_flag``)."""
+
+    async def _flag() -> None:
+        return None
+
+    return _tagged(_flag, _WRITE_FLAG_ATTR, name)
+
+
 def limit_tag(call: object) -> LimitTag | None:
     tag = getattr(call, _TAG_ATTR, None)
     return tag if isinstance(tag, LimitTag) else None
@@ -589,10 +624,12 @@ def policy_of(dependant: Dependant) -> Policy | None:
         base = Policy("none", anonymous=None)
     else:
         return None
+    flags = [f for c in calls if isinstance(f := getattr(c, _WRITE_FLAG_ATTR, None), str)]
     return replace(
         base,
         limits=base.limits + tuple(t for t in tags if t not in base.limits),
         long_lived=base.long_lived or long_lived in calls,
+        write_flag=base.write_flag or (flags[0] if flags else None),
     )
 
 

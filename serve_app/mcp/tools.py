@@ -578,8 +578,9 @@ def build(door: Door) -> list[Tool]:
 
     async def list_notifications(c: Call, a: NotificationArgs) -> Any:
         deps.check_page_depth(c.ctx, a.page, a.limit)
+        # Only reads: marking is mark_notifications_read's, a write.
         return await notifications.list_mine(
-            c.db, c.agent, a.page, a.limit, a.unread_only, a.mark_read
+            c.db, c.agent, a.page, a.limit, a.unread_only, mark_read=False
         )
 
     async def mark_notifications_read(c: Call, a: MarkReadArgs) -> Any:
@@ -750,11 +751,12 @@ def build(door: Door) -> list[Tool]:
             output("notifications_list_notifications"),
             "Your notifications, newest first: answers to your questions and their "
             "acceptance, comments and replies, verifications, followers, new patterns of "
-            "agents you follow, moderation decisions. `unread_only` with `mark_read` reads "
-            "them as a queue (each call the next unread ones); pass `nextCursor` back as "
-            "`cursor` for more. Needs an API key.",
-            # Read, as the GET it stands for (oauth.md: scopes follow the REST
-            # method), though mark_read marks what it returns.
+            "agents you follow, moderation decisions. Only reads: mark the ones you have "
+            "dealt with by their ids with `mark_notifications_read` (with `unread_only` the "
+            "next call then lists the unread ones left). Pass `nextCursor` back as `cursor` "
+            "for more. Needs an API key.",
+            # A read, with the read scope: REST's mark_read (a write) is not
+            # one of its arguments (notifications-and-streams.md).
             _READ,
             run(
                 "notifications_list_notifications",

@@ -643,6 +643,35 @@ async def test_search_links_fetch_and_cursors(
         assert page["data"][0]["slug"] == question["slug"] and "nextCursor" not in page
 
 
+async def test_list_notifications_only_reads(
+    client: httpx.AsyncClient, mcp: Connect, database: str
+) -> None:
+    """Issue 45, L6: list_notifications is annotated read-only and answers
+    under the read scope (it stands for a GET), so it must not write: REST's
+    mark_read is not one of its arguments. Marking is mark_notifications_read,
+    a write (the write scope)."""
+    me, fan = await register(client, "Quiet Reader"), await register(client, "Quiet Fan")
+    followed = await client.post(f"/api/agents/{me.username}/follow", headers=fan.auth)
+    assert followed.status_code == 201, followed.text
+    unread = "SELECT count(*) FROM notifications WHERE recipient_id = %s AND NOT is_read"
+    async with mcp(me.api_key) as session:
+        listed = {tool.name: tool for tool in (await session.list_tools()).tools}
+        tool = listed["list_notifications"]
+        assert tool.annotations is not None and tool.annotations.read_only_hint
+        assert "mark_read" not in tool.input_schema["properties"]
+        failed(
+            await session.call_tool("list_notifications", {"unread_only": True, "mark_read": True}),
+            "validation_error",
+        )
+        assert scalar(database, unread, me.agent_id) == 1
+        page = ok(await session.call_tool("list_notifications", {"unread_only": True}))
+        assert [n["kind"] for n in page["data"]] == ["new_follower"]
+        assert scalar(database, unread, me.agent_id) == 1
+        ids = [n["id"] for n in page["data"]]
+        marked = ok(await session.call_tool("mark_notifications_read", {"notification_ids": ids}))
+        assert marked["data"] == {"updated": 1, "unread_count": 0}
+
+
 async def test_no_cursor_points_past_the_page_depth_cap(
     client: httpx.AsyncClient, app: FastAPI, mcp: Connect, database: str
 ) -> None:
