@@ -19,6 +19,7 @@ from urllib.parse import parse_qs, unquote, urlsplit
 
 from actors import notices
 from storage.models.base import utcnow
+from storage.models.social import ALWAYS_MAILED_KINDS
 
 # The kind of a Letter that carries an address-verification token.
 VERIFY_EMAIL = "email_verification"
@@ -107,12 +108,20 @@ def compose(letter: Letter, *, sender: str, base_url: str) -> EmailMessage:
         lines = [f"Hello {letter.to_name},", "", f"{headline}."]
     if url:
         lines += ["", url]
-    lines += [
-        "",
-        "You get this e-mail because of the Cairn notification settings of",
-        f"{'@' + letter.for_agent if letter.for_agent else 'your account'}; change them with",
-        f"PUT {base_url.rstrip('/')}/api/notifications/email.",
-    ]
+    if letter.kind in ALWAYS_MAILED_KINDS:
+        lines += [
+            "",
+            "Cairn always tells you of this, whatever your notification settings.",
+            "If it was not you, someone holds your session: sign in again, issue the",
+            "agent another key, and sign out everywhere else.",
+        ]
+    else:
+        lines += [
+            "",
+            "You get this e-mail because of the Cairn notification settings of",
+            f"{'@' + letter.for_agent if letter.for_agent else 'your account'}; change them with",
+            f"PUT {base_url.rstrip('/')}/api/notifications/email.",
+        ]
     message.set_content("\n".join(lines))
     return message
 

@@ -8,6 +8,7 @@ from typing import Any
 from storage.models.social import (
     ANSWER_ACCEPTED,
     ANSWER_COMMENT,
+    API_KEY_ISSUED,
     BOT_RELINKED,
     COMMENT_REPLY,
     MODERATION_DECISION,
@@ -35,6 +36,8 @@ _HEADLINES = {
     BOT_RELINKED: "{who} proved they hold your agent {about}'s X account and linked it to "
     "their profile",
     VERIFICATION: "{who} ran your pattern {about}: {outcome}",
+    API_KEY_ISSUED: "A new API key was issued for your agent {about}; its previous key "
+    "no longer works",
 }
 _OUTCOME_WORDS = {
     "worked_as_written": "it worked as written",

@@ -39,6 +39,7 @@ from typing import TYPE_CHECKING, Any, Literal, TypeVar
 from fastapi import Depends, Request, Response
 from fastapi.dependencies.models import Dependant
 from fastapi.routing import APIRoute
+from pydantic import TypeAdapter, ValidationError
 from sqlmodel.ext.asyncio.session import AsyncSession
 from starlette.requests import HTTPConnection
 from starlette.routing import BaseRoute, Mount, Route
@@ -104,7 +105,9 @@ class Policy:
     where the caller is only identified, each call inside counting on its own
     (a write tool call checked at the MCP edge). ``reads``: the request only
     reads, whatever its method (an MCP call of read tools), so its key may be
-    answered by the key cache as a GET's is."""
+    answered by the key cache as a GET's is. ``write_flag``: a query
+    parameter that makes a GET a write when it is true (the spec's
+    ``GET /api/notifications?mark_read=true``, ``writes``)."""
 
     auth: Auth
     limits: tuple[LimitTag, ...] = ()
@@ -113,6 +116,7 @@ class Policy:
     scope: str | None = None
     counted: bool = True
     reads: bool = False
+    write_flag: str | None = None
 
 
 # The MCP transport's protocol calls and the pages count the read budget.
@@ -141,6 +145,26 @@ class Admitted:
     def ip_subject(self) -> str:
         """The per-address rate-limit key (``limit_subject``), worked out once."""
         return limit_subject(self.address if self.address is not None else self.ip)
+
+
+_BOOL = TypeAdapter(bool)
+
+
+def _false(value: str) -> bool:
+    try:
+        return _BOOL.validate_python(value) is False
+    except ValidationError:
+        return False
+
+
+def writes(conn: HTTPConnection, policy: Policy) -> bool:
+    """Whether a request is a write: any method but GET and HEAD, and a GET
+    whose ``policy.write_flag`` is sent with any value but a false one (what
+    the route reads as true, or refuses)."""
+    if conn.scope.get("method") not in READS:
+        return True
+    flag = policy.write_flag
+    return flag is not None and not all(_false(v) for v in conn.query_params.getlist(flag))
 
 
 # --- step 2: budgets ------------------------------------------------------------
@@ -218,7 +242,7 @@ async def admit(
     if policy.auth != "none":
         token = credential(conn, human=policy.auth == "human")
         if token is not None:
-            read = policy.reads or (conn is not None and conn.scope.get("method") in READS)
+            read = policy.reads or (conn is not None and not writes(conn, policy))
             caller = await identify(ctx, conn, token, db, read)
             check_scope(caller, policy.scope)
             if policy.auth == "human" and (not caller.agent.is_human or caller.session is None):
@@ -294,6 +318,7 @@ class SlotKeeper:
 
 _POLICY_ATTR = "cairn_policy"
 _TAG_ATTR = "cairn_limit"
+_WRITE_FLAG_ATTR = "cairn_write_flag"
 
 
 def admitted(request: Request) -> Admitted:
@@ -364,6 +389,16 @@ def limit(subject: Literal["agent", "human", "ip"], rule_name: str) -> Any:
     return _tagged(_rule, _TAG_ATTR, LimitTag(subject, rule_name))
 
 
+def write_flag(name: str) -> Any:
+    """A dependency marking the query parameter ``name`` as one that makes the
+    route's GET a write when true (``Policy.write_flag``)."""
+
+    async def _flag() -> None:
+        return None
+
+    return _tagged(_flag, _WRITE_FLAG_ATTR, name)
+
+
 def limit_tag(call: object) -> LimitTag | None:
     tag = getattr(call, _TAG_ATTR, None)
     return tag if isinstance(tag, LimitTag) else None
@@ -400,10 +435,12 @@ def policy_of(dependant: Dependant) -> Policy | None:
         base = Policy("none", anonymous=None)
     else:
         return None
+    flags = [f for c in calls if isinstance(f := getattr(c, _WRITE_FLAG_ATTR, None), str)]
     return replace(
         base,
         limits=base.limits + tuple(t for t in tags if t not in base.limits),
         long_lived=base.long_lived or long_lived in calls,
+        write_flag=base.write_flag or (flags[0] if flags else None),
     )
 
 

@@ -104,6 +104,12 @@ def ip_limit(rule_name: str) -> Callable[..., Awaitable[None]]:
     return cast(Callable[..., Awaitable[None]], admission.limit("ip", rule_name))
 
 
+def write_flag(name: str) -> Callable[..., Awaitable[None]]:
+    """Marks the query parameter ``name`` as making the route's GET a write
+    when it is true (admitted as a write: ``admission.writes``)."""
+    return cast(Callable[..., Awaitable[None]], admission.write_flag(name))
+
+
 # --- the deepest page ---------------------------------------------------------
 
 

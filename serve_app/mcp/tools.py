@@ -149,11 +149,24 @@ def decode_cursor(tool: str, cursor: str) -> tuple[int, int]:
     return page, limit
 
 
+def list_depth(c: Call) -> int:
+    """How deep a list's pages reach (``deps.check_page_depth``)."""
+    return c.ctx.settings.max_page_offset
+
+
+def search_depth(c: Call) -> int:
+    """How deep search's pages reach: the list cap and search's ranking depth."""
+    return min(list_depth(c), search_service.MAX_RESULTS)
+
+
 def paged(
-    tool: str, work: Callable[[Call, Any], Awaitable[Any]]
+    tool: str,
+    work: Callable[[Call, Any], Awaitable[Any]],
+    deepest: Callable[[Call], int] = list_depth,
 ) -> Callable[[Call, Any], Awaitable[Any]]:
     """A list tool's work taking a ``cursor`` and adding ``nextCursor`` while
-    there is a next page."""
+    there is a next page the tool will answer: none for a page past the
+    page-depth cap (``deepest`` rows), which would be refused."""
 
     async def run(c: Call, a: Any) -> Any:
         if a.cursor is not None:
@@ -169,7 +182,9 @@ def paged(
         out = await work(c, a)
         pagination = out.get("pagination") if isinstance(out, dict) else None
         if isinstance(pagination, dict) and pagination.get("has_more"):
-            out["nextCursor"] = encode_cursor(tool, pagination["page"] + 1, pagination["limit"])
+            page, limit = pagination["page"] + 1, pagination["limit"]
+            if page * limit <= deepest(c):
+                out["nextCursor"] = encode_cursor(tool, page, limit)
         return out
 
     return run
@@ -563,8 +578,9 @@ def build(door: Door) -> list[Tool]:
 
     async def list_notifications(c: Call, a: NotificationArgs) -> Any:
         deps.check_page_depth(c.ctx, a.page, a.limit)
+        # Only reads: marking is mark_notifications_read's, a write.
         return await notifications.list_mine(
-            c.db, c.agent, a.page, a.limit, a.unread_only, a.mark_read
+            c.db, c.agent, a.page, a.limit, a.unread_only, mark_read=False
         )
 
     async def mark_notifications_read(c: Call, a: MarkReadArgs) -> Any:
@@ -599,7 +615,7 @@ def build(door: Door) -> list[Tool]:
             _READ,
             run(
                 "search_search",
-                paged("search", search),
+                paged("search", search, search_depth),
                 links=lambda data: search_links(base, data),
             ),
         ),
@@ -735,11 +751,12 @@ def build(door: Door) -> list[Tool]:
             output("notifications_list_notifications"),
             "Your notifications, newest first: answers to your questions and their "
             "acceptance, comments and replies, verifications, followers, new patterns of "
-            "agents you follow, moderation decisions. `unread_only` with `mark_read` reads "
-            "them as a queue (each call the next unread ones); pass `nextCursor` back as "
-            "`cursor` for more. Needs an API key.",
-            # Read, as the GET it stands for (oauth.md: scopes follow the REST
-            # method), though mark_read marks what it returns.
+            "agents you follow, moderation decisions. Only reads: mark the ones you have "
+            "dealt with by their ids with `mark_notifications_read` (with `unread_only` the "
+            "next call then lists the unread ones left). Pass `nextCursor` back as `cursor` "
+            "for more. Needs an API key.",
+            # A read, with the read scope: REST's mark_read (a write) is not
+            # one of its arguments (notifications-and-streams.md).
             _READ,
             run(
                 "notifications_list_notifications",

@@ -157,10 +157,13 @@ async def relink_code(agent_id: uuid.UUID, caller: HumanCaller, ctx: Ctx, db: Db
     response_model=MessageDataOut[NewApiKeyOut],
     responses=errors(403, 404),
 )
-async def issue_key(agent_id: uuid.UUID, caller: HumanCaller, ctx: Ctx, db: Db) -> dict[str, Any]:
+async def issue_key(
+    agent_id: uuid.UUID, caller: HumanCaller, ctx: Ctx, db: Db, ip: ClientIp
+) -> dict[str, Any]:
     """Issue a new API key for a bot linked to your profile (one that lost or
-    revoked its own); its previous key, if any, stops working. Shown once."""
-    return await claims.issue_key(ctx, db, caller.agent, agent_id)
+    revoked its own); its previous key, if any, stops working. Shown once;
+    you are told of it by e-mail too."""
+    return await claims.issue_key(ctx, db, caller.agent, agent_id, ip)
 
 
 @router.patch(

@@ -5,17 +5,17 @@ from __future__ import annotations
 
 from typing import Annotated, Any
 
-from fastapi import Query
+from fastapi import Depends, Query, Response
 
 from serve_app.http.contract import api_router
-from serve_app.http.deps import Ctx, CurrentCaller, Db
+from serve_app.http.deps import Ctx, CurrentCaller, Db, write_flag
 from serve_app.schemas.common import DataOut, MessageDataOut
 from serve_app.schemas.notifications import (
     EmailPreferencesIn,
     EmailPreferencesOut,
     MarkRead,
-    NotificationListParams,
     NotificationPageOut,
+    NotificationQuery,
     NotificationsDeletedOut,
     NotificationsMarkedOut,
 )
@@ -24,11 +24,18 @@ from serve_app.services import notifications as service
 router = api_router(prefix="/api/notifications", tags=["notifications"])
 
 
-@router.get("", response_model=NotificationPageOut)
+# The spec's GET with mark_read=true changes state: it is admitted as a write
+# (the key checked in Postgres), and no cache may keep or replay its answer
+# (docs/decisions/notifications-and-streams.md, "A GET that marks read (issue 45)").
+@router.get("", response_model=NotificationPageOut, dependencies=[Depends(write_flag("mark_read"))])
 async def list_notifications(
-    caller: CurrentCaller, db: Db, params: Annotated[NotificationListParams, Query()]
+    caller: CurrentCaller,
+    db: Db,
+    params: Annotated[NotificationQuery, Query()],
+    response: Response,
 ) -> dict[str, Any]:
     """Your notifications, newest first; `mark_read=true` marks the ones returned as read."""
+    response.headers["Cache-Control"] = "no-store"
     return await service.list_mine(
         db, caller.agent, params.page, params.limit, params.unread_only, params.mark_read
     )

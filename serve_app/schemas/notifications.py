@@ -24,11 +24,18 @@ MAX_IDS = 200
 
 class NotificationListParams(BaseModel):
     """The caller's notification list's parameters, one model for both doors:
-    REST reads it from the query string, the MCP tool from its arguments."""
+    the MCP tool's arguments, and REST's query string with ``mark_read``."""
 
     page: Page = 1
     limit: Limit = 20
     unread_only: bool = False
+
+
+class NotificationQuery(NotificationListParams):
+    """REST's query string: the spec's ``mark_read`` too, which makes the GET a
+    write (docs/decisions/notifications-and-streams.md, "A GET that marks read
+    (issue 45)")."""
+
     mark_read: bool = Field(default=False, description="Mark the returned ones as read.")
 
 
@@ -87,6 +94,7 @@ NotificationKind = Literal[
     "moderation_decision",
     "bot_relinked",
     "verification",
+    "api_key_issued",
 ]
 
 

@@ -6,6 +6,7 @@ code issued to them, and appeal. Every post proves once
 
 from __future__ import annotations
 
+import logging
 import uuid
 from datetime import datetime, timedelta
 from typing import Any
@@ -27,13 +28,16 @@ from serve_app.schemas.agents import AppealIn, ClaimIn, RelinkIn
 from serve_app.services import api_keys, notifications, views
 from storage.models import Agent
 from storage.models.base import utcnow
-from storage.models.social import BOT_RELINKED
+from storage.models.social import API_KEY_ISSUED, BOT_RELINKED
 from storage.repositories import claims as repo
 
 # A post must be newer than the code it carries; X's clock and ours may differ
 # this much.
 CLOCK_SKEW = timedelta(minutes=5)
 RELINK_CODE_LENGTH = 10
+
+# Security events for the operator's record (a log line each).
+audit = logging.getLogger("cairn.audit")
 
 
 def _no_bot(agent_id: uuid.UUID) -> NotFound:
@@ -186,12 +190,17 @@ def _not_claimed() -> Conflict:
 
 
 async def issue_key(
-    ctx: AppContext, db: AsyncSession, human: Agent, agent_id: uuid.UUID
+    ctx: AppContext,
+    db: AsyncSession,
+    human: Agent,
+    agent_id: uuid.UUID,
+    remote_ip: str | None = None,
 ) -> dict[str, Any]:
     """A new API key for a bot, by the human it is linked to: how a bot that
     lost or revoked its key gets one again (its previous key, if any, stops
     working). Only the linked human: whoever proved the X account last and
-    re-linked the bot to their profile."""
+    re-linked the bot to their profile. The human is told (an e-mail to a
+    verified address, whatever the preferences) and the event is recorded."""
     bot = await _bot(db, agent_id, lock=True)
     if bot.owner_id != human.id:
         raise Forbidden(
@@ -201,7 +210,27 @@ async def issue_key(
         )
     if not bot.is_active:
         raise Forbidden("This account has been deactivated.", error="account_inactive")
-    return await api_keys.regenerate(ctx, db, bot)
+    issued = await api_keys.regenerate(ctx, db, bot)
+    prefix = issued["data"]["key_prefix"]
+    # Out of band, so that a key issued with a stolen session does not go
+    # unseen (docs/decisions/notifications-and-streams.md, "Key recovery leaves a
+    # trace (issue 45)").
+    await notifications.warn(
+        db,
+        notifications.notice(
+            human.id, API_KEY_ISSUED, notifications.about_agent(bot), key_prefix=prefix
+        ),
+    )
+    audit.info(
+        "api key issued for agent %s (@%s) by human %s (@%s) from %s: key %s",
+        bot.id,
+        bot.username,
+        human.id,
+        human.username,
+        remote_ip or "unknown",
+        prefix,
+    )
+    return issued
 
 
 async def relink_code(

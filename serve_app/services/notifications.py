@@ -58,14 +58,27 @@ def notice(recipient_id: uuid.UUID, kind: str, subject: Subject, **data: Any) ->
 async def send(db: AsyncSession, actor: Agent, *notices_: Notice) -> None:
     """Record notifications caused by ``actor``, one per recipient at most (the
     first notice for a recipient wins), never to the actor itself."""
+    await _record(db, actor.id, notices_)
+
+
+async def warn(db: AsyncSession, *notices_: Notice) -> None:
+    """Record security notices: from no actor (the recipient may have caused
+    them), each mailed to a verified address whatever the preferences
+    (``ALWAYS_MAILED_KINDS``)."""
+    await _record(db, None, notices_)
+
+
+async def _record(
+    db: AsyncSession, actor_id: uuid.UUID | None, notices_: tuple[Notice, ...]
+) -> None:
     records: dict[uuid.UUID, dict[str, Any]] = {}
     for n in notices_:
-        if n.recipient_id == actor.id or n.recipient_id in records:
+        if n.recipient_id == actor_id or n.recipient_id in records:
             continue
         records[n.recipient_id] = {
             "recipient_id": n.recipient_id,
             "kind": n.kind,
-            "actor_id": actor.id,
+            "actor_id": actor_id,
             "target_type": n.subject.type,
             "target_id": n.subject.id,
             "target_title": n.subject.title[:300],

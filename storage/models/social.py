@@ -48,6 +48,7 @@ ANSWER_ACCEPTED = "answer_accepted"
 MODERATION_DECISION = "moderation_decision"
 BOT_RELINKED = "bot_relinked"
 VERIFICATION = "verification"
+API_KEY_ISSUED = "api_key_issued"
 NOTIFICATION_KINDS = (
     NEW_FOLLOWER,
     NEW_PATTERN,
@@ -59,6 +60,7 @@ NOTIFICATION_KINDS = (
     MODERATION_DECISION,
     BOT_RELINKED,
     VERIFICATION,
+    API_KEY_ISSUED,
 )
 # Kinds whose event can repeat between the same two agents (follow, unfollow,
 # follow again; accept, take back, accept again; a report sent again): a
@@ -67,6 +69,9 @@ REPEATABLE_KINDS = (NEW_FOLLOWER, ANSWER_ACCEPTED, VERIFICATION)
 # Kinds mailed without the per-(actor, recipient, kind) daily throttle: a
 # moderator's decisions are each distinct and the author must hear of each.
 UNTHROTTLED_MAIL_KINDS = (MODERATION_DECISION,)
+# Security notices: mailed every time to a verified address, whatever the
+# preferences (a new API key issued for one of a human's bots).
+ALWAYS_MAILED_KINDS = (API_KEY_ISSUED,)
 # Which e-mail preference lets a kind be mailed; the other kinds are in-app only.
 MAIL_PREFERENCE = {
     NEW_PATTERN: "new_pattern_from_followed",

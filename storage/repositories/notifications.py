@@ -37,20 +37,27 @@ from storage.models import (
     Notification,
 )
 from storage.models.base import utcnow
-from storage.models.social import MAIL_PREFERENCE, REPEATABLE_KINDS, UNTHROTTLED_MAIL_KINDS
+from storage.models.social import (
+    ALWAYS_MAILED_KINDS,
+    MAIL_PREFERENCE,
+    REPEATABLE_KINDS,
+    UNTHROTTLED_MAIL_KINDS,
+)
 
 PREFERENCES = tuple(MAIL_PREFERENCE.values())
 # Below every uuid4: where a fan-out starts.
 START = uuid.UUID(int=0)
 
 # Whether the recipient's preferences let a notification kind be mailed; kinds
-# without a preference are in-app only. A missing preferences row means the
-# defaults (all on).
+# without a preference are in-app only, but for the security notices, always
+# mailed. A missing preferences row means the defaults (all on).
 _ALLOWED = (
     "CASE m.kind "
     + " ".join(f"WHEN '{k}' THEN COALESCE(p.{pref}, true)" for k, pref in MAIL_PREFERENCE.items())
+    + "".join(f" WHEN '{k}' THEN true" for k in ALWAYS_MAILED_KINDS)
     + " ELSE false END"
 )
+_MAILED_KINDS = frozenset(MAIL_PREFERENCE) | frozenset(ALWAYS_MAILED_KINDS)
 
 
 # At most one notice per (actor, recipient, kind) per window
@@ -185,7 +192,7 @@ async def add(
         record.setdefault("id", uuid.uuid4())
     await session.exec(insert(Notification).values(records))
     await _notify(session, [r["recipient_id"] for r in records])
-    if mail and any(r["kind"] in MAIL_PREFERENCE for r in records):
+    if mail and any(r["kind"] in _MAILED_KINDS for r in records):
         await _sql(
             session,
             _MAIL_FOR_IDS.bindparams(ids=[r["id"] for r in records], throttle_s=throttle_s),

@@ -4,6 +4,7 @@ re-linking, appeals with a captcha, and their resolution by moderators."""
 from __future__ import annotations
 
 import asyncio
+import logging
 import uuid
 from typing import Any
 from urllib.parse import parse_qs, urlsplit
@@ -17,7 +18,15 @@ from serve_app.kit.errors import Forbidden
 from serve_app.schemas.agents import RelinkIn
 from serve_app.services import claims
 from storage.models import Agent
-from tests.api.conftest import Human, Registered, assert_error, register, scalar, sign_up
+from tests.api.conftest import (
+    CLIENT_IP,
+    Human,
+    Registered,
+    assert_error,
+    register,
+    scalar,
+    sign_up,
+)
 from tests.api.test_moderation_decisions import decide, staff
 from tests.api.test_notifications import inbox
 from tests.api.test_patterns import sql
@@ -430,6 +439,36 @@ async def test_the_linked_human_issues_a_new_key(
     assert again != key
     sql(database, "UPDATE agents SET is_active = false WHERE id = %s", bot.agent_id)
     assert_error(await client.post(path, headers=owner.auth), 403, "account_inactive")
+
+
+async def test_a_new_key_leaves_a_notice_and_an_audit_record(
+    client: httpx.AsyncClient, x: FakeX, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Issue 45: a key issued for a bot by its human is told to that human (a
+    notification, mailed whatever the preferences: tests/api/test_mail.py) and
+    recorded for the operator (a ``cairn.audit`` line), each time: a key
+    issued with a stolen session does not go unseen."""
+    bot, owner = await owned_bot(client, x)
+    path = f"/api/agents/claim/{bot.agent_id}/api-key"
+    prefixes = []
+    for _ in range(2):
+        with caplog.at_level(logging.INFO, logger="cairn.audit"):
+            issued = await client.post(path, headers=owner.auth)
+        assert issued.status_code == 200, issued.text
+        data = issued.json()["data"]
+        prefixes.append(data["key_prefix"])
+        (record,) = [r for r in caplog.records if r.name == "cairn.audit"]
+        line = record.getMessage()
+        for part in (bot.agent_id, bot.username, owner.agent_id, CLIENT_IP, data["key_prefix"]):
+            assert part in line, (part, line)
+        assert data["api_key"] not in line  # the key itself is never written down
+        caplog.clear()
+    notes = [n for n in (await inbox(client, owner))["data"] if n["kind"] == "api_key_issued"]
+    assert [n["data"] for n in notes] == [{"key_prefix": p} for p in reversed(prefixes)]
+    note = notes[0]
+    assert note["target"]["type"] == "agent" and note["target"]["id"] == bot.agent_id
+    assert note["target"]["slug"] == bot.username and note["actor"] is None
+    assert note["message"].startswith("A new API key was issued for your agent")
 
 
 async def test_an_appeal_made_stale_by_a_newer_proof_is_not_upheld(

@@ -22,7 +22,15 @@ from serve_app.runtime.ratelimit import LocalRateLimiter
 from serve_app.settings import Settings
 from storage.db import make_engine, make_sessionmaker
 from storage.repositories import notifications as notification_repo
-from tests.api.conftest import CLIENT_IP, SECRET, Registered, make_settings, register, scalar
+from tests.api.conftest import (
+    CLIENT_IP,
+    SECRET,
+    Registered,
+    make_settings,
+    register,
+    scalar,
+    sign_up,
+)
 from tests.api.test_notifications import follow, one, seed_followers
 from tests.api.test_patterns import publish, sql
 from tests.api.test_questions import answer, ask
@@ -229,6 +237,39 @@ async def test_moderation_decision_mail(
     assert mail["Subject"] == (
         "[Cairn] Your pattern \u201cScraping without asking\u201d was rejected by a moderator"
     )
+
+
+async def test_a_key_issued_for_a_bot_is_mailed_to_its_human(
+    client: httpx.AsyncClient, database: str, smtp: tuple[Mailbox, int]
+) -> None:
+    """Issue 45: a new API key issued for a bot (key recovery) is mailed to
+    its human's verified address every time, whatever their preferences."""
+    owner = await sign_up(client, "Keyholder", email="keyholder@example.org")
+    sql(database, "UPDATE agents SET email_verified_at = now() WHERE id = %s", owner.agent_id)
+    switches = ("new_pattern_from_followed", "comment_on_pattern", "new_follower")
+    off = {name: False for name in (*switches, "moderation_decision")}
+    response = await client.put("/api/notifications/email", headers=owner.auth, json=off)
+    assert response.status_code == 200, response.text
+    bot = await register(client, "Keyed Bot")
+    claim(database, bot.agent_id, owner.agent_id)
+    path = f"/api/agents/claim/{bot.agent_id}/api-key"
+    for _ in range(2):
+        issued = await client.post(path, headers=owner.auth)
+        assert issued.status_code == 200, issued.text
+    await local(client).settle()
+    rows = [r for r in outbox(database) if r[1] == "api_key_issued"]
+    assert [(r[0], r[2]) for r in rows] == [("keyholder@example.org", "sent")] * 2
+    mails = [m for m in smtp[0].messages if "API key" in m["Subject"]]
+    assert len(mails) == 2
+    assert mails[0]["To"] == "Keyholder <keyholder@example.org>"
+    assert mails[0]["Subject"] == (
+        "[Cairn] A new API key was issued for your agent \u201cKeyed Bot\u201d; "
+        "its previous key no longer works"
+    )
+    text = mails[0].get_content()
+    assert "whatever your notification settings" in text
+    assert f"https://cairn.example/api/agents/{bot.username}" in text
+    assert issued.json()["data"]["api_key"] not in text
 
 
 async def test_new_pattern_mail_through_the_fanout(

@@ -24,6 +24,7 @@ from serve_app.http.contract import api_routes
 from serve_app.mcp import McpDoor
 from serve_app.mcp.door import REPLAYED, Door
 from serve_app.mcp.tools import encode_cursor
+from serve_app.services import search as search_service
 from serve_app.web.skill import MCP_TOOLS
 from tests.api.conftest import CLIENT_IP, register, scalar
 
@@ -643,3 +644,95 @@ async def test_search_links_fetch_and_cursors(
     async with mcp(author.api_key) as me:
         page = ok(await me.call_tool("list_questions", {"limit": 1}))
         assert page["data"][0]["slug"] == question["slug"] and "nextCursor" not in page
+
+
+async def test_list_notifications_only_reads(
+    client: httpx.AsyncClient, mcp: Connect, database: str
+) -> None:
+    """Issue 45, L6: list_notifications is annotated read-only and answers
+    under the read scope (it stands for a GET), so it must not write: REST's
+    mark_read is not one of its arguments. Marking is mark_notifications_read,
+    a write (the write scope)."""
+    me, fan = await register(client, "Quiet Reader"), await register(client, "Quiet Fan")
+    followed = await client.post(f"/api/agents/{me.username}/follow", headers=fan.auth)
+    assert followed.status_code == 201, followed.text
+    unread = "SELECT count(*) FROM notifications WHERE recipient_id = %s AND NOT is_read"
+    async with mcp(me.api_key) as session:
+        listed = {tool.name: tool for tool in (await session.list_tools()).tools}
+        tool = listed["list_notifications"]
+        assert tool.annotations is not None and tool.annotations.read_only_hint
+        assert "mark_read" not in tool.input_schema["properties"]
+        failed(
+            await session.call_tool("list_notifications", {"unread_only": True, "mark_read": True}),
+            "validation_error",
+        )
+        assert scalar(database, unread, me.agent_id) == 1
+        page = ok(await session.call_tool("list_notifications", {"unread_only": True}))
+        assert [n["kind"] for n in page["data"]] == ["new_follower"]
+        assert scalar(database, unread, me.agent_id) == 1
+        ids = [n["id"] for n in page["data"]]
+        marked = ok(await session.call_tool("mark_notifications_read", {"notification_ids": ids}))
+        assert marked["data"] == {"updated": 1, "unread_count": 0}
+
+
+async def test_no_cursor_points_past_the_page_depth_cap(
+    client: httpx.AsyncClient, app: FastAPI, mcp: Connect, database: str
+) -> None:
+    """Issue 45, L8: a list tool gives no nextCursor for a page past the
+    page-depth cap (it would be refused with page_too_deep): following the
+    cursors ends on the last page the cap reaches."""
+    me = await register(client, "Deep Reader")
+    scalar(
+        database,
+        "INSERT INTO notifications (id, recipient_id, kind, target_type, data) "
+        "SELECT gen_random_uuid(), %s, 'bot_relinked', 'agent', '{}' "
+        "FROM generate_series(1, 95) RETURNING 1",
+        me.agent_id,
+    )
+    ctx = app.state.ctx
+    saved = ctx.settings
+    ctx.settings = saved.model_copy(update={"max_page_offset": 100})  # 3 pages of 30
+    try:
+        async with mcp(me.api_key) as session:
+            pages: list[int] = []
+            arguments: dict[str, Any] = {"limit": 30}
+            while True:
+                answer = ok(await session.call_tool("list_notifications", arguments))
+                pages.append(answer["pagination"]["page"])
+                if "nextCursor" not in answer:
+                    break
+                arguments = {"cursor": answer["nextCursor"]}
+            assert pages == [1, 2, 3]
+            # 95 rows: more exist, past what the cap lets a page reach.
+            assert answer["pagination"]["has_more"] is True
+            # Where the cap falls on a page's end, that page is the last to get one.
+            tens = ok(await session.call_tool("list_notifications", {"limit": 10, "page": 9}))
+            assert "nextCursor" in tens
+            last = ok(await session.call_tool("list_notifications", {"cursor": tens["nextCursor"]}))
+            assert last["pagination"]["page"] == 10 and "nextCursor" not in last
+    finally:
+        ctx.settings = saved
+
+
+async def test_search_gives_no_cursor_past_its_ranking_depth(
+    client: httpx.AsyncClient, mcp: Connect, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Issue 45, L8: search's pages stop at its ranking depth (1,000 results;
+    3 here): no nextCursor points at a page past it."""
+    author = await register(client, "Deep Searcher")
+    for n in range(3):
+        created = await client.post(
+            "/api/patterns",
+            json={**PATTERN, "title": f"Retry with exponential backoff, depth {n}"},
+            headers=author.auth,
+        )
+        assert created.status_code == 201, created.text
+    monkeypatch.setattr(search_service, "MAX_RESULTS", 3)
+    async with mcp() as anon:
+        first = ok(await anon.call_tool("search", {"q": "exponential backoff", "limit": 2}))
+        assert first["pagination"] == {**first["pagination"], "total": 3, "has_more": True}
+        assert "nextCursor" not in first
+        failed(
+            await anon.call_tool("search", {"q": "exponential backoff", "limit": 2, "page": 2}),
+            "page_too_deep",
+        )

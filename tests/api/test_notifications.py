@@ -6,6 +6,7 @@ from __future__ import annotations
 import asyncio
 import time
 import uuid
+from collections.abc import AsyncIterator
 from dataclasses import replace
 from typing import Any
 
@@ -14,8 +15,10 @@ import psycopg
 import pytest
 
 from serve_app.runtime.dispatch import LocalDispatch
+from serve_app.runtime.keycache import KeyCache
 from storage.db import libpq_url
 from tests.api.conftest import OPERATOR, Human, Registered, assert_error, register, scalar
+from tests.api.test_key_cache import installed, without_notices
 from tests.api.test_patterns import publish, sql
 from tests.api.test_questions import answer, ask
 
@@ -513,6 +516,38 @@ async def test_fanout_survives_a_crash_midway(client: httpx.AsyncClient, databas
         database, "SELECT status, delivered FROM fanout_jobs WHERE target_id = %s", pattern["id"]
     ) == ("done", 2000)
     assert local.dispatcher.counters["errors"] > errors  # the cut batch failed, and was redone
+
+
+@pytest.fixture
+async def unheard(client: httpx.AsyncClient) -> AsyncIterator[KeyCache]:
+    """A key cache that hears no notices from Postgres: a key revoked by
+    another writer stays kept until its TTL (tests/api/test_key_cache.py)."""
+    async for cache in installed(client, without_notices(60)):
+        yield cache
+
+
+async def test_a_get_that_marks_read_is_admitted_as_a_write(
+    client: httpx.AsyncClient, database: str, unheard: KeyCache
+) -> None:
+    """Issue 45, L6: the spec's GET with mark_read=true changes state, so it is
+    admitted as a write: its key is checked in Postgres, never answered by the
+    key cache that may answer reads (a key revoked elsewhere cannot mark), and
+    no cache may keep or replay the answer."""
+    star, fan = await register(client, "Marked Star"), await register(client, "Marked Fan")
+    await follow(client, fan, star)
+    listed = await client.get("/api/notifications", headers=star.auth)
+    assert listed.status_code == 200 and listed.headers["cache-control"] == "no-store"
+    # Revoked by another writer: this replica's cache has not heard of it.
+    sql(database, "UPDATE api_keys SET revoked_at = now() WHERE agent_id = %s", star.agent_id)
+    # A read may still be answered from the cache within its TTL (by design)...
+    read = await client.get("/api/notifications", headers=star.auth, params={"mark_read": "false"})
+    assert read.status_code == 200 and read.json()["unread_count"] == 1
+    # ...a GET that marks is checked in Postgres, whatever form true takes.
+    for query in ("mark_read=true", "mark_read=1", "mark_read=YES", "mark_read=false&mark_read=on"):
+        marking = await client.get(f"/api/notifications?{query}", headers=star.auth)
+        assert_error(marking, 401, "invalid_api_key")
+    unread = "SELECT count(*) FROM notifications WHERE recipient_id = %s AND NOT is_read"
+    assert scalar(database, unread, star.agent_id) == 1
 
 
 async def test_health_shows_the_queues(client: httpx.AsyncClient) -> None:
