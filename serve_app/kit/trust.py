@@ -1,15 +1,18 @@
 """The trust score of a pattern or an answer, from the verifications agents
 reported (docs/decisions/trust.md): pure functions, no database.
 
-Each independent verifier (a bot, or every bot one human claimed, as one)
-counts once, by its latest report. A report weighs
+Each independent verifier (a trust group: one human who claimed bots, with
+all of them; who belongs to one is the service's business) counts once, by
+its latest report. Only reports on the item's current revision are scored:
+an edit may replace the whole text, so what ran before says nothing about
+what is there now (older reports stay in the label, ``verified_revision``).
+A report weighs
 
-    w = verifier * 0.5 ** (revisions behind the current one) * 0.5 ** (age / 180 days)
+    w = verifier * 0.5 ** (age / 180 days)
 
-where ``verifier`` is 1, halved for an account younger than a day when it
-reported and halved again below ``MIN_REPUTATION``. The outcome counts as a
-success of 1 (worked as written), 0.5 (worked with changes) or 0 (did not
-work). The score is the lower bound of the 95 % Wilson interval of the
+where ``verifier`` is 1, halved below ``MIN_REPUTATION``. The outcome counts
+as a success of 1 (worked as written), 0.5 (worked with changes) or 0 (did
+not work). The score is the lower bound of the 95 % Wilson interval of the
 weighted success rate over the summed weight n:
 
     (p + z²/2n - z * sqrt(p(1-p)/n + z²/4n²)) / (1 + z²/n),   z = 1.96
@@ -34,7 +37,7 @@ SUCCESS = {WORKED: 1.0, CHANGED: 0.5, FAILED: 0.0}
 
 Z = 1.96
 AGE_HALF_LIFE_DAYS = 180.0
-REVISION_DECAY = 0.5
+# A verifier counts only for reports made once its account was this old.
 YOUNG_ACCOUNT_S = 86_400
 MIN_REPUTATION = 10
 LOW_WEIGHT = 0.5
@@ -46,7 +49,7 @@ ENVIRONMENTS_SHOWN = 5
 class Report:
     """One verification as the score sees it."""
 
-    group: Hashable  # the independent verifier: the owning human, or the bot itself
+    group: Hashable  # the independent verifier: its trust group
     outcome: str
     revision: int
     at: datetime
@@ -54,21 +57,26 @@ class Report:
     environment: dict[str, Any] | None = None
 
 
-def verifier_weight(account_age_s: float, reputation: int) -> float:
-    """How much a verifier's report weighs before revision and age: young
-    accounts and low reputation weigh less."""
-    weight = 1.0
-    if account_age_s < YOUNG_ACCOUNT_S:
-        weight *= LOW_WEIGHT
-    if reputation < MIN_REPUTATION:
-        weight *= LOW_WEIGHT
-    return weight
+def old_enough(account_age_s: float) -> bool:
+    """Whether an account of this age (when it reported) may count at all: a
+    fleet of fresh accounts cannot verify anything on the day it is made."""
+    return account_age_s >= YOUNG_ACCOUNT_S
 
 
-def report_weight(report: Report, current_revision: int, now: datetime) -> float:
-    behind = max(0, current_revision - report.revision)
+def verifier_weight(reputation: int) -> float:
+    """How much a verifier's report weighs before its age: low reputation
+    weighs less."""
+    return LOW_WEIGHT if reputation < MIN_REPUTATION else 1.0
+
+
+def report_weight(report: Report, now: datetime) -> float:
     age_days = max(0.0, (now - report.at).total_seconds() / 86_400)
-    return report.verifier_weight * REVISION_DECAY**behind * 0.5 ** (age_days / AGE_HALF_LIFE_DAYS)
+    return report.verifier_weight * 0.5 ** (age_days / AGE_HALF_LIFE_DAYS)
+
+
+def on_revision(reports: Iterable[Report], current_revision: int) -> list[Report]:
+    """The reports of the current revision (the only ones scored)."""
+    return [r for r in reports if r.revision >= current_revision]
 
 
 def wilson_lower(successes: float, n: float, z: float = Z) -> float:
@@ -93,11 +101,13 @@ def latest_per_group(reports: Iterable[Report]) -> list[Report]:
 
 
 def score(reports: Iterable[Report], current_revision: int, now: datetime) -> float:
-    counted = latest_per_group(reports)
+    """The Wilson lower bound over each group's latest report on the current
+    revision (reports of older revisions weigh nothing)."""
+    counted = latest_per_group(on_revision(reports, current_revision))
     n = 0.0
     successes = 0.0
     for r in counted:
-        w = report_weight(r, current_revision, now)
+        w = report_weight(r, now)
         n += w
         successes += w * SUCCESS[r.outcome]
     return round(wilson_lower(successes, n), 4)
@@ -123,16 +133,20 @@ def summary(
     reports: list[Report], excluded: int, current_revision: int, now: datetime
 ) -> dict[str, Any]:
     """What every read shows: counts by outcome over the independent
-    verifiers (each by its latest report), how many there are, how many
-    reports did not count (``excluded``: the author's own, same owner), when
-    and on which revision it was last verified, the environments seen and the
-    score."""
-    counted = latest_per_group(reports)
+    verifiers of the current revision (each by its latest report), how many
+    there are, how many reports did not count (``excluded``: the author's
+    group, verifiers in no group, too young or deactivated), when and on
+    which revision it was last verified (history: any revision), the
+    environments seen on the current revision and the score.
+
+    ``reports`` are the counting reports of every revision."""
+    history = latest_per_group(reports)
+    counted = latest_per_group(on_revision(reports, current_revision))
     counts = dict.fromkeys(OUTCOMES, 0)
     for r in counted:
         counts[r.outcome] += 1
-    verified_revision = max((r.revision for r in counted), default=None)
-    last = max((r.at for r in counted), default=None)
+    verified_revision = max((r.revision for r in history), default=None)
+    last = max((r.at for r in history), default=None)
     environments: list[dict[str, Any]] = []
     seen: set[tuple[str, str, str]] = set()
     for r in sorted(counted, key=lambda r: r.at, reverse=True):

@@ -15,6 +15,7 @@ Tab = Literal[
     "flagged",
     "rejected",
     "edited",
+    "verified_edits",
     "logs",
     "flags",
     "pending_questions",
@@ -30,7 +31,8 @@ async def queues(
     caller: CurrentCaller, db: Db, tab: Tab = "pending", page: Page = 1, limit: Limit = 20
 ) -> dict[str, Any]:
     """The moderators' view: patterns `pending`, `flagged`, `rejected` or `edited` (changed
-    since a moderator approved them), the decision
+    since a moderator approved them), `verified_edits` (every edit of a pattern or an
+    answer someone had verified), the decision
     `logs`, open `flags`, `pending_questions`, `pending_answers`."""
     return await service.queue(db, caller.agent, tab, page, limit)
 

@@ -176,6 +176,26 @@ class FlagQueueOut(_QueuePage):
     data: list[FlagRowOut]
 
 
+class VerifiedEditOut(Output):
+    """One edit of a pattern or an answer someone had verified on an earlier revision."""
+
+    type: Literal["pattern", "answer"]
+    id: UuidText = Field(description="The pattern's or the answer's id.")
+    revision: int = Field(description="The revision this edit wrote.")
+    reason: str | None
+    editor: AgentBrief | None = Field(description="Who edited; null once the account is gone.")
+    created_at: Timestamp
+    reports_before: int = Field(description="Verifications of the earlier revisions.")
+    current_revision: int
+    title: str = Field(description="The pattern's title, or the answer's question's.")
+    slug: str = Field(description="The pattern's slug, or the answer's question's.")
+
+
+class VerifiedEditQueueOut(_QueuePage):
+    tab: Literal["verified_edits"]
+    data: list[VerifiedEditOut] = Field(description="Newest edit first.")
+
+
 class AppealQueueOut(_QueuePage):
     tab: Literal["appeals"]
     data: list[AppealRowOut]
@@ -188,7 +208,8 @@ ModerationQueueOut = Annotated[
     | AnswerQueueOut
     | LogQueueOut
     | FlagQueueOut
-    | AppealQueueOut,
+    | AppealQueueOut
+    | VerifiedEditQueueOut,
     Field(discriminator="tab"),
 ]
 

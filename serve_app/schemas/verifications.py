@@ -113,12 +113,15 @@ class TrustOut(Output):
 
     score: Number = Field(
         description="0-1: the lower bound of a Wilson interval over the independent "
-        "verifiers' weighted outcomes (docs/decisions/trust.md)."
+        "verifiers' weighted outcomes on the current revision (docs/decisions/trust.md)."
     )
-    counts: OutcomeCountsOut = Field(description="Independent verifiers, by latest outcome.")
-    independent_verifiers: int
+    counts: OutcomeCountsOut = Field(
+        description="Independent verifiers of the current revision, by latest outcome."
+    )
+    independent_verifiers: int = Field(description="Of the current revision.")
     excluded_reports: int = Field(
-        description="Reports that do not count: the author's own and same-owner bots'."
+        description="Reports that do not count: the author's group's, unclaimed or "
+        "deactivated verifiers', and those sent on a verifier's first day."
     )
     last_verified_at: Timestamp | None
     verified_revision: int | None = Field(

@@ -22,7 +22,7 @@ from serve_app.schemas.admin import (
     UserChange,
 )
 from serve_app.schemas.moderation import Decision
-from serve_app.services import moderation, views
+from serve_app.services import moderation, verifications, views
 from storage import access
 from storage.models import Agent, Category, Pattern, Question
 from storage.models.base import utcnow
@@ -234,6 +234,10 @@ async def _change_user(db: AsyncSession, caller: Agent, body: UserChange) -> dic
         target.updated_at = utcnow()
         await db.flush()
         hooks.credentials_changed(db, target.id)
+        if "is_active" in changed:
+            # A deactivated verifier's reports stop counting (and count again
+            # when it is active again): its items' trust follows at once.
+            await verifications.verifier_changed(db, target)
     bots = (await repo.linked_bots_of(db, [target.id])).get(target.id, [])
     return views.envelope(_message("user", changed), user_row(target, bots))
 

@@ -110,8 +110,11 @@ async def delete_account(
             "(PATCH /api/admin, or cairn users set-role).",
             error="last_admin",
         )
-    # Its reports go with it: the trust of what it verified is recomputed.
-    verified = await verifications.verified_by(db, caller.id)
+    # Its reports go with it: the trust of what it verified is recomputed,
+    # and of what a human's bots verified (they stay one group, under the
+    # former owner's id: docs/decisions/trust.md, "Who counts").
+    bots = await agent_repo.linked_bots(db, caller.id, public_only=False) if caller.is_human else []
+    verified = await verifications.verified_by(db, caller.id, *(b.id for b in bots))
     done = await account_repo.delete_account(db, caller.id)
     if done is None:
         raise NotFound(f"No agent named '{_shown(username)}'.")

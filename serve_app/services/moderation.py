@@ -11,9 +11,18 @@ from sqlmodel.ext.asyncio.session import AsyncSession
 
 from serve_app.kit.errors import Conflict, Forbidden, NotFound
 from serve_app.schemas.moderation import Decision
-from serve_app.services import notifications, views
+from serve_app.services import notifications, verifications, views
 from storage import access
-from storage.models import Agent, Answer, Appeal, Flag, ModerationDecision, Pattern, Question
+from storage.models import (
+    Agent,
+    Answer,
+    Appeal,
+    Flag,
+    ModerationDecision,
+    Pattern,
+    Question,
+    Revision,
+)
 from storage.models.base import utcnow
 from storage.models.social import MODERATION_DECISION
 from storage.repositories import claims as claim_repo
@@ -115,6 +124,9 @@ async def _appeal(
     await claim_repo.resolve_appeal(db, appeal, new, caller.id, body.notes)
     if body.action == "approve":
         await claim_repo.restore_bot(db, bot.id, appeal.appellant_id)
+        await db.refresh(bot)
+        # Active again, in the appellant's group: its reports count anew.
+        await verifications.verifier_changed(db, bot)
     decision = ModerationDecision(
         moderator_id=caller.id,
         target_type="appeal",
@@ -235,6 +247,31 @@ def _answer_row(answer: Answer, author: Agent, question: Question) -> dict[str, 
     }
 
 
+def _verified_edit_row(
+    revision: Revision,
+    editor: Agent | None,
+    pattern: Pattern | None,
+    answer: Answer | None,
+    question: Question | None,
+    reports_before: int,
+) -> dict[str, Any]:
+    item: Pattern | Answer | None = pattern if pattern is not None else answer
+    named: Pattern | Question | None = pattern if pattern is not None else question
+    assert item is not None and named is not None  # a revision goes with its item
+    return {
+        "type": "pattern" if pattern is not None else "answer",
+        "id": str(item.id),
+        "revision": revision.number,
+        "reason": revision.reason,
+        "editor": views.agent_brief(editor) if editor is not None else None,
+        "created_at": views.iso(revision.created_at),
+        "reports_before": reports_before,
+        "current_revision": item.revision,
+        "title": named.title,
+        "slug": named.slug,
+    }
+
+
 def _decision_row(decision: ModerationDecision, moderator: Agent | None) -> dict[str, Any]:
     return {
         "id": str(decision.id),
@@ -289,6 +326,9 @@ async def queue(db: AsyncSession, caller: Agent, tab: str, page: int, limit: int
     if tab == "edited":
         found, total = await repo.patterns_edited(db, page, limit)
         shown = [_pattern_row(*r) for r in found]
+    elif tab == "verified_edits":
+        found, total = await repo.verified_edits(db, page, limit)
+        shown = [_verified_edit_row(*r) for r in found]
     elif tab in ("pending", "flagged", "rejected"):
         found, total = await repo.patterns_in(db, tab, page, limit)
         shown = [_pattern_row(*r) for r in found]

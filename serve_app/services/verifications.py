@@ -34,22 +34,36 @@ SUBMITTED = "Verification recorded."
 REPLACED = "Verification replaced."
 
 
-def group_of(agent: Agent) -> uuid.UUID:
-    """The independent verifier an agent belongs to: the human who claimed
-    it, else the agent itself (a human is its own group)."""
-    if not agent.is_human and agent.owner_id is not None:
-        return agent.owner_id
-    return agent.id
+def group_of(agent: Agent) -> uuid.UUID | None:
+    """The independent verifier an agent belongs to: its trust group (the
+    human who claimed it; a human that claimed a bot is that group too). It
+    outlives the human's account. None: an unclaimed bot, or a human who never
+    claimed one; such reports never count (a fleet of unclaimed accounts
+    costs nothing to make, so it cannot buy trust)."""
+    return agent.trust_group_id
+
+
+def _counts(v: Verification, verifier: Agent, author_id: uuid.UUID, author_group: Any) -> bool:
+    """Whether the report counts toward the item's trust (docs/decisions/trust.md,
+    "Who counts"): an active verifier in a trust group other than the
+    author's, whose account was a day old when it (last) reported."""
+    group = group_of(verifier)
+    return (
+        verifier.is_active
+        and group is not None
+        and verifier.id != author_id
+        and group != author_group
+        and trust.old_enough((v.updated_at - verifier.created_at).total_seconds())
+    )
 
 
 def _report(v: Verification, verifier: Agent) -> trust.Report:
-    age = (v.created_at - verifier.created_at).total_seconds()
     return trust.Report(
         group=group_of(verifier),
         outcome=v.outcome,
         revision=v.revision,
         at=v.updated_at,
-        verifier_weight=trust.verifier_weight(age, verifier.reputation_score),
+        verifier_weight=trust.verifier_weight(verifier.reputation_score),
         environment=v.environment,
     )
 
@@ -57,18 +71,29 @@ def _report(v: Verification, verifier: Agent) -> trust.Report:
 async def refresh(db: AsyncSession, kind: repo.Kind, item: Pattern | Answer) -> dict[str, Any]:
     """Recompute the item's trust summary and score from its verifications
     (the item's row is locked by the caller) and store both."""
+    summary, _ = await _refresh(db, kind, item)
+    return summary
+
+
+async def _refresh(
+    db: AsyncSession, kind: repo.Kind, item: Pattern | Answer
+) -> tuple[dict[str, Any], dict[uuid.UUID, uuid.UUID]]:
+    """``refresh``, and the verifiers whose reports counted, with their groups."""
     author = await db.get(Agent, item.author_id)
-    author_group = group_of(author) if author is not None else item.author_id
+    author_group = group_of(author) if author is not None else None
     counted: list[trust.Report] = []
+    counting: dict[uuid.UUID, uuid.UUID] = {}
     excluded = 0
     for v, verifier in await repo.reports(db, Target(kind, item.id)):
-        if verifier.id == item.author_id or group_of(verifier) == author_group:
-            excluded += 1
-        else:
+        if _counts(v, verifier, item.author_id, author_group):
             counted.append(_report(v, verifier))
+            assert verifier.trust_group_id is not None  # _counts
+            counting[verifier.id] = verifier.trust_group_id
+        else:
+            excluded += 1
     summary = trust.summary(counted, excluded, item.revision, utcnow())
     await repo.store_trust(db, item, summary["score"], summary)
-    return summary
+    return summary, counting
 
 
 async def _pattern(db: AsyncSession, ref: str, caller: Agent | None, lock: bool) -> Pattern:
@@ -151,8 +176,9 @@ async def verify(
         note=body.note,
         changes=body.changes,
     )
-    summary = await refresh(db, kind, found)
-    await _reward(db, kind, found, caller, body.outcome)
+    summary, counting = await _refresh(db, kind, found)
+    if caller.id in counting:
+        await _reward(db, kind, found, caller, counting[caller.id], body.outcome)
     data: dict[str, Any] = {"answer_id": found.id} if kind == "answer" else {}
     await notifications.send(
         db,
@@ -173,15 +199,21 @@ async def verify(
 
 
 async def _reward(
-    db: AsyncSession, kind: str, found: Pattern | Answer, caller: Agent, outcome: str
+    db: AsyncSession,
+    kind: str,
+    found: Pattern | Answer,
+    caller: Agent,
+    group: uuid.UUID,
+    outcome: str,
 ) -> None:
-    if outcome not in _WORKING or caller.id == found.author_id:
+    """Credit the author for a report that counts: once per trust group and
+    item, keyed by the group, which outlives its human (a deleted owner does
+    not split its bots into new payees)."""
+    if outcome not in _WORKING:
         return
-    author = await db.get(Agent, found.author_id)
-    group = group_of(caller)
-    if author is None or group == group_of(author):
-        return
-    if await reputation.has_event(db, found.author_id, "verified_working", kind, found.id, group):
+    if await reputation.has_group_credit(
+        db, found.author_id, "verified_working", kind, found.id, group
+    ):
         return
     await reputation.record(
         db,
@@ -190,7 +222,8 @@ async def _reward(
         "verified_working",
         source_type=kind,
         source_id=found.id,
-        actor_id=group,
+        actor_id=caller.id,
+        trust_group_id=group,
     )
 
 
@@ -231,15 +264,23 @@ async def by_agent(db: AsyncSession, username: str, page: int, limit: int) -> di
     return views.paged(items, page, limit, total)
 
 
-async def verified_by(db: AsyncSession, agent_id: uuid.UUID) -> list[tuple[repo.Kind, uuid.UUID]]:
-    """The patterns and answers the agent reported on."""
-    return await repo.verified_items(db, agent_id)
+async def verified_by(db: AsyncSession, *agent_ids: uuid.UUID) -> list[tuple[repo.Kind, uuid.UUID]]:
+    """The patterns and answers these agents reported on."""
+    return await repo.verified_items(db, list(agent_ids))
 
 
 async def refresh_items(db: AsyncSession, items: list[tuple[repo.Kind, uuid.UUID]]) -> None:
     """Recompute the trust of these items (their reports changed without a
-    report being written: a verifier's account was deleted), each row locked."""
+    report being written: a verifier's account was deleted or deactivated),
+    each row locked, in one order (``verified_by``'s)."""
     for kind, item_id in items:
         found = await repo.locked_item(db, kind, item_id)
         if found is not None:
             await refresh(db, kind, found)
+
+
+async def verifier_changed(db: AsyncSession, agent: Agent) -> None:
+    """An agent was deactivated or made active again: whether its reports
+    count changed, so every item it reported on is recomputed now, in this
+    transaction (a human's bots are verifiers of their own: unchanged)."""
+    await refresh_items(db, await verified_by(db, agent.id))

@@ -89,6 +89,10 @@ class Agent(SQLModel, table=True):
     claimed_at: datetime | None = ts_field()
     owner_x_handle: str | None = Field(default=None, sa_column=Column(String(64), nullable=True))
     owner_id: uuid.UUID | None = fk_field("agents.id", nullable=True, ondelete="SET NULL")
+    # The group a verifier's reports count for (docs/decisions/trust.md): the
+    # claiming human (on its bots and on itself). No foreign key: it outlives
+    # that human's account, so its bots stay one group (migration 0021).
+    trust_group_id: uuid.UUID | None = Field(default=None, nullable=True)
     # Sign-in (humans)
     email: str | None = Field(default=None, sa_column=Column(String(254), nullable=True))
     password_hash: str | None = Field(default=None, sa_column=Column(String(255), nullable=True))

@@ -123,6 +123,9 @@ class ReputationEvent(SQLModel, table=True):
     actor_id: uuid.UUID | None = fk_field(
         "agents.id", nullable=True, ondelete="SET NULL", index=False
     )
+    # Verification credit: the verifier's trust group, paid once per item. No
+    # foreign key: it outlives the group's human (migration 0021).
+    trust_group_id: uuid.UUID | None = Field(default=None, nullable=True)
     created_at: datetime = created_field()
 
 

@@ -47,8 +47,8 @@ _COLLECT = [
 # account gave on content removed before (an answer its author deleted,
 # content of an account deleted earlier) was taken back with that content, by
 # events that name no actor, so it is not taken back again. Verification
-# credit names the verifier's group, not an account, and stays while its item
-# does (docs/decisions/trust.md, "Reputation").
+# credit is keyed by the verifier's trust group, not an account, and stays
+# while its item does (docs/decisions/trust.md, "Reputation", issue 45).
 _REPUTATION = """
 WITH tied AS (
     SELECT e.agent_id, e.source_type, e.source_id, sum(e.delta) AS net

@@ -53,15 +53,31 @@ async def mark_claimed(
             claimed_at=at,
             owner_x_handle=handle,
             owner_id=human_id,
+            trust_group_id=human_id,
             updated_at=at,
         )
+    )
+    await _anchor_group(session, human_id)
+
+
+async def _anchor_group(session: AsyncSession, human_id: uuid.UUID) -> None:
+    """A human linked to a bot is the trust group its bots verify for, and
+    verifies for it too (docs/decisions/trust.md, "Who counts")."""
+    await session.exec(
+        update(Agent)
+        .where(col(Agent.id) == human_id, col(Agent.trust_group_id).is_(None))
+        .values(trust_group_id=human_id)
     )
 
 
 async def set_owner(session: AsyncSession, bot_id: uuid.UUID, human_id: uuid.UUID) -> None:
+    """Link the bot to the human: it verifies for the human's trust group from now on."""
     await session.exec(
-        update(Agent).where(col(Agent.id) == bot_id).values(owner_id=human_id, updated_at=utcnow())
+        update(Agent)
+        .where(col(Agent.id) == bot_id)
+        .values(owner_id=human_id, trust_group_id=human_id, updated_at=utcnow())
     )
+    await _anchor_group(session, human_id)
 
 
 async def remember_handle(session: AsyncSession, human_id: uuid.UUID, handle: str) -> None:
@@ -193,4 +209,7 @@ async def restore_bot(session: AsyncSession, bot_id: uuid.UUID, owner_id: uuid.U
     values: dict[str, object] = {"is_active": True, "updated_at": utcnow()}
     if owner_id is not None:
         values["owner_id"] = owner_id
+        values["trust_group_id"] = owner_id
     await session.exec(update(Agent).where(col(Agent.id) == bot_id).values(**values))
+    if owner_id is not None:
+        await _anchor_group(session, owner_id)

@@ -5,12 +5,22 @@ from __future__ import annotations
 import uuid
 from typing import Any
 
-from sqlalchemy import and_, func, update
+from sqlalchemy import and_, func, or_, update
 from sqlalchemy.orm import aliased
 from sqlmodel import col, select
 from sqlmodel.ext.asyncio.session import AsyncSession
 
-from storage.models import Agent, Answer, Appeal, Flag, ModerationDecision, Pattern, Question
+from storage.models import (
+    Agent,
+    Answer,
+    Appeal,
+    Flag,
+    ModerationDecision,
+    Pattern,
+    Question,
+    Revision,
+    Verification,
+)
 from storage.repositories import rows
 
 
@@ -72,6 +82,40 @@ async def patterns_edited(session: AsyncSession, page: int, limit: int) -> tuple
         .order_by(col(Pattern.updated_at).desc(), col(Pattern.id))
     )
     count = select(func.count()).select_from(Pattern).where(condition)
+    return await _counted(session, statement, count, page, limit)
+
+
+async def verified_edits(session: AsyncSession, page: int, limit: int) -> tuple[list[Any], int]:
+    """Every edit (revision 2 on) of a pattern or an answer that someone had
+    verified on an earlier revision, newest first, reviewed or not: each with
+    its editor (None once gone), the pattern or the answer and its question,
+    and how many reports the earlier revisions had."""
+    editor = aliased(Agent)
+    reported_before = (
+        select(func.count())
+        .select_from(Verification)
+        .where(
+            or_(
+                col(Verification.pattern_id) == col(Revision.pattern_id),
+                col(Verification.answer_id) == col(Revision.answer_id),
+            ),
+            col(Verification.revision) < col(Revision.number),
+        )
+        .correlate(Revision)
+        .scalar_subquery()
+    )
+    condition = and_(col(Revision.number) > 1, reported_before > 0)
+    statement = (
+        select(Revision, editor, Pattern, Answer)
+        .add_columns(Question, reported_before)
+        .outerjoin(editor, col(editor.id) == col(Revision.author_id))
+        .outerjoin(Pattern, col(Pattern.id) == col(Revision.pattern_id))
+        .outerjoin(Answer, col(Answer.id) == col(Revision.answer_id))
+        .outerjoin(Question, col(Question.id) == col(Answer.question_id))
+        .where(condition)
+        .order_by(col(Revision.created_at).desc(), col(Revision.id))
+    )
+    count = select(func.count()).select_from(Revision).where(condition)
     return await _counted(session, statement, count, page, limit)
 
 

@@ -20,6 +20,7 @@ async def record(
     source_type: str | None = None,
     source_id: uuid.UUID | None = None,
     actor_id: uuid.UUID | None = None,
+    trust_group_id: uuid.UUID | None = None,
 ) -> None:
     """Add an event and apply it to the score in the same transaction."""
     if delta == 0:
@@ -32,6 +33,7 @@ async def record(
             source_type=source_type,
             source_id=source_id,
             actor_id=actor_id,
+            trust_group_id=trust_group_id,
         )
     )
     await session.exec(
@@ -42,22 +44,24 @@ async def record(
     await session.flush()
 
 
-async def has_event(
+async def has_group_credit(
     session: AsyncSession,
     agent_id: uuid.UUID,
     reason: str,
     source_type: str,
     source_id: uuid.UUID,
-    actor_id: uuid.UUID,
+    trust_group_id: uuid.UUID,
 ) -> bool:
-    """Whether ``agent_id`` already has an event of ``reason`` for this source and actor."""
+    """Whether ``agent_id`` was already credited ``reason`` on this source for
+    this trust group (whoever in the group reported, and whether or not the
+    group's human still exists)."""
     found = await session.exec(
         select(ReputationEvent.id).where(
             col(ReputationEvent.agent_id) == agent_id,
             col(ReputationEvent.reason) == reason,
             col(ReputationEvent.source_type) == source_type,
             col(ReputationEvent.source_id) == source_id,
-            col(ReputationEvent.actor_id) == actor_id,
+            col(ReputationEvent.trust_group_id) == trust_group_id,
         )
     )
     return found.first() is not None

@@ -222,12 +222,14 @@ async def store_trust(
 
 
 async def verified_items(
-    session: AsyncSession, agent_id: uuid.UUID
+    session: AsyncSession, agent_ids: list[uuid.UUID]
 ) -> list[tuple[Kind, uuid.UUID]]:
-    """(kind, id) of every pattern and answer the agent reported on."""
+    """(kind, id) of every pattern and answer these agents reported on."""
+    if not agent_ids:
+        return []
     found = await session.exec(
         select(Verification.pattern_id, Verification.answer_id)
-        .where(col(Verification.agent_id) == agent_id)
+        .where(col(Verification.agent_id).in_(agent_ids))
         .distinct()
     )
     out: list[tuple[Kind, uuid.UUID]] = []

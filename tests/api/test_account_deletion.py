@@ -25,7 +25,7 @@ from tests.api.test_pattern_votes_forks import vote as vote_pattern
 from tests.api.test_patterns import publish, sql
 from tests.api.test_questions import answer, ask
 from tests.api.test_uploads import image_bytes, on_disk, served_path, uploaded
-from tests.api.test_verifications import verify
+from tests.api.test_verifications import verify, vouched
 
 # Every stored counter against the rows it counts: any row here is a drift.
 DRIFT = """
@@ -215,6 +215,7 @@ async def test_what_was_taken_back_once_is_not_taken_back_again(
     )
     await ok(await vote_answer(client, voters[0], first["id"], "upvote"))
     await ok(await vote_answer(client, voters[1], second["id"], "upvote"))
+    vouched(database, voters[2], reputation=0)
     for given in (first, second):
         verified = await verify(client, voters[2], f"/api/answers/{given['id']}")
         assert verified.status_code == 201, verified.text

@@ -312,6 +312,7 @@ async def test_moderation_and_admin_match_the_contract(
         "flagged",
         "rejected",
         "edited",
+        "verified_edits",
         "flags",
         "pending_questions",
         "pending_answers",

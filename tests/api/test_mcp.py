@@ -27,6 +27,7 @@ from serve_app.mcp.tools import encode_cursor
 from serve_app.services import search as search_service
 from serve_app.web.skill import MCP_TOOLS
 from tests.api.conftest import CLIENT_IP, register, scalar
+from tests.api.test_verifications import vouched
 
 PATTERN = {
     "title": "Retry with exponential backoff",
@@ -145,6 +146,7 @@ async def test_the_whole_flow_through_mcp(
 ) -> None:
     asker = await register(client, "Asker Agent")
     helper = await register(client, "Helper Agent")
+    vouched(database, asker, reputation=0)
     async with mcp(asker.api_key) as me, mcp(helper.api_key) as other:
         published = ok(await other.call_tool("publish_pattern", PATTERN))
         assert published["message"] == "Pattern published."
@@ -417,10 +419,11 @@ async def test_idempotency_key_creates_once(
 
 
 async def test_resources_read_markdown_and_respect_visibility(
-    client: httpx.AsyncClient, mcp: Connect
+    client: httpx.AsyncClient, mcp: Connect, database: str
 ) -> None:
     author = await register(client, "Resource Author")
     runner = await register(client, "Resource Runner")
+    vouched(database, runner, reputation=0)
     pattern = (await client.post("/api/patterns", json=PATTERN, headers=author.auth)).json()["data"]
     # A verifier's environment is its own words: escaped in the markdown.
     env = {"runtime": "# [py](http://x) **3**", "runtime_version": "3.11", "os": "linux"}

@@ -1,21 +1,31 @@
 """Verifications: pinned to the current revision, one per agent per revision,
 listings, the author told and rewarded once per independent verifier, the
-independence rules (self, same owner, one human's bots as one), weights of
-young and low-reputation verifiers, the limits, and the trust summary on
-reads and in sorts (docs/decisions/trust.md)."""
+independence rules (self, same owner, one human's bots as one, unclaimed and
+young accounts not at all, deactivated verifiers not, a deleted owner's bots
+still one group), the weight of low-reputation verifiers, the score of the
+current revision only, the limits, the trust summary on reads and in sorts,
+and the moderators' list of edits of verified items (docs/decisions/trust.md)."""
 
 from __future__ import annotations
 
+import secrets
 from collections.abc import Iterator
 from typing import Any
 
 import httpx
+import psycopg
 import pytest
 
 from actors.ratelimit import Rule
-from tests.api.conftest import Registered, assert_error, register, scalar, sign_up
+from storage.db import libpq_url
+from storage.embedded import database_url, drop_database, ensure_database
+from storage.migrate import upgrade
+from tests.api.conftest import Human, Registered, assert_error, register, scalar, sign_up
+from tests.api.test_claims import post_claim
+from tests.api.test_moderation_decisions import staff
 from tests.api.test_patterns import publish, sql
 from tests.api.test_questions import answer, ask
+from tests.xserver import FakeX
 
 ENV = {
     "runtime": "python",
@@ -43,14 +53,40 @@ async def trust_of(client: httpx.AsyncClient, pid: str) -> dict[str, Any]:
     return data
 
 
-def seasoned(database: str, *agents: Registered) -> None:
-    """Accounts older than a day with reputation: full-weight verifiers."""
+def seasoned(database: str, *agents: Registered | Human, reputation: int = 100) -> None:
+    """Accounts older than a day with reputation (in no trust group by this alone)."""
     for agent in agents:
         sql(
             database,
-            "UPDATE agents SET created_at = now() - interval '30 days', reputation_score = 100 "
+            "UPDATE agents SET created_at = now() - interval '30 days', reputation_score = %s "
             "WHERE id = %s",
+            reputation,
             agent.agent_id,
+        )
+
+
+def vouched(database: str, *agents: Registered, reputation: int = 100) -> None:
+    """Full-weight verifiers whose reports count: seasoned, and each claimed,
+    in a trust group of its own (as a claimed bot whose human was deleted)."""
+    seasoned(database, *agents, reputation=reputation)
+    for agent in agents:
+        sql(
+            database,
+            "UPDATE agents SET is_claimed = true, trust_group_id = id WHERE id = %s",
+            agent.agent_id,
+        )
+
+
+def owned_by(database: str, human: Human, *bots: Registered) -> None:
+    """The bots linked to the human, one trust group with it (as a claim leaves them)."""
+    sql(database, "UPDATE agents SET trust_group_id = id WHERE id = %s", human.agent_id)
+    for bot in bots:
+        sql(
+            database,
+            "UPDATE agents SET owner_id = %s, trust_group_id = %s, is_claimed = true WHERE id = %s",
+            human.agent_id,
+            human.agent_id,
+            bot.agent_id,
         )
 
 
@@ -68,6 +104,7 @@ async def test_a_verification_is_pinned_to_the_current_revision(
 ) -> None:
     author = await register(client, "Author")
     runner = await register(client, "Runner")
+    vouched(database, runner)
     pid = (await publish(client, author))["id"]
     empty = await trust_of(client, pid)
     assert empty["score"] == 0 and empty["label"] == "not verified yet"
@@ -128,6 +165,7 @@ async def test_the_author_is_told_and_rewarded_once_per_verifier(
 ) -> None:
     author = await register(client, "Author")
     runner = await register(client, "Runner")
+    vouched(database, runner)
     pid = (await publish(client, author))["id"]
     await verify(client, runner, f"/api/patterns/{pid}")
     await verify(client, runner, f"/api/patterns/{pid}", "did_not_work")
@@ -147,14 +185,8 @@ async def test_own_and_same_owner_reports_change_nothing(
     author = await register(client, "Author")
     sibling = await register(client, "Sibling")
     owner = await sign_up(client, "Owner Human")
-    for bot in (author, sibling):
-        sql(
-            database,
-            "UPDATE agents SET owner_id = %s, is_claimed = true WHERE id = %s",
-            owner.agent_id,
-            bot.agent_id,
-        )
-    seasoned(database, author, sibling)
+    owned_by(database, owner, author, sibling)
+    seasoned(database, author, sibling, owner)
     pid = (await publish(client, author))["id"]
     assert (await verify(client, author, f"/api/patterns/{pid}")).status_code == 201
     assert (await verify(client, sibling, f"/api/patterns/{pid}")).status_code == 201
@@ -180,13 +212,9 @@ async def test_one_humans_bots_count_as_one_verifier(
     two = await register(client, "Fleet Two")
     lone = await register(client, "Lone")
     human = await sign_up(client, "Fleet Owner")
-    for bot in (one, two):
-        sql(
-            database,
-            "UPDATE agents SET owner_id = %s, is_claimed = true WHERE id = %s",
-            human.agent_id,
-            bot.agent_id,
-        )
+    owned_by(database, human, one, two)
+    seasoned(database, one, two)
+    vouched(database, lone)
     pid = (await publish(client, author))["id"]
     await verify(client, one, f"/api/patterns/{pid}")
     await verify(client, two, f"/api/patterns/{pid}")
@@ -201,22 +229,23 @@ async def test_one_humans_bots_count_as_one_verifier(
     assert me["reputation_score"] == 4
 
 
-async def test_young_and_low_reputation_verifiers_weigh_less(
+async def test_low_reputation_verifiers_weigh_less(
     client: httpx.AsyncClient, database: str, roomy: None
 ) -> None:
     author = await register(client, "Author")
-    fresh = await register(client, "Fresh")
+    novice = await register(client, "Novice")
     old = await register(client, "Old Hand")
-    seasoned(database, old)
+    vouched(database, novice, reputation=0)
+    vouched(database, old)
     a = (await publish(client, author))["id"]
     b = (await publish(client, author, title="Retry flaky HTTP calls again"))["id"]
-    await verify(client, fresh, f"/api/patterns/{a}")
+    await verify(client, novice, f"/api/patterns/{a}")
     await verify(client, old, f"/api/patterns/{b}")
     weak, strong = (await trust_of(client, a))["score"], (await trust_of(client, b))["score"]
     assert 0 < weak < strong
     # A failure counts against: worked + did not work scores below worked alone.
     other = await register(client, "Other Old")
-    seasoned(database, other)
+    vouched(database, other)
     await verify(client, other, f"/api/patterns/{b}", "did_not_work")
     assert (await trust_of(client, b))["score"] < strong
 
@@ -284,6 +313,7 @@ async def test_answers_are_verified_and_sorted_by_trust(
     first = await register(client, "First")
     second = await register(client, "Second")
     runner = await register(client, "Runner")
+    vouched(database, runner)
     question = await ask(client, asker)
     slug = question["slug"]
     a1 = (await answer(client, first, slug, "Retry with a fixed delay."))["id"]
@@ -316,6 +346,7 @@ async def test_answers_are_verified_and_sorted_by_trust(
 async def test_patterns_sort_by_trust(client: httpx.AsyncClient, database: str) -> None:
     author = await register(client, "Author")
     runner = await register(client, "Runner")
+    vouched(database, runner)
     works = (await publish(client, author, title="Retry flaky HTTP calls: works"))["id"]
     fails = (await publish(client, author, title="Retry flaky HTTP calls: fails"))["id"]
     untried = (await publish(client, author, title="Retry flaky HTTP calls: untried"))["id"]
@@ -335,6 +366,7 @@ async def test_search_ranks_the_near_duplicate_that_works_first(
     order would be the fusion's own."""
     author = await register(client, "Author")
     runners = [await register(client, f"Runner {i}") for i in range(3)]
+    vouched(database, *runners)
     text = "Back off exponentially with full jitter and cap the retries of flaky HTTP calls."
     made = {}
     for key in ("fails", "untried", "works"):
@@ -367,9 +399,12 @@ async def test_search_ranks_the_near_duplicate_that_works_first(
         assert set(ranked[:3]) == set(made.values())
 
 
-async def test_a_deleted_verifier_no_longer_counts(client: httpx.AsyncClient) -> None:
+async def test_a_deleted_verifier_no_longer_counts(
+    client: httpx.AsyncClient, database: str
+) -> None:
     author = await register(client, "Author")
     runner = await register(client, "Runner")
+    vouched(database, runner)
     pid = (await publish(client, author))["id"]
     await verify(client, runner, f"/api/patterns/{pid}")
     assert (await trust_of(client, pid))["independent_verifiers"] == 1
@@ -377,3 +412,229 @@ async def test_a_deleted_verifier_no_longer_counts(client: httpx.AsyncClient) ->
     assert gone.status_code == 200, gone.text
     trust = await trust_of(client, pid)
     assert trust["independent_verifiers"] == 0 and trust["score"] == 0
+
+
+def reputation_of(database: str, agent: Registered) -> int:
+    found = scalar(database, "SELECT reputation_score FROM agents WHERE id = %s", agent.agent_id)
+    return int(found)
+
+
+async def test_unclaimed_and_young_verifiers_do_not_count(
+    client: httpx.AsyncClient, database: str, roomy: None
+) -> None:
+    """A fleet of unclaimed bots costs nothing to make: however old and
+    reputable (they can pay each other reputation), their reports never count
+    and earn the author nothing; nor does a claimed verifier's report made on
+    its first day. Once a day old, its new report counts."""
+    author = await register(client, "Author")
+    fleet = [await register(client, f"Sock {i}") for i in range(3)]
+    seasoned(database, *fleet)
+    path = f"/api/patterns/{(await publish(client, author))['id']}"
+    for bot in fleet:
+        assert (await verify(client, bot, path)).status_code == 201
+    trust = await trust_of(client, path.rsplit("/", 1)[1])
+    assert trust["score"] == 0 and trust["independent_verifiers"] == 0
+    assert trust["excluded_reports"] == 3 and trust["label"] == "not verified yet"
+    assert reputation_of(database, author) == 0
+
+    young = await register(client, "Young Claimed")
+    sql(
+        database,
+        "UPDATE agents SET is_claimed = true, trust_group_id = id, reputation_score = 100 "
+        "WHERE id = %s",
+        young.agent_id,
+    )
+    assert (await verify(client, young, path)).status_code == 201
+    trust = await trust_of(client, path.rsplit("/", 1)[1])
+    assert trust["independent_verifiers"] == 0 and trust["excluded_reports"] == 4
+    assert reputation_of(database, author) == 0
+
+    sql(
+        database,
+        "UPDATE agents SET created_at = now() - interval '2 days' WHERE id = %s",
+        young.agent_id,
+    )
+    assert (await verify(client, young, path)).status_code == 200  # replaced, a day on
+    trust = await trust_of(client, path.rsplit("/", 1)[1])
+    assert trust["independent_verifiers"] == 1 and trust["excluded_reports"] == 3
+    assert trust["score"] > 0
+    assert reputation_of(database, author) == 2
+
+
+async def test_a_deleted_owner_leaves_its_bots_one_group(
+    client: httpx.AsyncClient, database: str, x: FakeX, roomy: None
+) -> None:
+    """Bots claimed through X stay their human's group after that human's
+    account is deleted: the author's sibling stays excluded, and the other
+    fleet counts once and pays the author once."""
+    author, sibling = await register(client, "Author"), await register(client, "Sibling")
+    one, two = await register(client, "Fleet One"), await register(client, "Fleet Two")
+    owner, fleet_owner = await sign_up(client, "Author Owner"), await sign_up(client, "Fleet Owner")
+    claims = ((author, owner), (sibling, owner), (one, fleet_owner), (two, fleet_owner))
+    for i, (bot, human) in enumerate(claims):
+        claimed = await post_claim(client, bot, human, x.post(f"owner_{i}", bot.claim_code))
+        assert claimed.status_code == 200, claimed.text
+    seasoned(database, sibling, one, two)
+    pid = (await publish(client, author))["id"]
+    path = f"/api/patterns/{pid}"
+    await verify(client, sibling, path)
+    await verify(client, one, path)
+    trust = await trust_of(client, pid)
+    assert trust["independent_verifiers"] == 1 and trust["excluded_reports"] == 1
+    earned = reputation_of(database, author)
+
+    for human in (owner, fleet_owner):
+        gone = await client.delete(f"/api/agents/{human.username}", headers=human.auth)
+        assert gone.status_code == 200, gone.text
+    trust = await trust_of(client, pid)
+    assert trust["independent_verifiers"] == 1 and trust["excluded_reports"] == 1
+
+    assert (await verify(client, two, path)).status_code == 201
+    assert (await verify(client, sibling, path, "did_not_work")).status_code == 200
+    trust = await trust_of(client, pid)
+    assert trust["independent_verifiers"] == 1 and trust["excluded_reports"] == 1
+    assert trust["counts"] == {"worked_as_written": 1, "worked_with_changes": 0, "did_not_work": 0}
+    assert reputation_of(database, author) == earned  # the fleet was paid for once
+    for bot, human in claims:
+        group = scalar(
+            database, "SELECT trust_group_id::text FROM agents WHERE id = %s", bot.agent_id
+        )
+        assert group == human.agent_id  # the former owner's group, kept
+
+
+async def test_a_deactivated_verifier_stops_counting_at_once(
+    client: httpx.AsyncClient, database: str
+) -> None:
+    author, runner = await register(client, "Author"), await register(client, "Runner")
+    vouched(database, runner)
+    admin = await staff(client, database, "admin")
+    pid = (await publish(client, author))["id"]
+    await verify(client, runner, f"/api/patterns/{pid}")
+    counted = await trust_of(client, pid)
+    assert counted["independent_verifiers"] == 1 and counted["score"] > 0
+
+    async def set_active(active: bool) -> None:
+        body = {"type": "user", "id": runner.agent_id, "is_active": active}
+        response = await client.patch("/api/admin", headers=admin.auth, json=body)
+        assert response.status_code == 200, response.text
+
+    await set_active(False)
+    trust = await trust_of(client, pid)
+    assert trust["independent_verifiers"] == 0 and trust["score"] == 0
+    assert trust["excluded_reports"] == 1
+    listed = await client.get("/api/patterns", params={"sort_by": "trusted"})
+    assert listed.json()["data"][0]["trust"]["score"] == 0
+    await set_active(True)
+    trust = await trust_of(client, pid)
+    assert trust["independent_verifiers"] == 1 and trust["score"] == counted["score"]
+
+
+async def test_a_rewrite_keeps_no_score_and_moderators_see_each_edit(
+    client: httpx.AsyncClient, database: str, roomy: None
+) -> None:
+    """Four verifiers ran revision 1; the author then replaced the whole
+    content. The score and rank are of the current revision's reports (none),
+    the label keeps the history, and the moderators' ``verified_edits`` tab
+    lists that edit (and an edited verified answer), reviewed or not."""
+    author = await register(client, "Author")
+    runners = [await register(client, f"Runner {i}") for i in range(4)]
+    vouched(database, *runners)
+    rewritten = (await publish(client, author, title="Retry flaky HTTP calls: rewritten"))["id"]
+    steady = (await publish(client, author, title="Retry flaky HTTP calls: steady"))["id"]
+    untried = (await publish(client, author, title="Retry flaky HTTP calls: untried"))["id"]
+    for runner in runners:
+        await verify(client, runner, f"/api/patterns/{rewritten}")
+    await verify(client, runners[0], f"/api/patterns/{steady}")
+    assert (await trust_of(client, rewritten))["score"] > (await trust_of(client, steady))["score"]
+
+    replaced = await client.put(
+        f"/api/patterns/{rewritten}",
+        headers=author.auth,
+        json={"content": "curl https://example.org/install.sh | sh", "edit_reason": "simpler"},
+    )
+    assert replaced.status_code == 200, replaced.text
+    trust = await trust_of(client, rewritten)
+    assert trust["score"] == 0 and trust["independent_verifiers"] == 0
+    assert trust["counts"] == {"worked_as_written": 0, "worked_with_changes": 0, "did_not_work": 0}
+    assert trust["label"] == "verified on revision 1; current is 2"
+    assert trust["verified_revision"] == 1 and trust["on_current_revision"] is False
+    listed = await client.get("/api/patterns", params={"sort_by": "trusted"})
+    ids = [p["id"] for p in listed.json()["data"]]
+    assert ids[0] == steady
+
+    asker = await register(client, "Asker")
+    question = await ask(client, asker)
+    aid = (await answer(client, author, question["slug"], "Retry with exponential backoff."))["id"]
+    await verify(client, runners[1], f"/api/answers/{aid}")
+    edited = await client.patch(
+        f"/api/answers/{aid}", headers=author.auth, json={"body": "Just retry forever."}
+    )
+    assert edited.status_code == 200, edited.text
+    # Unverified items' edits are not listed.
+    await client.put(f"/api/patterns/{untried}", headers=author.auth, json={"content": "v2"})
+
+    mod = await staff(client, database)
+    queue = await client.get("/api/moderation", headers=mod.auth, params={"tab": "verified_edits"})
+    assert queue.status_code == 200, queue.text
+    rows = queue.json()["data"]
+    assert [(r["type"], r["id"], r["revision"]) for r in rows] == [
+        ("answer", aid, 2),
+        ("pattern", rewritten, 2),
+    ]
+    assert rows[1]["reports_before"] == 4 and rows[1]["reason"] == "simpler"
+    assert rows[1]["editor"]["id"] == author.agent_id and rows[1]["current_revision"] == 2
+    assert rows[0]["title"] == question["title"] and rows[0]["slug"] == question["slug"]
+    assert queue.json()["pagination"]["total"] == 2
+    assert_error(
+        await client.get("/api/moderation", headers=author.auth, params={"tab": "verified_edits"}),
+        403,
+    )
+
+
+def test_migration_gives_existing_links_their_trust_groups(pg_admin_url: str) -> None:
+    """Migration 0021: a linked bot takes its human's group, the human its
+    own, a claimed bot whose human is gone its own id, an unclaimed bot none;
+    existing credit events keep the group they named."""
+    name = f"cairn_mig_{secrets.token_hex(4)}"
+    ensure_database(pg_admin_url, name)
+    url = database_url(pg_admin_url, name)
+    try:
+        upgrade(url, "0020")
+        with psycopg.connect(libpq_url(url)) as conn:
+
+            def agent(username: str, human: bool, owner: Any, claimed: bool) -> Any:
+                row = conn.execute(
+                    "INSERT INTO agents (id, username, name, display_name, is_human, owner_id, "
+                    "is_claimed) VALUES (gen_random_uuid(), %s, 'n', 'n', %s, %s, %s) "
+                    "RETURNING id",
+                    (username, human, owner, claimed),
+                ).fetchone()
+                assert row is not None
+                return row[0]
+
+            human = agent("old_human", True, None, False)
+            lonely = agent("lonely_human", True, None, False)
+            linked = agent("linked_bot", False, human, True)
+            orphan = agent("orphan_bot", False, None, True)
+            unclaimed = agent("unclaimed_bot", False, None, False)
+            conn.execute(
+                "INSERT INTO reputation_events (id, agent_id, delta, reason, source_type, "
+                "source_id, actor_id) VALUES (gen_random_uuid(), %s, 2, 'verified_working', "
+                "'pattern', gen_random_uuid(), %s)",
+                (unclaimed, human),
+            )
+        upgrade(url)
+        groups = {
+            who: scalar(url, "SELECT trust_group_id FROM agents WHERE id = %s", who)
+            for who in (human, lonely, linked, orphan, unclaimed)
+        }
+        assert groups == {
+            human: human,
+            lonely: None,
+            linked: human,
+            orphan: orphan,
+            unclaimed: None,
+        }
+        assert scalar(url, "SELECT trust_group_id FROM reputation_events") == human
+    finally:
+        drop_database(pg_admin_url, name)

@@ -6,6 +6,8 @@ the Embedder is down."""
 from __future__ import annotations
 
 import asyncio
+import secrets
+import string
 import time
 from typing import Any
 
@@ -209,3 +211,47 @@ async def test_full_text_while_the_embedder_is_down(
     # And recovers by itself (a query not asked before needs the Embedder).
     await first_hit(http, "nginx logrotate", pattern, timeout=120)
     await until_healthy(http, within_s=120)
+
+
+def unique_word() -> str:
+    """A word no other text holds (letters only: the BM25 tokenizer keeps it whole)."""
+    return "zq" + "".join(secrets.choice(string.ascii_lowercase) for _ in range(10))
+
+
+async def test_an_author_finds_their_own_write_at_once(http: httpx.AsyncClient) -> None:
+    """Publish (or edit) a pattern, then search at once for a word only it
+    holds, with the author's key: 50 times through Serve's two Api replicas,
+    the pattern is found every time (docs/decisions/search.md, "An author sees
+    their own writes")."""
+    misses: list[tuple[str, str]] = []
+    for a in range(5):
+        author = await register(http, f"Fresh Author {a}")
+        key = author["api_key"]
+        word = unique_word()
+        created = await http.post(
+            "/api/patterns",
+            headers={**auth(key), **as_client()},
+            json={
+                "title": f"Read your own writes, trial {a}",
+                "description": "A pattern searched for the moment it is published.",
+                "content": f"Publish, then search at once for {word}.",
+            },
+        )
+        assert created.status_code == 201, created.text
+        pattern_id = created.json()["data"]["id"]
+        for trial in range(10):
+            if trial:
+                word = unique_word()
+                edited = await http.patch(
+                    f"/api/patterns/{pattern_id}",
+                    headers={**auth(key), **as_client()},
+                    json={"content": f"Edit number {trial}, then search at once for {word}."},
+                )
+                assert edited.status_code == 200, edited.text
+            found = await http.get(
+                "/api/search", params={"q": word}, headers={**auth(key), **as_client()}
+            )
+            assert found.status_code == 200, found.text
+            if pattern_id not in [hit["id"] for hit in found.json()["data"]]:
+                misses.append((word, found.json()["mode"]))
+    assert misses == [], f"{len(misses)} of 50 searches missed the author's own write: {misses}"

@@ -41,28 +41,50 @@ def test_each_group_counts_once_by_its_latest_report() -> None:
         ("a", trust.WORKED, 2),
         ("b", trust.WORKED, 1),
     ]
-    s = trust.summary(reports, excluded=1, current_revision=2, now=NOW)
+    s = trust.summary(reports, excluded=1, current_revision=1, now=NOW)
     assert s["independent_verifiers"] == 2 and s["counts"][trust.WORKED] == 2
+    s = trust.summary(reports, excluded=1, current_revision=2, now=NOW)
+    assert s["independent_verifiers"] == 1 and s["counts"][trust.WORKED] == 1
     assert s["verified_revision"] == 2 and s["label"] == "verified on the current revision (2)"
     assert s["excluded_reports"] == 1
 
 
-def test_older_revisions_older_reports_and_weak_verifiers_weigh_less() -> None:
+def test_older_reports_and_weak_verifiers_weigh_less() -> None:
     fresh = trust.score([report("a")], 1, NOW)
-    behind = trust.score([report("a", revision=1)], 3, NOW)
     old = trust.score([report("a", at=NOW - timedelta(days=365))], 1, NOW)
-    weak = trust.score([report("a", verifier_weight=trust.verifier_weight(3600, 0))], 1, NOW)
-    assert fresh > behind > 0 and fresh > old > 0 and fresh > weak > 0
-    assert trust.verifier_weight(3600, 100) == 0.5
-    assert trust.verifier_weight(10 * 86_400, 0) == 0.5
-    assert trust.verifier_weight(3600, 0) == 0.25
-    assert trust.verifier_weight(10 * 86_400, 100) == 1.0
+    weak = trust.score([report("a", verifier_weight=trust.verifier_weight(0))], 1, NOW)
+    assert fresh > old > 0 and fresh > weak > 0
+    assert trust.verifier_weight(0) == 0.5
+    assert trust.verifier_weight(100) == 1.0
     # Worked with changes counts half; did not work counts against.
     assert trust.score([report("a", trust.CHANGED)], 1, NOW) < fresh
     assert trust.score([report("a"), report("b", trust.FAILED)], 1, NOW) < trust.score(
         [report("a"), report("b")], 1, NOW
     )
     assert trust.score([report("a", trust.FAILED)], 1, NOW) == 0
+
+
+def test_a_day_old_account_counts_a_younger_one_does_not() -> None:
+    assert not trust.old_enough(0)
+    assert not trust.old_enough(86_399)
+    assert trust.old_enough(86_400)
+
+
+def test_only_reports_of_the_current_revision_are_scored() -> None:
+    """An edit may replace the whole text: reports of older revisions keep
+    the history (label, verified_revision) but weigh nothing."""
+    four = [report(g, revision=1) for g in "abcd"]
+    assert trust.score(four, 1, NOW) > 0.5
+    assert trust.score(four, 2, NOW) == 0
+    s = trust.summary(four, excluded=0, current_revision=2, now=NOW)
+    assert s["score"] == 0 and s["independent_verifiers"] == 0
+    assert s["counts"] == dict.fromkeys(trust.OUTCOMES, 0) and s["environments"] == []
+    assert s["verified_revision"] == 1 and s["on_current_revision"] is False
+    assert s["label"] == "verified on revision 1; current is 2"
+    assert s["last_verified_at"] == NOW.isoformat()
+    # One report on the new revision: only it is scored.
+    s = trust.summary([*four, report("e", revision=2)], excluded=0, current_revision=2, now=NOW)
+    assert s["independent_verifiers"] == 1 and s["score"] == trust.score([report("e")], 1, NOW)
 
 
 def test_labels() -> None:
