@@ -11,8 +11,7 @@ import json
 import uuid
 import weakref
 from collections import OrderedDict
-from collections.abc import AsyncIterator
-from contextlib import asynccontextmanager
+from collections.abc import Callable
 from typing import Any
 
 from sqlmodel.ext.asyncio.session import AsyncSession
@@ -177,8 +176,9 @@ _slots: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, asyncio.Semaphore] 
 _diffs: OrderedDict[tuple[Any, ...], list[dict[str, Any]]] = OrderedDict()
 
 
-@asynccontextmanager
-async def _diff_slot() -> AsyncIterator[None]:
+async def _in_slot(work: Callable[[], list[dict[str, Any]]]) -> list[dict[str, Any]]:
+    """``work`` in a worker thread once one of DIFF_SLOTS is free; the slot is
+    held until the thread ends, even when the request is cancelled first."""
     loop = asyncio.get_running_loop()
     slots = _slots.get(loop)
     if slots is None:
@@ -191,10 +191,9 @@ async def _diff_slot() -> AsyncIterator[None]:
             headers={"Retry-After": "1"},
             error="diff_busy",
         ) from None
-    try:
-        yield
-    finally:
-        slots.release()
+    running = asyncio.ensure_future(asyncio.to_thread(work))
+    running.add_done_callback(lambda _: slots.release())
+    return await asyncio.shield(running)
 
 
 def _redacted(fields: dict[str, Any]) -> tuple[str, ...]:
@@ -216,8 +215,7 @@ async def diff(
     fields = _diffs.get(key)
     if fields is None:
         before, after = shown_fields(old.fields), shown_fields(new.fields)
-        async with _diff_slot():
-            fields = await asyncio.to_thread(field_diffs, before, after, a, b)
+        fields = await _in_slot(lambda: field_diffs(before, after, a, b))
         _diffs[key] = fields
         while len(_diffs) > DIFF_CACHE_SIZE:
             _diffs.popitem(last=False)
