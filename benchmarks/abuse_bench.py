@@ -41,8 +41,18 @@ machine. An attack request without an answer head within ANSWER_TIMEOUT_S
 counts as hung. Results are printed and written into docs/benchmarks.md
 between the ``abuse-bench`` markers.
 
+With ``--diffs`` it runs the revision-diff abuse instead (docs/security.md,
+H1): one pattern published with DIFF_LINES distinct lines and edited to the
+same lines each followed by a blank line, then rewritten back and forth (so
+there are several pairs of revisions to ask for); the probe runs idle, then
+while DIFF_LOOPS loops of anonymous ``GET …/revisions/{a}/diff/{b}`` (a
+random pair, a new random address per request, from a second process) run
+for at least DIFF_MIN_S; the section goes between the ``abuse-bench-diffs``
+markers.
+
     PYTHONPATH=$PWD .venv/bin/python -m benchmarks.abuse_bench
     PYTHONPATH=$PWD .venv/bin/python -m benchmarks.abuse_bench --attempts 200 --no-docs
+    PYTHONPATH=$PWD .venv/bin/python -m benchmarks.abuse_bench --diffs
 """
 
 from __future__ import annotations
@@ -95,6 +105,13 @@ HEALTH_LOOPS_RANDOM = 8
 ANSWER_TIMEOUT_S = 10.0  # an attack request unanswered this long is hung
 ABUSE_MAX_S = 240.0  # the attackers stop by themselves after this
 REOPEN_WAIT_S = 60.0
+DIFF_START_MARK = "<!-- abuse-bench-diffs:start -->"
+DIFF_END_MARK = "<!-- abuse-bench-diffs:end -->"
+DIFF_LINES = 6000  # the review's input: 6,000 lines (about 69,000 characters)
+DIFF_REVISIONS = 4
+DIFF_LOOPS = 8
+DIFF_MIN_S = 30.0
+DIFF_TIMEOUT_S = 60.0
 BENCH_ENV = {
     "CAIRN_STATE_DIR": str(STATE_DIR),
     "CAIRN_HOST": HOST,
@@ -392,6 +409,142 @@ def attack_process(
     results.put(asyncio.run(attacks(port, key, count, started, answered, stop)))
 
 
+# ------------------------------------------------------- the diff abuse
+
+
+def pathological(n: int) -> tuple[str, str]:
+    """n distinct lines; the same lines each followed by a blank line."""
+    lines = [f"step {i:05d}" for i in range(n)]
+    return "\n".join(lines) + "\n", "".join(f"{line}\n\n" for line in lines)
+
+
+async def diff_attacks(port: int, pid: str, started: MpEvent, stop: MpEvent) -> dict[str, Any]:
+    """DIFF_LOOPS loops of anonymous diffs of random revision pairs until ``stop``."""
+    rng = random.Random(45)
+    answers: Counter[str] = Counter()
+    latencies: list[float] = []
+    timeout = httpx.Timeout(DIFF_TIMEOUT_S)
+    limits = httpx.Limits(max_connections=DIFF_LOOPS)
+    async with httpx.AsyncClient(
+        base_url=f"http://{HOST}:{port}", timeout=timeout, limits=limits
+    ) as http:
+
+        async def loop() -> None:
+            while not stop.is_set():
+                a, b = rng.sample(range(1, DIFF_REVISIONS + 1), 2)
+                headers = {"X-Forwarded-For": random_address(rng)}
+                t0 = time.perf_counter()
+                try:
+                    response = await http.get(
+                        f"/api/patterns/{pid}/revisions/{a}/diff/{b}", headers=headers
+                    )
+                except httpx.HTTPError as exc:
+                    answers[type(exc).__name__] += 1
+                    continue
+                latencies.append((time.perf_counter() - t0) * 1000)
+                label = str(response.status_code)
+                if response.status_code == 200 and any(
+                    f.get("too_large") for f in response.json()["data"]["fields"]
+                ):
+                    label += " too_large"
+                answers[label] += 1
+
+        started.set()
+        begun = time.perf_counter()
+        await asyncio.gather(*(loop() for _ in range(DIFF_LOOPS)))
+    return {
+        "answers": dict(answers),
+        "seconds": time.perf_counter() - begun,
+        "p50": pct(latencies, 50),
+        "max": max(latencies, default=float("nan")),
+    }
+
+
+def diff_process(
+    port: int, pid: str, started: MpEvent, stop: MpEvent, results: mp.Queue[dict[str, Any]]
+) -> None:
+    results.put(asyncio.run(diff_attacks(port, pid, started, stop)))
+
+
+async def run_diffs(base: str, port: int) -> dict[str, Any]:
+    limits = httpx.Limits(max_connections=PROBE_CONCURRENCY * 2)
+    timeout = httpx.Timeout(PROBE_TIMEOUT_S)
+    async with httpx.AsyncClient(base_url=base, limits=limits, timeout=timeout) as http:
+        prober = (await register(http, "abuse bench prober"))["api_key"]
+        author = (await register(http, "abuse bench author"))["api_key"]
+        before, after = pathological(DIFF_LINES)
+        body = {"title": "A long pattern", "description": "Many steps.", "content": before}
+        created = await http.post("/api/patterns", json=body, headers=auth(author))
+        created.raise_for_status()
+        pid = created.json()["data"]["id"]
+        for n in range(2, DIFF_REVISIONS + 1):
+            content = after if n % 2 == 0 else before + f"step {n}\n"
+            edited = await http.put(
+                f"/api/patterns/{pid}", json={"content": content}, headers=auth(author)
+            )
+            edited.raise_for_status()
+        idle = await probe(http, prober)
+        print("bench: idle", idle, flush=True)
+        ctx = mp.get_context("spawn")
+        started, stop = ctx.Event(), ctx.Event()
+        results: mp.Queue[dict[str, Any]] = ctx.Queue()
+        proc = ctx.Process(
+            target=diff_process, args=(port, pid, started, stop, results), daemon=True
+        )
+        proc.start()
+        try:
+            await wait_for(started, 60.0)
+            abused = await probe(http, prober, min_s=DIFF_MIN_S)
+            print("bench: under diff abuse", abused, flush=True)
+        finally:
+            stop.set()
+        try:
+            found = await asyncio.to_thread(results.get, True, DIFF_TIMEOUT_S + 30)
+        except queue.Empty as exc:
+            raise RuntimeError("bench: the diff attackers gave no result") from exc
+        finally:
+            proc.join(30)
+            if proc.is_alive():
+                proc.terminate()
+        print("bench: diffs", found, flush=True)
+    return {"idle": idle, "abused": abused, "diffs": found, "content_chars": len(after)}
+
+
+def diff_section(result: dict[str, Any], load_before: float, run_s: float) -> str:
+    lines = section_head(
+        DIFF_START_MARK,
+        "Admission under abuse: an authenticated read while revision diffs are requested",
+        "abuse_bench.py --diffs",
+        load_before,
+    )
+    d = result["diffs"]
+    lines += [
+        f"- The same `cairn run` as above. One pattern of {DIFF_LINES:,} distinct lines, edited "
+        f"to the same lines each followed by a blank line ({result['content_chars']:,} "
+        f"characters), then back and forth: {DIFF_REVISIONS} revisions. {DIFF_LOOPS} loops of "
+        "anonymous `GET /api/patterns/{id}/revisions/{a}/diff/{b}` (a random pair, a random "
+        f"address per request) from a second process for at least {DIFF_MIN_S:.0f} s; "
+        f"the probe as above ({PROBE_CONCURRENCY} at a time), idle and meanwhile.",
+        "",
+        "| probe `GET /api/agents/me` | requests | req/s | p50 ms | p99 ms | max ms | failed |",
+        "|---|---:|---:|---:|---:|---:|---|",
+    ]
+    for label, key in (("idle", "idle"), ("while diffs run", "abused")):
+        p = result[key]
+        lines.append(
+            f"| {label} | {p['requests']:,} | {p['rps']:.0f} | {_ms(p['p50'])} | "
+            f"{_ms(p['p99'])} | {_ms(p['max'])} | {_counts(p['failed']) if p['failed'] else 0} |"
+        )
+    lines += [
+        "",
+        f"Diff requests: {_counts(d['answers'])} in {d['seconds']:.0f} s; answer p50 "
+        f"{_ms(d['p50'])} ms, max {_ms(d['max'])} ms. The whole run {run_s / 60:.1f} minutes. "
+        "Client and server share the machine: compare rows of one run, not runs.",
+        DIFF_END_MARK,
+    ]
+    return "\n".join(lines) + "\n\n"
+
+
 # ------------------------------------------------------------------ the run
 
 
@@ -558,6 +711,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--no-docs", action="store_true", help="print only; leave docs/benchmarks.md alone"
     )
+    parser.add_argument(
+        "--diffs", action="store_true", help="the revision-diff abuse instead (security H1)"
+    )
     args = parser.parse_args(argv)
     t0 = time.monotonic()
     stop_on_sigterm()
@@ -570,8 +726,21 @@ def main(argv: list[str] | None = None) -> int:
     shutil.rmtree(STATE_DIR, ignore_errors=True)  # its own fresh database
     STATE_DIR.mkdir(parents=True)
     with serve_running(PORT, env, STATE_DIR) as serve:
-        result = asyncio.run(run(serve.base, PORT, args.attempts))
+        if args.diffs:
+            result = asyncio.run(run_diffs(serve.base, PORT))
+        else:
+            result = asyncio.run(run(serve.base, PORT, args.attempts))
     run_s = time.monotonic() - t0
+    if args.diffs:
+        print(f"bench: the run took {run_s:.0f} s", flush=True)
+        (STATE_DIR / "abuse-diffs.json").write_text(json.dumps(result, indent=2))
+        if not args.no_docs:
+            write_docs(
+                diff_section(result, load_before, run_s),
+                start_mark=DIFF_START_MARK,
+                end_mark=DIFF_END_MARK,
+            )
+        return 0
     print(f"bench: the run took {run_s:.0f} s", flush=True)
     (STATE_DIR / "abuse.json").write_text(json.dumps(result, indent=2))
     if not args.no_docs:

@@ -255,6 +255,8 @@ class Settings(BaseSettings):
     ratelimit_comment: RateText = "30/hour"
     ratelimit_vote: RateText = "100/hour"
     ratelimit_search: RateText = "60/minute"
+    # Diffs between two revisions (per address, anonymous or not): docs/security.md H1.
+    ratelimit_revision_diff: RateText = "30/minute"
     ratelimit_general: RateText = "1000/hour"
     ratelimit_login: RateText = "30/hour"
     # Claims, re-links and re-link codes per human: each may ask X about a post.
@@ -314,6 +316,7 @@ class Settings(BaseSettings):
         "ratelimit_comment",
         "ratelimit_vote",
         "ratelimit_search",
+        "ratelimit_revision_diff",
         "ratelimit_general",
         "ratelimit_login",
         "ratelimit_claim",
@@ -390,6 +393,7 @@ class Settings(BaseSettings):
             "comment": self.ratelimit_comment,
             "vote": self.ratelimit_vote,
             "search": self.ratelimit_search,
+            "revision_diff": self.ratelimit_revision_diff,
             "general": self.ratelimit_general,
             "login": self.ratelimit_login,
             "claim": self.ratelimit_claim,

@@ -121,7 +121,13 @@ def revision_markdown(kind: str, ref: str, r: dict[str, Any]) -> str:
         f"- reason: {inline(r.get('reason')) or '-'}",
         f"- written: {r.get('created_at')}",
     ]
+    redacted = {t["field"]: t for t in r.get("redactions") or []}
     for name, value in (r.get("fields") or {}).items():
+        if name in redacted:
+            t = redacted[name]
+            tombstone = f"[redacted by the {t['by']} at {t['at']}: {inline(t['reason'])}]"
+            lines += ["", f"## {inline(name)}", "", tombstone]
+            continue
         text = value if isinstance(value, str) else json.dumps(value, indent=2, sort_keys=True)
         lines += ["", f"## {inline(name)}", "", *fenced(text, "text")]
     return "\n".join(lines) + "\n"

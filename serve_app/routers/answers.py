@@ -39,9 +39,11 @@ from serve_app.schemas.questions import (
     QaVoteStateOut,
 )
 from serve_app.schemas.verifications import (
+    RedactIn,
     RevisionDiffOut,
     RevisionNumber,
     RevisionOut,
+    RevisionSummaryOut,
     RollbackIn,
     VerificationFilter,
     VerificationIn,
@@ -155,7 +157,9 @@ async def create_comment(
 # --- trust by use: revisions and verifications (docs/decisions/trust.md) ----------
 
 
-@router.get("/{answer_id}/revisions", response_model=PageOut[RevisionOut], responses=errors(404))
+@router.get(
+    "/{answer_id}/revisions", response_model=PageOut[RevisionSummaryOut], responses=errors(404)
+)
 async def list_answer_revisions(
     answer_id: uuid.UUID, caller: MaybeCaller, db: ReadDb, page: Page = 1, limit: Limit = 20
 ) -> dict[str, Any]:
@@ -178,8 +182,9 @@ async def read_answer_revision(
 
 @router.get(
     "/{answer_id}/revisions/{number}/diff/{other}",
+    dependencies=[Depends(ip_limit("revision_diff"))],
     response_model=DataOut[RevisionDiffOut],
-    responses=errors(404),
+    responses=errors(404, 503),
 )
 async def diff_answer_revisions(
     answer_id: uuid.UUID,
@@ -196,7 +201,7 @@ async def diff_answer_revisions(
 @router.post(
     "/{answer_id}/revisions/{number}/rollback",
     response_model=MessageDataOut[AnswerOut],
-    responses=errors(403, 404),
+    responses=errors(403, 404, 409),
 )
 async def rollback_answer(
     answer_id: uuid.UUID,
@@ -207,6 +212,20 @@ async def rollback_answer(
 ) -> dict[str, Any]:
     """Put an earlier revision of the answer back (author or staff); writes a new revision."""
     return await revisions.rollback(db, "answer", answer_id, caller.agent, number, body.reason)
+
+
+@router.post(
+    "/{answer_id}/revisions/{number}/redact",
+    response_model=MessageDataOut[RevisionOut],
+    responses=errors(400, 403, 404, 409),
+)
+async def redact_answer_revision(
+    answer_id: uuid.UUID, number: RevisionNumber, body: RedactIn, caller: CurrentCaller, db: Db
+) -> dict[str, Any]:
+    """Replace fields of an old revision by a tombstone (author or staff; not the current one)."""
+    return await revisions.redact(
+        db, "answer", answer_id, caller.agent, number, list(body.fields), body.reason
+    )
 
 
 @router.post(

@@ -50,9 +50,11 @@ from serve_app.schemas.patterns import (
     tag_query,
 )
 from serve_app.schemas.verifications import (
+    RedactIn,
     RevisionDiffOut,
     RevisionNumber,
     RevisionOut,
+    RevisionSummaryOut,
     RollbackIn,
     VerificationFilter,
     VerificationIn,
@@ -311,7 +313,7 @@ async def create_comment(
 
 @router.get(
     "/{id_or_slug}/revisions",
-    response_model=PageOut[RevisionOut],
+    response_model=PageOut[RevisionSummaryOut],
     responses=errors(404),
 )
 async def list_revisions(
@@ -336,8 +338,9 @@ async def read_revision(
 
 @router.get(
     "/{id_or_slug}/revisions/{number}/diff/{other}",
+    dependencies=[Depends(ip_limit("revision_diff"))],
     response_model=DataOut[RevisionDiffOut],
-    responses=errors(404),
+    responses=errors(404, 503),
 )
 async def diff_revisions(
     id_or_slug: str,
@@ -354,13 +357,27 @@ async def diff_revisions(
 @router.post(
     "/{id_or_slug}/revisions/{number}/rollback",
     response_model=MessageDataOut[PatternDetailOut],
-    responses=errors(403, 404),
+    responses=errors(403, 404, 409),
 )
 async def rollback_pattern(
     id_or_slug: str, number: RevisionNumber, body: RollbackIn, caller: CurrentCaller, db: Db
 ) -> dict[str, Any]:
     """Put an earlier revision back (author or staff); this writes a new revision."""
     return await revisions.rollback(db, "pattern", id_or_slug, caller.agent, number, body.reason)
+
+
+@router.post(
+    "/{id_or_slug}/revisions/{number}/redact",
+    response_model=MessageDataOut[RevisionOut],
+    responses=errors(400, 403, 404, 409),
+)
+async def redact_revision(
+    id_or_slug: str, number: RevisionNumber, body: RedactIn, caller: CurrentCaller, db: Db
+) -> dict[str, Any]:
+    """Replace fields of an old revision by a tombstone (author or staff; not the current one)."""
+    return await revisions.redact(
+        db, "pattern", id_or_slug, caller.agent, number, list(body.fields), body.reason
+    )
 
 
 @router.post(

@@ -83,6 +83,30 @@ class RollbackIn(Input):
 
 RevisionNumber = Annotated[int, Path(ge=1, le=1_000_000)]
 
+# The fields a revision may have redacted (patterns: these; answers: body).
+RevisionField = Literal[
+    "title",
+    "description",
+    "content",
+    "difficulty_level",
+    "category_id",
+    "use_case_tags",
+    "tech_stack",
+    "code_examples",
+    "body",
+]
+
+
+class RedactIn(Input):
+    fields: list[RevisionField] = Field(
+        min_length=1,
+        max_length=8,
+        description="The fields of that revision to replace by a tombstone.",
+    )
+    reason: Annotated[str, Field(max_length=500), text_between(1, 500, one_line=True)] = Field(
+        description="Why (kept in the tombstone)."
+    )
+
 
 @dataclass
 class VerificationFilter:
@@ -174,18 +198,53 @@ class VerificationPageOut(PageOut[VerificationOut]):
     trust: TrustOut
 
 
+class RedactionOut(Output):
+    """A tombstone: a field of this revision someone redacted."""
+
+    field: str
+    by: Literal["author", "staff"]
+    at: Timestamp
+    reason: str
+
+
 class RevisionOut(Output):
     number: int
-    author: AgentBrief | None = Field(description="Null once that account is gone.")
+    author: AgentBrief | None = Field(
+        description="Null once that account is deleted or deactivated."
+    )
     reason: str | None
-    fields: dict[str, Any] = Field(description="The item's full fields at this revision.")
+    fields: dict[str, Any] = Field(
+        description="The item's full fields at this revision (a redacted one: null)."
+    )
+    redactions: list[RedactionOut] = Field(description="The fields redacted, with tombstones.")
+    created_at: Timestamp
+    current: bool
+
+
+class RevisionSummaryOut(Output):
+    """A revision in a history list; its fields: GET …/revisions/{number}."""
+
+    number: int
+    author: AgentBrief | None = Field(
+        description="Null once that account is deleted or deactivated."
+    )
+    reason: str | None
+    changed_fields: list[str] = Field(
+        description="The fields that differ from the revision before (1: all of them)."
+    )
+    redacted_fields: list[str]
+    size: int = Field(description="Characters of the revision's fields as JSON text.")
     created_at: Timestamp
     current: bool
 
 
 class FieldDiffOut(Output):
     field: str
-    diff: str = Field(description="A unified diff of the field's text.")
+    diff: str | None = Field(description="A unified diff of the field's text; null when too_large.")
+    too_large: bool = Field(
+        description="The diff is past the server's bounds (too many changed lines) and "
+        "left out: read both revisions to compare them."
+    )
 
 
 class RevisionDiffOut(Output):

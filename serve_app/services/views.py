@@ -8,6 +8,7 @@ from typing import Any
 
 from serve_app.kit import trust as trust_kit
 from serve_app.kit.errors import BadRequest
+from storage import access
 from storage.models import (
     Agent,
     Answer,
@@ -19,6 +20,7 @@ from storage.models import (
     Revision,
     Verification,
 )
+from storage.repositories import revisions as revision_repo
 from storage.repositories.patterns import ListedAuthor, ListedCategory, ListedPattern
 
 
@@ -300,12 +302,43 @@ def verification(v: Verification, verifier: Agent) -> dict[str, Any]:
     }
 
 
+def revision_author(author: Agent | None) -> dict[str, Any] | None:
+    """Who wrote a revision: none once the account is deleted or deactivated
+    (a deactivated account is named nowhere else either)."""
+    if author is None or not access.agent_is_public(author):
+        return None
+    return agent_brief(author)
+
+
 def revision(r: Revision, author: Agent | None, current: int) -> dict[str, Any]:
+    """One revision with its fields; a redacted field is null, its tombstone
+    in ``redactions``."""
+    tombstones: dict[str, Any] = r.fields.get(revision_repo.TOMBSTONES) or {}
     return {
         "number": r.number,
-        "author": agent_brief(author) if author is not None else None,
+        "author": revision_author(author),
         "reason": r.reason,
-        "fields": r.fields,
+        "fields": {k: v for k, v in r.fields.items() if k != revision_repo.TOMBSTONES},
+        "redactions": [
+            {"field": name, "by": t["by"], "at": t["at"], "reason": t["reason"]}
+            for name, t in tombstones.items()
+        ],
+        "created_at": iso(r.created_at),
+        "current": r.number == current,
+    }
+
+
+def revision_summary(
+    r: revision_repo.Summary, author: Agent | None, current: int, order: tuple[str, ...]
+) -> dict[str, Any]:
+    """A revision in a history list: no fields, what it changed."""
+    return {
+        "number": r.number,
+        "author": revision_author(author),
+        "reason": r.reason,
+        "changed_fields": [name for name in order if name in r.changed],
+        "redacted_fields": [name for name in order if name in r.redacted],
+        "size": r.size,
         "created_at": iso(r.created_at),
         "current": r.number == current,
     }

@@ -17,6 +17,7 @@ RULE_TEXT: dict[str, tuple[str, str]] = {
     "anon_read": ("every public read sent without a key", "IP address"),
     "registration": ("`POST /api/agents/register`", "IP address"),
     "search": ("`GET /api/search`", "IP address"),
+    "revision_diff": ("diffs between two revisions of a pattern or an answer", "IP address"),
     "pattern_create": ("`POST /api/patterns` and forks", "agent"),
     "question_create": ("`POST /api/questions`", "agent"),
     "answer_create": ("`POST /api/questions/{slug}/answers`", "agent"),

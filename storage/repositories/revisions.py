@@ -16,6 +16,8 @@ from storage.models import Agent, Answer, Pattern, Question, Revision, Verificat
 from storage.repositories import rows
 
 Kind = Literal["pattern", "answer"]
+# The key of a revision's fields that holds its tombstones (redacted fields).
+TOMBSTONES = "_redacted"
 
 
 @dataclass(frozen=True)
@@ -56,21 +58,81 @@ async def add(
     return revision
 
 
-async def page(
+@dataclass(frozen=True)
+class Summary:
+    """A revision without its fields: which fields it changed from the one
+    before (all of them for revision 1), which are redacted, and the size of
+    its fields as JSON text (characters)."""
+
+    number: int
+    author_id: uuid.UUID | None
+    reason: str | None
+    created_at: Any
+    changed: list[str]
+    redacted: list[str]
+    size: int
+
+
+_SUMMARIES = """
+WITH h AS (
+    SELECT r.number, r.author_id, r.reason, r.created_at, r.fields,
+           lag(r.fields) OVER (ORDER BY r.number) AS prev
+    FROM revisions r WHERE r.{column} = :item
+)
+SELECT h.number, h.author_id, h.reason, h.created_at,
+       ARRAY(SELECT e.key FROM jsonb_each(h.fields) e
+             WHERE e.key <> :tombstones
+               AND (h.prev IS NULL OR (h.prev -> e.key) IS DISTINCT FROM e.value)) AS changed,
+       ARRAY(SELECT jsonb_object_keys(COALESCE(h.fields -> :tombstones, '{{}}'::jsonb)))
+           AS redacted,
+       length(h.fields::text) AS size,
+       count(*) OVER () AS total
+FROM h ORDER BY h.number DESC OFFSET :offset LIMIT :limit
+"""
+
+
+async def summaries(
     session: AsyncSession, target: Target, page: int, limit: int
-) -> tuple[list[tuple[Revision, Agent | None]], int]:
-    """The target's revisions, newest first, each with its author (None once gone)."""
-    where = target.column(Revision) == target.id
-    statement = (
-        select(Revision, Agent)
-        .outerjoin(Agent, col(Agent.id) == col(Revision.author_id))
-        .where(where)
-        .order_by(col(Revision.number).desc())
-        .add_columns(func.count().over())
-    )
-    count = select(func.count()).select_from(Revision).where(where)
-    found, total = await rows.counted_page(session, statement, count, (page - 1) * limit, limit)
-    return [(r[0], r[1]) for r in found], total
+) -> tuple[list[tuple[Summary, Agent | None]], int]:
+    """The target's revisions as summaries, newest first, each with its
+    author (None once gone); the fields stay in the database."""
+    column = "pattern_id" if target.kind == "pattern" else "answer_id"
+    params = {
+        "item": target.id,
+        "tombstones": TOMBSTONES,
+        "offset": (page - 1) * limit,
+        "limit": limit,
+    }
+    found = (await session.execute(text(_SUMMARIES.format(column=column)), params)).all()
+    if found:
+        total = int(found[-1][-1])
+    else:
+        count = (
+            select(func.count()).select_from(Revision).where(target.column(Revision) == target.id)
+        )
+        total = int((await session.exec(count)).one()) if page > 1 else 0
+    ids = {r[1] for r in found if r[1] is not None}
+    agents = {}
+    if ids:
+        agents = {
+            a.id: a for a in (await session.exec(select(Agent).where(col(Agent.id).in_(ids)))).all()
+        }
+    listed = [
+        (
+            Summary(r[0], r[1], r[2], r[3], list(r[4]), list(r[5]), int(r[6])),
+            agents.get(r[1]) if r[1] is not None else None,
+        )
+        for r in found
+    ]
+    return listed, total
+
+
+async def set_fields(session: AsyncSession, revision: Revision, fields: dict[str, Any]) -> None:
+    """Rewrite a revision's stored fields (redaction: the only change a
+    revision ever sees)."""
+    revision.fields = fields
+    session.add(revision)
+    await session.flush()
 
 
 async def one(

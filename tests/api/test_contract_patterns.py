@@ -33,8 +33,19 @@ OPERATIONS: list[tuple[str, str, set[str], set[str]]] = [
     ("get", "/api/patterns/{id_or_slug}/comments", {"200"}, {"404"}),
     ("get", "/api/patterns/{id_or_slug}/revisions", {"200"}, {"404"}),
     ("get", "/api/patterns/{id_or_slug}/revisions/{number}", {"200"}, {"404"}),
-    ("get", "/api/patterns/{id_or_slug}/revisions/{number}/diff/{other}", {"200"}, {"404"}),
-    ("post", "/api/patterns/{id_or_slug}/revisions/{number}/rollback", {"200"}, {"403", "404"}),
+    ("get", "/api/patterns/{id_or_slug}/revisions/{number}/diff/{other}", {"200"}, {"404", "503"}),
+    (
+        "post",
+        "/api/patterns/{id_or_slug}/revisions/{number}/rollback",
+        {"200"},
+        {"403", "404", "409"},
+    ),
+    (
+        "post",
+        "/api/patterns/{id_or_slug}/revisions/{number}/redact",
+        {"200"},
+        {"400", "403", "404", "409"},
+    ),
     ("post", "/api/patterns/{id_or_slug}/verifications", {"200", "201"}, {"404", "429"}),
     ("get", "/api/patterns/{id_or_slug}/verifications", {"200"}, {"404"}),
     ("post", "/api/patterns/{id_or_slug}/comments", {"201"}, {"404"}),
@@ -233,6 +244,9 @@ async def test_every_answer_of_a_walk_matches_the_contract(
     await walk("GET", f"/api/patterns/{pid}/revisions/1/diff/2", None, 200)
     await walk("POST", f"/api/patterns/{pid}/revisions/1/rollback", other, 403, json={})
     await walk("POST", f"/api/patterns/{pid}/revisions/1/rollback", author, 200, json={})
+    redaction = {"fields": ["content"], "reason": "a leaked key"}
+    await walk("POST", f"/api/patterns/{pid}/revisions/1/redact", other, 403, json=redaction)
+    await walk("POST", f"/api/patterns/{pid}/revisions/1/redact", author, 200, json=redaction)
     await walk("GET", "/api/patterns?sort_by=trusted", None, 200)
 
     top = await walk("POST", f"/api/patterns/{pid}/comments", author, 201, json={"content": "Hi"})

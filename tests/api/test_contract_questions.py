@@ -43,8 +43,9 @@ OPERATIONS: list[tuple[str, str, int, set[int]]] = [
     ("post", "/api/answers/{answer_id}/comments", 201, {400, 404}),
     ("get", "/api/answers/{answer_id}/revisions", 200, {404}),
     ("get", "/api/answers/{answer_id}/revisions/{number}", 200, {404}),
-    ("get", "/api/answers/{answer_id}/revisions/{number}/diff/{other}", 200, {404}),
-    ("post", "/api/answers/{answer_id}/revisions/{number}/rollback", 200, {403, 404}),
+    ("get", "/api/answers/{answer_id}/revisions/{number}/diff/{other}", 200, {404, 503}),
+    ("post", "/api/answers/{answer_id}/revisions/{number}/rollback", 200, {403, 404, 409}),
+    ("post", "/api/answers/{answer_id}/revisions/{number}/redact", 200, {400, 403, 404, 409}),
     ("post", "/api/answers/{answer_id}/verifications", 201, {400, 401, 404, 429}),
     ("get", "/api/answers/{answer_id}/verifications", 200, {404}),
     ("get", "/api/moderation", 200, {400, 403}),
@@ -243,6 +244,9 @@ async def test_questions_and_answers_match_the_contract(
     await call("get", f"/api/answers/{answer_id}/revisions/1/diff/2", None, 200)
     await call("post", f"/api/answers/{answer_id}/revisions/1/rollback", voter, 403, json={})
     await call("post", f"/api/answers/{answer_id}/revisions/1/rollback", helper, 200, json={})
+    redaction = {"fields": ["body"], "reason": "a leaked key"}
+    await call("post", f"/api/answers/{answer_id}/revisions/1/redact", voter, 403, json=redaction)
+    await call("post", f"/api/answers/{answer_id}/revisions/1/redact", helper, 200, json=redaction)
     await call("get", f"/api/questions/{slug}/answers?sort=trusted", None, 200)
     await call("get", "/api/questions?sort_by=trusted", None, 200)
     await call("get", f"/api/agents/{voter.username}/verifications", None, 200)

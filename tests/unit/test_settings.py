@@ -45,6 +45,8 @@ def test_defaults_follow_the_spec_table() -> None:
         # docs/decisions/trust.md)
         "verify": (30, 3600),
         "verify_address": (60, 3600),
+        # ours: diffs of revisions per IP (issue 45, docs/security.md H1)
+        "revision_diff": (30, 60),
     }
 
 
