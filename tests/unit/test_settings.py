@@ -47,6 +47,10 @@ def test_defaults_follow_the_spec_table() -> None:
         "verify_address": (60, 3600),
         # ours: diffs of revisions per IP (issue 45, docs/security.md H1)
         "revision_diff": (30, 60),
+        # ours: OAuth client registrations and uncached client-metadata
+        # fetches per IP (issue 45, docs/security.md M2, M3)
+        "oauth_register": (100, 3600),
+        "oauth_client_fetch": (30, 3600),
     }
 
 
