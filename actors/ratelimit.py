@@ -3,7 +3,7 @@
 Each key gets a fixed window that opens at its first request and lasts
 ``window_s`` seconds (GitHub-style): within a window at most ``limit`` requests
 are admitted, and ``reset_at`` is when the window closes. See
-docs/decisions/security-and-admission.md ("Rate limits") for why fixed windows.
+docs/decisions/rate-limits.md ("Rate limits") for why fixed windows.
 """
 
 from __future__ import annotations

@@ -44,15 +44,12 @@ from benchmarks.corpus import (
     texts_for,
     vocabulary,
 )
+from benchmarks.harness import rss_mib
 from embeddings.lexical import LexicalIndex
-from embeddings.lexical_store import NodeStore, StoreState, release_freed_memory
+from embeddings.lexical_store import NodeStore, StoreState
+from embeddings.memory import release_freed_memory
 
 KINDS = ("pattern",)
-
-
-def rss_mib() -> float:
-    with open(f"/proc/{os.getpid()}/statm") as f:
-        return int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE") / 2**20
 
 
 def patterns(n: int) -> list[tuple[int, dict[str, str | None]]]:

@@ -39,8 +39,8 @@ nothing.
 Writes the "Search ranking quality" section of docs/benchmarks.md. The
 evaluation is ``benchmarks/ranking/hybrid.py``, the section
 ``benchmarks/ranking/hybrid_report.py``; the set's reading, metrics and
-vectors are shared with ``ranking_bench`` (``benchmarks/ranking/evalset.py``,
-``vectors.py``).
+vectors are in ``benchmarks/ranking/evalset.py`` and ``vectors.py`` (shared with
+``trust_bench``).
 """
 
 from __future__ import annotations

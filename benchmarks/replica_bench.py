@@ -24,16 +24,11 @@ from pathlib import Path
 
 import numpy as np
 
-from benchmarks.harness import section_head, write_docs
+from benchmarks.harness import rss_mib, section_head, write_docs
 
 START = "<!-- replica-bench:start -->"
 END = "<!-- replica-bench:end -->"
 CACHE = Path(os.environ.get("CAIRN_RANKING_BENCH_DIR", "/tmp/cairn-ranking-bench"))
-
-
-def rss_mib() -> float:
-    with open("/proc/self/statm") as f:
-        return int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE") / 2**20
 
 
 def basis() -> tuple[np.ndarray, np.ndarray]:

@@ -23,11 +23,11 @@ class IndexConfig:
     # ... and at least one candidate per this many nodes: a graph's search
     # must widen as it grows to keep its recall (at 1,000,000 real vectors,
     # recall@10 against exact was 0.893 at ef 256, 0.941 at 512, 0.965 at
-    # 1,024; docs/decisions/search.md, "HNSW search breadth at a million").
+    # 1,024; docs/decisions/search-at-scale.md, "HNSW search breadth at a million").
     hnsw_nodes_per_ef: int = 1000
     # The graph's vectors: float (exact scores) or sq8 (8-bit codes, a
     # quarter of the memory, scores within ~1e-3): the Api replicas' copies
-    # use sq8 (docs/decisions/search.md, "Replica memory at a million patterns").
+    # use sq8 (docs/decisions/search-at-scale.md, "Replica memory at a million patterns").
     hnsw_codes: str = "float"
     nprobe: int = 64
     # Vectors per list used to train the coarse quantiser.

@@ -43,7 +43,7 @@ IVF = "ivf-sq8"
 # A graph is rebuilt from its live vectors once this share of its nodes is dead.
 DEAD_SHARE = 0.2
 # A graph's vectors as 8-bit codes (IndexConfig.hnsw_codes): the Api replicas'
-# copies (docs/decisions/search.md, "Replica memory at a million patterns").
+# copies (docs/decisions/search-at-scale.md, "Replica memory at a million patterns").
 SQ8 = "sq8"
 FLOAT = "float"
 # Vectors an 8-bit graph's ranges are trained on at least; with fewer (the

@@ -3,7 +3,7 @@
 Each Api replica used to hold its own tantivy index in memory (+192 MiB at
 100,000 patterns). Here the node keeps one on disk: every replica opens it
 read-only, memory-mapped, so its pages are the node's page cache, shared by
-all of them, and one replica at a time writes (docs/decisions/search.md,
+all of them, and one replica at a time writes (docs/decisions/search-at-scale.md,
 "One BM25 index per node").
 
 Layout under ``root`` (``<state folder>/bm25/<host>`` by default)::

@@ -3,7 +3,7 @@
 Why: on the CPU most of a short query's time through sentence-transformers is
 PyTorch's per-call overhead; the same graph under ONNX Runtime gives the same
 vectors (cosine 1.0) in about a third of the time and keeps torch out of the
-Embedder's process (docs/decisions/search.md, "The Embedder on ONNX Runtime").
+Embedder's process (docs/decisions/search-at-scale.md, "The Embedder on ONNX Runtime").
 
 The graph is exported from the model's local weights on first use with
 ``torch.onnx.export(dynamo=False)`` (the TorchScript exporter: the dynamo one

@@ -71,9 +71,9 @@ def query_words(text: str) -> int:
 @dataclass(frozen=True)
 class FusionParams:
     """Parameters of ``fuse``; the defaults are the grid point with the best
-    MRR@10 over all queries of benchmarks/search_eval (``python -m
-    benchmarks.ranking_bench`` prints it; its held-out quality is measured by
-    5-fold cross-validation, docs/benchmarks.md "Search ranking quality").
+    MRR@10 over all queries of benchmarks/search_eval (the removed
+    ``benchmarks/ranking_bench.py`` printed it and measured its held-out
+    quality by 5-fold cross-validation; docs/decisions/search.md says where it is).
 
     floor: cosine below which a document is dropped unless it matches every
         query word (also what keeps off-topic queries empty).
@@ -212,7 +212,7 @@ class HybridParams:
         queries fall least below their better half (not at all, where a
         weight allows it); leaving each group out in turn checks that it
         holds for a kind of query it was not chosen on (docs/benchmarks.md,
-        "Search ranking quality"; docs/decisions/search.md, "Fusion").
+        "Search ranking quality"; docs/decisions/search-at-scale.md, "Fusion").
         Per-query weights shaped by the BM25 scores (issue 23's coverage and
         margin) kept handing short natural-language queries to the words and
         lost to the vector half on data they were not tuned on.

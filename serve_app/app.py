@@ -214,7 +214,7 @@ def create_app(
         description="The knowledge-sharing service for AI agents.",
         lifespan=lifespan,
         # Admission first, for every route (serve_app/http/admission.py); then
-        # the page-depth cap of every paged listing (docs/decisions/security-and-admission.md,
+        # the page-depth cap of every paged listing (docs/decisions/rate-limits.md,
         # "Security: read costs").
         dependencies=[Depends(admission.gate), Depends(page_window)],
         generate_unique_id_function=contract.operation_id,

@@ -75,10 +75,10 @@ class Settings(BaseSettings):
     public_base_url: str | None = None
     trusted_proxies: Annotated[list[str], NoDecode] = Field(default_factory=list)
     max_body_bytes: int = Field(default=1_048_576, ge=1024)
-    # POST /api/upload: the largest image (docs/decisions/security-and-admission.md, "Uploads").
+    # POST /api/upload: the largest image (docs/decisions/uploads-and-exposure.md, "Uploads").
     upload_max_bytes: int = Field(default=5 * 1024 * 1024, ge=1024, le=64 * 1024 * 1024)
     # Stored upload bytes per agent, counted from the uploads table; deleting
-    # frees room (docs/decisions/security-and-admission.md, "Security: uploads,
+    # frees room (docs/decisions/uploads-and-exposure.md, "Security: uploads,
     # exposure and client IP").
     upload_quota_bytes: int = Field(default=100 * 1024 * 1024, ge=1024)
     # Where the images live: "postgres" (every node reads them) or "local"
@@ -97,11 +97,11 @@ class Settings(BaseSettings):
     # parts are asked at most once per this period per replica).
     health_snapshot_s: float = Field(default=1.0, ge=0, le=60)
     # The deepest row a paged listing reaches: page * limit at most this
-    # (docs/decisions/security-and-admission.md, "Security: read costs").
+    # (docs/decisions/rate-limits.md, "Security: read costs").
     max_page_offset: int = Field(default=10_000, ge=100, le=10_000_000)
 
     # Verified API keys kept in each replica (serve_app/runtime/keycache.py;
-    # docs/decisions/security-and-admission.md, "Verified API keys kept in the
+    # docs/decisions/admission.md, "Verified API keys kept in the
     # replica (issue 32)"): a kept key answers read requests without a Postgres
     # read for at most this long (0: keep none), and at most this many keys.
     # A revocation, deactivation or role change reaches every replica through
@@ -153,7 +153,7 @@ class Settings(BaseSettings):
     stream_max_per_address: int = Field(default=50, ge=1, le=100_000)
     stream_max_age_s: float = Field(default=900.0, ge=1, le=86_400)
     # At most one notice per (actor, recipient, kind) per this many hours
-    # (docs/decisions/security-and-admission.md, "Security: reputation and mail").
+    # (docs/decisions/claims-and-reputation.md, "Security: reputation and mail").
     notice_throttle_hours: float = Field(default=24.0, gt=0, le=24 * 30)
     # Address verification: how long a mailed link works, and how many
     # verification mails one human, or one address, may get per hour.
@@ -203,7 +203,7 @@ class Settings(BaseSettings):
     embedder_num_gpus: float = Field(default=0, ge=0)
     embedder_threads: int = Field(default=0, ge=0, le=1024)
     # ONNX Runtime on the CPU, PyTorch on a GPU (auto); int8 is measured and
-    # not the default (docs/decisions/search.md, "The Embedder on ONNX Runtime").
+    # not the default (docs/decisions/search-at-scale.md, "The Embedder on ONNX Runtime").
     embedding_backend: str = Field(default="auto", pattern=r"^(auto|onnx|torch)$")
     embedding_precision: str = Field(default="fp32", pattern=r"^(fp32|int8)$")
     search_semantic: bool = True
@@ -214,7 +214,7 @@ class Settings(BaseSettings):
     # "Lexical ranking and fusion (issue 23)").
     search_lexical: bool = True
     search_lexical_refresh_s: float = Field(default=0.0, ge=0, le=3600)
-    # Where that index lives (docs/decisions/search.md, "One BM25 index per
+    # Where that index lives (docs/decisions/search-at-scale.md, "One BM25 index per
     # node"): "disk", one per node in a folder every Api process on it opens
     # memory-mapped (LEXICAL_DIR/<host>, default STATE_DIR/bm25/<host>); a
     # process whose folder fails falls back to its own in memory; "memory",
@@ -235,7 +235,7 @@ class Settings(BaseSettings):
     search_hnsw_ef: int = Field(default=256, ge=1, le=65_536)
     # The HNSW graph's build: links a node keeps (M) and candidates explored
     # while adding one (efConstruction); recall at a million depends on them
-    # (docs/decisions/search.md, "HNSW build parameters at a million").
+    # (docs/decisions/search-at-scale.md, "HNSW build parameters at a million").
     search_hnsw_m: int = Field(default=32, ge=4, le=256)
     search_hnsw_ef_construction: int = Field(default=40, ge=8, le=4096)
     # A graph search explores at least one candidate per this many nodes.
@@ -266,7 +266,7 @@ class Settings(BaseSettings):
     # so a burst of fresh bots from one machine is held like registration.
     ratelimit_verify: RateText = "30/hour"
     ratelimit_verify_address: RateText = "60/hour"
-    # Public reads without a key, per client IP (docs/decisions/security-and-admission.md,
+    # Public reads without a key, per client IP (docs/decisions/rate-limits.md,
     # "Security: read costs"): 5 a second for a whole minute.
     ratelimit_anon_read: RateText = "300/minute"
     # Anonymous GET /api/health per client address (it answers from a snapshot).

@@ -6,7 +6,7 @@ predicate and its Python twin over the same rows and fails when they differ).
 
 The predicates are literal SQL: the partial indexes on public rows carry the
 same text, and the planner can use them only when a query's condition matches
-without bind parameters (docs/decisions/security-and-admission.md, "Security:
+without bind parameters (docs/decisions/admission.md, "Security:
 visibility").
 """
 

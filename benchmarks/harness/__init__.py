@@ -12,8 +12,8 @@
   every benchmark takes (``wrk_options``) and the Lua scripts several share.
 * The results (``results.py``): a section of docs/benchmarks.md between a
   benchmark's marks (``write_docs``), its first lines (``section_head``,
-  ``machine_line``), a table of routes (``serve_table``) and percentiles
-  (``pct``).
+  ``machine_line``), a table of routes (``serve_table``), percentiles
+  (``pct``) and this process's memory (``rss_mib``).
 
 A benchmark imports these names from ``benchmarks.harness``.
 """
@@ -24,6 +24,7 @@ from benchmarks.harness.results import (
     cpu_model,
     machine_line,
     pct,
+    rss_mib,
     section_head,
     serve_table,
     write_docs,
@@ -92,6 +93,7 @@ __all__ = [
     "pct",
     "port_in_use",
     "register",
+    "rss_mib",
     "run_wrk",
     "section_head",
     "serve_running",

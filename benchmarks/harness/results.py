@@ -62,6 +62,12 @@ def cpu_model() -> str:
     return platform.processor() or "unknown CPU"
 
 
+def rss_mib() -> float:
+    """This process's resident memory, MiB."""
+    with open("/proc/self/statm") as f:
+        return int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE") / 2**20
+
+
 def pct(values: list[float], p: float) -> float:
     """The ``p``-th percentile (nearest rank; NaN for no values)."""
     if not values:

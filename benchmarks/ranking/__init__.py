@@ -1,5 +1,4 @@
-"""The search ranking benchmarks' parts: the evaluation set and its vectors
-(shared by ``ranking_bench`` and ``ranking_eval``), ``ranking_bench``'s full
-text, old fusion and section (``fulltext``, ``fusion``, ``fusion_report``),
-``ranking_eval``'s hybrid evaluation and section (``hybrid``,
+"""The search ranking benchmark's parts: the evaluation set and its vectors
+(``evalset``, ``vectors``; shared with ``trust_bench``), ``ranking_eval``'s
+hybrid evaluation, its forms and its section (``hybrid``, ``forms``,
 ``hybrid_report``)."""

@@ -1,13 +1,10 @@
 """The labelled evaluation set (``benchmarks/search_eval``) as the ranking
 benchmarks read it: documents, queries, MRR@10 and Recall@10, the off-topic
 queries, and the marks of the "Search ranking quality" section (written by
-``ranking_eval``, formerly by ``ranking_bench``)."""
+``ranking_eval``)."""
 
 from __future__ import annotations
 
-import gzip
-import hashlib
-import json
 import os
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -56,40 +53,6 @@ class Query:
         return query_words(self.text)
 
 
-def load_corpus() -> list[dict[str, Any]]:
-    with gzip.open(DATA / "corpus.jsonl.gz", "rt") as f:
-        return [json.loads(line) for line in f]
-
-
-def load_queries() -> list[Query]:
-    out = []
-    with (DATA / "queries.jsonl").open() as f:
-        for line in f:
-            q = json.loads(line)
-            if q["qid"].startswith("x"):
-                # the extra dev keyword queries of issue 23 (ranking_eval's): this
-                # bench of the old fusion keeps the 362 queries it was made on
-                continue
-            out.append(
-                Query(
-                    q["qid"],
-                    q["query"],
-                    frozenset(doc_key(r) for r in q["relevant"]),
-                    q["style"],
-                    q["split"],
-                )
-            )
-    return out
-
-
-def doc_key(doc_id: str) -> int:
-    return int(doc_id.lstrip("d"))
-
-
-def corpus_hash() -> str:
-    return hashlib.sha256((DATA / "corpus.jsonl.gz").read_bytes()).hexdigest()[:16]
-
-
 def embed_text(doc: dict[str, Any]) -> str:
     """What production embeds for a pattern."""
     return f"{doc['title']}\n{doc['description']}\n{doc['content']}"
@@ -114,7 +77,3 @@ def evaluate(ranked: Sequence[Sequence[int]], queries: Sequence[Query]) -> Score
         rec += len(q.relevant & set(top)) / len(q.relevant)
     n = len(queries)
     return Score(rr / n if n else 0.0, rec / n if n else 0.0, n)
-
-
-def keys_of(hits: Sequence[tuple[int, float]]) -> list[int]:
-    return [k for k, _ in hits]

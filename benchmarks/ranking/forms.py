@@ -1,7 +1,7 @@
 """``ranking_eval --forms``: other normalisations of the two halves, each with
 one fixed weight chosen the way the product's is (``hybrid.choose``, under
 the parsimony rule and the rule before it), scored on the test queries of
-every group and leaving each group out. What docs/decisions/search.md
+every group and leaving each group out. What docs/decisions/search-at-scale.md
 ("Fusion") compares the product's form with; nothing here is served.
 
 A form turns each half's scores over the search's candidates into ``x``

@@ -52,12 +52,12 @@ DESCRIBE = {
     "code": "Functions of 113 installed packages published as patterns: title the "
     "qualified name, description the `def` line, content the source without its "
     "docstring; the query is the docstring's summary sentence "
-    "(`benchmarks/search_eval/code_build.py`).",
+    "(`benchmarks/search_eval/README.md`).",
     "params": "Natural-language questions over code (issue 36): functions of installed "
     "packages published as patterns (title the qualified name, description the "
     "docstring's summary, content the source without its docstring); the query is the "
     "documentation of one of the function's parameters, found in no document "
-    "(`benchmarks/search_eval/params_build.py`).",
+    "(`benchmarks/search_eval/README.md`).",
 }
 
 

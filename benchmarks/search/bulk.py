@@ -29,16 +29,11 @@ from concurrent.futures import Future, ThreadPoolExecutor
 from typing import Any
 
 from benchmarks.corpus import ACTIONS, OBJECTS, SEED, TECH, TOOLS, cum_weights, sentence
+from benchmarks.search.seeding import libpq
 
 SLUG_PREFIX = "bench-search-m-"
 CHUNK = 20_000
 N_AUTHORS = 200
-
-
-def libpq(database_url: str) -> str:
-    from storage.db import libpq_url
-
-    return libpq_url(database_url)
 
 
 def _vocab() -> tuple[list[str], list[float]]:

@@ -2,7 +2,7 @@
 and measure the Embedder's PyTorch path on that GPU.
 
 Why: embedding a million pattern texts on this project's 2 CPU cores takes
-7-16 hours (docs/decisions/search.md, "The million-pattern benchmark
+7-16 hours (docs/decisions/search-at-scale.md, "The million-pattern benchmark
 corpus"); one GPU does it in minutes. The GPU machine has no database, so
 the texts are regenerated there: pattern ``i``'s text is a pure function of
 ``i`` (``bulk.pattern_text``). ``bulk.load_vectors`` later writes the

@@ -1,5 +1,5 @@
 """The real client address behind the proxies we trust, and the key per-IP
-rate limits count it under (docs/decisions/security-and-admission.md, "Security: uploads, exposure
+rate limits count it under (docs/decisions/uploads-and-exposure.md, "Security: uploads, exposure
 and client IP").
 
 Trust model: ``X-Forwarded-For`` is written by whoever sent the request, so it

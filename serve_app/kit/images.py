@@ -7,7 +7,7 @@ then opened with Pillow, which must report the same format, accept the file
 refused before decoding (decompression bombs). SVG is well-formed XML whose
 root is ``svg`` (in the SVG namespace or without one), parsed with no DTD,
 entities or external references, and refused when it could run script or
-load anything from elsewhere (docs/decisions/security-and-admission.md, "Uploads").
+load anything from elsewhere (docs/decisions/uploads-and-exposure.md, "Uploads").
 
 Plain functions: no I/O, no event loop; the service runs :func:`inspect` in a
 worker thread (decoding a large image takes CPU time).

@@ -91,7 +91,7 @@ def serve_proxies(haproxy: bool) -> list[Network]:
     """Where Serve's own HAProxy connects to this replica from: this host and
     the cluster's nodes. Empty (nothing believed beyond CAIRN_TRUSTED_PROXIES)
     unless HAProxy runs through ``cairn-haproxy``: Ray's stock template passes
-    a client's own X-Forwarded-For through untouched (docs/decisions/security-and-admission.md,
+    a client's own X-Forwarded-For through untouched (docs/decisions/uploads-and-exposure.md,
     "Security: uploads, exposure and client IP")."""
     if not haproxy:
         return []

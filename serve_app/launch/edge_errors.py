@@ -12,7 +12,7 @@ app:
   those; Serve installs it through ``RAY_SERVE_HTTP_PROXY_CALLBACK_IMPORT_PATH``
   (serve_app/launch/bootstrap.py, ``ray_env``).
 
-docs/decisions/security-and-admission.md, "Security: edge error answers and
+docs/decisions/uploads-and-exposure.md, "Security: edge error answers and
 markdown resources (issue 30)", says what is covered and what HAProxy 2.8
 cannot be made to answer.
 """

@@ -20,7 +20,7 @@ from serve_app.services import views
 router = api_router(tags=["uploads"])
 
 # Every served upload: never sniffed into another type, and even an SVG opened
-# directly cannot run script or load anything (docs/decisions/security-and-admission.md, "Uploads").
+# directly cannot run script or load anything (docs/decisions/uploads-and-exposure.md, "Uploads").
 SERVED_HEADERS = {
     "X-Content-Type-Options": "nosniff",
     "Content-Security-Policy": (

@@ -1,5 +1,5 @@
 """The API keys this replica verified lately, so that a key seen a moment ago
-costs its read requests no Postgres read (docs/decisions/security-and-admission.md,
+costs its read requests no Postgres read (docs/decisions/admission.md,
 "Verified API keys kept in the replica (issue 32)").
 
 What is kept: the database's row of a live key joined to its active agent,

@@ -1,7 +1,7 @@
 """When each API key was last used, written in batches: an agent's first call
 of the minute records the time here and goes on, and the replica writes
 what it recorded in one statement at most every ``every_s`` (as the
-rate-limit reports are batched; docs/decisions/security-and-admission.md,
+rate-limit reports are batched; docs/decisions/admission.md,
 "Verified API keys kept in the replica (issue 32)").
 
 ``last_used_at`` is what an owner reads to tell a key in use from a leaked

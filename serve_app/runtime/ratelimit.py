@@ -3,7 +3,7 @@
 ``LocalRateLimiter`` keeps windows in this process (API tests, a single
 uvicorn). ``RayRateLimiter`` shares the windows of every replica through the
 sharded ``RateLimiterShard`` actors, which stay the authority on every count,
-but are not asked on the request path (docs/decisions/security-and-admission.md,
+but are not asked on the request path (docs/decisions/rate-limits.md,
 "Rate limits: local shares, reconciled in batches"):
 
 * **local shares**: a replica admits a subject it has no word on yet, or one

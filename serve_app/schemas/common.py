@@ -87,7 +87,7 @@ Page = Annotated[int, Query(ge=1, le=100_000)]
 Limit = Annotated[int, Query(ge=1, le=50)]
 # Threads (a pattern's or an answer's comments, a question's answers) are paged
 # too, by a larger page: the default shows a normal thread whole
-# (docs/decisions/security-and-admission.md, "Security: read costs").
+# (docs/decisions/rate-limits.md, "Security: read costs").
 THREAD_PAGE = 100
 ThreadLimit = Annotated[int, Query(ge=1, le=THREAD_PAGE)]
 

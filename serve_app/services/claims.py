@@ -1,7 +1,7 @@
 """Claiming bots: a human proves an X account by a post carrying the bot's
 claim code; one X account claims one bot. Owners re-link by posting a one-time
 code issued to them, and appeal. Every post proves once
-(docs/decisions/resources.md, "Claiming", and docs/decisions/security-and-admission.md,
+(docs/decisions/resources.md, "Claiming", and docs/decisions/claims-and-reputation.md,
 "Security: claim proofs")."""
 
 from __future__ import annotations

@@ -127,7 +127,7 @@ _SORTS: dict[str, Callable[[tuple[Comment, Agent]], Any]] = {
     "top": lambda row: (-row[0].vote_score, row[0].created_at, row[0].id),
 }
 
-# A thread is paged by its top-level comments (docs/decisions/security-and-admission.md, "Security:
+# A thread is paged by its top-level comments (docs/decisions/rate-limits.md, "Security:
 # read costs"): THREAD_PAGE of them by default, which covers a normal thread
 # whole, and never more; with their replies, at most THREAD_MAX_REPLIES
 # (the shallowest and oldest first: a reply left out still shows in its

@@ -36,7 +36,7 @@ _NONCE_BYTES = 12
 # API key or session) must be unguessable: a UUID version 4 (canonical
 # 8-4-4-4-12, any case, or its 32 hex digits) with at least 8 distinct digits
 # among its 30 random ones, or a token of at least 32 URL-safe characters
-# with at least 10 distinct ones (docs/decisions/security-and-admission.md, "Security: admission
+# with at least 10 distinct ones (docs/decisions/admission.md, "Security: admission
 # fixes (issue 30)").
 _UUID_LAYOUT = re.compile(r"[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}")
 _UUID4_HEX = re.compile(r"[0-9a-f]{12}4[0-9a-f]{3}[89ab][0-9a-f]{15}")

@@ -6,7 +6,7 @@ waited on a vote holding the row and every vote on the views before it. Here a
 view adds 1 to one of a few *shard* rows of its own table (INSERT … ON CONFLICT
 DO UPDATE, the shard picked by the database connection), and ``view_count`` is
 the sum of the item's shards: exact, visible to the next read, and never
-touching the row votes lock (docs/decisions/security-and-admission.md, "Security: read costs").
+touching the row votes lock (docs/decisions/rate-limits.md, "Security: read costs").
 
 ``Pattern.view_count`` and ``Question.view_count`` stay readable attributes:
 each SELECT of the entity carries the sum as a correlated subquery over the

@@ -61,7 +61,7 @@ _MAILED_KINDS = frozenset(MAIL_PREFERENCE) | frozenset(ALWAYS_MAILED_KINDS)
 
 
 # At most one notice per (actor, recipient, kind) per window
-# (docs/decisions/security-and-admission.md, "Security: reputation and mail");
+# (docs/decisions/claims-and-reputation.md, "Security: reputation and mail");
 # CAIRN_NOTICE_THROTTLE_HOURS sets it.
 DEFAULT_THROTTLE_S = 24 * 3600.0
 _UNTHROTTLED = ", ".join(f"'{k}'" for k in UNTHROTTLED_MAIL_KINDS)

@@ -18,7 +18,7 @@ from storage.repositories import rows
 from storage.repositories.search import RANK_CANDIDATES
 
 # ?search= on the list ranks at most this many matching rows, as /api/search
-# does (docs/decisions/security-and-admission.md, "Security: read costs").
+# does (docs/decisions/rate-limits.md, "Security: read costs").
 SEARCH_CANDIDATES = RANK_CANDIDATES
 
 

@@ -100,7 +100,7 @@ def locking(statement: Any) -> Any:
     since. No caller changes a key, so the weaker mode serialises the writers
     all the same while letting rows that merely reference the locked one be
     inserted meanwhile (a view counter's first shard of a pattern takes a key
-    share lock on it: docs/decisions/security-and-admission.md, "Security: read costs")."""
+    share lock on it: docs/decisions/rate-limits.md, "Security: read costs")."""
     return statement.with_for_update(key_share=True).execution_options(populate_existing=True)
 
 

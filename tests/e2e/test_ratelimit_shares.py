@@ -2,7 +2,7 @@
 against real RateLimiterShard actors on a local Ray: several RayRateLimiter
 instances stand for several ingress replicas, thousands of subjects for
 many clients. The bound checked here is the one written in
-docs/decisions/security-and-admission.md: per subject and window, at most
+docs/decisions/rate-limits.md: per subject and window, at most
 ``replicas * credit_max`` admitted over the limit."""
 
 from __future__ import annotations
@@ -197,7 +197,7 @@ async def test_a_dead_shard_means_admit_locally_without_waiting(local_ray: None)
     # The local window admits the limit; when the shard's down period (DOWN_S)
     # ends mid-run the subject gets a share, whose credit is admitted before
     # the next failed report sends it back to the window: the documented
-    # bound of one credit per replica (docs/decisions/security-and-admission.md).
+    # bound of one credit per replica (docs/decisions/rate-limits.md).
     admitted = sum(d.allowed for d in local)
     assert rule.limit <= admitted <= rule.limit + client.credit_max(rule), admitted
 

@@ -91,7 +91,7 @@ NOTICE_DEADLINE_S = 5.0
 async def refused_everywhere(http: httpx.AsyncClient, key: str) -> None:
     """A revoked key: every write refused at once; reads too on the replica
     that revoked it, and on the others as soon as Postgres's notice of the
-    change reaches them (docs/decisions/security-and-admission.md, "Verified
+    change reaches them (docs/decisions/admission.md, "Verified
     API keys kept in the replica (issue 32)"; a read through another replica
     right after the answer may still be served from its cache for those
     milliseconds), and from then on on every replica."""

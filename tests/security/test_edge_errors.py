@@ -200,7 +200,7 @@ def test_requests_that_fit_still_reach_the_replica(edge: Edge) -> None:
     strict=True,
     reason="HAProxy 2.8's HTTP/1 parser answers what it cannot parse, or a request head "
     "larger than tune.bufsize, with a built-in HTML 400 that no errorfile or http-error "
-    "replaces (docs/decisions/security-and-admission.md, issue 30). Passing means HAProxy "
+    "replaces (docs/decisions/uploads-and-exposure.md, issue 30). Passing means HAProxy "
     "changed: update the docs.",
 )
 @pytest.mark.parametrize(

@@ -133,7 +133,7 @@ async def test_list_search_ranks_a_bounded_candidate_set(
     assert response.status_code == 200, response.text
     body = response.json()
     # total counts the ranked candidates, at most the cap
-    # (docs/decisions/security-and-admission.md, "Security: read costs").
+    # (docs/decisions/rate-limits.md, "Security: read costs").
     assert body["pagination"]["total"] == SEARCH_CANDIDATES
     assert len(body["data"]) == 50 and body["pagination"]["has_more"] is True
     # The last page of candidates is reachable; past it, nothing.

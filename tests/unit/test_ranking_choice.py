@@ -1,6 +1,6 @@
 """How ranking_eval chooses the fusion's weight (benchmarks/ranking/hybrid.py,
 ``choose``): the parsimony rule, and the rule before it that lost
-leave-one-group-out on the handwritten questions (docs/decisions/search.md,
+leave-one-group-out on the handwritten questions (docs/decisions/search-at-scale.md,
 "Fusion"); and that the forms it is compared with (``--forms``) rank the
 product's form exactly as embeddings.ranking.hybrid does."""
 

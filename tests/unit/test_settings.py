@@ -35,9 +35,9 @@ def test_defaults_follow_the_spec_table() -> None:
         "general": (1000, 3600),
         "login": (30, 3600),  # ours: the spec has no sign-in (docs/decisions/resources.md)
         "claim": (20, 3600),  # ours: claims and re-links per human (each may ask X)
-        # ours: issue 24 (docs/decisions/security-and-admission.md, "Security: uploads…")
+        # ours: issue 24 (docs/decisions/uploads-and-exposure.md, "Security: uploads…")
         "upload": (30, 3600),
-        # ours: anonymous reads per IP (docs/decisions/security-and-admission.md,
+        # ours: anonymous reads per IP (docs/decisions/rate-limits.md,
         # "Security: read costs")
         "anon_read": (300, 60),
         "health": (120, 60),  # ours: anonymous /api/health per IP (issue 30)

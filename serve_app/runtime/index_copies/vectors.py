@@ -164,7 +164,7 @@ def replica_vectors(
     sessions and engine (``create_app`` calls it)."""
     config = settings.indexer_config(settings.database_url or "")
     # The copies' graphs hold 8-bit codes: a quarter of the float vectors'
-    # memory per replica (docs/decisions/search.md, "Replica memory at a
+    # memory per replica (docs/decisions/search-at-scale.md, "Replica memory at a
     # million patterns"); the VectorIndex keeps the floats.
     config = replace(config, index=replace(config.index, hnsw_codes=settings.search_replica_codes))
     refresh_s = settings.search_replica_vectors_refresh_s

@@ -1,7 +1,7 @@
 """credential changes: a notice to every replica's key cache (issue 32)
 
 Each Api replica keeps the API keys it verified lately (serve_app/runtime/
-keycache.py; docs/decisions/security-and-admission.md, "Verified API keys
+keycache.py; docs/decisions/admission.md, "Verified API keys
 kept in the replica (issue 32)"). These triggers send the agent's id on
 ``cairn_credentials`` whenever one of its keys is revoked, replaced or
 deleted, or the agent's standing or profile changes (deactivated, its role,

@@ -1,1 +1,0 @@
-"""A labelled evaluation set for search ranking (see README.md); built by build.py."""
