@@ -1,6 +1,6 @@
 """A Serve replica on a local Ray whose node address is loopback (the one
 ``cairn run`` starts): its inter-deployment gRPC server on that address too
-(issue 45, M1; docs/decisions/deployment-and-operations.md, "The local Ray
+(issue 45, M1; docs/decisions/ray-cluster.md, "The local Ray
 node").
 
 Ray Serve 2.60 starts that server on ``[::]:0`` (every interface) in

@@ -206,7 +206,7 @@ def cmd_run(args: argparse.Namespace) -> int:
                     # A cluster outlives this process: the rate limiters,
                     # trending and dispatch actors this run started would stay
                     # on it, the dispatcher still polling the database
-                    # (docs/decisions/deployment-and-operations.md, "Multi-node deployment").
+                    # (docs/decisions/ray-cluster.md, "Multi-node deployment").
                     from actors.cluster import remove_named
 
                     removed = remove_named()

@@ -1,7 +1,7 @@
 """The local Ray node ``cairn run`` starts (no ``RAY_ADDRESS``): reachable
 from this machine's loopback only, authenticated by a token of its own, its
 folders closed to other users (issue 45, M1 and M5;
-docs/decisions/deployment-and-operations.md, "The local Ray node").
+docs/decisions/ray-cluster.md, "The local Ray node").
 
 Ray resolves ``_node_ip_address="127.0.0.1"`` to the host's address unless
 it believes it runs without a cluster: ``RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER=0``
