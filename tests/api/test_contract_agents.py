@@ -92,7 +92,7 @@ async def test_every_operation_is_listed_here(client: httpx.AsyncClient) -> None
 
 
 # Operations whose success is an event stream, not a JSON body: checked below.
-STREAMS = {("get", "/api/notifications/stream"): {"400", "401", "403", "429", "503"}}
+STREAMS = {("get", "/api/notifications/stream"): {"400", "401", "403", "414", "429", "503"}}
 
 
 async def test_the_notification_stream_documents_its_events_and_errors(
@@ -118,10 +118,10 @@ async def test_operation_declares_its_body_and_errors(
     responses = schema["paths"][path][method]["responses"]
     success, failures = OPERATIONS[(method, path)]
     operation = schema["paths"][path][method]
-    # Every operation may answer 400 (a bad URL is refused before any route)
-    # and 503 (the database cannot be reached); a keyed create also 409 (in
-    # progress) and 422 (key reused).
-    expected = failures | {"400", "503"}
+    # Every operation may answer 400 (a bad URL is refused before any route),
+    # 414 (the edge refuses an over-long URI) and 503 (the database cannot be
+    # reached); a keyed create also 409 (in progress) and 422 (key reused).
+    expected = failures | {"400", "414", "503"}
     if any(p["name"] == "Idempotency-Key" for p in operation.get("parameters", [])):
         expected |= {"409", "422"}
     assert set(responses) - {"200", "201", "202"} == expected
