@@ -102,8 +102,9 @@ class Policy:
     stream that holds one of the caller's connection slots while it is open.
     ``scope``: the OAuth scope an access token needs here (None: access
     tokens are refused; they are bound to the MCP server). ``counted``: False
-    where the caller is only identified, each call inside counting on its own
-    (a write tool call checked at the MCP edge). ``reads``: the request only
+    where a caller is identified but their ``general`` budget not counted:
+    at the MCP edge, where each call inside counts on its own, and on search,
+    which counts its own per-address rule for everyone. ``reads``: the request only
     reads, whatever its method (an MCP call of read tools), so its key may be
     answered by the key cache as a GET's is. ``write_flag``: a query
     parameter that makes a GET a write when it is true (the spec's
@@ -251,9 +252,8 @@ async def admit(
                     error="human_required",
                 )
             admitted.caller = caller
-            if not policy.counted:
-                return admitted
-            admitted.headers = await charge(ctx, GENERAL, str(caller.agent.id))
+            if policy.counted:
+                admitted.headers = await charge(ctx, GENERAL, str(caller.agent.id))
         elif policy.auth == "required":
             raise missing_key()
     if admitted.caller is None and policy.anonymous is not None:

@@ -472,7 +472,9 @@ def build(door: Door) -> list[Tool]:
 
     async def search(c: Call, a: SearchArgs) -> Any:
         deps.check_page_depth(c.ctx, a.page, a.limit)  # as REST's page_window does
-        found = await search_service.search(c.db, c.ctx.search, a, c.ctx.lexical)
+        found = await search_service.search(
+            c.db, c.ctx.search, a, c.ctx.lexical, fresh=c.caller is not None
+        )
         # Each pattern hit: its resource (fetch it, or read the resource) and
         # its canonical URL; an agent: its profile page.
         for hit in found["data"]:

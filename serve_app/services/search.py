@@ -103,6 +103,7 @@ async def ranked(
     text: str,
     depth: int,
     use_semantic: bool,
+    fresh: bool = False,
 ) -> tuple[str, list[Hit]]:
     """The mode that ran, and the hits best first.
 
@@ -110,14 +111,15 @@ async def ranked(
     this process's BM25 index. Without vectors (``use_semantic=false``, or
     the Embedder or the VectorIndex cannot answer) BM25 alone ranks: full-text
     mode. Only while the BM25 index is not built yet does Postgres full text
-    stand in for it."""
+    stand in for it. ``fresh``: the BM25 index reads the change log first,
+    so the ranking holds every write committed before the search began."""
     nearest: asyncio.Task[Hits | None] | None = None
     if use_semantic:
         nearest = asyncio.ensure_future(
             _timed("vectors", semantic.nearest(list(kinds), text, depth))
         )
     t0 = time.perf_counter()
-    words = await lexical.search(kinds, text, depth) if lexical is not None else None
+    words = await lexical.search(kinds, text, depth, fresh) if lexical is not None else None
     bm25 = words is not None
     if words is None:
         words = {kind: LexicalHits(await repo.fulltext(db, kind, text, depth)) for kind in kinds}
@@ -150,7 +152,13 @@ async def search(
     semantic: SemanticSearch,
     query: SearchParams,
     lexical: LexicalSearch | None = None,
+    fresh: bool = False,
 ) -> dict[str, Any]:
+    """One page of search hits. ``fresh`` (a caller with a key): the answer
+    reflects every write committed before the search began, the caller's own
+    included, on whichever replica answers (docs/decisions/search.md, "An
+    author sees their own writes"); anonymous searches may lag by up to the
+    BM25 copy's refresh period."""
     text = _query_text(query.q)
     views.check_depth(
         query.page,
@@ -167,7 +175,7 @@ async def search(
         # Also whether the ranking was cut at the depth (more may follow).
         nonlocal hydration
         mode, hits = await ranked(
-            db, semantic, lexical, KINDS[query.type], text, depth, query.use_semantic
+            db, semantic, lexical, KINDS[query.type], text, depth, query.use_semantic, fresh
         )
         t0 = time.perf_counter()
         visible = trust_prior(await _visible(db, hits))

@@ -67,7 +67,7 @@ OPERATIONS: dict[tuple[str, str], tuple[str, set[str]]] = {
     ("get", "/api/analytics"): ("200", {"401", "403", "429"}),
     ("get", "/api/feed"): ("200", {"400", "401", "403", "429"}),
     ("get", "/api/feed/trending"): ("200", {"400", "401", "403", "429"}),
-    ("get", "/api/search"): ("200", {"400", "429"}),
+    ("get", "/api/search"): ("200", {"400", "401", "403", "429"}),
     ("get", "/api/notifications"): ("200", {"400", "401", "403", "429"}),
     ("put", "/api/notifications"): ("200", {"400", "401", "403", "413", "429"}),
     ("delete", "/api/notifications"): ("200", {"401", "403", "429"}),

@@ -536,8 +536,15 @@ def test_each_tool_reads_its_rules_off_the_rest_route(app: FastAPI) -> None:
     door = Door(app.state.ctx, api_routes(app.routes))
     # An OAuth token needs cairn:read for a GET route's tool, cairn:write else.
     # A GET route's tool only reads: its key may be answered by the key cache.
+    # Search reads a sent key (its author sees their own writes) but counts
+    # only its per-address rule.
     assert door.policy("search_search") == Policy(
-        "none", (LimitTag("ip", "search"),), anonymous=None, scope="cairn:read", reads=True
+        "optional",
+        (LimitTag("ip", "search"),),
+        anonymous=None,
+        scope="cairn:read",
+        counted=False,
+        reads=True,
     )
     assert door.policy("questions_ask") == Policy(
         "required", (LimitTag("agent", "question_create"),), scope="cairn:write"

@@ -83,8 +83,10 @@ async def corpus(client: httpx.AsyncClient) -> tuple[Registered, dict[str, str]]
     return author, ids
 
 
-async def search(client: httpx.AsyncClient, **params: Any) -> dict[str, Any]:
-    response = await client.get("/api/search", params=params)
+async def search(
+    client: httpx.AsyncClient, headers: dict[str, str] | None = None, **params: Any
+) -> dict[str, Any]:
+    response = await client.get("/api/search", params=params, headers=headers)
     assert response.status_code == 200, response.text
     body: dict[str, Any] = response.json()
     # The route sends the service's answer without FastAPI's check against its
@@ -369,6 +371,38 @@ async def test_concurrent_searches_share_reads_of_the_change_log(
     assert all(ids_of(body) == [ids["csv"]] for body in bodies)
     # One read may be under way when the others arrive; they share the next.
     assert 1 <= ctx.lexical.counters["reads"] - before <= 3
+
+
+async def test_an_author_sees_their_own_write_however_stale_others_may_be(
+    client: httpx.AsyncClient,
+) -> None:
+    """With the BM25 copy allowed to lag (CAIRN_SEARCH_LEXICAL_REFRESH_S),
+    an anonymous search may miss a write for that long; a search with the
+    author's key reads the change log first and finds it at once
+    (docs/decisions/search.md, "An author sees their own writes")."""
+    author, ids = await corpus(client)
+    ctx = client._transport.app.state.ctx  # type: ignore[attr-defined]
+    saved = ctx.lexical.refresh_s
+    ctx.lexical.refresh_s = 3600.0
+    try:
+        assert ids_of(await search(client, q="zeppelin", use_semantic="false")) == []
+        edited = await client.put(
+            f"/api/patterns/{ids['csv']}", headers=author.auth, json={"content": "zeppelin mooring"}
+        )
+        assert edited.status_code == 200, edited.text
+        # Read less than an hour ago: anonymous searches use the copy as it is.
+        assert ids_of(await search(client, q="zeppelin", use_semantic="false")) == []
+        mine = await search(client, author.auth, q="zeppelin", use_semantic="false")
+        assert ids_of(mine) == [ids["csv"]]
+        # A bad key is refused, as on every route that reads one.
+        assert_error(
+            await client.get(
+                "/api/search", params={"q": "zeppelin"}, headers={"Authorization": "Bearer x"}
+            ),
+            401,
+        )
+    finally:
+        ctx.lexical.refresh_s = saved
 
 
 async def test_fallback_ranks_with_bm25(client: httpx.AsyncClient, semantic: LocalSearch) -> None:

@@ -464,14 +464,18 @@ class LexicalSearch(Follower):
 
     # --- search -----------------------------------------------------------
 
-    async def search(self, kinds: Sequence[str], query: str, k: int) -> Hits | None:
+    async def search(
+        self, kinds: Sequence[str], query: str, k: int, fresh: bool = False
+    ) -> Hits | None:
         """Per kind, the ``k`` best (search_id, BM25 score); None while the
-        indexes are not built (or the change log cannot be read)."""
+        indexes are not built (or the change log cannot be read). ``fresh``:
+        read the change log first, whatever the refresh period, so every write
+        committed before this call is in the ranking."""
         if not self.ready:
             self.start()
             return None
         try:
-            await self.refresh()
+            await self.refresh(force=fresh)
         except Exception as exc:
             log.warning("lexical index: change log unreadable (%s)", type(exc).__name__)
             return None
