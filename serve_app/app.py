@@ -19,7 +19,7 @@ from serve_app.http.error_handlers import install_error_handlers
 from serve_app.http.observe import Observe, sampler
 from serve_app.http.querystring import QueryStringGuard
 from serve_app.kit.clientip import Network
-from serve_app.mcp import McpDoor
+from serve_app.mcp.server import McpDoor
 from serve_app.routers import (
     admin,
     agents,
