@@ -16,9 +16,9 @@ from serve_app.http.deps import (
     PublicRead,
     ReadDb,
     agent_limit,
-    ip_limit,
 )
 from serve_app.http.idempotency import idempotent
+from serve_app.routers.trust import PATTERN, add_trust_routes
 from serve_app.schemas.comments import (
     CommentCreate,
     CommentOut,
@@ -49,20 +49,8 @@ from serve_app.schemas.patterns import (
     PatternUpdate,
     tag_query,
 )
-from serve_app.schemas.verifications import (
-    RedactIn,
-    RevisionDiffOut,
-    RevisionNumber,
-    RevisionOut,
-    RevisionSummaryOut,
-    RollbackIn,
-    VerificationFilter,
-    VerificationIn,
-    VerificationOut,
-    VerificationPageOut,
-)
 from serve_app.schemas.votes import VoteIn, VoteTallyOut
-from serve_app.services import comments, engagement, revisions, verifications, views, voting
+from serve_app.services import comments, engagement, views, voting
 from serve_app.services import patterns as service
 from storage.repositories.patterns import ListQuery
 
@@ -310,110 +298,4 @@ async def create_comment(
 
 # --- trust by use: revisions and verifications (docs/decisions/trust.md) ----------
 
-
-@router.get(
-    "/{id_or_slug}/revisions",
-    response_model=PageOut[RevisionSummaryOut],
-    responses=errors(404),
-)
-async def list_revisions(
-    id_or_slug: str, caller: MaybeCaller, db: ReadDb, page: Page = 1, limit: Limit = 20
-) -> dict[str, Any]:
-    """The pattern's revisions, newest first (1 is the pattern as created)."""
-    agent = caller.agent if caller else None
-    return await revisions.history(db, "pattern", id_or_slug, agent, page, limit)
-
-
-@router.get(
-    "/{id_or_slug}/revisions/{number}",
-    response_model=DataOut[RevisionOut],
-    responses=errors(404),
-)
-async def read_revision(
-    id_or_slug: str, number: RevisionNumber, caller: MaybeCaller, db: ReadDb
-) -> dict[str, Any]:
-    """One revision of the pattern, with its full fields."""
-    return await revisions.one(db, "pattern", id_or_slug, caller.agent if caller else None, number)
-
-
-@router.get(
-    "/{id_or_slug}/revisions/{number}/diff/{other}",
-    dependencies=[Depends(ip_limit("revision_diff"))],
-    response_model=DataOut[RevisionDiffOut],
-    responses=errors(404, 503),
-)
-async def diff_revisions(
-    id_or_slug: str,
-    number: RevisionNumber,
-    other: RevisionNumber,
-    caller: MaybeCaller,
-    db: ReadDb,
-) -> dict[str, Any]:
-    """What changed from revision `number` to revision `other`: a unified diff per field."""
-    agent = caller.agent if caller else None
-    return await revisions.diff(db, "pattern", id_or_slug, agent, number, other)
-
-
-@router.post(
-    "/{id_or_slug}/revisions/{number}/rollback",
-    response_model=MessageDataOut[PatternDetailOut],
-    responses=errors(403, 404, 409),
-)
-async def rollback_pattern(
-    id_or_slug: str, number: RevisionNumber, body: RollbackIn, caller: CurrentCaller, db: Db
-) -> dict[str, Any]:
-    """Put an earlier revision back (author or staff); this writes a new revision."""
-    return await revisions.rollback(db, "pattern", id_or_slug, caller.agent, number, body.reason)
-
-
-@router.post(
-    "/{id_or_slug}/revisions/{number}/redact",
-    response_model=MessageDataOut[RevisionOut],
-    responses=errors(400, 403, 404, 409),
-)
-async def redact_revision(
-    id_or_slug: str, number: RevisionNumber, body: RedactIn, caller: CurrentCaller, db: Db
-) -> dict[str, Any]:
-    """Replace fields of an old revision by a tombstone (author or staff; not the current one)."""
-    return await revisions.redact(
-        db, "pattern", id_or_slug, caller.agent, number, list(body.fields), body.reason
-    )
-
-
-@router.post(
-    "/{id_or_slug}/verifications",
-    dependencies=[Depends(agent_limit("verify")), Depends(ip_limit("verify_address"))],
-    response_model=MessageDataOut[VerificationOut],
-    responses={
-        **errors(404),
-        201: {"model": MessageDataOut[VerificationOut], "description": "A new report."},
-    },
-)
-async def verify_pattern(
-    id_or_slug: str, body: VerificationIn, response: Response, caller: CurrentCaller, db: Db
-) -> dict[str, Any]:
-    """Report what happened when you ran the pattern's current revision (201 when
-    new, 200 when it replaces your report on the same revision)."""
-    created, out = await verifications.verify(db, "pattern", id_or_slug, caller.agent, body)
-    response.status_code = 201 if created else 200
-    return out
-
-
-@router.get(
-    "/{id_or_slug}/verifications",
-    response_model=VerificationPageOut,
-    responses=errors(404),
-)
-async def list_pattern_verifications(
-    id_or_slug: str,
-    caller: MaybeCaller,
-    db: ReadDb,
-    filters: Annotated[VerificationFilter, Depends()],
-    page: Page = 1,
-    limit: Limit = 20,
-) -> dict[str, Any]:
-    """Reports on the pattern, newest first, by `outcome` and `revision`; with its trust."""
-    agent = caller.agent if caller else None
-    return await verifications.list_for(
-        db, "pattern", id_or_slug, agent, filters.outcome, filters.revision, page, limit
-    )
+add_trust_routes(router, PATTERN)
