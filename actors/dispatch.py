@@ -29,10 +29,10 @@ from typing import Any
 from sqlalchemy.ext.asyncio import AsyncEngine, async_sessionmaker
 from sqlmodel.ext.asyncio.session import AsyncSession
 
-from actors import metrics
 from actors.mail import VERIFY_EMAIL, Letter, Permanent, compose, parse_smtp_url, send_batch
 from storage.db import make_engine, make_sessionmaker
 from storage.repositories import notifications as repo
+from telemetry import metrics
 
 log = logging.getLogger("cairn.dispatch")
 
@@ -274,7 +274,7 @@ class Dispatcher:
                 await asyncio.wait_for(self._wakeup.wait(), timeout=self.config.poll_s)
 
     async def record_metrics(self) -> None:
-        """Set the backlog gauges (actors/metrics.py) from the queues in Postgres."""
+        """Set the backlog gauges (telemetry/metrics.py) from the queues in Postgres."""
         async with self._sessions() as session:
             queued = await repo.queue_stats(session)
             await session.rollback()

@@ -9,7 +9,6 @@ from typing import Any
 
 from fastapi import Depends, FastAPI
 
-from actors import metrics
 from actors.dispatch import Dispatcher
 from serve_app.context import AppContext
 from serve_app.http import admission, contract
@@ -56,6 +55,7 @@ from storage.db import make_engine, make_sessionmaker
 from storage.files import FileStore, LocalFileStore, PostgresFileStore
 from storage.repositories import api_keys as key_repo
 from storage.repositories import notifications as notification_repo
+from telemetry import metrics
 
 log = logging.getLogger("cairn")
 

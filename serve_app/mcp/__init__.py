@@ -36,13 +36,13 @@ from mcp_types import CallToolResult, InputRequiredResult
 from pydantic import ValidationError
 from starlette.routing import BaseRoute
 
-from actors import metrics
 from serve_app.context import AppContext
 from serve_app.http import admission
 from serve_app.http.error_handlers import describe_validation
 from serve_app.kit import keys
 from serve_app.mcp import oauth, resources, tools
 from serve_app.mcp.door import Door, argument_problem, error_result
+from telemetry import metrics
 
 PATH = "/mcp"
 

@@ -19,7 +19,6 @@ from typing import Any
 
 from sqlmodel.ext.asyncio.session import AsyncSession
 
-from actors import metrics
 from embeddings import ranking
 from serve_app.kit import trust as trust_kit
 from serve_app.kit.errors import BadRequest
@@ -31,6 +30,7 @@ from storage.repositories import agents as agents_repo
 from storage.repositories import patterns as patterns_repo
 from storage.repositories import questions as questions_repo
 from storage.repositories import search as repo
+from telemetry import metrics
 
 # Results are ranked up to this depth; deeper pages are refused (a search
 # is for the best matches, a list for browsing everything).
@@ -63,7 +63,7 @@ async def _timed(stage: str, work: Awaitable[Any]) -> Any:
 
 
 def _served(semantic: SemanticSearch, use_semantic: bool, vectors: Hits | None, bm25: bool) -> None:
-    """Count the mode a search was served in, and why (actors/metrics.py)."""
+    """Count the mode a search was served in, and why (telemetry/metrics.py)."""
     lexical = "bm25" if bm25 else "postgres"
     if vectors is not None:
         mode, reason = "semantic", ""
