@@ -9,7 +9,7 @@ from typing import Any
 
 from fastapi import Depends, FastAPI
 
-from actors.dispatch import Dispatcher
+from actors.dispatch.dispatcher import Dispatcher
 from serve_app.context import AppContext
 from serve_app.http import admission, contract
 from serve_app.http.bodylimit import BodyLimitMiddleware

@@ -19,7 +19,7 @@ from urllib.parse import urlsplit
 from pydantic import Field, SecretStr, ValidationInfo, field_validator
 from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
 
-from actors.mail import parse_smtp_url
+from actors.dispatch.mail import parse_smtp_url
 from actors.ratelimit import Rule
 from embeddings.config import EmbedderConfig, IndexConfig, IndexerConfig
 from storage.private_files import create_private, temporary_beside

@@ -9,7 +9,7 @@ request path from two durable queues in Postgres.
   workers share the queue), sent over SMTP, and marked sent or rescheduled
   with exponential backoff in that same transaction.
 
-A plain class (tests drive it directly); ``actors.dispatch_actor`` runs it as
+A plain class (tests drive it directly); ``actors.dispatch.actor`` runs it as
 a Ray actor, ``serve_app.runtime.dispatch`` in process.
 """
 
@@ -29,7 +29,14 @@ from typing import Any
 from sqlalchemy.ext.asyncio import AsyncEngine, async_sessionmaker
 from sqlmodel.ext.asyncio.session import AsyncSession
 
-from actors.mail import VERIFY_EMAIL, Letter, Permanent, compose, parse_smtp_url, send_batch
+from actors.dispatch.mail import (
+    VERIFY_EMAIL,
+    Letter,
+    Permanent,
+    compose,
+    parse_smtp_url,
+    send_batch,
+)
 from storage.db import make_engine, make_sessionmaker
 from storage.repositories import notifications as repo
 from telemetry import metrics

@@ -15,7 +15,7 @@ from typing import Any
 import ray
 
 from actors.cluster import singleton
-from actors.dispatch import DispatchConfig, Dispatcher
+from actors.dispatch.dispatcher import DispatchConfig, Dispatcher
 from telemetry import metrics
 
 NAME = "cairn-dispatch"
