@@ -3,7 +3,7 @@ question is created.
 
 Semantic mode asks the vector index and this process's BM25 index
 (``serve_app.runtime.index_copies.lexical``) for candidates and fuses the two rankings
-(``embeddings.ranking.hybrid``); full-text mode ranks by BM25 alone. Hits are
+(``retrieval.fusion.hybrid``); full-text mode ranks by BM25 alone. Hits are
 then re-read from Postgres, so a row that stopped being visible since it was
 indexed never shows.
 """
@@ -19,7 +19,7 @@ from typing import Any
 
 from sqlmodel.ext.asyncio.session import AsyncSession
 
-from embeddings import ranking
+from retrieval import fusion
 from serve_app.kit import trust as trust_kit
 from serve_app.kit.errors import BadRequest
 from serve_app.runtime.index_copies.lexical import LexicalHits, LexicalSearch
@@ -135,7 +135,7 @@ async def ranked(
     else:
         for kind in kinds:
             lex = words.get(kind, none)
-            fused = ranking.hybrid(
+            fused = fusion.hybrid(
                 lex.hits, vectors.get(kind, []), limit=depth, lexical_scale=lex.scale, query=text
             )
             hits += [Hit(kind, int(r.key), r.score, r.lexical, r.vector) for r in fused]  # type: ignore[call-overload]
