@@ -1,4 +1,4 @@
-"""The BM25 index (``embeddings.lexical.LexicalIndex``) at 100,000 patterns:
+"""The BM25 index (``retrieval.lexical.LexicalIndex``) at 100,000 patterns:
 build time, memory, query latency and the cost of following edits.
 
 The patterns are generated as ``benchmarks/search_bench.py`` seeds its
@@ -10,7 +10,7 @@ start and queries per search. Appends nothing; prints a markdown block.
 ``--processes R`` also measures the memory of the processes that search it,
 each in a process of its own started for the purpose: one holding the index
 in memory (``CAIRN_SEARCH_LEXICAL_STORE=memory``), and, over one node folder
-(``embeddings.lexical_store``, the default store), the process that built it
+(``retrieval.lexical_store``, the default store), the process that built it
 and R more that only open it, all alive at once while measured (RSS, the
 private part, and PSS, which splits each shared page among the processes
 mapping it).
@@ -45,9 +45,9 @@ from benchmarks.corpus import (
     vocabulary,
 )
 from benchmarks.harness import rss_mib
-from embeddings.lexical import LexicalIndex
-from embeddings.lexical_store import NodeStore, StoreState
 from embeddings.memory import release_freed_memory
+from retrieval.lexical import LexicalIndex
+from retrieval.lexical_store import NodeStore, StoreState
 
 KINDS = ("pattern",)
 

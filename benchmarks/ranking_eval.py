@@ -2,10 +2,10 @@
 lexical (BM25), vector, hybrid, and a plain BM25 baseline, held out.
 
 Runs the ranking code the API runs, offline and without HTTP:
-``embeddings.lexical.LexicalIndex`` (the lexical index each Api process
+``retrieval.lexical.LexicalIndex`` (the lexical index each Api process
 holds), FAISS inner product over all-MiniLM-L6-v2 vectors (what the
 VectorIndex does; ``FaissIndex`` is exact at this size) and
-``embeddings.ranking.hybrid`` (the fusion of ``serve_app.services.search``).
+``retrieval.fusion.hybrid`` (the fusion of ``serve_app.services.search``).
 
 Sets (each with a fixed dev/test split stored in its queries file; the test
 part is never used for any choice):
@@ -74,7 +74,7 @@ from benchmarks.ranking.hybrid import (
     tune_fields,
 )
 from benchmarks.ranking.hybrid_report import BEFORE, Choice, dev_report, render, write_docs
-from embeddings.ranking import DEFAULT_HYBRID, hybrid
+from retrieval.fusion import DEFAULT_HYBRID, hybrid
 
 
 def bases(got: dict[str, Halves]) -> dict[str, dict[str, list[list[int]]]]:

@@ -46,8 +46,8 @@ from typing import Any
 from benchmarks.harness.results import section_head, write_docs
 from benchmarks.ranking.evalset import Query, Score, evaluate
 from benchmarks.ranking.hybrid import EvalSet, fields, halves, key, lexical_index, load
-from embeddings.lexical import LexicalIndex
-from embeddings.ranking import hybrid
+from retrieval.fusion import hybrid
+from retrieval.lexical import LexicalIndex
 from serve_app.kit import trust
 from serve_app.services.search import Hit, trust_prior
 

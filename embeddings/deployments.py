@@ -18,13 +18,13 @@ from typing import Any
 import numpy as np
 from ray import serve
 
-from actors import metrics
-from actors.loopback import bind_replica_grpc_to_node
 from embeddings.autoscaling import QUEUED
 from embeddings.coalesce import Coalescer
 from embeddings.config import EmbedderConfig, IndexerConfig
 from embeddings.encoder import Encoder, ray_device
 from embeddings.querycache import QueryVectors
+from replicas.loopback import bind_replica_grpc_to_node
+from telemetry import metrics
 
 log = logging.getLogger("cairn.search")
 

@@ -38,13 +38,13 @@ import numpy as np
 from sqlalchemy.ext.asyncio import AsyncEngine, async_sessionmaker
 from sqlmodel.ext.asyncio.session import AsyncSession
 
-from actors import metrics
 from embeddings.config import IndexerConfig
 from embeddings.encoder import from_bytes, to_bytes
 from embeddings.faiss_index import FaissIndex
 from embeddings.memory import release_freed_memory
 from storage.db import libpq_url
 from storage.repositories import search as repo
+from telemetry import metrics
 
 log = logging.getLogger("cairn.search")
 
@@ -421,7 +421,7 @@ class Indexer:
         return (await vectors)[0]
 
     async def record_metrics(self) -> None:
-        """Set the index's gauges (actors/metrics.py): vectors by kind, and
+        """Set the index's gauges (telemetry/metrics.py): vectors by kind, and
         how far it is behind Postgres (queued rows, the oldest one's age)."""
         async with self._sessions() as session:
             rows, age_s = await repo.queue_lag(session)

@@ -16,7 +16,7 @@ from collections.abc import Awaitable, Callable
 
 import numpy as np
 
-from actors import metrics
+from telemetry import metrics
 
 DEFAULT_SIZE = 4096  # vectors of 384 floats: about 6 MiB
 

@@ -9,8 +9,7 @@ from typing import Any
 
 from fastapi import Depends, FastAPI
 
-from actors import metrics
-from actors.dispatch import Dispatcher
+from actors.dispatch.dispatcher import Dispatcher
 from serve_app.context import AppContext
 from serve_app.http import admission, contract
 from serve_app.http.bodylimit import BodyLimitMiddleware
@@ -56,6 +55,7 @@ from storage.db import make_engine, make_sessionmaker
 from storage.files import FileStore, LocalFileStore, PostgresFileStore
 from storage.repositories import api_keys as key_repo
 from storage.repositories import notifications as notification_repo
+from telemetry import metrics
 
 log = logging.getLogger("cairn")
 

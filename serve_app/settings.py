@@ -19,7 +19,7 @@ from urllib.parse import urlsplit
 from pydantic import Field, SecretStr, ValidationInfo, field_validator
 from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
 
-from actors.mail import parse_smtp_url
+from actors.dispatch.mail import parse_smtp_url
 from actors.ratelimit import Rule
 from embeddings.config import EmbedderConfig, IndexConfig, IndexerConfig
 from storage.private_files import create_private, temporary_beside
@@ -121,7 +121,7 @@ class Settings(BaseSettings):
     haproxy_metrics_port: int = Field(default=19101, ge=1, le=65535)
     fallback_proxy_port: int = Field(default=18500, ge=1, le=65535)
     access_log: bool = False
-    # Cairn's own metrics through Ray's metrics agent (actors/metrics.py,
+    # Cairn's own metrics through Ray's metrics agent (telemetry/metrics.py,
     # docs/operations.md); false records nothing. Gauges (pool, stream slots,
     # index lag, backlog) are sampled every metrics_sample_s.
     metrics: bool = True

@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from benchmarks.harness import ROOT
-from embeddings.ranking import query_words
+from retrieval.fusion import query_words
 
 DATA = ROOT / "benchmarks" / "search_eval"
 STATE = Path(os.environ.get("CAIRN_RANKING_BENCH_DIR", "/tmp/cairn-ranking-bench"))

@@ -8,7 +8,7 @@ A form turns each half's scores over the search's candidates into ``x``
 (lexical) and ``c`` (vector) and ranks by ``w·x + (1-w)·c``; the exact-identifier
 rule (the halves swap roles) and the floor rule (a raw cosine under 0.25
 and under half the query explained lexically: dropped) apply as in
-``embeddings.ranking.hybrid``. A candidate missing from a half gets that
+``retrieval.fusion.hybrid``. A candidate missing from a half gets that
 half's value for a missing key (below everything the half returned)."""
 
 from __future__ import annotations
@@ -33,7 +33,7 @@ from benchmarks.ranking.hybrid import (
     members,
     score,
 )
-from embeddings.ranking import DEFAULT_HYBRID, identifier_leads, merge_candidates
+from retrieval.fusion import DEFAULT_HYBRID, identifier_leads, merge_candidates
 
 # A normalisation: (scores best first, the query's lexical scale) -> (each
 # key's value, the value of a key the half did not return).

@@ -18,8 +18,8 @@ import numpy as np
 from benchmarks.harness import ROOT
 from benchmarks.ranking.evalset import NONSENSE, Query, Score, embed_text, evaluate
 from benchmarks.ranking.vectors import cached_vectors, run_vector
-from embeddings.lexical import LexicalIndex, LexicalParams
-from embeddings.ranking import HybridParams, hybrid, merge_candidates, rrf
+from retrieval.fusion import HybridParams, hybrid, merge_candidates, rrf
+from retrieval.lexical import LexicalIndex, LexicalParams
 
 EVAL = ROOT / "benchmarks" / "search_eval"
 SETS = {"docs": EVAL, "code": EVAL / "code", "params": EVAL / "params"}
@@ -154,7 +154,7 @@ Fusion = Callable[[list[tuple[int, float]], list[tuple[int, float]], float, str]
 
 
 def convex(params: HybridParams, rule: bool = True) -> Fusion:
-    """``embeddings.ranking.hybrid`` (``rule=False``: without the
+    """``retrieval.fusion.hybrid`` (``rule=False``: without the
     exact-identifier rule, to show what it does)."""
 
     def fused(

@@ -37,7 +37,7 @@ BEFORE = "hybrid, leave one group out, best-mean rule (before)"
 class Choice:
     """What the evaluation chose: on all groups, leaving each group out (the
     parsimony rule, ``hybrid.choose``) and leaving each out under the rule
-    before it; ``default`` says whether ``embeddings.ranking.DEFAULT_HYBRID``
+    before it; ``default`` says whether ``retrieval.fusion.DEFAULT_HYBRID``
     (what the service runs) is the choice."""
 
     chosen: str
@@ -144,13 +144,13 @@ def render(
     lines += [
         "- Methods: *plain BM25* is `bm25s` (Lucene BM25, k1 1.5, b 0.75) over title, description "
         "and content as one text with scikit-learn's tokenizer and English stop words: the "
-        "textbook baseline. *lexical* is `embeddings.lexical.LexicalIndex` (what the API ranks "
+        "textbook baseline. *lexical* is `retrieval.lexical.LexicalIndex` (what the API ranks "
         "full text with): BM25 with BM25F-style field weights (title and description twice, "
         "content once) and the code-aware tokenizer. "
-        "*vector*: all-MiniLM-L6-v2, cosine, exact. *hybrid*: `embeddings.ranking.hybrid` over "
+        "*vector*: all-MiniLM-L6-v2, cosine, exact. *hybrid*: `retrieval.fusion.hybrid` over "
         f"the {CANDIDATES} best of each half.",
         f"- Fusion chosen on the dev queries of all {len(groups) - 1} groups: **{chosen}** "
-        "(`embeddings.ranking.hybrid`: the fixed convex combination `w·x + (1-w)·cosine`, "
+        "(`retrieval.fusion.hybrid`: the fixed convex combination `w·x + (1-w)·cosine`, "
         "x = BM25 / the search's best BM25 (`max`) or min(1, BM25 / the query's summed IDF) "
         "(`/scale`), both forms in the grid; for a query naming an identifier that the best "
         "BM25 hit holds, the halves swap roles, `(1-w)·x + w·cosine`; "
@@ -167,7 +167,7 @@ def render(
         "mean dev MRR@10): "
         + "; ".join(f"{g}: {c}" for g, c in choice.left_out_before.items())
         + ".",
-        "- The service runs `embeddings.ranking.DEFAULT_HYBRID`: "
+        "- The service runs `retrieval.fusion.DEFAULT_HYBRID`: "
         + (
             "**the choice above**."
             if choice.default

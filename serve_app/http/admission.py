@@ -45,7 +45,6 @@ from starlette.requests import HTTPConnection
 from starlette.routing import BaseRoute, Mount, Route
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from actors import metrics
 from actors.ratelimit import Decision
 from serve_app.http.identity import (
     READS,
@@ -59,6 +58,7 @@ from serve_app.http.identity import (
 from serve_app.kit.clientip import Address, limit_subject
 from serve_app.kit.errors import AppError, Forbidden, RateLimited, ServiceUnavailable, Unauthorized
 from serve_app.runtime.connections import Slot
+from telemetry import metrics
 
 if TYPE_CHECKING:
     from serve_app.context import AppContext
@@ -195,7 +195,7 @@ def limit_headers(decision: Decision) -> dict[str, str]:
 
 
 def _counted(admit: _Admit) -> _Admit:
-    """Count each refusal of ``admit`` by its error code (actors/metrics.py)."""
+    """Count each refusal of ``admit`` by its error code (telemetry/metrics.py)."""
 
     @functools.wraps(admit)
     async def counted(*args: Any, **kwargs: Any) -> Any:

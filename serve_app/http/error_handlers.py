@@ -14,7 +14,6 @@ from sqlalchemy.exc import DBAPIError
 from sqlalchemy.exc import TimeoutError as PoolTimeout
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
-from actors import metrics
 from serve_app.kit.errors import (
     DATABASE_RETRY_AFTER_S,
     AppError,
@@ -22,6 +21,7 @@ from serve_app.kit.errors import (
     error_body,
 )
 from storage.db import is_outage
+from telemetry import metrics
 
 log = logging.getLogger("cairn.errors")
 

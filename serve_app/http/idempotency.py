@@ -23,7 +23,6 @@ from typing import Annotated, Any
 from fastapi import Depends, Header, Request, Response
 from fastapi.params import Depends as DependsParam
 
-from actors import metrics
 from serve_app.http.deps import Caller, Ctx, Db
 from serve_app.services.idempotency import (
     KEY_MAX_LENGTH,
@@ -35,6 +34,7 @@ from serve_app.services.idempotency import (
     require_strong_key,
 )
 from storage.models.base import utcnow
+from telemetry import metrics
 
 HEADER = "Idempotency-Key"
 REPLAYED = "Idempotent-Replayed"

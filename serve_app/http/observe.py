@@ -1,4 +1,4 @@
-"""What an Api replica tells its operators (``actors.metrics``): every request
+"""What an Api replica tells its operators (``telemetry.metrics``): every request
 counted and timed by door, route template and status class; its long-lived
 answers counted by kind while they stay open; and, every few seconds, its
 database pool, stream slots and index copies sampled.
@@ -21,9 +21,9 @@ from typing import Any
 
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from actors import metrics
 from serve_app.context import AppContext
 from serve_app.http import admission
+from telemetry import metrics
 
 log = logging.getLogger("cairn.metrics")
 

@@ -17,7 +17,7 @@ from ray import serve
 from ray.serve import Application
 from ray.serve.schema import LoggingConfig
 
-from actors.loopback import bind_replica_grpc_to_node
+from replicas.loopback import bind_replica_grpc_to_node
 from serve_app.kit.clientip import Network, host_networks
 from serve_app.launch.bootstrap import Prepared, is_shim, prepare, worker_env
 from serve_app.settings import Settings, get_settings

@@ -31,7 +31,6 @@ from mcp_types import CallToolResult, ContentBlock, ResourceLink, TextContent
 from sqlmodel.ext.asyncio.session import AsyncSession
 from starlette.requests import Request
 
-from actors import metrics
 from serve_app.context import AppContext
 from serve_app.http import admission, deps
 from serve_app.http.contract import operation_id
@@ -47,6 +46,7 @@ from serve_app.services.idempotency import Answer, KeyedCall, body_digest, reque
 from storage.db import is_outage
 from storage.models import Agent
 from storage.models.base import utcnow
+from telemetry import metrics
 
 log = logging.getLogger("cairn.mcp")
 

@@ -21,7 +21,6 @@ from mcp_types import CallToolResult, InputRequiredResult
 from pydantic import ValidationError
 from starlette.routing import BaseRoute
 
-from actors import metrics
 from serve_app.context import AppContext
 from serve_app.http import admission
 from serve_app.http.error_handlers import describe_validation
@@ -29,6 +28,7 @@ from serve_app.mcp import oauth, resources, tools
 from serve_app.mcp.door import Door, argument_problem, error_result
 from serve_app.mcp.edge import edge_rule
 from serve_app.mcp.instructions import INSTRUCTIONS
+from telemetry import metrics
 
 PATH = "/mcp"
 

@@ -14,7 +14,7 @@ import contextlib
 import logging
 from typing import Any, Protocol
 
-from actors.dispatch import DispatchConfig, Dispatcher
+from actors.dispatch.dispatcher import DispatchConfig, Dispatcher
 from serve_app.runtime.cluster_actor import ClusterActor
 from serve_app.settings import Settings
 
@@ -99,7 +99,7 @@ class RayDispatch:
     """The cluster's DispatchActor; a wake-up is fire-and-forget."""
 
     def __init__(self, config: DispatchConfig, timeout_s: float = 2.0) -> None:
-        from actors.dispatch_actor import get_or_create
+        from actors.dispatch.actor import get_or_create
 
         self._actor = ClusterActor("dispatcher", lambda: get_or_create(config), timeout_s)
 

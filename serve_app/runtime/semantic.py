@@ -18,9 +18,9 @@ import numpy as np
 from sqlalchemy.ext.asyncio import AsyncEngine, async_sessionmaker
 from sqlmodel.ext.asyncio.session import AsyncSession
 
-from actors import metrics
 from embeddings.config import IndexerConfig
 from embeddings.querycache import QueryVectors
+from telemetry import metrics
 
 log = logging.getLogger("cairn.search")
 

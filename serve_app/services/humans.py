@@ -8,7 +8,7 @@ from typing import Any
 
 from sqlmodel.ext.asyncio.session import AsyncSession
 
-from actors.dispatch import VERIFY_TOKEN_PREFIX
+from actors.dispatch.dispatcher import VERIFY_TOKEN_PREFIX
 from serve_app.context import AppContext
 from serve_app.kit import hooks, keys, passwords
 from serve_app.kit.errors import (

@@ -11,7 +11,7 @@ from typing import Any
 
 from sqlmodel.ext.asyncio.session import AsyncSession
 
-from actors import notices
+from actors.dispatch import notices
 from serve_app.kit import hooks
 from serve_app.kit.errors import BadRequest
 from serve_app.services import views

@@ -3,7 +3,7 @@ question is created.
 
 Semantic mode asks the vector index and this process's BM25 index
 (``serve_app.runtime.index_copies.lexical``) for candidates and fuses the two rankings
-(``embeddings.ranking.hybrid``); full-text mode ranks by BM25 alone. Hits are
+(``retrieval.fusion.hybrid``); full-text mode ranks by BM25 alone. Hits are
 then re-read from Postgres, so a row that stopped being visible since it was
 indexed never shows.
 """
@@ -19,8 +19,7 @@ from typing import Any
 
 from sqlmodel.ext.asyncio.session import AsyncSession
 
-from actors import metrics
-from embeddings import ranking
+from retrieval import fusion
 from serve_app.kit import trust as trust_kit
 from serve_app.kit.errors import BadRequest
 from serve_app.runtime.index_copies.lexical import LexicalHits, LexicalSearch
@@ -31,6 +30,7 @@ from storage.repositories import agents as agents_repo
 from storage.repositories import patterns as patterns_repo
 from storage.repositories import questions as questions_repo
 from storage.repositories import search as repo
+from telemetry import metrics
 
 # Results are ranked up to this depth; deeper pages are refused (a search
 # is for the best matches, a list for browsing everything).
@@ -63,7 +63,7 @@ async def _timed(stage: str, work: Awaitable[Any]) -> Any:
 
 
 def _served(semantic: SemanticSearch, use_semantic: bool, vectors: Hits | None, bm25: bool) -> None:
-    """Count the mode a search was served in, and why (actors/metrics.py)."""
+    """Count the mode a search was served in, and why (telemetry/metrics.py)."""
     lexical = "bm25" if bm25 else "postgres"
     if vectors is not None:
         mode, reason = "semantic", ""
@@ -137,7 +137,7 @@ async def ranked(
     else:
         for kind in kinds:
             lex = words.get(kind, none)
-            fused = ranking.hybrid(
+            fused = fusion.hybrid(
                 lex.hits, vectors.get(kind, []), limit=depth, lexical_scale=lex.scale, query=text
             )
             hits += [Hit(kind, int(r.key), r.score, r.lexical, r.vector) for r in fused]  # type: ignore[call-overload]

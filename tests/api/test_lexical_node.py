@@ -1,5 +1,5 @@
 """The node's one BM25 index on disk (serve_app/runtime/index_copies/lexical.py
-over embeddings/lexical_store.py), followed from real Postgres by several
+over retrieval/lexical_store.py), followed from real Postgres by several
 ``LexicalSearch`` in this process, each standing for an Api replica: they
 share one folder as the replicas on a node do."""
 
@@ -13,7 +13,7 @@ from typing import Any
 import httpx
 import pytest
 
-from embeddings.lexical_store import NodeStore
+from retrieval.lexical_store import NodeStore
 from serve_app.runtime.index_copies.lexical import LexicalSearch
 from tests.api.conftest import OPERATOR
 from tests.api.test_patterns import sql

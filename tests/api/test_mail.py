@@ -15,7 +15,7 @@ import pytest
 from fastapi import FastAPI
 from pydantic import SecretStr
 
-from actors.dispatch import Dispatcher
+from actors.dispatch.dispatcher import Dispatcher
 from serve_app.app import create_app
 from serve_app.runtime.dispatch import LocalDispatch, dispatch_config
 from serve_app.runtime.ratelimit import LocalRateLimiter

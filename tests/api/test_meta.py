@@ -7,7 +7,7 @@ import time
 
 import httpx
 
-from actors.dispatch import Dispatcher
+from actors.dispatch.dispatcher import Dispatcher
 from serve_app.app import create_app
 from serve_app.context import AppContext
 from serve_app.runtime.dispatch import LocalDispatch, dispatch_config

@@ -13,7 +13,7 @@ import pytest
 from sqlalchemy import text
 
 from actors.ratelimit import Rule
-from embeddings import ranking
+from retrieval import fusion
 from serve_app.runtime.semantic import LocalSearch
 from serve_app.schemas.patterns import PatternItemOut
 from serve_app.schemas.search import SearchOut
@@ -258,7 +258,7 @@ async def test_hybrid_fuses_bm25_and_cosine_and_shows_both(
 ) -> None:
     """Each hit's score is the fixed convex combination of its BM25 score
     (divided by the search's best BM25 score) and its cosine
-    (embeddings.ranking.hybrid), and both are in the hit's ``components``.
+    (retrieval.fusion.hybrid), and both are in the hit's ``components``.
     A sentence-long question that a decoy shares most words with still finds
     what it means near the top (the decoy, which BM25 alone ranks first, may
     stay above it)."""
@@ -290,8 +290,8 @@ async def test_hybrid_fuses_bm25_and_cosine_and_shows_both(
     # The search's best BM25 score (the decoy's) normalises the lexical half;
     # the question names no identifier, so the fixed weight applies.
     top = index.search(question, 1)[0][1]
-    assert not ranking.names_identifier(question)
-    w = ranking.DEFAULT_HYBRID.lexical_weight
+    assert not fusion.names_identifier(question)
+    w = fusion.DEFAULT_HYBRID.lexical_weight
     for hit in body["data"]:
         parts = hit["components"]
         assert parts["vector"] in cosines

@@ -17,7 +17,7 @@ import psycopg
 import pytest
 from sqlalchemy.engine import make_url
 
-from actors.dispatch import Dispatcher
+from actors.dispatch.dispatcher import Dispatcher
 from serve_app.kit.multipart import FilePart
 from serve_app.runtime.decodes import DecodeSlots
 from serve_app.runtime.dispatch import LocalDispatch, dispatch_config

@@ -1,4 +1,4 @@
-"""The code-aware tokenizer and the BM25 index (embeddings.lexical)."""
+"""The code-aware tokenizer and the BM25 index (retrieval.lexical)."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from embeddings.lexical import LexicalIndex, LexicalParams, WriterBusy, tokens
+from retrieval.lexical import LexicalIndex, LexicalParams, WriterBusy, tokens
 
 
 @pytest.mark.parametrize(
@@ -148,7 +148,7 @@ def test_empty_queries() -> None:
     assert LexicalIndex().search("anything", 5) == []
 
 
-# --- the index in a folder (embeddings/lexical_store.py shares one per node) ---
+# --- the index in a folder (retrieval/lexical_store.py shares one per node) ---
 
 QUERIES = [
     "backup",

@@ -1,4 +1,4 @@
-"""The node's BM25 folder (embeddings/lexical_store.py): its writer lock, its
+"""The node's BM25 folder (retrieval/lexical_store.py): its writer lock, its
 state, its generations; real tantivy and real processes over a temp folder."""
 
 from __future__ import annotations
@@ -13,8 +13,8 @@ from pathlib import Path
 
 import pytest
 
-from embeddings.lexical import LexicalIndex, LexicalParams, WriterBusy
-from embeddings.lexical_store import (
+from retrieval.lexical import LexicalIndex, LexicalParams, WriterBusy
+from retrieval.lexical_store import (
     FileLock,
     NodeStore,
     StoreState,
@@ -51,7 +51,7 @@ def test_the_writer_lock_passes_on_when_its_holder_dies(tmp_path: Path) -> None:
     store = NodeStore(tmp_path, "key", KINDS)
     holder = _holder(
         f"""
-        from embeddings.lexical_store import NodeStore
+        from retrieval.lexical_store import NodeStore
         store = NodeStore({str(tmp_path)!r}, "key", {KINDS!r})
         assert store.writer_lock.acquire()
         """
@@ -81,7 +81,7 @@ def test_tantivys_writer_lock_passes_on_when_its_holder_dies(tmp_path: Path) -> 
     LexicalIndex(path=folder).close_writer()
     holder = _holder(
         f"""
-        from embeddings.lexical import LexicalIndex
+        from retrieval.lexical import LexicalIndex
         index = LexicalIndex(path={str(folder)!r})
         index.add([(1, {{"title": "zeppelin"}})])
         index.commit()

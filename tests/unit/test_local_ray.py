@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from actors.loopback import node_address, on_loopback
+from replicas.loopback import node_address, on_loopback
 from serve_app.launch.bootstrap import ray_dir, service_discovery_file
 from serve_app.launch.local_ray import (
     TOKEN_FILE,

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 from pydantic import ValidationError
 
-from actors.mail import SmtpTarget, parse_smtp_url
+from actors.dispatch.mail import SmtpTarget, parse_smtp_url
 from serve_app.settings import Settings
 
 

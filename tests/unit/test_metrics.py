@@ -1,4 +1,4 @@
-"""The metrics catalog (actors/metrics.py) and the request labels
+"""The metrics catalog (telemetry/metrics.py) and the request labels
 (serve_app/http/observe.py) as plain code; the e2e test
 (tests/e2e/test_metrics_serve.py) reads them out of a real Prometheus."""
 
@@ -12,8 +12,8 @@ from pathlib import Path
 import pytest
 from starlette.routing import Route
 
-from actors import metrics
 from serve_app.http.observe import door_of, status_class
+from telemetry import metrics
 
 
 def test_names_are_unique_and_label_sets_small() -> None:
@@ -39,7 +39,7 @@ def test_outside_ray_recording_is_a_no_op_and_cached() -> None:
     # In a fresh interpreter: this one may hold Ray already (the e2e tests'
     # local cluster), where recording is on.
     script = (
-        "from actors import metrics\n"
+        "from telemetry import metrics\n"
         "bound = metrics.RATE_LIMITED.labels('general')\n"
         "bound.inc()\n"
         "assert bound is metrics.RATE_LIMITED.labels('general')\n"

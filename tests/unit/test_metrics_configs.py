@@ -1,5 +1,5 @@
 """The operators' configs (configs/prometheus, configs/grafana) against what
-Cairn exports (actors/metrics.py): the rules pass promtool's check and unit
+Cairn exports (telemetry/metrics.py): the rules pass promtool's check and unit
 tests, and every query of the dashboard and the rules names a metric that
 exists."""
 
@@ -15,7 +15,7 @@ from typing import Any
 import pytest
 import yaml
 
-from actors import metrics
+from telemetry import metrics
 
 ROOT = Path(__file__).resolve().parents[2]
 PROMETHEUS = ROOT / "configs" / "prometheus"

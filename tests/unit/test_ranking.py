@@ -1,4 +1,4 @@
-"""The hybrid ranking: embeddings.ranking.fuse (and the rrf baseline)."""
+"""The hybrid ranking: retrieval.fusion.fuse (and the rrf baseline)."""
 
 from __future__ import annotations
 
@@ -10,8 +10,8 @@ from pathlib import Path
 import pytest
 
 from benchmarks.ranking.hybrid import chosen_params
-from embeddings import ranking
-from embeddings.ranking import ALL_WORDS, DEFAULT_PARAMS, FusionParams, fuse, query_words, rrf
+from retrieval import fusion
+from retrieval.fusion import ALL_WORDS, DEFAULT_PARAMS, FusionParams, fuse, query_words, rrf
 
 P = FusionParams(
     floor=0.3,
@@ -213,10 +213,10 @@ def test_rrf_sums_reciprocal_ranks(weights: tuple[float, float]) -> None:
 
 
 def test_hybrid_is_a_convex_combination_of_max_normalised_bm25_and_cosine() -> None:
-    params = ranking.HybridParams(lexical_weight=0.4, floor=0.25)
+    params = fusion.HybridParams(lexical_weight=0.4, floor=0.25)
     lexical = [("a", 8.0), ("b", 4.0)]
     vector = [("b", 0.9), ("c", 0.5), ("a", 0.3)]
-    out = ranking.hybrid(lexical, vector, limit=10, params=params, lexical_scale=8.0)
+    out = fusion.hybrid(lexical, vector, limit=10, params=params, lexical_scale=8.0)
     by_key = {r.key: r for r in out}
     assert by_key["a"].score == pytest.approx(0.4 * 1.0 + 0.6 * 0.3)
     assert by_key["b"].score == pytest.approx(0.4 * 0.5 + 0.6 * 0.9)
@@ -229,9 +229,9 @@ def test_hybrid_is_a_convex_combination_of_max_normalised_bm25_and_cosine() -> N
 def test_bm25_is_divided_by_the_searchs_best_score_not_the_scale() -> None:
     """Max normalisation: the best BM25 hit of the search gets x = 1 whatever
     the query's scale; the scale only serves the product rules."""
-    params = ranking.HybridParams(lexical_weight=0.5, floor=0.0)
+    params = fusion.HybridParams(lexical_weight=0.5, floor=0.0)
     for scale in (4.0, 40.0, None):
-        out = ranking.hybrid(
+        out = fusion.hybrid(
             [("a", 2.0), ("b", 1.0)], [("a", 0.4), ("b", 0.4)], limit=5, params=params,
             lexical_scale=scale,
         )  # fmt: skip
@@ -242,8 +242,8 @@ def test_hybrid_missing_cosine_and_floor() -> None:
     """A lexical-only hit stands in with the lowest cosine returned; a hit
     below the cosine floor is dropped unless it explains at least half the
     query lexically."""
-    params = ranking.HybridParams(lexical_weight=0.5, floor=0.25)
-    out = ranking.hybrid(
+    params = fusion.HybridParams(lexical_weight=0.5, floor=0.25)
+    out = fusion.hybrid(
         [("x", 2.0), ("w", 0.9)],
         [("y", 0.6), ("z", 0.2), ("w", 0.1)],
         limit=10,
@@ -255,32 +255,30 @@ def test_hybrid_missing_cosine_and_floor() -> None:
     assert by_key["x"].score == pytest.approx(0.5 * 1.0 + 0.5 * 0.1)
     assert by_key["x"].vector is None
     # Nothing lexical and only weak neighbours: empty (nonsense queries).
-    assert ranking.hybrid([], [("y", 0.1)], limit=10, params=params) == []
+    assert fusion.hybrid([], [("y", 0.1)], limit=10, params=params) == []
     # One shared word of four with weak cosines: empty too.
-    assert ranking.hybrid([("r", 1.0)], [("r", 0.1)], limit=5, lexical_scale=4.0) == []
+    assert fusion.hybrid([("r", 1.0)], [("r", 0.1)], limit=5, lexical_scale=4.0) == []
 
 
 def test_hybrid_weights_at_the_ends_are_the_halves() -> None:
     lexical = [("a", 3.0), ("b", 2.0), ("c", 1.0)]
     vector = [("c", 0.8), ("b", 0.7), ("a", 0.6)]
-    only_lex = ranking.HybridParams(lexical_weight=1.0, floor=0.0)
-    only_vec = ranking.HybridParams(lexical_weight=0.0, floor=0.0)
-    assert [r.key for r in ranking.hybrid(lexical, vector, limit=3, params=only_lex)] == list("abc")
-    assert [r.key for r in ranking.hybrid(lexical, vector, limit=3, params=only_vec)] == list("cba")
+    only_lex = fusion.HybridParams(lexical_weight=1.0, floor=0.0)
+    only_vec = fusion.HybridParams(lexical_weight=0.0, floor=0.0)
+    assert [r.key for r in fusion.hybrid(lexical, vector, limit=3, params=only_lex)] == list("abc")
+    assert [r.key for r in fusion.hybrid(lexical, vector, limit=3, params=only_vec)] == list("cba")
     with pytest.raises(ValueError):
-        ranking.HybridParams(lexical_weight=1.5)
+        fusion.HybridParams(lexical_weight=1.5)
 
 
 def test_hybrid_ties_limit_and_duplicates() -> None:
-    params = ranking.HybridParams(lexical_weight=0.5, floor=0.0)
+    params = fusion.HybridParams(lexical_weight=0.5, floor=0.0)
     # Equal scores keep first appearance (lexical list first); duplicates count once.
-    out = ranking.hybrid(
-        [("a", 1.0), ("a", 0.5)], [("b", 0.5), ("a", 0.5)], limit=10, params=params
-    )
+    out = fusion.hybrid([("a", 1.0), ("a", 0.5)], [("b", 0.5), ("a", 0.5)], limit=10, params=params)
     assert [r.key for r in out] == ["a", "b"]
-    assert ranking.hybrid([("a", 1.0)], [], limit=0, params=params) == []
+    assert fusion.hybrid([("a", 1.0)], [], limit=0, params=params) == []
     assert (
-        len(ranking.hybrid([(i, 1.0 / (i + 1)) for i in range(9)], [], limit=4, params=params)) == 4
+        len(fusion.hybrid([(i, 1.0 / (i + 1)) for i in range(9)], [], limit=4, params=params)) == 4
     )
 
 
@@ -290,11 +288,11 @@ def test_the_weight_does_not_depend_on_the_bm25_scores() -> None:
     adaptive weight did, and lost to the vector half): the cosine still leads."""
     lexical = [("words", 10.0), ("other", 3.0)]
     vector = [("meaning", 0.7), ("other", 0.45), ("words", 0.3)]
-    out = ranking.hybrid(
+    out = fusion.hybrid(
         lexical, vector, limit=5, lexical_scale=10.0, query="keep the session alive"
     )
     assert out[0].key == "meaning"
-    w = ranking.DEFAULT_HYBRID.lexical_weight
+    w = fusion.DEFAULT_HYBRID.lexical_weight
     assert {r.key: r.score for r in out}["words"] == pytest.approx(w + (1 - w) * 0.3)
 
 
@@ -318,7 +316,7 @@ def test_the_weight_does_not_depend_on_the_bm25_scores() -> None:
     ],
 )
 def test_names_identifier(query: str, named: bool) -> None:
-    assert ranking.names_identifier(query) is named
+    assert fusion.names_identifier(query) is named
 
 
 def test_an_identifier_that_a_document_holds_leads() -> None:
@@ -329,16 +327,16 @@ def test_an_identifier_that_a_document_holds_leads() -> None:
     scale = 10.0
     lexical = [("ident", 9.0), ("part1", 4.0), ("part2", 3.5)]
     vector = [("near1", 0.55), ("near2", 0.5), ("part1", 0.45), ("ident", 0.3)]
-    w = ranking.DEFAULT_HYBRID.lexical_weight
-    assert ranking.identifier_leads("stop_event", lexical, scale)
-    out = ranking.hybrid(lexical, vector, limit=5, lexical_scale=scale, query="stop_event")
+    w = fusion.DEFAULT_HYBRID.lexical_weight
+    assert fusion.identifier_leads("stop_event", lexical, scale)
+    out = fusion.hybrid(lexical, vector, limit=5, lexical_scale=scale, query="stop_event")
     assert out[0].key == "ident"
     assert out[0].score == pytest.approx((1 - w) * 1.0 + w * 0.3)
-    prose = ranking.hybrid(lexical, vector, limit=5, lexical_scale=scale, query="stop the event")
+    prose = fusion.hybrid(lexical, vector, limit=5, lexical_scale=scale, query="stop the event")
     order = [r.key for r in prose]
     assert order.index("near1") < order.index("ident") and order[0] != "ident"
     # Two documents holding the identifier alike: the cosine decides.
-    tie = ranking.hybrid(
+    tie = fusion.hybrid(
         [("a", 10.0), ("b", 10.0)], [("b", 0.6), ("a", 0.5)], limit=5, lexical_scale=scale,
         query="stop_event",
     )  # fmt: skip
@@ -350,18 +348,18 @@ def test_an_identifier_no_document_holds_does_not_lead() -> None:
     of the identifier, not the identifier): the rule does not apply."""
     lexical = [("part", 3.0)]
     vector = [("near", 0.7), ("part", 0.4)]
-    assert not ranking.identifier_leads("stop_event", lexical, 10.0)
-    out = ranking.hybrid(lexical, vector, limit=5, lexical_scale=10.0, query="stop_event")
+    assert not fusion.identifier_leads("stop_event", lexical, 10.0)
+    out = fusion.hybrid(lexical, vector, limit=5, lexical_scale=10.0, query="stop_event")
     assert out[0].key == "near"
     # Postgres full text (no scale): the query's shape alone decides.
-    assert ranking.identifier_leads("stop_event", lexical, None)
-    assert not ranking.identifier_leads("stop_event", [], None)
+    assert fusion.identifier_leads("stop_event", lexical, None)
+    assert not fusion.identifier_leads("stop_event", [], None)
 
 
 def test_default_hybrid_params() -> None:
     """A small lexical share on max-normalised BM25; the words lead only by
     the identifier rule."""
-    d = ranking.DEFAULT_HYBRID
+    d = fusion.DEFAULT_HYBRID
     assert d.normalise == "max"
     assert 0.0 < d.lexical_weight < 0.5
 
@@ -374,5 +372,5 @@ def test_default_hybrid_is_the_evaluations_choice() -> None:
     text = (Path(__file__).resolve().parents[2] / "docs" / "benchmarks.md").read_text()
     found = re.search(r"Fusion chosen on the dev queries of all \d+ groups: \*\*(.+?)\*\*", text)
     assert found is not None
-    assert chosen_params(found.group(1)) == ranking.DEFAULT_HYBRID
-    assert "The service runs `embeddings.ranking.DEFAULT_HYBRID`: **the choice above**" in text
+    assert chosen_params(found.group(1)) == fusion.DEFAULT_HYBRID
+    assert "The service runs `retrieval.fusion.DEFAULT_HYBRID`: **the choice above**" in text

@@ -2,7 +2,7 @@
 ``choose``): the parsimony rule, and the rule before it that lost
 leave-one-group-out on the handwritten questions (docs/decisions/search-at-scale.md,
 "Fusion"); and that the forms it is compared with (``--forms``) rank the
-product's form exactly as embeddings.ranking.hybrid does."""
+product's form exactly as retrieval.fusion.hybrid does."""
 
 from __future__ import annotations
 
@@ -13,7 +13,7 @@ import pytest
 from benchmarks.ranking import forms
 from benchmarks.ranking.evalset import Query
 from benchmarks.ranking.hybrid import EvalSet, choose, lexical_weight
-from embeddings.ranking import HybridParams, hybrid
+from retrieval.fusion import HybridParams, hybrid
 
 # Two groups (styles "a" and "b") of two dev queries each; query i's relevant
 # document is 10 + i. A ranking is given by the rank (1-based) at which each

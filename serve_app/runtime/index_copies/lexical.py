@@ -1,6 +1,6 @@
 """The lexical (BM25) side of search as the routes see it: ``LexicalSearch``.
 
-Each Api process searches a BM25 index (``embeddings.lexical.LexicalIndex``)
+Each Api process searches a BM25 index (``retrieval.lexical.LexicalIndex``)
 per kind, so full-text search, and the fallback when the Embedder or the
 VectorIndex cannot answer, need nothing but this node and Postgres
 (docs/decisions/search.md, "Lexical ranking and fusion (issue 23)", "One
@@ -10,7 +10,7 @@ Where the index lives (``CAIRN_SEARCH_LEXICAL_STORE``):
 
 - **disk** (the default): one index per node and database, in a folder
   every Api process on the node opens memory-mapped
-  (``embeddings.lexical_store.NodeStore``): its pages are the node's page
+  (``retrieval.lexical_store.NodeStore``): its pages are the node's page
   cache, not each process's heap. A process starting finds it built and
   current and takes it up at once; otherwise it builds a new generation
   beside the current one and publishes it. Whichever process first finds a
@@ -52,14 +52,14 @@ from typing import Any, TypeVar
 from sqlalchemy.ext.asyncio import AsyncEngine, async_sessionmaker
 from sqlmodel.ext.asyncio.session import AsyncSession
 
-from embeddings.lexical import FIELDS, LexicalIndex
-from embeddings.lexical_store import (
+from embeddings.memory import release_freed_memory
+from retrieval.lexical import FIELDS, LexicalIndex
+from retrieval.lexical_store import (
     FileLock,
     NodeStore,
     StoreState,
     store_key,
 )
-from embeddings.memory import release_freed_memory
 from serve_app.runtime.index_copies.follow import PRUNE_EVERY_S, Follower
 from storage.repositories import search as repo
 

@@ -38,7 +38,6 @@ from typing import Any
 from sqlalchemy.ext.asyncio import AsyncEngine, async_sessionmaker
 from sqlmodel.ext.asyncio.session import AsyncSession
 
-from actors import metrics
 from embeddings.config import IndexerConfig
 from embeddings.faiss_index import FaissIndex
 from embeddings.indexer import QueryFn, load_indexes, reread_rows
@@ -47,6 +46,7 @@ from serve_app.runtime.index_copies.follow import Follower
 from serve_app.runtime.semantic import Hits, SearchFactory, SemanticSearch
 from serve_app.settings import Settings
 from storage.repositories import search as repo
+from telemetry import metrics
 
 log = logging.getLogger("cairn.search")
 

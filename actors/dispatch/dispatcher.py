@@ -9,7 +9,7 @@ request path from two durable queues in Postgres.
   workers share the queue), sent over SMTP, and marked sent or rescheduled
   with exponential backoff in that same transaction.
 
-A plain class (tests drive it directly); ``actors.dispatch_actor`` runs it as
+A plain class (tests drive it directly); ``actors.dispatch.actor`` runs it as
 a Ray actor, ``serve_app.runtime.dispatch`` in process.
 """
 
@@ -29,10 +29,17 @@ from typing import Any
 from sqlalchemy.ext.asyncio import AsyncEngine, async_sessionmaker
 from sqlmodel.ext.asyncio.session import AsyncSession
 
-from actors import metrics
-from actors.mail import VERIFY_EMAIL, Letter, Permanent, compose, parse_smtp_url, send_batch
+from actors.dispatch.mail import (
+    VERIFY_EMAIL,
+    Letter,
+    Permanent,
+    compose,
+    parse_smtp_url,
+    send_batch,
+)
 from storage.db import make_engine, make_sessionmaker
 from storage.repositories import notifications as repo
+from telemetry import metrics
 
 log = logging.getLogger("cairn.dispatch")
 
@@ -274,7 +281,7 @@ class Dispatcher:
                 await asyncio.wait_for(self._wakeup.wait(), timeout=self.config.poll_s)
 
     async def record_metrics(self) -> None:
-        """Set the backlog gauges (actors/metrics.py) from the queues in Postgres."""
+        """Set the backlog gauges (telemetry/metrics.py) from the queues in Postgres."""
         async with self._sessions() as session:
             queued = await repo.queue_stats(session)
             await session.rollback()

@@ -26,7 +26,7 @@ not each process's heap), and at most one of them writes at a time (tantivy's
 writer lock on the folder: ``open_writer`` raises ``WriterBusy`` while another
 holds it). A reader sees another's commits after ``reload``. The same
 documents give the same scores in memory and on disk: the files are the same
-(``embeddings/lexical_store.py`` keeps one such folder per node).
+(``retrieval/lexical_store.py`` keeps one such folder per node).
 """
 
 from __future__ import annotations

@@ -17,7 +17,7 @@ from email.utils import format_datetime, formataddr
 from typing import Any
 from urllib.parse import parse_qs, unquote, urlsplit
 
-from actors import notices
+from actors.dispatch import notices
 from storage.models.base import utcnow
 from storage.models.social import ALWAYS_MAILED_KINDS
 

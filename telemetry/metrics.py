@@ -15,10 +15,10 @@ Label sets are bounded: route templates and tool names, never raw paths or
 ids. Per-event cost is one dict lookup for the bound series and Ray's
 record call: ``Family.labels(...)`` caches one bound recorder per label tuple.
 
-This module sits in ``actors`` so the Embedder and VectorIndex
-(``embeddings``), the dispatcher (``actors``) and the Api (``serve_app``) all
-import the same names (``actors`` and ``embeddings`` never import
-``serve_app``).
+This module sits in ``telemetry``, the bottom package, so the Embedder and
+VectorIndex (``embeddings``), the dispatcher (``actors``) and the Api
+(``serve_app``) all import the same names without ``actors`` and
+``embeddings`` depending on each other.
 """
 
 from __future__ import annotations

@@ -14,9 +14,9 @@ from typing import Any
 
 import ray
 
-from actors import metrics
 from actors.cluster import singleton
-from actors.dispatch import DispatchConfig, Dispatcher
+from actors.dispatch.dispatcher import DispatchConfig, Dispatcher
+from telemetry import metrics
 
 NAME = "cairn-dispatch"
 # How often the backlog gauges are read from Postgres.

@@ -53,7 +53,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from embeddings.lexical import (
+from retrieval.lexical import (
     DEFAULT_LEXICAL,
     MAX_TOKEN,
     STOPWORDS,
