@@ -83,7 +83,9 @@ class RollbackIn(Input):
 
 RevisionNumber = Annotated[int, Path(ge=1, le=1_000_000)]
 
-# The fields a revision may have redacted (patterns: these; answers: body).
+# The fields a revision may have redacted (patterns: these; answers: body):
+# serve_app.services.revisions' PATTERN_FIELDS and ANSWER_FIELDS, held to
+# them by tests/api/test_revision_security.py.
 RevisionField = Literal[
     "title",
     "description",

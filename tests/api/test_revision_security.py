@@ -8,11 +8,13 @@ from __future__ import annotations
 
 import asyncio
 import time
-from typing import Any
+from typing import Any, get_args
 
 import httpx
 from fastapi import FastAPI
 
+from serve_app.schemas.verifications import RevisionField
+from serve_app.services.revisions import ANSWER_FIELDS, PATTERN_FIELDS
 from tests.api.conftest import Registered, assert_error, register
 from tests.api.test_moderation_decisions import staff
 from tests.api.test_patterns import publish, sql
@@ -230,3 +232,9 @@ async def test_a_revision_names_no_deactivated_account(
     one = await client.get(f"/api/patterns/{pid}/revisions/1")
     assert one.json()["data"]["author"] is None
     assert author.username not in listed.text + one.text
+
+
+def test_the_redactable_fields_are_the_fields_a_revision_keeps() -> None:
+    """The redact body's field names (a Literal in the schema, which the
+    services sit above) are exactly the fields revisions keep."""
+    assert set(get_args(RevisionField)) == set(PATTERN_FIELDS + ANSWER_FIELDS)
