@@ -60,6 +60,7 @@ bench: $(STAMP)
 	$(BIN)/python -m benchmarks.reembed_bench
 	$(BIN)/python -m benchmarks.stream_bench
 	$(BIN)/python -m benchmarks.abuse_bench
+	$(BIN)/python -m benchmarks.abuse_bench --surfaces
 
 # Search at a million patterns with real vectors (hours on a small CPU; resumable:
 # Ctrl-C keeps what was embedded and a rerun continues). Not part of `make bench`.

@@ -44,15 +44,29 @@ between the ``abuse-bench`` markers.
 With ``--diffs`` it runs the revision-diff abuse instead (docs/security.md,
 H1): one pattern published with DIFF_LINES distinct lines and edited to the
 same lines each followed by a blank line, then rewritten back and forth (so
-there are several pairs of revisions to ask for); the probe runs idle, then
+there are several pairs of revisions to ask for); the probe runs idle,
 while DIFF_LOOPS loops of anonymous ``GET …/revisions/{a}/diff/{b}`` (a
 random pair, a new random address per request, from a second process) run
-for at least DIFF_MIN_S; the section goes between the ``abuse-bench-diffs``
-markers.
+for at least DIFF_MIN_S (or ``--seconds``), and after; the section goes
+between the ``abuse-bench-diffs`` markers.
+
+With ``--surfaces`` (security M2, M3) the diff loops run together with, from
+the same process and each request from a random address: M2_LOOPS loops of
+anonymous ``GET /authorize`` naming a new Client ID Metadata Document URL
+each time, on a document server the attackers run on 127.0.0.1 that holds
+each answer DOCUMENT_HOLD_S (the service runs with
+``CAIRN_OAUTH_CLIENT_METADATA_ALLOW_LOOPBACK=true``, as the tests do); and
+M3_LOOPS loops each of ``POST /register`` with every bounded field full, of
+the same with a 900 kB ``jwks``, and of ``/authorize`` with a huge ``state``.
+Each kind of loop stops after ``--requests`` requests (or when the probe is
+done, or after ABUSE_MAX_S); the probe runs idle, meanwhile (at least
+``--seconds``) and after; the section goes between the
+``abuse-bench-surfaces`` markers.
 
     PYTHONPATH=$PWD .venv/bin/python -m benchmarks.abuse_bench
     PYTHONPATH=$PWD .venv/bin/python -m benchmarks.abuse_bench --attempts 200 --no-docs
     PYTHONPATH=$PWD .venv/bin/python -m benchmarks.abuse_bench --diffs
+    PYTHONPATH=$PWD .venv/bin/python -m benchmarks.abuse_bench --surfaces --seconds 45
 """
 
 from __future__ import annotations
@@ -60,6 +74,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
+import itertools
 import json
 import multiprocessing as mp
 import os
@@ -68,6 +83,7 @@ import random
 import shutil
 import time
 from collections import Counter
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from multiprocessing.synchronize import Event as MpEvent
 from typing import Any
@@ -112,6 +128,21 @@ DIFF_REVISIONS = 4
 DIFF_LOOPS = 8
 DIFF_MIN_S = 30.0
 DIFF_TIMEOUT_S = 60.0
+SURFACES_START_MARK = "<!-- abuse-bench-surfaces:start -->"
+SURFACES_END_MARK = "<!-- abuse-bench-surfaces:end -->"
+SURFACES_MIN_S = 60.0
+SURFACE_REQUESTS = 2000  # at most, per kind of attack loop
+M2_LOOPS = 40  # about 40 such requests emptied both pools before the fix
+M3_LOOPS = 2
+DOCUMENT_HOLD_S = 4.5  # the document server's delay, under CAIRN_OUTBOUND_TIMEOUT_S (5 s)
+REGISTER_URI_PAD = 460  # redirect URIs this long fill a registration to ~4,080 of its 4,096 bytes
+MARKS = {
+    "abuse": (START_MARK, END_MARK),
+    "abuse-diffs": (DIFF_START_MARK, DIFF_END_MARK),
+    "abuse-surfaces": (SURFACES_START_MARK, SURFACES_END_MARK),
+}
+REDIRECT_URI = "http://127.0.0.1:53682/callback"
+CHALLENGE = "E9Melhoa2OwvFrEMTJguCHaoeK1t8URWbuGJSstw-cM"  # RFC 7636's example
 BENCH_ENV = {
     "CAIRN_STATE_DIR": str(STATE_DIR),
     "CAIRN_HOST": HOST,
@@ -409,7 +440,7 @@ def attack_process(
     results.put(asyncio.run(attacks(port, key, count, started, answered, stop)))
 
 
-# ------------------------------------------------------- the diff abuse
+# --------------------------------------- attack loops: diffs, M2, M3
 
 
 def pathological(n: int) -> tuple[str, str]:
@@ -418,41 +449,50 @@ def pathological(n: int) -> tuple[str, str]:
     return "\n".join(lines) + "\n", "".join(f"{line}\n\n" for line in lines)
 
 
-async def diff_attacks(port: int, pid: str, started: MpEvent, stop: MpEvent) -> dict[str, Any]:
-    """DIFF_LOOPS loops of anonymous diffs of random revision pairs until ``stop``."""
-    rng = random.Random(45)
+def spoofed(rng: random.Random) -> dict[str, str]:
+    return {"X-Forwarded-For": random_address(rng)}
+
+
+def labelled(response: httpx.Response) -> str:
+    """A status, and a refusal's error code (either error shape has one)."""
+    label = str(response.status_code)
+    if response.status_code >= 400:
+        with contextlib.suppress(ValueError, AttributeError, KeyError):
+            label += f" {response.json()['error']}"
+    return label
+
+
+Request = Callable[[httpx.AsyncClient, random.Random], Awaitable[str]]
+
+
+async def loops(
+    name: str, count: int, request: Request, http: httpx.AsyncClient, stop: MpEvent, most: int
+) -> dict[str, Any]:
+    """``count`` loops of ``request`` until ``stop``, ``most`` requests in all
+    or ABUSE_MAX_S; how many got which answer."""
+    rng = random.Random(name)
     answers: Counter[str] = Counter()
     latencies: list[float] = []
-    timeout = httpx.Timeout(DIFF_TIMEOUT_S)
-    limits = httpx.Limits(max_connections=DIFF_LOOPS)
-    async with httpx.AsyncClient(
-        base_url=f"http://{HOST}:{port}", timeout=timeout, limits=limits
-    ) as http:
+    begun = time.perf_counter()
 
-        async def loop() -> None:
-            while not stop.is_set():
-                a, b = rng.sample(range(1, DIFF_REVISIONS + 1), 2)
-                headers = {"X-Forwarded-For": random_address(rng)}
-                t0 = time.perf_counter()
-                try:
-                    response = await http.get(
-                        f"/api/patterns/{pid}/revisions/{a}/diff/{b}", headers=headers
-                    )
-                except httpx.HTTPError as exc:
-                    answers[type(exc).__name__] += 1
-                    continue
-                latencies.append((time.perf_counter() - t0) * 1000)
-                label = str(response.status_code)
-                if response.status_code == 200 and any(
-                    f.get("too_large") for f in response.json()["data"]["fields"]
-                ):
-                    label += " too_large"
-                answers[label] += 1
+    async def loop() -> None:
+        while (
+            not stop.is_set()
+            and answers.total() < most
+            and time.perf_counter() - begun < ABUSE_MAX_S
+        ):
+            t0 = time.perf_counter()
+            try:
+                label = await request(http, rng)
+            except httpx.HTTPError as exc:
+                answers[type(exc).__name__] += 1
+                continue
+            latencies.append((time.perf_counter() - t0) * 1000)
+            answers[label] += 1
 
-        started.set()
-        begun = time.perf_counter()
-        await asyncio.gather(*(loop() for _ in range(DIFF_LOOPS)))
+    await asyncio.gather(*(loop() for _ in range(count)))
     return {
+        "name": name,
         "answers": dict(answers),
         "seconds": time.perf_counter() - begun,
         "p50": pct(latencies, 50),
@@ -460,13 +500,161 @@ async def diff_attacks(port: int, pid: str, started: MpEvent, stop: MpEvent) -> 
     }
 
 
-def diff_process(
-    port: int, pid: str, started: MpEvent, stop: MpEvent, results: mp.Queue[dict[str, Any]]
+def diff_request(pid: str) -> Request:
+    """Anonymous ``GET …/revisions/{a}/diff/{b}`` of a random pair (H1)."""
+
+    async def request(http: httpx.AsyncClient, rng: random.Random) -> str:
+        a, b = rng.sample(range(1, DIFF_REVISIONS + 1), 2)
+        path = f"/api/patterns/{pid}/revisions/{a}/diff/{b}"
+        response = await http.get(path, headers=spoofed(rng))
+        if response.status_code == 200 and any(
+            f.get("too_large") for f in response.json()["data"]["fields"]
+        ):
+            return "200 too_large"
+        return labelled(response)
+
+    return request
+
+
+def authorize_params(client_id: str, mcp_url: str, state: str = "s") -> dict[str, str]:
+    return {
+        "response_type": "code",
+        "client_id": client_id,
+        "redirect_uri": REDIRECT_URI,
+        "state": state,
+        "code_challenge": CHALLENGE,
+        "code_challenge_method": "S256",
+        "resource": mcp_url,
+    }
+
+
+async def document_server(hold_s: float) -> tuple[asyncio.Server, str]:
+    """A Client ID Metadata Document server on loopback answering any path
+    with a valid public client's document for that URL, each after ``hold_s``."""
+    base = ""
+
+    async def answer(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        with contextlib.suppress(OSError, ValueError, IndexError, asyncio.IncompleteReadError):
+            path = (await reader.readuntil(b"\r\n\r\n")).split(b" ", 2)[1].decode()
+            await asyncio.sleep(hold_s)
+            doc = {
+                "client_id": base + path,
+                "client_name": "Slow Document Client",
+                "redirect_uris": [REDIRECT_URI],
+                "token_endpoint_auth_method": "none",
+            }
+            body = json.dumps(doc).encode()
+            writer.write(
+                b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nConnection: close\r\n"
+                + f"Content-Length: {len(body)}\r\n\r\n".encode()
+                + body
+            )
+            await writer.drain()
+        writer.close()
+
+    server = await asyncio.start_server(answer, HOST, 0)
+    base = f"http://{HOST}:{server.sockets[0].getsockname()[1]}"
+    return server, base
+
+
+def m2_request(docs: str, mcp_url: str) -> Request:
+    """Anonymous ``GET /authorize`` naming a new document URL each time (M2)."""
+    serial = itertools.count()
+
+    async def request(http: httpx.AsyncClient, rng: random.Random) -> str:
+        params = authorize_params(f"{docs}/clients/{next(serial)}.json", mcp_url)
+        return labelled(await http.get("/authorize", params=params, headers=spoofed(rng)))
+
+    return request
+
+
+def registration(over: bool) -> dict[str, Any]:
+    """A registration with every bounded field full, the whole just within
+    the 4 KiB bound; ``over``: with a 900 kB ``jwks`` as well (M3)."""
+    uri = f"http://{HOST}:53682/cb/" + "u" * REGISTER_URI_PAD
+    body: dict[str, Any] = {
+        "client_name": "n" * 100,
+        "redirect_uris": [f"{uri}{i}" for i in range(5)],
+        "contacts": [f"{'c' * 240}{i}@example.org" for i in range(3)],
+        "software_id": "s" * 100,
+        "software_version": "v" * 100,
+        "token_endpoint_auth_method": "none",
+    }
+    if over:
+        body["jwks"] = {"keys": [{"kty": "oct", "k": "k" * 900_000}]}
+    return body
+
+
+def register_request(over: bool) -> Request:
+    body = registration(over)
+
+    async def request(http: httpx.AsyncClient, rng: random.Random) -> str:
+        return labelled(await http.post("/register", json=body, headers=spoofed(rng)))
+
+    return request
+
+
+def state_request(client_id: str, mcp_url: str) -> Request:
+    """``/authorize`` with a huge ``state``: a GET (the URI just under the
+    edge's 8 KiB) or a POSTed form of 900 kB, in turn (M3)."""
+
+    async def request(http: httpx.AsyncClient, rng: random.Random) -> str:
+        if rng.random() < 0.5:
+            params = authorize_params(client_id, mcp_url, "s" * 7_000)
+            response = await http.get("/authorize", params=params, headers=spoofed(rng))
+        else:
+            form = authorize_params(client_id, mcp_url, "s" * 900_000)
+            response = await http.post("/authorize", data=form, headers=spoofed(rng))
+        return labelled(response)
+
+    return request
+
+
+async def attack_loops(port: int, plan: dict[str, Any], started: MpEvent, stop: MpEvent) -> Any:
+    """The diff loops; with ``plan["surfaces"]`` the M2 and M3 loops too."""
+    base = f"http://{HOST}:{port}"
+    most = plan["requests"]
+    limits = httpx.Limits(max_connections=128, max_keepalive_connections=128)
+    timeout = httpx.Timeout(DIFF_TIMEOUT_S)
+    async with httpx.AsyncClient(base_url=base, limits=limits, timeout=timeout) as http:
+        groups = [loops("H1 diffs", DIFF_LOOPS, diff_request(plan["pid"]), http, stop, most)]
+        server = None
+        if plan["surfaces"]:
+            server, docs = await document_server(DOCUMENT_HOLD_S)
+            mcp_url = f"{base}/mcp"
+            client = await http.post("/register", json=registration(False))
+            client.raise_for_status()
+            client_id = client.json()["client_id"]
+            groups += [
+                loops("M2 /authorize, a new document URL each", M2_LOOPS,
+                      m2_request(docs, mcp_url), http, stop, most),
+                loops("M3 /register at the bound", M3_LOOPS, register_request(False),
+                      http, stop, most),
+                loops("M3 /register with 900 kB jwks", M3_LOOPS, register_request(True),
+                      http, stop, most),
+                loops("M3 /authorize, huge state", M3_LOOPS, state_request(client_id, mcp_url),
+                      http, stop, most),
+            ]  # fmt: skip
+        started.set()
+        found = await asyncio.gather(*groups)
+        if server is not None:
+            server.close()
+    return found
+
+
+def loops_process(
+    port: int,
+    plan: dict[str, Any],
+    started: MpEvent,
+    _answered: MpEvent,
+    stop: MpEvent,
+    results: mp.Queue[Any],
 ) -> None:
-    results.put(asyncio.run(diff_attacks(port, pid, started, stop)))
+    results.put(asyncio.run(attack_loops(port, plan, started, stop)))
 
 
-async def run_diffs(base: str, port: int) -> dict[str, Any]:
+async def run_loops(base: str, port: int, surfaces: bool, requests: int, min_s: float) -> Any:
+    """The revision-diff abuse (H1), with ``surfaces`` the M2/M3 traffic too."""
     limits = httpx.Limits(max_connections=PROBE_CONCURRENCY * 2)
     timeout = httpx.Timeout(PROBE_TIMEOUT_S)
     async with httpx.AsyncClient(base_url=base, limits=limits, timeout=timeout) as http:
@@ -483,64 +671,70 @@ async def run_diffs(base: str, port: int) -> dict[str, Any]:
                 f"/api/patterns/{pid}", json={"content": content}, headers=auth(author)
             )
             edited.raise_for_status()
-        idle = await probe(http, prober)
-        print("bench: idle", idle, flush=True)
-        ctx = mp.get_context("spawn")
-        started, stop = ctx.Event(), ctx.Event()
-        results: mp.Queue[dict[str, Any]] = ctx.Queue()
-        proc = ctx.Process(
-            target=diff_process, args=(port, pid, started, stop, results), daemon=True
+        plan = {"pid": pid, "surfaces": surfaces, "requests": requests}
+        idle, abused, found, later = await probed(
+            http, prober, loops_process, (port, plan), min_s=min_s
         )
-        proc.start()
-        try:
-            await wait_for(started, 60.0)
-            abused = await probe(http, prober, min_s=DIFF_MIN_S)
-            print("bench: under diff abuse", abused, flush=True)
-        finally:
-            stop.set()
-        try:
-            found = await asyncio.to_thread(results.get, True, DIFF_TIMEOUT_S + 30)
-        except queue.Empty as exc:
-            raise RuntimeError("bench: the diff attackers gave no result") from exc
-        finally:
-            proc.join(30)
-            if proc.is_alive():
-                proc.terminate()
-        print("bench: diffs", found, flush=True)
-    return {"idle": idle, "abused": abused, "diffs": found, "content_chars": len(after)}
+    return {
+        "idle": idle,
+        "abused": abused,
+        "after": later,
+        "loops": found,
+        "content_chars": len(after),
+        "requests": requests,
+    }
 
 
-def diff_section(result: dict[str, Any], load_before: float, run_s: float) -> str:
-    lines = section_head(
-        DIFF_START_MARK,
-        "Admission under abuse: an authenticated read while revision diffs are requested",
-        "abuse_bench.py --diffs",
-        load_before,
+def loops_section(
+    result: dict[str, Any],
+    load_before: float,
+    run_s: float,
+    surfaces: bool,
+    min_s: float,
+    marks: tuple[str, str],
+) -> str:
+    title = (
+        "an authenticated read while diffs, OAuth fetches and registrations are abused"
+        if surfaces
+        else "an authenticated read while revision diffs are requested"
     )
-    d = result["diffs"]
-    lines += [
+    script = "abuse_bench.py --surfaces" if surfaces else "abuse_bench.py --diffs"
+    lines = section_head(marks[0], f"Admission under abuse: {title}", script, load_before)
+    lines.append(
         f"- The same `cairn run` as above. One pattern of {DIFF_LINES:,} distinct lines, edited "
         f"to the same lines each followed by a blank line ({result['content_chars']:,} "
         f"characters), then back and forth: {DIFF_REVISIONS} revisions. {DIFF_LOOPS} loops of "
         "anonymous `GET /api/patterns/{id}/revisions/{a}/diff/{b}` (a random pair, a random "
-        f"address per request) from a second process for at least {DIFF_MIN_S:.0f} s; "
-        f"the probe as above ({PROBE_CONCURRENCY} at a time), idle and meanwhile.",
-        "",
-        "| probe `GET /api/agents/me` | requests | req/s | p50 ms | p99 ms | max ms | failed |",
-        "|---|---:|---:|---:|---:|---:|---|",
-    ]
-    for label, key in (("idle", "idle"), ("while diffs run", "abused")):
-        p = result[key]
+        f"address per request) from a second process for at least {min_s:.0f} s; "
+        f"the probe as above ({PROBE_CONCURRENCY} at a time), idle, meanwhile and after."
+    )
+    if surfaces:
         lines.append(
-            f"| {label} | {p['requests']:,} | {p['rps']:.0f} | {_ms(p['p50'])} | "
-            f"{_ms(p['p99'])} | {_ms(p['max'])} | {_counts(p['failed']) if p['failed'] else 0} |"
+            "- At the same time from the same process (security M2, M3), each request from a "
+            "random address: "
+            f"{M2_LOOPS} loops of anonymous `GET /authorize` naming a new Client ID Metadata "
+            "Document URL each time, on a document server the bench runs on 127.0.0.1 that "
+            f"holds each answer {DOCUMENT_HOLD_S:.1f} s (under the 5 s fetch limit, so a "
+            "fetched client is stored; `CAIRN_OAUTH_CLIENT_METADATA_ALLOW_LOOPBACK=true`); "
+            f"{M3_LOOPS} loops each of `POST /register` with every bounded field full (the "
+            f"whole just within 4 KiB), of the same with a 900 kB `jwks`, and of `/authorize` "
+            "with a huge `state` (a GET of 7,000 characters, or a POSTed form of 900 kB). "
+            f"Each kind of loop stops after {result['requests']:,} requests, or when the "
+            "probe ends."
+        )
+    lines += ["", *probe_table(result, ("idle", "while they run", "after"))]
+    lines += ["", "| attack loops | answers (status error: count) | in s | p50 ms | max ms |"]
+    lines.append("|---|---|---:|---:|---:|")
+    for g in result["loops"]:
+        lines.append(
+            f"| {g['name']} | {_counts(g['answers'])} | {g['seconds']:.0f} | {_ms(g['p50'])} | "
+            f"{_ms(g['max'])} |"
         )
     lines += [
         "",
-        f"Diff requests: {_counts(d['answers'])} in {d['seconds']:.0f} s; answer p50 "
-        f"{_ms(d['p50'])} ms, max {_ms(d['max'])} ms. The whole run {run_s / 60:.1f} minutes. "
-        "Client and server share the machine: compare rows of one run, not runs.",
-        DIFF_END_MARK,
+        f"The whole run {run_s / 60:.1f} minutes. Client and server share the machine (a "
+        "shared one: see its load above): compare rows of one run, not runs.",
+        marks[1],
     ]
     return "\n".join(lines) + "\n\n"
 
@@ -556,43 +750,64 @@ async def wait_for(event: MpEvent, timeout: float) -> None:
         await asyncio.sleep(0.05)
 
 
+async def probed(
+    http: httpx.AsyncClient,
+    prober: str,
+    target: Callable[..., None],
+    args: tuple[Any, ...],
+    *,
+    min_s: float,
+    until_answered: bool = False,
+    after: Callable[[], Awaitable[Any]] | None = None,
+) -> tuple[dict[str, Any], dict[str, Any], Any, dict[str, Any]]:
+    """The probe idle; under attack (``target(*args, started, answered, stop,
+    results)`` in a second process) for at least ``min_s`` (and until the
+    attackers say every request was answered, with ``until_answered``); once
+    the attackers stopped and put their result (and ``after`` ran), again."""
+    idle = await probe(http, prober)
+    print("bench: idle", idle, flush=True)
+    ctx = mp.get_context("spawn")
+    started, answered, stop = ctx.Event(), ctx.Event(), ctx.Event()
+    results: mp.Queue[Any] = ctx.Queue()
+    proc = ctx.Process(target=target, args=(*args, started, answered, stop, results), daemon=True)
+    proc.start()
+    try:
+        await wait_for(started, 60.0)
+        abused = await probe(http, prober, until=answered if until_answered else None, min_s=min_s)
+        print("bench: under abuse", abused, flush=True)
+    finally:
+        stop.set()
+    try:
+        found = await asyncio.to_thread(results.get, True, 120.0)
+    except queue.Empty as exc:
+        raise RuntimeError("bench: the attackers gave no result") from exc
+    finally:
+        proc.join(30)
+        if proc.is_alive():
+            proc.terminate()
+    print("bench: attacks", found, flush=True)
+    extra = await after() if after is not None else None
+    later = await probe(http, prober)
+    print("bench: after", later, extra, flush=True)
+    return idle, abused, found, {**later, "extra": extra}
+
+
 async def run(base: str, port: int, count: int) -> dict[str, Any]:
     limits = httpx.Limits(max_connections=PROBE_CONCURRENCY * 2)
     timeout = httpx.Timeout(PROBE_TIMEOUT_S)
     async with httpx.AsyncClient(base_url=base, limits=limits, timeout=timeout) as http:
         prober = (await register(http, "abuse bench prober"))["api_key"]
         attacker = (await register(http, "abuse bench streamer"))["api_key"]
-        idle = await probe(http, prober)
-        print("bench: idle", idle, flush=True)
-        ctx = mp.get_context("spawn")
-        started, answered, stop = ctx.Event(), ctx.Event(), ctx.Event()
-        results: mp.Queue[dict[str, Any]] = ctx.Queue()
-        proc = ctx.Process(
-            target=attack_process,
-            args=(port, attacker, count, started, answered, stop, results),
-            daemon=True,
+        idle, abused, found, after = await probed(
+            http,
+            prober,
+            attack_process,
+            (port, attacker, count),
+            min_s=ABUSE_MIN_S,
+            until_answered=True,
+            after=lambda: reopen(http, attacker),
         )
-        proc.start()
-        try:
-            await wait_for(started, 60.0)
-            abused = await probe(http, prober, until=answered, min_s=ABUSE_MIN_S)
-            print("bench: under abuse", abused, flush=True)
-        finally:
-            stop.set()
-        try:
-            found = await asyncio.to_thread(results.get, True, 120.0)
-        except queue.Empty as exc:
-            raise RuntimeError("bench: the attackers gave no result") from exc
-        finally:
-            proc.join(30)
-            if proc.is_alive():
-                proc.terminate()
-        for item in found["attacks"] + found["floods"]:
-            print("bench:", item, flush=True)
-        reopened = await reopen(http, attacker)
-        after = await probe(http, prober)
-        print("bench: after", after, "key reopened a stream in", reopened, flush=True)
-    return {**found, "idle": idle, "abused": abused, "after": after, "reopen_s": reopened}
+    return {**found, "idle": idle, "abused": abused, "after": after, "reopen_s": after["extra"]}
 
 
 # -------------------------------------------------------------- reporting
@@ -604,6 +819,21 @@ def _ms(value: float) -> str:
 
 def _counts(counts: dict[str, int]) -> str:
     return ", ".join(f"{k}: {v:,}" for k, v in sorted(counts.items())) or "none"
+
+
+def probe_table(result: dict[str, Any], labels: tuple[str, str, str]) -> list[str]:
+    """The probe's rows: idle, under abuse, after."""
+    lines = [
+        "| probe `GET /api/agents/me` | requests | req/s | p50 ms | p99 ms | max ms | failed |",
+        "|---|---:|---:|---:|---:|---:|---|",
+    ]
+    for label, key in zip(labels, ("idle", "abused", "after"), strict=True):
+        p = result[key]
+        lines.append(
+            f"| {label} | {p['requests']:,} | {p['rps']:.0f} | {_ms(p['p50'])} | "
+            f"{_ms(p['p99'])} | {_ms(p['max'])} | {_counts(p['failed']) if p['failed'] else 0} |"
+        )
+    return lines
 
 
 def section(result: dict[str, Any], load_before: float, count: int, run_s: float) -> str:
@@ -637,16 +867,7 @@ def section(result: dict[str, Any], load_before: float, count: int, run_s: float
         f"request. An attack request without an answer within {ANSWER_TIMEOUT_S:.0f} s "
         "counts as hung.",
         "",
-        "| probe `GET /api/agents/me` | requests | req/s | p50 ms | p99 ms | max ms | failed |",
-        "|---|---:|---:|---:|---:|---:|---|",
-    ]
-    for label, key in (("idle", "idle"), ("under abuse", "abused"), ("after", "after")):
-        p = result[key]
-        lines.append(
-            f"| {label} | {p['requests']:,} | {p['rps']:.0f} | {_ms(p['p50'])} | "
-            f"{_ms(p['p99'])} | {_ms(p['max'])} | {_counts(p['failed']) if p['failed'] else 0} |"
-        )
-    lines += [
+        *probe_table(result, ("idle", "under abuse", "after")),
         "",
         "| attack | answers (status, error) | hung | connection errors | answer p50 / max ms "
         "| all answered in (s) | held open to the end | of which refused, closed by the "
@@ -714,10 +935,26 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--diffs", action="store_true", help="the revision-diff abuse instead (security H1)"
     )
+    parser.add_argument(
+        "--surfaces",
+        action="store_true",
+        help="the diffs with OAuth document fetches and registrations (H1, M2, M3)",
+    )
+    parser.add_argument(
+        "--seconds", type=float, help="with --diffs/--surfaces: how long at least the abuse runs"
+    )
+    parser.add_argument(
+        "--requests",
+        type=int,
+        default=SURFACE_REQUESTS,
+        help=f"with --diffs/--surfaces: at most this many per kind ({SURFACE_REQUESTS})",
+    )
     args = parser.parse_args(argv)
     t0 = time.monotonic()
     stop_on_sigterm()
-    env = server_env(BENCH_ENV)
+    # Only the loopback document server the bench runs is fetched (M2).
+    extra = {"CAIRN_OAUTH_CLIENT_METADATA_ALLOW_LOOPBACK": "true"} if args.surfaces else {}
+    env = server_env({**BENCH_ENV, **extra})
     for key in DROPPED_ENV:
         os.environ.pop(key, None)
     if leftover_processes(wait_s=0, state_dir=STATE_DIR):
@@ -725,30 +962,25 @@ def main(argv: list[str] | None = None) -> int:
     load_before = os.getloadavg()[0]
     shutil.rmtree(STATE_DIR, ignore_errors=True)  # its own fresh database
     STATE_DIR.mkdir(parents=True)
+    looped = args.diffs or args.surfaces
+    min_s = args.seconds or (SURFACES_MIN_S if args.surfaces else DIFF_MIN_S)
     with serve_running(PORT, env, STATE_DIR) as serve:
-        if args.diffs:
-            result = asyncio.run(run_diffs(serve.base, PORT))
+        if looped:
+            result = asyncio.run(run_loops(serve.base, PORT, args.surfaces, args.requests, min_s))
         else:
             result = asyncio.run(run(serve.base, PORT, args.attempts))
     run_s = time.monotonic() - t0
-    if args.diffs:
-        print(f"bench: the run took {run_s:.0f} s", flush=True)
-        (STATE_DIR / "abuse-diffs.json").write_text(json.dumps(result, indent=2))
-        if not args.no_docs:
-            write_docs(
-                diff_section(result, load_before, run_s),
-                start_mark=DIFF_START_MARK,
-                end_mark=DIFF_END_MARK,
-            )
-        return 0
     print(f"bench: the run took {run_s:.0f} s", flush=True)
-    (STATE_DIR / "abuse.json").write_text(json.dumps(result, indent=2))
-    if not args.no_docs:
-        write_docs(
-            section(result, load_before, args.attempts, run_s),
-            start_mark=START_MARK,
-            end_mark=END_MARK,
-        )
+    name = "abuse-surfaces" if args.surfaces else "abuse-diffs" if args.diffs else "abuse"
+    (STATE_DIR / f"{name}.json").write_text(json.dumps(result, indent=2))
+    marks = MARKS[name]
+    if args.no_docs:
+        return 0
+    if looped:
+        text = loops_section(result, load_before, run_s, args.surfaces, min_s, marks)
+    else:
+        text = section(result, load_before, args.attempts, run_s)
+    write_docs(text, start_mark=marks[0], end_mark=marks[1])
     return 0
 
 
