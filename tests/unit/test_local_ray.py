@@ -1,13 +1,14 @@
 """Issue 45, M1 and M5, the parts of serve_app/launch/local_ray.py that need
-no Ray: the listener check (on this test's own sockets), the token file, the
+no Ray: the listener check (on the sockets of a child process of its own), the token file, the
 discovery file's writer against planted links, and the folders' modes.
 tests/e2e/test_local_ray_serve.py looks at the running service."""
 
 from __future__ import annotations
 
 import os
-import socket
 import stat
+import subprocess
+import sys
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -34,34 +35,48 @@ def mode(path: Path) -> int:
     return stat.S_IMODE(os.lstat(path).st_mode)
 
 
+# A process of its own holding two listening sockets (never connected to):
+# one on loopback, one on every interface. It prints their ports and waits
+# for its standard input to close.
+_LISTENER = """
+import socket, sys
+inside, outside = socket.socket(), socket.socket()
+inside.bind(("127.0.0.1", 0)); outside.bind(("0.0.0.0", 0))
+inside.listen(); outside.listen()
+print(inside.getsockname()[1], outside.getsockname()[1], flush=True)
+sys.stdin.read()
+"""
+
+
 @pytest.fixture
-def two_sockets() -> Iterator[tuple[int, int]]:
-    """A listening socket of this process on loopback and one on every
-    interface (never connected to): their ports."""
-    inside, outside = socket.socket(), socket.socket()
+def two_sockets() -> Iterator[tuple[int, int, int]]:
+    """(pid, loopback port, every-interface port) of a child process of its
+    own: the check looks at that process alone, whatever else this test
+    process (a whole suite's servers) listens on."""
+    child = subprocess.Popen(
+        [sys.executable, "-c", _LISTENER], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True
+    )
     try:
-        inside.bind(("127.0.0.1", 0))
-        outside.bind(("0.0.0.0", 0))
-        inside.listen()
-        outside.listen()
-        yield inside.getsockname()[1], outside.getsockname()[1]
+        assert child.stdout is not None
+        inside, outside = (int(port) for port in child.stdout.readline().split())
+        yield child.pid, inside, outside
     finally:
-        inside.close()
-        outside.close()
+        child.kill()
+        child.wait(timeout=10)
 
 
-def test_a_listener_beyond_loopback_is_refused(two_sockets: tuple[int, int]) -> None:
-    inside, outside = two_sockets
-    found = listeners(process_tree(os.getpid()))
+def test_a_listener_beyond_loopback_is_refused(two_sockets: tuple[int, int, int]) -> None:
+    pid, inside, outside = two_sockets
+    found = listeners(process_tree(pid))
     ports = {listener.port: listener.ip for listener in found}
-    assert ports[inside] == "127.0.0.1" and ports[outside] == "0.0.0.0"
+    assert ports == {inside: "127.0.0.1", outside: "0.0.0.0"}
     assert [listener.port for listener in exposed(found)] == [outside]
     with pytest.raises(RayExposed, match=f"0.0.0.0:{outside}"):
-        check_loopback(os.getpid())
+        check_loopback(pid)
     # The service's own HTTP address, where the operator chose to serve.
-    assert check_loopback(os.getpid(), ("0.0.0.0", {outside}))
+    assert check_loopback(pid, ("0.0.0.0", {outside}))
     with pytest.raises(RayExposed):
-        check_loopback(os.getpid(), ("0.0.0.0", {inside}))
+        check_loopback(pid, ("0.0.0.0", {inside}))
 
 
 def test_loopback_is_told_from_the_rest() -> None:
