@@ -286,16 +286,18 @@ def pkce() -> tuple[str, str]:
     return verifier, base64.urlsafe_b64encode(digest).decode().rstrip("=")
 
 
+def registration(**extra: Any) -> dict[str, Any]:
+    """A dynamic registration's body: a test client's, with ``extra`` over it."""
+    return {
+        "client_name": "Test MCP Client",
+        "redirect_uris": [REDIRECT],
+        "grant_types": ["authorization_code", "refresh_token"],
+        **extra,
+    }
+
+
 async def register_client(client: httpx.AsyncClient, **extra: Any) -> Registration:
-    response = await client.post(
-        "/register",
-        json={
-            "client_name": "Test MCP Client",
-            "redirect_uris": [REDIRECT],
-            "grant_types": ["authorization_code", "refresh_token"],
-            **extra,
-        },
-    )
+    response = await client.post("/register", json=registration(**extra))
     assert response.status_code == 201, response.text
     data = response.json()
     return Registration(data["client_id"], data["client_secret"])
@@ -742,12 +744,7 @@ async def test_a_public_client_revokes_with_its_id_alone(
     human, bot = owner
     registered = await client.post(
         "/register",
-        json={
-            "client_name": "Public MCP Client",
-            "redirect_uris": [REDIRECT],
-            "grant_types": ["authorization_code", "refresh_token"],
-            "token_endpoint_auth_method": "none",
-        },
+        json=registration(client_name="Public MCP Client", token_endpoint_auth_method="none"),
     )
     assert registered.status_code == 201, registered.text
     reg = Registration(registered.json()["client_id"], "")
@@ -903,15 +900,7 @@ async def test_registration_is_bounded_and_refuses_client_keys(
         # The 900 kB registration of the finding.
         {"client_name": "x" * 900_000},
     ):
-        response = await client.post(
-            "/register",
-            json={
-                "client_name": "Test MCP Client",
-                "redirect_uris": [REDIRECT],
-                "grant_types": ["authorization_code", "refresh_token"],
-                **extra,
-            },
-        )
+        response = await client.post("/register", json=registration(**extra))
         assert response.status_code == 400, (list(extra), response.text)
         assert response.json()["error"] == "invalid_client_metadata"
     assert scalar(database, "SELECT count(*) FROM oauth_clients") == 0
