@@ -26,6 +26,7 @@ from __future__ import annotations
 import logging
 import os
 import threading
+import time
 from collections.abc import Sequence
 from typing import Any
 
@@ -97,6 +98,68 @@ class _Bound:
         self._metric.set(value, self._tags)
 
 
+# Ray (2.60) exports a gauge only while it is set again: one set once and
+# left alone leaves the node's endpoint about 30 s later (measured: an actor
+# that set ``cairn_embedder_replicas`` at start was gone from Prometheus once
+# it had run for a minute). A Prometheus gauge holds its last value, so each
+# process sets its gauges' last values again every ``HOLD_EVERY_S``.
+HOLD_EVERY_S = 5.0
+
+
+class _HeldGauge(_Bound):
+    """A gauge's series: its last value is set again by the holder thread."""
+
+    __slots__ = ("value",)
+
+    def __init__(self, metric: Any, tags: dict[str, str] | None) -> None:
+        super().__init__(metric, tags)
+        self.value: float | None = None
+
+    def set(self, value: float) -> None:
+        self.value = value
+        self._metric.set(value, self._tags)
+        _hold(self)
+
+
+_held: set[_HeldGauge] = set()
+_holder: threading.Thread | None = None
+_holder_lock = threading.Lock()
+
+
+def _hold(series: _HeldGauge) -> None:
+    """Keep ``series`` among those set again (started on a process's first gauge)."""
+    global _holder
+    if series in _held:
+        return
+    with _holder_lock:
+        _held.add(series)
+        if _holder is None:
+            _holder = threading.Thread(target=_hold_forever, name="cairn-gauges", daemon=True)
+            _holder.start()
+
+
+def hold_once() -> int:
+    """Set every held gauge's last value again; how many were set."""
+    n = 0
+    for series in list(_held):
+        value = series.value
+        if value is None:
+            continue
+        try:
+            series._metric.set(value, series._tags)
+        except Exception:
+            log.exception("gauge could not be set again")
+        else:
+            n += 1
+    return n
+
+
+def _hold_forever() -> None:
+    while True:
+        time.sleep(HOLD_EVERY_S)
+        hold_once()
+
+
 class Family:
     """One metric family: ``kind`` counter, gauge or histogram. The Ray metric
     is made on first use in each process (a Ray metric made before the
@@ -157,7 +220,8 @@ class Family:
                     log.exception("metric %s cannot be recorded", self.name)
                 else:
                     tags = dict(zip(self.label_names, values, strict=True)) or None
-                    bound = _Bound(self._metric, tags)
+                    held = self.kind == "gauge"
+                    bound = (_HeldGauge if held else _Bound)(self._metric, tags)
             self._series[values] = bound
         return bound
 
