@@ -215,6 +215,10 @@ async def diff(
     fields = _diffs.get(key)
     if fields is None:
         before, after = shown_fields(old.fields), shown_fields(new.fields)
+        # The reads are done: a diff that waits for a slot and then works
+        # holds no pooled connection meanwhile (a flood of diffs would
+        # otherwise keep every other request waiting for the pool).
+        await db.rollback()
         fields = await _in_slot(lambda: field_diffs(before, after, a, b))
         _diffs[key] = fields
         while len(_diffs) > DIFF_CACHE_SIZE:

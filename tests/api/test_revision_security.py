@@ -14,7 +14,8 @@ import httpx
 from fastapi import FastAPI
 
 from serve_app.schemas.verifications import RevisionField
-from serve_app.services.revisions import ANSWER_FIELDS, PATTERN_FIELDS
+from serve_app.services import revisions
+from serve_app.services.revisions import ANSWER_FIELDS, DIFF_SLOTS, DIFF_WAIT_S, PATTERN_FIELDS
 from tests.api.conftest import Registered, assert_error, register
 from tests.api.test_moderation_decisions import staff
 from tests.api.test_patterns import publish, sql
@@ -66,6 +67,35 @@ async def test_a_pathological_diff_is_bounded_and_others_keep_being_served(
     assert response.status_code == 200, response.text
     fields = {f["field"]: f for f in response.json()["data"]["fields"]}
     assert fields["content"]["too_large"] is True and fields["content"]["diff"] is None
+
+
+async def test_a_diff_waiting_for_its_slot_holds_no_database_connection(
+    client: httpx.AsyncClient, app: FastAPI
+) -> None:
+    author = await register(client, "Author")
+    pid = (await publish(client, author, content="one\n"))["id"]
+    edited = await client.put(
+        f"/api/patterns/{pid}", headers=author.auth, json={"content": "two\n"}
+    )
+    assert edited.status_code == 200, edited.text
+    pool = app.state.ctx.engine.sync_engine.pool
+    idle = pool.checkedout()
+    # Every diff slot of this event loop is taken, so the request waits.
+    slots = revisions._slots.setdefault(asyncio.get_running_loop(), asyncio.Semaphore(DIFF_SLOTS))
+    for _ in range(DIFF_SLOTS):
+        await slots.acquire()
+    try:
+        waiting = asyncio.create_task(client.get(f"/api/patterns/{pid}/revisions/1/diff/2"))
+        await asyncio.sleep(DIFF_WAIT_S / 2)
+        assert not waiting.done()
+        assert pool.checkedout() == idle
+    finally:
+        for _ in range(DIFF_SLOTS):
+            slots.release()
+    response = await waiting
+    assert response.status_code == 200, response.text
+    fields = {f["field"]: f for f in response.json()["data"]["fields"]}
+    assert fields["content"]["diff"]
 
 
 async def test_a_diff_past_the_bound_still_diffs_the_other_fields(
