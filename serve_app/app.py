@@ -18,6 +18,7 @@ from serve_app.http.error_handlers import install_error_handlers
 from serve_app.http.observe import Observe, sampler
 from serve_app.http.querystring import QueryStringGuard
 from serve_app.kit.clientip import Network
+from serve_app.mcp import oauth as oauth_door
 from serve_app.mcp.server import McpDoor
 from serve_app.routers import (
     admin,
@@ -255,7 +256,10 @@ def create_app(
     app.add_middleware(
         BodyLimitMiddleware,
         max_bytes=settings.max_body_bytes,
-        allowances={("POST", "/api/upload"): settings.upload_max_bytes + UPLOAD_OVERHEAD_BYTES},
+        allowances={
+            ("POST", "/api/upload"): settings.upload_max_bytes + UPLOAD_OVERHEAD_BYTES,
+            **oauth_door.BODY_LIMITS,
+        },
     )
     app.add_middleware(QueryStringGuard)
     # Outermost: gives back a request's long-lived connection slots once its

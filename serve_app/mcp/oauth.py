@@ -58,6 +58,15 @@ from serve_app.services.oauth import CairnAccess, CairnCode, CairnRefresh, Refus
 # (set by ``_addressed``): the SDK's handlers call the provider without it.
 _ADDRESS: ContextVar[str] = ContextVar("cairn_oauth_address", default="unknown")
 
+# OAuth's form and JSON bodies are small (a registration is at most
+# ``oauth.CLIENT_INFO_MAX_BYTES``); a larger one is refused with a 413 by its
+# Content-Length before it is read (http/bodylimit.py), not read and parsed
+# to be refused (issue 45, M3: 900 kB registrations).
+BODY_MAX_BYTES = 65_536
+BODY_LIMITS = {
+    ("POST", path): BODY_MAX_BYTES for path in ("/authorize", "/token", "/register", "/revoke")
+}
+
 
 def _addressed(handle: Any) -> Any:
     """``handle`` with the admitted client address at hand for ``Provider``."""

@@ -897,12 +897,16 @@ async def test_registration_is_bounded_and_refuses_client_keys(
             "tos_uri": long_uri,
             "policy_uri": long_uri,
         },
-        # The 900 kB registration of the finding.
-        {"client_name": "x" * 900_000},
     ):
         response = await client.post("/register", json=registration(**extra))
         assert response.status_code == 400, (list(extra), response.text)
         assert response.json()["error"] == "invalid_client_metadata"
+    # The 900 kB registration of the finding, and any OAuth body past 64 KiB:
+    # refused by its length, before it is read.
+    for path in ("/register", "/token", "/authorize", "/revoke"):
+        response = await client.post(path, json=registration(client_name="x" * 900_000))
+        assert response.status_code == 413, (path, response.text)
+        assert response.json()["error"] == "payload_too_large"
     assert scalar(database, "SELECT count(*) FROM oauth_clients") == 0
     # At the bounds: fine.
     await register_client(
@@ -947,10 +951,12 @@ async def test_authorize_caps_state_and_stores_nothing_over_it(
         }
         return await client.post("/authorize", data=form)
 
-    for state in ("s" * 1001, "s" * 450_000):
-        over = await posted(state)
-        assert refused_here(over) == "invalid_request"
-        assert "s" * 1001 not in over.text
+    over = await posted("s" * 1001)
+    assert refused_here(over) == "invalid_request"
+    assert "s" * 1001 not in over.text
+    # 450 kB: past the body limit of OAuth's endpoints, refused unread.
+    huge = await posted("s" * 450_000)
+    assert huge.status_code == 413 and "s" * 1001 not in huge.text
     assert scalar(database, "SELECT count(*) FROM oauth_requests") == 0
     assert (await posted("s" * 1000)).status_code == 302
 
