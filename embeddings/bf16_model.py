@@ -49,6 +49,7 @@ log = logging.getLogger("cairn.embeddings")
 PACKAGE_VERSION = "1"
 # The largest batch the package takes (the encoder cuts calls to it).
 MAX_BATCH = 1024
+COMPILER_CHECK_S = 30.0
 
 
 def cpu_tag() -> str:
@@ -67,10 +68,26 @@ def package_path(folder: Path, cache: Path) -> Path:
     return cache / f"{safe}-{cache_key(folder)}" / f"model-bf16-v{PACKAGE_VERSION}-{cpu_tag()}.pt2"
 
 
+def compiler() -> str | None:
+    """The C++ compiler inductor would use (``CXX``, else ``g++``) when it
+    answers ``--version`` (inductor's own check), else None."""
+    cxx = os.environ.get("CXX", "g++")
+    try:
+        subprocess.run(
+            [cxx, "--version"], check=True, capture_output=True, timeout=COMPILER_CHECK_S
+        )
+    except (OSError, subprocess.SubprocessError):
+        return None
+    return cxx
+
+
 def compiled_package(folder: Path, cache: Path) -> Path:
     """The cached package of the model in ``folder``, compiled (in a child
     process, under a lock other processes wait on) on first use. Raises
-    ``subprocess.CalledProcessError`` when compiling fails."""
+    ``subprocess.CalledProcessError`` when compiling fails, and RuntimeError
+    without a C++ compiler: checked first, since the child would export the
+    model (most of the 40 s) before finding none, in every process, as no
+    package is left."""
     out = package_path(folder, cache)
     if out.is_file():
         return out
@@ -80,6 +97,9 @@ def compiled_package(folder: Path, cache: Path) -> Path:
         # compiling the same again on the same cores.
         fcntl.flock(lock, fcntl.LOCK_EX)
         if not out.is_file():
+            if compiler() is None:
+                cxx = os.environ.get("CXX", "g++")
+                raise RuntimeError(f"no C++ compiler answers ({cxx} --version)")
             log.info("bf16 encoder: compiling %s (once; about 40 s of CPU)", out.name)
             subprocess.run(
                 [sys.executable, "-m", "embeddings.bf16_model", str(folder), str(out)],

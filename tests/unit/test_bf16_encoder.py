@@ -10,6 +10,7 @@ import shutil
 import threading
 import time
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pytest
@@ -34,7 +35,7 @@ def test_bf16_vectors_match_fp32(cache: Path) -> None:
     bf16 = Encoder(device="cpu", precision="bf16", cache_dir=cache)
     assert bf16.backend == "torch" and bf16.dim == 384
     assert bf16._bf16.compiled  # the package was compiled (a C++ compiler is here)
-    reference = Encoder(device="cpu", backend="onnx", cache_dir=cache).encode(TEXTS)
+    reference = Encoder(device="cpu", backend="onnx").encode(TEXTS)
     # Batches of the default size, one padded batch of every text, batches
     # of 3 on 2 threads, and one text at a time (a batch of one).
     for vectors in (
@@ -105,18 +106,28 @@ def test_a_process_waits_for_the_compile_in_progress(
 
 
 def test_a_failed_compile_runs_uncompiled(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    """No working C++ compiler (inductor's ``CXX``): the child process
-    fails, no package is left, and the model runs eagerly."""
+    """No working C++ compiler (inductor's ``CXX``): found before the
+    compiling child starts (it would export the model first, most of the
+    compile's CPU), no package is left, and the model runs eagerly."""
     from embeddings import bf16_model
     from embeddings.config import DEFAULT_MODEL
     from embeddings.encoder import resolve
 
     monkeypatch.setenv("CXX", "/bin/false")
+    started: list[list[str]] = []
+    run = bf16_model.subprocess.run
+
+    def recorded(args: list[str], **kwargs: Any) -> Any:
+        started.append(list(args))
+        return run(args, **kwargs)
+
+    monkeypatch.setattr(bf16_model.subprocess, "run", recorded)
     folder = Path(resolve(DEFAULT_MODEL))
     model = bf16_model.Bf16Model(folder, cache=tmp_path)
     assert not model.compiled
+    assert started == [["/bin/false", "--version"]]
     assert not bf16_model.package_path(folder, tmp_path).exists()
-    reference = Encoder(device="cpu", backend="onnx", cache_dir=tmp_path).encode(TEXTS)
+    reference = Encoder(device="cpu", backend="onnx").encode(TEXTS)
     assert (model.encode(TEXTS) * reference).sum(axis=1).min() >= MIN_COSINE
 
 
@@ -127,7 +138,7 @@ def test_bf16_uncompiled_gives_the_same_vectors(tmp_path: Path) -> None:
     from embeddings.encoder import resolve
 
     eager = Bf16Model(Path(resolve(DEFAULT_MODEL)), compiled=False)
-    reference = Encoder(device="cpu", backend="onnx", cache_dir=tmp_path).encode(TEXTS)
+    reference = Encoder(device="cpu", backend="onnx").encode(TEXTS)
     cosine = (eager.encode(TEXTS, batch_size=4) * reference).sum(axis=1)
     assert cosine.min() >= MIN_COSINE, cosine
 
