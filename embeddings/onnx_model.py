@@ -21,6 +21,7 @@ tokenizer, truncated at the model's ``max_seq_length``.
 
 from __future__ import annotations
 
+import fcntl
 import hashlib
 import json
 import os
@@ -95,7 +96,11 @@ def _torch_version() -> str:
 
 
 def default_cache() -> Path:
-    """``$CAIRN_STATE_DIR/models`` (the state folder, ``.cairn`` by default)."""
+    """``$CAIRN_MODEL_CACHE_DIR``, else ``$CAIRN_STATE_DIR/models`` (the state
+    folder, ``.cairn`` by default): serve_app.settings.Settings.model_cache_path."""
+    shared = os.environ.get("CAIRN_MODEL_CACHE_DIR")
+    if shared:
+        return Path(shared).expanduser().resolve()
     return Path(os.environ.get("CAIRN_STATE_DIR") or ".cairn").expanduser().resolve() / "models"
 
 
@@ -116,16 +121,21 @@ def exported(folder: Path, cache: Path, precision: str = "fp32") -> Path:
     with _export_lock:
         if not fp32.is_file():
             target.mkdir(parents=True, exist_ok=True)
-            # A child process: torch is loaded there, never in this one.
-            # The file is written aside and renamed, so replicas exporting at
-            # once each finish with a whole graph.
-            subprocess.run(
-                [sys.executable, "-m", "embeddings.onnx_model", str(folder), str(fp32)],
-                check=True,
-                env={**os.environ, "HF_HUB_OFFLINE": "1"},
-                stdout=subprocess.DEVNULL,
-                stderr=subprocess.PIPE,
-            )
+            # Replicas starting together (a node's, or a cluster's on a shared
+            # cache folder) wait for one export instead of each exporting.
+            with open(target / ".export.lock", "w") as lock:
+                fcntl.flock(lock, fcntl.LOCK_EX)
+                if not fp32.is_file():
+                    # A child process: torch is loaded there, never in this
+                    # one. The file is written aside and renamed, so a reader
+                    # never sees half a graph.
+                    subprocess.run(
+                        [sys.executable, "-m", "embeddings.onnx_model", str(folder), str(fp32)],
+                        check=True,
+                        env={**os.environ, "HF_HUB_OFFLINE": "1"},
+                        stdout=subprocess.DEVNULL,
+                        stderr=subprocess.PIPE,
+                    )
         if precision == "int8" and not out.is_file():
             from onnxruntime.quantization import QuantType, quantize_dynamic
 

@@ -206,6 +206,11 @@ class Settings(BaseSettings):
     # not the default (docs/decisions/search-at-scale.md, "The Embedder on ONNX Runtime").
     embedding_backend: str = Field(default="auto", pattern=r"^(auto|onnx|torch)$")
     embedding_precision: str = Field(default="fp32", pattern=r"^(fp32|int8)$")
+    # Where exported model graphs (ONNX, the bf16 package) are cached
+    # (CAIRN_MODEL_CACHE_DIR; default STATE_DIR/models). A folder the nodes of
+    # a cluster, or several state folders, share exports each model once: a
+    # graph is written aside and renamed, a package compiled under a lock.
+    model_cache_dir: Path | None = None
     search_semantic: bool = True
     # The BM25 index each Api process holds (serve_app/runtime/index_copies/lexical.py), and how
     # stale it may be: 0, every search first reads the change log (one small
@@ -350,6 +355,13 @@ class Settings(BaseSettings):
         return base.expanduser().resolve() / socket.gethostname()
 
     @property
+    def model_cache_path(self) -> Path:
+        """Where exported model graphs are cached (``model_cache_dir``)."""
+        if self.model_cache_dir is not None:
+            return self.model_cache_dir.expanduser().resolve()
+        return self.state_path / "models"
+
+    @property
     def uploads_dir(self) -> Path:
         """The local-disk store's folder (and where files to move into Postgres are)."""
         return self.state_path / "uploads"
@@ -437,7 +449,7 @@ class Settings(BaseSettings):
             threads=self.embedder_threads,
             backend=self.embedding_backend,
             precision=self.embedding_precision,
-            cache_dir=str(self.state_path / "models"),
+            cache_dir=str(self.model_cache_path),
         )
 
     def trusted_networks(self) -> list[ipaddress.IPv4Network | ipaddress.IPv6Network]:

@@ -469,7 +469,7 @@ def cmd_reembed(args: argparse.Namespace) -> int:
             # bf16 products: the corpus ranks as fp32's, ≈ 1.6x the rows/s).
             precision=args.precision
             or ("int8" if settings.embedding_precision == "int8" else "auto"),
-            cache_dir=str(settings.state_path / "models"),
+            cache_dir=str(settings.model_cache_path),
             activate=not args.no_activate,
             limit=args.limit,
             nice=args.nice,

@@ -71,3 +71,35 @@ def test_a_model_that_cannot_be_exported_is_refused(tmp_path: Path) -> None:
         OnnxModel(copy, tmp_path / "cache")
     with pytest.raises(NotExportable):
         Encoder(str(copy), device="cpu", backend="onnx", cache_dir=tmp_path / "cache")
+
+
+def test_a_process_waits_for_the_export_in_progress(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """While another process holds a cache's export lock (replicas starting
+    together on one cache), a second waits, then takes the graph that one
+    wrote instead of exporting it again."""
+    import fcntl
+    import threading
+    import time
+
+    from embeddings import onnx_model
+    from embeddings.config import DEFAULT_MODEL
+
+    folder = Path(resolve(DEFAULT_MODEL))
+    built = onnx_model.exported(folder, onnx_model.default_cache())  # the session's graph
+    exports: list[object] = []
+    monkeypatch.setattr(onnx_model.subprocess, "run", lambda *a, **k: exports.append(a))
+    other = tmp_path / "cache"
+    graph_dir = other / built.parent.name
+    graph_dir.mkdir(parents=True)
+    found: list[Path] = []
+    with open(graph_dir / ".export.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)  # "another process" exporting
+        waiter = threading.Thread(target=lambda: found.append(onnx_model.exported(folder, other)))
+        waiter.start()
+        time.sleep(0.5)
+        assert not found and waiter.is_alive()  # waiting on the lock
+        shutil.copy(built, graph_dir / "model.onnx")  # the other process's graph lands
+    waiter.join(timeout=10)
+    assert found == [graph_dir / "model.onnx"] and not exports

@@ -123,3 +123,21 @@ def test_hnsw_build_settings_reach_the_graphs(monkeypatch: pytest.MonkeyPatch) -
     monkeypatch.setenv("CAIRN_SEARCH_HNSW_EF_CONSTRUCTION", "2")
     with pytest.raises(ValidationError):
         Settings()
+
+
+def test_the_model_cache_can_be_shared_by_state_folders(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    from embeddings.onnx_model import default_cache
+
+    monkeypatch.delenv("CAIRN_MODEL_CACHE_DIR", raising=False)
+    monkeypatch.setenv("CAIRN_STATE_DIR", str(tmp_path / "a"))
+    assert Settings().embedder_config().cache_dir == str(tmp_path / "a" / "models")
+    assert default_cache() == tmp_path / "a" / "models"
+    monkeypatch.setenv("CAIRN_MODEL_CACHE_DIR", str(tmp_path / "shared"))
+    for state in ("a", "b"):
+        monkeypatch.setenv("CAIRN_STATE_DIR", str(tmp_path / state))
+        settings = Settings()
+        assert settings.model_cache_path == tmp_path / "shared"
+        assert settings.embedder_config().cache_dir == str(tmp_path / "shared")
+    assert default_cache() == tmp_path / "shared"
