@@ -20,6 +20,12 @@ from storage.seed import seed_categories
 
 REPO = Path(__file__).resolve().parents[1]
 
+# One model cache for the whole run, every service the tests start included
+# (they inherit the environment): the ONNX graph is exported once (about 12 s
+# of CPU), not once per state folder. Tests of the export itself pass a
+# fresh cache_dir of their own (tests/unit/test_onnx_encoder.py).
+os.environ.setdefault("CAIRN_MODEL_CACHE_DIR", str(REPO / ".cairn" / "test" / "models"))
+
 
 @pytest.fixture(scope="session")
 def pg_admin_url() -> str:

@@ -35,7 +35,7 @@ def fresh_db(pg_admin_url: str) -> Iterator[str]:
     drop_database(pg_admin_url, name)
 
 
-def test_seed_and_embed_resume_where_they_stopped(fresh_db: str, tmp_path) -> None:
+def test_seed_and_embed_resume_where_they_stopped(fresh_db: str) -> None:
     lines: list[str] = []
     # An interrupted seed: 300 rows, then a rerun to 500 draws the same rows.
     bulk.seed_patterns(fresh_db, 300, log=lines.append, chunk=128)
@@ -49,7 +49,7 @@ def test_seed_and_embed_resume_where_they_stopped(fresh_db: str, tmp_path) -> No
     again = bulk.pattern_row(7, [None], [None], vocab, cum)  # type: ignore[list-item]
     assert dict(rows)[f"{bulk.SLUG_PREFIX}7"] == again[3]
 
-    encoder = Encoder(cache_dir=tmp_path, threads=1)
+    encoder = Encoder(threads=1)  # the session's model cache (tests/conftest.py)
     model = encoder.model
     # An interrupted embedding (a limit stands for Ctrl-C), then the rest.
     first = bulk.embed_patterns(
@@ -96,7 +96,7 @@ def test_vectors_embedded_elsewhere_load_with_the_worker_text_hash(fresh_db: str
     n, per = 150, 64
     bulk.seed_patterns(fresh_db, n, log=lambda _: None, chunk=100)
     vocab, cum = bulk._vocab()
-    encoder = Encoder(cache_dir=tmp_path / "models", threads=1)
+    encoder = Encoder(threads=1)
     # Shards for more patterns than are seeded (200): only the seeded load.
     texts = [bulk.pattern_text(i, vocab, cum, EMBED_MAX_CHARS) for i in range(200)]
     vectors = encoder.encode(texts)
