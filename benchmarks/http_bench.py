@@ -79,6 +79,7 @@ from benchmarks.serving.tables import (
     profile_table,
     ratio_table,
     redis_table,
+    serve_only_table,
 )
 
 STATE_DIR = ROOT / ".cairn" / "bench"
@@ -221,6 +222,13 @@ def docs_section(
             "CPU; ms per request, median over rounds):",
             "",
             *profile_table(runs),
+            "",
+            "What Cairn runs only under Serve (issue 46's target: at most 5% of a request's "
+            "CPU): the metric records, the actor-backed rate limiter, trending and dispatch "
+            "in the Api replicas (`benchmarks/profile_split.py`, `SERVE_ONLY`), and its "
+            "actors' own processes, against every process's CPU per request:",
+            "",
+            *serve_only_table(runs),
             "",
         ]
     lines += [

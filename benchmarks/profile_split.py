@@ -31,6 +31,10 @@ COMPONENTS = (
     "our routes, services, repositories",
     "asyncio, logging, stdlib",
 )
+# What Cairn runs only under Serve (issue 46's target: at most 5% of a
+# request's CPU): charged when any frame of a sample is in it, before the
+# innermost-frame rule, so Ray's metric and actor calls under it count too.
+SERVE_ONLY = "Cairn under Serve only"
 
 _FILE = re.compile(r"\((.*?)(?::\d+)?\)$")
 # Frames that only pass work along: charged to the frame that called them.
@@ -87,10 +91,61 @@ def _idle(frames: list[str]) -> bool:
     )
 
 
+# Files, or (file, classes) whose lines, Cairn runs only under Serve: the
+# metric records (no-ops outside Ray), the actor-backed rate limiter,
+# trending and dispatch that stand in for the local ones, the replicas' own
+# set-up (replicas/), and the cluster actor handles.
+_SERVE_ONLY_FILES = ("telemetry/metrics.py", "serve_app/runtime/cluster_actor.py", "replicas/")
+_SERVE_ONLY_CLASSES = {
+    "serve_app/runtime/ratelimit.py": ("RayRateLimiter",),
+    "serve_app/runtime/trending.py": ("RayTrending",),
+    "serve_app/runtime/dispatch.py": ("RayDispatch",),
+}
+
+
+def _class_lines() -> dict[str, list[tuple[int, int]]]:
+    """Each _SERVE_ONLY_CLASSES file's line ranges of those classes."""
+    import ast
+
+    root = Path(__file__).resolve().parents[1]
+    found: dict[str, list[tuple[int, int]]] = {}
+    for name, classes in _SERVE_ONLY_CLASSES.items():
+        tree = ast.parse((root / name).read_text())
+        found[name] = [
+            (node.lineno, node.end_lineno or node.lineno)
+            for node in tree.body
+            if isinstance(node, ast.ClassDef) and node.name in classes
+        ]
+    return found
+
+
+_SERVE_ONLY_LINES = _class_lines()
+_LINE = re.compile(r":(\d+)\)$")
+
+
+def serve_only(frame: str) -> bool:
+    """Whether ``frame`` is in code Cairn runs only under Serve."""
+    path = _path(frame)
+    if not path:
+        return False
+    if any(part in path for part in _SERVE_ONLY_FILES):
+        return True
+    for name, ranges in _SERVE_ONLY_LINES.items():
+        if path.endswith(name):
+            line = _LINE.search(frame)
+            if line is None:
+                return False
+            number = int(line.group(1))
+            return any(a <= number <= b for a, b in ranges)
+    return False
+
+
 def component(frames: list[str]) -> str | None:
     """The component a sample is charged to (None: idle)."""
     if _idle(frames):
         return None
+    if any(serve_only(frame) for frame in frames):
+        return SERVE_ONLY
     for frame in reversed(frames):
         path = _path(frame)
         if not path or any(p in path for p in _PLUMBING):
@@ -175,7 +230,7 @@ def split_files(paths: Iterable[Path]) -> dict[str, float]:
         with path.open() as fh:
             found += count(fh)
     total = sum(found.values())
-    return {name: found[name] / total for name in COMPONENTS} if total else {}
+    return {name: found[name] / total for name in (*COMPONENTS, SERVE_ONLY)} if total else {}
 
 
 def main(argv: list[str]) -> None:

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import statistics
 
-from benchmarks.profile_split import ADMISSION_PARTS, COMPONENTS
+from benchmarks.profile_split import ADMISSION_PARTS, COMPONENTS, SERVE_ONLY
 from benchmarks.serving.measure import Run, fmt_ms
 from benchmarks.serving.routes import ROUTES
 
@@ -160,6 +160,45 @@ def profile_table(runs: list[Run]) -> list[str]:
                 + " | ".join(f"{ms * s:.3f}" for s in shares)
                 + " |"
             )
+    return rows
+
+
+# Processes that run only under Serve, on Cairn's behalf (its actors).
+SERVE_ONLY_PROCESSES = ("RateLimiterShard actor", "TrendingActor actor", "DispatchActor actor")
+SERVE_ONLY_TARGET = 0.05  # issue 46: at most 5% of a request's CPU
+
+
+def serve_only_table(runs: list[Run]) -> list[str]:
+    """With --profile, under Serve: what Cairn runs only there (py-spy's
+    ``SERVE_ONLY`` share of the Api replicas' CPU, and its actors' processes)
+    against the CPU of the whole request (every process the meter counts)."""
+    rows = [
+        "| Route | request CPU ms (all processes) | in the Api replicas ms | in Cairn's actors "
+        "ms | Cairn under Serve only ms | share | within 5% |",
+        "|---|---:|---:|---:|---:|---:|---|",
+    ]
+    for key in ROUTES:
+        mine = [r for r in runs if r.route.key == key and r.server == "Ray Serve" and r.profile]
+        if not mine:
+            continue
+
+        def per_request(r: Run, names: tuple[str, ...] | None = None) -> float:
+            kept = r.cpu_s if names is None else {n: r.cpu_s.get(n, 0.0) for n in names}
+            return 1000 * sum(kept.values()) / max(1, r.result.requests)
+
+        total = _median([per_request(r) for r in mine])
+        app = _median(
+            [
+                per_request(r, ("Api replicas",)) * (r.profile or {}).get(SERVE_ONLY, 0.0)
+                for r in mine
+            ]
+        )
+        actors = _median([per_request(r, SERVE_ONLY_PROCESSES) for r in mine])
+        share = (app + actors) / total if total else float("nan")
+        rows.append(
+            f"| `{ROUTES[key].label}` | {total:.2f} | {app:.3f} | {actors:.3f} | "
+            f"{app + actors:.3f} | {share:.1%} | {'yes' if share <= SERVE_ONLY_TARGET else 'no'} |"
+        )
     return rows
 
 

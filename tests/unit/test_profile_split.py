@@ -94,3 +94,25 @@ def test_admission_shares_are_of_all_busy_samples(tmp_path: Path) -> None:
     shares = admission_files([path])
     assert shares["budgets (rate limit)"] == 0.3
     assert shares["identify (API key check)"] == 0.0
+
+
+def test_what_cairn_runs_only_under_serve_is_charged_whatever_it_calls() -> None:
+    from benchmarks.profile_split import _SERVE_ONLY_LINES, SERVE_ONLY
+
+    (ray_limiter,) = _SERVE_ONLY_LINES["serve_app/runtime/ratelimit.py"]
+    inside, outside = ray_limiter[0] + 1, 70  # RayRateLimiter; LocalRateLimiter.hit
+    assert not ray_limiter[0] <= outside <= ray_limiter[1]
+    root = "/work/cairn"
+    route = frame("read", f"{root}/serve_app/routers/agents.py")
+    for stack in (
+        [route, frame("inc", f"{root}/telemetry/metrics.py"), frame("record", f"{SP}/ray/x.py")],
+        [
+            route,
+            f"hit ({root}/serve_app/runtime/ratelimit.py:{inside})",
+            frame("r", f"{SP}/ray/a.py"),
+        ],
+        [route, frame("bind", f"{root}/replicas/loopback.py")],
+    ):
+        assert component(stack) == SERVE_ONLY, stack
+    local = [route, f"hit ({root}/serve_app/runtime/ratelimit.py:{outside})"]
+    assert component(local) == "our routes, services, repositories"
