@@ -80,12 +80,14 @@ import multiprocessing as mp
 import os
 import queue
 import random
+import re
 import shutil
 import time
 from collections import Counter
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from multiprocessing.synchronize import Event as MpEvent
+from pathlib import Path
 from typing import Any
 
 import httpx
@@ -104,6 +106,7 @@ from benchmarks.harness import (
     stop_on_sigterm,
     write_docs,
 )
+from serve_app.launch.bootstrap import service_discovery_file
 
 STATE_DIR = ROOT / ".cairn" / "bench-abuse"
 START_MARK = "<!-- abuse-bench:start -->"
@@ -213,11 +216,93 @@ async def probe(
         "requests": len(latencies) + sum(refused.values()),
         "seconds": elapsed,
         "rps": len(latencies) / elapsed if elapsed else float("nan"),
+        "mean": sum(latencies) / len(latencies) if latencies else float("nan"),
         "p50": pct(latencies, 50),
         "p99": pct(latencies, 99),
         "max": max(latencies, default=float("nan")),
         "failed": dict(refused),
     }
+
+
+PROBE_ROUTE = "/api/agents/me"
+LABEL = re.compile(r'(\w+)="((?:[^"\\]|\\.)*)"')
+METRICS_SETTLE_S = 12.0  # Ray's agent exports a process's records every few seconds
+
+
+def _cpu_ticks() -> tuple[int, int]:
+    """(busy, total) jiffies of the whole machine since boot (/proc/stat)."""
+    fields = [int(v) for v in Path("/proc/stat").read_text().split("\n", 1)[0].split()[1:]]
+    idle = fields[3] + (fields[4] if len(fields) > 4 else 0)  # idle + iowait
+    return sum(fields) - idle, sum(fields)
+
+
+def _service_metrics() -> dict[str, float]:
+    """From the service's own metrics (every Ray node it runs, through its
+    service-discovery file): the probe route's requests and seconds inside
+    the app, summed over replicas, and the pool's waiters."""
+    found = {"count": 0.0, "sum": 0.0, "pool_waiters": 0.0}
+    try:
+        groups = json.loads(service_discovery_file(STATE_DIR).read_text())
+    except (OSError, ValueError):
+        return found
+    for target in [t for g in groups for t in g.get("targets", [])]:
+        try:
+            text = httpx.get(f"http://{target}/metrics", timeout=5).text
+        except httpx.HTTPError:
+            continue
+        for line in text.splitlines():
+            name, _, rest = line.partition("{")
+            if name == "ray_cairn_db_pool_waiters":
+                found["pool_waiters"] += float(line.rsplit(" ", 1)[1])
+            elif name in ("ray_cairn_request_seconds_count", "ray_cairn_request_seconds_sum"):
+                labels = dict(LABEL.findall(rest.rpartition("}")[0]))
+                if labels.get("door") == "rest" and labels.get("route") == PROBE_ROUTE:
+                    found[name.rsplit("_", 1)[1]] += float(line.rsplit(" ", 1)[1])
+    return found
+
+
+class Waits:
+    """Where the probe's time went in one phase: the machine's CPU busy
+    share, the mean time of a probe request inside the app (the service's
+    own histogram; the rest of the probe's latency is HAProxy, Serve's proxy
+    and waiting for a CPU), and the most pool waiters seen."""
+
+    def __init__(self) -> None:
+        self._cpu = _cpu_ticks()
+        self._app = _service_metrics()
+        self._waiters: list[float] = []
+        self._task = asyncio.get_running_loop().create_task(self._watch())
+
+    async def _watch(self) -> None:
+        while True:
+            await asyncio.sleep(5.0)
+            sampled = await asyncio.to_thread(_service_metrics)
+            self._waiters.append(sampled["pool_waiters"])
+
+    async def done(self) -> dict[str, float]:
+        busy0, total0 = self._cpu
+        busy1, total1 = _cpu_ticks()
+        self._task.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await self._task
+        await asyncio.sleep(METRICS_SETTLE_S)  # the phase's last records reach the agent
+        app = await asyncio.to_thread(_service_metrics)
+        count = app["count"] - self._app["count"]
+        return {
+            "cpu_busy": (busy1 - busy0) / max(1, total1 - total0),
+            "app_ms": 1000 * (app["sum"] - self._app["sum"]) / count if count else float("nan"),
+            "app_requests": count,
+            "pool_waiters_max": max(self._waiters, default=0.0),
+        }
+
+
+async def measured_probe(
+    http: httpx.AsyncClient, key: str, until: MpEvent | None = None, min_s: float = 0.0
+) -> dict[str, Any]:
+    """``probe``, with where its time went (``Waits``)."""
+    waits = Waits()
+    result = await probe(http, key, until=until, min_s=min_s)
+    return {**result, "waits": await waits.done()}
 
 
 async def reopen(http: httpx.AsyncClient, key: str) -> float | None:
@@ -764,7 +849,7 @@ async def probed(
     results)`` in a second process) for at least ``min_s`` (and until the
     attackers say every request was answered, with ``until_answered``); once
     the attackers stopped and put their result (and ``after`` ran), again."""
-    idle = await probe(http, prober)
+    idle = await measured_probe(http, prober)
     print("bench: idle", idle, flush=True)
     ctx = mp.get_context("spawn")
     started, answered, stop = ctx.Event(), ctx.Event(), ctx.Event()
@@ -773,7 +858,9 @@ async def probed(
     proc.start()
     try:
         await wait_for(started, 60.0)
-        abused = await probe(http, prober, until=answered if until_answered else None, min_s=min_s)
+        abused = await measured_probe(
+            http, prober, until=answered if until_answered else None, min_s=min_s
+        )
         print("bench: under abuse", abused, flush=True)
     finally:
         stop.set()
@@ -787,7 +874,7 @@ async def probed(
             proc.terminate()
     print("bench: attacks", found, flush=True)
     extra = await after() if after is not None else None
-    later = await probe(http, prober)
+    later = await measured_probe(http, prober)
     print("bench: after", later, extra, flush=True)
     return idle, abused, found, {**later, "extra": extra}
 
@@ -824,15 +911,27 @@ def _counts(counts: dict[str, int]) -> str:
 def probe_table(result: dict[str, Any], labels: tuple[str, str, str]) -> list[str]:
     """The probe's rows: idle, under abuse, after."""
     lines = [
-        "| probe `GET /api/agents/me` | requests | req/s | p50 ms | p99 ms | max ms | failed |",
-        "|---|---:|---:|---:|---:|---:|---|",
+        "| probe `GET /api/agents/me` | requests | req/s | p50 ms | p99 ms | max ms | failed "
+        "| mean ms | of it in the app, ms | machine CPU busy | pool waiters, most |",
+        "|---|---:|---:|---:|---:|---:|---|---:|---:|---:|---:|",
     ]
     for label, key in zip(labels, ("idle", "abused", "after"), strict=True):
         p = result[key]
+        w = p.get("waits") or {}
         lines.append(
             f"| {label} | {p['requests']:,} | {p['rps']:.0f} | {_ms(p['p50'])} | "
-            f"{_ms(p['p99'])} | {_ms(p['max'])} | {_counts(p['failed']) if p['failed'] else 0} |"
+            f"{_ms(p['p99'])} | {_ms(p['max'])} | {_counts(p['failed']) if p['failed'] else 0} "
+            f"| {_ms(p.get('mean', float('nan')))} | {_ms(w.get('app_ms', float('nan')))} "
+            f"| {w.get('cpu_busy', float('nan')):.0%} | {w.get('pool_waiters_max', 0):.0f} |"
         )
+    lines += [""]
+    lines.append(
+        "_Mean ms_ is the probe's latency as its client saw it; _in the app_ the mean time "
+        "the service's own `cairn_request_seconds` recorded for the route meanwhile (the rest "
+        "is HAProxy, Serve's proxy, and waiting for a CPU); _machine CPU busy_ from "
+        "`/proc/stat` over the phase (client and server together); _pool waiters_ the most "
+        "requests seen waiting for a pooled database connection (sampled every 5 s)."
+    )
     return lines
 
 
