@@ -41,7 +41,14 @@ from typing import Any
 
 import numpy as np
 
-from embeddings.onnx_model import cache_key, default_cache, describe, padded_batches, tokenizer
+from embeddings.onnx_model import (
+    cache_key,
+    default_cache,
+    describe,
+    in_child,
+    padded_batches,
+    tokenizer,
+)
 
 log = logging.getLogger("cairn.embeddings")
 
@@ -101,13 +108,7 @@ def compiled_package(folder: Path, cache: Path) -> Path:
                 cxx = os.environ.get("CXX", "g++")
                 raise RuntimeError(f"no C++ compiler answers ({cxx} --version)")
             log.info("bf16 encoder: compiling %s (once; about 40 s of CPU)", out.name)
-            subprocess.run(
-                [sys.executable, "-m", "embeddings.bf16_model", str(folder), str(out)],
-                check=True,
-                env={**os.environ, "HF_HUB_OFFLINE": "1"},
-                stdout=subprocess.DEVNULL,
-                stderr=subprocess.PIPE,
-            )
+            in_child("embeddings.bf16_model", folder, out)
     return out
 
 

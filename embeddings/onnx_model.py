@@ -107,6 +107,18 @@ def default_cache() -> Path:
 _export_lock = threading.Lock()
 
 
+def in_child(module: str, folder: Path, out: Path) -> None:
+    """``python -m module folder out`` in a child process, offline; raises
+    ``subprocess.CalledProcessError`` (its stderr kept) when it fails."""
+    subprocess.run(
+        [sys.executable, "-m", module, str(folder), str(out)],
+        check=True,
+        env={**os.environ, "HF_HUB_OFFLINE": "1"},
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+    )
+
+
 def exported(folder: Path, cache: Path, precision: str = "fp32") -> Path:
     """The cached ONNX graph of the model in ``folder``, exported (in a child
     process) on first use; int8 is the fp32 graph dynamically quantised."""
@@ -126,16 +138,10 @@ def exported(folder: Path, cache: Path, precision: str = "fp32") -> Path:
             with open(target / ".export.lock", "w") as lock:
                 fcntl.flock(lock, fcntl.LOCK_EX)
                 if not fp32.is_file():
-                    # A child process: torch is loaded there, never in this
-                    # one. The file is written aside and renamed, so a reader
+                    # Torch is loaded in the child, never in this process.
+                    # The file is written aside and renamed, so a reader
                     # never sees half a graph.
-                    subprocess.run(
-                        [sys.executable, "-m", "embeddings.onnx_model", str(folder), str(fp32)],
-                        check=True,
-                        env={**os.environ, "HF_HUB_OFFLINE": "1"},
-                        stdout=subprocess.DEVNULL,
-                        stderr=subprocess.PIPE,
-                    )
+                    in_child("embeddings.onnx_model", folder, fp32)
         if precision == "int8" and not out.is_file():
             from onnxruntime.quantization import QuantType, quantize_dynamic
 
