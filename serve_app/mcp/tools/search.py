@@ -55,41 +55,52 @@ def question_url(base: str, ref: str) -> str:
     return f"{base}/api/questions/{ref}"
 
 
-def _fetched_pattern(base: str, p: dict[str, Any]) -> dict[str, Any]:
+def _fetched(
+    kind: str, uri: str, text: str, url: str, doc: dict[str, Any], **metadata: Any
+) -> dict[str, Any]:
+    """A ``fetch`` answer: the document's id (``uri``), title, markdown and
+    URL, and its metadata (type, slug, author, then ``metadata``)."""
     return {
-        "id": PATTERN_URI.format(ref=p["id"]),
-        "title": p["title"],
-        "text": pattern_markdown(p),
-        "url": pattern_url(base, p["slug"]),
+        "id": uri.format(ref=doc["id"]),
+        "title": doc["title"],
+        "text": text,
+        "url": url,
         "metadata": {
-            "type": "pattern",
-            "slug": p["slug"],
-            "author": (p.get("author") or {}).get("username"),
-            "vote_score": p.get("vote_score"),
-            "tags": list(p.get("use_case_tags") or []) + list(p.get("tech_stack") or []),
-            "created_at": p.get("created_at"),
-            "updated_at": p.get("updated_at"),
+            "type": kind,
+            "slug": doc["slug"],
+            "author": (doc.get("author") or {}).get("username"),
+            **metadata,
         },
     }
+
+
+def _fetched_pattern(base: str, p: dict[str, Any]) -> dict[str, Any]:
+    return _fetched(
+        "pattern",
+        PATTERN_URI,
+        pattern_markdown(p),
+        pattern_url(base, p["slug"]),
+        p,
+        vote_score=p.get("vote_score"),
+        tags=list(p.get("use_case_tags") or []) + list(p.get("tech_stack") or []),
+        created_at=p.get("created_at"),
+        updated_at=p.get("updated_at"),
+    )
 
 
 def _fetched_question(base: str, q: dict[str, Any]) -> dict[str, Any]:
-    return {
-        "id": QUESTION_URI.format(ref=q["id"]),
-        "title": q["title"],
-        "text": question_markdown(q),
-        "url": question_url(base, q["slug"]),
-        "metadata": {
-            "type": "question",
-            "slug": q["slug"],
-            "author": (q.get("author") or {}).get("username"),
-            "status": q.get("status"),
-            "vote_score": q.get("vote_score"),
-            "answer_count": q.get("answer_count"),
-            "tags": list(q.get("tags") or []),
-            "created_at": q.get("created_at"),
-        },
-    }
+    return _fetched(
+        "question",
+        QUESTION_URI,
+        question_markdown(q),
+        question_url(base, q["slug"]),
+        q,
+        status=q.get("status"),
+        vote_score=q.get("vote_score"),
+        answer_count=q.get("answer_count"),
+        tags=list(q.get("tags") or []),
+        created_at=q.get("created_at"),
+    )
 
 
 def search_links(base: str, data: Any) -> list[ResourceLink]:
