@@ -75,17 +75,16 @@ def package_path(folder: Path, cache: Path) -> Path:
     return cache / f"{safe}-{cache_key(folder)}" / f"model-bf16-v{PACKAGE_VERSION}-{cpu_tag()}.pt2"
 
 
-def compiler() -> str | None:
-    """The C++ compiler inductor would use (``CXX``, else ``g++``) when it
-    answers ``--version`` (inductor's own check), else None."""
-    cxx = os.environ.get("CXX", "g++")
+def compiler_answers(cxx: str) -> bool:
+    """Whether the C++ compiler ``cxx`` answers ``--version`` (inductor's own
+    check of the compiler it will use)."""
     try:
         subprocess.run(
             [cxx, "--version"], check=True, capture_output=True, timeout=COMPILER_CHECK_S
         )
     except (OSError, subprocess.SubprocessError):
-        return None
-    return cxx
+        return False
+    return True
 
 
 def compiled_package(folder: Path, cache: Path) -> Path:
@@ -104,8 +103,8 @@ def compiled_package(folder: Path, cache: Path) -> Path:
         # compiling the same again on the same cores.
         fcntl.flock(lock, fcntl.LOCK_EX)
         if not out.is_file():
-            if compiler() is None:
-                cxx = os.environ.get("CXX", "g++")
+            cxx = os.environ.get("CXX", "g++")  # inductor's compiler
+            if not compiler_answers(cxx):
                 raise RuntimeError(f"no C++ compiler answers ({cxx} --version)")
             log.info("bf16 encoder: compiling %s (once; about 40 s of CPU)", out.name)
             in_child("embeddings.bf16_model", folder, out)
