@@ -26,6 +26,26 @@ REPO = Path(__file__).resolve().parents[1]
 # fresh cache_dir of their own (tests/unit/test_onnx_encoder.py).
 os.environ.setdefault("CAIRN_MODEL_CACHE_DIR", str(REPO / ".cairn" / "test" / "models"))
 
+# The order a whole run takes the folders in. The machine has two cores, and a
+# running service is not free: the e2e suite's shared `cairn run` (Ray's
+# daemons, the replicas' loops, HAProxy) takes about a sixth of a core while
+# idle, and it lives until the session ends. So e2e comes last, and inside it
+# the tests that boot services or clusters of their own run before the first
+# test that asks for the shared one (its fixture is session-scoped).
+FOLDER_ORDER = ("unit", "api", "security", "contract", "browser", "e2e")
+
+
+def _run_order(item: pytest.Item) -> tuple[int, int]:
+    parts = Path(str(item.path)).relative_to(REPO).parts
+    folder = parts[1] if len(parts) > 2 and parts[0] == "tests" else ""
+    rank = FOLDER_ORDER.index(folder) if folder in FOLDER_ORDER else len(FOLDER_ORDER)
+    return rank, int("service" in getattr(item, "fixturenames", ()))
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    # A stable sort: files, and tests within a file, keep their order.
+    items.sort(key=_run_order)
+
 
 @pytest.fixture(scope="session")
 def pg_admin_url() -> str:

@@ -102,7 +102,7 @@ async def test_a_hot_subject_within_budget_makes_no_call_after_its_first_block(
     (client,), _ = replicas(1, shards=1)
     rule = Rule("general", 1_000_000, 3600)
     waited = 0
-    for burst in range(60):
+    for burst in range(30):
         for _ in range(40):
             if at_once(client.hit(rule, "agent-hot")) is None:
                 waited += 1
@@ -116,7 +116,7 @@ async def test_a_hot_subject_within_budget_makes_no_call_after_its_first_block(
 
 @pytest.mark.parametrize("n", [2, 3])
 async def test_overshoot_stays_within_the_bound(local_ray: None, n: int) -> None:
-    """n replicas, 2,000 subjects, each sent 1.25x its limit from random replicas
+    """n replicas, 1,000 subjects, each sent 1.25x its limit from random replicas
     in small interleaved bursts: every subject gets at least its limit and at
     most ``n * credit_max`` more."""
     group, _ = replicas(n)
@@ -125,7 +125,7 @@ async def test_overshoot_stays_within_the_bound(local_ray: None, n: int) -> None
     assert credit >= 1
     bound = n * credit
     rng = random.Random(n)
-    subjects = [f"agent-{n}-{i}" for i in range(2000)]
+    subjects = [f"agent-{n}-{i}" for i in range(1000)]
     admitted = dict.fromkeys(subjects, 0)
     work = [(s, rng.randrange(n)) for s in subjects for _ in range(5 * rule.limit // 4)]
     rng.shuffle(work)
@@ -164,7 +164,7 @@ async def test_remaining_is_truthful_within_the_bound(local_ray: None) -> None:
     rule = Rule("general", 200, 3600)
     bound = 3 * replica.credit_max(rule)
     rng = random.Random(7)
-    for subject in (f"agent-one-{i}" for i in range(5)):
+    for subject in (f"agent-one-{i}" for i in range(2)):
         resets = set()
         for used in range(1, 201):
             decision = await replica.hit(rule, subject)
