@@ -13,6 +13,7 @@ from psycopg.rows import dict_row
 from sqlalchemy import event
 from sqlalchemy import exc as sa_exc
 from sqlalchemy.ext.asyncio import AsyncEngine, async_sessionmaker, create_async_engine
+from sqlalchemy.pool import AsyncAdaptedQueuePool, ConnectionPoolEntry
 from sqlmodel.ext.asyncio.session import AsyncSession
 
 
@@ -120,6 +121,43 @@ def _on_checkout(dbapi_connection: Any, _record: Any, _proxy: Any) -> None:
         raise sa_exc.DisconnectionError("the server closed this pooled connection")
 
 
+class _Wake:
+    """Put in the pool's queue for a checkout that waits there: a slot came
+    free without a connection (opening one failed), so that checkout opens
+    one itself. Never handed out; ``close`` is for ``Pool.dispose``."""
+
+    def close(self) -> None:
+        pass
+
+
+_WAKE: Any = _Wake()
+
+
+class WakingQueuePool(AsyncAdaptedQueuePool):
+    """SQLAlchemy's async queue pool, except that a checkout waiting for a
+    connection is woken when a slot comes free because opening a connection
+    failed. SQLAlchemy wakes waiters only when a connection comes back: in an
+    outage, every checkout beyond the pool's connections waited the whole
+    ``pool_timeout`` (30 s) before its 503, though the attempts that held the
+    slots had failed at once. Woken, it tries to connect on its own and fails
+    (or succeeds) as quickly as they did."""
+
+    def _do_get(self) -> ConnectionPoolEntry:
+        while True:
+            record = super()._do_get()
+            if record is not _WAKE:
+                return record
+
+    def _dec_overflow(self) -> Any:
+        freed = super()._dec_overflow()
+        queue = self._pool._queue  # type: ignore[attr-defined]
+        # Only for a checkout already waiting (a connection closed on its
+        # return with the queue full has nobody to wake).
+        if getattr(queue, "_getters", None) and not queue.full():
+            queue.put_nowait(_WAKE)
+        return freed
+
+
 def make_engine(
     url: str,
     pool_size: int = 10,
@@ -146,6 +184,7 @@ def make_engine(
         pool_recycle=1800,
         pool_timeout=pool_timeout,
         pool_pre_ping=pre_ping,
+        poolclass=WakingQueuePool,
         # Errors and logs never carry a statement's values (API-key hashes,
         # e-mail addresses, bodies): SQLAlchemy leaves them out of the
         # exception text, which is all that is logged (clients see none).

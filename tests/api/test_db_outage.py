@@ -5,6 +5,7 @@ documents the 503."""
 
 from __future__ import annotations
 
+import asyncio
 import os
 import resource
 from collections.abc import AsyncIterator
@@ -142,6 +143,31 @@ async def test_no_pooled_connection_in_time_is_an_outage(database: str) -> None:
         assert is_outage(waited.value)
     finally:
         await engine.dispose()
+
+
+async def test_checkouts_waiting_for_a_slot_in_an_outage_fail_as_the_outage() -> None:
+    """More checkouts than the pool holds while the server is down: those
+    that waited for a slot are woken when an attempt fails, try on their own
+    and fail with the connection error, as the first ones did, instead of
+    sleeping out the pool's timeout (SQLAlchemy wakes a waiter only when a
+    connection comes back; there was none)."""
+    engine = make_engine(NOWHERE, pool_size=1, max_overflow=1, connect_wait_s=0.3, pool_timeout=20)
+
+    async def checkout() -> BaseException:
+        try:
+            async with engine.connect():
+                pass
+        except Exception as exc:  # the error is the result
+            return exc
+        raise AssertionError("connected to nowhere")
+
+    try:
+        errors = await asyncio.gather(*(checkout() for _ in range(6)))
+    finally:
+        await engine.dispose()
+    assert all(is_outage(e) for e in errors), errors
+    assert not [e for e in errors if isinstance(e, PoolTimeout)], errors
+    assert engine.pool.checkedout() == 0
 
 
 async def test_mcp_tools_answer_database_unavailable_as_rest_does() -> None:
