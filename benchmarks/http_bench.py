@@ -21,11 +21,6 @@ refused. Results are printed and written into docs/benchmarks.md between the
 
     .venv/bin/python -m benchmarks.http_bench               # what `make bench` runs
     .venv/bin/python -m benchmarks.http_bench --duration 5  # a quick run
-
-``--metrics-ab`` instead measures the Serve path with Cairn's metrics on and
-off (``CAIRN_METRICS``): two ``cairn run`` of the same state folder, one at a
-time, the first of each round alternating; results between the
-``metrics-bench`` markers. `make bench` runs both.
 """
 
 from __future__ import annotations
@@ -34,7 +29,6 @@ import argparse
 import contextlib
 import os
 import signal
-import statistics
 import sys
 import tempfile
 import time
@@ -85,11 +79,6 @@ from benchmarks.serving.tables import (
 STATE_DIR = ROOT / ".cairn" / "bench"
 START_MARK = "<!-- http-bench:start -->"
 END_MARK = "<!-- http-bench:end -->"
-METRICS_START_MARK = "<!-- metrics-bench:start -->"
-METRICS_END_MARK = "<!-- metrics-bench:end -->"
-# The routes --metrics-ab measures unless --routes says otherwise: reads of
-# the REST door at different costs, and a search (its mode and stage timers).
-METRICS_ROUTES = ("profile", "question_key", "search_fulltext")
 
 UVICORN_PORT = 8101
 SERVE_PORT = 8102
@@ -282,25 +271,11 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
         help="py-spy on the Api replicas and uvicorn workers during each measured run",
     )
     parser.add_argument(
-        "--port-offset",
-        type=int,
-        default=0,
-        help="with --metrics-ab: add this to Serve's and HAProxy's ports (another bench "
-        "running on the machine)",
-    )
-    parser.add_argument(
-        "--metrics-ab",
-        action="store_true",
-        help="Serve with Cairn's metrics on against off (CAIRN_METRICS), instead of uvicorn",
-    )
-    parser.add_argument(
         "--keep-profiles",
         default="",
         help="with --profile: keep py-spy's raw stacks in this folder (default: dropped)",
     )
     args = parser.parse_args(argv)
-    if args.metrics_ab and args.routes == ",".join(ROUTES):
-        args.routes = ",".join(METRICS_ROUTES)
     keys = [k.strip() for k in args.routes.split(",") if k.strip()]
     unknown = [k for k in keys if k not in ROUTES]
     if unknown or not keys:
@@ -309,11 +284,6 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
         parser.error(
             f"need --duration >= 1, --warmup >= 0, --rounds >= 1, --connections >= {THREADS}"
         )
-    if args.metrics_ab and {"upvote", "create"} & set(keys):
-        parser.error("--metrics-ab: upvote and create are not supported (their data is per server)")
-    if args.metrics_ab and args.mixes == ",".join(MIXES):
-        # Metrics on against off: one client address unless asked otherwise.
-        args.mixes = "one"
     mixes = [m.strip() for m in args.mixes.split(",") if m.strip()]
     servers = [x.strip() for x in args.servers.split(",") if x.strip()]
     if not mixes or any(m not in MIXES for m in mixes):
@@ -338,8 +308,6 @@ def main(argv: list[str] | None = None) -> int:
     semantic = any(r.key == "semantic" for r in args.route_list)
     bench_env = {**BENCH_ENV, "CAIRN_SEARCH_SEMANTIC": "true" if semantic else "false"}
     env, wrk, wrk_ver = fresh_serve_run(STATE_DIR, bench_env)
-    if args.metrics_ab:
-        return metrics_ab(args, env, wrk, wrk_ver, raw_argv)
 
     from serve_app.settings import Settings
 
@@ -467,139 +435,6 @@ def main(argv: list[str] | None = None) -> int:
     print(section)
     if not args.no_docs:
         write_docs(section, start_mark=START_MARK, end_mark=END_MARK)
-        print(f"bench: results written to {DOCS.relative_to(ROOT)}")
-    return 1 if any(r.result.errors for r in runs) else 0
-
-
-# ------------------------------------------------------------ metrics on/off
-
-
-def metrics_table(runs: list[Run]) -> list[str]:
-    """Per route: req/s and CPU per request with metrics on and off, the
-    on/off ratio of each round (each round measures both, one after the other)."""
-    by = {(r.route.key, r.server, r.round): r for r in runs}
-    rows = [
-        "| Route | req/s on | req/s off | on / off req/s, each round | median "
-        "| CPU ms/request on | off | on - off CPU ms |",
-        "|---|---:|---:|---|---:|---:|---:|---:|",
-    ]
-    for route in dict.fromkeys(r.route.key for r in runs):
-        both = [
-            (by[(route, ON, rnd)], by[(route, OFF, rnd)])
-            for rnd in sorted({r.round for r in runs})
-            if (route, ON, rnd) in by and (route, OFF, rnd) in by
-        ]
-        if not both:
-            continue
-        ratios = [a.result.requests_per_s / max(b.result.requests_per_s, 1e-9) for a, b in both]
-        cpu_on = statistics.median(a.cpu_ms_per_request for a, _ in both)
-        cpu_off = statistics.median(b.cpu_ms_per_request for _, b in both)
-        rows.append(
-            f"| `{ROUTES[route].label}` "
-            f"| {statistics.median(a.result.requests_per_s for a, _ in both):,.0f} "
-            f"| {statistics.median(b.result.requests_per_s for _, b in both):,.0f} "
-            f"| {', '.join(f'{x:.2f}' for x in ratios)} | **{statistics.median(ratios):.2f}** "
-            f"| {cpu_on:.2f} | {cpu_off:.2f} | {cpu_on - cpu_off:+.2f} |"
-        )
-    return rows
-
-
-ON, OFF = "Serve metrics=on", "Serve metrics=off"
-
-
-def metrics_ab(
-    args: argparse.Namespace, env: dict[str, str], wrk: str, wrk_ver: str, argv: list[str]
-) -> int:
-    """Serve with CAIRN_METRICS on and off, one ``cairn run`` at a time."""
-    python = sys.executable
-    port = SERVE_PORT + args.port_offset
-    env = {
-        **env,
-        **{k: str(int(v) + args.port_offset) for k, v in BENCH_ENV.items() if k.endswith("_PORT")},
-    }
-    cmd = [python, "-m", "serve_app.launch.cli", "run", "--port", str(port)]
-    servers = {
-        flag: Server(name, cmd, port, STATE_DIR / f"serve-{flag}.log", STATE_DIR, False)
-        for flag, name in (("true", ON), ("false", OFF))
-    }
-    print(
-        f"bench: metrics on/off; {wrk_ver}; -t{THREADS} -c{args.connections} "
-        f"-d{args.duration}s (+{args.warmup}s warm-up), {args.rounds} rounds; routes: "
-        f"{', '.join(r.key for r in args.route_list)}",
-        flush=True,
-    )
-    load_before = os.getloadavg()[0]
-    loads: list[float] = []
-    runs: list[Run] = []
-    facts: dict[str, Any] | None = None
-    with tempfile.TemporaryDirectory(prefix="cairn-bench-") as tmp_name:
-        tmp = Path(tmp_name)
-        for rnd in range(args.rounds):
-            order = ("true", "false") if rnd % 2 == 0 else ("false", "true")
-            for flag in order:
-                server = servers[flag]
-                try:
-                    # Ready when /api/health answers 200 (a part may still be
-                    # loading when `cairn run` says it serves, on a busy machine).
-                    server.start({**env, "CAIRN_METRICS": flag}, SERVE_START_TIMEOUT_S)
-                    if facts is None:
-                        facts = seed(server.base, args.rounds, args.keys)
-                        facts["crowd_size"] = len(facts["crowd"])
-                        wait_index_idle(server.base)
-                    check_routes(server.base, facts, False)
-                    for route in args.route_list:
-                        loads.append(os.getloadavg()[0])
-                        runs.append(
-                            measure(
-                                server,
-                                route,
-                                facts,
-                                run=rnd,
-                                wrk=wrk,
-                                tmp=tmp,
-                                args=args,
-                                state_dir=STATE_DIR,
-                            )
-                        )
-                finally:
-                    server.stop(signal.SIGINT)
-    left = leftover_processes(state_dir=STATE_DIR)
-    if left:
-        print("bench: WARNING: still running after the server exited:", *left, sep="\n  ")
-        stop_bench_processes(grace_s=10.0, state_dir=STATE_DIR)
-    this_run = f" (this run: `.venv/bin/python -m benchmarks.http_bench {' '.join(argv)}`)"
-    lines = [
-        *section_head(
-            METRICS_START_MARK,
-            "HTTP: the Serve path with and without Cairn's metrics",
-            "http_bench.py --metrics-ab",
-            load_before,
-        ),
-        f"- 1-minute load average during the runs: {min(loads):.2f} to {max(loads):.2f}; "
-        f"after: {os.getloadavg()[0]:.2f}. The machine is shared: compare within a round "
-        "and read the CPU columns.",
-        f"- Load: {wrk_ver}, `-t{THREADS} -c{args.connections} -d{args.duration}s --latency`, "
-        f"each run after a {args.warmup} s warm-up; {args.rounds} rounds, each measuring "
-        "`cairn run` with `CAIRN_METRICS=true` and `=false` (the first alternating), one "
-        f"at a time, over the same state folder (`{_show(STATE_DIR)}`) and rows.",
-        "- *on / off*: requests per second with metrics over without (1.00: no "
-        "difference); *on - off CPU ms*: the CPU per request the metrics add (all of "
-        "Serve's processes and Postgres).",
-        "",
-        *metrics_table(runs),
-        "",
-        "Every run:",
-        "",
-        *latency_table(runs),
-        "",
-        f"Reproduce: `make bench`{this_run}.",
-        METRICS_END_MARK,
-    ]
-    section = "\n".join(lines) + "\n"
-    print()
-    print(section)
-    if not args.no_docs:
-        write_docs(section, start_mark=METRICS_START_MARK, end_mark=METRICS_END_MARK)
         print(f"bench: results written to {DOCS.relative_to(ROOT)}")
     return 1 if any(r.result.errors for r in runs) else 0
 
