@@ -61,9 +61,6 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--in-flight", type=int, default=256, help="concurrent `embed` calls")
     parser.add_argument("--rounds", type=int, default=3, help="embedder rounds (median)")
     parser.add_argument(
-        "--variants", default="", help="embedder variants by number (1-based), default all"
-    )
-    parser.add_argument(
         "--patterns",
         type=int,
         default=N_PATTERNS,
