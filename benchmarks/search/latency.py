@@ -290,10 +290,7 @@ def search_section(
         "(`storage.repositories.search.fulltext`): the every-word matches, then up to "
         f"{facts['rank_candidates']:,}/(number of words) rows per query word. On those 40 "
         f"queries, one at a time, depth 50: median {facts['fulltext_ms']:.0f} ms, slowest "
-        f"{facts['fulltext_max_ms']:.0f} ms; the same stages with no bound on the rows ranked "
-        f"took a median {facts['unbounded_ms']:.0f} ms, slowest "
-        f"{facts['unbounded_max_ms']:.0f} ms. The bound's effect on ranking quality: "
-        '"Search ranking quality" (`full-text via search.fulltext`).',
+        f"{facts['fulltext_max_ms']:.0f} ms.",
         f"- Answers that fell back to full text during the semantic run: "
         f"{runs[0].fulltext_responses}.",
         "",
@@ -327,7 +324,7 @@ def part_search(args: argparse.Namespace) -> None:
     print(
         f"bench: full text matches a median {matched['loose']:.1%} (any word) and "
         f"{matched['strict']:.2%} (every word) of the patterns; its ranking takes "
-        f"{matched['fulltext_ms']:.0f} ms (median; {matched['unbounded_ms']:.0f} ms unbounded)",
+        f"{matched['fulltext_ms']:.0f} ms (median)",
         flush=True,
     )
     matched["encode_ms"] = query_encode_ms(settings.embedding_model)
