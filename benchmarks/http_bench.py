@@ -42,6 +42,7 @@ from benchmarks.harness import (
     ROOT,
     THREADS,
     Server,
+    bench_env,
     fresh_serve_run,
     leftover_processes,
     port_in_use,
@@ -88,23 +89,10 @@ SERVERS = {"uvicorn": "uvicorn", "redis": "uvicorn+Redis", "serve": "Ray Serve"}
 UVICORN_START_TIMEOUT_S = 90.0
 SERVE_START_TIMEOUT_S = 180.0
 
-BENCH_ENV = {
-    "CAIRN_STATE_DIR": str(STATE_DIR),
-    "CAIRN_HOST": HOST,
-    "CAIRN_RATELIMIT_REGISTRATION": RATE_LIMIT,
-    "CAIRN_RATELIMIT_GENERAL": RATE_LIMIT,
-    "CAIRN_RATELIMIT_ANON_READ": RATE_LIMIT,
-    "CAIRN_RATELIMIT_SEARCH": RATE_LIMIT,
-    "CAIRN_RATELIMIT_VOTE": RATE_LIMIT,
-    "CAIRN_RATELIMIT_PATTERN_CREATE": RATE_LIMIT,
-    "CAIRN_RATELIMIT_QUESTION_CREATE": RATE_LIMIT,
-    "CAIRN_RATELIMIT_ANSWER_CREATE": RATE_LIMIT,
-    # The many-addresses mix sends its client address in X-Forwarded-For.
-    "CAIRN_TRUSTED_PROXIES": "127.0.0.1/32",
-    "CAIRN_HAPROXY_STATS_PORT": "18414",
-    "CAIRN_HAPROXY_METRICS_PORT": "19111",
-    "CAIRN_FALLBACK_PROXY_PORT": "18510",
-}
+LIMITS = ("registration", "general", "anon_read", "search", "vote")
+CREATES = ("pattern_create", "question_create", "answer_create")
+# The many-addresses mix sends its client address in X-Forwarded-For.
+BENCH_ENV = bench_env(STATE_DIR, 1, *LIMITS, *CREATES, CAIRN_TRUSTED_PROXIES="127.0.0.1/32")
 
 
 def _show(path: Path) -> str:
@@ -235,13 +223,12 @@ def docs_section(
 
 
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
-    parser = argparse.ArgumentParser(
-        prog="python -m benchmarks.http_bench",
-        description="wrk against the same app under Ray Serve and under plain uvicorn "
-        "with as many workers as Serve has Api replicas, in interleaved rounds.",
+    parser = wrk_options(
+        "http_bench",
+        "wrk against the same app under Ray Serve and under plain uvicorn with as many "
+        "workers as Serve has Api replicas, in interleaved rounds.",
+        duration=10,
     )
-    wrk_options(parser, connections=16)
-    parser.set_defaults(duration=10)
     parser.add_argument("--rounds", type=int, default=3, help="rounds over all routes (3)")
     parser.add_argument(
         "--routes",

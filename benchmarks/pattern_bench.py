@@ -23,7 +23,6 @@ from __future__ import annotations
 import argparse
 import asyncio
 import datetime as dt
-import json
 import os
 import random
 import sys
@@ -36,22 +35,21 @@ from urllib.parse import quote
 
 from benchmarks.corpus import TECH, cum_weights, vocabulary
 from benchmarks.harness import (
-    DROPPED_ENV,
-    HOST,
-    RATE_LIMIT,
     ROOT,
     THREADS,
     WrkResult,
+    bench_env,
     ensure_wrk,
     http_json,
     measure_url,
+    paths_script,
     pct,
+    prepare_here,
+    publish,
     section_head,
     serve_running,
     serve_table,
-    server_env,
     stop_on_sigterm,
-    write_docs,
     wrk_options,
     wrk_version,
 )
@@ -60,14 +58,7 @@ STATE_DIR = ROOT / ".cairn" / "bench-patterns"
 START_MARK = "<!-- pattern-bench:start -->"
 END_MARK = "<!-- pattern-bench:end -->"
 PORT = 8103
-BENCH_ENV = {
-    "CAIRN_STATE_DIR": str(STATE_DIR),
-    "CAIRN_HOST": HOST,
-    "CAIRN_RATELIMIT_GENERAL": RATE_LIMIT,
-    "CAIRN_HAPROXY_STATS_PORT": "18424",
-    "CAIRN_HAPROXY_METRICS_PORT": "19121",
-    "CAIRN_FALLBACK_PROXY_PORT": "18520",
-}
+BENCH_ENV = bench_env(STATE_DIR, 2, "general")
 
 N_PATTERNS = 100_000
 N_AGENTS = 1_000
@@ -164,8 +155,6 @@ def seed(database_url: str) -> dict[str, Any]:
         with conn.cursor().copy("COPY pattern_views (pattern_id, shard, views) FROM STDIN") as cp:
             for pid, count in zip(patterns, views, strict=True):
                 cp.write_row((pid, 0, count))
-                if (i + 1) % 20_000 == 0:
-                    print(f"bench:   {i + 1:,} patterns", flush=True)
         print(f"bench: seeding {N_VOTES:,} votes over the last 30 days", flush=True)
         seen: set[tuple[int, int]] = set()
         while len(seen) < N_VOTES:
@@ -342,24 +331,8 @@ def _total(database_url: str, q: str) -> int:
 # ------------------------------------------------------------------ HTTP
 
 
-ROTATE_SCRIPT = """\
-local paths = {{{paths}}}
-local i = 0
-request = function()
-  i = i % #paths + 1
-  return wrk.format("GET", paths[i])
-end
-"""
-
-
-def rotation_script(tmp: Path, paths: list[str]) -> Path:
-    path = tmp / "rotate.lua"
-    path.write_text(ROTATE_SCRIPT.format(paths=", ".join(json.dumps(p) for p in paths)))
-    return path
-
-
 def measure_http(
-    base: str, wrk: str, tmp: Path, duration: int, warmup: int, connections: int
+    base: str, wrk: str, tmp: Path, args: argparse.Namespace
 ) -> list[tuple[str, WrkResult]]:
     search_paths = [f"/api/patterns?search={quote(q)}" for q in QUERIES]
     for path in [*search_paths, "/api/patterns?sort_by=trending", "/api/feed/trending"]:
@@ -370,26 +343,12 @@ def measure_http(
         (
             "GET /api/patterns?search=… (8 queries in turn)",
             base + search_paths[0],
-            rotation_script(tmp, search_paths),
+            paths_script(tmp / "rotate.lua", search_paths),
         ),
         ("GET /api/patterns?sort_by=trending", base + "/api/patterns?sort_by=trending", None),
         ("GET /api/feed/trending", base + "/api/feed/trending", None),
     ]
-    return [
-        (
-            label,
-            measure_url(
-                wrk,
-                label,
-                url,
-                duration=duration,
-                warmup=warmup,
-                connections=connections,
-                script=script,
-            ),
-        )
-        for label, url, script in routes
-    ]
+    return [(label, measure_url(wrk, label, url, args, script)) for label, url, script in routes]
 
 
 # ------------------------------------------------------------------ report
@@ -445,8 +404,7 @@ def docs_section(
 
 
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
-    parser = argparse.ArgumentParser(prog="python -m benchmarks.pattern_bench")
-    wrk_options(parser, connections=16)
+    parser = wrk_options("pattern_bench")
     parser.add_argument("--repeats", type=int, default=200, help="database replays (200)")
     parser.add_argument("--no-http", action="store_true", help="database time only")
     return parser.parse_args(argv)
@@ -455,17 +413,8 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
     stop_on_sigterm()
-    env = server_env(BENCH_ENV)
-    for key in DROPPED_ENV:
-        os.environ.pop(key, None)
-    os.environ.update(BENCH_ENV)
-
-    from serve_app.launch.bootstrap import prepare
-    from serve_app.settings import get_settings
-
-    get_settings.cache_clear()
     # This process stays attached to the embedded Postgres for the whole run.
-    prepared = prepare(get_settings())
+    env, _, prepared = prepare_here(BENCH_ENV)
     seed(prepared.database_url)
     load_before = os.getloadavg()[0]
 
@@ -473,25 +422,16 @@ def main(argv: list[str] | None = None) -> int:
     db_rows, facts = measure_db(prepared.database_url, args.repeats)
     for what, p50, p99, total in db_rows:
         print(f"bench:   {what:<48} p50 {p50:7.2f} ms  p99 {p99:7.2f} ms  {total or ''}")
-
-    http_rows: list[tuple[str, WrkResult]] = []
-    wrk_ver = ""
-    if not args.no_http:
-        wrk = ensure_wrk()
-        wrk_ver = wrk_version(wrk)
-        # The embedded Postgres stays: this process is still attached to it.
-        with (
-            serve_running(PORT, env, STATE_DIR, keep_postgres=True) as serve,
-            tempfile.TemporaryDirectory(prefix="cairn-bench-") as tmp,
-        ):
-            http_rows = measure_http(
-                serve.base, wrk, Path(tmp), args.duration, args.warmup, args.connections
-            )
-
-    if not args.no_docs and http_rows:
-        section = docs_section(http_rows, db_rows, facts, args, wrk_ver, load_before)
-        write_docs(section, start_mark=START_MARK, end_mark=END_MARK)
-        print("bench: wrote docs/benchmarks.md", flush=True)
+    if args.no_http:
+        return 0
+    wrk = ensure_wrk()
+    with (
+        serve_running(PORT, env, STATE_DIR, keep_postgres=True) as serve,
+        tempfile.TemporaryDirectory(prefix="cairn-bench-") as tmp,
+    ):
+        http_rows = measure_http(serve.base, wrk, Path(tmp), args)
+    section = docs_section(http_rows, db_rows, facts, args, wrk_version(wrk), load_before)
+    publish(section, START_MARK, END_MARK, args.no_docs)
     return 0
 
 

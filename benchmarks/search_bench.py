@@ -52,8 +52,7 @@ from benchmarks.search.million import part_million
 
 
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
-    parser = argparse.ArgumentParser(prog="python -m benchmarks.search_bench")
-    wrk_options(parser, connections=16)
+    parser = wrk_options("search_bench")
     parser.add_argument(
         "--parts", default="embedder,search,index", help="embedder,search,index (all)"
     )

@@ -21,17 +21,16 @@ import numpy as np
 
 from benchmarks.corpus import queries_for
 from benchmarks.harness import (
-    DROPPED_ENV,
     OPERATOR,
     THREADS,
     WrkResult,
     ensure_wrk,
     http_json,
+    prepare_here,
     run_wrk,
     section_head,
     serve_running,
     serve_table,
-    server_env,
     write_docs,
     wrk_version,
 )
@@ -303,19 +302,9 @@ def search_section(
 
 
 def part_search(args: argparse.Namespace) -> None:
-    env = server_env(BENCH_ENV)
-    for key in DROPPED_ENV:
-        os.environ.pop(key, None)
-    os.environ.update(BENCH_ENV)
     wrk = ensure_wrk()
     wrk_ver = wrk_version(wrk)
-
-    from serve_app.launch.bootstrap import prepare
-    from serve_app.settings import get_settings
-
-    get_settings.cache_clear()
-    settings = get_settings()
-    prepared = prepare(settings)
+    env, settings, prepared = prepare_here(BENCH_ENV)
     basis = basis_vectors()
     vectors = derived_vectors(basis, N_PATTERNS)
     seed(prepared.database_url, settings.embedding_model, basis, vectors)

@@ -39,15 +39,14 @@ import numpy as np
 
 from benchmarks.corpus import queries_for
 from benchmarks.harness import (
-    DROPPED_ENV,
     OPERATOR,
     ROOT,
     ensure_wrk,
     http_json,
+    prepare_here,
     section_head,
     serve_running,
     serve_table,
-    server_env,
     write_docs,
     wrk_version,
 )
@@ -183,18 +182,7 @@ def semantic_recall(
 
 
 def part_million(args: argparse.Namespace) -> None:
-    bench_env = {**BENCH_ENV, "CAIRN_STATE_DIR": str(BULK_STATE_DIR)}
-    env = server_env(bench_env)
-    for key in DROPPED_ENV:
-        os.environ.pop(key, None)
-    os.environ.update(bench_env)
-
-    from serve_app.launch.bootstrap import prepare
-    from serve_app.settings import get_settings
-
-    get_settings.cache_clear()
-    settings = get_settings()
-    prepared = prepare(settings)
+    env, settings, prepared = prepare_here({**BENCH_ENV, "CAIRN_STATE_DIR": str(BULK_STATE_DIR)})
     url = prepared.database_url
     facts: dict[str, Any] = {}
     facts.update(seed_patterns(url, args.patterns))

@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import Any
 
 from benchmarks.corpus import queries_for, seed_question, texts_for
-from benchmarks.harness import THREADS, VOTE_SCRIPT, api_call, http_json, lua_list
+from benchmarks.harness import api_call, http_json, lua_list, paths_script, vote_script
 
 
 @dataclass(frozen=True)
@@ -143,16 +143,6 @@ def seed(base: str, rounds: int, n_keys: int = 0) -> dict[str, Any]:
     }
 
 
-PATHS_SCRIPT = """\
-local paths = {{{paths}}}
-local headers = {{{headers}}}
-local i = 0
-request = function()
-  i = i + 1
-  return wrk.format("GET", paths[(i % #paths) + 1], headers)
-end
-"""
-
 # The many-clients mixes: a random client address (X-Forwarded-For) or the
 # next of many agent keys on each request, over the route's paths.
 MIX_SCRIPT = """\
@@ -249,12 +239,7 @@ def route_script(
         ]
     elif key == "upvote":
         answers = facts["vote_sets"][(server, run)]
-        path = tmp / f"vote-{len(list(tmp.iterdir()))}.lua"
-        path.write_text(
-            VOTE_SCRIPT.format(
-                keys=lua_list(facts["voters"]), answers=lua_list(answers), threads=THREADS
-            )
-        )
+        path = vote_script(tmp / f"vote-{len(list(tmp.iterdir()))}.lua", facts["voters"], answers)
         return f"/api/answers/{answers[0]}/vote", path
     elif key == "create":
         tag = f"{server.split()[-1].lower()}{run + 1}"
@@ -270,7 +255,7 @@ def route_script(
             MIX_SCRIPT.format(paths=lua_list(paths), keys=lua_list(crowd), mix=route.mix)
         )
     else:
-        path.write_text(PATHS_SCRIPT.format(paths=lua_list(paths), headers=headers))
+        paths_script(path, paths, headers)
     return paths[0], path
 
 
