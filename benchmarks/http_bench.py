@@ -51,6 +51,7 @@ from benchmarks.harness import (
     write_docs,
     wrk_options,
 )
+from benchmarks.profile_split import ADMISSION_PARTS, COMPONENTS
 from benchmarks.serving.measure import Run, measure, wait_index_idle
 from benchmarks.serving.processes import tree_cpu_s
 from benchmarks.serving.redis_limiter import redis_server
@@ -67,14 +68,12 @@ from benchmarks.serving.routes import (
     seed,
 )
 from benchmarks.serving.tables import (
-    admission_table,
     cpu_table,
     haproxy_table,
     latency_table,
-    profile_table,
-    ratio_table,
-    redis_table,
     serve_only_table,
+    split_table,
+    versus_table,
 )
 
 STATE_DIR = ROOT / ".cairn" / "bench"
@@ -162,12 +161,12 @@ def docs_section(
         "the requests wrk completed. On a machine that runs nothing else, "
         "*uvicorn / Serve CPU* is the throughput ratio to expect.",
         "",
-        *ratio_table(runs),
+        *versus_table(runs, "uvicorn"),
         "",
         "Serve against uvicorn with one global limit in Redis (both enforce a limit shared "
         "by every worker):",
         "",
-        *redis_table(runs),
+        *versus_table(runs, "uvicorn+Redis"),
         "",
         "Serve's CPU per request, by process (ms, median over rounds):",
         "",
@@ -181,7 +180,7 @@ def docs_section(
             "CPU; median over rounds). The *new address* and *many agent keys* rows are "
             "requests from a client the replica has not seen (or not lately):",
             "",
-            *admission_table(runs),
+            *split_table(runs, "admission", ADMISSION_PARTS),
             "",
         ]
     if any(r.haproxy for r in runs):
@@ -198,7 +197,7 @@ def docs_section(
             "replicas or uvicorn workers, samples by component as shares of their measured "
             "CPU; ms per request, median over rounds):",
             "",
-            *profile_table(runs),
+            *split_table(runs, "profile", COMPONENTS),
             "",
             "What Cairn runs only under Serve (issue 46's target: at most 5% of a request's "
             "CPU): the metric records, the actor-backed rate limiter, trending and dispatch "
