@@ -1,72 +1,21 @@
 """Does an authenticated read keep answering while the service is abused?
 
-``cairn run`` (2 Api replicas, the default; semantic search off) on its own
-state folder (``.cairn/bench-abuse``, its own embedded Postgres), with
-``CAIRN_TRUSTED_PROXIES=127.0.0.1/32`` so the ``X-Forwarded-For`` address the
-attackers send (random addresses in 198.18.0.0/15, the benchmarking range)
-is taken as the client: Serve's HAProxy appends 127.0.0.1, which is skipped
-as a trusted proxy. The per-agent ``general`` limit and registration are
-raised so the probe is never refused; the stream caps and the anonymous
-``/api/health`` limit stay at their defaults.
+The probe (``harness.probe``: ``GET /api/agents/me`` with a key) runs idle,
+under abuse and after, against ``cairn run`` on its own state folder. The
+attacks run in a second process (its own event loop, so their work does not
+delay the probe's timing), loopback only, each request from a random address
+in 198.18.0.0/15 taken as the client (``CAIRN_TRUSTED_PROXIES``), each kind
+bounded in count and in time. Three abuses, each written into its own
+section of docs/benchmarks.md, which says what it sends:
 
-The probe is ``GET /api/agents/me`` with a registered agent's key (the key
-check and one read), 8 at a time. It runs three times:
+* by default, held-open stream attempts (keyless ``GET /mcp``, and one key's
+  ``GET /api/notifications/stream``) with a ``/api/health`` flood;
+* ``--diffs``: revision diffs of a pathological pattern (docs/security.md, H1);
+* ``--surfaces``: the diffs with Client ID Metadata Document fetches from a
+  slow server and registrations at their bounds (M2, M3).
 
-1. idle: 400 requests;
-2. under abuse: from the moment the attacks start until every attack request
-   has been answered, then on with every accepted attack connection still
-   held open, for 400 more requests and at least ABUSE_MIN_S (60 s) in all
-   (the health limit counts a minute);
-3. after: 400 requests once the attackers have closed everything.
-
-The attacks run in a child process (its own event loop, so the attackers'
-work does not delay the probe's own timing), all at once, each bounded in
-count and in time (it stops by itself after ABUSE_MAX_S), loopback only:
-
-* 1,000 keyless ``GET /mcp`` (``Accept: text/event-stream``), each from a
-  random address, on a raw connection of its own: the request is written,
-  the answer's head read (and an error's short body), and the connection is
-  then held open, reading nothing more, until the abuse ends;
-* 1,000 ``GET /api/notifications/stream`` with ONE agent's key, each from a
-  random address, held the same way (an accepted stream is never read);
-* the health flood: 16 loops of anonymous ``GET /api/health`` as fast as
-  they are answered, 8 each from one fixed address (an attacking host: its
-  per-address limit refuses it) and 8 from a new random address per request
-  (a botnet: every request is under its address's limit, and answers from
-  the replica's snapshot).
-
-The keyless and keyed stream attempts are opened in waves of 200 (each wave
-answered, or timed out, before the next) so the client stays within a small
-machine. An attack request without an answer head within ANSWER_TIMEOUT_S
-counts as hung. Results are printed and written into docs/benchmarks.md
-between the ``abuse-bench`` markers.
-
-With ``--diffs`` it runs the revision-diff abuse instead (docs/security.md,
-H1): one pattern published with DIFF_LINES distinct lines and edited to the
-same lines each followed by a blank line, then rewritten back and forth (so
-there are several pairs of revisions to ask for); the probe runs idle,
-while DIFF_LOOPS loops of anonymous ``GET …/revisions/{a}/diff/{b}`` (a
-random pair, a new random address per request, from a second process) run
-for at least DIFF_MIN_S (or ``--seconds``), and after; the section goes
-between the ``abuse-bench-diffs`` markers.
-
-With ``--surfaces`` (security M2, M3) the diff loops run together with, from
-the same process and each request from a random address: M2_LOOPS loops of
-anonymous ``GET /authorize`` naming a new Client ID Metadata Document URL
-each time, on a document server the attackers run on 127.0.0.1 that holds
-each answer DOCUMENT_HOLD_S (the service runs with
-``CAIRN_OAUTH_CLIENT_METADATA_ALLOW_LOOPBACK=true``, as the tests do); and
-M3_LOOPS loops each of ``POST /register`` with every bounded field full, of
-the same with a 900 kB ``jwks``, and of ``/authorize`` with a huge ``state``.
-Each kind of loop stops after ``--requests`` requests (or when the probe is
-done, or after ABUSE_MAX_S); the probe runs idle, meanwhile (at least
-``--seconds``) and after; the section goes between the
-``abuse-bench-surfaces`` markers.
-
-    PYTHONPATH=$PWD .venv/bin/python -m benchmarks.abuse_bench
-    PYTHONPATH=$PWD .venv/bin/python -m benchmarks.abuse_bench --attempts 200 --no-docs
-    PYTHONPATH=$PWD .venv/bin/python -m benchmarks.abuse_bench --diffs
-    PYTHONPATH=$PWD .venv/bin/python -m benchmarks.abuse_bench --surfaces --seconds 45
+    .venv/bin/python -m benchmarks.abuse_bench [--attempts 200] [--no-docs]
+    .venv/bin/python -m benchmarks.abuse_bench --diffs | --surfaces [--seconds 45]
 """
 
 from __future__ import annotations

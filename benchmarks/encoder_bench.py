@@ -1,20 +1,11 @@
 """The Encoder on ONNX Runtime against PyTorch (sentence-transformers), same
-process, same texts, interleaved rounds (docs/benchmarks.md, "Encoder:
-ONNX Runtime against PyTorch").
-
-* queries/s on one thread: short queries, one ``encode`` call each (the
-  Embedder's query path encodes on one thread);
-* rows/s of re-embedding-sized texts (300-1,500 characters, truncated at 256
-  word pieces as the service does) in 256-text calls on one thread (what a
-  ``cairn reembed`` actor runs with ``--threads 1``), and on every core;
-* the resident memory of a fresh process that loads the encoder and encodes
-  one query (what an Embedder replica's encoder costs), each backend alone;
-* the cosine of the two backends' vectors. (The int8 graph's column was a
-  trial, recorded in docs/benchmarks.md; its code: benchmarks/encoder_bench.py
-  at commit e8bf2c4.)
-
-Rounds alternate the backends (torch, onnx, torch, onnx, ...) so that other
-work on a shared machine slows both alike; the figures are the medians.
+process, same texts, rounds alternating the backends so that other work on a
+shared machine slows both alike (docs/benchmarks.md, "Encoder: ONNX Runtime
+against PyTorch"): queries/s on one thread, rows/s of re-embedding-sized
+texts on one thread and on every core, the RSS of a fresh process holding the
+encoder, and the cosine of the two backends' vectors. (The int8 graph's
+column was a trial, recorded there; its code: benchmarks/encoder_bench.py at
+commit e8bf2c4.)
 """
 
 from __future__ import annotations

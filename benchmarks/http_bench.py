@@ -1,23 +1,16 @@
-"""HTTP benchmark: the same Cairn app under plain uvicorn and through Ray Serve.
-
-One run measures the servers, one after the other (never at once: the load
-generator and the servers share a small machine), with ``wrk``:
+"""HTTP benchmark: the same Cairn app under plain uvicorn and through Ray Serve
+(docs/benchmarks.md, "HTTP: Ray Serve vs plain uvicorn, same workers", which
+says how), with ``wrk``, one server after the other in interleaved rounds:
 
 * plain uvicorn: ``benchmarks.uvicorn_app``, as many workers as Serve has
-  ``Api`` replicas, each worker's own in-process rate limiter, on 127.0.0.1:8101;
-* uvicorn+Redis: the same with one global limit in Redis (``limits``, what a
-  user would pick; a redis-server the bench starts and stops), on 127.0.0.1:8103;
-* Ray Serve: ``cairn run --port 8102`` (HAProxy ingress, Serve replicas, the
-  Ray rate-limiter actors), on 127.0.0.1:8102.
+  ``Api`` replicas, each with its own in-process rate limiter;
+* uvicorn+Redis: the same with one global limit in Redis
+  (``serving/redis_limiter.py``, a redis-server the bench starts);
+* Ray Serve: ``cairn run``.
 
-Each read runs with three client mixes (``--mixes``): every request from one
-address; each from a new address (a random ``X-Forwarded-For``, trusted from
-127.0.0.1); each with the next of a few thousand agents' keys.
-
-Both use their own state folder (``.cairn/bench``, with its own embedded
-Postgres) and rate limits raised so far that the register route is never
-refused. Results are printed and written into docs/benchmarks.md between the
-``http-bench`` markers.
+The reads run with client mixes (``--mixes``, ``serving/routes.py``); each run
+counts the servers' CPU (``serving/processes.py``) and, with ``--profile``,
+samples the app processes with py-spy (``profile_split.py``).
 
     .venv/bin/python -m benchmarks.http_bench               # what `make bench` runs
     .venv/bin/python -m benchmarks.http_bench --duration 5  # a quick run

@@ -1,19 +1,13 @@
-"""The BM25 index (``retrieval.lexical.LexicalIndex``) at 100,000 patterns:
-build time, memory, query latency and the cost of following edits.
+"""The BM25 index (``retrieval.lexical.LexicalIndex``) at 100,000 patterns,
+generated as ``search_bench`` seeds its corpus, without Postgres or Serve:
+build time, memory, query latency, the cost of following edits, in memory and
+in a node's folder on disk. Prints a markdown block (docs/benchmarks.md,
+"Lexical (BM25) index at 100,000 patterns").
 
-The patterns are generated as ``benchmarks/search_bench.py`` seeds its
-100,000-pattern corpus (``benchmarks/search/seeding.py``: same seed, title,
-description, tags, Zipf content, all from ``benchmarks/corpus.py``),
-without Postgres or Serve: this measures the index each Api process builds at
-start and queries per search. Appends nothing; prints a markdown block.
-
-``--processes R`` also measures the memory of the processes that search it,
-each in a process of its own started for the purpose: one holding the index
-in memory (``CAIRN_SEARCH_LEXICAL_STORE=memory``), and, over one node folder
-(``retrieval.lexical_store``, the default store), the process that built it
-and R more that only open it, all alive at once while measured (RSS, the
-private part, and PSS, which splits each shared page among the processes
-mapping it).
+``--processes R`` also measures the memory of processes that search it, each
+started for the purpose: one holding the index in memory, and over one node
+folder (``retrieval.lexical_store``) the builder and R that only open it, all
+alive at once ("One BM25 index per node").
 
     .venv/bin/python -m benchmarks.lexical_bench [--n 100000] [--processes 2] [--folder DIR]
 """

@@ -1,18 +1,11 @@
-"""Pattern search and trending over 100,000 seeded patterns.
+"""Pattern search and trending over 100,000 seeded patterns (docs/benchmarks.md,
+"Pattern search and trending at 100,000 patterns").
 
-Seeds (once; reused while the corpus is there) a bench database with 100,000
-patterns written by Zipf's law from a 30,000-word vocabulary, 1,000 agents
-and 200,000 votes spread over the last 30 days, then measures:
-
-* through the Serve path (`cairn run --port 8103`, HAProxy, the Api replicas,
-  the TrendingActor) with wrk: ``GET /api/patterns?search=…`` (a rotation of
-  queries), ``GET /api/patterns?sort_by=trending`` and ``GET /api/feed/trending``;
-* the database time alone: the exact SQL those routes run (captured from the
-  repositories) replayed over psycopg, one request = all its statements, and
-  the TrendingCounter's ranking in process.
-
-Results are printed and written into docs/benchmarks.md between the
-``pattern-bench`` markers.
+Seeds (once; reused while the corpus is there) 100,000 patterns of Zipf text,
+1,000 agents and 200,000 votes over the last 30 days, then measures the
+routes through Serve with wrk, and the database alone: the SQL those routes
+send (captured from the repositories) replayed over psycopg, and the
+TrendingCounter's ranking in process.
 
     .venv/bin/python -m benchmarks.pattern_bench               # part of `make bench`
     .venv/bin/python -m benchmarks.pattern_bench --duration 5  # a quick run

@@ -1,14 +1,7 @@
-"""Questions and answers through Ray Serve, with ``wrk``:
-
-* the question detail read (a question with 20 answers, each with votes), with
-  and without a key (a key adds the caller's vote on the question and on every
-  answer);
-* answer upvotes: many voters upvoting many answers, every request a real
-  change (a new vote, its score and the author's reputation event).
-
-The service is ``cairn run --port 8104`` on a fresh state folder
-(``.cairn/bench-qa``, its own embedded Postgres), seeded over HTTP. Results are
-printed and written into docs/benchmarks.md between the ``qa-bench`` markers.
+"""Questions and answers through Ray Serve, with ``wrk`` (docs/benchmarks.md,
+"Questions and answers through Serve"): the question detail read (20 answers
+with votes) with and without a key, and answer upvotes, every request a real
+change. ``cairn run`` on a fresh state folder, seeded over HTTP.
 
     .venv/bin/python -m benchmarks.qa_bench               # what `make bench` runs
     .venv/bin/python -m benchmarks.qa_bench --duration 5  # a quick run

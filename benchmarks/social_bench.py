@@ -1,15 +1,9 @@
-"""Notifications through Ray Serve:
-
-* pattern create latency for authors with 0, 2,000 and 20,000 followers (the
-  request only queues a fan-out job; the DispatchActor writes the followers'
-  notifications afterwards), measured while earlier fan-outs are running;
-* how long each fan-out takes to finish, and its rate in notifications/s;
-* ``wrk`` on a follower's ``GET /api/notifications`` and on ``GET /api/analytics``.
-
-The service is ``cairn run --port 8105`` on a fresh state folder
-(``.cairn/bench-social``, its own embedded Postgres); the followers are written
-straight to Postgres (fast), everything else goes over HTTP. Results are
-printed and written into docs/benchmarks.md between the ``social-bench`` markers.
+"""Notifications through Ray Serve (docs/benchmarks.md, "Notifications
+through Serve"): pattern create latency for authors with 0, 2,000 and 20,000
+followers (the request only queues a fan-out job) while earlier fan-outs run;
+each fan-out's own time and rate; wrk on a follower's ``GET
+/api/notifications`` and on ``GET /api/analytics``. The followers are written
+straight to Postgres, everything else goes over HTTP.
 
     .venv/bin/python -m benchmarks.social_bench               # what `make bench` runs
     .venv/bin/python -m benchmarks.social_bench --duration 5  # a quick run

@@ -1,25 +1,14 @@
 """How many idle notification streams one Api replica holds open while the
-API still answers ordinary requests quickly.
+API still answers ordinary requests quickly (docs/benchmarks.md,
+"Notification streams: idle streams per replica", which says how).
 
-``cairn run`` with ONE Api replica (so every stream is on it), semantic
-search off (streams do not use the model; it only slows the start), on its
-own state folder (``.cairn/bench-stream``, its own embedded Postgres). For
-each level N the benchmark opens N idle streams (``GET
-/api/notifications/stream``, spread over 50 agents, each read up to its
-``ready`` event, then drained; the top level is one below the cap of 1000,
-so the delivery stream below still fits), and with them open measures:
+``cairn run`` with ONE Api replica, semantic search off, on its own state
+folder. For each level N it opens N idle streams (spread over 50 agents, each
+read up to its ``ready`` event), and with them open measures the probe
+(``harness.probe``), the delivery of a follow's notification to an open
+stream, and the replica's memory.
 
-* ``GET /api/agents/me`` (key check and one read): 400 requests, 8 at a time;
-  latency percentiles, and requests that failed or took over 10 s;
-* delivery: 20 times, a new follower of an agent whose stream is open, from
-  sending the follow to the notification event arriving;
-* the replica's memory (``/api/health``).
-
-Results are printed and written into docs/benchmarks.md between the
-``stream-bench`` markers.
-
-    PYTHONPATH=$PWD .venv/bin/python -m benchmarks.stream_bench
-    PYTHONPATH=$PWD .venv/bin/python -m benchmarks.stream_bench --levels 0,100,200 --no-docs
+    .venv/bin/python -m benchmarks.stream_bench [--levels 0,100,200] [--no-docs]
 """
 
 from __future__ import annotations

@@ -1,26 +1,16 @@
 """Part ``search`` with ``--embed``: search at a large corpus (a million
 patterns) with real vectors, on its own state folder
-(``.cairn/bench-search-bulk``), so the 100,000-pattern corpus and this one
-do not replace each other.
+(``.cairn/bench-search-bulk``); writes "Search at a large corpus".
 
-1. Seed ``--patterns`` patterns and embed them with the ONNX encoder
-   (benchmarks/search/bulk.py: resumable; ``--seed-only`` stops there, so a
-   long embedding can be run, interrupted and continued on its own).
-2. ``cairn run`` on it; once every Api replica has built its BM25 index and
-   its copy of the vector index: the build times the replicas report (each
-   /api/health answer comes from one replica), the RSS of every process of
-   the stack, then wrk on /api/search, hybrid (``use_semantic=true``, new
-   queries and repeated ones) and full text, at ``--connections`` (16) and
-   at one connection (sequential).
-3. Semantic (vector-only) search and recall@10: the stored vectors read back
-   from Postgres, an HNSW graph built as an Api replica builds its copy (the
-   service's settings: 8-bit codes, M, efConstruction, ef), its build time,
-   and its top 10 against exact search (a flat index over the same vectors)
-   for real queries encoded by the same encoder; p50/p99 ms a query.
-
-Writes ``## Search at a large corpus`` in docs/benchmarks.md.
-
-    .venv/bin/python -m benchmarks.search_bench --parts search --patterns 1000000 --embed
+1. Seed ``--patterns`` patterns and embed them (``bulk.py``; resumable;
+   ``--seed-only`` stops there).
+2. ``cairn run`` on it; once every Api replica has built its indexes: their
+   build times, the RSS and PSS of every process of the stack, wrk on
+   /api/search (hybrid, new queries and repeated ones, and full text) at
+   ``--connections`` and at one connection.
+3. Semantic search alone: an HNSW graph built over the stored vectors as an
+   Api replica builds its copy, its recall@10 against exact search and ms a
+   query.
 """
 
 from __future__ import annotations
