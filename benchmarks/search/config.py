@@ -21,10 +21,6 @@ N_THROUGHPUT = 1_024
 N_QUERIES = 300
 N_PATTERNS = 100_000
 N_AGENTS = 200
-RECALL_SIZES = (100_000, 200_000)
-NPROBES = (8, 16, 32, 64)
-HNSW_EFS = (64, 128, 256)
-DEEP = 50  # the depth the API asks each half of the fusion for, at least
 SLUG_PREFIX = "bench-search-v2-"
 
 
