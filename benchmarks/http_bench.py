@@ -29,7 +29,6 @@ from pathlib import Path
 from typing import Any
 
 from benchmarks.harness import (
-    DOCS,
     HOST,
     RATE_LIMIT,
     ROOT,
@@ -39,9 +38,9 @@ from benchmarks.harness import (
     fresh_serve_run,
     leftover_processes,
     port_in_use,
+    publish,
     section_head,
     stop_bench_processes,
-    write_docs,
     wrk_options,
 )
 from benchmarks.profile_split import ADMISSION_PARTS, COMPONENTS
@@ -305,25 +304,15 @@ def main(argv: list[str] | None = None) -> int:
         flush=True,
     )
     load_before = os.getloadavg()[0]
-    python = sys.executable
-    serve = Server(
-        "Ray Serve",
-        [python, "-m", "serve_app.launch.cli", "run", "--port", str(SERVE_PORT)],
-        SERVE_PORT,
-        STATE_DIR / "serve.log",
-        STATE_DIR,
-        own_session=False,
-    )
-    plain_cmd = [python, "-m", "benchmarks.uvicorn_app", "--host", HOST]
-    plain_cmd += ["--workers", str(workers)] + (["--semantic"] if semantic else [])
-    plain = Server(
-        "uvicorn",
-        [*plain_cmd, "--port", str(UVICORN_PORT)],
-        UVICORN_PORT,
-        STATE_DIR / "uvicorn.log",
-        STATE_DIR,
-        own_session=False,
-    )
+
+    def server(name: str, module: str, port: int, log: str, *more: str) -> Server:
+        """A server in this session (one CPU autogroup with wrk), logging into STATE_DIR."""
+        cmd = [sys.executable, "-m", module, *more, "--port", str(port)]
+        return Server(name, cmd, port, STATE_DIR / log, STATE_DIR, own_session=False)
+
+    serve = server("Ray Serve", "serve_app.launch.cli", SERVE_PORT, "serve.log", "run")
+    plain_args = ["--host", HOST, "--workers", str(workers)] + (["--semantic"] if semantic else [])
+    plain = server("uvicorn", "benchmarks.uvicorn_app", UVICORN_PORT, "uvicorn.log", *plain_args)
     runs: list[Run] = []
     idle: list[tuple[float, float]] = []  # (Serve's CPU s, wall s) while uvicorn ran
     with contextlib.ExitStack() as stack:
@@ -334,13 +323,14 @@ def main(argv: list[str] | None = None) -> int:
         if with_redis:
             redis_uri, pid = stack.enter_context(redis_server(REDIS_PORT, STATE_DIR / "redis"))
             redis_pid = (pid,)
-        redis_plain = Server(
+        redis_plain = server(
             "uvicorn+Redis",
-            [*plain_cmd, "--port", str(REDIS_UVICORN_PORT), "--redis", redis_uri],
+            "benchmarks.uvicorn_app",
             REDIS_UVICORN_PORT,
-            STATE_DIR / "uvicorn-redis.log",
-            STATE_DIR,
-            own_session=False,
+            "uvicorn-redis.log",
+            *plain_args,
+            "--redis",
+            redis_uri,
         )
         by_name = {"uvicorn": plain, "redis": redis_plain, "serve": serve}
         servers = [by_name[k] for k in args.server_list]
@@ -358,31 +348,20 @@ def main(argv: list[str] | None = None) -> int:
                 print(f"bench: starting {other.name} ({workers} workers)", flush=True)
                 other.start(env, UVICORN_START_TIMEOUT_S)
             wait_index_idle(serve.base)
-            for server in servers:
-                check_routes(server.base, facts, semantic)
+            for srv in servers:
+                check_routes(srv.base, facts, semantic)
             for rnd in range(args.rounds):
                 bases = list(dict.fromkeys(r.base for r in args.route_list))
                 for route in args.route_list:
                     # Each server first, middle and last in turn (for each mix too).
                     base = bases.index(route.base)
                     shift = (rnd + base + list(MIXES).index(route.mix)) % len(servers)
-                    for server in servers[shift:] + servers[:shift]:
+                    for srv in servers[shift:] + servers[:shift]:
                         assert serve.proc is not None
                         before, t0 = tree_cpu_s(serve.proc.pid), time.monotonic()
-                        runs.append(
-                            measure(
-                                server,
-                                route,
-                                facts,
-                                run=rnd,
-                                wrk=wrk,
-                                tmp=tmp,
-                                args=args,
-                                state_dir=STATE_DIR,
-                                extra_pids=redis_pid if server is redis_plain else (),
-                            )
-                        )
-                        if server is plain:
+                        extra = redis_pid if srv is redis_plain else ()
+                        runs.append(measure(srv, route, facts, rnd, wrk, tmp, args, extra))
+                        if srv is plain:
                             idle.append(
                                 (tree_cpu_s(serve.proc.pid) - before, time.monotonic() - t0)
                             )
@@ -410,11 +389,7 @@ def main(argv: list[str] | None = None) -> int:
         load_before=load_before,
         load_after=load_after,
     )
-    print()
-    print(section)
-    if not args.no_docs:
-        write_docs(section, start_mark=START_MARK, end_mark=END_MARK)
-        print(f"bench: results written to {DOCS.relative_to(ROOT)}")
+    publish(section, START_MARK, END_MARK, args.no_docs)
     return 1 if any(r.result.errors for r in runs) else 0
 
 

@@ -42,16 +42,16 @@ def measure(
     server: Server,
     route: Route,
     facts: dict[str, Any],
-    *,
     run: int,
     wrk: str,
     tmp: Path,
     args: argparse.Namespace,
-    state_dir: Path,
     extra_pids: tuple[int, ...] = (),
 ) -> Run:
-    """A warm-up run, then the measured one with the server's CPU time (and,
-    with --profile, py-spy on the app processes)."""
+    """A warm-up run, then the measured one (round ``run``) with the server's
+    CPU time (and ``extra_pids``', its Redis), and with --profile py-spy on
+    the app processes."""
+    state_dir = server.state_dir
     if args.warmup:
         url, script = route_script(
             tmp, route, facts, server.name, -1 if run == 0 else run, warmup=True
