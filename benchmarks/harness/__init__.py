@@ -41,6 +41,7 @@ from benchmarks.harness.service import (
     api_call,
     bearer,
     bench_env,
+    bench_processes,
     fresh_serve_run,
     fresh_state,
     http_json,

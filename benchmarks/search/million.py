@@ -31,6 +31,7 @@ from benchmarks.corpus import queries_for
 from benchmarks.harness import (
     OPERATOR,
     ROOT,
+    bench_processes,
     ensure_wrk,
     http_json,
     prepare_here,
@@ -49,42 +50,24 @@ START, END = "<!-- search-bulk-bench:start -->", "<!-- search-bulk-bench:end -->
 RECALL_QUERIES = 300
 
 
-def pss_mib(pid: int) -> float:
-    """The process's proportional set size: its private pages plus its share
-    of pages it maps with others (a file every replica maps counts once over
-    them), MiB; 0 where the kernel does not say."""
-    with contextlib.suppress(OSError, ValueError):
-        for line in Path(f"/proc/{pid}/smaps_rollup").read_text().splitlines():
-            if line.startswith("Pss:"):
-                return int(line.split()[1]) / 1024
-    return 0.0
+def stack_memory(root: int, state_dir: Path) -> list[tuple[str, int, float, float]]:
+    """(command, pid, RSS MiB, PSS MiB) of the stack's processes, largest RSS
+    first: ``root`` (the ``cairn run`` process), the processes of its state
+    folder (the embedded Postgres), and all their descendants (Ray's daemons
+    and workers, Postgres's backends)."""
+    import psutil
 
-
-def process_rss(root: int, marker: str) -> list[tuple[str, int, float]]:
-    """(command, pid, RSS MiB) of the stack's processes: ``root`` (the
-    ``cairn run`` process) and the processes whose command line holds
-    ``marker`` (the embedded Postgres, started with its state folder), and
-    all their descendants (Ray's daemons and workers, Postgres backends)."""
-    procs: dict[int, tuple[int, str, float]] = {}
-    for entry in Path("/proc").iterdir():
-        if not entry.name.isdigit():
-            continue
-        with contextlib.suppress(OSError, ValueError, IndexError):
-            cmd = (entry / "cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
-            ppid = int((entry / "stat").read_text().rsplit(")", 1)[1].split()[1])
-            rss = 0.0
-            for line in (entry / "status").read_text().splitlines():
-                if line.startswith("VmRSS:"):
-                    rss = int(line.split()[1]) / 1024
-            procs[int(entry.name)] = (ppid, " ".join(cmd.split()), rss)
-    keep = {pid for pid, (_, cmd, _) in procs.items() if pid == root or marker in cmd}
-    grew = True
-    while grew:
-        more = {pid for pid, (ppid, _, _) in procs.items() if ppid in keep} - keep
-        keep |= more
-        grew = bool(more)
-    rows = [(procs[p][1][:70], p, procs[p][2]) for p in keep if p in procs and procs[p][2] > 0]
-    return sorted(rows, key=lambda r: -r[2])
+    procs: dict[int, Any] = {}
+    for proc in [psutil.Process(root), *bench_processes(state_dir)]:
+        with contextlib.suppress(psutil.Error):
+            procs.update((p.pid, p) for p in [proc, *proc.children(recursive=True)])
+    rows = []
+    for pid, proc in procs.items():
+        with contextlib.suppress(psutil.Error):
+            memory = proc.memory_full_info()
+            command = " ".join(" ".join(proc.cmdline()).split())[:70]
+            rows.append((command, pid, memory.rss / 2**20, memory.pss / 2**20))
+    return sorted((r for r in rows if r[2] > 0), key=lambda r: -r[2])
 
 
 def replica_builds(base: str, polls: int = 32) -> dict[str, list[float]]:
@@ -207,10 +190,9 @@ def part_million(args: argparse.Namespace) -> None:
         facts["ready_s"] = serve.ready_s + time.monotonic() - t0
         facts["vector_index_load_s"] = stats.get("counters", {}).get("load_s")
         builds = replica_builds(serve.base)
-        rss = process_rss(serve.proc.pid, str(BULK_STATE_DIR))
-        pss = {pid: pss_mib(pid) for _, pid, _ in rss}
-        for name, pid, mib in rss:
-            print(f"bench: RSS {mib:8.0f} MiB  PSS {pss[pid]:8.0f}  {pid:>7}  {name}", flush=True)
+        memory = stack_memory(serve.proc.pid, BULK_STATE_DIR)
+        for name, pid, rss, pss in memory:
+            print(f"bench: RSS {rss:8.0f} MiB  PSS {pss:8.0f}  {pid:>7}  {name}", flush=True)
         concurrent = measure_search(serve.base, wrk, Path(tmp), args)
         sequential = measure_search(
             serve.base,
@@ -225,7 +207,7 @@ def part_million(args: argparse.Namespace) -> None:
     recall = semantic_recall(url, encoder, replica_config(settings))
     print(f"bench: semantic (replica graph in process): {recall}", flush=True)
     section = million_section(
-        args, facts, builds, rss, pss, concurrent, sequential, recall, wrk_ver, load0
+        args, facts, builds, memory, concurrent, sequential, recall, wrk_ver, load0
     )
     print(section, flush=True)
     if not args.no_docs:
@@ -236,8 +218,7 @@ def million_section(
     args: argparse.Namespace,
     facts: dict[str, Any],
     builds: dict[str, list[float]],
-    rss: list[tuple[str, int, float]],
-    pss: dict[int, float],
+    memory: list[tuple[str, int, float, float]],
     concurrent: list[SearchRun],
     sequential: list[SearchRun],
     recall: dict[str, float],
@@ -258,7 +239,7 @@ def million_section(
         "",
         "| Process (after the builds) | pid | RSS MiB | PSS MiB |",
         "|---|---:|---:|---:|",
-        *(f"| `{name}` | {pid} | {mib:,.0f} | {pss.get(pid, 0):,.0f} |" for name, pid, mib in rss),
+        *(f"| `{name}` | {pid} | {rss:,.0f} | {pss:,.0f} |" for name, pid, rss, pss in memory),
         "",
         "(PSS counts a page mapped by several processes once over them: "
         "the fair share where replicas map one file.)",
