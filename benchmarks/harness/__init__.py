@@ -44,6 +44,7 @@ from benchmarks.harness.service import (
     bench_processes,
     fresh_serve_run,
     fresh_state,
+    health,
     http_json,
     leftover_processes,
     port_in_use,

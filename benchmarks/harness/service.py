@@ -93,6 +93,17 @@ def http_json(
         return exc.code, exc.read().decode(errors="replace")
 
 
+def health(base: str) -> dict[str, Any] | None:
+    """/api/health as the operator sees it (the search parts' progress and
+    the replicas' copies), or None while it does not answer 200 (a replica
+    busy building: a timeout, a 503 page)."""
+    with contextlib.suppress(OSError):
+        status, body = http_json("GET", base + "/api/health", timeout=10, headers=OPERATOR)
+        if status == 200 and isinstance(body, dict):
+            return body
+    return None
+
+
 def api_call(base: str, method: str, path: str, key: str | None = None, body: Any = None) -> Any:
     """One API call with an optional key; its ``data`` (or whole body); raises on >= 300."""
     headers = {"Authorization": f"Bearer {key}"} if key else {}

@@ -5,7 +5,6 @@ text), and its docs section."""
 from __future__ import annotations
 
 import argparse
-import contextlib
 import gc
 import json
 import os
@@ -21,10 +20,10 @@ import numpy as np
 
 from benchmarks.corpus import queries_for
 from benchmarks.harness import (
-    OPERATOR,
     THREADS,
     WrkResult,
     ensure_wrk,
+    health,
     http_json,
     prepare_here,
     run_wrk,
@@ -92,9 +91,8 @@ def search_script(tmp: Path, paths: list[str], name: str, threads: int = THREADS
 
 
 # Answers in a row from /api/health whose replica has its BM25 index and its
-# copy of the vector index built:
-# each answer comes from one Api replica (HAProxy spreads them), so a run of
-# them says every replica is ready, not just one.
+# copy of the vector index built: each answer comes from one Api replica
+# (HAProxy spreads them), so a run of them says every replica is ready.
 LEXICAL_READY_IN_A_ROW = 12
 
 
@@ -103,49 +101,32 @@ def wait_search_ready(base: str, expected: int, timeout: float = 900.0) -> dict[
     no job waits, and every Api replica's BM25 index and copy of the vector
     index are built (until then a replica ranks words with Postgres full text
     and asks the VectorIndex, which is not what is measured)."""
+
+    def holds_all(part: dict[str, Any] | None) -> bool:
+        return part is None or bool(
+            part.get("ready") and part.get("indexes", {}).get("pattern", 0) >= expected
+        )
+
     deadline = time.monotonic() + timeout
     last: Any = None
-    lexical_in_a_row = 0
+    in_a_row = 0
     while time.monotonic() < deadline:
-        with contextlib.suppress(OSError):
-            status, body = http_json("GET", base + "/api/health", timeout=10, headers=OPERATOR)
-            if (
-                status != 200
-                or not isinstance(body, dict)
-                or not isinstance(body.get("search"), dict)
-            ):
-                # A replica busy building (a timeout, a 503 page): ask again.
-                last, lexical_in_a_row = f"{status}: {str(body)[:200]}", 0
-                time.sleep(2.0)
-                continue
-            last = body["search"]
-            pattern = last.get("indexes", {}).get("pattern", {})
-            lexical = body.get("lexical")
-            replica = last.get("replica")
-            built = (
-                lexical is None
-                or (
-                    lexical.get("ready")
-                    and lexical.get("indexes", {}).get("pattern", 0) >= expected
-                )
-            ) and (
-                # The replica's copy of the vector index
-                # (serve_app/runtime/index_copies/vectors.py).
-                replica is None
-                or (
-                    replica.get("ready")
-                    and replica.get("indexes", {}).get("pattern", 0) >= expected
-                )
-            )
-            lexical_in_a_row = lexical_in_a_row + 1 if built else 0
-            if (
-                last.get("ready")
-                and last.get("pending_jobs") == 0
-                and pattern.get("size", 0) >= expected
-                and lexical_in_a_row >= LEXICAL_READY_IN_A_ROW
-            ):
-                return dict(last)
-        time.sleep(0.5 if lexical_in_a_row else 2.0)
+        body = health(base)
+        if body is None or not isinstance(body.get("search"), dict):
+            last, in_a_row = body, 0
+            time.sleep(2.0)
+            continue
+        last = body["search"]
+        built = holds_all(body.get("lexical")) and holds_all(last.get("replica"))
+        in_a_row = in_a_row + 1 if built else 0
+        if (
+            last.get("ready")
+            and last.get("pending_jobs") == 0
+            and last.get("indexes", {}).get("pattern", {}).get("size", 0) >= expected
+            and in_a_row >= LEXICAL_READY_IN_A_ROW
+        ):
+            return dict(last)
+        time.sleep(0.5 if in_a_row else 2.0)
     raise RuntimeError(f"search index not ready after {timeout:.0f}s: {last}")
 
 

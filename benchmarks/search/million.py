@@ -29,11 +29,10 @@ import numpy as np
 
 from benchmarks.corpus import queries_for
 from benchmarks.harness import (
-    OPERATOR,
     ROOT,
     bench_processes,
     ensure_wrk,
-    http_json,
+    health,
     prepare_here,
     section_head,
     serve_running,
@@ -76,16 +75,13 @@ def replica_builds(base: str, polls: int = 32) -> dict[str, list[float]]:
     vector: set[float] = set()
     lexical: set[float] = set()
     for _ in range(polls):
-        with contextlib.suppress(OSError):
-            status, body = http_json("GET", base + "/api/health", timeout=10, headers=OPERATOR)
-            if status != 200 or not isinstance(body, dict):
-                continue
-            replica = (body.get("search") or {}).get("replica") or {}
-            if "build_s" in replica.get("counters", {}):
-                vector.add(float(replica["counters"]["build_s"]))
-            counters = (body.get("lexical") or {}).get("counters") or {}
-            if "build_s" in counters:
-                lexical.add(float(counters["build_s"]))
+        body = health(base) or {}
+        replica = (body.get("search") or {}).get("replica") or {}
+        if "build_s" in replica.get("counters", {}):
+            vector.add(float(replica["counters"]["build_s"]))
+        counters = (body.get("lexical") or {}).get("counters") or {}
+        if "build_s" in counters:
+            lexical.add(float(counters["build_s"]))
     return {"vector": sorted(vector), "lexical": sorted(lexical)}
 
 
