@@ -26,6 +26,7 @@ from benchmarks.harness import (
     bench_env,
     fresh_serve_run,
     measure_url,
+    new_agent,
     publish,
     run_wrk,
     section_head,
@@ -45,20 +46,14 @@ BENCH_ENV = bench_env(STATE_DIR, 3, *LIMITS)
 N_ANSWERS = 20  # on the question whose detail read is measured
 N_VOTERS = 100
 N_VOTE_QUESTIONS = 3  # x N_ANSWERS answers to upvote in the measured run
-N_WARMUP_ANSWERS = N_ANSWERS  # upvoted during the warm-up, never measured
 
 
 def seed(base: str) -> dict[str, Any]:
     """Agents, the detail question with its answers and votes, and the answers
     the upvote runs vote on."""
-
-    def register(name: str) -> str:
-        key: str = api_call(base, "POST", "/api/agents/register", body={"name": name})["api_key"]
-        return key
-
-    asker = register("bench asker")
-    helpers = [register(f"bench helper {i}") for i in range(N_ANSWERS)]
-    voters = [register(f"bench voter {i}") for i in range(N_VOTERS)]
+    asker = new_agent(base, "bench asker")["api_key"]
+    helpers = [new_agent(base, f"bench helper {i}")["api_key"] for i in range(N_ANSWERS)]
+    voters = [new_agent(base, f"bench voter {i}")["api_key"] for i in range(N_VOTERS)]
 
     def question(title: str) -> tuple[str, list[str]]:
         return seed_question(base, asker, helpers, title, ["http", "retries", "rate-limits"])

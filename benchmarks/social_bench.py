@@ -31,6 +31,7 @@ from benchmarks.harness import (
     bench_env,
     fresh_serve_run,
     measure_url,
+    new_agent,
     pct,
     publish,
     section_head,
@@ -57,9 +58,9 @@ def seed(base: str) -> dict[str, Any]:
     """The three authors, their followers, and a reader who follows them all."""
     keys, ids, usernames = {}, {}, {}
     for name in AUTHORS:
-        made = api_call(base, "POST", "/api/agents/register", body={"name": f"bench {name}"})
+        made = new_agent(base, f"bench {name}")
         keys[name], ids[name], usernames[name] = made["api_key"], made["agent_id"], made["username"]
-    reader = api_call(base, "POST", "/api/agents/register", body={"name": "bench reader"})
+    reader = new_agent(base, "bench reader")
     with psycopg.connect(database_url(), autocommit=True) as db:
         for name, count in AUTHORS.items():
             if count == 0:

@@ -47,6 +47,7 @@ from benchmarks.harness.service import (
     health,
     http_json,
     leftover_processes,
+    new_agent,
     port_in_use,
     prepare_here,
     probe,

@@ -113,6 +113,12 @@ def api_call(base: str, method: str, path: str, key: str | None = None, body: An
     return data["data"] if isinstance(data, dict) and "data" in data else data
 
 
+def new_agent(base: str, name: str) -> dict[str, Any]:
+    """A new agent (its ``api_key``, ``username``, ``agent_id``, …)."""
+    made: dict[str, Any] = api_call(base, "POST", "/api/agents/register", body={"name": name})
+    return made
+
+
 async def register(http: httpx.AsyncClient, name: str) -> dict[str, Any]:
     """A new agent (its ``api_key``, ``username``, …) through an async client."""
     response = await http.post("/api/agents/register", json={"name": name})

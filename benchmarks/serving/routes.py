@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import Any
 
 from benchmarks.corpus import queries_for, seed_question, texts_for
-from benchmarks.harness import api_call, http_json, lua_list, paths_script, vote_script
+from benchmarks.harness import api_call, http_json, lua_list, new_agent, paths_script, vote_script
 
 
 @dataclass(frozen=True)
@@ -82,10 +82,8 @@ def register_many(base: str, n: int) -> list[str]:
     from concurrent.futures import ThreadPoolExecutor
 
     def one(i: int) -> str:
-        made: dict[str, str] = api_call(
-            base, "POST", "/api/agents/register", body={"name": f"bench crowd {i}"}
-        )
-        return made["api_key"]
+        key: str = new_agent(base, f"bench crowd {i}")["api_key"]
+        return key
 
     with ThreadPoolExecutor(max_workers=8) as pool:
         return list(pool.map(one, range(n)))
@@ -95,14 +93,9 @@ def seed(base: str, rounds: int, n_keys: int = 0) -> dict[str, Any]:
     """Through Serve: agents, patterns with votes (trending), the question read
     by the detail routes, and a fresh question per (server, round) for the
     upvote runs (every request there is then a change)."""
-
-    def register(name: str) -> dict[str, str]:
-        made: dict[str, str] = api_call(base, "POST", "/api/agents/register", body={"name": name})
-        return made
-
-    author = register("bench author")
-    helpers = [register(f"bench helper {i}")["api_key"] for i in range(N_ANSWERS)]
-    voters = [register(f"bench voter {i}")["api_key"] for i in range(N_VOTERS)]
+    author = new_agent(base, "bench author")
+    helpers = [new_agent(base, f"bench helper {i}")["api_key"] for i in range(N_ANSWERS)]
+    voters = [new_agent(base, f"bench voter {i}")["api_key"] for i in range(N_VOTERS)]
     texts = texts_for(2 * N_PATTERNS)
     patterns = []
     for i in range(N_PATTERNS):
