@@ -219,14 +219,6 @@ def section(rows: list[dict[str, Any]], load_before: float, env: dict[str, str])
         )
     lines += [
         "",
-        "Measured while building the stream (not rerun by this script): with the "
-        "Api replica's 128 Serve slots shared by streams and requests, 200 idle "
-        "streams on one replica stopped it answering anything (`/api/health` timed "
-        "out after 15 s), hence the streams' own slots; and with every idle stream "
-        "reading the database on each 15 s heartbeat, 500 streams cut the probe "
-        "rate from 202/s to 65/s, hence heartbeats skip the database while the "
-        "replica's listener stays connected "
-        '(docs/decisions/notifications-and-streams.md, "Notification stream"). '
         "The machine is shared with other work: compare rows of one run, not runs.",
         END_MARK,
     ]

@@ -198,19 +198,6 @@ def embedder_section(
         f"process: `embed` = one call per text, {in_flight} in flight (the query path); "
         "`embed_many` = batches of 64 texts, one at a time (the worker's path) or 2 in "
         f"flight. Each figure is the median of {rounds} rounds.",
-        "- Torch threads per call: a replica encodes queries (`embed`) and calls of fewer "
-        "than 16 texts on one thread, the fastest for a few short texts (one query: ≈ 12 ms "
-        "on one thread, 14 ms on two, here) and the kindest to the API and Postgres that "
-        "share the cores under search load; bulk `embed_many` calls use "
-        "`CAIRN_EMBEDDER_THREADS`, by default every core of the node. Two threads for every "
-        "call, the earlier default tried, cut semantic `/api/search` at 100,000 patterns "
-        "from 33 to 14 req/s (p50 117 → 284 ms).",
-        "- Why `embed` trails `embed_many`: each text is one handle call. Measured "
-        "separately on these cores, a no-op method called the same way answers about 480 "
-        "calls/s (≈ 4 ms of CPU per call across the caller, Ray and the replica), and the "
-        "replica takes in requests between the encoder's Python steps, so its query "
-        "batches held about 4 texts, not 64. Callers with many texts use `embed_many` "
-        "(the worker); a search embeds one short query.",
         "",
         "| Deployment | torch threads (query / bulk) | plain, same rounds, texts/s | "
         "`embed` texts/s | ratio | `embed_many` texts/s | ratio | "
