@@ -280,31 +280,17 @@ def measure_db(database_url: str, repeats: int) -> tuple[list[list[Any]], dict[s
     async def feed(session: Any) -> Any:
         return await repo.trending_page(session, ranked_t, 1, 20)
 
-    for label, run in (("`sort_by=trending` page 1", by_trending), ("trending feed page 1", feed)):
-        times = time_statements(database_url, capture_sql(database_url, run), repeats)
-        rows.append([label, pct(times, 50), pct(times, 99), None])
-    rows.append(
-        [
-            "TrendingCounter: one vote, then the top 1,000",
-            pct(vote_times, 50),
-            pct(vote_times, 99),
-            None,
-        ]
-    )
-    rows.append(
-        [
-            "TrendingCounter: window rebuilt (once an hour)",
-            pct(rebuild_times, 50),
-            pct(rebuild_times, 99),
-            None,
-        ]
-    )
-    facts = {
-        "ranked": len(ranked),
-        "counter_votes": len(counter),
-        "load_s": load_s,
-    }
-    return rows, facts
+    pages = (("`sort_by=trending` page 1", by_trending), ("trending feed page 1", feed))
+    timed = [
+        (label, time_statements(database_url, capture_sql(database_url, run), repeats))
+        for label, run in pages
+    ]
+    timed += [
+        ("TrendingCounter: one vote, then the top 1,000", vote_times),
+        ("TrendingCounter: window rebuilt (once an hour)", rebuild_times),
+    ]
+    rows += [[label, pct(times, 50), pct(times, 99), None] for label, times in timed]
+    return rows, {"ranked": len(ranked), "counter_votes": len(counter), "load_s": load_s}
 
 
 def _total(database_url: str, q: str) -> int:
