@@ -46,7 +46,6 @@ unit: $(STAMP)
 # (benchmarks/harness/wrk.py, benchmarks/serving/redis_limiter.py).
 bench: $(STAMP)
 	$(BIN)/python -m benchmarks.http_bench
-	$(BIN)/python -m benchmarks.http_bench --metrics-ab
 	$(BIN)/python -m benchmarks.pattern_bench
 	$(BIN)/python -m benchmarks.qa_bench
 	$(BIN)/python -m benchmarks.social_bench

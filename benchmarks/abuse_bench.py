@@ -1,72 +1,21 @@
 """Does an authenticated read keep answering while the service is abused?
 
-``cairn run`` (2 Api replicas, the default; semantic search off) on its own
-state folder (``.cairn/bench-abuse``, its own embedded Postgres), with
-``CAIRN_TRUSTED_PROXIES=127.0.0.1/32`` so the ``X-Forwarded-For`` address the
-attackers send (random addresses in 198.18.0.0/15, the benchmarking range)
-is taken as the client: Serve's HAProxy appends 127.0.0.1, which is skipped
-as a trusted proxy. The per-agent ``general`` limit and registration are
-raised so the probe is never refused; the stream caps and the anonymous
-``/api/health`` limit stay at their defaults.
+The probe (``harness.probe``: ``GET /api/agents/me`` with a key) runs idle,
+under abuse and after, against ``cairn run`` on its own state folder. The
+attacks run in a second process (its own event loop, so their work does not
+delay the probe's timing), loopback only, each request from a random address
+in 198.18.0.0/15 taken as the client (``CAIRN_TRUSTED_PROXIES``), each kind
+bounded in count and in time. Three abuses, each written into its own
+section of docs/benchmarks.md, which says what it sends:
 
-The probe is ``GET /api/agents/me`` with a registered agent's key (the key
-check and one read), 8 at a time. It runs three times:
+* by default, held-open stream attempts (keyless ``GET /mcp``, and one key's
+  ``GET /api/notifications/stream``) with a ``/api/health`` flood;
+* ``--diffs``: revision diffs of a pathological pattern (docs/security.md, H1);
+* ``--surfaces``: the diffs with Client ID Metadata Document fetches from a
+  slow server and registrations at their bounds (M2, M3).
 
-1. idle: 400 requests;
-2. under abuse: from the moment the attacks start until every attack request
-   has been answered, then on with every accepted attack connection still
-   held open, for 400 more requests and at least ABUSE_MIN_S (60 s) in all
-   (the health limit counts a minute);
-3. after: 400 requests once the attackers have closed everything.
-
-The attacks run in a child process (its own event loop, so the attackers'
-work does not delay the probe's own timing), all at once, each bounded in
-count and in time (it stops by itself after ABUSE_MAX_S), loopback only:
-
-* 1,000 keyless ``GET /mcp`` (``Accept: text/event-stream``), each from a
-  random address, on a raw connection of its own: the request is written,
-  the answer's head read (and an error's short body), and the connection is
-  then held open, reading nothing more, until the abuse ends;
-* 1,000 ``GET /api/notifications/stream`` with ONE agent's key, each from a
-  random address, held the same way (an accepted stream is never read);
-* the health flood: 16 loops of anonymous ``GET /api/health`` as fast as
-  they are answered, 8 each from one fixed address (an attacking host: its
-  per-address limit refuses it) and 8 from a new random address per request
-  (a botnet: every request is under its address's limit, and answers from
-  the replica's snapshot).
-
-The keyless and keyed stream attempts are opened in waves of 200 (each wave
-answered, or timed out, before the next) so the client stays within a small
-machine. An attack request without an answer head within ANSWER_TIMEOUT_S
-counts as hung. Results are printed and written into docs/benchmarks.md
-between the ``abuse-bench`` markers.
-
-With ``--diffs`` it runs the revision-diff abuse instead (docs/security.md,
-H1): one pattern published with DIFF_LINES distinct lines and edited to the
-same lines each followed by a blank line, then rewritten back and forth (so
-there are several pairs of revisions to ask for); the probe runs idle,
-while DIFF_LOOPS loops of anonymous ``GET …/revisions/{a}/diff/{b}`` (a
-random pair, a new random address per request, from a second process) run
-for at least DIFF_MIN_S (or ``--seconds``), and after; the section goes
-between the ``abuse-bench-diffs`` markers.
-
-With ``--surfaces`` (security M2, M3) the diff loops run together with, from
-the same process and each request from a random address: M2_LOOPS loops of
-anonymous ``GET /authorize`` naming a new Client ID Metadata Document URL
-each time, on a document server the attackers run on 127.0.0.1 that holds
-each answer DOCUMENT_HOLD_S (the service runs with
-``CAIRN_OAUTH_CLIENT_METADATA_ALLOW_LOOPBACK=true``, as the tests do); and
-M3_LOOPS loops each of ``POST /register`` with every bounded field full, of
-the same with a 900 kB ``jwks``, and of ``/authorize`` with a huge ``state``.
-Each kind of loop stops after ``--requests`` requests (or when the probe is
-done, or after ABUSE_MAX_S); the probe runs idle, meanwhile (at least
-``--seconds``) and after; the section goes between the
-``abuse-bench-surfaces`` markers.
-
-    PYTHONPATH=$PWD .venv/bin/python -m benchmarks.abuse_bench
-    PYTHONPATH=$PWD .venv/bin/python -m benchmarks.abuse_bench --attempts 200 --no-docs
-    PYTHONPATH=$PWD .venv/bin/python -m benchmarks.abuse_bench --diffs
-    PYTHONPATH=$PWD .venv/bin/python -m benchmarks.abuse_bench --surfaces --seconds 45
+    .venv/bin/python -m benchmarks.abuse_bench [--attempts 200] [--no-docs]
+    .venv/bin/python -m benchmarks.abuse_bench --diffs | --surfaces [--seconds 45]
 """
 
 from __future__ import annotations
@@ -81,7 +30,6 @@ import os
 import queue
 import random
 import re
-import shutil
 import time
 from collections import Counter
 from collections.abc import Awaitable, Callable
@@ -93,12 +41,15 @@ from typing import Any
 import httpx
 
 from benchmarks.harness import (
-    DROPPED_ENV,
     HOST,
-    RATE_LIMIT,
+    PROBE_CONCURRENCY,
+    PROBES,
     ROOT,
-    leftover_processes,
+    bearer,
+    bench_env,
+    fresh_state,
     pct,
+    probe,
     register,
     section_head,
     serve_running,
@@ -112,10 +63,7 @@ STATE_DIR = ROOT / ".cairn" / "bench-abuse"
 START_MARK = "<!-- abuse-bench:start -->"
 END_MARK = "<!-- abuse-bench:end -->"
 PORT = 8108
-PROBES = 400
-PROBE_CONCURRENCY = 8
 PROBE_TIMEOUT_S = 10.0
-PROBE_BUDGET_S = 180.0  # a probe stops after this, whatever is left
 ABUSE_MIN_S = 60.0  # the abuse lasts at least this (the health limit counts a minute)
 ATTEMPTS = 1000  # keyless MCP streams, and one key's notification streams
 WAVE = 200
@@ -146,17 +94,14 @@ MARKS = {
 }
 REDIRECT_URI = "http://127.0.0.1:53682/callback"
 CHALLENGE = "E9Melhoa2OwvFrEMTJguCHaoeK1t8URWbuGJSstw-cM"  # RFC 7636's example
-BENCH_ENV = {
-    "CAIRN_STATE_DIR": str(STATE_DIR),
-    "CAIRN_HOST": HOST,
-    "CAIRN_SEARCH_SEMANTIC": "false",
-    "CAIRN_TRUSTED_PROXIES": "127.0.0.1/32",
-    "CAIRN_RATELIMIT_REGISTRATION": RATE_LIMIT,
-    "CAIRN_RATELIMIT_GENERAL": RATE_LIMIT,
-    "CAIRN_HAPROXY_STATS_PORT": "18474",
-    "CAIRN_HAPROXY_METRICS_PORT": "19171",
-    "CAIRN_FALLBACK_PROXY_PORT": "18570",
-}
+BENCH_ENV = bench_env(
+    STATE_DIR,
+    7,
+    "registration",
+    "general",
+    CAIRN_SEARCH_SEMANTIC="false",
+    CAIRN_TRUSTED_PROXIES="127.0.0.1/32",
+)
 
 
 def random_address(rng: random.Random) -> str:
@@ -166,62 +111,6 @@ def random_address(rng: random.Random) -> str:
 
 
 # --------------------------------------------------------------- the probe
-
-
-def auth(key: str) -> dict[str, str]:
-    return {"Authorization": f"Bearer {key}"}
-
-
-async def probe(
-    http: httpx.AsyncClient, key: str, until: MpEvent | None = None, min_s: float = 0.0
-) -> dict[str, Any]:
-    """``GET /api/agents/me``, PROBE_CONCURRENCY at a time: while ``until`` is
-    unset, then PROBES more, and on until ``min_s`` have passed (at most
-    PROBE_BUDGET_S in all)."""
-    latencies: list[float] = []
-    refused: Counter[str] = Counter()
-    after = 0  # requests sent once ``until`` was set (or from the start)
-    begun = time.perf_counter()
-
-    def more() -> bool:
-        nonlocal after
-        elapsed = time.perf_counter() - begun
-        if elapsed > PROBE_BUDGET_S:
-            return False
-        if until is not None and not until.is_set():
-            return True
-        after += 1
-        return after <= PROBES or elapsed < min_s
-
-    async def worker() -> None:
-        while more():
-            t0 = time.perf_counter()
-            try:
-                response = await http.get("/api/agents/me", headers=auth(key))
-            except httpx.TimeoutException:
-                refused["timeout"] += 1
-                continue
-            except httpx.HTTPError as exc:
-                refused[type(exc).__name__] += 1
-                continue
-            if response.status_code != 200:
-                refused[str(response.status_code)] += 1
-                continue
-            latencies.append((time.perf_counter() - t0) * 1000)
-
-    started = time.perf_counter()
-    await asyncio.gather(*(worker() for _ in range(PROBE_CONCURRENCY)))
-    elapsed = time.perf_counter() - started
-    return {
-        "requests": len(latencies) + sum(refused.values()),
-        "seconds": elapsed,
-        "rps": len(latencies) / elapsed if elapsed else float("nan"),
-        "mean": sum(latencies) / len(latencies) if latencies else float("nan"),
-        "p50": pct(latencies, 50),
-        "p99": pct(latencies, 99),
-        "max": max(latencies, default=float("nan")),
-        "failed": dict(refused),
-    }
 
 
 PROBE_ROUTE = "/api/agents/me"
@@ -312,7 +201,7 @@ async def reopen(http: httpx.AsyncClient, key: str) -> float | None:
     while time.perf_counter() - started < REOPEN_WAIT_S:
         with contextlib.suppress(httpx.HTTPError):
             async with http.stream(
-                "GET", "/api/notifications/stream", headers=auth(key)
+                "GET", "/api/notifications/stream", headers=bearer(key)
             ) as response:
                 if response.status_code == 200:
                     return time.perf_counter() - started
@@ -488,7 +377,7 @@ async def attacks(
         await asyncio.gather(
             run_waves(mcp, port, "/mcp", stream_headers, count),
             run_waves(
-                streams, port, "/api/notifications/stream", {**stream_headers, **auth(key)}, count
+                streams, port, "/api/notifications/stream", {**stream_headers, **bearer(key)}, count
             ),
         )
         answered.set()
@@ -747,13 +636,13 @@ async def run_loops(base: str, port: int, surfaces: bool, requests: int, min_s: 
         author = (await register(http, "abuse bench author"))["api_key"]
         before, after = pathological(DIFF_LINES)
         body = {"title": "A long pattern", "description": "Many steps.", "content": before}
-        created = await http.post("/api/patterns", json=body, headers=auth(author))
+        created = await http.post("/api/patterns", json=body, headers=bearer(author))
         created.raise_for_status()
         pid = created.json()["data"]["id"]
         for n in range(2, DIFF_REVISIONS + 1):
             content = after if n % 2 == 0 else before + f"step {n}\n"
             edited = await http.put(
-                f"/api/patterns/{pid}", json={"content": content}, headers=auth(author)
+                f"/api/patterns/{pid}", json={"content": content}, headers=bearer(author)
             )
             edited.raise_for_status()
         plan = {"pid": pid, "surfaces": surfaces, "requests": requests}
@@ -1054,13 +943,8 @@ def main(argv: list[str] | None = None) -> int:
     # Only the loopback document server the bench runs is fetched (M2).
     extra = {"CAIRN_OAUTH_CLIENT_METADATA_ALLOW_LOOPBACK": "true"} if args.surfaces else {}
     env = server_env({**BENCH_ENV, **extra})
-    for key in DROPPED_ENV:
-        os.environ.pop(key, None)
-    if leftover_processes(wait_s=0, state_dir=STATE_DIR):
-        raise SystemExit(f"bench: processes of an earlier run still use {STATE_DIR}")
     load_before = os.getloadavg()[0]
-    shutil.rmtree(STATE_DIR, ignore_errors=True)  # its own fresh database
-    STATE_DIR.mkdir(parents=True)
+    fresh_state(STATE_DIR)
     looped = args.diffs or args.surfaces
     min_s = args.seconds or (SURFACES_MIN_S if args.surfaces else DIFF_MIN_S)
     with serve_running(PORT, env, STATE_DIR) as serve:

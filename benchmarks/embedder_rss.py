@@ -1,14 +1,11 @@
-"""The Embedder replica's memory under Serve, one backend at a time.
-
-``cairn run`` over a fresh state folder (the model cache copied in, so no
-export runs): one agent registers and publishes a pattern (the worker embeds
-it through the Embedder's bulk call), then 40 searches with new queries. The
-RSS and PSS of the ``Embedder`` replica process are read after each step.
+"""The Embedder replica's memory under Serve, one backend at a time:
+``cairn run`` over a fresh state folder (the model cache copied in), one
+pattern published (embedded through the Embedder's bulk call), then 40
+searches with new queries; the RSS and PSS of the ``Embedder`` replica after
+each. Results: docs/benchmarks.md, "The Embedder replica's memory under
+Serve" (written by hand: its table compares runs of different code).
 
     .venv/bin/python -m benchmarks.embedder_rss --backends torch,onnx
-
-Results: docs/benchmarks.md, "The Embedder replica's memory under Serve"
-(written by hand: the table compares runs of different code).
 """
 
 from __future__ import annotations

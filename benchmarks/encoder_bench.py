@@ -1,18 +1,11 @@
 """The Encoder on ONNX Runtime against PyTorch (sentence-transformers), same
-process, same texts, interleaved rounds (docs/benchmarks.md, "Encoder:
-ONNX Runtime against PyTorch").
-
-* queries/s on one thread: short queries, one ``encode`` call each (the
-  Embedder's query path encodes on one thread);
-* rows/s of re-embedding-sized texts (300-1,500 characters, truncated at 256
-  word pieces as the service does) in 256-text calls on one thread (what a
-  ``cairn reembed`` actor runs with ``--threads 1``), and on every core;
-* the resident memory of a fresh process that loads the encoder and encodes
-  one query (what an Embedder replica's encoder costs), each backend alone;
-* the cosine of the two backends' vectors, and of the int8 graph's.
-
-Rounds alternate the backends (torch, onnx, torch, onnx, ...) so that other
-work on a shared machine slows both alike; the figures are the medians.
+process, same texts, rounds alternating the backends so that other work on a
+shared machine slows both alike (docs/benchmarks.md, "Encoder: ONNX Runtime
+against PyTorch"): queries/s on one thread, rows/s of re-embedding-sized
+texts on one thread and on every core, the RSS of a fresh process holding the
+encoder, and the cosine of the two backends' vectors. (The int8 graph's
+column was a trial, recorded there; its code: benchmarks/encoder_bench.py at
+commit e8bf2c4.)
 """
 
 from __future__ import annotations
@@ -106,8 +99,6 @@ def measure(args: argparse.Namespace) -> dict[str, Any]:
     for e in encoders.values():  # warm-up
         e.encode(queries[:20], threads=1)
         e.encode(rows[:64], threads=1)
-    encoders["int8"] = Encoder(device="cpu", backend="onnx", cache_dir=cache, precision="int8")
-    encoders["int8"].encode(queries[:20], threads=1)
     figures: dict[str, dict[str, list[float]]] = {
         name: {k: [] for k in ("query", "query_cpu", "rows1", "rows1_cpu", "rowsN", "rowsN_cpu")}
         for name in encoders
@@ -128,10 +119,7 @@ def measure(args: argparse.Namespace) -> dict[str, Any]:
         loads.append(os.getloadavg()[0])
     check = queries[:50] + rows[:50]
     reference = encoders["torch"].encode(check)
-    cosine = {
-        "onnx fp32": float((encoders["onnx"].encode(check) * reference).sum(1).min()),
-        "onnx int8": float((encoders["int8"].encode(check) * reference).sum(1).min()),
-    }
+    cosine = float((encoders["onnx"].encode(check) * reference).sum(1).min())
     memory = {name: rss_probe(name, cache) for name in ("torch", "onnx")}
     return {
         "figures": {n: {k: statistics.median(v) for k, v in f.items()} for n, f in figures.items()},
@@ -157,12 +145,8 @@ LABELS = {
 
 
 def rows_of(f: dict[str, dict[str, float]]) -> list[str]:
-    t, o, q = f["torch"], f["onnx"], f["int8"]
-    return [
-        f"| {label} | {t[k]:.1f} | {o[k]:.1f} | {o[k] / t[k]:.2f} | {q[k]:.1f} | "
-        f"{q[k] / t[k]:.2f} |"
-        for k, label in LABELS.items()
-    ]
+    t, o = f["torch"], f["onnx"]
+    return [f"| {n} | {t[k]:.1f} | {o[k]:.1f} | {o[k] / t[k]:.2f} |" for k, n in LABELS.items()]
 
 
 def section(result: dict[str, Any], load_before: float) -> str:
@@ -186,16 +170,14 @@ def section(result: dict[str, Any], load_before: float) -> str:
         "Per CPU second of the process (the fair figure on a shared machine: per core, "
         "whatever else ran), then per wall second:",
         "",
-        "| | PyTorch | ONNX Runtime fp32 | ratio | ONNX Runtime int8 | ratio |",
-        "|---|---:|---:|---:|---:|---:|",
+        "| | PyTorch | ONNX Runtime fp32 | ratio |",
+        "|---|---:|---:|---:|",
         *rows_of(f),
         f"| RSS of a process holding the encoder, MiB (peak) | {m['torch']['rss']:.0f} "
         f"({m['torch']['hwm']:.0f}) | {m['onnx']['rss']:.0f} ({m['onnx']['hwm']:.0f}) | "
-        f"{m['onnx']['rss'] / m['torch']['rss']:.2f} | | |",
+        f"{m['onnx']['rss'] / m['torch']['rss']:.2f} |",
         "",
-        f"- Smallest cosine to PyTorch's vectors over 100 texts: fp32 "
-        f"{result['cosine']['onnx fp32']:.6f}; dynamic int8 {result['cosine']['onnx int8']:.4f} "
-        '(int8 is not the default: its ranking quality is in "Search ranking quality").',
+        f"- Smallest cosine to PyTorch's vectors over 100 texts: {result['cosine']:.6f}.",
         "- Load times: "
         + ", ".join(f"{k} {v:.1f} s" for k, v in result["load_s"].items())
         + ". The export runs once per model and torch version, in a child process, and is "

@@ -1,31 +1,19 @@
-"""HTTP benchmark: the same Cairn app under plain uvicorn and through Ray Serve.
-
-One run measures the servers, one after the other (never at once: the load
-generator and the servers share a small machine), with ``wrk``:
+"""HTTP benchmark: the same Cairn app under plain uvicorn and through Ray Serve
+(docs/benchmarks.md, "HTTP: Ray Serve vs plain uvicorn, same workers", which
+says how), with ``wrk``, one server after the other in interleaved rounds:
 
 * plain uvicorn: ``benchmarks.uvicorn_app``, as many workers as Serve has
-  ``Api`` replicas, each worker's own in-process rate limiter, on 127.0.0.1:8101;
-* uvicorn+Redis: the same with one global limit in Redis (``limits``, what a
-  user would pick; a redis-server the bench starts and stops), on 127.0.0.1:8103;
-* Ray Serve: ``cairn run --port 8102`` (HAProxy ingress, Serve replicas, the
-  Ray rate-limiter actors), on 127.0.0.1:8102.
+  ``Api`` replicas, each with its own in-process rate limiter;
+* uvicorn+Redis: the same with one global limit in Redis
+  (``serving/redis_limiter.py``, a redis-server the bench starts);
+* Ray Serve: ``cairn run``.
 
-Each read runs with three client mixes (``--mixes``): every request from one
-address; each from a new address (a random ``X-Forwarded-For``, trusted from
-127.0.0.1); each with the next of a few thousand agents' keys.
-
-Both use their own state folder (``.cairn/bench``, with its own embedded
-Postgres) and rate limits raised so far that the register route is never
-refused. Results are printed and written into docs/benchmarks.md between the
-``http-bench`` markers.
+The reads run with client mixes (``--mixes``, ``serving/routes.py``); each run
+counts the servers' CPU (``serving/processes.py``) and, with ``--profile``,
+samples the app processes with py-spy (``profile_split.py``).
 
     .venv/bin/python -m benchmarks.http_bench               # what `make bench` runs
     .venv/bin/python -m benchmarks.http_bench --duration 5  # a quick run
-
-``--metrics-ab`` instead measures the Serve path with Cairn's metrics on and
-off (``CAIRN_METRICS``): two ``cairn run`` of the same state folder, one at a
-time, the first of each round alternating; results between the
-``metrics-bench`` markers. `make bench` runs both.
 """
 
 from __future__ import annotations
@@ -34,7 +22,6 @@ import argparse
 import contextlib
 import os
 import signal
-import statistics
 import sys
 import tempfile
 import time
@@ -42,20 +29,21 @@ from pathlib import Path
 from typing import Any
 
 from benchmarks.harness import (
-    DOCS,
     HOST,
     RATE_LIMIT,
     ROOT,
     THREADS,
     Server,
+    bench_env,
     fresh_serve_run,
     leftover_processes,
     port_in_use,
+    publish,
     section_head,
     stop_bench_processes,
-    write_docs,
     wrk_options,
 )
+from benchmarks.profile_split import ADMISSION_PARTS, COMPONENTS
 from benchmarks.serving.measure import Run, measure, wait_index_idle
 from benchmarks.serving.processes import tree_cpu_s
 from benchmarks.serving.redis_limiter import redis_server
@@ -72,24 +60,17 @@ from benchmarks.serving.routes import (
     seed,
 )
 from benchmarks.serving.tables import (
-    admission_table,
     cpu_table,
     haproxy_table,
     latency_table,
-    profile_table,
-    ratio_table,
-    redis_table,
     serve_only_table,
+    split_table,
+    versus_table,
 )
 
 STATE_DIR = ROOT / ".cairn" / "bench"
 START_MARK = "<!-- http-bench:start -->"
 END_MARK = "<!-- http-bench:end -->"
-METRICS_START_MARK = "<!-- metrics-bench:start -->"
-METRICS_END_MARK = "<!-- metrics-bench:end -->"
-# The routes --metrics-ab measures unless --routes says otherwise: reads of
-# the REST door at different costs, and a search (its mode and stage timers).
-METRICS_ROUTES = ("profile", "question_key", "search_fulltext")
 
 UVICORN_PORT = 8101
 SERVE_PORT = 8102
@@ -99,23 +80,10 @@ SERVERS = {"uvicorn": "uvicorn", "redis": "uvicorn+Redis", "serve": "Ray Serve"}
 UVICORN_START_TIMEOUT_S = 90.0
 SERVE_START_TIMEOUT_S = 180.0
 
-BENCH_ENV = {
-    "CAIRN_STATE_DIR": str(STATE_DIR),
-    "CAIRN_HOST": HOST,
-    "CAIRN_RATELIMIT_REGISTRATION": RATE_LIMIT,
-    "CAIRN_RATELIMIT_GENERAL": RATE_LIMIT,
-    "CAIRN_RATELIMIT_ANON_READ": RATE_LIMIT,
-    "CAIRN_RATELIMIT_SEARCH": RATE_LIMIT,
-    "CAIRN_RATELIMIT_VOTE": RATE_LIMIT,
-    "CAIRN_RATELIMIT_PATTERN_CREATE": RATE_LIMIT,
-    "CAIRN_RATELIMIT_QUESTION_CREATE": RATE_LIMIT,
-    "CAIRN_RATELIMIT_ANSWER_CREATE": RATE_LIMIT,
-    # The many-addresses mix sends its client address in X-Forwarded-For.
-    "CAIRN_TRUSTED_PROXIES": "127.0.0.1/32",
-    "CAIRN_HAPROXY_STATS_PORT": "18414",
-    "CAIRN_HAPROXY_METRICS_PORT": "19111",
-    "CAIRN_FALLBACK_PROXY_PORT": "18510",
-}
+LIMITS = ("registration", "general", "anon_read", "search", "vote")
+CREATES = ("pattern_create", "question_create", "answer_create")
+# The many-addresses mix sends its client address in X-Forwarded-For.
+BENCH_ENV = bench_env(STATE_DIR, 1, *LIMITS, *CREATES, CAIRN_TRUSTED_PROXIES="127.0.0.1/32")
 
 
 def _show(path: Path) -> str:
@@ -185,12 +153,12 @@ def docs_section(
         "the requests wrk completed. On a machine that runs nothing else, "
         "*uvicorn / Serve CPU* is the throughput ratio to expect.",
         "",
-        *ratio_table(runs),
+        *versus_table(runs, "uvicorn"),
         "",
         "Serve against uvicorn with one global limit in Redis (both enforce a limit shared "
         "by every worker):",
         "",
-        *redis_table(runs),
+        *versus_table(runs, "uvicorn+Redis"),
         "",
         "Serve's CPU per request, by process (ms, median over rounds):",
         "",
@@ -204,7 +172,7 @@ def docs_section(
             "CPU; median over rounds). The *new address* and *many agent keys* rows are "
             "requests from a client the replica has not seen (or not lately):",
             "",
-            *admission_table(runs),
+            *split_table(runs, "admission", ADMISSION_PARTS),
             "",
         ]
     if any(r.haproxy for r in runs):
@@ -221,7 +189,7 @@ def docs_section(
             "replicas or uvicorn workers, samples by component as shares of their measured "
             "CPU; ms per request, median over rounds):",
             "",
-            *profile_table(runs),
+            *split_table(runs, "profile", COMPONENTS),
             "",
             "What Cairn runs only under Serve (issue 46's target: at most 5% of a request's "
             "CPU): the metric records, the actor-backed rate limiter, trending and dispatch "
@@ -246,13 +214,12 @@ def docs_section(
 
 
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
-    parser = argparse.ArgumentParser(
-        prog="python -m benchmarks.http_bench",
-        description="wrk against the same app under Ray Serve and under plain uvicorn "
-        "with as many workers as Serve has Api replicas, in interleaved rounds.",
+    parser = wrk_options(
+        "http_bench",
+        "wrk against the same app under Ray Serve and under plain uvicorn with as many "
+        "workers as Serve has Api replicas, in interleaved rounds.",
+        duration=10,
     )
-    wrk_options(parser, connections=16)
-    parser.set_defaults(duration=10)
     parser.add_argument("--rounds", type=int, default=3, help="rounds over all routes (3)")
     parser.add_argument(
         "--routes",
@@ -282,25 +249,11 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
         help="py-spy on the Api replicas and uvicorn workers during each measured run",
     )
     parser.add_argument(
-        "--port-offset",
-        type=int,
-        default=0,
-        help="with --metrics-ab: add this to Serve's and HAProxy's ports (another bench "
-        "running on the machine)",
-    )
-    parser.add_argument(
-        "--metrics-ab",
-        action="store_true",
-        help="Serve with Cairn's metrics on against off (CAIRN_METRICS), instead of uvicorn",
-    )
-    parser.add_argument(
         "--keep-profiles",
         default="",
         help="with --profile: keep py-spy's raw stacks in this folder (default: dropped)",
     )
     args = parser.parse_args(argv)
-    if args.metrics_ab and args.routes == ",".join(ROUTES):
-        args.routes = ",".join(METRICS_ROUTES)
     keys = [k.strip() for k in args.routes.split(",") if k.strip()]
     unknown = [k for k in keys if k not in ROUTES]
     if unknown or not keys:
@@ -309,11 +262,6 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
         parser.error(
             f"need --duration >= 1, --warmup >= 0, --rounds >= 1, --connections >= {THREADS}"
         )
-    if args.metrics_ab and {"upvote", "create"} & set(keys):
-        parser.error("--metrics-ab: upvote and create are not supported (their data is per server)")
-    if args.metrics_ab and args.mixes == ",".join(MIXES):
-        # Metrics on against off: one client address unless asked otherwise.
-        args.mixes = "one"
     mixes = [m.strip() for m in args.mixes.split(",") if m.strip()]
     servers = [x.strip() for x in args.servers.split(",") if x.strip()]
     if not mixes or any(m not in MIXES for m in mixes):
@@ -338,8 +286,6 @@ def main(argv: list[str] | None = None) -> int:
     semantic = any(r.key == "semantic" for r in args.route_list)
     bench_env = {**BENCH_ENV, "CAIRN_SEARCH_SEMANTIC": "true" if semantic else "false"}
     env, wrk, wrk_ver = fresh_serve_run(STATE_DIR, bench_env)
-    if args.metrics_ab:
-        return metrics_ab(args, env, wrk, wrk_ver, raw_argv)
 
     from serve_app.settings import Settings
 
@@ -358,25 +304,15 @@ def main(argv: list[str] | None = None) -> int:
         flush=True,
     )
     load_before = os.getloadavg()[0]
-    python = sys.executable
-    serve = Server(
-        "Ray Serve",
-        [python, "-m", "serve_app.launch.cli", "run", "--port", str(SERVE_PORT)],
-        SERVE_PORT,
-        STATE_DIR / "serve.log",
-        STATE_DIR,
-        own_session=False,
-    )
-    plain_cmd = [python, "-m", "benchmarks.uvicorn_app", "--host", HOST]
-    plain_cmd += ["--workers", str(workers)] + (["--semantic"] if semantic else [])
-    plain = Server(
-        "uvicorn",
-        [*plain_cmd, "--port", str(UVICORN_PORT)],
-        UVICORN_PORT,
-        STATE_DIR / "uvicorn.log",
-        STATE_DIR,
-        own_session=False,
-    )
+
+    def server(name: str, module: str, port: int, log: str, *more: str) -> Server:
+        """A server in this session (one CPU autogroup with wrk), logging into STATE_DIR."""
+        cmd = [sys.executable, "-m", module, *more, "--port", str(port)]
+        return Server(name, cmd, port, STATE_DIR / log, STATE_DIR, own_session=False)
+
+    serve = server("Ray Serve", "serve_app.launch.cli", SERVE_PORT, "serve.log", "run")
+    plain_args = ["--host", HOST, "--workers", str(workers)] + (["--semantic"] if semantic else [])
+    plain = server("uvicorn", "benchmarks.uvicorn_app", UVICORN_PORT, "uvicorn.log", *plain_args)
     runs: list[Run] = []
     idle: list[tuple[float, float]] = []  # (Serve's CPU s, wall s) while uvicorn ran
     with contextlib.ExitStack() as stack:
@@ -387,13 +323,14 @@ def main(argv: list[str] | None = None) -> int:
         if with_redis:
             redis_uri, pid = stack.enter_context(redis_server(REDIS_PORT, STATE_DIR / "redis"))
             redis_pid = (pid,)
-        redis_plain = Server(
+        redis_plain = server(
             "uvicorn+Redis",
-            [*plain_cmd, "--port", str(REDIS_UVICORN_PORT), "--redis", redis_uri],
+            "benchmarks.uvicorn_app",
             REDIS_UVICORN_PORT,
-            STATE_DIR / "uvicorn-redis.log",
-            STATE_DIR,
-            own_session=False,
+            "uvicorn-redis.log",
+            *plain_args,
+            "--redis",
+            redis_uri,
         )
         by_name = {"uvicorn": plain, "redis": redis_plain, "serve": serve}
         servers = [by_name[k] for k in args.server_list]
@@ -411,31 +348,20 @@ def main(argv: list[str] | None = None) -> int:
                 print(f"bench: starting {other.name} ({workers} workers)", flush=True)
                 other.start(env, UVICORN_START_TIMEOUT_S)
             wait_index_idle(serve.base)
-            for server in servers:
-                check_routes(server.base, facts, semantic)
+            for srv in servers:
+                check_routes(srv.base, facts, semantic)
             for rnd in range(args.rounds):
                 bases = list(dict.fromkeys(r.base for r in args.route_list))
                 for route in args.route_list:
                     # Each server first, middle and last in turn (for each mix too).
                     base = bases.index(route.base)
                     shift = (rnd + base + list(MIXES).index(route.mix)) % len(servers)
-                    for server in servers[shift:] + servers[:shift]:
+                    for srv in servers[shift:] + servers[:shift]:
                         assert serve.proc is not None
                         before, t0 = tree_cpu_s(serve.proc.pid), time.monotonic()
-                        runs.append(
-                            measure(
-                                server,
-                                route,
-                                facts,
-                                run=rnd,
-                                wrk=wrk,
-                                tmp=tmp,
-                                args=args,
-                                state_dir=STATE_DIR,
-                                extra_pids=redis_pid if server is redis_plain else (),
-                            )
-                        )
-                        if server is plain:
+                        extra = redis_pid if srv is redis_plain else ()
+                        runs.append(measure(srv, route, facts, rnd, wrk, tmp, args, extra))
+                        if srv is plain:
                             idle.append(
                                 (tree_cpu_s(serve.proc.pid) - before, time.monotonic() - t0)
                             )
@@ -463,144 +389,7 @@ def main(argv: list[str] | None = None) -> int:
         load_before=load_before,
         load_after=load_after,
     )
-    print()
-    print(section)
-    if not args.no_docs:
-        write_docs(section, start_mark=START_MARK, end_mark=END_MARK)
-        print(f"bench: results written to {DOCS.relative_to(ROOT)}")
-    return 1 if any(r.result.errors for r in runs) else 0
-
-
-# ------------------------------------------------------------ metrics on/off
-
-
-def metrics_table(runs: list[Run]) -> list[str]:
-    """Per route: req/s and CPU per request with metrics on and off, the
-    on/off ratio of each round (each round measures both, one after the other)."""
-    by = {(r.route.key, r.server, r.round): r for r in runs}
-    rows = [
-        "| Route | req/s on | req/s off | on / off req/s, each round | median "
-        "| CPU ms/request on | off | on - off CPU ms |",
-        "|---|---:|---:|---|---:|---:|---:|---:|",
-    ]
-    for route in dict.fromkeys(r.route.key for r in runs):
-        both = [
-            (by[(route, ON, rnd)], by[(route, OFF, rnd)])
-            for rnd in sorted({r.round for r in runs})
-            if (route, ON, rnd) in by and (route, OFF, rnd) in by
-        ]
-        if not both:
-            continue
-        ratios = [a.result.requests_per_s / max(b.result.requests_per_s, 1e-9) for a, b in both]
-        cpu_on = statistics.median(a.cpu_ms_per_request for a, _ in both)
-        cpu_off = statistics.median(b.cpu_ms_per_request for _, b in both)
-        rows.append(
-            f"| `{ROUTES[route].label}` "
-            f"| {statistics.median(a.result.requests_per_s for a, _ in both):,.0f} "
-            f"| {statistics.median(b.result.requests_per_s for _, b in both):,.0f} "
-            f"| {', '.join(f'{x:.2f}' for x in ratios)} | **{statistics.median(ratios):.2f}** "
-            f"| {cpu_on:.2f} | {cpu_off:.2f} | {cpu_on - cpu_off:+.2f} |"
-        )
-    return rows
-
-
-ON, OFF = "Serve metrics=on", "Serve metrics=off"
-
-
-def metrics_ab(
-    args: argparse.Namespace, env: dict[str, str], wrk: str, wrk_ver: str, argv: list[str]
-) -> int:
-    """Serve with CAIRN_METRICS on and off, one ``cairn run`` at a time."""
-    python = sys.executable
-    port = SERVE_PORT + args.port_offset
-    env = {
-        **env,
-        **{k: str(int(v) + args.port_offset) for k, v in BENCH_ENV.items() if k.endswith("_PORT")},
-    }
-    cmd = [python, "-m", "serve_app.launch.cli", "run", "--port", str(port)]
-    servers = {
-        flag: Server(name, cmd, port, STATE_DIR / f"serve-{flag}.log", STATE_DIR, False)
-        for flag, name in (("true", ON), ("false", OFF))
-    }
-    print(
-        f"bench: metrics on/off; {wrk_ver}; -t{THREADS} -c{args.connections} "
-        f"-d{args.duration}s (+{args.warmup}s warm-up), {args.rounds} rounds; routes: "
-        f"{', '.join(r.key for r in args.route_list)}",
-        flush=True,
-    )
-    load_before = os.getloadavg()[0]
-    loads: list[float] = []
-    runs: list[Run] = []
-    facts: dict[str, Any] | None = None
-    with tempfile.TemporaryDirectory(prefix="cairn-bench-") as tmp_name:
-        tmp = Path(tmp_name)
-        for rnd in range(args.rounds):
-            order = ("true", "false") if rnd % 2 == 0 else ("false", "true")
-            for flag in order:
-                server = servers[flag]
-                try:
-                    # Ready when /api/health answers 200 (a part may still be
-                    # loading when `cairn run` says it serves, on a busy machine).
-                    server.start({**env, "CAIRN_METRICS": flag}, SERVE_START_TIMEOUT_S)
-                    if facts is None:
-                        facts = seed(server.base, args.rounds, args.keys)
-                        facts["crowd_size"] = len(facts["crowd"])
-                        wait_index_idle(server.base)
-                    check_routes(server.base, facts, False)
-                    for route in args.route_list:
-                        loads.append(os.getloadavg()[0])
-                        runs.append(
-                            measure(
-                                server,
-                                route,
-                                facts,
-                                run=rnd,
-                                wrk=wrk,
-                                tmp=tmp,
-                                args=args,
-                                state_dir=STATE_DIR,
-                            )
-                        )
-                finally:
-                    server.stop(signal.SIGINT)
-    left = leftover_processes(state_dir=STATE_DIR)
-    if left:
-        print("bench: WARNING: still running after the server exited:", *left, sep="\n  ")
-        stop_bench_processes(grace_s=10.0, state_dir=STATE_DIR)
-    this_run = f" (this run: `.venv/bin/python -m benchmarks.http_bench {' '.join(argv)}`)"
-    lines = [
-        *section_head(
-            METRICS_START_MARK,
-            "HTTP: the Serve path with and without Cairn's metrics",
-            "http_bench.py --metrics-ab",
-            load_before,
-        ),
-        f"- 1-minute load average during the runs: {min(loads):.2f} to {max(loads):.2f}; "
-        f"after: {os.getloadavg()[0]:.2f}. The machine is shared: compare within a round "
-        "and read the CPU columns.",
-        f"- Load: {wrk_ver}, `-t{THREADS} -c{args.connections} -d{args.duration}s --latency`, "
-        f"each run after a {args.warmup} s warm-up; {args.rounds} rounds, each measuring "
-        "`cairn run` with `CAIRN_METRICS=true` and `=false` (the first alternating), one "
-        f"at a time, over the same state folder (`{_show(STATE_DIR)}`) and rows.",
-        "- *on / off*: requests per second with metrics over without (1.00: no "
-        "difference); *on - off CPU ms*: the CPU per request the metrics add (all of "
-        "Serve's processes and Postgres).",
-        "",
-        *metrics_table(runs),
-        "",
-        "Every run:",
-        "",
-        *latency_table(runs),
-        "",
-        f"Reproduce: `make bench`{this_run}.",
-        METRICS_END_MARK,
-    ]
-    section = "\n".join(lines) + "\n"
-    print()
-    print(section)
-    if not args.no_docs:
-        write_docs(section, start_mark=METRICS_START_MARK, end_mark=METRICS_END_MARK)
-        print(f"bench: results written to {DOCS.relative_to(ROOT)}")
+    publish(section, START_MARK, END_MARK, args.no_docs)
     return 1 if any(r.result.errors for r in runs) else 0
 
 

@@ -1,18 +1,11 @@
-"""Pattern search and trending over 100,000 seeded patterns.
+"""Pattern search and trending over 100,000 seeded patterns (docs/benchmarks.md,
+"Pattern search and trending at 100,000 patterns").
 
-Seeds (once; reused while the corpus is there) a bench database with 100,000
-patterns written by Zipf's law from a 30,000-word vocabulary, 1,000 agents
-and 200,000 votes spread over the last 30 days, then measures:
-
-* through the Serve path (`cairn run --port 8103`, HAProxy, the Api replicas,
-  the TrendingActor) with wrk: ``GET /api/patterns?search=…`` (a rotation of
-  queries), ``GET /api/patterns?sort_by=trending`` and ``GET /api/feed/trending``;
-* the database time alone: the exact SQL those routes run (captured from the
-  repositories) replayed over psycopg, one request = all its statements, and
-  the TrendingCounter's ranking in process.
-
-Results are printed and written into docs/benchmarks.md between the
-``pattern-bench`` markers.
+Seeds (once; reused while the corpus is there) 100,000 patterns of Zipf text,
+1,000 agents and 200,000 votes over the last 30 days, then measures the
+routes through Serve with wrk, and the database alone: the SQL those routes
+send (captured from the repositories) replayed over psycopg, and the
+TrendingCounter's ranking in process.
 
     .venv/bin/python -m benchmarks.pattern_bench               # part of `make bench`
     .venv/bin/python -m benchmarks.pattern_bench --duration 5  # a quick run
@@ -23,7 +16,6 @@ from __future__ import annotations
 import argparse
 import asyncio
 import datetime as dt
-import json
 import os
 import random
 import sys
@@ -36,22 +28,21 @@ from urllib.parse import quote
 
 from benchmarks.corpus import TECH, cum_weights, vocabulary
 from benchmarks.harness import (
-    DROPPED_ENV,
-    HOST,
-    RATE_LIMIT,
     ROOT,
     THREADS,
     WrkResult,
+    bench_env,
     ensure_wrk,
     http_json,
     measure_url,
+    paths_script,
     pct,
+    prepare_here,
+    publish,
     section_head,
     serve_running,
     serve_table,
-    server_env,
     stop_on_sigterm,
-    write_docs,
     wrk_options,
     wrk_version,
 )
@@ -60,14 +51,7 @@ STATE_DIR = ROOT / ".cairn" / "bench-patterns"
 START_MARK = "<!-- pattern-bench:start -->"
 END_MARK = "<!-- pattern-bench:end -->"
 PORT = 8103
-BENCH_ENV = {
-    "CAIRN_STATE_DIR": str(STATE_DIR),
-    "CAIRN_HOST": HOST,
-    "CAIRN_RATELIMIT_GENERAL": RATE_LIMIT,
-    "CAIRN_HAPROXY_STATS_PORT": "18424",
-    "CAIRN_HAPROXY_METRICS_PORT": "19121",
-    "CAIRN_FALLBACK_PROXY_PORT": "18520",
-}
+BENCH_ENV = bench_env(STATE_DIR, 2, "general")
 
 N_PATTERNS = 100_000
 N_AGENTS = 1_000
@@ -164,8 +148,6 @@ def seed(database_url: str) -> dict[str, Any]:
         with conn.cursor().copy("COPY pattern_views (pattern_id, shard, views) FROM STDIN") as cp:
             for pid, count in zip(patterns, views, strict=True):
                 cp.write_row((pid, 0, count))
-                if (i + 1) % 20_000 == 0:
-                    print(f"bench:   {i + 1:,} patterns", flush=True)
         print(f"bench: seeding {N_VOTES:,} votes over the last 30 days", flush=True)
         seen: set[tuple[int, int]] = set()
         while len(seen) < N_VOTES:
@@ -298,31 +280,17 @@ def measure_db(database_url: str, repeats: int) -> tuple[list[list[Any]], dict[s
     async def feed(session: Any) -> Any:
         return await repo.trending_page(session, ranked_t, 1, 20)
 
-    for label, run in (("`sort_by=trending` page 1", by_trending), ("trending feed page 1", feed)):
-        times = time_statements(database_url, capture_sql(database_url, run), repeats)
-        rows.append([label, pct(times, 50), pct(times, 99), None])
-    rows.append(
-        [
-            "TrendingCounter: one vote, then the top 1,000",
-            pct(vote_times, 50),
-            pct(vote_times, 99),
-            None,
-        ]
-    )
-    rows.append(
-        [
-            "TrendingCounter: window rebuilt (once an hour)",
-            pct(rebuild_times, 50),
-            pct(rebuild_times, 99),
-            None,
-        ]
-    )
-    facts = {
-        "ranked": len(ranked),
-        "counter_votes": len(counter),
-        "load_s": load_s,
-    }
-    return rows, facts
+    pages = (("`sort_by=trending` page 1", by_trending), ("trending feed page 1", feed))
+    timed = [
+        (label, time_statements(database_url, capture_sql(database_url, run), repeats))
+        for label, run in pages
+    ]
+    timed += [
+        ("TrendingCounter: one vote, then the top 1,000", vote_times),
+        ("TrendingCounter: window rebuilt (once an hour)", rebuild_times),
+    ]
+    rows += [[label, pct(times, 50), pct(times, 99), None] for label, times in timed]
+    return rows, {"ranked": len(ranked), "counter_votes": len(counter), "load_s": load_s}
 
 
 def _total(database_url: str, q: str) -> int:
@@ -342,24 +310,8 @@ def _total(database_url: str, q: str) -> int:
 # ------------------------------------------------------------------ HTTP
 
 
-ROTATE_SCRIPT = """\
-local paths = {{{paths}}}
-local i = 0
-request = function()
-  i = i % #paths + 1
-  return wrk.format("GET", paths[i])
-end
-"""
-
-
-def rotation_script(tmp: Path, paths: list[str]) -> Path:
-    path = tmp / "rotate.lua"
-    path.write_text(ROTATE_SCRIPT.format(paths=", ".join(json.dumps(p) for p in paths)))
-    return path
-
-
 def measure_http(
-    base: str, wrk: str, tmp: Path, duration: int, warmup: int, connections: int
+    base: str, wrk: str, tmp: Path, args: argparse.Namespace
 ) -> list[tuple[str, WrkResult]]:
     search_paths = [f"/api/patterns?search={quote(q)}" for q in QUERIES]
     for path in [*search_paths, "/api/patterns?sort_by=trending", "/api/feed/trending"]:
@@ -370,26 +322,12 @@ def measure_http(
         (
             "GET /api/patterns?search=… (8 queries in turn)",
             base + search_paths[0],
-            rotation_script(tmp, search_paths),
+            paths_script(tmp / "rotate.lua", search_paths),
         ),
         ("GET /api/patterns?sort_by=trending", base + "/api/patterns?sort_by=trending", None),
         ("GET /api/feed/trending", base + "/api/feed/trending", None),
     ]
-    return [
-        (
-            label,
-            measure_url(
-                wrk,
-                label,
-                url,
-                duration=duration,
-                warmup=warmup,
-                connections=connections,
-                script=script,
-            ),
-        )
-        for label, url, script in routes
-    ]
+    return [(label, measure_url(wrk, label, url, args, script)) for label, url, script in routes]
 
 
 # ------------------------------------------------------------------ report
@@ -445,8 +383,7 @@ def docs_section(
 
 
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
-    parser = argparse.ArgumentParser(prog="python -m benchmarks.pattern_bench")
-    wrk_options(parser, connections=16)
+    parser = wrk_options("pattern_bench")
     parser.add_argument("--repeats", type=int, default=200, help="database replays (200)")
     parser.add_argument("--no-http", action="store_true", help="database time only")
     return parser.parse_args(argv)
@@ -455,17 +392,8 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
     stop_on_sigterm()
-    env = server_env(BENCH_ENV)
-    for key in DROPPED_ENV:
-        os.environ.pop(key, None)
-    os.environ.update(BENCH_ENV)
-
-    from serve_app.launch.bootstrap import prepare
-    from serve_app.settings import get_settings
-
-    get_settings.cache_clear()
     # This process stays attached to the embedded Postgres for the whole run.
-    prepared = prepare(get_settings())
+    env, _, prepared = prepare_here(BENCH_ENV)
     seed(prepared.database_url)
     load_before = os.getloadavg()[0]
 
@@ -473,25 +401,16 @@ def main(argv: list[str] | None = None) -> int:
     db_rows, facts = measure_db(prepared.database_url, args.repeats)
     for what, p50, p99, total in db_rows:
         print(f"bench:   {what:<48} p50 {p50:7.2f} ms  p99 {p99:7.2f} ms  {total or ''}")
-
-    http_rows: list[tuple[str, WrkResult]] = []
-    wrk_ver = ""
-    if not args.no_http:
-        wrk = ensure_wrk()
-        wrk_ver = wrk_version(wrk)
-        # The embedded Postgres stays: this process is still attached to it.
-        with (
-            serve_running(PORT, env, STATE_DIR, keep_postgres=True) as serve,
-            tempfile.TemporaryDirectory(prefix="cairn-bench-") as tmp,
-        ):
-            http_rows = measure_http(
-                serve.base, wrk, Path(tmp), args.duration, args.warmup, args.connections
-            )
-
-    if not args.no_docs and http_rows:
-        section = docs_section(http_rows, db_rows, facts, args, wrk_ver, load_before)
-        write_docs(section, start_mark=START_MARK, end_mark=END_MARK)
-        print("bench: wrote docs/benchmarks.md", flush=True)
+    if args.no_http:
+        return 0
+    wrk = ensure_wrk()
+    with (
+        serve_running(PORT, env, STATE_DIR, keep_postgres=True) as serve,
+        tempfile.TemporaryDirectory(prefix="cairn-bench-") as tmp,
+    ):
+        http_rows = measure_http(serve.base, wrk, Path(tmp), args)
+    section = docs_section(http_rows, db_rows, facts, args, wrk_version(wrk), load_before)
+    publish(section, START_MARK, END_MARK, args.no_docs)
     return 0
 
 

@@ -1,14 +1,7 @@
-"""Questions and answers through Ray Serve, with ``wrk``:
-
-* the question detail read (a question with 20 answers, each with votes), with
-  and without a key (a key adds the caller's vote on the question and on every
-  answer);
-* answer upvotes: many voters upvoting many answers, every request a real
-  change (a new vote, its score and the author's reputation event).
-
-The service is ``cairn run --port 8104`` on a fresh state folder
-(``.cairn/bench-qa``, its own embedded Postgres), seeded over HTTP. Results are
-printed and written into docs/benchmarks.md between the ``qa-bench`` markers.
+"""Questions and answers through Ray Serve, with ``wrk`` (docs/benchmarks.md,
+"Questions and answers through Serve"): the question detail read (20 answers
+with votes) with and without a key, and answer upvotes, every request a real
+change. ``cairn run`` on a fresh state folder, seeded over HTTP.
 
     .venv/bin/python -m benchmarks.qa_bench               # what `make bench` runs
     .venv/bin/python -m benchmarks.qa_bench --duration 5  # a quick run
@@ -25,21 +18,21 @@ from typing import Any
 
 from benchmarks.corpus import seed_question
 from benchmarks.harness import (
-    HOST,
     KEY_SCRIPT,
-    RATE_LIMIT,
     ROOT,
     THREADS,
-    VOTE_SCRIPT,
     WrkResult,
     api_call,
+    bench_env,
     fresh_serve_run,
-    lua_list,
     measure_url,
+    new_agent,
+    publish,
+    run_wrk,
     section_head,
     serve_running,
     serve_table,
-    write_docs,
+    vote_script,
     wrk_options,
 )
 
@@ -47,36 +40,20 @@ STATE_DIR = ROOT / ".cairn" / "bench-qa"
 START_MARK = "<!-- qa-bench:start -->"
 END_MARK = "<!-- qa-bench:end -->"
 PORT = 8104
-BENCH_ENV = {
-    "CAIRN_STATE_DIR": str(STATE_DIR),
-    "CAIRN_HOST": HOST,
-    "CAIRN_RATELIMIT_REGISTRATION": RATE_LIMIT,
-    "CAIRN_RATELIMIT_GENERAL": RATE_LIMIT,
-    "CAIRN_RATELIMIT_QUESTION_CREATE": RATE_LIMIT,
-    "CAIRN_RATELIMIT_ANSWER_CREATE": RATE_LIMIT,
-    "CAIRN_RATELIMIT_VOTE": RATE_LIMIT,
-    "CAIRN_HAPROXY_STATS_PORT": "18434",
-    "CAIRN_HAPROXY_METRICS_PORT": "19131",
-    "CAIRN_FALLBACK_PROXY_PORT": "18530",
-}
+LIMITS = ("registration", "general", "question_create", "answer_create", "vote")
+BENCH_ENV = bench_env(STATE_DIR, 3, *LIMITS)
 
 N_ANSWERS = 20  # on the question whose detail read is measured
 N_VOTERS = 100
 N_VOTE_QUESTIONS = 3  # x N_ANSWERS answers to upvote in the measured run
-N_WARMUP_ANSWERS = N_ANSWERS  # upvoted during the warm-up, never measured
 
 
 def seed(base: str) -> dict[str, Any]:
     """Agents, the detail question with its answers and votes, and the answers
     the upvote runs vote on."""
-
-    def register(name: str) -> str:
-        key: str = api_call(base, "POST", "/api/agents/register", body={"name": name})["api_key"]
-        return key
-
-    asker = register("bench asker")
-    helpers = [register(f"bench helper {i}") for i in range(N_ANSWERS)]
-    voters = [register(f"bench voter {i}") for i in range(N_VOTERS)]
+    asker = new_agent(base, "bench asker")["api_key"]
+    helpers = [new_agent(base, f"bench helper {i}")["api_key"] for i in range(N_ANSWERS)]
+    voters = [new_agent(base, f"bench voter {i}")["api_key"] for i in range(N_VOTERS)]
 
     def question(title: str) -> tuple[str, list[str]]:
         return seed_question(base, asker, helpers, title, ["http", "retries", "rate-limits"])
@@ -107,22 +84,6 @@ def seed(base: str) -> dict[str, Any]:
     }
 
 
-# The upvote script (VOTE_SCRIPT) is the harness's: each wrk thread takes every
-# THREADS-th (voter, answer) pair, answers varying fastest so concurrent requests
-# hit different answers, and every request changes a vote.
-
-
-def vote_script(path: Path, keys: list[str], answers: list[str]) -> Path:
-    path.write_text(
-        VOTE_SCRIPT.format(
-            keys=lua_list(keys),
-            answers=lua_list(answers),
-            threads=THREADS,
-        )
-    )
-    return path
-
-
 def measure_http(
     base: str, facts: dict[str, Any], wrk: str, tmp: Path, args: argparse.Namespace
 ) -> list[tuple[str, WrkResult]]:
@@ -133,50 +94,24 @@ def measure_http(
     if len(shown["answers"]) != N_ANSWERS or "user_vote" not in shown["answers"][0]:
         raise RuntimeError("the detail read does not show the seeded answers")
 
-    def run(label: str, url: str, script: Path | None, warmup: int) -> WrkResult:
-        return measure_url(
-            wrk,
-            label,
-            url,
-            duration=args.duration,
-            warmup=warmup,
-            connections=args.connections,
-            script=script,
-        )
-
+    detail_label = f"GET /api/questions/{{slug}} ({N_ANSWERS} answers)"
     rows = [
+        (detail_label, measure_url(wrk, "question detail", detail, args)),
         (
-            f"GET /api/questions/{{slug}} ({N_ANSWERS} answers)",
-            run("question detail", detail, None, args.warmup),
-        ),
-        (
-            f"GET /api/questions/{{slug}} ({N_ANSWERS} answers), with a key",
-            run("question detail, with a key", detail, with_key, args.warmup),
+            f"{detail_label}, with a key",
+            measure_url(wrk, "question detail, with a key", detail, args, with_key),
         ),
     ]
     # The warm-up votes on answers of its own, so the measured run starts with
-    # nothing but new votes.
+    # nothing but new votes (each request a change: harness VOTE_SCRIPT).
     voters = facts["voters"]
     vote_url = f"{base}/api/answers/{facts['vote_answers'][0]}/vote"
     if args.warmup:
         warm = vote_script(tmp / "warm.lua", voters, facts["warmup_answers"])
-        measure_url(
-            wrk,
-            "answer upvote (warm-up)",
-            vote_url,
-            duration=args.warmup,
-            warmup=0,
-            connections=args.connections,
-            script=warm,
-        )
+        run_wrk(wrk, vote_url, duration=args.warmup, connections=args.connections, script=warm)
     script = vote_script(tmp / "votes.lua", voters, facts["vote_answers"])
-    rows.append(
-        (
-            "POST /api/answers/{id}/vote (upvote; a new vote each time)",
-            run("answer upvote", vote_url, script, 0),
-        )
-    )
-    return rows
+    upvote = measure_url(wrk, "answer upvote", vote_url, args, script, warmup=0)
+    return [*rows, ("POST /api/answers/{id}/vote (upvote; a new vote each time)", upvote)]
 
 
 def check_votes(base: str, facts: dict[str, Any], result: WrkResult) -> dict[str, Any]:
@@ -225,14 +160,8 @@ def docs_section(
     return "\n".join(lines) + "\n"
 
 
-def parse_args(argv: list[str] | None) -> argparse.Namespace:
-    parser = argparse.ArgumentParser(prog="python -m benchmarks.qa_bench")
-    wrk_options(parser, connections=16)
-    return parser.parse_args(argv)
-
-
 def main(argv: list[str] | None = None) -> int:
-    args = parse_args(argv)
+    args = wrk_options("qa_bench").parse_args(argv)
     env, wrk, wrk_ver = fresh_serve_run(STATE_DIR, BENCH_ENV)
     load_before = os.getloadavg()[0]
     with serve_running(PORT, env, STATE_DIR) as serve:
@@ -242,14 +171,8 @@ def main(argv: list[str] | None = None) -> int:
             rows = measure_http(serve.base, facts, wrk, Path(tmp), args)
         votes = check_votes(serve.base, facts, rows[-1][1])
         print(f"bench: vote check {votes}", flush=True)
-
-    if not args.no_docs:
-        write_docs(
-            docs_section(rows, votes, args, wrk_ver, load_before),
-            start_mark=START_MARK,
-            end_mark=END_MARK,
-        )
-        print("bench: wrote docs/benchmarks.md", flush=True)
+    section = docs_section(rows, votes, args, wrk_ver, load_before)
+    publish(section, START_MARK, END_MARK, args.no_docs)
     return 0
 
 

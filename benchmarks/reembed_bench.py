@@ -1,21 +1,13 @@
 """`cairn reembed` throughput on 10,000 patterns, against plain
-``SentenceTransformer.encode`` of the same texts on the same cores.
+``SentenceTransformer.encode`` of the same texts on the same cores
+(docs/benchmarks.md, "Re-embedding throughput").
 
-In a fresh state folder under the temp dir (its own embedded Postgres,
-migrated), writes 10,000 published patterns of varied, realistic length
-(300-1,500 characters of embedded text), then measures:
-
-* plain: ``SentenceTransformer.encode(texts, batch_size=64)`` in this process
-  over exactly the texts the job embeds (read with the same SQL), the model
-  loaded and warmed up beforehand;
-* ``cairn reembed`` as an operator runs it (a subprocess: settings, database,
-  a local Ray, the actor pool loading the model, the passes, recording the
-  active model): wall clock end to end, and its embedding phase alone
-  (selection, reads, encoding, upserts; from the job's own summary);
-* a rerun, which finds every row current and does nothing.
-
-The stored vectors are then compared with the plain ones. Results are printed
-and written into docs/benchmarks.md between the ``reembed-bench`` markers.
+In a fresh state folder under the temp dir (its own embedded Postgres), it
+writes the patterns (300-1,500 characters of embedded text), then times plain
+``encode`` over exactly the texts the job embeds, ``cairn reembed`` as an
+operator runs it for each ``--precisions`` (end to end, and its embedding
+phase from the job's summary), and a rerun that finds every row current; the
+stored vectors are compared with the plain ones.
 
     .venv/bin/python -m benchmarks.reembed_bench           # part of `make bench`
     .venv/bin/python -m benchmarks.reembed_bench --rows 2000 --no-docs

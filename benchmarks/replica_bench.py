@@ -1,8 +1,11 @@
-"""The Api replicas' copy of the vector index at large n: float HNSW (what
-the replicas held before issue 36) against 8-bit HNSW (``hnsw_codes="sq8"``,
-what they hold now), through the service's ``FaissIndex``: memory (RSS
-growth of the build and the formula), build time, recall@10 against the
-exact top 10, ms a query (docs/benchmarks.md, "Replica vector memory").
+"""The Api replicas' copy of the vector index at large n, as they hold it
+(8-bit HNSW, ``hnsw_codes="sq8"``, the build and search defaults), through the
+service's ``FaissIndex``: memory (RSS growth of the build and the formula),
+build time, recall@10 against the exact top 10, ms a query (docs/benchmarks.md,
+"Replica vector memory"). The float graph it replaced and the build-parameter
+grid (``--codes``, ``--ef-construction``, ``--efs``, ``--m``) were trials,
+recorded there and in docs/decisions/search-at-scale.md; their code:
+benchmarks/replica_bench.py at commit 5274bdc.
 
 Vectors: derived from real all-MiniLM-L6-v2 vectors (the ranking evaluation
 sets' cached document vectors, ``/tmp/cairn-ranking-bench``), as the search
@@ -19,7 +22,6 @@ import argparse
 import gc
 import os
 import time
-from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
@@ -61,41 +63,31 @@ def exact_top(data: np.ndarray, queries: np.ndarray, k: int) -> np.ndarray:
     return rows
 
 
-def measure(n: int, n_queries: int, codes: str, data: np.ndarray, queries: np.ndarray,
-            truth: np.ndarray, efs: list[int], ef_construction: int = 40,
-            m: int = 32) -> dict[str, float]:  # fmt: skip
+def measure(data: np.ndarray, queries: np.ndarray, truth: np.ndarray) -> dict[str, float]:
     from embeddings.config import IndexConfig
-    from embeddings.faiss_index import FaissIndex
+    from embeddings.faiss_index import FaissIndex, ef_for
 
     gc.collect()
     before = rss_mib()
     t0 = time.perf_counter()
-    index = FaissIndex.build(
-        data.shape[1],
-        np.arange(n),
-        data,
-        IndexConfig(hnsw_codes=codes, hnsw_m=m, hnsw_ef_construction=ef_construction),
-    )
-    build_s = time.perf_counter() - t0
-    grown = rss_mib() - before
-    result: dict[str, float] = {
-        "build_s": build_s,
-        "rss_mib": grown,
+    config = IndexConfig(hnsw_codes="sq8")
+    index = FaissIndex.build(data.shape[1], np.arange(len(data)), data, config)
+    result = {
+        "build_s": time.perf_counter() - t0,
+        "rss_mib": rss_mib() - before,
         "formula_mib": index.memory_bytes() / 2**20,
+        "m": config.hnsw_m,
+        "ef_construction": config.hnsw_ef_construction,
+        "ef": ef_for(config, len(data), 10),  # the breadth the search takes at this size
     }
-    for ef in efs:
-        # The search breadth of the graph (CAIRN_SEARCH_HNSW_EF), set per run.
-        index._index.config = replace(index.config, hnsw_ef_search=ef)
-        hits, times = 0, []
-        for q, expected in zip(queries[:n_queries], truth, strict=True):
-            t = time.perf_counter()
-            found = index.search(q, 10)
-            times.append(time.perf_counter() - t)
-            hits += len({i for i, _ in found} & set(expected.tolist()))
-        result[f"recall@ef{ef}"] = hits / (10 * n_queries)
-        result[f"ms@ef{ef}"] = float(np.median(times) * 1000)
-    del index
-    gc.collect()
+    hits, times = 0, []
+    for q, expected in zip(queries, truth, strict=True):
+        t = time.perf_counter()
+        found = index.search(q, 10)
+        times.append(time.perf_counter() - t)
+        hits += len({i for i, _ in found} & set(expected.tolist()))
+    result["recall"] = hits / (10 * len(queries))
+    result["ms"] = float(np.median(times) * 1000)
     return result
 
 
@@ -103,55 +95,29 @@ def main() -> None:
     parser = argparse.ArgumentParser(description="Replica vector index memory at large n.")
     parser.add_argument("--n", type=int, default=200_000)
     parser.add_argument("--queries", type=int, default=200)
-    parser.add_argument("--codes", default="sq8,float", help="which graphs, comma-separated")
-    parser.add_argument("--efs", default="256", help="HNSW search breadths to measure")
-    parser.add_argument(
-        "--ef-construction",
-        default="40",
-        help="HNSW efConstruction values to build with (CAIRN_SEARCH_HNSW_EF_CONSTRUCTION)",
-    )
-    parser.add_argument("--m", type=int, default=32, help="HNSW M (CAIRN_SEARCH_HNSW_M)")
     parser.add_argument("--no-docs", action="store_true")
     args = parser.parse_args()
-    builds = [int(x) for x in args.ef_construction.split(",")]
     load_before = os.getloadavg()[0]
-    efs = [int(x) for x in args.efs.split(",")]
     base, qv = basis()
     data = derived(base, args.n)
     queries = qv[np.random.default_rng(1).choice(len(qv), args.queries, replace=False)]
-    truth = exact_top(data, queries, 10)
-    rows = {}
-    for codes in args.codes.split(","):
-        for efc in builds:
-            rows[codes, efc] = measure(
-                args.n, args.queries, codes, data, queries, truth, efs, efc, args.m
-            )
-            print(f"bench: {codes} efConstruction {efc}: {rows[codes, efc]}", flush=True)
+    r = measure(data, queries, exact_top(data, queries, 10))
+    print(f"bench: sq8 graph: {r}", flush=True)
     lines = [
         *section_head(START, "Replica vector memory", "replica_bench.py", load_before),
         f"- 1-minute load average after the run: {os.getloadavg()[0]:.2f} (a shared machine: "
         "build times and ms are wall clock and slowed by other work; memory and recall are not).",
         f"- {args.n:,} vectors (384-d) derived from {len(base):,} real all-MiniLM-L6-v2 document "
         f"vectors of the evaluation sets; {args.queries} real query vectors; recall@10 against "
-        f"the exact (flat) top 10; HNSW M {args.m} (default 32), efConstruction as in the "
-        "table (default 40).",
+        f"the exact (flat) top 10; HNSW M {r['m']}, efConstruction {r['ef_construction']}, "
+        f"ef {r['ef']:,} (the defaults; the breadth grows with the graph).",
         "",
-        "| Replica graph | efConstruction | build s | RSS growth MiB | formula MiB | ef "
-        "| recall@10 | ms a query |",
-        "|---|---:|---:|---:|---:|---:|---:|---:|",
-    ]
-    for (codes, efc), r in rows.items():
-        label = "8-bit codes (`sq8`, now)" if codes == "sq8" else "float vectors (before)"
-        for ef in efs:
-            lines.append(
-                f"| {label} | {efc} | {r['build_s']:.0f} | {r['rss_mib']:.0f} | "
-                f"{r['formula_mib']:.0f} | "
-                f"{ef} | {r[f'recall@ef{ef}']:.3f} | {r[f'ms@ef{ef}']:.2f} |"
-            )
-    lines += [
+        "| Replica graph | build s | RSS growth MiB | formula MiB | recall@10 | ms a query |",
+        "|---|---:|---:|---:|---:|---:|",
+        f"| 8-bit codes (`sq8`) | {r['build_s']:.0f} | {r['rss_mib']:.0f} | "
+        f"{r['formula_mib']:.0f} | {r['recall']:.3f} | {r['ms']:.2f} |",
         "",
-        "Reproduce: `.venv/bin/python -m benchmarks.replica_bench --n N "
-        "[--ef-construction 40,100,200] [--m 32]`.",
+        "Reproduce: `.venv/bin/python -m benchmarks.replica_bench --n N`.",
         END,
     ]
     text = "\n".join(lines) + "\n"

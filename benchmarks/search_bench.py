@@ -1,37 +1,17 @@
 """Semantic search: the Embedder's throughput, /api/search latency at 100,000
-patterns, and the vector index's memory and recall.
+patterns, and the vector index's memory and recall; each part (in
+benchmarks/search/) writes its own section of docs/benchmarks.md:
 
-Three parts, each writing its own section of docs/benchmarks.md (between its
-own markers; appended when absent):
-
-* ``embedder`` (``## Embedder throughput``): plain
-  ``SentenceTransformer.encode(texts, batch_size=64)`` in this process, then
-  the Embedder Serve deployment on a local Ray (a temp folder, nothing else
-  deployed) driven through a DeploymentHandle by many concurrent single-text
-  ``embed`` calls (the ``@serve.batch`` path queries take) and by
-  ``embed_many`` batches of 64 (the worker's path), at several replica and
-  thread counts.
-* ``search`` (``## Search latency at 100,000 patterns``): ``cairn run`` on its
-  own state folder (``.cairn/bench-search``) seeded with 100,000 patterns whose
-  vectors are written straight into ``embeddings`` (with the sha256 of each
-  row's embedded text, so nothing is re-embedded at start), then wrk on
-  ``/api/search`` in semantic and full-text mode.
-* ``index`` (``## Vector index memory and recall``): FaissIndex memory at
-  100,000 vectors and IVF-SQ8 recall@10 against the exact index at 100,000
-  and 200,000 vectors for several ``nprobe``.
-
-Vectors: embedding 100,000 texts on a 2-core CPU takes ≈ 18 minutes, so only
-``N_BASIS`` realistic texts (and the queries) are embedded; every pattern's
-vector is a normalised mixture of three of those real vectors plus noise,
-its main component being the vector of its own description. The real and the
-derived vectors are cached under ``.cairn/bench/search-cache``.
-
-The parts are in benchmarks/search/ (``embedder.py``, ``latency.py`` with the
-corpus's seeding in ``seeding.py``, ``index.py``; the vectors in ``vectors.py``).
+* ``embedder`` ("Embedder throughput"): the Embedder deployment on a local Ray
+  against plain ``SentenceTransformer.encode`` in this process;
+* ``search`` ("Search latency at 100,000 patterns"): ``cairn run`` over a
+  seeded corpus (``seeding.py``; vectors derived from real ones, ``vectors.py``),
+  wrk on ``/api/search``; with ``--embed``, at a large corpus of real vectors
+  instead ("Search at a large corpus", ``million.py``, ``bulk.py``; resumable);
+* ``index`` ("Vector index memory and recall"): FaissIndex memory and recall.
 
     .venv/bin/python -m benchmarks.search_bench                    # all three
     .venv/bin/python -m benchmarks.search_bench --parts embedder   # one part
-    # search at a million real-vector patterns (seeding resumable; see million.py)
     .venv/bin/python -m benchmarks.search_bench --parts search --patterns 1000000 --embed
 """
 
@@ -52,17 +32,13 @@ from benchmarks.search.million import part_million
 
 
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
-    parser = argparse.ArgumentParser(prog="python -m benchmarks.search_bench")
-    wrk_options(parser, connections=16)
+    parser = wrk_options("search_bench")
     parser.add_argument(
         "--parts", default="embedder,search,index", help="embedder,search,index (all)"
     )
     parser.add_argument("--texts", type=int, default=N_THROUGHPUT, help="throughput texts")
     parser.add_argument("--in-flight", type=int, default=256, help="concurrent `embed` calls")
     parser.add_argument("--rounds", type=int, default=3, help="embedder rounds (median)")
-    parser.add_argument(
-        "--variants", default="", help="embedder variants by number (1-based), default all"
-    )
     parser.add_argument(
         "--patterns",
         type=int,

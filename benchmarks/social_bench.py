@@ -1,15 +1,9 @@
-"""Notifications through Ray Serve:
-
-* pattern create latency for authors with 0, 2,000 and 20,000 followers (the
-  request only queues a fan-out job; the DispatchActor writes the followers'
-  notifications afterwards), measured while earlier fan-outs are running;
-* how long each fan-out takes to finish, and its rate in notifications/s;
-* ``wrk`` on a follower's ``GET /api/notifications`` and on ``GET /api/analytics``.
-
-The service is ``cairn run --port 8105`` on a fresh state folder
-(``.cairn/bench-social``, its own embedded Postgres); the followers are written
-straight to Postgres (fast), everything else goes over HTTP. Results are
-printed and written into docs/benchmarks.md between the ``social-bench`` markers.
+"""Notifications through Ray Serve (docs/benchmarks.md, "Notifications
+through Serve"): pattern create latency for authors with 0, 2,000 and 20,000
+followers (the request only queues a fan-out job) while earlier fan-outs run;
+each fan-out's own time and rate; wrk on a follower's ``GET
+/api/notifications`` and on ``GET /api/analytics``. The followers are written
+straight to Postgres, everything else goes over HTTP.
 
     .venv/bin/python -m benchmarks.social_bench               # what `make bench` runs
     .venv/bin/python -m benchmarks.social_bench --duration 5  # a quick run
@@ -29,20 +23,20 @@ from typing import Any
 import psycopg
 
 from benchmarks.harness import (
-    HOST,
     KEY_SCRIPT,
-    RATE_LIMIT,
     ROOT,
     THREADS,
     WrkResult,
     api_call,
+    bench_env,
     fresh_serve_run,
     measure_url,
+    new_agent,
     pct,
+    publish,
     section_head,
     serve_running,
     serve_table,
-    write_docs,
     wrk_options,
 )
 from storage.embedded import DATABASE
@@ -51,16 +45,7 @@ STATE_DIR = ROOT / ".cairn" / "bench-social"
 START_MARK = "<!-- social-bench:start -->"
 END_MARK = "<!-- social-bench:end -->"
 PORT = 8105
-BENCH_ENV = {
-    "CAIRN_STATE_DIR": str(STATE_DIR),
-    "CAIRN_HOST": HOST,
-    "CAIRN_RATELIMIT_REGISTRATION": RATE_LIMIT,
-    "CAIRN_RATELIMIT_GENERAL": RATE_LIMIT,
-    "CAIRN_RATELIMIT_PATTERN_CREATE": RATE_LIMIT,
-    "CAIRN_HAPROXY_STATS_PORT": "18444",
-    "CAIRN_HAPROXY_METRICS_PORT": "19141",
-    "CAIRN_FALLBACK_PROXY_PORT": "18540",
-}
+BENCH_ENV = bench_env(STATE_DIR, 4, "registration", "general", "pattern_create")
 AUTHORS = {"quiet": 0, "popular": 2_000, "famous": 20_000}
 CREATES = 20  # patterns per author, one after another
 
@@ -73,9 +58,9 @@ def seed(base: str) -> dict[str, Any]:
     """The three authors, their followers, and a reader who follows them all."""
     keys, ids, usernames = {}, {}, {}
     for name in AUTHORS:
-        made = api_call(base, "POST", "/api/agents/register", body={"name": f"bench {name}"})
+        made = new_agent(base, f"bench {name}")
         keys[name], ids[name], usernames[name] = made["api_key"], made["agent_id"], made["username"]
-    reader = api_call(base, "POST", "/api/agents/register", body={"name": "bench reader"})
+    reader = new_agent(base, "bench reader")
     with psycopg.connect(database_url(), autocommit=True) as db:
         for name, count in AUTHORS.items():
             if count == 0:
@@ -221,14 +206,8 @@ def docs_section(
     return "\n".join(lines) + "\n"
 
 
-def parse_args(argv: list[str] | None) -> argparse.Namespace:
-    parser = argparse.ArgumentParser(prog="python -m benchmarks.social_bench")
-    wrk_options(parser, connections=16)
-    return parser.parse_args(argv)
-
-
 def main(argv: list[str] | None = None) -> int:
-    args = parse_args(argv)
+    args = wrk_options("social_bench").parse_args(argv)
     env, wrk, wrk_ver = fresh_serve_run(STATE_DIR, BENCH_ENV)
     load_before = os.getloadavg()[0]
     with serve_running(PORT, env, STATE_DIR) as serve:
@@ -246,36 +225,21 @@ def main(argv: list[str] | None = None) -> int:
         with tempfile.TemporaryDirectory(prefix="cairn-bench-") as tmp:
             key_script = Path(tmp) / "key.lua"
             key_script.write_text(KEY_SCRIPT.format(key=facts["reader"]))
-
-            def run(label: str, url: str, script: Path | None) -> WrkResult:
-                return measure_url(
-                    wrk,
-                    label,
-                    url,
-                    duration=args.duration,
-                    warmup=args.warmup,
-                    connections=args.connections,
-                    script=script,
-                )
-
+            reads = f"{CREATES * (len(AUTHORS) - 1)} notifications, 20 a page"
             rows = [
                 (
-                    f"GET /api/notifications (a reader with {CREATES * (len(AUTHORS) - 1)} "
-                    "notifications, 20 a page)",
-                    run("notifications", f"{serve.base}/api/notifications", key_script),
+                    f"GET /api/notifications (a reader with {reads})",
+                    measure_url(
+                        wrk, "notifications", f"{serve.base}/api/notifications", args, key_script
+                    ),
                 ),
                 (
                     "GET /api/analytics (cached)",
-                    run("analytics", f"{serve.base}/api/analytics", None),
+                    measure_url(wrk, "analytics", f"{serve.base}/api/analytics", args),
                 ),
             ]
-    if not args.no_docs:
-        write_docs(
-            docs_section(latencies, fanout, rows, args, wrk_ver, load_before),
-            start_mark=START_MARK,
-            end_mark=END_MARK,
-        )
-        print("bench: wrote docs/benchmarks.md", flush=True)
+    section = docs_section(latencies, fanout, rows, args, wrk_ver, load_before)
+    publish(section, START_MARK, END_MARK, args.no_docs)
     return 0
 
 

@@ -1,25 +1,14 @@
 """How many idle notification streams one Api replica holds open while the
-API still answers ordinary requests quickly.
+API still answers ordinary requests quickly (docs/benchmarks.md,
+"Notification streams: idle streams per replica", which says how).
 
-``cairn run`` with ONE Api replica (so every stream is on it), semantic
-search off (streams do not use the model; it only slows the start), on its
-own state folder (``.cairn/bench-stream``, its own embedded Postgres). For
-each level N the benchmark opens N idle streams (``GET
-/api/notifications/stream``, spread over 50 agents, each read up to its
-``ready`` event, then drained; the top level is one below the cap of 1000,
-so the delivery stream below still fits), and with them open measures:
+``cairn run`` with ONE Api replica, semantic search off, on its own state
+folder. For each level N it opens N idle streams (spread over 50 agents, each
+read up to its ``ready`` event), and with them open measures the probe
+(``harness.probe``), the delivery of a follow's notification to an open
+stream, and the replica's memory.
 
-* ``GET /api/agents/me`` (key check and one read): 400 requests, 8 at a time;
-  latency percentiles, and requests that failed or took over 10 s;
-* delivery: 20 times, a new follower of an agent whose stream is open, from
-  sending the follow to the notification event arriving;
-* the replica's memory (``/api/health``).
-
-Results are printed and written into docs/benchmarks.md between the
-``stream-bench`` markers.
-
-    PYTHONPATH=$PWD .venv/bin/python -m benchmarks.stream_bench
-    PYTHONPATH=$PWD .venv/bin/python -m benchmarks.stream_bench --levels 0,100,200 --no-docs
+    .venv/bin/python -m benchmarks.stream_bench [--levels 0,100,200] [--no-docs]
 """
 
 from __future__ import annotations
@@ -28,7 +17,6 @@ import argparse
 import asyncio
 import contextlib
 import os
-import shutil
 import statistics
 import time
 from typing import Any
@@ -36,16 +24,19 @@ from typing import Any
 import httpx
 
 from benchmarks.harness import (
-    HOST,
-    RATE_LIMIT,
+    PROBE_CONCURRENCY,
+    PROBES,
     ROOT,
-    machine_line,
-    pct,
+    bearer,
+    bench_env,
+    fresh_state,
+    probe,
+    publish,
     register,
+    section_head,
     serve_running,
     server_env,
     stop_on_sigterm,
-    write_docs,
 )
 
 STATE_DIR = ROOT / ".cairn" / "bench-stream"
@@ -53,27 +44,21 @@ START_MARK = "<!-- stream-bench:start -->"
 END_MARK = "<!-- stream-bench:end -->"
 PORT = 8107
 AGENTS = 50
-PROBES = 400
-PROBE_CONCURRENCY = 8
-PROBE_TIMEOUT_S = 10.0
 DELIVERIES = 20
 OPEN_WAIT_S = 60.0
 PROBE_BUDGET_S = 90.0  # a level whose requests time out stops probing after this
-BENCH_ENV = {
-    "CAIRN_STATE_DIR": str(STATE_DIR),
-    "CAIRN_HOST": HOST,
-    "CAIRN_INGRESS_REPLICAS": "1",
-    "CAIRN_SEARCH_SEMANTIC": "false",
-    "CAIRN_RATELIMIT_REGISTRATION": RATE_LIMIT,
-    "CAIRN_RATELIMIT_GENERAL": RATE_LIMIT,
-    "CAIRN_HAPROXY_STATS_PORT": "18464",
-    "CAIRN_HAPROXY_METRICS_PORT": "19161",
-    "CAIRN_FALLBACK_PROXY_PORT": "18560",
-}
+BENCH_ENV = bench_env(
+    STATE_DIR,
+    6,
+    "registration",
+    "general",
+    CAIRN_INGRESS_REPLICAS="1",
+    CAIRN_SEARCH_SEMANTIC="false",
+)
 
 
 def auth(agent: dict[str, Any]) -> dict[str, str]:
-    return {"Authorization": f"Bearer {agent['api_key']}"}
+    return bearer(agent["api_key"])
 
 
 class Streams:
@@ -132,40 +117,10 @@ class Streams:
         self.tasks.clear()
 
 
-async def probe(http: httpx.AsyncClient, agent: dict[str, Any]) -> dict[str, Any]:
-    latencies: list[float] = []
-    failed = 0
-    queue = list(range(PROBES))
-
-    deadline = time.perf_counter() + PROBE_BUDGET_S
-
-    async def worker() -> None:
-        nonlocal failed
-        while queue and time.perf_counter() < deadline:
-            queue.pop()
-            t0 = time.perf_counter()
-            try:
-                response = await http.get(
-                    "/api/agents/me", headers=auth(agent), timeout=PROBE_TIMEOUT_S
-                )
-                if response.status_code != 200:
-                    failed += 1
-                    continue
-            except httpx.HTTPError:
-                failed += 1
-                continue
-            latencies.append((time.perf_counter() - t0) * 1000)
-
-    started = time.perf_counter()
-    await asyncio.gather(*(worker() for _ in range(PROBE_CONCURRENCY)))
-    elapsed = time.perf_counter() - started
-    return {
-        "rps": len(latencies) / elapsed,
-        "p50": pct(latencies, 50),
-        "p99": pct(latencies, 99),
-        "max": max(latencies, default=float("nan")),
-        "failed": failed + len(queue),
-    }
+async def probed(http: httpx.AsyncClient, agent: dict[str, Any]) -> dict[str, Any]:
+    """The probe, its requests not sent within the budget counted as failed."""
+    found = await probe(http, agent["api_key"], budget_s=PROBE_BUDGET_S)
+    return {**found, "failed": sum(found["failed"].values()) + PROBES - found["requests"]}
 
 
 async def deliveries(
@@ -224,7 +179,7 @@ async def run_levels(base: str, levels: list[int]) -> list[dict[str, Any]]:
                 "queued": streams.waiting,
                 "refused": dict(streams.refused),
                 "open_s": opened_s,
-                "probe": await probe(http, prober),
+                "probe": await probed(http, prober),
                 "delivery": await timed_deliveries(http, target, fans),
                 "memory_mb": await memory_mb(http),
             }
@@ -235,17 +190,11 @@ async def run_levels(base: str, levels: list[int]) -> list[dict[str, Any]]:
 
 
 def section(rows: list[dict[str, Any]], load_before: float, env: dict[str, str]) -> str:
-    now = time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())
     ongoing = env.get("CAIRN_INGRESS_MAX_ONGOING_REQUESTS", "128")
     cap = env.get("CAIRN_STREAM_MAX_PER_REPLICA", "1000")
+    title = "Notification streams: idle streams per replica"
     lines = [
-        START_MARK,
-        "## Notification streams: idle streams per replica",
-        "",
-        "_Written by `benchmarks/stream_bench.py`; rerun to replace this section._",
-        "",
-        f"- Date: {now}",
-        machine_line(load_before),
+        *section_head(START_MARK, title, "stream_bench.py", load_before),
         f"- `cairn run`, ONE Api replica behind Serve's HAProxy, semantic search off; "
         f"`CAIRN_INGRESS_MAX_ONGOING_REQUESTS={ongoing}`, "
         f"`CAIRN_STREAM_MAX_PER_REPLICA={cap}` (Serve's `max_ongoing_requests` for Api "
@@ -270,14 +219,6 @@ def section(rows: list[dict[str, Any]], load_before: float, env: dict[str, str])
         )
     lines += [
         "",
-        "Measured while building the stream (not rerun by this script): with the "
-        "Api replica's 128 Serve slots shared by streams and requests, 200 idle "
-        "streams on one replica stopped it answering anything (`/api/health` timed "
-        "out after 15 s), hence the streams' own slots; and with every idle stream "
-        "reading the database on each 15 s heartbeat, 500 streams cut the probe "
-        "rate from 202/s to 65/s, hence heartbeats skip the database while the "
-        "replica's listener stays connected "
-        '(docs/decisions/notifications-and-streams.md, "Notification stream"). '
         "The machine is shared with other work: compare rows of one run, not runs.",
         END_MARK,
     ]
@@ -292,15 +233,11 @@ def main(argv: list[str] | None = None) -> int:
     levels = [int(x) for x in args.levels.split(",")]
     stop_on_sigterm()
     env = server_env(BENCH_ENV)
-    for key in ("CAIRN_DATABASE_URL", "CAIRN_PORT", "RAY_ADDRESS"):
-        os.environ.pop(key, None)
     load_before = os.getloadavg()[0]
-    shutil.rmtree(STATE_DIR, ignore_errors=True)  # its own fresh database
-    STATE_DIR.mkdir(parents=True)
+    fresh_state(STATE_DIR)
     with serve_running(PORT, env, STATE_DIR) as serve:
         rows = asyncio.run(run_levels(serve.base, levels))
-    if not args.no_docs:
-        write_docs(section(rows, load_before, env), start_mark=START_MARK, end_mark=END_MARK)
+    publish(section(rows, load_before, env), START_MARK, END_MARK, args.no_docs)
     return 0
 
 

@@ -1,32 +1,19 @@
 """Trust by use in search (issue 33): the trust prior
 (``serve_app.services.search.trust_prior``, applied after fusion) on the
-project's own evaluation sets and on a synthetic set of near-duplicates.
+project's evaluation sets and on near-duplicates; writes "Trust prior in
+search" in docs/benchmarks.md.
 
-Runs the ranking code the API runs, offline and without HTTP, in full-text
-mode (``LexicalIndex``, BM25: what every Api process holds and what search
-answers with when the vector half is away); the prior is the same step after
-either mode, and in semantic mode it sees the fused scores instead.
+Offline, the ranking code the API runs, in full-text mode (``LexicalIndex``;
+``--semantic``: the sets in semantic mode too, the hybrid of BM25 and vectors):
 
-1. **The evaluation sets** (``benchmarks/search_eval``: ``docs`` and ``code``,
-   all queries): MRR@10 and Recall@10 with no verification anywhere (every
-   item's trust 0, what these sets are) against the ranking without the
-   prior: they must be equal. Then the worst case the prior allows: every
-   document a random trust in [0, 1], uncorrelated with relevance.
-2. **Near-duplicates**: for each of the first ``GROUPS`` documents of
-   ``docs`` that one of its queries alone is about, four near-duplicate
-   copies take its place (its sentences reordered, one dropped; the
-   original title), each with its own verification record, scored by
-   ``serve_app.kit.trust``: *works* (two or three independent "worked as
-   written"), *mixed* (one worked, one did not), *fails* (two "did not
-   work") and *untried*. Which copy gets which record is drawn at random
-   (seeded), so without the prior the working copy leads its group about
-   one time in four. Reported: how often the working copy is first among
-   its group, MRR@10 of the working copy, and MRR@10 of the group (any
-   copy relevant), without and with the prior.
+1. the evaluation sets (``docs``, ``code``) with no verification anywhere must
+   rank exactly as without the prior; then every document a random trust;
+2. near-duplicates: ``GROUPS`` documents of ``docs`` each replaced by four
+   near-copies whose verification records (scored by ``serve_app.kit.trust``)
+   are drawn at random: how often the working copy leads its group, and
+   MRR@10, without and with the prior.
 
     .venv/bin/python -m benchmarks.trust_bench [--no-docs] [--semantic]
-
-Writes the "Trust prior in search" section of docs/benchmarks.md.
 """
 
 from __future__ import annotations

@@ -1,16 +1,11 @@
 """The "plain uvicorn" side of benchmarks.http_bench: the same app, N processes.
 
-Prepares the state folder and database exactly as ``cairn run`` does (once, in
-the parent), then serves the app with ``--workers`` uvicorn worker processes
-(by default as many as Serve runs ``Api`` replicas, CAIRN_INGRESS_REPLICAS),
-each building it with ``create_app`` and the default in-process rate limiter
-and trending counter. With ``--semantic`` each worker also holds the model and
-the FAISS index in process, the single-process counterpart of the Embedder and
-the VectorIndex deployments: like an Api replica, a copy of the index that
-follows the vectors the embedding worker stores (``serve_app/runtime/index_copies/vectors.py``;
-``CAIRN_SEARCH_REPLICA_VECTORS=false``: an index of its own, loaded once,
-``LocalSearch``). Settings come from the CAIRN_* environment (the benchmark
-sets them).
+Prepares the state folder and database as ``cairn run`` does (once, in the
+parent), then serves ``create_app`` with ``--workers`` uvicorn processes
+(default: as many as Serve runs ``Api`` replicas), each with the in-process
+rate limiter and trending counter (``--redis``: one global limit in Redis).
+With ``--semantic`` each worker holds the model and, like an Api replica, a
+copy of the vector index that follows the vectors the embedding worker stores.
 
     python -m benchmarks.uvicorn_app --host 127.0.0.1 --port 8101 --workers 2
 """

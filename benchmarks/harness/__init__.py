@@ -1,18 +1,19 @@
 """What every benchmark shares: its service, wrk, and its docs section.
 
-* The service (``service.py``): ``cairn run`` (or any server command) as a
-  subprocess with its output in a log file (``Server``), for a block
-  (``serve_running``) on a fresh state folder (``fresh_serve_run``), and
-  whatever a killed server left behind in that folder stopped
-  (``leftover_processes``, ``stop_bench_processes``); its environment
-  (``server_env``) and JSON calls to it (``http_json``, ``api_call``,
-  ``register``).
+* The service (``service.py``): its settings (``bench_env``, ``server_env``),
+  ``cairn run`` (or any server command) as a subprocess with its output in a
+  log file (``Server``), for a block (``serve_running``) on a fresh state
+  folder (``fresh_state``, ``fresh_serve_run``) or one this process prepared
+  (``prepare_here``), what a killed server left behind stopped
+  (``leftover_processes``, ``stop_bench_processes``), calls to it
+  (``http_json``, ``api_call``, ``register``) and an authenticated read timed
+  under load (``probe``).
 * wrk (``wrk.py``): installed if missing (``ensure_wrk``), run and parsed
-  (``run_wrk``, ``parse_wrk``, ``WrkResult``, ``measure_url``), the options
-  every benchmark takes (``wrk_options``) and the Lua scripts several share.
+  (``run_wrk``, ``WrkResult``, ``measure_url``), the options every benchmark
+  takes (``wrk_options``) and the Lua scripts several share.
 * The results (``results.py``): a section of docs/benchmarks.md between a
-  benchmark's marks (``write_docs``), its first lines (``section_head``,
-  ``machine_line``), a table of routes (``serve_table``), percentiles
+  benchmark's marks (``publish``, ``write_docs``), its first lines
+  (``section_head``), a table of routes (``serve_table``), percentiles
   (``pct``) and this process's memory (``rss_mib``).
 
 A benchmark imports these names from ``benchmarks.harness``.
@@ -21,9 +22,9 @@ A benchmark imports these names from ``benchmarks.harness``.
 from benchmarks.harness.results import (
     DOCS,
     ROOT,
-    cpu_model,
     machine_line,
     pct,
+    publish,
     rss_mib,
     section_head,
     serve_table,
@@ -33,17 +34,23 @@ from benchmarks.harness.service import (
     DROPPED_ENV,
     HOST,
     OPERATOR,
-    OPERATOR_TOKEN,
+    PROBE_CONCURRENCY,
+    PROBES,
     RATE_LIMIT,
-    SERVE_START_TIMEOUT_S,
-    STOP_TIMEOUT_S,
     Server,
     api_call,
+    bearer,
+    bench_env,
     bench_processes,
     fresh_serve_run,
+    fresh_state,
+    health,
     http_json,
     leftover_processes,
+    new_agent,
     port_in_use,
+    prepare_here,
+    probe,
     register,
     serve_running,
     server_env,
@@ -53,55 +60,13 @@ from benchmarks.harness.service import (
 from benchmarks.harness.wrk import (
     KEY_SCRIPT,
     THREADS,
-    VOTE_SCRIPT,
     WrkResult,
     ensure_wrk,
     lua_list,
     measure_url,
-    parse_wrk,
+    paths_script,
     run_wrk,
+    vote_script,
     wrk_options,
     wrk_version,
 )
-
-__all__ = [
-    "DOCS",
-    "DROPPED_ENV",
-    "HOST",
-    "KEY_SCRIPT",
-    "OPERATOR",
-    "OPERATOR_TOKEN",
-    "RATE_LIMIT",
-    "ROOT",
-    "SERVE_START_TIMEOUT_S",
-    "STOP_TIMEOUT_S",
-    "THREADS",
-    "VOTE_SCRIPT",
-    "Server",
-    "WrkResult",
-    "api_call",
-    "bench_processes",
-    "cpu_model",
-    "ensure_wrk",
-    "fresh_serve_run",
-    "http_json",
-    "leftover_processes",
-    "lua_list",
-    "machine_line",
-    "measure_url",
-    "parse_wrk",
-    "pct",
-    "port_in_use",
-    "register",
-    "rss_mib",
-    "run_wrk",
-    "section_head",
-    "serve_running",
-    "serve_table",
-    "server_env",
-    "stop_bench_processes",
-    "stop_on_sigterm",
-    "write_docs",
-    "wrk_options",
-    "wrk_version",
-]

@@ -76,6 +76,15 @@ def pct(values: list[float], p: float) -> float:
     return ordered[min(len(ordered) - 1, round(p / 100 * (len(ordered) - 1)))]
 
 
+def publish(section: str, start_mark: str, end_mark: str, no_docs: bool = False) -> None:
+    """Print a benchmark's section and, unless ``no_docs``, write it into
+    docs/benchmarks.md between its marks."""
+    print(section, flush=True)
+    if not no_docs:
+        write_docs(section, start_mark=start_mark, end_mark=end_mark)
+        print(f"bench: wrote {DOCS.relative_to(ROOT)}", flush=True)
+
+
 def write_docs(section: str, *, start_mark: str, end_mark: str, path: Path = DOCS) -> None:
     """Put ``section`` (which starts and ends with the marks) into the docs page,
     replacing what stood between the marks."""

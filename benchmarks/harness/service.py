@@ -3,6 +3,7 @@ subprocess, its environment, calls to it, and whatever of it outlives it."""
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import json
 import os
@@ -15,13 +16,14 @@ import threading
 import time
 import urllib.error
 import urllib.request
+from collections import Counter
 from collections.abc import Iterator
 from pathlib import Path
 from typing import IO, Any
 
 import httpx
 
-from benchmarks.harness.results import ROOT
+from benchmarks.harness.results import ROOT, pct
 from benchmarks.harness.wrk import ensure_wrk, wrk_version
 
 HOST = "127.0.0.1"
@@ -35,11 +37,32 @@ DROPPED_ENV = ("CAIRN_DATABASE_URL", "CAIRN_PORT", "RAY_ADDRESS")
 # parts' figures (index progress, replicas' copies) only to staff and to it.
 OPERATOR_TOKEN = "bench-operator-token"
 OPERATOR = {"X-Operator-Token": OPERATOR_TOKEN}
+# The authenticated read under load (``probe``): requests, and how many at a time.
+PROBES = 400
+PROBE_CONCURRENCY = 8
+
+
+def bench_env(state_dir: Path, slot: int, *limits: str, **settings: str) -> dict[str, str]:
+    """A benchmark's service settings: its state folder, the loopback host, the
+    rate limits named (``"general"``: CAIRN_RATELIMIT_GENERAL) raised out of
+    the way, HAProxy's ports moved by ``slot`` (one per benchmark), and more."""
+    return {
+        "CAIRN_STATE_DIR": str(state_dir),
+        "CAIRN_HOST": HOST,
+        **{f"CAIRN_RATELIMIT_{name.upper()}": RATE_LIMIT for name in limits},
+        "CAIRN_HAPROXY_STATS_PORT": str(18404 + 10 * slot),
+        "CAIRN_HAPROXY_METRICS_PORT": str(19101 + 10 * slot),
+        "CAIRN_FALLBACK_PROXY_PORT": str(18500 + 10 * slot),
+        **settings,
+    }
 
 
 def server_env(bench_env: dict[str, str]) -> dict[str, str]:
-    """This environment without DROPPED_ENV, with the benchmark's settings."""
-    env = {k: v for k, v in os.environ.items() if k not in DROPPED_ENV}
+    """This environment without DROPPED_ENV (dropped from this process's too),
+    with the benchmark's settings."""
+    for key in DROPPED_ENV:
+        os.environ.pop(key, None)
+    env = dict(os.environ)
     env["CAIRN_OPERATOR_TOKEN"] = OPERATOR_TOKEN
     env.update(bench_env)
     env["PYTHONUNBUFFERED"] = "1"
@@ -70,6 +93,17 @@ def http_json(
         return exc.code, exc.read().decode(errors="replace")
 
 
+def health(base: str) -> dict[str, Any] | None:
+    """/api/health as the operator sees it (the search parts' progress and
+    the replicas' copies), or None while it does not answer 200 (a replica
+    busy building: a timeout, a 503 page)."""
+    with contextlib.suppress(OSError):
+        status, body = http_json("GET", base + "/api/health", timeout=10, headers=OPERATOR)
+        if status == 200 and isinstance(body, dict):
+            return body
+    return None
+
+
 def api_call(base: str, method: str, path: str, key: str | None = None, body: Any = None) -> Any:
     """One API call with an optional key; its ``data`` (or whole body); raises on >= 300."""
     headers = {"Authorization": f"Bearer {key}"} if key else {}
@@ -79,12 +113,81 @@ def api_call(base: str, method: str, path: str, key: str | None = None, body: An
     return data["data"] if isinstance(data, dict) and "data" in data else data
 
 
+def new_agent(base: str, name: str) -> dict[str, Any]:
+    """A new agent (its ``api_key``, ``username``, ``agent_id``, …)."""
+    made: dict[str, Any] = api_call(base, "POST", "/api/agents/register", body={"name": name})
+    return made
+
+
 async def register(http: httpx.AsyncClient, name: str) -> dict[str, Any]:
     """A new agent (its ``api_key``, ``username``, …) through an async client."""
     response = await http.post("/api/agents/register", json={"name": name})
     response.raise_for_status()
     data: dict[str, Any] = response.json()["data"]
     return data
+
+
+def bearer(key: str) -> dict[str, str]:
+    return {"Authorization": f"Bearer {key}"}
+
+
+async def probe(
+    http: httpx.AsyncClient,
+    key: str,
+    *,
+    requests: int = PROBES,
+    concurrency: int = PROBE_CONCURRENCY,
+    budget_s: float = 180.0,
+    until: Any = None,
+    min_s: float = 0.0,
+) -> dict[str, Any]:
+    """An authenticated read, ``GET /api/agents/me`` (the key check and one
+    read), ``concurrency`` at a time: while ``until`` (an event) is unset, then
+    ``requests`` more, and on until ``min_s`` have passed; ``budget_s`` at
+    most. Its latency (ms) and its failures by kind (a status, an error)."""
+    latencies: list[float] = []
+    failed: Counter[str] = Counter()
+    after = 0  # requests sent once ``until`` was set (or from the start)
+    begun = time.perf_counter()
+
+    def more() -> bool:
+        nonlocal after
+        elapsed = time.perf_counter() - begun
+        if elapsed > budget_s:
+            return False
+        if until is not None and not until.is_set():
+            return True
+        after += 1
+        return after <= requests or elapsed < min_s
+
+    async def worker() -> None:
+        while more():
+            t0 = time.perf_counter()
+            try:
+                response = await http.get("/api/agents/me", headers=bearer(key), timeout=10.0)
+            except httpx.TimeoutException:
+                failed["timeout"] += 1
+                continue
+            except httpx.HTTPError as exc:
+                failed[type(exc).__name__] += 1
+                continue
+            if response.status_code != 200:
+                failed[str(response.status_code)] += 1
+                continue
+            latencies.append((time.perf_counter() - t0) * 1000)
+
+    await asyncio.gather(*(worker() for _ in range(concurrency)))
+    elapsed = time.perf_counter() - begun
+    return {
+        "requests": len(latencies) + sum(failed.values()),
+        "seconds": elapsed,
+        "rps": len(latencies) / elapsed if elapsed else float("nan"),
+        "mean": sum(latencies) / len(latencies) if latencies else float("nan"),
+        "p50": pct(latencies, 50),
+        "p99": pct(latencies, 99),
+        "max": max(latencies, default=float("nan")),
+        "failed": dict(failed),
+    }
 
 
 def _terminate(signum: int, _: Any) -> None:
@@ -96,19 +199,39 @@ def stop_on_sigterm() -> None:
     signal.signal(signal.SIGTERM, _terminate)
 
 
-def fresh_serve_run(state_dir: Path, bench_env: dict[str, str]) -> tuple[dict[str, str], str, str]:
-    """The start of a benchmark on its own service: its environment, wrk and
-    wrk's version, and an empty state folder (refused while a run uses it)."""
-    stop_on_sigterm()
-    env = server_env(bench_env)
-    for key in DROPPED_ENV:
-        os.environ.pop(key, None)
-    wrk = ensure_wrk()
+def fresh_state(state_dir: Path) -> None:
+    """An empty state folder (its own new database), refused while processes
+    of an earlier run still use it."""
     if leftover_processes(wait_s=0, state_dir=state_dir):
         raise SystemExit(f"bench: processes of an earlier run still use {state_dir}")
     shutil.rmtree(state_dir, ignore_errors=True)
     state_dir.mkdir(parents=True)
+
+
+def fresh_serve_run(state_dir: Path, bench_env: dict[str, str]) -> tuple[dict[str, str], str, str]:
+    """The start of a benchmark on its own service: its environment, wrk and
+    wrk's version, and an empty state folder."""
+    stop_on_sigterm()
+    env = server_env(bench_env)
+    wrk = ensure_wrk()
+    fresh_state(state_dir)
     return env, wrk, wrk_version(wrk)
+
+
+def prepare_here(bench_env: dict[str, str]) -> tuple[dict[str, str], Any, Any]:
+    """For a benchmark that seeds the service's database itself: the server's
+    environment, and this process's settings and prepared state (the state
+    folder, its embedded Postgres migrated), as ``cairn run`` will find them.
+    This process stays attached to that Postgres: keep it (``serve_running``'s
+    ``keep_postgres``)."""
+    env = server_env(bench_env)
+    os.environ.update(bench_env)
+    from serve_app.launch.bootstrap import prepare
+    from serve_app.settings import get_settings
+
+    get_settings.cache_clear()
+    settings = get_settings()
+    return env, settings, prepare(settings)
 
 
 class Server:

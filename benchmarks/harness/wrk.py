@@ -135,17 +135,19 @@ def measure_url(
     wrk: str,
     label: str,
     url: str,
-    *,
-    duration: int,
-    warmup: int,
-    connections: int,
-    script: Path | None,
+    args: argparse.Namespace,
+    script: Path | None = None,
+    warmup: int | None = None,
 ) -> WrkResult:
-    """A warm-up run, then the measured one; prints a line (and wrk's own output
-    when there were errors)."""
-    if warmup:
-        run_wrk(wrk, url, duration=warmup, connections=connections, script=script)
-    result, raw = run_wrk(wrk, url, duration=duration, connections=connections, script=script)
+    """A warm-up run, then the measured one, with the run's options
+    (``wrk_options``; ``warmup`` instead of its ``--warmup``); prints a line
+    (and wrk's own output when there were errors)."""
+    warm = args.warmup if warmup is None else warmup
+    if warm:
+        run_wrk(wrk, url, duration=warm, connections=args.connections, script=script)
+    result, raw = run_wrk(
+        wrk, url, duration=args.duration, connections=args.connections, script=script
+    )
     print(
         f"bench: {label:<50} {result.requests_per_s:>9.1f} req/s  "
         f"p50 {result.latency_ms.get(50, float('nan')):.2f} ms  "
@@ -158,21 +160,52 @@ def measure_url(
     return result
 
 
-def wrk_options(parser: argparse.ArgumentParser, *, connections: int) -> None:
-    """The options every benchmark takes: wrk's run and whether to write the docs."""
-    parser.add_argument("--duration", type=int, default=15, help="seconds per route (15)")
-    parser.add_argument("--warmup", type=int, default=3, help="warm-up seconds per route (3)")
+def wrk_options(
+    bench: str, description: str | None = None, *, duration: int = 15
+) -> argparse.ArgumentParser:
+    """A benchmark's parser (``python -m benchmarks.<bench>``) with the options
+    every benchmark takes: wrk's run and whether to write the docs."""
+    parser = argparse.ArgumentParser(prog=f"python -m benchmarks.{bench}", description=description)
     parser.add_argument(
-        "--connections", type=int, default=connections, help=f"wrk connections ({connections})"
+        "--duration", type=int, default=duration, help=f"seconds per route ({duration})"
     )
+    parser.add_argument("--warmup", type=int, default=3, help="warm-up seconds per route (3)")
+    parser.add_argument("--connections", type=int, default=16, help="wrk connections (16)")
     parser.add_argument(
         "--no-docs", action="store_true", help="print only; leave docs/benchmarks.md alone"
     )
+    return parser
 
 
 def lua_list(items: list[str]) -> str:
     """Strings as the items of a Lua table."""
     return ", ".join(json.dumps(x) for x in items)
+
+
+def paths_script(path: Path, paths: list[str], headers: str = "") -> Path:
+    """A wrk script that asks ``paths`` in turn (with ``headers``, Lua table
+    items), written to ``path``."""
+    path.write_text(PATHS_SCRIPT.format(paths=lua_list(paths), headers=headers))
+    return path
+
+
+def vote_script(path: Path, keys: list[str], answers: list[str]) -> Path:
+    """VOTE_SCRIPT for these voters' keys and answers, written to ``path``."""
+    path.write_text(
+        VOTE_SCRIPT.format(keys=lua_list(keys), answers=lua_list(answers), threads=THREADS)
+    )
+    return path
+
+
+PATHS_SCRIPT = """\
+local paths = {{{paths}}}
+local headers = {{{headers}}}
+local i = 0
+request = function()
+  i = i + 1
+  return wrk.format("GET", paths[(i % #paths) + 1], headers)
+end
+"""
 
 
 # Each wrk thread takes every THREADS-th (voter, answer) pair, answers varying

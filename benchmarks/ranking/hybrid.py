@@ -1,7 +1,6 @@
 """``ranking_eval``'s evaluation: the sets (``docs``, ``code``, ``params``), each
-query's two halves (BM25 through ``LexicalIndex``, vectors) and a plain BM25
-baseline, the candidate fusions, and the choice of one by the worst group's
-shortfall (``choose``)."""
+query's two halves (BM25 through ``LexicalIndex``, vectors), the candidate
+fusions, and the choice of one by the worst group's shortfall (``choose``)."""
 
 from __future__ import annotations
 
@@ -18,7 +17,7 @@ import numpy as np
 from benchmarks.harness import ROOT
 from benchmarks.ranking.evalset import NONSENSE, Query, Score, embed_text, evaluate
 from benchmarks.ranking.vectors import cached_vectors, run_vector
-from retrieval.fusion import HybridParams, hybrid, merge_candidates, rrf
+from retrieval.fusion import HybridParams, hybrid
 from retrieval.lexical import LexicalIndex, LexicalParams
 
 EVAL = ROOT / "benchmarks" / "search_eval"
@@ -28,7 +27,6 @@ TOP = 10
 # The one parameter of the fusion: the lexical weight w of the fixed convex
 # combination (max-normalised BM25, cosine).
 WEIGHTS = [round(0.05 * i, 2) for i in range(21)]
-RRF_KS = [1, 5, 10, 20, 40, 60, 100]
 NOISE_SE = 2.0  # "within noise": a shortfall of at most this many paired standard errors
 FIELD_GRID = [
     {"title": t, "description": d, "tags": d, "content": 1} for t in (1, 2, 3) for d in (1, 2)
@@ -85,36 +83,10 @@ def run_lexical(index: LexicalIndex, queries: Sequence[Query]) -> list[list[tupl
     return [index.search(q.text, CANDIDATES) for q in queries]
 
 
-def run_bm25s(s: EvalSet) -> list[list[tuple[int, float]]]:
-    """Textbook BM25 (bm25s, Lucene variant, k1 1.5, b 0.75) over
-    title + description + content as one text, scikit-learn's tokenizer
-    (lowercase words of 2+ characters), English stop words, no stemming."""
-    import bm25s
-
-    ids = [key(d["id"]) for d in s.docs]
-    texts = [f"{d['title']}\n{d['description']}\n{d['content']}" for d in s.docs]
-    retriever = bm25s.BM25()
-    retriever.index(bm25s.tokenize(texts, stopwords="en", show_progress=False), show_progress=False)
-    out: list[list[tuple[int, float]]] = []
-    for q in s.queries:
-        tok = bm25s.tokenize([q.text], stopwords="en", show_progress=False)
-        if not tok.vocab:
-            out.append([])
-            continue
-        docs, scores = retriever.retrieve(
-            tok, k=min(CANDIDATES, len(ids)), show_progress=False, n_threads=1
-        )
-        out.append(
-            [(ids[int(d)], float(x)) for d, x in zip(docs[0], scores[0], strict=True) if x > 0]
-        )
-    return out
-
-
 @dataclass
 class Halves:
     lexical: list[list[tuple[int, float]]]
     vector: list[list[tuple[int, float]]]
-    bm25: list[list[tuple[int, float]]]
     scales: list[float]
     nonsense_scales: list[float]
     nonsense_lexical: list[list[tuple[int, float]]]
@@ -137,7 +109,6 @@ def halves(s: EvalSet, model_box: list[Any]) -> Halves:
     return Halves(
         lexical=lexical,
         vector=vectors[:n],
-        bm25=run_bm25s(s),
         scales=[index.scale(q.text) for q in s.queries],
         nonsense_scales=[index.scale(t) for t in NONSENSE],
         nonsense_lexical=[index.search(t, CANDIDATES) for t in NONSENSE],
@@ -153,51 +124,16 @@ def halves(s: EvalSet, model_box: list[Any]) -> Halves:
 Fusion = Callable[[list[tuple[int, float]], list[tuple[int, float]], float, str], list[int]]
 
 
-def convex(params: HybridParams, rule: bool = True) -> Fusion:
-    """``retrieval.fusion.hybrid`` (``rule=False``: without the
-    exact-identifier rule, to show what it does)."""
+def convex(params: HybridParams) -> Fusion:
+    """``retrieval.fusion.hybrid`` with ``params``."""
 
     def fused(
         lex: list[tuple[int, float]], vec: list[tuple[int, float]], scale: float, text: str
     ) -> list[int]:
-        ranked = hybrid(
-            lex, vec, limit=TOP, params=params, lexical_scale=scale, query=text if rule else ""
-        )
+        ranked = hybrid(lex, vec, limit=TOP, params=params, lexical_scale=scale, query=text)
         return [int(r.key) for r in ranked]  # type: ignore[call-overload]
 
     return fused
-
-
-def rrf_k(k: int) -> Fusion:
-    return lambda lex, vec, _, __: [key for key, _ in rrf(lex, vec, limit=TOP, k=k)]
-
-
-def previous(
-    lex: list[tuple[int, float]], vec: list[tuple[int, float]], scale: float, _: str
-) -> list[int]:
-    """Issue 23's adaptive fusion (its defaults w=0, k=8, a=6), for comparison:
-    ``W·x + (1-W)·cosine`` with x = min(bm25/scale, 1.5) and a per-query
-    weight W = min(1, c^8·(0 + 6·m)), c the best hit's x capped at 1, m = 1 -
-    x2/x1 of the two best hits; same floor rule."""
-    if not lex and not vec:
-        return []
-    cosines, scores, keys = merge_candidates(lex, vec)
-    best = scale if scale > 0 else max(scores.values(), default=0.0)
-    xs = sorted((min(v / best, 1.5) for v in scores.values()), reverse=True) if best > 0 else []
-    x1 = xs[0] if xs else 0.0
-    x2 = xs[1] if len(xs) > 1 else 0.0
-    margin = 1.0 - x2 / x1 if x1 > 0 else 0.0
-    w = min(1.0, min(x1, 1.0) ** 8 * 6.0 * margin)
-    missing = min(cosines.values(), default=0.0)
-    out = []
-    for order, k in enumerate(keys):
-        x = min(scores[k] / best, 1.5) if k in scores and best > 0 else 0.0
-        cos = cosines.get(k, missing)
-        if cos < 0.25 and x < 0.5:
-            continue
-        out.append((-(w * x + (1 - w) * cos), order, k))
-    out.sort()
-    return [k for _, _, k in out[:TOP]]
 
 
 def convex_name(p: HybridParams) -> str:
@@ -205,23 +141,13 @@ def convex_name(p: HybridParams) -> str:
     return f"convex w={p.lexical_weight:g}{form}"
 
 
-PREVIOUS = "previous adaptive (issue 23)"
-
-
 def candidates_of() -> dict[str, Fusion]:
+    """The service's fusion at every weight of the grid, both normalisations.
+    (Reciprocal rank fusion, the fusion without the exact-identifier rule and
+    issue 23's adaptive weight were compared until 7e05430: their figures are
+    in docs/decisions/search.md.)"""
     grid = [HybridParams(lexical_weight=w, normalise=n) for n in ("max", "scale") for w in WEIGHTS]
-    out = {convex_name(p): convex(p) for p in grid}
-    out.update(
-        {
-            f"{convex_name(HybridParams(lexical_weight=w))} no-rule": convex(
-                HybridParams(lexical_weight=w), rule=False
-            )
-            for w in WEIGHTS
-        }
-    )
-    out.update({f"RRF k={k}": rrf_k(k) for k in RRF_KS})
-    out[PREVIOUS] = previous
-    return out
+    return {convex_name(p): convex(p) for p in grid}
 
 
 # --------------------------------------------------------------------------- groups
@@ -296,8 +222,8 @@ def keys(hits: Sequence[tuple[int, float]]) -> list[int]:
 
 
 def lexical_weight(name: str) -> float:
-    """The lexical weight ``w`` of a ``convex w=…`` candidate; 0 for the
-    others (RRF, the previous adaptive weight), which have no such weight."""
+    """The lexical weight ``w`` of a ``convex w=…`` candidate; 0 for a
+    candidate without one (``RRF k=…``, say)."""
     if not name.startswith("convex"):
         return 0.0
     return float(name.split()[1].split("=")[1])
@@ -348,12 +274,6 @@ def choose(
     return max(pool, key=lambda n: (*objective(n), -pool.index(n)))
 
 
-def product_names(fused: dict[str, dict[str, list[list[int]]]]) -> list[str]:
-    """The candidates the service's fusion can be: ``convex w=…`` with the
-    exact-identifier rule."""
-    return [n for n in next(iter(fused.values())) if n.startswith("convex") and "no-rule" not in n]
-
-
 def tune_fields(sets: dict[str, EvalSet]) -> None:
     """Lexical MRR@10 on the dev queries for each point of FIELD_GRID."""
     for weights in FIELD_GRID:
@@ -373,7 +293,6 @@ def dev_only(s: EvalSet, h: Halves) -> tuple[EvalSet, Halves]:
         h,
         lexical=[h.lexical[i] for i in idx],
         vector=[h.vector[i] for i in idx],
-        bm25=[h.bm25[i] for i in idx],
         scales=[h.scales[i] for i in idx],
     )
 

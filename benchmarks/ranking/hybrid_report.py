@@ -14,8 +14,6 @@ from benchmarks.ranking.evalset import END_MARK, NONSENSE, START_MARK, Score
 from benchmarks.ranking.hybrid import (
     CANDIDATES,
     NOISE_SE,
-    PREVIOUS,
-    RRF_KS,
     WEIGHTS,
     EvalSet,
     Gap,
@@ -27,22 +25,15 @@ from benchmarks.ranking.hybrid import (
     score,
 )
 
-# --------------------------------------------------------------------------- report
-
-# The table row of leave one group out under the choice rule before parsimony.
-BEFORE = "hybrid, leave one group out, best-mean rule (before)"
-
 
 @dataclass
 class Choice:
-    """What the evaluation chose: on all groups, leaving each group out (the
-    parsimony rule, ``hybrid.choose``) and leaving each out under the rule
-    before it; ``default`` says whether ``retrieval.fusion.DEFAULT_HYBRID``
-    (what the service runs) is the choice."""
+    """What the evaluation chose: on all groups and leaving each group out
+    (``hybrid.choose``); ``default`` says whether
+    ``retrieval.fusion.DEFAULT_HYBRID`` (what the service runs) is the choice."""
 
     chosen: str
     left_out: dict[str, str]
-    left_out_before: dict[str, str]
     default: bool
 
 
@@ -73,12 +64,11 @@ def dev_report(
     chosen: str,
     left_out: dict[str, str],
 ) -> str:
-    """Dev MRR@10 per group of the halves, the previous default and the
-    chosen fusion, and each one's difference from the group's better half
-    (± paired SE), with leave one group out scored on the left-out group's
-    dev queries. The keyword style is also split into its first 40 queries
-    and the extra ones (query ids ``x…``, ``build.py --extra-dev``)."""
-    previous = PREVIOUS
+    """Dev MRR@10 per group of the halves and the chosen fusion, and its
+    difference from the group's better half (± paired SE), with leave one
+    group out scored on the left-out group's dev queries. The keyword style is
+    also split into its first 40 queries and the extra ones (query ids ``x…``,
+    ``build.py --extra-dev``)."""
     rows: list[tuple[str, str, list[int]]] = []
     for g in groups:
         s = sets[g[0]]
@@ -92,9 +82,8 @@ def dev_report(
         f"chosen on dev: {chosen}",
         "leave one group out: " + "; ".join(f"{g}: {c}" for g, c in left_out.items()),
         "",
-        "| dev group (n) | lexical | vector | previous - better | chosen - better "
-        "| left out - better |",
-        "|---|---:|---:|---|---|---|",
+        "| dev group (n) | lexical | vector | chosen - better | left out - better |",
+        "|---|---:|---:|---|---|",
     ]
     for label, set_name, idx in rows:
         s = sets[set_name]
@@ -102,7 +91,7 @@ def dev_report(
         vx = score(base[set_name]["vector"], s, idx).mrr
         better = base[set_name]["lexical" if lx >= vx else "vector"]
         cells = []
-        for method in (previous, chosen, left_out.get(label)):
+        for method in (chosen, left_out.get(label)):
             if method is None:
                 cells.append("")
                 continue
@@ -142,9 +131,7 @@ def render(
             f"({dev} dev / {len(s.queries) - dev} test). " + DESCRIBE[name]
         )
     lines += [
-        "- Methods: *plain BM25* is `bm25s` (Lucene BM25, k1 1.5, b 0.75) over title, description "
-        "and content as one text with scikit-learn's tokenizer and English stop words: the "
-        "textbook baseline. *lexical* is `retrieval.lexical.LexicalIndex` (what the API ranks "
+        "- Methods: *lexical* is `retrieval.lexical.LexicalIndex` (what the API ranks "
         "full text with): BM25 with BM25F-style field weights (title and description twice, "
         "content once) and the code-aware tokenizer. "
         "*vector*: all-MiniLM-L6-v2, cosine, exact. *hybrid*: `retrieval.fusion.hybrid` over "
@@ -159,13 +146,8 @@ def render(
         "measure; the candidate with the least shortfall (the worst group's difference, 0 when "
         "none falls below) and, among those, the **least lexical weight** (the vector half is "
         "the default ranker; the words get only the weight no group can do without), then the "
-        "best mean dev MRR@10. Compared: the same without the exact-identifier rule, reciprocal "
-        f"rank fusion with k in {RRF_KS} (each chosen the same way), and issue 23's adaptive "
-        "weight (its defaults). Leave one group out (w chosen without that group's queries): "
+        "best mean dev MRR@10. Leave one group out (w chosen without that group's queries): "
         + "; ".join(f"{g}: {c}" for g, c in left_out.items())
-        + ". Under the rule before (the largest worst-group difference, uncapped, then the best "
-        "mean dev MRR@10): "
-        + "; ".join(f"{g}: {c}" for g, c in choice.left_out_before.items())
         + ".",
         "- The service runs `retrieval.fusion.DEFAULT_HYBRID`: "
         + (
@@ -199,18 +181,9 @@ def render(
         "hybrid recall": "hybrid - better half, Recall@10",
         "hybrid recall, leave one group out": "hybrid (leave one group out) - better half, "
         "Recall@10",
-        BEFORE: "hybrid (leave one group out, best-mean rule before) - better half, MRR@10",
-        f"{BEFORE} recall": "hybrid (leave one group out, best-mean rule before) - better half, "
-        "Recall@10",
-        "lexical vs plain BM25": "lexical - plain BM25",
     }
     for label, grow in gaps.items():
-        cells = [
-            f"{grow[n][1]}" + (f" vs {grow[n][0]}" if label != "lexical vs plain BM25" else "")
-            if n in grow
-            else ""
-            for n in names
-        ]
+        cells = [f"{grow[n][1]} vs {grow[n][0]}" if n in grow else "" for n in names]
         lines.append(f"| {titles[label]} | " + " | ".join(cells) + " |")
     lines += [""]
     for name, h in got.items():
@@ -227,8 +200,7 @@ def render(
         f"{rss_kib / 1024:.0f} MiB.",
         "",
         "Reproduce: `.venv/bin/python -m benchmarks.ranking_eval` (vectors cached under "
-        "`/tmp/cairn-ranking-bench`; the first run embeds every set, a few minutes on 2 cores; "
-        "`CAIRN_RANKING_PRECISION=int8` evaluates the int8 encoder). "
+        "`/tmp/cairn-ranking-bench`; the first run embeds every set, a few minutes on 2 cores). "
         "`--tune-fields` prints the dev MRR@10 of the field-weight grid; `--forms` compares "
         "other normalisations of the halves, each chosen the same way.",
     ]

@@ -1,7 +1,8 @@
 """The evaluation sets' vectors: all-MiniLM-L6-v2 through the service's
-Encoder (ONNX Runtime on the CPU; fp32, or int8 to measure what quantising
-costs), cached under ``STATE`` by a hash of the texts, searched exactly with
-FAISS."""
+Encoder (ONNX Runtime on the CPU, fp32), cached under ``STATE`` by a hash of
+the texts, searched exactly with FAISS. (``CAIRN_RANKING_PRECISION=int8``
+measured the int8 encoder until 0655d7e; "int8 stays off",
+docs/benchmarks.md, "Reading the fusion numbers".)"""
 
 from __future__ import annotations
 
@@ -16,31 +17,23 @@ import numpy as np
 
 from benchmarks.ranking.evalset import STATE
 
-# --------------------------------------------------------------------------- vectors
 
-
-# The precision of the vectors (CAIRN_RANKING_PRECISION=int8: the quantised graph).
-PRECISION = os.environ.get("CAIRN_RANKING_PRECISION", "fp32")
-
-
-def load_model(precision: str = PRECISION) -> Any:
+def load_model() -> Any:
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
     from embeddings.encoder import Encoder
 
     threads = max(1, len(os.sched_getaffinity(0)))
     return Encoder(
-        device="cpu", backend="onnx", cache_dir=STATE / "onnx", precision=precision, threads=threads
+        device="cpu", backend="onnx", cache_dir=STATE / "onnx", precision="fp32", threads=threads
     )
 
 
 def cached_vectors(
     name: str, texts: Sequence[str], model_box: list[Any]
 ) -> tuple[np.ndarray, bool]:
-    """Vectors of ``texts``, cached under STATE by a hash of the texts (and
-    the precision, where it is not fp32)."""
+    """Vectors of ``texts``, cached under STATE by a hash of the texts."""
     digest = hashlib.sha256("\x1e".join(texts).encode()).hexdigest()[:16]
-    suffix = "" if PRECISION == "fp32" else f"-{PRECISION}"
-    path = STATE / f"{name}-{digest}{suffix}.npy"
+    path = STATE / f"{name}-{digest}.npy"
     if path.exists():
         return np.load(path), True
     if not model_box:

@@ -1,21 +1,14 @@
 """A large search corpus (up to a million patterns and more) with real
-vectors: bulk load and batch embedding, resumable.
+vectors, resumable.
 
-``seed_patterns`` writes the patterns with COPY in chunks of ``CHUNK`` rows,
-each chunk its own transaction; pattern ``i`` is drawn from its own seeded
-generator, so a rerun after a crash or Ctrl-C counts the rows already there
-and writes the rest, the same rows a single run would have written.
-
-``embed_patterns`` embeds every seeded pattern that has no vector yet with
-the service's own encoder (``embeddings.encoder.Encoder``: ONNX Runtime on the
-CPU, ``threads`` intra-op threads) in batches of ``batch`` texts; the text is
-the one the worker embeds (``PATTERNS.text_sql``) and the row carries its
-sha256, so the service finds each vector current and re-embeds nothing. Each
-batch is written (COPY) and committed while the next one is encoded (a writer
-thread), so an interrupted run keeps all it committed and a rerun continues
-with the patterns still without a vector. Progress (rows/s, ETA) is printed.
-
-    .venv/bin/python -m benchmarks.search_bench --parts search --patterns 1000000 --embed
+``seed_patterns`` writes the patterns with COPY in committed chunks; pattern
+``i`` comes from its own seeded generator (``pattern_row``), so a rerun after
+a crash counts the rows there and writes the rest, the same rows.
+``embed_patterns`` embeds the patterns without a vector with the service's
+encoder, the text the worker embeds (``PATTERNS.text_sql``) and its sha256
+stored with it, so the service re-embeds nothing; each batch is committed by
+a writer thread while the next is encoded. ``load_vectors`` stores vectors
+embedded elsewhere (``gpu_embed.py``'s shards) the same way.
 """
 
 from __future__ import annotations

@@ -5,20 +5,12 @@ from __future__ import annotations
 
 import os
 
-from benchmarks.harness import HOST, RATE_LIMIT, ROOT
+from benchmarks.harness import ROOT, bench_env
 
 STATE_DIR = ROOT / ".cairn" / "bench-search"
 CACHE_DIR = ROOT / ".cairn" / "bench" / "search-cache"
 PORT = 8104
-BENCH_ENV = {
-    "CAIRN_STATE_DIR": str(STATE_DIR),
-    "CAIRN_HOST": HOST,
-    "CAIRN_RATELIMIT_GENERAL": RATE_LIMIT,
-    "CAIRN_RATELIMIT_SEARCH": RATE_LIMIT,
-    "CAIRN_HAPROXY_STATS_PORT": "18434",
-    "CAIRN_HAPROXY_METRICS_PORT": "19131",
-    "CAIRN_FALLBACK_PROXY_PORT": "18530",
-}
+BENCH_ENV = bench_env(STATE_DIR, 3, "general", "search")
 MARKS = {
     part: (f"<!-- {part}-bench:start -->", f"<!-- {part}-bench:end -->")
     for part in ("embedder", "search-latency", "vector-index")
@@ -29,10 +21,6 @@ N_THROUGHPUT = 1_024
 N_QUERIES = 300
 N_PATTERNS = 100_000
 N_AGENTS = 200
-RECALL_SIZES = (100_000, 200_000)
-NPROBES = (8, 16, 32, 64)
-HNSW_EFS = (64, 128, 256)
-DEEP = 50  # the depth the API asks each half of the fusion for, at least
 SLUG_PREFIX = "bench-search-v2-"
 
 

@@ -6,7 +6,6 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
-import dataclasses
 import logging
 import os
 import shutil
@@ -37,7 +36,6 @@ def tokens(model: Any, texts: list[str]) -> float:
 @dataclass
 class Throughput:
     label: str
-    replicas: int
     threads: dict[str, int]  # torch threads of a replica's query and bulk calls
     plain_per_s: float  # plain encode in 64-text calls, in the same rounds
     single_per_s: float
@@ -89,34 +87,15 @@ async def _drive_many(
     return len(texts) / (time.perf_counter() - t0), np.vstack(rows)
 
 
-@dataclass(frozen=True)
-class Variant:
-    label: str
-    replicas: int
-    threads: int  # EmbedderConfig.threads (CAIRN_EMBEDDER_THREADS); 0: the default
-
-
-def embedder_variants(num_cpus: float) -> list[Variant]:
-    return [
-        Variant(f"1 replica, `num_cpus` {num_cpus:g} (the default deployment)", 1, 0),
-        Variant("2 replicas (autoscaled to `max_replicas`)", 2, 0),
-        Variant("1 replica, `CAIRN_EMBEDDER_THREADS=1`", 1, 1),
-    ]
-
-
 def measure_embedder(
-    model: Any,
-    texts: list[str],
-    reference: np.ndarray,
-    variants: list[Variant] | None,
-    in_flight: int,
-    rounds: int,
-) -> tuple[list[Throughput], dict[str, Any]]:
-    """Each variant: ``rounds`` rounds of plain ``encode`` in 64-text calls (in
-    this process, Ray up and the replicas idle), ``embed``, ``embed_many`` and
-    ``embed_many`` 2 in flight; medians. Interleaving puts the plain baseline
-    under the same conditions (Ray's own processes, the machine's other load)
-    as the deployment it is compared with."""
+    model: Any, texts: list[str], reference: np.ndarray, in_flight: int, rounds: int
+) -> tuple[Throughput, dict[str, Any]]:
+    """The default deployment: ``rounds`` rounds of plain ``encode`` in
+    64-text calls (in this process, Ray up and the replica idle), ``embed``,
+    ``embed_many`` and ``embed_many`` 2 in flight; medians. Interleaving puts
+    the plain baseline under the same conditions (Ray's own processes, the
+    machine's other load) as the deployment it is compared with. (Two replicas
+    and ``CAIRN_EMBEDDER_THREADS=1`` were measured the same way until fcedb44.)"""
     import ray
     from ray import serve
 
@@ -125,9 +104,7 @@ def measure_embedder(
 
     settings = Settings()
     config = settings.embedder_config()
-    variants = variants or embedder_variants(settings.embedder_num_cpus)
     facts = {"num_cpus": settings.embedder_num_cpus, "max_batch": config.max_batch_size}
-    rows: list[Throughput] = []
     tmp = tempfile.mkdtemp(prefix="crs-", dir="/tmp")
     ray.init(
         num_cpus=len(os.sched_getaffinity(0)),
@@ -139,77 +116,60 @@ def measure_embedder(
     )
     try:
         serve.start(proxy_location="Disabled")
-        for variant in variants:
-            actor: dict[str, Any] = {"num_cpus": settings.embedder_num_cpus}
-            app = Embedder.options(  # type: ignore[attr-defined]
-                num_replicas=variant.replicas, ray_actor_options=actor
-            ).bind(dataclasses.replace(config, threads=variant.threads))
-            handle = serve.run(app, name="embedder-bench", route_prefix=None)
-            threads = dict(handle.describe.remote().result()["threads"])
+        actor: dict[str, Any] = {"num_cpus": settings.embedder_num_cpus}
+        app = Embedder.options(  # type: ignore[attr-defined]
+            num_replicas=1, ray_actor_options=actor
+        ).bind(config)
+        handle = serve.run(app, name="embedder-bench", route_prefix=None)
+        threads = dict(handle.describe.remote().result()["threads"])
 
-            async def run(handle: Any = handle) -> dict[str, list[float]]:
-                await _drive_many(handle, texts[:256], 2)  # warm-up, every replica
-                await _drive(handle, texts[:256], in_flight)
-                got: dict[str, list[float]] = {
-                    "plain": [],
-                    "single": [],
-                    "many": [],
-                    "many2": [],
-                    "diff": [],
-                }
-                for _ in range(rounds):
-                    got["plain"].append(measure_plain_chunks(model, texts))
-                    single, vectors = await _drive(handle, texts, in_flight)
-                    many, many_vectors = await _drive_many(handle, texts, 1)
-                    many2, _ = await _drive_many(handle, texts, 2)
-                    got["single"].append(single)
-                    got["many"].append(many)
-                    got["many2"].append(many2)
-                    got["diff"].append(
-                        float(
-                            max(
-                                np.abs(vectors - reference).max(),
-                                np.abs(many_vectors - reference).max(),
-                            )
-                        )
-                    )
-                return got
+        async def run() -> dict[str, list[float]]:
+            await _drive_many(handle, texts[:256], 2)  # warm-up
+            await _drive(handle, texts[:256], in_flight)
+            got: dict[str, list[float]] = {k: [] for k in ("plain", "single", "many", "many2")}
+            got["diff"] = []
+            for _ in range(rounds):
+                got["plain"].append(measure_plain_chunks(model, texts))
+                single, vectors = await _drive(handle, texts, in_flight)
+                many, many_vectors = await _drive_many(handle, texts, 1)
+                got["single"].append(single)
+                got["many"].append(many)
+                got["many2"].append((await _drive_many(handle, texts, 2))[0])
+                diff = max(np.abs(v - reference).max() for v in (vectors, many_vectors))
+                got["diff"].append(float(diff))
+            return got
 
-            got = asyncio.run(run())
-            med = {k: statistics.median(v) for k, v in got.items()}
-            med["diff"] = max(got["diff"])  # the largest of any round
-            row = Throughput(
-                variant.label,
-                variant.replicas,
-                threads,
-                med["plain"],
-                med["single"],
-                med["many"],
-                med["many2"],
-                med["diff"],
-            )
-            rows.append(row)
-            print(
-                f"bench: {variant.label:<48} plain {row.plain_per_s:6.1f}/s  "
-                f"embed {row.single_per_s:6.1f}/s  embed_many {row.many_per_s:6.1f}/s "
-                f"(2 in flight {row.many2_per_s:6.1f}/s)  max |Δ| {row.max_diff:.1e}  "
-                f"rounds {', '.join(f'{x:.0f}' for x in got['many'])}",
-                flush=True,
-            )
-            serve.delete("embedder-bench")
+        got = asyncio.run(run())
+        med = {k: statistics.median(v) for k, v in got.items()}
+        row = Throughput(
+            f"1 replica, `num_cpus` {settings.embedder_num_cpus:g} (the default deployment)",
+            threads,
+            med["plain"],
+            med["single"],
+            med["many"],
+            med["many2"],
+            max(got["diff"]),  # the largest of any round
+        )
+        print(
+            f"bench: plain {row.plain_per_s:6.1f}/s  embed {row.single_per_s:6.1f}/s  "
+            f"embed_many {row.many_per_s:6.1f}/s (2 in flight {row.many2_per_s:6.1f}/s)  "
+            f"max |Δ| {row.max_diff:.1e}  rounds {', '.join(f'{x:.0f}' for x in got['many'])}",
+            flush=True,
+        )
+        serve.delete("embedder-bench")
     finally:
         with contextlib.suppress(Exception):
             serve.shutdown()
         ray.shutdown()
         shutil.rmtree(tmp, ignore_errors=True)
-    return rows, facts
+    return row, facts
 
 
 def embedder_section(
     plain: float,
     chunked: float,
     plain_threads: int,
-    rows: list[Throughput],
+    row: Throughput,
     facts: dict[str, Any],
     n_texts: int,
     mean_tokens: float,
@@ -218,8 +178,7 @@ def embedder_section(
     load: tuple[float, float],
 ) -> str:
     start, end = MARKS["embedder"]
-    default = rows[0]
-    best = max(rows, key=lambda r: r.many2_per_s)
+    r = row
     lines = [
         *section_head(start, "Embedder throughput", "search_bench.py", load[0]),
         f"- 1-minute load average after the part: {load[1]:.2f}. Other work on the 2 cores "
@@ -239,38 +198,21 @@ def embedder_section(
         f"process: `embed` = one call per text, {in_flight} in flight (the query path); "
         "`embed_many` = batches of 64 texts, one at a time (the worker's path) or 2 in "
         f"flight. Each figure is the median of {rounds} rounds.",
-        "- Torch threads per call: a replica encodes queries (`embed`) and calls of fewer "
-        "than 16 texts on one thread, the fastest for a few short texts (one query: ≈ 12 ms "
-        "on one thread, 14 ms on two, here) and the kindest to the API and Postgres that "
-        "share the cores under search load; bulk `embed_many` calls use "
-        "`CAIRN_EMBEDDER_THREADS`, by default every core of the node. Two threads for every "
-        "call, the earlier default tried, cut semantic `/api/search` at 100,000 patterns "
-        "from 33 to 14 req/s (p50 117 → 284 ms).",
-        "- Why `embed` trails `embed_many`: each text is one handle call. Measured "
-        "separately on these cores, a no-op method called the same way answers about 480 "
-        "calls/s (≈ 4 ms of CPU per call across the caller, Ray and the replica), and the "
-        "replica takes in requests between the encoder's Python steps, so its query "
-        "batches held about 4 texts, not 64. Callers with many texts use `embed_many` "
-        "(the worker); a search embeds one short query.",
         "",
         "| Deployment | torch threads (query / bulk) | plain, same rounds, texts/s | "
         "`embed` texts/s | ratio | `embed_many` texts/s | ratio | "
         "`embed_many`, 2 in flight, texts/s | ratio | max abs Δ vs plain |",
         "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
     ]
-    for r in rows:
-        lines.append(
-            f"| {r.label} | {r.threads['query']} / {r.threads['bulk']} | {r.plain_per_s:.1f} | "
-            f"{r.single_per_s:.1f} | {r.single_per_s / r.plain_per_s:.2f} | "
-            f"{r.many_per_s:.1f} | {r.many_per_s / r.plain_per_s:.2f} | "
-            f"{r.many2_per_s:.1f} | {r.many2_per_s / r.plain_per_s:.2f} | {r.max_diff:.1e} |"
-        )
     lines += [
+        f"| {r.label} | {r.threads['query']} / {r.threads['bulk']} | {r.plain_per_s:.1f} | "
+        f"{r.single_per_s:.1f} | {r.single_per_s / r.plain_per_s:.2f} | "
+        f"{r.many_per_s:.1f} | {r.many_per_s / r.plain_per_s:.2f} | "
+        f"{r.many2_per_s:.1f} | {r.many2_per_s / r.plain_per_s:.2f} | {r.max_diff:.1e} |",
         "",
         f"Plain with Ray not running: {plain:.1f} texts/s in one call, {chunked:.1f} in "
-        f"64-text calls. Against the one-call figure, the default deployment's `embed_many` "
-        f"is {default.many_per_s / plain:.2f} times plain and the best row's 2-in-flight "
-        f"`embed_many` ({best.label}) {best.many2_per_s / plain:.2f} times.",
+        f"64-text calls. Against the one-call figure, the deployment's `embed_many` is "
+        f"{r.many_per_s / plain:.2f} times plain, 2 in flight {r.many2_per_s / plain:.2f} times.",
         "",
         "Reproduce: `.venv/bin/python -m benchmarks.search_bench --parts embedder`.",
         end,
@@ -295,19 +237,14 @@ def part_embedder(args: argparse.Namespace) -> None:
     )
     basis_vectors(model)  # cached for the other parts
     query_vectors(model)
-    from serve_app.settings import Settings
-
-    variants = embedder_variants(Settings().embedder_num_cpus)
-    if args.variants:
-        variants = [variants[int(i) - 1] for i in args.variants.split(",")]
-    rows, facts = measure_embedder(model, texts, reference, variants, args.in_flight, args.rounds)
+    row, facts = measure_embedder(model, texts, reference, args.in_flight, args.rounds)
     if not args.no_docs:
         write_docs(
             embedder_section(
                 plain,
                 chunked,
                 plain_threads,
-                rows,
+                row,
                 facts,
                 len(texts),
                 mean_tokens,

@@ -1,24 +1,19 @@
-"""Embed the million-pattern corpus on a GPU machine that has no Postgres,
-and measure the Embedder's PyTorch path on that GPU.
+"""Embed the million-pattern corpus on a GPU machine that has no Postgres.
 
-Why: embedding a million pattern texts on this project's 2 CPU cores takes
-7-16 hours (docs/decisions/search-at-scale.md, "The million-pattern benchmark
-corpus"); one GPU does it in minutes. The GPU machine has no database, so
-the texts are regenerated there: pattern ``i``'s text is a pure function of
-``i`` (``bulk.pattern_text``). ``bulk.load_vectors`` later writes the
-vectors here, checking every text against the one Postgres gives the worker
-and storing that text's hash, so the service re-embeds nothing.
-
-The vectors travel back through a channel of limited size, so each is
-written as 384 int8 codes and one float32 scale (``max|v| / 127``): 388
-bytes a vector, shards of ``--shard-rows`` vectors
-(``shard_00000.i8``: every code, then every scale). The cosine of each
-dequantised vector to the float one it came from is measured and reported
-(``stats.json``), as is the cosine of the GPU's vectors to reference
-vectors computed here by the CPU encoder (``--ref``).
+Embedding a million pattern texts on this project's 2 CPU cores takes 7-16
+hours (docs/decisions/search-at-scale.md, "The million-pattern benchmark
+corpus"); one GPU does it in minutes. Pattern ``i``'s text is a pure function
+of ``i`` (``bulk.pattern_text``), so it is regenerated there;
+``bulk.load_vectors`` (``search_bench --vectors-from``) writes the vectors
+here, checking each text against Postgres's. The vectors travel as int8
+codes with one scale a vector (``shards.py``); ``stats.json`` reports the
+transport's cosine, and with ``--ref`` the cosine to vectors this machine's
+CPU encoder computed. (The GPU's query and bulk timings, ``--measure`` and
+``--pool``, were a trial recorded in docs/benchmarks.md, "The Embedder on a
+GPU"; its code: benchmarks/search/gpu_embed.py at commit de617f4.)
 
     python3 -m benchmarks.search.gpu_embed --model .gpu/model --n 1000000 \\
-        --out /tmp/vectors --ref .gpu/ref.npy --measure
+        --out /tmp/vectors --ref .gpu/ref.npy
 """
 
 from __future__ import annotations
@@ -27,7 +22,6 @@ import argparse
 import json
 import os
 import random
-import statistics
 import sys
 import time
 from concurrent.futures import ProcessPoolExecutor
@@ -60,94 +54,6 @@ def texts(start: int, stop: int, max_chars: int, workers: int) -> list[str]:
         return [t for part in pool.map(_texts, parts) for t in part]
 
 
-def _percentiles(ms: list[float]) -> dict[str, float]:
-    ms = sorted(ms)
-    return {"p50_ms": statistics.median(ms), "p99_ms": ms[min(len(ms) - 1, int(len(ms) * 0.99))]}
-
-
-def measure(model: Any, sample: list[str], log: Any) -> dict[str, Any]:
-    """The Embedder's PyTorch path on this GPU: one short query at a time
-    (what a search waits for) and bulk rows/s at several batch sizes, in the
-    model's current precision."""
-    import torch
-
-    from benchmarks.corpus import queries_for
-
-    sync = torch.cuda.synchronize if torch.cuda.is_available() else (lambda: None)
-
-    queries = queries_for(300)
-    out: dict[str, Any] = {}
-    for q in queries[:20]:
-        model.encode([q], normalize_embeddings=True)
-    sync()
-    times = []
-    for q in queries:
-        t0 = time.perf_counter()
-        model.encode([q], normalize_embeddings=True, convert_to_numpy=True)
-        times.append((time.perf_counter() - t0) * 1000)
-    out["query"] = _percentiles(times) | {"queries": len(queries)}
-    for batch in (64, 256, 1024):
-        rows = sample[:20_000]
-        model.encode(rows[:2048], batch_size=batch, normalize_embeddings=True)
-        sync()
-        t0 = time.perf_counter()
-        model.encode(rows, batch_size=batch, normalize_embeddings=True, convert_to_numpy=True)
-        sync()
-        took = time.perf_counter() - t0
-        out[f"bulk_batch_{batch}_rows_per_s"] = len(rows) / took
-        log(f"gpu_embed: batch {batch}: {len(rows) / took:,.0f} rows/s")
-    log(f"gpu_embed: query p50 {out['query']['p50_ms']:.2f} ms p99 {out['query']['p99_ms']:.2f} ms")
-    return out
-
-
-def _pool_worker(job: tuple[str, list[str], int, Any, str]) -> float:
-    """One Embedder-like process on the GPU: load, wait for the others,
-    encode its texts; seconds from the barrier to its last vector."""
-    from sentence_transformers import SentenceTransformer
-
-    model_dir, rows, batch, barrier, device = job
-    model = SentenceTransformer(model_dir, device=device)
-    if device == "cuda":
-        model.half()
-    model.encode(rows[:1024], batch_size=batch, normalize_embeddings=True)
-    barrier.wait()
-    t0 = time.perf_counter()
-    model.encode(rows, batch_size=batch, normalize_embeddings=True, convert_to_numpy=True)
-    return time.perf_counter() - t0
-
-
-def pool(
-    model_dir: str, rows: list[str], sizes: list[int], batch: int, device: str, log: Any
-) -> dict[str, Any]:
-    """``P`` processes sharing one GPU (fractional ``num_gpus`` replicas),
-    each encoding ``len(rows) / P`` texts at once: rows/s of them together,
-    and the tokenizer's own rows/s on one process (the CPU part of a batch)."""
-    import multiprocessing as mp
-
-    from transformers import AutoTokenizer
-
-    tok = AutoTokenizer.from_pretrained(model_dir)
-    t0 = time.perf_counter()
-    for start in range(0, len(rows), batch):
-        tok(rows[start : start + batch], padding=True, truncation=True, max_length=256)
-    out: dict[str, Any] = {"tokenize_rows_per_s": len(rows) / (time.perf_counter() - t0)}
-    log(f"gpu_embed: tokenizer alone {out['tokenize_rows_per_s']:,.0f} rows/s")
-    ctx = mp.get_context("spawn")
-    for p in sizes:
-        with ctx.Manager() as manager:
-            barrier = manager.Barrier(p)
-            share = len(rows) // p
-            jobs = [
-                (model_dir, rows[i * share : (i + 1) * share], batch, barrier, device)
-                for i in range(p)
-            ]
-            with ctx.Pool(p) as procs:
-                took = max(procs.map(_pool_worker, jobs))
-        out[f"processes_{p}_rows_per_s"] = share * p / took
-        log(f"gpu_embed: {p} processes on the GPU: {share * p / took:,.0f} rows/s")
-    return out
-
-
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--model", required=True, help="a sentence-transformers folder")
@@ -157,10 +63,6 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--batch", type=int, default=512)
     parser.add_argument("--shard-rows", type=int, default=SHARD_ROWS)
     parser.add_argument("--ref", type=Path, help="float vectors of patterns 0.. from the CPU")
-    parser.add_argument("--measure", action="store_true", help="time queries and bulk first")
-    parser.add_argument(
-        "--pool", default="", help="processes sharing the GPU to time, e.g. 1,2,4 (then exit)"
-    )
     parser.add_argument("--device", default="cuda", help="cuda (cpu: a smoke test)")
     parser.add_argument("--workers", type=int, default=max(1, (os.cpu_count() or 2) - 2))
     args = parser.parse_args(argv)
@@ -182,21 +84,11 @@ def main(argv: list[str] | None = None) -> int:
     corpus = texts(0, args.n, args.max_chars, args.workers)
     stats["texts_s"] = time.monotonic() - t0
     log(f"gpu_embed: {len(corpus):,} texts in {stats['texts_s']:.1f} s")
-    if args.pool:
-        sizes = [int(p) for p in args.pool.split(",")]
-        stats["pool"] = pool(args.model, corpus, sizes, args.batch, args.device, log)
-        (args.out / "pool.json").write_text(json.dumps(stats, indent=1))
-        log(json.dumps(stats, indent=1))
-        return 0
-
     model = SentenceTransformer(args.model, device=args.device)
-    model.float()
-    if args.measure:
-        stats["fp32"] = measure(model, corpus, log)
     if args.device == "cuda":
-        model.half()
-    if args.measure:
-        stats["fp16"] = measure(model, corpus, log)
+        model.half()  # the weights travel as fp16
+    else:
+        model.float()
 
     t0 = time.monotonic()
     parts = []

@@ -1,26 +1,16 @@
 """Part ``search`` with ``--embed``: search at a large corpus (a million
 patterns) with real vectors, on its own state folder
-(``.cairn/bench-search-bulk``), so the 100,000-pattern corpus and this one
-do not replace each other.
+(``.cairn/bench-search-bulk``); writes "Search at a large corpus".
 
-1. Seed ``--patterns`` patterns and embed them with the ONNX encoder
-   (benchmarks/search/bulk.py: resumable; ``--seed-only`` stops there, so a
-   long embedding can be run, interrupted and continued on its own).
-2. ``cairn run`` on it; once every Api replica has built its BM25 index and
-   its copy of the vector index: the build times the replicas report (each
-   /api/health answer comes from one replica), the RSS of every process of
-   the stack, then wrk on /api/search, hybrid (``use_semantic=true``, new
-   queries and repeated ones) and full text, at ``--connections`` (16) and
-   at one connection (sequential).
-3. Semantic (vector-only) search and recall@10: the stored vectors read back
-   from Postgres, an HNSW graph built as an Api replica builds its copy (the
-   service's settings: 8-bit codes, M, efConstruction, ef), its build time,
-   and its top 10 against exact search (a flat index over the same vectors)
-   for real queries encoded by the same encoder; p50/p99 ms a query.
-
-Writes ``## Search at a large corpus`` in docs/benchmarks.md.
-
-    .venv/bin/python -m benchmarks.search_bench --parts search --patterns 1000000 --embed
+1. Seed ``--patterns`` patterns and embed them (``bulk.py``; resumable;
+   ``--seed-only`` stops there).
+2. ``cairn run`` on it; once every Api replica has built its indexes: their
+   build times, the RSS and PSS of every process of the stack, wrk on
+   /api/search (hybrid, new queries and repeated ones, and full text) at
+   ``--connections`` and at one connection.
+3. Semantic search alone: an HNSW graph built over the stored vectors as an
+   Api replica builds its copy, its recall@10 against exact search and ms a
+   query.
 """
 
 from __future__ import annotations
@@ -39,15 +29,14 @@ import numpy as np
 
 from benchmarks.corpus import queries_for
 from benchmarks.harness import (
-    DROPPED_ENV,
-    OPERATOR,
     ROOT,
+    bench_processes,
     ensure_wrk,
-    http_json,
+    health,
+    prepare_here,
     section_head,
     serve_running,
     serve_table,
-    server_env,
     write_docs,
     wrk_version,
 )
@@ -60,42 +49,24 @@ START, END = "<!-- search-bulk-bench:start -->", "<!-- search-bulk-bench:end -->
 RECALL_QUERIES = 300
 
 
-def pss_mib(pid: int) -> float:
-    """The process's proportional set size: its private pages plus its share
-    of pages it maps with others (a file every replica maps counts once over
-    them), MiB; 0 where the kernel does not say."""
-    with contextlib.suppress(OSError, ValueError):
-        for line in Path(f"/proc/{pid}/smaps_rollup").read_text().splitlines():
-            if line.startswith("Pss:"):
-                return int(line.split()[1]) / 1024
-    return 0.0
+def stack_memory(root: int, state_dir: Path) -> list[tuple[str, int, float, float]]:
+    """(command, pid, RSS MiB, PSS MiB) of the stack's processes, largest RSS
+    first: ``root`` (the ``cairn run`` process), the processes of its state
+    folder (the embedded Postgres), and all their descendants (Ray's daemons
+    and workers, Postgres's backends)."""
+    import psutil
 
-
-def process_rss(root: int, marker: str) -> list[tuple[str, int, float]]:
-    """(command, pid, RSS MiB) of the stack's processes: ``root`` (the
-    ``cairn run`` process) and the processes whose command line holds
-    ``marker`` (the embedded Postgres, started with its state folder), and
-    all their descendants (Ray's daemons and workers, Postgres backends)."""
-    procs: dict[int, tuple[int, str, float]] = {}
-    for entry in Path("/proc").iterdir():
-        if not entry.name.isdigit():
-            continue
-        with contextlib.suppress(OSError, ValueError, IndexError):
-            cmd = (entry / "cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
-            ppid = int((entry / "stat").read_text().rsplit(")", 1)[1].split()[1])
-            rss = 0.0
-            for line in (entry / "status").read_text().splitlines():
-                if line.startswith("VmRSS:"):
-                    rss = int(line.split()[1]) / 1024
-            procs[int(entry.name)] = (ppid, " ".join(cmd.split()), rss)
-    keep = {pid for pid, (_, cmd, _) in procs.items() if pid == root or marker in cmd}
-    grew = True
-    while grew:
-        more = {pid for pid, (ppid, _, _) in procs.items() if ppid in keep} - keep
-        keep |= more
-        grew = bool(more)
-    rows = [(procs[p][1][:70], p, procs[p][2]) for p in keep if p in procs and procs[p][2] > 0]
-    return sorted(rows, key=lambda r: -r[2])
+    procs: dict[int, Any] = {}
+    for proc in [psutil.Process(root), *bench_processes(state_dir)]:
+        with contextlib.suppress(psutil.Error):
+            procs.update((p.pid, p) for p in [proc, *proc.children(recursive=True)])
+    rows = []
+    for pid, proc in procs.items():
+        with contextlib.suppress(psutil.Error):
+            memory = proc.memory_full_info()
+            command = " ".join(" ".join(proc.cmdline()).split())[:70]
+            rows.append((command, pid, memory.rss / 2**20, memory.pss / 2**20))
+    return sorted((r for r in rows if r[2] > 0), key=lambda r: -r[2])
 
 
 def replica_builds(base: str, polls: int = 32) -> dict[str, list[float]]:
@@ -104,16 +75,13 @@ def replica_builds(base: str, polls: int = 32) -> dict[str, list[float]]:
     vector: set[float] = set()
     lexical: set[float] = set()
     for _ in range(polls):
-        with contextlib.suppress(OSError):
-            status, body = http_json("GET", base + "/api/health", timeout=10, headers=OPERATOR)
-            if status != 200 or not isinstance(body, dict):
-                continue
-            replica = (body.get("search") or {}).get("replica") or {}
-            if "build_s" in replica.get("counters", {}):
-                vector.add(float(replica["counters"]["build_s"]))
-            counters = (body.get("lexical") or {}).get("counters") or {}
-            if "build_s" in counters:
-                lexical.add(float(counters["build_s"]))
+        body = health(base) or {}
+        replica = (body.get("search") or {}).get("replica") or {}
+        if "build_s" in replica.get("counters", {}):
+            vector.add(float(replica["counters"]["build_s"]))
+        counters = (body.get("lexical") or {}).get("counters") or {}
+        if "build_s" in counters:
+            lexical.add(float(counters["build_s"]))
     return {"vector": sorted(vector), "lexical": sorted(lexical)}
 
 
@@ -183,18 +151,7 @@ def semantic_recall(
 
 
 def part_million(args: argparse.Namespace) -> None:
-    bench_env = {**BENCH_ENV, "CAIRN_STATE_DIR": str(BULK_STATE_DIR)}
-    env = server_env(bench_env)
-    for key in DROPPED_ENV:
-        os.environ.pop(key, None)
-    os.environ.update(bench_env)
-
-    from serve_app.launch.bootstrap import prepare
-    from serve_app.settings import get_settings
-
-    get_settings.cache_clear()
-    settings = get_settings()
-    prepared = prepare(settings)
+    env, settings, prepared = prepare_here({**BENCH_ENV, "CAIRN_STATE_DIR": str(BULK_STATE_DIR)})
     url = prepared.database_url
     facts: dict[str, Any] = {}
     facts.update(seed_patterns(url, args.patterns))
@@ -229,10 +186,9 @@ def part_million(args: argparse.Namespace) -> None:
         facts["ready_s"] = serve.ready_s + time.monotonic() - t0
         facts["vector_index_load_s"] = stats.get("counters", {}).get("load_s")
         builds = replica_builds(serve.base)
-        rss = process_rss(serve.proc.pid, str(BULK_STATE_DIR))
-        pss = {pid: pss_mib(pid) for _, pid, _ in rss}
-        for name, pid, mib in rss:
-            print(f"bench: RSS {mib:8.0f} MiB  PSS {pss[pid]:8.0f}  {pid:>7}  {name}", flush=True)
+        memory = stack_memory(serve.proc.pid, BULK_STATE_DIR)
+        for name, pid, rss, pss in memory:
+            print(f"bench: RSS {rss:8.0f} MiB  PSS {pss:8.0f}  {pid:>7}  {name}", flush=True)
         concurrent = measure_search(serve.base, wrk, Path(tmp), args)
         sequential = measure_search(
             serve.base,
@@ -247,7 +203,7 @@ def part_million(args: argparse.Namespace) -> None:
     recall = semantic_recall(url, encoder, replica_config(settings))
     print(f"bench: semantic (replica graph in process): {recall}", flush=True)
     section = million_section(
-        args, facts, builds, rss, pss, concurrent, sequential, recall, wrk_ver, load0
+        args, facts, builds, memory, concurrent, sequential, recall, wrk_ver, load0
     )
     print(section, flush=True)
     if not args.no_docs:
@@ -258,8 +214,7 @@ def million_section(
     args: argparse.Namespace,
     facts: dict[str, Any],
     builds: dict[str, list[float]],
-    rss: list[tuple[str, int, float]],
-    pss: dict[int, float],
+    memory: list[tuple[str, int, float, float]],
     concurrent: list[SearchRun],
     sequential: list[SearchRun],
     recall: dict[str, float],
@@ -280,7 +235,7 @@ def million_section(
         "",
         "| Process (after the builds) | pid | RSS MiB | PSS MiB |",
         "|---|---:|---:|---:|",
-        *(f"| `{name}` | {pid} | {mib:,.0f} | {pss.get(pid, 0):,.0f} |" for name, pid, mib in rss),
+        *(f"| `{name}` | {pid} | {rss:,.0f} | {pss:,.0f} |" for name, pid, rss, pss in memory),
         "",
         "(PSS counts a page mapped by several processes once over them: "
         "the fair share where replicas map one file.)",

@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from benchmarks.harness import OPERATOR, Server, WrkResult, http_json, run_wrk
+from benchmarks.harness import Server, WrkResult, health, run_wrk
 from benchmarks.profile_split import admission_files, split_files
 from benchmarks.serving.processes import CpuMeter, haproxy_timers, profile_targets, py_spy
 from benchmarks.serving.routes import Route, route_script
@@ -42,16 +42,16 @@ def measure(
     server: Server,
     route: Route,
     facts: dict[str, Any],
-    *,
     run: int,
     wrk: str,
     tmp: Path,
     args: argparse.Namespace,
-    state_dir: Path,
     extra_pids: tuple[int, ...] = (),
 ) -> Run:
-    """A warm-up run, then the measured one with the server's CPU time (and,
-    with --profile, py-spy on the app processes)."""
+    """A warm-up run, then the measured one (round ``run``) with the server's
+    CPU time (and ``extra_pids``', its Redis), and with --profile py-spy on
+    the app processes."""
+    state_dir = server.state_dir
     if args.warmup:
         url, script = route_script(
             tmp, route, facts, server.name, -1 if run == 0 else run, warmup=True
@@ -109,15 +109,15 @@ REPLICAS_READY_IN_A_ROW = 8
 def wait_index_idle(base: str, timeout: float = 600.0) -> None:
     """Until the VectorIndex has embedded every queued row (after pattern
     creation runs), so no background embedding overlaps the next run, and the
-    Api replicas' copies of the index are built (serve_app/runtime/index_copies/vectors.py)."""
+    Api replicas' copies of the index are built."""
     deadline = time.monotonic() + timeout
     in_a_row = 0
     while time.monotonic() < deadline:
-        with contextlib.suppress(OSError):
-            status, body = http_json("GET", base + "/api/health", timeout=10, headers=OPERATOR)
-            search = body.get("search") if status == 200 and isinstance(body, dict) else None
-            if search is None:
-                return
+        body = health(base)
+        search = body.get("search") if body is not None else None
+        if body is not None and search is None:
+            return
+        if search is not None:
             replica = search.get("replica")
             idle = search.get("ready") and search.get("pending_jobs") == 0
             in_a_row = in_a_row + 1 if idle and (replica is None or replica["ready"]) else 0

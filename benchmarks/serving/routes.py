@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import Any
 
 from benchmarks.corpus import queries_for, seed_question, texts_for
-from benchmarks.harness import THREADS, VOTE_SCRIPT, api_call, http_json, lua_list
+from benchmarks.harness import api_call, http_json, lua_list, new_agent, paths_script, vote_script
 
 
 @dataclass(frozen=True)
@@ -82,10 +82,8 @@ def register_many(base: str, n: int) -> list[str]:
     from concurrent.futures import ThreadPoolExecutor
 
     def one(i: int) -> str:
-        made: dict[str, str] = api_call(
-            base, "POST", "/api/agents/register", body={"name": f"bench crowd {i}"}
-        )
-        return made["api_key"]
+        key: str = new_agent(base, f"bench crowd {i}")["api_key"]
+        return key
 
     with ThreadPoolExecutor(max_workers=8) as pool:
         return list(pool.map(one, range(n)))
@@ -95,14 +93,9 @@ def seed(base: str, rounds: int, n_keys: int = 0) -> dict[str, Any]:
     """Through Serve: agents, patterns with votes (trending), the question read
     by the detail routes, and a fresh question per (server, round) for the
     upvote runs (every request there is then a change)."""
-
-    def register(name: str) -> dict[str, str]:
-        made: dict[str, str] = api_call(base, "POST", "/api/agents/register", body={"name": name})
-        return made
-
-    author = register("bench author")
-    helpers = [register(f"bench helper {i}")["api_key"] for i in range(N_ANSWERS)]
-    voters = [register(f"bench voter {i}")["api_key"] for i in range(N_VOTERS)]
+    author = new_agent(base, "bench author")
+    helpers = [new_agent(base, f"bench helper {i}")["api_key"] for i in range(N_ANSWERS)]
+    voters = [new_agent(base, f"bench voter {i}")["api_key"] for i in range(N_VOTERS)]
     texts = texts_for(2 * N_PATTERNS)
     patterns = []
     for i in range(N_PATTERNS):
@@ -142,16 +135,6 @@ def seed(base: str, rounds: int, n_keys: int = 0) -> dict[str, Any]:
         "crowd": register_many(base, n_keys) if n_keys else [],
     }
 
-
-PATHS_SCRIPT = """\
-local paths = {{{paths}}}
-local headers = {{{headers}}}
-local i = 0
-request = function()
-  i = i + 1
-  return wrk.format("GET", paths[(i % #paths) + 1], headers)
-end
-"""
 
 # The many-clients mixes: a random client address (X-Forwarded-For) or the
 # next of many agent keys on each request, over the route's paths.
@@ -249,12 +232,7 @@ def route_script(
         ]
     elif key == "upvote":
         answers = facts["vote_sets"][(server, run)]
-        path = tmp / f"vote-{len(list(tmp.iterdir()))}.lua"
-        path.write_text(
-            VOTE_SCRIPT.format(
-                keys=lua_list(facts["voters"]), answers=lua_list(answers), threads=THREADS
-            )
-        )
+        path = vote_script(tmp / f"vote-{len(list(tmp.iterdir()))}.lua", facts["voters"], answers)
         return f"/api/answers/{answers[0]}/vote", path
     elif key == "create":
         tag = f"{server.split()[-1].lower()}{run + 1}"
@@ -270,7 +248,7 @@ def route_script(
             MIX_SCRIPT.format(paths=lua_list(paths), keys=lua_list(crowd), mix=route.mix)
         )
     else:
-        path.write_text(PATHS_SCRIPT.format(paths=lua_list(paths), headers=headers))
+        paths_script(path, paths, headers)
     return paths[0], path
 
 

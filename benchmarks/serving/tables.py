@@ -1,11 +1,12 @@
-"""The HTTP benchmark's tables: Serve against uvicorn round by round, CPU
-per request by process, py-spy's split, HAProxy's timers, every run."""
+"""The HTTP benchmark's tables: Serve against uvicorn (and uvicorn+Redis)
+round by round, CPU per request by process, py-spy's split, HAProxy's
+timers, every run."""
 
 from __future__ import annotations
 
 import statistics
 
-from benchmarks.profile_split import ADMISSION_PARTS, COMPONENTS, SERVE_ONLY
+from benchmarks.profile_split import SERVE_ONLY
 from benchmarks.serving.measure import Run, fmt_ms
 from benchmarks.serving.routes import ROUTES
 
@@ -14,87 +15,62 @@ def _median(values: list[float]) -> float:
     return statistics.median(values) if values else float("nan")
 
 
-def pairs(runs: list[Run]) -> dict[str, list[tuple[Run, Run]]]:
-    """Per route key, the (uvicorn, Serve) runs of each round."""
-    by = {(r.route.key, r.server, r.round): r for r in runs}
-    out: dict[str, list[tuple[Run, Run]]] = {}
-    for (key, server, rnd), run in sorted(by.items(), key=lambda kv: kv[0][2]):
-        if server != "uvicorn" or (key, "Ray Serve", rnd) not in by:
-            continue
-        out.setdefault(key, []).append((run, by[(key, "Ray Serve", rnd)]))
-    return out
-
-
-def ratio_table(runs: list[Run]) -> list[str]:
-    """The headline: Serve's req/s over uvicorn's, round by round (each round
-    measures both back to back), and the CPU each spends per request."""
-    rows = [
-        "| Route | uvicorn req/s | Serve req/s | Serve / uvicorn, each round | "
-        "median | CPU ms/request uvicorn | Serve | uvicorn / Serve CPU |",
-        "|---|---:|---:|---|---:|---:|---:|---:|",
-    ]
-    for key, both in pairs(runs).items():
-        ratios = [s.result.requests_per_s / max(u.result.requests_per_s, 1e-9) for u, s in both]
-        cpu_u = _median([u.cpu_ms_per_request for u, _ in both])
-        cpu_s = _median([s.cpu_ms_per_request for _, s in both])
-        rows.append(
-            f"| `{ROUTES[key].label}` | {_median([u.result.requests_per_s for u, _ in both]):,.0f} "
-            f"| {_median([s.result.requests_per_s for _, s in both]):,.0f} "
-            f"| {', '.join(f'{x:.2f}' for x in ratios)} | **{_median(ratios):.2f}x** "
-            f"| {cpu_u:.2f} | {cpu_s:.2f} | {cpu_u / cpu_s:.2f}x |"
-        )
-    return rows
-
-
 SERVERS = ("uvicorn", "uvicorn+Redis", "Ray Serve")
 
 
-def redis_table(runs: list[Run]) -> list[str]:
-    """Serve against uvicorn with one global limit in Redis (both enforce a
-    limit shared by every worker), round by round."""
+def versus_table(runs: list[Run], other: str) -> list[str]:
+    """Serve's req/s over ``other``'s, round by round (each round measures
+    both back to back), and the CPU each spends per request. Against plain
+    uvicorn (the headline) also the CPU ratio; against uvicorn+Redis the
+    Redis server's CPU is counted."""
     by = {(r.route.key, r.server, r.round): r for r in runs}
+    plain = other == "uvicorn"
     rows = [
-        "| Route | uvicorn+Redis req/s | Serve req/s | Serve / uvicorn+Redis, each round | "
-        "median | CPU ms/request uvicorn+Redis (Redis included) | Serve |",
-        "|---|---:|---:|---|---:|---:|---:|",
+        f"| Route | {other} req/s | Serve req/s | Serve / {other}, each round | median "
+        f"| CPU ms/request {other}{'' if plain else ' (Redis included)'} | Serve |"
+        + (" uvicorn / Serve CPU |" if plain else ""),
+        "|---|---:|---:|---|---:|---:|---:|" + ("---:|" if plain else ""),
     ]
-    for key in ROUTES:
+    for key in dict.fromkeys(r.route.key for r in runs):
         both = [
-            (by[(key, "uvicorn+Redis", rnd)], by[(key, "Ray Serve", rnd)])
-            for (k, server, rnd) in sorted(by, key=lambda t: t[2])
-            if k == key and server == "uvicorn+Redis" and (key, "Ray Serve", rnd) in by
+            (by[(key, other, rnd)], by[(key, "Ray Serve", rnd)])
+            for rnd in sorted({r.round for r in runs})
+            if (key, other, rnd) in by and (key, "Ray Serve", rnd) in by
         ]
         if not both:
             continue
-        ratios = [s.result.requests_per_s / max(u.result.requests_per_s, 1e-9) for u, s in both]
+        ratios = [s.result.requests_per_s / max(o.result.requests_per_s, 1e-9) for o, s in both]
+        cpu_o = _median([o.cpu_ms_per_request for o, _ in both])
+        cpu_s = _median([s.cpu_ms_per_request for _, s in both])
         rows.append(
-            f"| `{ROUTES[key].label}` | {_median([u.result.requests_per_s for u, _ in both]):,.0f} "
+            f"| `{ROUTES[key].label}` | {_median([o.result.requests_per_s for o, _ in both]):,.0f} "
             f"| {_median([s.result.requests_per_s for _, s in both]):,.0f} "
             f"| {', '.join(f'{x:.2f}' for x in ratios)} | **{_median(ratios):.2f}x** "
-            f"| {_median([u.cpu_ms_per_request for u, _ in both]):.2f} "
-            f"| {_median([s.cpu_ms_per_request for _, s in both]):.2f} |"
+            f"| {cpu_o:.2f} | {cpu_s:.2f} |" + (f" {cpu_o / cpu_s:.2f}x |" if plain else "")
         )
     return rows
 
 
-def admission_table(runs: list[Run]) -> list[str]:
-    """With --profile: what admission costs in the app processes, by step
-    (ms of CPU per request, median over rounds): the cold path of a request
-    from a new address or a new agent is in the mixes' rows."""
+def split_table(runs: list[Run], split: str, parts: tuple[str, ...]) -> list[str]:
+    """With --profile: the app processes' CPU per request split by
+    ``parts`` (``split``: a run's ``profile``, py-spy's components, or its
+    ``admission``, the steps of admission), as shares of the processes'
+    measured CPU time; ms per request, median over rounds. A request from a
+    new address or a new agent takes admission's cold path (the mixes' rows)."""
     rows = [
-        "| Route | Server | app CPU ms/request | " + " | ".join(ADMISSION_PARTS) + " |",
-        "|---|---|---:|" + "---:|" * len(ADMISSION_PARTS),
+        "| Route | Server | app CPU ms/request | " + " | ".join(parts) + " |",
+        "|---|---|---:|" + "---:|" * len(parts),
     ]
     for key in ROUTES:
         for server in SERVERS:
-            mine = [r for r in runs if r.route.key == key and r.server == server and r.admission]
+            mine = [
+                r for r in runs if r.route.key == key and r.server == server and getattr(r, split)
+            ]
             if not mine:
                 continue
             app = "Api replicas" if server == "Ray Serve" else "uvicorn workers"
             ms = _median([1000 * r.cpu_s.get(app, 0.0) / max(1, r.result.requests) for r in mine])
-            shares = [
-                _median([(r.admission or {}).get(c, 0.0) for r in mine]) for c in ADMISSION_PARTS
-            ]
+            shares = [_median([getattr(r, split).get(c, 0.0) for r in mine]) for c in parts]
             rows.append(
                 f"| `{ROUTES[key].label}` | {server} | {ms:.2f} | "
                 + " | ".join(f"{ms * s:.3f}" for s in shares)
@@ -136,30 +112,6 @@ def cpu_table(runs: list[Run]) -> list[str]:
             for k in kinds
         ]
         rows.append(f"| `{ROUTES[key].label}` | " + " | ".join(f"{c:.3f}" for c in cells) + " |")
-    return rows
-
-
-def profile_table(runs: list[Run]) -> list[str]:
-    """With --profile: the app processes' CPU per request split by component
-    (py-spy's samples as shares of the processes' measured CPU time)."""
-
-    rows = [
-        "| Route | Server | app CPU ms/request | " + " | ".join(COMPONENTS) + " |",
-        "|---|---|---:|" + "---:|" * len(COMPONENTS),
-    ]
-    for key in ROUTES:
-        for server in SERVERS:
-            mine = [r for r in runs if r.route.key == key and r.server == server and r.profile]
-            if not mine:
-                continue
-            app = "Api replicas" if server == "Ray Serve" else "uvicorn workers"
-            ms = _median([1000 * r.cpu_s.get(app, 0.0) / max(1, r.result.requests) for r in mine])
-            shares = [_median([(r.profile or {}).get(c, 0.0) for r in mine]) for c in COMPONENTS]
-            rows.append(
-                f"| `{ROUTES[key].label}` | {server} | {ms:.2f} | "
-                + " | ".join(f"{ms * s:.3f}" for s in shares)
-                + " |"
-            )
     return rows
 
 
