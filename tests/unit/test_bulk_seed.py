@@ -21,7 +21,7 @@ from storage.models.search import PATTERNS
 from storage.repositories.search import hash_sql
 from storage.seed import seed_categories
 
-N = 500
+N = 200
 
 
 @pytest.fixture
@@ -37,8 +37,8 @@ def fresh_db(pg_admin_url: str) -> Iterator[str]:
 
 def test_seed_and_embed_resume_where_they_stopped(fresh_db: str) -> None:
     lines: list[str] = []
-    # An interrupted seed: 300 rows, then a rerun to 500 draws the same rows.
-    bulk.seed_patterns(fresh_db, 300, log=lines.append, chunk=128)
+    # An interrupted seed: 120 rows, then a rerun to 200 draws the same rows.
+    bulk.seed_patterns(fresh_db, 120, log=lines.append, chunk=128)
     bulk.seed_patterns(fresh_db, N, log=lines.append, chunk=128)
     with psycopg.connect(libpq_url(fresh_db)) as conn:
         rows = conn.execute(
@@ -74,7 +74,7 @@ def test_seed_and_embed_resume_where_they_stopped(fresh_db: str) -> None:
     fresh = encoder.encode([r[0] for r in sample])
     assert np.allclose(stored, fresh, atol=1e-5)
     # The recall measurement of the bench reads them back: an 8-bit graph
-    # over 500 real vectors finds nearly the exact top 10.
+    # over 200 real vectors finds nearly the exact top 10.
     recall = million.semantic_recall(
         fresh_db, encoder, IndexConfig(flat_max=100, hnsw_codes="sq8"), n_queries=40
     )
@@ -93,16 +93,16 @@ def test_vectors_embedded_elsewhere_load_with_the_worker_text_hash(fresh_db: str
     from benchmarks.search import shards
     from storage.models.search import EMBED_MAX_CHARS
 
-    n, per = 150, 64
+    n, per = 90, 32
     bulk.seed_patterns(fresh_db, n, log=lambda _: None, chunk=100)
     vocab, cum = bulk._vocab()
     encoder = Encoder(threads=1)
-    # Shards for more patterns than are seeded (200): only the seeded load.
-    texts = [bulk.pattern_text(i, vocab, cum, EMBED_MAX_CHARS) for i in range(200)]
+    # Shards for more patterns than are seeded (120): only the seeded load.
+    texts = [bulk.pattern_text(i, vocab, cum, EMBED_MAX_CHARS) for i in range(120)]
     vectors = encoder.encode(texts)
     folder = tmp_path / "shards"
     folder.mkdir()
-    for k, start in enumerate(range(0, 200, per)):
+    for k, start in enumerate(range(0, len(texts), per)):
         codes, scale = shards.quantise(vectors[start : start + per])
         shards.write_shard(folder / f"shard_{k:05d}.i8", codes, scale)
     meta = {"dim": encoder.dim, "shard_rows": per, "max_chars": EMBED_MAX_CHARS}
