@@ -12,18 +12,18 @@ but are not asked on the request path (docs/decisions/rate-limits.md,
   requests it has not reported yet. What it admitted is reported to the
   subject's shard in the next batch: **one call per shard every
   ``SYNC_INTERVAL_S``**, whatever the traffic (plus an early call when a
-  request has to wait, below). The answer is the window's true count; it
-  renews the credit from the room left (never more than a
-  ``CREDIT_SHARE * replicas``-th of it) or says the subject is over its
+  request has to wait, or a busy subject's next block is due, below). The
+  answer is the window's true count; it renews the credit from the room
+  left (never more than a ``CREDIT_SHARE * replicas``-th of it) or says the subject is over its
   budget, which this replica then refuses locally until the window resets.
   Global overshoot per subject and window is at most ``replicas * credit_max``
   (each replica's unreported credit is at most ``credit_max``, and it learns
   "over" at its next report).
 * **leases** for hot subjects: a subject that spends its credit before the
   next report asks for a block of tokens (counted as spent when granted, so
-  they never over-admit), and a new block is asked for in the background once
-  half of one is spent; blocks that went fast double, up to
-  ``LEASE_WANT_MAX``. Unused tokens go back after ``RELEASE_IDLE_S``.
+  they never over-admit), and a new block is asked for in the background (at
+  once, not at the next interval) once half of one is spent; blocks that went
+  fast double, up to ``LEASE_WANT_MAX``. Unused tokens go back after ``RELEASE_IDLE_S``.
 * **the last tokens**: near the limit the credit shrinks to nothing and a
   request waits for its shard (one token per request, exact, as before); a
   rule too small for any credit (``credit_max`` 0: the write and sign-up
@@ -137,7 +137,7 @@ class RayRateLimiter:
     RELEASE_IDLE_S = 0.25
     RETRIES = 8  # while tokens are leased elsewhere: up to ~RETRIES * RELEASE_IDLE_S
     # Local shares (see the module's docstring and the decision).
-    SYNC_INTERVAL_S = 0.1
+    SYNC_INTERVAL_S = 0.25
     COLD_CREDIT = 8
     CREDIT_SHARE = 8
     DOWN_S = 1.0  # after a failed call, the shard's keys are decided locally this long
@@ -244,10 +244,12 @@ class RayRateLimiter:
                     and share.tokens <= share.granted // 2
                     and share.remaining > 0
                 ):
-                    # Half a block spent: the next report asks for the next one.
+                    # Half a block spent: ask for the next one now, in the
+                    # background (not at the next interval: a busy subject
+                    # would spend the other half first, and wait).
                     share.prefetched = True
                     share.want = max(share.want, self._next_want(share, now))
-                    self._mark(key, share)
+                    self._mark(key, share, urgent=True)
                 return Decision(True, rule.limit, share.room(), share.reset_at)
             if share.credit > 0:
                 share.credit -= 1
