@@ -14,8 +14,9 @@ but are not asked on the request path (docs/decisions/rate-limits.md,
   ``SYNC_INTERVAL_S``**, whatever the traffic (plus an early call when a
   request has to wait, or a busy subject's next block is due, below). The
   answer is the window's true count; it renews the credit from the room
-  left (never more than a ``CREDIT_SHARE * replicas``-th of it) or says the subject is over its
-  budget, which this replica then refuses locally until the window resets.
+  left (never more than a ``CREDIT_SHARE * replicas``-th of it) or says the
+  subject is over its budget, which this replica then refuses locally until
+  the window resets.
   Global overshoot per subject and window is at most ``replicas * credit_max``
   (each replica's unreported credit is at most ``credit_max``, and it learns
   "over" at its next report).
@@ -23,7 +24,8 @@ but are not asked on the request path (docs/decisions/rate-limits.md,
   next report asks for a block of tokens (counted as spent when granted, so
   they never over-admit), and a new block is asked for in the background (at
   once, not at the next interval) once half of one is spent; blocks that went
-  fast double, up to ``LEASE_WANT_MAX``. Unused tokens go back after ``RELEASE_IDLE_S``.
+  fast double, up to ``LEASE_WANT_MAX``. Unused tokens go back after
+  ``RELEASE_IDLE_S``.
 * **the last tokens**: near the limit the credit shrinks to nothing and a
   request waits for its shard (one token per request, exact, as before); a
   rule too small for any credit (``credit_max`` 0: the write and sign-up
