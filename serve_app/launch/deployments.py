@@ -111,25 +111,6 @@ def serve_proxies(haproxy: bool) -> list[Network]:
     return networks
 
 
-class ServeView:
-    """The app as Serve's replica sees it: the same ASGI app, without the
-    ``routes`` Serve would match every request against to name it in its
-    own metrics (``get_asgi_route_name``: the app's ~150 routes, in order,
-    twice for a path that matches none). Without them Serve names requests
-    by the deployment's route prefix; Cairn's own metrics name each request
-    by its route template (``serve_app.http.observe``). Serve's exception
-    handlers (backpressure as 503) still reach the app."""
-
-    def __init__(self, app: FastAPI) -> None:
-        self.app = app
-
-    async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
-        await self.app(scope, receive, send)
-
-    def add_exception_handler(self, exc: Any, handler: Any) -> None:
-        self.app.add_exception_handler(exc, handler)
-
-
 @serve.deployment(name="Api")
 @serve.ingress()
 class Api:
@@ -141,8 +122,8 @@ class Api:
         self._index = index
         self._embedder = embedder
 
-    def __serve_build_asgi_app__(self) -> ServeView:
-        return ServeView(replica_app(self._runtime, self._index, self._embedder))
+    def __serve_build_asgi_app__(self) -> FastAPI:
+        return replica_app(self._runtime, self._index, self._embedder)
 
 
 def ingress_slots(settings: Settings) -> int:
