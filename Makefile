@@ -37,7 +37,7 @@ typecheck: $(STAMP)
 test: lint typecheck
 	bash scripts/ensure-browser
 	bash scripts/ensure-prometheus
-	$(BIN)/python -m pytest --durations=20
+	$(BIN)/python -m pytest -n 2 --dist loadscope --durations=20
 
 unit: $(STAMP)
 	$(BIN)/python -m pytest tests/unit

@@ -7,6 +7,7 @@ import os
 import secrets
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import psycopg
 import pytest
@@ -36,15 +37,63 @@ FOLDER_ORDER = ("unit", "api", "security", "contract", "browser", "e2e")
 
 
 def _run_order(item: pytest.Item) -> tuple[int, int]:
-    parts = Path(str(item.path)).relative_to(REPO).parts
-    folder = parts[1] if len(parts) > 2 and parts[0] == "tests" else ""
+    folder = _folder(item)
     rank = FOLDER_ORDER.index(folder) if folder in FOLDER_ORDER else len(FOLDER_ORDER)
     return rank, int("service" in getattr(item, "fixturenames", ()))
 
 
-def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+# Under pytest-xdist (`make test` runs `-n 2 --dist loadscope`) the e2e tests
+# are one unit of work, sent first to one worker, which takes them in the
+# order above while the other worker takes the in-process tests: an e2e run
+# keeps about 0.85 of a core busy (its services start, then wait on Ray, on
+# Prometheus and on each other), the in-process tests about one. Every other
+# unit is a file, so a module's fixtures (the bf16 compile cache) are made
+# once, and the heaviest folders go first, so that the last units are short.
+# (xdist's own `loadgroup` marks do nothing under pytest 9.2: xdist 3.8 tags
+# `item._nodeid`, which pytest no longer reads.)
+E2E_UNIT = "tests/e2e"
+XDIST_FOLDER_ORDER = ("e2e", "contract", "unit", "api", "security", "browser")
+
+
+def _folder(item: pytest.Item) -> str:
+    parts = Path(str(item.path)).relative_to(REPO).parts
+    return parts[1] if len(parts) > 2 and parts[0] == "tests" else ""
+
+
+def _distributed(config: pytest.Config) -> bool:
+    # A worker's options say dist "no"; it has a `workerinput`.
+    return hasattr(config, "workerinput") or (
+        bool(getattr(config.option, "numprocesses", None))
+        and getattr(config.option, "dist", "no") == "loadscope"
+    )
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    if _distributed(config):
+        # Units in the order the collection gives them, not largest first.
+        config.option.loadscopereorder = False
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> Any:
+    if config.getvalue("dist") != "loadscope":
+        return None
+    from xdist.scheduler import LoadScopeScheduling
+
+    class FilesAndE2e(LoadScopeScheduling):
+        def _split_scope(self, nodeid: str) -> str:
+            path = nodeid.split("::", 1)[0]
+            return E2E_UNIT if path.startswith(E2E_UNIT + "/") else path
+
+    return FilesAndE2e(config, log)
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     # A stable sort: files, and tests within a file, keep their order.
     items.sort(key=_run_order)
+    if _distributed(config):
+        order = XDIST_FOLDER_ORDER
+        items.sort(key=lambda item: order.index(f) if (f := _folder(item)) in order else len(order))
 
 
 @pytest.fixture(scope="session")
