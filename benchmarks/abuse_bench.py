@@ -1,21 +1,19 @@
 """Does an authenticated read keep answering while the service is abused?
 
 The probe (``harness.probe``: ``GET /api/agents/me`` with a key) runs idle,
-under abuse and after, against ``cairn run`` on its own state folder. The
-attacks run in a second process (its own event loop, so their work does not
-delay the probe's timing), loopback only, each request from a random address
-in 198.18.0.0/15 taken as the client (``CAIRN_TRUSTED_PROXIES``), each kind
-bounded in count and in time. Three abuses, each written into its own
-section of docs/benchmarks.md, which says what it sends:
-
-* by default, held-open stream attempts (keyless ``GET /mcp``, and one key's
-  ``GET /api/notifications/stream``) with a ``/api/health`` flood;
-* ``--diffs``: revision diffs of a pathological pattern (docs/security.md, H1);
-* ``--surfaces``: the diffs with Client ID Metadata Document fetches from a
-  slow server and registrations at their bounds (M2, M3).
+under abuse and after, against ``cairn run`` on its own state folder; the
+attacks run in a second process, loopback only, each request from a random
+address in 198.18.0.0/15, bounded in count and in time. Two abuses, each
+writing its own section of docs/benchmarks.md (which says what it sends):
+by default held-open stream attempts with a ``/api/health`` flood;
+``--surfaces`` revision diffs of a pathological pattern (docs/security.md,
+H1) with slow Client ID Metadata Document fetches and registrations at
+their bounds (M2, M3). (``--diffs``, the diffs alone, was a trial recorded
+in "Admission under abuse: ... revision diffs"; its code:
+benchmarks/abuse_bench.py at commit f8c1b82.)
 
     .venv/bin/python -m benchmarks.abuse_bench [--attempts 200] [--no-docs]
-    .venv/bin/python -m benchmarks.abuse_bench --diffs | --surfaces [--seconds 45]
+    .venv/bin/python -m benchmarks.abuse_bench --surfaces [--seconds 45]
 """
 
 from __future__ import annotations
@@ -50,18 +48,20 @@ from benchmarks.harness import (
     fresh_state,
     pct,
     probe,
+    publish,
     register,
     section_head,
     serve_running,
     server_env,
     stop_on_sigterm,
-    write_docs,
 )
 from serve_app.launch.bootstrap import service_discovery_file
 
 STATE_DIR = ROOT / ".cairn" / "bench-abuse"
 START_MARK = "<!-- abuse-bench:start -->"
 END_MARK = "<!-- abuse-bench:end -->"
+SURFACES_START_MARK = "<!-- abuse-bench-surfaces:start -->"
+SURFACES_END_MARK = "<!-- abuse-bench-surfaces:end -->"
 PORT = 8108
 PROBE_TIMEOUT_S = 10.0
 ABUSE_MIN_S = 60.0  # the abuse lasts at least this (the health limit counts a minute)
@@ -72,26 +72,16 @@ HEALTH_LOOPS_RANDOM = 8
 ANSWER_TIMEOUT_S = 10.0  # an attack request unanswered this long is hung
 ABUSE_MAX_S = 240.0  # the attackers stop by themselves after this
 REOPEN_WAIT_S = 60.0
-DIFF_START_MARK = "<!-- abuse-bench-diffs:start -->"
-DIFF_END_MARK = "<!-- abuse-bench-diffs:end -->"
 DIFF_LINES = 6000  # the review's input: 6,000 lines (about 69,000 characters)
 DIFF_REVISIONS = 4
 DIFF_LOOPS = 8
-DIFF_MIN_S = 30.0
 DIFF_TIMEOUT_S = 60.0
-SURFACES_START_MARK = "<!-- abuse-bench-surfaces:start -->"
-SURFACES_END_MARK = "<!-- abuse-bench-surfaces:end -->"
 SURFACES_MIN_S = 60.0
 SURFACE_REQUESTS = 2000  # at most, per kind of attack loop
 M2_LOOPS = 40  # about 40 such requests emptied both pools before the fix
 M3_LOOPS = 2
 DOCUMENT_HOLD_S = 4.5  # the document server's delay, under CAIRN_OUTBOUND_TIMEOUT_S (5 s)
 REGISTER_URI_PAD = 460  # redirect URIs this long fill a registration to ~4,080 of its 4,096 bytes
-MARKS = {
-    "abuse": (START_MARK, END_MARK),
-    "abuse-diffs": (DIFF_START_MARK, DIFF_END_MARK),
-    "abuse-surfaces": (SURFACES_START_MARK, SURFACES_END_MARK),
-}
 REDIRECT_URI = "http://127.0.0.1:53682/callback"
 CHALLENGE = "E9Melhoa2OwvFrEMTJguCHaoeK1t8URWbuGJSstw-cM"  # RFC 7636's example
 BENCH_ENV = bench_env(
@@ -150,48 +140,36 @@ def _service_metrics() -> dict[str, float]:
     return found
 
 
-class Waits:
-    """Where the probe's time went in one phase: the machine's CPU busy
-    share, the mean time of a probe request inside the app (the service's
-    own histogram; the rest of the probe's latency is HAProxy, Serve's proxy
-    and waiting for a CPU), and the most pool waiters seen."""
-
-    def __init__(self) -> None:
-        self._cpu = _cpu_ticks()
-        self._app = _service_metrics()
-        self._waiters: list[float] = []
-        self._task = asyncio.get_running_loop().create_task(self._watch())
-
-    async def _watch(self) -> None:
-        while True:
-            await asyncio.sleep(5.0)
-            sampled = await asyncio.to_thread(_service_metrics)
-            self._waiters.append(sampled["pool_waiters"])
-
-    async def done(self) -> dict[str, float]:
-        busy0, total0 = self._cpu
-        busy1, total1 = _cpu_ticks()
-        self._task.cancel()
-        with contextlib.suppress(asyncio.CancelledError):
-            await self._task
-        await asyncio.sleep(METRICS_SETTLE_S)  # the phase's last records reach the agent
-        app = await asyncio.to_thread(_service_metrics)
-        count = app["count"] - self._app["count"]
-        return {
-            "cpu_busy": (busy1 - busy0) / max(1, total1 - total0),
-            "app_ms": 1000 * (app["sum"] - self._app["sum"]) / count if count else float("nan"),
-            "app_requests": count,
-            "pool_waiters_max": max(self._waiters, default=0.0),
-        }
-
-
 async def measured_probe(
     http: httpx.AsyncClient, key: str, until: MpEvent | None = None, min_s: float = 0.0
 ) -> dict[str, Any]:
-    """``probe``, with where its time went (``Waits``)."""
-    waits = Waits()
+    """``probe``, with where its time went: the machine's CPU busy share, the
+    mean time of a probe request inside the app (the service's own histogram;
+    the rest is HAProxy, Serve's proxy and waiting for a CPU), and the most
+    pool waiters seen (sampled every 5 s)."""
+    (busy0, total0), app0, waiters = _cpu_ticks(), _service_metrics(), []
+
+    async def watch() -> None:
+        while True:
+            await asyncio.sleep(5.0)
+            waiters.append((await asyncio.to_thread(_service_metrics))["pool_waiters"])
+
+    watcher = asyncio.get_running_loop().create_task(watch())
     result = await probe(http, key, until=until, min_s=min_s)
-    return {**result, "waits": await waits.done()}
+    busy1, total1 = _cpu_ticks()
+    watcher.cancel()
+    with contextlib.suppress(asyncio.CancelledError):
+        await watcher
+    await asyncio.sleep(METRICS_SETTLE_S)  # the phase's last records reach the agent
+    app = await asyncio.to_thread(_service_metrics)
+    count = app["count"] - app0["count"]
+    waits = {
+        "cpu_busy": (busy1 - busy0) / max(1, total1 - total0),
+        "app_ms": 1000 * (app["sum"] - app0["sum"]) / count if count else float("nan"),
+        "app_requests": count,
+        "pool_waiters_max": max(waiters, default=0.0),
+    }
+    return {**result, "waits": waits}
 
 
 async def reopen(http: httpx.AsyncClient, key: str) -> float | None:
@@ -264,13 +242,11 @@ async def attempt(attack: Attack, port: int, path: str, headers: dict[str, str])
                     with contextlib.suppress(ValueError, AttributeError):
                         body = json.loads(await reader.readexactly(length))
                         label = f"{status} {body['error']}"
-    except TimeoutError:
-        attack.hung += 1
-        if writer is not None:
-            writer.close()
-        return
     except (OSError, ValueError, IndexError, asyncio.IncompleteReadError) as exc:
-        attack.errors[type(exc).__name__] += 1
+        if isinstance(exc, TimeoutError):  # an OSError too
+            attack.hung += 1
+        else:
+            attack.errors[type(exc).__name__] += 1
         if writer is not None:
             writer.close()
         return
@@ -401,20 +377,7 @@ async def attacks(
     }
 
 
-def attack_process(
-    port: int,
-    key: str,
-    count: int,
-    started: MpEvent,
-    answered: MpEvent,
-    stop: MpEvent,
-    results: mp.Queue[dict[str, Any]],
-) -> None:
-    """The attackers' process: runs ``attacks`` and puts its result."""
-    results.put(asyncio.run(attacks(port, key, count, started, answered, stop)))
-
-
-# --------------------------------------- attack loops: diffs, M2, M3
+# ------------------------------------ --surfaces: diffs (H1), M2, M3
 
 
 def pathological(n: int) -> tuple[str, str]:
@@ -584,54 +547,53 @@ def state_request(client_id: str, mcp_url: str) -> Request:
     return request
 
 
-async def attack_loops(port: int, plan: dict[str, Any], started: MpEvent, stop: MpEvent) -> Any:
-    """The diff loops; with ``plan["surfaces"]`` the M2 and M3 loops too."""
+async def attack_loops(port: int, pid: str, most: int, started: MpEvent, stop: MpEvent) -> Any:
+    """The diff loops (H1) and the M2 and M3 loops, at most ``most`` requests a kind."""
     base = f"http://{HOST}:{port}"
-    most = plan["requests"]
     limits = httpx.Limits(max_connections=128, max_keepalive_connections=128)
     timeout = httpx.Timeout(DIFF_TIMEOUT_S)
     async with httpx.AsyncClient(base_url=base, limits=limits, timeout=timeout) as http:
-        groups = [loops("H1 diffs", DIFF_LOOPS, diff_request(plan["pid"]), http, stop, most)]
-        server = None
-        if plan["surfaces"]:
-            server, docs = await document_server(DOCUMENT_HOLD_S)
-            mcp_url = f"{base}/mcp"
-            client = await http.post("/register", json=registration(False))
-            client.raise_for_status()
-            client_id = client.json()["client_id"]
-            groups += [
-                loops("M2 /authorize, a new document URL each", M2_LOOPS,
-                      m2_request(docs, mcp_url), http, stop, most),
-                loops("M3 /register at the bound", M3_LOOPS, register_request(False),
-                      http, stop, most),
-                loops("M3 /register with 900 kB jwks", M3_LOOPS, register_request(True),
-                      http, stop, most),
-                loops("M3 /authorize, huge state", M3_LOOPS, state_request(client_id, mcp_url),
-                      http, stop, most),
-            ]  # fmt: skip
+        server, docs = await document_server(DOCUMENT_HOLD_S)
+        mcp_url = f"{base}/mcp"
+        client = await http.post("/register", json=registration(False))
+        client.raise_for_status()
+        client_id = client.json()["client_id"]
+        groups = [
+            loops("H1 diffs", DIFF_LOOPS, diff_request(pid), http, stop, most),
+            loops("M2 /authorize, a new document URL each", M2_LOOPS,
+                  m2_request(docs, mcp_url), http, stop, most),
+            loops("M3 /register at the bound", M3_LOOPS, register_request(False),
+                  http, stop, most),
+            loops("M3 /register with 900 kB jwks", M3_LOOPS, register_request(True),
+                  http, stop, most),
+            loops("M3 /authorize, huge state", M3_LOOPS, state_request(client_id, mcp_url),
+                  http, stop, most),
+        ]  # fmt: skip
         started.set()
         found = await asyncio.gather(*groups)
-        if server is not None:
-            server.close()
+        server.close()
     return found
 
 
-def loops_process(
-    port: int,
-    plan: dict[str, Any],
+def attackers(
+    surfaces: bool,
+    args: tuple[Any, ...],
     started: MpEvent,
-    _answered: MpEvent,
+    answered: MpEvent,
     stop: MpEvent,
     results: mp.Queue[Any],
 ) -> None:
-    results.put(asyncio.run(attack_loops(port, plan, started, stop)))
+    """The attackers' process: ``attack_loops`` (``surfaces``) or ``attacks``;
+    puts the result."""
+    found = (
+        attack_loops(*args, started, stop) if surfaces else attacks(*args, started, answered, stop)
+    )
+    results.put(asyncio.run(found))
 
 
-async def run_loops(base: str, port: int, surfaces: bool, requests: int, min_s: float) -> Any:
-    """The revision-diff abuse (H1), with ``surfaces`` the M2/M3 traffic too."""
-    limits = httpx.Limits(max_connections=PROBE_CONCURRENCY * 2)
-    timeout = httpx.Timeout(PROBE_TIMEOUT_S)
-    async with httpx.AsyncClient(base_url=base, limits=limits, timeout=timeout) as http:
+async def run_surfaces(base: str, port: int, requests: int, min_s: float) -> dict[str, Any]:
+    """The probe around ``attack_loops``, on a pattern with DIFF_REVISIONS revisions."""
+    async with client(base) as http:
         prober = (await register(http, "abuse bench prober"))["api_key"]
         author = (await register(http, "abuse bench author"))["api_key"]
         before, after = pathological(DIFF_LINES)
@@ -645,9 +607,8 @@ async def run_loops(base: str, port: int, surfaces: bool, requests: int, min_s: 
                 f"/api/patterns/{pid}", json={"content": content}, headers=bearer(author)
             )
             edited.raise_for_status()
-        plan = {"pid": pid, "surfaces": surfaces, "requests": requests}
         idle, abused, found, later = await probed(
-            http, prober, loops_process, (port, plan), min_s=min_s
+            http, prober, True, (port, pid, requests), min_s=min_s
         )
     return {
         "idle": idle,
@@ -659,97 +620,42 @@ async def run_loops(base: str, port: int, surfaces: bool, requests: int, min_s: 
     }
 
 
-def loops_section(
-    result: dict[str, Any],
-    load_before: float,
-    run_s: float,
-    surfaces: bool,
-    min_s: float,
-    marks: tuple[str, str],
-) -> str:
-    title = (
-        "an authenticated read while diffs, OAuth fetches and registrations are abused"
-        if surfaces
-        else "an authenticated read while revision diffs are requested"
-    )
-    script = "abuse_bench.py --surfaces" if surfaces else "abuse_bench.py --diffs"
-    lines = section_head(marks[0], f"Admission under abuse: {title}", script, load_before)
-    lines.append(
-        f"- The same `cairn run` as above. One pattern of {DIFF_LINES:,} distinct lines, edited "
-        f"to the same lines each followed by a blank line ({result['content_chars']:,} "
-        f"characters), then back and forth: {DIFF_REVISIONS} revisions. {DIFF_LOOPS} loops of "
-        "anonymous `GET /api/patterns/{id}/revisions/{a}/diff/{b}` (a random pair, a random "
-        f"address per request) from a second process for at least {min_s:.0f} s; "
-        f"the probe as above ({PROBE_CONCURRENCY} at a time), idle, meanwhile and after."
-    )
-    if surfaces:
-        lines.append(
-            "- At the same time from the same process (security M2, M3), each request from a "
-            "random address: "
-            f"{M2_LOOPS} loops of anonymous `GET /authorize` naming a new Client ID Metadata "
-            "Document URL each time, on a document server the bench runs on 127.0.0.1 that "
-            f"holds each answer {DOCUMENT_HOLD_S:.1f} s (under the 5 s fetch limit, so a "
-            "fetched client is stored; `CAIRN_OAUTH_CLIENT_METADATA_ALLOW_LOOPBACK=true`); "
-            f"{M3_LOOPS} loops each of `POST /register` with every bounded field full (the "
-            f"whole just within 4 KiB), of the same with a 900 kB `jwks`, and of `/authorize` "
-            "with a huge `state` (a GET of 7,000 characters, or a POSTed form of 900 kB). "
-            f"Each kind of loop stops after {result['requests']:,} requests, or when the "
-            "probe ends."
-        )
-    lines += ["", *probe_table(result, ("idle", "while they run", "after"))]
-    lines += ["", "| attack loops | answers (status error: count) | in s | p50 ms | max ms |"]
-    lines.append("|---|---|---:|---:|---:|")
-    for g in result["loops"]:
-        lines.append(
-            f"| {g['name']} | {_counts(g['answers'])} | {g['seconds']:.0f} | {_ms(g['p50'])} | "
-            f"{_ms(g['max'])} |"
-        )
-    lines += [
-        "",
-        f"The whole run {run_s / 60:.1f} minutes. Client and server share the machine (a "
-        "shared one: see its load above): compare rows of one run, not runs.",
-        marks[1],
-    ]
-    return "\n".join(lines) + "\n\n"
-
-
 # ------------------------------------------------------------------ the run
 
 
-async def wait_for(event: MpEvent, timeout: float) -> None:
-    deadline = time.perf_counter() + timeout
-    while not event.is_set():
-        if time.perf_counter() > deadline:
-            raise RuntimeError("bench: the attackers did not start")
-        await asyncio.sleep(0.05)
+def client(base: str) -> httpx.AsyncClient:
+    """The probe's client."""
+    limits = httpx.Limits(max_connections=PROBE_CONCURRENCY * 2)
+    return httpx.AsyncClient(base_url=base, limits=limits, timeout=PROBE_TIMEOUT_S)
 
 
 async def probed(
     http: httpx.AsyncClient,
     prober: str,
-    target: Callable[..., None],
+    surfaces: bool,
     args: tuple[Any, ...],
     *,
     min_s: float,
-    until_answered: bool = False,
     after: Callable[[], Awaitable[Any]] | None = None,
 ) -> tuple[dict[str, Any], dict[str, Any], Any, dict[str, Any]]:
-    """The probe idle; under attack (``target(*args, started, answered, stop,
-    results)`` in a second process) for at least ``min_s`` (and until the
-    attackers say every request was answered, with ``until_answered``); once
-    the attackers stopped and put their result (and ``after`` ran), again."""
+    """The probe idle; under attack (``attackers`` in a second process) for
+    at least ``min_s`` (and, but with ``surfaces``, until the attackers say
+    every request was answered); once the attackers stopped and put their
+    result (and ``after`` ran), again."""
     idle = await measured_probe(http, prober)
     print("bench: idle", idle, flush=True)
     ctx = mp.get_context("spawn")
     started, answered, stop = ctx.Event(), ctx.Event(), ctx.Event()
     results: mp.Queue[Any] = ctx.Queue()
-    proc = ctx.Process(target=target, args=(*args, started, answered, stop, results), daemon=True)
+    proc = ctx.Process(
+        target=attackers, args=(surfaces, args, started, answered, stop, results), daemon=True
+    )
     proc.start()
     try:
-        await wait_for(started, 60.0)
-        abused = await measured_probe(
-            http, prober, until=answered if until_answered else None, min_s=min_s
-        )
+        if not await asyncio.to_thread(started.wait, 60.0):
+            raise RuntimeError("bench: the attackers did not start")
+        until = None if surfaces else answered
+        abused = await measured_probe(http, prober, until=until, min_s=min_s)
         print("bench: under abuse", abused, flush=True)
     finally:
         stop.set()
@@ -769,18 +675,16 @@ async def probed(
 
 
 async def run(base: str, port: int, count: int) -> dict[str, Any]:
-    limits = httpx.Limits(max_connections=PROBE_CONCURRENCY * 2)
-    timeout = httpx.Timeout(PROBE_TIMEOUT_S)
-    async with httpx.AsyncClient(base_url=base, limits=limits, timeout=timeout) as http:
+    """The probe around ``attacks``; then how soon the attacking key streams again."""
+    async with client(base) as http:
         prober = (await register(http, "abuse bench prober"))["api_key"]
         attacker = (await register(http, "abuse bench streamer"))["api_key"]
         idle, abused, found, after = await probed(
             http,
             prober,
-            attack_process,
+            False,
             (port, attacker, count),
             min_s=ABUSE_MIN_S,
-            until_answered=True,
             after=lambda: reopen(http, attacker),
         )
     return {**found, "idle": idle, "abused": abused, "after": after, "reopen_s": after["extra"]}
@@ -912,31 +816,58 @@ def section(result: dict[str, Any], load_before: float, count: int, run_s: float
     return "\n".join(lines) + "\n\n"
 
 
+def surfaces_section(result: dict[str, Any], load_before: float, run_s: float, min_s: float) -> str:
+    title = "an authenticated read while diffs, OAuth fetches and registrations are abused"
+    lines = section_head(
+        SURFACES_START_MARK,
+        f"Admission under abuse: {title}",
+        "abuse_bench.py --surfaces",
+        load_before,
+    )
+    lines += [
+        f"- The same `cairn run` as above. One pattern of {DIFF_LINES:,} distinct lines, edited "
+        f"to the same lines each followed by a blank line ({result['content_chars']:,} "
+        f"characters), then back and forth: {DIFF_REVISIONS} revisions. {DIFF_LOOPS} loops of "
+        "anonymous `GET /api/patterns/{id}/revisions/{a}/diff/{b}` (a random pair, a random "
+        f"address per request) from a second process for at least {min_s:.0f} s; "
+        f"the probe as above ({PROBE_CONCURRENCY} at a time), idle, meanwhile and after.",
+        "- At the same time from the same process (security M2, M3), each request from a "
+        "random address: "
+        f"{M2_LOOPS} loops of anonymous `GET /authorize` naming a new Client ID Metadata "
+        "Document URL each time, on a document server the bench runs on 127.0.0.1 that "
+        f"holds each answer {DOCUMENT_HOLD_S:.1f} s (under the 5 s fetch limit, so a "
+        "fetched client is stored; `CAIRN_OAUTH_CLIENT_METADATA_ALLOW_LOOPBACK=true`); "
+        f"{M3_LOOPS} loops each of `POST /register` with every bounded field full (the "
+        f"whole just within 4 KiB), of the same with a 900 kB `jwks`, and of `/authorize` "
+        "with a huge `state` (a GET of 7,000 characters, or a POSTed form of 900 kB). "
+        f"Each kind of loop stops after {result['requests']:,} requests, or when the "
+        "probe ends.",
+        "",
+        *probe_table(result, ("idle", "while they run", "after")),
+        "",
+        "| attack loops | answers (status error: count) | in s | p50 ms | max ms |",
+        "|---|---|---:|---:|---:|",
+        *(
+            f"| {g['name']} | {_counts(g['answers'])} | {g['seconds']:.0f} | {_ms(g['p50'])} | "
+            f"{_ms(g['max'])} |"
+            for g in result["loops"]
+        ),
+        "",
+        f"The whole run {run_s / 60:.1f} minutes. Client and server share the machine (a "
+        "shared one: see its load above): compare rows of one run, not runs.",
+        SURFACES_END_MARK,
+    ]
+    return "\n".join(lines) + "\n\n"
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m benchmarks.abuse_bench")
-    parser.add_argument(
-        "--attempts", type=int, default=ATTEMPTS, help=f"attempts per stream attack ({ATTEMPTS})"
-    )
-    parser.add_argument(
-        "--no-docs", action="store_true", help="print only; leave docs/benchmarks.md alone"
-    )
-    parser.add_argument(
-        "--diffs", action="store_true", help="the revision-diff abuse instead (security H1)"
-    )
-    parser.add_argument(
-        "--surfaces",
-        action="store_true",
-        help="the diffs with OAuth document fetches and registrations (H1, M2, M3)",
-    )
-    parser.add_argument(
-        "--seconds", type=float, help="with --diffs/--surfaces: how long at least the abuse runs"
-    )
-    parser.add_argument(
-        "--requests",
-        type=int,
-        default=SURFACE_REQUESTS,
-        help=f"with --diffs/--surfaces: at most this many per kind ({SURFACE_REQUESTS})",
-    )
+    add = parser.add_argument
+    add("--attempts", type=int, default=ATTEMPTS, help=f"per stream attack ({ATTEMPTS})")
+    add("--no-docs", action="store_true", help="print only; leave docs/benchmarks.md alone")
+    add("--surfaces", action="store_true", help="diffs, OAuth fetches, registrations (H1, M2, M3)")
+    add("--seconds", type=float, help="with --surfaces: how long at least the abuse runs")
+    add("--requests", type=int, default=SURFACE_REQUESTS, help="with --surfaces: most a kind")
     args = parser.parse_args(argv)
     t0 = time.monotonic()
     stop_on_sigterm()
@@ -945,25 +876,22 @@ def main(argv: list[str] | None = None) -> int:
     env = server_env({**BENCH_ENV, **extra})
     load_before = os.getloadavg()[0]
     fresh_state(STATE_DIR)
-    looped = args.diffs or args.surfaces
-    min_s = args.seconds or (SURFACES_MIN_S if args.surfaces else DIFF_MIN_S)
+    min_s = args.seconds or SURFACES_MIN_S
     with serve_running(PORT, env, STATE_DIR) as serve:
-        if looped:
-            result = asyncio.run(run_loops(serve.base, PORT, args.surfaces, args.requests, min_s))
+        if args.surfaces:
+            result = asyncio.run(run_surfaces(serve.base, PORT, args.requests, min_s))
         else:
             result = asyncio.run(run(serve.base, PORT, args.attempts))
     run_s = time.monotonic() - t0
     print(f"bench: the run took {run_s:.0f} s", flush=True)
-    name = "abuse-surfaces" if args.surfaces else "abuse-diffs" if args.diffs else "abuse"
+    name = "abuse-surfaces" if args.surfaces else "abuse"
     (STATE_DIR / f"{name}.json").write_text(json.dumps(result, indent=2))
-    marks = MARKS[name]
-    if args.no_docs:
-        return 0
-    if looped:
-        text = loops_section(result, load_before, run_s, args.surfaces, min_s, marks)
+    if args.surfaces:
+        text = surfaces_section(result, load_before, run_s, min_s)
+        marks = SURFACES_START_MARK, SURFACES_END_MARK
     else:
-        text = section(result, load_before, args.attempts, run_s)
-    write_docs(text, start_mark=marks[0], end_mark=marks[1])
+        text, marks = section(result, load_before, args.attempts, run_s), (START_MARK, END_MARK)
+    publish(text, *marks, args.no_docs)
     return 0
 
 
