@@ -9,14 +9,14 @@ vectors (exact, as ``FaissIndex`` at this size) and ``retrieval.fusion.hybrid``.
 The sets (``docs``, ``code``, ``params`` under ``benchmarks/search_eval``) each
 keep a fixed dev/test split; no choice sees the test part. The fusion's lexical
 weight is chosen on the dev queries of all groups (``hybrid.choose``), and
-again leaving each group out, scored on the group left out.
+again leaving each group out, scored on the group left out. ``--forms``
+prints the comparison of other normalisations of the halves
+(``benchmarks/ranking/forms.py``) and writes nothing. (``--dev``, the dev
+figures alone, and ``--tune-fields``, the field-weight grid, were trials whose
+choices the section records; their code: benchmarks/ranking_eval.py and
+benchmarks/ranking/ at commit f8c1b82.)
 
-    .venv/bin/python -m benchmarks.ranking_eval [--no-docs] [--tune-fields] [--dev] [--forms]
-
-``--dev`` computes nothing on the test queries (the choice and each group's dev
-figures); ``--forms`` prints the comparison of other normalisations of the
-halves (``benchmarks/ranking/forms.py``); ``--tune-fields`` the lexical index's
-field-weight grid. The three write nothing.
+    .venv/bin/python -m benchmarks.ranking_eval [--no-docs] [--forms]
 """
 
 from __future__ import annotations
@@ -37,7 +37,6 @@ from benchmarks.ranking.hybrid import (
     candidates_of,
     choose,
     chosen_params,
-    dev_only,
     gap,
     group_name,
     halves,
@@ -45,9 +44,8 @@ from benchmarks.ranking.hybrid import (
     load,
     members,
     score,
-    tune_fields,
 )
-from benchmarks.ranking.hybrid_report import Choice, dev_report, render, write_docs
+from benchmarks.ranking.hybrid_report import Choice, render, write_docs
 from retrieval.fusion import DEFAULT_HYBRID, hybrid
 
 
@@ -70,27 +68,15 @@ def all_groups(sets: dict[str, EvalSet]) -> list[Group]:
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--no-docs", action="store_true", help="print only; leave docs/ alone")
-    parser.add_argument("--tune-fields", action="store_true", help="grid of field weights, dev")
-    parser.add_argument(
-        "--dev",
-        action="store_true",
-        help="dev queries only: the choice, per-group dev figures and leave one group out on dev "
-        "(no test figure is computed; docs/ is left alone)",
-    )
     parser.add_argument(
         "--forms",
         action="store_true",
         help="compare other normalisations of the halves, each chosen the same way "
         "(printed; docs/ is left alone; several minutes)",
     )
-    parser.add_argument(
-        "--sets", default=",".join(SETS), help="comma-separated sets (default: all)"
-    )
+    parser.add_argument("--sets", default=",".join(SETS), help="comma-separated (default: all)")
     args = parser.parse_args(argv)
     sets = {name: load(name) for name in args.sets.split(",")}
-    if args.tune_fields:
-        tune_fields(sets)
-        return
     model_box: list[Any] = []
     rss0 = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
     got = {name: halves(s, model_box) for name, s in sets.items()}
@@ -99,9 +85,6 @@ def main(argv: list[str] | None = None) -> None:
 
         print(forms.report(sets, got, bases(got), all_groups(sets)))
         return
-    if args.dev:
-        for name in list(sets):
-            sets[name], got[name] = dev_only(sets[name], got[name])
     fusions = candidates_of()
     base = bases(got)
     fused: dict[str, dict[str, list[list[int]]]] = {}
@@ -119,9 +102,6 @@ def main(argv: list[str] | None = None) -> None:
     left_out = {
         group_name(g): choose(fused, base, sets, [o for o in groups if o != g]) for g in groups
     }
-    if args.dev:
-        print(dev_report(sets, base, fused, groups, chosen, left_out))
-        return
     report_groups: list[Group] = [("docs", None), *groups] if "docs" in sets else groups
 
     def test_score(ranked: dict[str, dict[str, list[list[int]]]], method: str, g: Group) -> Score:

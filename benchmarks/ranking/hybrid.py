@@ -9,7 +9,7 @@ import json
 import statistics
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -18,7 +18,7 @@ from benchmarks.harness import ROOT
 from benchmarks.ranking.evalset import NONSENSE, Query, Score, embed_text, evaluate
 from benchmarks.ranking.vectors import cached_vectors, run_vector
 from retrieval.fusion import HybridParams, hybrid
-from retrieval.lexical import LexicalIndex, LexicalParams
+from retrieval.lexical import LexicalIndex
 
 EVAL = ROOT / "benchmarks" / "search_eval"
 SETS = {"docs": EVAL, "code": EVAL / "code", "params": EVAL / "params"}
@@ -28,9 +28,6 @@ TOP = 10
 # combination (max-normalised BM25, cosine).
 WEIGHTS = [round(0.05 * i, 2) for i in range(21)]
 NOISE_SE = 2.0  # "within noise": a shortfall of at most this many paired standard errors
-FIELD_GRID = [
-    {"title": t, "description": d, "tags": d, "content": 1} for t in (1, 2, 3) for d in (1, 2)
-]
 
 
 @dataclass
@@ -71,8 +68,8 @@ def fields(doc: dict[str, Any]) -> dict[str, str | None]:
 # --------------------------------------------------------------------------- the halves
 
 
-def lexical_index(s: EvalSet, params: LexicalParams | None = None) -> tuple[LexicalIndex, float]:
-    index = LexicalIndex(params) if params else LexicalIndex()
+def lexical_index(s: EvalSet) -> tuple[LexicalIndex, float]:
+    index = LexicalIndex()
     t0 = time.perf_counter()
     index.add((key(d["id"]), fields(d)) for d in s.docs)
     index.commit()
@@ -272,29 +269,6 @@ def choose(
 
     pool = list(names) if names is not None else list(next(iter(fused.values())))
     return max(pool, key=lambda n: (*objective(n), -pool.index(n)))
-
-
-def tune_fields(sets: dict[str, EvalSet]) -> None:
-    """Lexical MRR@10 on the dev queries for each point of FIELD_GRID."""
-    for weights in FIELD_GRID:
-        parts = []
-        for s in sets.values():
-            index, _ = lexical_index(s, LexicalParams(weights=weights))
-            idx = members(s, None, "dev")
-            ranked = [keys(index.search(s.queries[i].text, TOP)) for i in idx]
-            parts.append(evaluate(ranked, [s.queries[i] for i in idx]).mrr)
-        print(weights, " ".join(f"{p:.3f}" for p in parts), f"mean {statistics.mean(parts):.3f}")
-
-
-def dev_only(s: EvalSet, h: Halves) -> tuple[EvalSet, Halves]:
-    """The set and its halves restricted to the dev queries (``--dev``)."""
-    idx = [i for i, q in enumerate(s.queries) if q.split == "dev"]
-    return EvalSet(s.name, s.docs, [s.queries[i] for i in idx]), replace(
-        h,
-        lexical=[h.lexical[i] for i in idx],
-        vector=[h.vector[i] for i in idx],
-        scales=[h.scales[i] for i in idx],
-    )
 
 
 def chosen_params(name: str) -> HybridParams:

@@ -1,5 +1,5 @@
 """``ranking_eval``'s reports: the "Search ranking quality" section of
-docs/benchmarks.md (``render``, ``write_docs``) and the ``--dev`` table."""
+docs/benchmarks.md (``render``, ``write_docs``)."""
 
 from __future__ import annotations
 
@@ -19,10 +19,8 @@ from benchmarks.ranking.hybrid import (
     Gap,
     Group,
     Halves,
-    gap,
     group_name,
     members,
-    score,
 )
 
 
@@ -54,51 +52,6 @@ DESCRIBE = {
 
 def fmt(s: Score) -> str:
     return f"{s.mrr:.3f} / {s.recall:.3f}"
-
-
-def dev_report(
-    sets: dict[str, EvalSet],
-    base: dict[str, dict[str, list[list[int]]]],
-    fused: dict[str, dict[str, list[list[int]]]],
-    groups: Sequence[Group],
-    chosen: str,
-    left_out: dict[str, str],
-) -> str:
-    """Dev MRR@10 per group of the halves and the chosen fusion, and its
-    difference from the group's better half (± paired SE), with leave one
-    group out scored on the left-out group's dev queries. The keyword style is
-    also split into its first 40 queries and the extra ones (query ids ``x…``,
-    ``build.py --extra-dev``)."""
-    rows: list[tuple[str, str, list[int]]] = []
-    for g in groups:
-        s = sets[g[0]]
-        idx = members(s, g[1], "dev")
-        rows.append((group_name(g), g[0], idx))
-        if g == ("docs", "keyword"):
-            for label, extra in (("first", False), ("extra", True)):
-                sub = [i for i in idx if s.queries[i].qid.startswith("x") == extra]
-                rows.append((f"docs/keyword ({label})", "docs", sub))
-    lines = [
-        f"chosen on dev: {chosen}",
-        "leave one group out: " + "; ".join(f"{g}: {c}" for g, c in left_out.items()),
-        "",
-        "| dev group (n) | lexical | vector | chosen - better | left out - better |",
-        "|---|---:|---:|---|---|",
-    ]
-    for label, set_name, idx in rows:
-        s = sets[set_name]
-        lx = score(base[set_name]["lexical"], s, idx).mrr
-        vx = score(base[set_name]["vector"], s, idx).mrr
-        better = base[set_name]["lexical" if lx >= vx else "vector"]
-        cells = []
-        for method in (chosen, left_out.get(label)):
-            if method is None:
-                cells.append("")
-                continue
-            mrr = score(fused[set_name][method], s, idx).mrr
-            cells.append(f"{mrr:.3f} ({gap(fused[set_name][method], better, s, idx)})")
-        lines.append(f"| {label} ({len(idx)}) | {lx:.3f} | {vx:.3f} | " + " | ".join(cells) + " |")
-    return "\n".join(lines)
 
 
 def render(
@@ -201,8 +154,7 @@ def render(
         "",
         "Reproduce: `.venv/bin/python -m benchmarks.ranking_eval` (vectors cached under "
         "`/tmp/cairn-ranking-bench`; the first run embeds every set, a few minutes on 2 cores). "
-        "`--tune-fields` prints the dev MRR@10 of the field-weight grid; `--forms` compares "
-        "other normalisations of the halves, each chosen the same way.",
+        "`--forms` compares other normalisations of the halves, each chosen the same way.",
     ]
     return "\n".join(lines)
 
