@@ -1,16 +1,14 @@
 """HTTP benchmark: the same Cairn app under plain uvicorn and through Ray Serve
 (docs/benchmarks.md, "HTTP: Ray Serve vs plain uvicorn, same workers", which
 says how), with ``wrk``, one server after the other in interleaved rounds:
-
-* plain uvicorn: ``benchmarks.uvicorn_app``, as many workers as Serve has
-  ``Api`` replicas, each with its own in-process rate limiter;
-* uvicorn+Redis: the same with one global limit in Redis
-  (``serving/redis_limiter.py``, a redis-server the bench starts);
-* Ray Serve: ``cairn run``.
-
-The reads run with client mixes (``--mixes``, ``serving/routes.py``); each run
-counts the servers' CPU (``serving/processes.py``) and, with ``--profile``,
-samples the app processes with py-spy (``profile_split.py``).
+plain uvicorn (``benchmarks.uvicorn_app``, as many workers as Serve has
+``Api`` replicas), uvicorn+Redis (one global limit in Redis,
+``serving/redis_limiter.py``) and Ray Serve (``cairn run``). The reads run
+with client mixes (``--mixes``, ``serving/routes.py``); each run counts the
+servers' CPU (``serving/processes.py``). (``--profile``, py-spy on the app
+processes, was a trial recorded in "What Cairn runs only under Serve"; its
+code: benchmarks/http_bench.py and benchmarks/serving/ at commit f8c1b82;
+``profile_split.py`` still splits py-spy's files.)
 
     .venv/bin/python -m benchmarks.http_bench               # what `make bench` runs
     .venv/bin/python -m benchmarks.http_bench --duration 5  # a quick run
@@ -21,10 +19,10 @@ from __future__ import annotations
 import argparse
 import contextlib
 import os
-import signal
 import sys
 import tempfile
 import time
+from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
@@ -36,14 +34,13 @@ from benchmarks.harness import (
     Server,
     bench_env,
     fresh_serve_run,
-    leftover_processes,
-    port_in_use,
+    ports_free,
     publish,
     section_head,
-    stop_bench_processes,
+    setting_ports,
+    stop_servers,
     wrk_options,
 )
-from benchmarks.profile_split import ADMISSION_PARTS, COMPONENTS
 from benchmarks.serving.measure import Run, measure, wait_index_idle
 from benchmarks.serving.processes import tree_cpu_s
 from benchmarks.serving.redis_limiter import redis_server
@@ -59,14 +56,7 @@ from benchmarks.serving.routes import (
     mixed,
     seed,
 )
-from benchmarks.serving.tables import (
-    cpu_table,
-    haproxy_table,
-    latency_table,
-    serve_only_table,
-    split_table,
-    versus_table,
-)
+from benchmarks.serving.tables import cpu_table, haproxy_table, latency_table, versus_table
 
 STATE_DIR = ROOT / ".cairn" / "bench"
 START_MARK = "<!-- http-bench:start -->"
@@ -92,17 +82,14 @@ def _show(path: Path) -> str:
 
 def docs_section(
     runs: list[Run],
-    *,
     args: argparse.Namespace,
-    wrk_ver: str,
-    serve_info: str,
-    workers: int,
+    run: dict[str, Any],
     facts: dict[str, Any],
-    idle_cores: float,
     argv: list[str],
     load_before: float,
-    load_after: float,
 ) -> str:
+    """``run``: wrk's version, Serve's set-up, uvicorn's workers, and the idle
+    Serve's CPU while uvicorn was measured."""
     this_run = (
         f" (this run: `.venv/bin/python -m benchmarks.http_bench {' '.join(argv)}`)" if argv else ""
     )
@@ -113,11 +100,11 @@ def docs_section(
             "http_bench.py",
             load_before,
         ),
-        f"- 1-minute load average after the run: {load_after:.2f}. The machine is shared: "
+        f"- 1-minute load average after the run: {os.getloadavg()[0]:.2f}. The machine is shared: "
         "compare the two servers only within a round (they are measured back to back, "
         "the first of the pair alternating), and read the CPU columns, which do not depend "
         "on what else runs.",
-        f"- Load: {wrk_ver}, `-t{THREADS} -c{args.connections} -d{args.duration}s --latency "
+        f"- Load: {run['wrk_ver']}, `-t{THREADS} -c{args.connections} -d{args.duration}s --latency "
         f"--timeout 10s`, each run after a {args.warmup} s warm-up of the same route; "
         f"{args.rounds} rounds; wrk on the same machine.",
         "- Client mixes: *one address* (every request from wrk's); *a new address per "
@@ -126,7 +113,7 @@ def docs_section(
         f"next key of a slice of {facts['crowd_size']:,} agents, a slice of its own per "
         "server, round and warm-up, so every run meets agents calling for the first time "
         "that minute, each then a few times).",
-        f"- Plain uvicorn: `benchmarks/uvicorn_app.py --workers {workers}` (the app from "
+        f"- Plain uvicorn: `benchmarks/uvicorn_app.py --workers {run['workers']}` (the app from "
         "`create_app`, in-process rate limiter and trending counter, the model and FAISS "
         "index in each worker; like each Api replica, every worker's index follows the "
         "vectors the embedding worker stores, and the embedding worker is the one "
@@ -136,10 +123,10 @@ def docs_section(
         "the window's stats per rule, as slowapi does for its headers; a `redis-server` the "
         f"bench starts, its CPU counted), on {HOST}:{REDIS_UVICORN_PORT}. Plain uvicorn's "
         "workers each count their own windows (no global limit).",
-        f"- Ray Serve: `cairn run --port {SERVE_PORT}` ({serve_info}); the same state folder "
-        f"and embedded Postgres (`{_show(STATE_DIR)}`), so both serve the same rows. Both "
+        f"- Ray Serve: `cairn run --port {SERVE_PORT}` ({run['serve_info']}); the same state "
+        f"folder and embedded Postgres (`{_show(STATE_DIR)}`), so both serve the same rows. Both "
         "servers run in the benchmark's session (one CPU autogroup with wrk). While uvicorn "
-        f"was measured, the idle Serve processes used {idle_cores:.2f} of a core.",
+        f"was measured, the idle Serve processes used {run['idle_cores']:.2f} of a core.",
         f"- Data, seeded through Serve: {facts['patterns']} patterns with upvotes (trending), "
         f"a question with {N_ANSWERS} answers (with votes, one accepted), {N_VOTERS} voters; "
         f"rate limits raised (`{RATE_LIMIT}`). Search routes cycle through "
@@ -165,38 +152,12 @@ def docs_section(
         *cpu_table(runs),
         "",
     ]
-    if any(r.admission for r in runs):
-        lines += [
-            "The cold path (`--profile`): CPU ms per request the app processes spend in "
-            "each step of admission (py-spy samples inside it, as shares of the measured "
-            "CPU; median over rounds). The *new address* and *many agent keys* rows are "
-            "requests from a client the replica has not seen (or not lately):",
-            "",
-            *split_table(runs, "admission", ADMISSION_PARTS),
-            "",
-        ]
     if any(r.haproxy for r in runs):
         lines += [
             "HAProxy's own timers (`show stat`, averages over the backend's last 1,024 "
             "requests, whole ms):",
             "",
             *haproxy_table(runs),
-            "",
-        ]
-    if any(r.profile for r in runs):
-        lines += [
-            "Where the app processes' CPU goes (`--profile`: py-spy at 100 Hz on the Api "
-            "replicas or uvicorn workers, samples by component as shares of their measured "
-            "CPU; ms per request, median over rounds):",
-            "",
-            *split_table(runs, "profile", COMPONENTS),
-            "",
-            "What Cairn runs only under Serve (issue 46's target: at most 5% of a request's "
-            "CPU): the metric records, the actor-backed rate limiter, trending and dispatch "
-            "in the Api replicas (`benchmarks/profile_split.py`, `SERVE_ONLY`), and its "
-            "actors' own processes, against every process's CPU per request:",
-            "",
-            *serve_only_table(runs),
             "",
         ]
     lines += [
@@ -220,61 +181,34 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
         "workers as Serve has Api replicas, in interleaved rounds.",
         duration=10,
     )
-    parser.add_argument("--rounds", type=int, default=3, help="rounds over all routes (3)")
-    parser.add_argument(
-        "--routes",
-        default=",".join(ROUTES),
-        help=f"comma-separated, from: {', '.join(ROUTES)} (default: all)",
-    )
-    parser.add_argument(
-        "--workers", type=int, default=0, help="uvicorn workers (0: as many as Api replicas)"
-    )
-    parser.add_argument(
-        "--mixes",
-        default=",".join(MIXES),
-        help=f"client mixes for the reads {', '.join(MIXED_ROUTES)}: "
-        f"comma-separated, from {', '.join(MIXES)} (default: all)",
-    )
-    parser.add_argument(
-        "--servers",
-        default=",".join(SERVERS),
-        help=f"comma-separated, from {', '.join(SERVERS)} (default: all)",
-    )
-    parser.add_argument(
-        "--keys", type=int, default=N_KEYS, help=f"agents of the many-keys mix ({N_KEYS})"
-    )
-    parser.add_argument(
-        "--profile",
-        action="store_true",
-        help="py-spy on the Api replicas and uvicorn workers during each measured run",
-    )
-    parser.add_argument(
-        "--keep-profiles",
-        default="",
-        help="with --profile: keep py-spy's raw stacks in this folder (default: dropped)",
-    )
+    add = parser.add_argument
+    add("--rounds", type=int, default=3, help="rounds over all routes (3)")
+    add("--routes", default=",".join(ROUTES), help=f"from: {', '.join(ROUTES)} (default: all)")
+    add("--workers", type=int, default=0, help="uvicorn workers (0: as many as Api replicas)")
+    add("--mixes", default=",".join(MIXES), help=f"client mixes, from {', '.join(MIXES)}")
+    add("--servers", default=",".join(SERVERS), help=f"from {', '.join(SERVERS)} (default: all)")
+    add("--keys", type=int, default=N_KEYS, help=f"agents of the many-keys mix ({N_KEYS})")
     args = parser.parse_args(argv)
-    keys = [k.strip() for k in args.routes.split(",") if k.strip()]
-    unknown = [k for k in keys if k not in ROUTES]
-    if unknown or not keys:
-        parser.error(f"--routes: unknown {unknown or 'empty'}; choose from {', '.join(ROUTES)}")
+
+    def listed(flag: str, allowed: Iterable[str]) -> list[str]:
+        """A comma-separated option's values, each one of ``allowed``."""
+        got = [x.strip() for x in getattr(args, flag).split(",") if x.strip()]
+        if not got or any(x not in allowed for x in got):
+            parser.error(f"--{flag}: comma-separated, from {', '.join(allowed)}")
+        return got
+
+    keys, mixes = listed("routes", ROUTES), listed("mixes", MIXES)
+    args.server_list = listed("servers", SERVERS)
     if args.duration < 1 or args.warmup < 0 or args.connections < THREADS or args.rounds < 1:
         parser.error(
             f"need --duration >= 1, --warmup >= 0, --rounds >= 1, --connections >= {THREADS}"
         )
-    mixes = [m.strip() for m in args.mixes.split(",") if m.strip()]
-    servers = [x.strip() for x in args.servers.split(",") if x.strip()]
-    if not mixes or any(m not in MIXES for m in mixes):
-        parser.error(f"--mixes: choose from {', '.join(MIXES)}")
-    if not servers or any(x not in SERVERS for x in servers):
-        parser.error(f"--servers: choose from {', '.join(SERVERS)}")
     args.route_list = [
         mixed(ROUTES[k], mix)
         for k in keys
         for mix in (mixes if k in MIXED_ROUTES else ["one"])
         if k in MIXED_ROUTES or "one" in mixes
     ]
-    args.server_list = servers
     if "keys" not in mixes:
         args.keys = 0
     return args
@@ -290,11 +224,11 @@ def main(argv: list[str] | None = None) -> int:
     from serve_app.settings import Settings
 
     cairn_env = {k.removeprefix("CAIRN_").lower(): v for k, v in env.items() if k[:6] == "CAIRN_"}
-    bench_settings = Settings.model_validate(cairn_env)
-    workers = args.workers or bench_settings.ingress_replicas
+    settings = Settings.model_validate(cairn_env)
+    workers = args.workers or settings.ingress_replicas
     serve_info = (
-        f"{bench_settings.ingress_replicas} `Api` replicas, "
-        f"{bench_settings.ingress_num_cpus} CPU each, proxy `{bench_settings.serve_proxy}`"
+        f"{settings.ingress_replicas} `Api` replicas, {settings.ingress_num_cpus} CPU each, "
+        f"proxy `{settings.serve_proxy}`"
         + (", Embedder and VectorIndex deployments" if semantic else "")
     )
     print(
@@ -310,35 +244,30 @@ def main(argv: list[str] | None = None) -> int:
         cmd = [sys.executable, "-m", module, *more, "--port", str(port)]
         return Server(name, cmd, port, STATE_DIR / log, STATE_DIR, own_session=False)
 
-    serve = server("Ray Serve", "serve_app.launch.cli", SERVE_PORT, "serve.log", "run")
     plain_args = ["--host", HOST, "--workers", str(workers)] + (["--semantic"] if semantic else [])
-    plain = server("uvicorn", "benchmarks.uvicorn_app", UVICORN_PORT, "uvicorn.log", *plain_args)
     runs: list[Run] = []
     idle: list[tuple[float, float]] = []  # (Serve's CPU s, wall s) while uvicorn ran
     with contextlib.ExitStack() as stack:
         tmp = Path(stack.enter_context(tempfile.TemporaryDirectory(prefix="cairn-bench-")))
-        redis_uri = ""
-        redis_pid: tuple[int, ...] = ()
-        with_redis = "redis" in args.server_list
-        if with_redis:
+        redis_uri, redis_pid = "", ()
+        if "redis" in args.server_list:
             redis_uri, pid = stack.enter_context(redis_server(REDIS_PORT, STATE_DIR / "redis"))
             redis_pid = (pid,)
-        redis_plain = server(
-            "uvicorn+Redis",
-            "benchmarks.uvicorn_app",
-            REDIS_UVICORN_PORT,
-            "uvicorn-redis.log",
-            *plain_args,
-            "--redis",
-            redis_uri,
-        )
-        by_name = {"uvicorn": plain, "redis": redis_plain, "serve": serve}
+        by_name = {
+            "serve": server("Ray Serve", "serve_app.launch.cli", SERVE_PORT, "serve.log", "run"),
+            "uvicorn": server(
+                "uvicorn", "benchmarks.uvicorn_app", UVICORN_PORT, "uvicorn.log", *plain_args
+            ),
+            "redis": server(
+                "uvicorn+Redis", "benchmarks.uvicorn_app", REDIS_UVICORN_PORT,
+                "uvicorn-redis.log", *plain_args, "--redis", redis_uri,
+            ),
+        }  # fmt: skip
+        serve, plain, redis_plain = by_name["serve"], by_name["uvicorn"], by_name["redis"]
         servers = [by_name[k] for k in args.server_list]
         others = [x for x in servers if x is not serve]
         try:
-            for port in (int(v) for k, v in BENCH_ENV.items() if k.endswith("_PORT")):
-                if port_in_use(port):
-                    raise RuntimeError(f"{HOST}:{port} is already in use (a HAProxy port)")
+            ports_free(*setting_ports(BENCH_ENV))
             print("bench: starting Ray Serve (cairn run)", flush=True)
             serve.start(env, SERVE_START_TIMEOUT_S, ready_text="serving on")
             print(f"bench: seeding through Serve ({args.keys} agents for the keys mix)", flush=True)
@@ -350,8 +279,8 @@ def main(argv: list[str] | None = None) -> int:
             wait_index_idle(serve.base)
             for srv in servers:
                 check_routes(srv.base, facts, semantic)
+            bases = list(dict.fromkeys(r.base for r in args.route_list))
             for rnd in range(args.rounds):
-                bases = list(dict.fromkeys(r.base for r in args.route_list))
                 for route in args.route_list:
                     # Each server first, middle and last in turn (for each mix too).
                     base = bases.index(route.base)
@@ -362,33 +291,16 @@ def main(argv: list[str] | None = None) -> int:
                         extra = redis_pid if srv is redis_plain else ()
                         runs.append(measure(srv, route, facts, rnd, wrk, tmp, args, extra))
                         if srv is plain:
-                            idle.append(
-                                (tree_cpu_s(serve.proc.pid) - before, time.monotonic() - t0)
-                            )
+                            cpu = tree_cpu_s(serve.proc.pid) - before
+                            idle.append((cpu, time.monotonic() - t0))
                         if route.key == "create":
                             wait_index_idle(serve.base)
         finally:
-            for other in others:
-                other.stop(signal.SIGINT)
-            serve.stop(signal.SIGINT)
-            left = leftover_processes(state_dir=STATE_DIR)
-            if left:
-                print("bench: WARNING: still running after the servers exited:", *left, sep="\n  ")
-                stop_bench_processes(grace_s=10.0, state_dir=STATE_DIR)
+            stop_servers([*others, serve], STATE_DIR)
     idle_cores = sum(c for c, _ in idle) / max(1e-9, sum(w for _, w in idle)) if idle else 0.0
-    load_after = os.getloadavg()[0]
-    section = docs_section(
-        runs,
-        args=args,
-        wrk_ver=wrk_ver,
-        serve_info=serve_info,
-        workers=workers,
-        facts=facts,
-        idle_cores=idle_cores,
-        argv=raw_argv,
-        load_before=load_before,
-        load_after=load_after,
-    )
+    run = {"wrk_ver": wrk_ver, "serve_info": serve_info, "workers": workers}
+    run["idle_cores"] = idle_cores
+    section = docs_section(runs, args, run, facts, raw_argv, load_before)
     publish(section, START_MARK, END_MARK, args.no_docs)
     return 1 if any(r.result.errors for r in runs) else 0
 

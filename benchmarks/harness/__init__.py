@@ -49,13 +49,16 @@ from benchmarks.harness.service import (
     leftover_processes,
     new_agent,
     port_in_use,
+    ports_free,
     prepare_here,
     probe,
     register,
     serve_running,
     server_env,
+    setting_ports,
     stop_bench_processes,
     stop_on_sigterm,
+    stop_servers,
 )
 from benchmarks.harness.wrk import (
     KEY_SCRIPT,

@@ -420,34 +420,42 @@ def stop_bench_processes(*, grace_s: float, state_dir: Path) -> list[str]:
     return described
 
 
+def ports_free(*ports: int) -> None:
+    """Refuse to start while any of ``ports`` is in use."""
+    for port in ports:
+        if port_in_use(port):
+            raise SystemExit(f"bench: {HOST}:{port} is already in use")
+
+
+def setting_ports(env: dict[str, str]) -> list[int]:
+    """The ports a benchmark's settings name (HAProxy's stats and metrics, …)."""
+    return [int(v) for k, v in env.items() if k.startswith("CAIRN_") and k.endswith("_PORT")]
+
+
+def stop_servers(servers: list[Server], state_dir: Path, keep_postgres: bool = False) -> None:
+    """Stop ``servers`` with Ctrl-C, then anything of the run left behind in
+    ``state_dir`` (but its embedded Postgres with ``keep_postgres``: this
+    process is attached to it)."""
+    for server in servers:
+        server.stop(signal.SIGINT)
+    left = leftover_processes(state_dir=state_dir)
+    if keep_postgres:
+        left = [p for p in left if "bin/postgres" not in p]
+    if left:
+        print("bench: WARNING: still running:", *left, sep="\n  ")
+        stop_bench_processes(grace_s=10.0, state_dir=state_dir)
+
+
 @contextlib.contextmanager
 def serve_running(
     port: int, env: dict[str, str], state_dir: Path, *, keep_postgres: bool = False
 ) -> Iterator[Server]:
-    """``cairn run --port PORT`` with ``env`` for the block; stopped with Ctrl-C
-    after it, and anything of the run left behind is stopped too (but the
-    embedded Postgres when ``keep_postgres``: this process is attached to it)."""
-    ports = [port] + [
-        int(v) for k, v in env.items() if k.startswith("CAIRN_") and k.endswith("_PORT")
-    ]
-    for used in ports:
-        if port_in_use(used):
-            raise SystemExit(f"bench: {HOST}:{used} is already in use")
-    serve = Server(
-        "Ray Serve",
-        [str(Path(sys.executable).parent / "cairn"), "run", "--port", str(port)],
-        port,
-        state_dir / "serve.log",
-        state_dir=state_dir,
-    )
+    """``cairn run --port PORT`` with ``env`` for the block (``stop_servers`` after it)."""
+    ports_free(port, *setting_ports(env))
+    cmd = [str(Path(sys.executable).parent / "cairn"), "run", "--port", str(port)]
+    serve = Server("Ray Serve", cmd, port, state_dir / "serve.log", state_dir=state_dir)
     try:
         serve.start(env, SERVE_START_TIMEOUT_S, ready_text="serving on")
         yield serve
     finally:
-        serve.stop(signal.SIGINT)
-        left = leftover_processes(state_dir=state_dir)
-        if keep_postgres:
-            left = [p for p in left if "bin/postgres" not in p]
-        if left:
-            print("bench: WARNING: still running:", *left, sep="\n  ")
-            stop_bench_processes(grace_s=10.0, state_dir=state_dir)
+        stop_servers([serve], state_dir, keep_postgres)

@@ -1,19 +1,17 @@
-"""One measured run of a route on a server: a warm-up, then wrk with the
-server's CPU time (and py-spy with --profile); and the wait for the search
-index to go idle between runs."""
+"""One measured run of a route on a server (a warm-up, then wrk with the
+server's CPU time), and the wait for the search index to go idle between runs."""
 
 from __future__ import annotations
 
 import argparse
-import contextlib
+import functools
 import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from benchmarks.harness import Server, WrkResult, health, run_wrk
-from benchmarks.profile_split import admission_files, split_files
-from benchmarks.serving.processes import CpuMeter, haproxy_timers, profile_targets, py_spy
+from benchmarks.serving.processes import CpuMeter, haproxy_timers
 from benchmarks.serving.routes import Route, route_script
 
 
@@ -25,8 +23,6 @@ class Run:
     result: WrkResult
     cpu_s: dict[str, float]
     haproxy: dict[str, float] | None = None
-    profile: dict[str, float] | None = None  # component -> share of the app's busy samples
-    admission: dict[str, float] | None = None  # admission step -> share of the busy samples
 
     @property
     def cpu_ms_per_request(self) -> float:
@@ -49,46 +45,17 @@ def measure(
     extra_pids: tuple[int, ...] = (),
 ) -> Run:
     """A warm-up run, then the measured one (round ``run``) with the server's
-    CPU time (and ``extra_pids``', its Redis), and with --profile py-spy on
-    the app processes."""
-    state_dir = server.state_dir
-    if args.warmup:
-        url, script = route_script(
-            tmp, route, facts, server.name, -1 if run == 0 else run, warmup=True
-        )
-        run_wrk(
-            wrk,
-            server.base + url,
-            duration=args.warmup,
-            connections=args.connections,
-            script=script,
-            timeout_s=10,
-        )
+    CPU time (and ``extra_pids``', its Redis)."""
+    go = functools.partial(run_wrk, wrk, connections=args.connections, timeout_s=10)
+    if args.warmup:  # round 0's warm-up has a round of its own (-1: its own vote set)
+        url, script = route_script(tmp, route, facts, server.name, run or -1, warmup=True)
+        go(server.base + url, duration=args.warmup, script=script)
     url, script = route_script(tmp, route, facts, server.name, run)
-    meter = CpuMeter(server, state_dir, extra_pids)
-    profile: dict[str, float] | None = None
-    admission: dict[str, float] | None = None
-    with contextlib.ExitStack() as stack:
-        files: list[Path] = []
-        if args.profile:
-            where = Path(args.keep_profiles) if args.keep_profiles else tmp
-            where.mkdir(parents=True, exist_ok=True)
-            out = where / f"spy-{route.key}-{server.name.split()[-1]}-{run}"
-            files = stack.enter_context(py_spy(profile_targets(server), args.duration, out))
-        meter.start()
-        result, raw = run_wrk(
-            wrk,
-            server.base + url,
-            duration=args.duration,
-            connections=args.connections,
-            script=script,
-            timeout_s=10,
-        )
-        cpu = meter.stop()
-    if files:
-        profile = split_files([f for f in files if f.exists()])
-        admission = admission_files([f for f in files if f.exists()])
-    timers = haproxy_timers(state_dir) if server.name == "Ray Serve" else None
+    meter = CpuMeter(server, server.state_dir, extra_pids)
+    meter.start()
+    result, raw = go(server.base + url, duration=args.duration, script=script)
+    cpu = meter.stop()
+    timers = haproxy_timers(server.state_dir) if server.name == "Ray Serve" else None
     print(
         f"bench: round {run + 1} {server.name:<13} {route.label:<70} "
         f"{result.requests_per_s:>8.1f} req/s  p50 {fmt_ms(result, 50)} ms  "
@@ -98,7 +65,7 @@ def measure(
     )
     if result.errors:
         print(raw, flush=True)
-    return Run(route, server.name, run, result, cpu, timers, profile, admission)
+    return Run(route, server.name, run, result, cpu, timers)
 
 
 # Answers in a row that must find the Api replica's copy of the vector index

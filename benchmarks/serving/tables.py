@@ -1,21 +1,16 @@
 """The HTTP benchmark's tables: Serve against uvicorn (and uvicorn+Redis)
-round by round, CPU per request by process, py-spy's split, HAProxy's
-timers, every run."""
+round by round, CPU per request by process, HAProxy's timers, every run."""
 
 from __future__ import annotations
 
 import statistics
 
-from benchmarks.profile_split import SERVE_ONLY
 from benchmarks.serving.measure import Run, fmt_ms
 from benchmarks.serving.routes import ROUTES
 
 
 def _median(values: list[float]) -> float:
     return statistics.median(values) if values else float("nan")
-
-
-SERVERS = ("uvicorn", "uvicorn+Redis", "Ray Serve")
 
 
 def versus_table(runs: list[Run], other: str) -> list[str]:
@@ -48,34 +43,6 @@ def versus_table(runs: list[Run], other: str) -> list[str]:
             f"| {', '.join(f'{x:.2f}' for x in ratios)} | **{_median(ratios):.2f}x** "
             f"| {cpu_o:.2f} | {cpu_s:.2f} |" + (f" {cpu_o / cpu_s:.2f}x |" if plain else "")
         )
-    return rows
-
-
-def split_table(runs: list[Run], split: str, parts: tuple[str, ...]) -> list[str]:
-    """With --profile: the app processes' CPU per request split by
-    ``parts`` (``split``: a run's ``profile``, py-spy's components, or its
-    ``admission``, the steps of admission), as shares of the processes'
-    measured CPU time; ms per request, median over rounds. A request from a
-    new address or a new agent takes admission's cold path (the mixes' rows)."""
-    rows = [
-        "| Route | Server | app CPU ms/request | " + " | ".join(parts) + " |",
-        "|---|---|---:|" + "---:|" * len(parts),
-    ]
-    for key in ROUTES:
-        for server in SERVERS:
-            mine = [
-                r for r in runs if r.route.key == key and r.server == server and getattr(r, split)
-            ]
-            if not mine:
-                continue
-            app = "Api replicas" if server == "Ray Serve" else "uvicorn workers"
-            ms = _median([1000 * r.cpu_s.get(app, 0.0) / max(1, r.result.requests) for r in mine])
-            shares = [_median([getattr(r, split).get(c, 0.0) for r in mine]) for c in parts]
-            rows.append(
-                f"| `{ROUTES[key].label}` | {server} | {ms:.2f} | "
-                + " | ".join(f"{ms * s:.3f}" for s in shares)
-                + " |"
-            )
     return rows
 
 
@@ -112,45 +79,6 @@ def cpu_table(runs: list[Run]) -> list[str]:
             for k in kinds
         ]
         rows.append(f"| `{ROUTES[key].label}` | " + " | ".join(f"{c:.3f}" for c in cells) + " |")
-    return rows
-
-
-# Processes that run only under Serve, on Cairn's behalf (its actors).
-SERVE_ONLY_PROCESSES = ("RateLimiterShard actor", "TrendingActor actor", "DispatchActor actor")
-SERVE_ONLY_TARGET = 0.05  # issue 46: at most 5% of a request's CPU
-
-
-def serve_only_table(runs: list[Run]) -> list[str]:
-    """With --profile, under Serve: what Cairn runs only there (py-spy's
-    ``SERVE_ONLY`` share of the Api replicas' CPU, and its actors' processes)
-    against the CPU of the whole request (every process the meter counts)."""
-    rows = [
-        "| Route | request CPU ms (all processes) | in the Api replicas ms | in Cairn's actors "
-        "ms | Cairn under Serve only ms | share | within 5% |",
-        "|---|---:|---:|---:|---:|---:|---|",
-    ]
-    for key in ROUTES:
-        mine = [r for r in runs if r.route.key == key and r.server == "Ray Serve" and r.profile]
-        if not mine:
-            continue
-
-        def per_request(r: Run, names: tuple[str, ...] | None = None) -> float:
-            kept = r.cpu_s if names is None else {n: r.cpu_s.get(n, 0.0) for n in names}
-            return 1000 * sum(kept.values()) / max(1, r.result.requests)
-
-        total = _median([per_request(r) for r in mine])
-        app = _median(
-            [
-                per_request(r, ("Api replicas",)) * (r.profile or {}).get(SERVE_ONLY, 0.0)
-                for r in mine
-            ]
-        )
-        actors = _median([per_request(r, SERVE_ONLY_PROCESSES) for r in mine])
-        share = (app + actors) / total if total else float("nan")
-        rows.append(
-            f"| `{ROUTES[key].label}` | {total:.2f} | {app:.3f} | {actors:.3f} | "
-            f"{app + actors:.3f} | {share:.1%} | {'yes' if share <= SERVE_ONLY_TARGET else 'no'} |"
-        )
     return rows
 
 
