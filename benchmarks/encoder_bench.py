@@ -24,7 +24,7 @@ from typing import Any
 import numpy as np
 
 from benchmarks.corpus import queries_for, texts_for
-from benchmarks.harness import section_head, write_docs
+from benchmarks.harness import publish, section_head
 
 START = "<!-- encoder-bench:start -->"
 END = "<!-- encoder-bench:end -->"
@@ -202,10 +202,7 @@ def main() -> None:
     result = measure(args)
     print(json.dumps(result, indent=1))
     text = section(result, load_before)
-    if args.no_docs:
-        print(text)
-    else:
-        write_docs(text, start_mark=START, end_mark=END)
+    publish(text, START, END, args.no_docs)
 
 
 if __name__ == "__main__":

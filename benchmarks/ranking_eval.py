@@ -26,7 +26,8 @@ import resource
 import statistics
 from typing import Any
 
-from benchmarks.ranking.evalset import NONSENSE, Score
+from benchmarks.harness import publish
+from benchmarks.ranking.evalset import END_MARK, NONSENSE, START_MARK, Score
 from benchmarks.ranking.hybrid import (
     SETS,
     TOP,
@@ -45,7 +46,7 @@ from benchmarks.ranking.hybrid import (
     members,
     score,
 )
-from benchmarks.ranking.hybrid_report import Choice, render, write_docs
+from benchmarks.ranking.hybrid_report import Choice, render
 from retrieval.fusion import DEFAULT_HYBRID, hybrid
 
 
@@ -158,9 +159,7 @@ def main(argv: list[str] | None = None) -> None:
         nonsense,
         rss1 - rss0,
     )
-    print(text)
-    if not args.no_docs:
-        write_docs(text)
+    publish(text, START_MARK, END_MARK, args.no_docs)
 
 
 if __name__ == "__main__":

@@ -30,7 +30,7 @@ from typing import Any
 
 import numpy as np
 
-from benchmarks.harness import ROOT, section_head, write_docs
+from benchmarks.harness import publish, section_head
 
 START_MARK = "<!-- reembed-bench:start -->"
 END_MARK = "<!-- reembed-bench:end -->"
@@ -374,11 +374,7 @@ def main(argv: list[str] | None = None) -> int:
             "load_after": os.getloadavg()[0],
             "loads": loads,
         }
-        section = docs_section(result, load_before)
-        print(section)
-        if not args.no_docs:
-            write_docs(section, start_mark=START_MARK, end_mark=END_MARK)
-            print(f"bench: written to {ROOT / 'docs' / 'benchmarks.md'}")
+        publish(docs_section(result, load_before), START_MARK, END_MARK, args.no_docs)
     finally:
         if not args.keep:
             from storage.embedded import stop_server

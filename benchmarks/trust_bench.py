@@ -22,7 +22,6 @@ import argparse
 import os
 import random
 import re
-import sys
 import time
 import uuid
 from collections.abc import Sequence
@@ -30,7 +29,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from benchmarks.harness.results import section_head, write_docs
+from benchmarks.harness import publish, section_head
 from benchmarks.ranking.evalset import Query, Score, evaluate
 from benchmarks.ranking.hybrid import EvalSet, fields, halves, key, lexical_index, load
 from retrieval.fusion import hybrid
@@ -270,7 +269,7 @@ def render(sets: list[SetResult], dups: list[DupResult], load_before: float, sec
             f"{d.group_plain.mrr:.3f} | {d.group_prior.mrr:.3f} |",
         ]
     lines.append(END_MARK)
-    return "\n".join(lines)
+    return "\n".join(lines) + "\n\n"  # a blank line after the end mark
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -289,12 +288,10 @@ def main(argv: list[str] | None = None) -> None:
     sets = [eval_set(name, m, model_box) for m in modes for name in ("docs", "code")]
     dups = [near_duplicates(heavy=False), near_duplicates(heavy=True)]
     section = render(sets, dups, load_before, time.perf_counter() - t0)
-    print(section)
     if not all(r.identical for r in sets):
-        print("the prior changed the order without any verification", file=sys.stderr)
-        raise SystemExit(1)
-    if not args.no_docs:
-        write_docs(section, start_mark=START_MARK, end_mark=END_MARK)
+        print(section)
+        raise SystemExit("the prior changed the order without any verification")
+    publish(section, START_MARK, END_MARK, args.no_docs)
 
 
 if __name__ == "__main__":

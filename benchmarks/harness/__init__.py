@@ -68,6 +68,7 @@ from benchmarks.harness.wrk import (
     lua_list,
     measure_url,
     paths_script,
+    print_run,
     run_wrk,
     vote_script,
     wrk_options,

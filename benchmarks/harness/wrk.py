@@ -148,16 +148,21 @@ def measure_url(
     result, raw = run_wrk(
         wrk, url, duration=args.duration, connections=args.connections, script=script
     )
+    print_run(label, result, raw)
+    return result
+
+
+def print_run(label: str, result: WrkResult, raw: str, extra: str = "") -> None:
+    """A line on a wrk run (and wrk's own output when there were errors)."""
     print(
         f"bench: {label:<50} {result.requests_per_s:>9.1f} req/s  "
         f"p50 {result.latency_ms.get(50, float('nan')):.2f} ms  "
         f"p99 {result.latency_ms.get(99, float('nan')):.2f} ms  "
-        f"errors {result.errors_text()}",
+        f"errors {result.errors_text()}{extra}",
         flush=True,
     )
     if result.errors:
         print(raw, flush=True)
-    return result
 
 
 def wrk_options(

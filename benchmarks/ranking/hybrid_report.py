@@ -1,15 +1,12 @@
 """``ranking_eval``'s reports: the "Search ranking quality" section of
-docs/benchmarks.md (``render``, ``write_docs``)."""
+docs/benchmarks.md (``render``)."""
 
 from __future__ import annotations
 
-import sys
 from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
-from pathlib import Path
 
-from benchmarks.harness import DOCS
 from benchmarks.ranking.evalset import END_MARK, NONSENSE, START_MARK, Score
 from benchmarks.ranking.hybrid import (
     CANDIDATES,
@@ -68,6 +65,7 @@ def render(
     names = [group_name(g) for g in groups]
     counts = {group_name(g): len(members(sets[g[0]], g[1], "test")) for g in groups}
     lines = [
+        START_MARK,
         "## Search ranking quality",
         "",
         "_Written by `benchmarks/ranking_eval.py`; rerun to replace this section._",
@@ -155,12 +153,6 @@ def render(
         "Reproduce: `.venv/bin/python -m benchmarks.ranking_eval` (vectors cached under "
         "`/tmp/cairn-ranking-bench`; the first run embeds every set, a few minutes on 2 cores). "
         "`--forms` compares other normalisations of the halves, each chosen the same way.",
+        END_MARK,
     ]
-    return "\n".join(lines)
-
-
-def write_docs(section: str, path: Path = DOCS) -> None:
-    text = path.read_text()
-    start, end = text.index(START_MARK), text.index(END_MARK)
-    path.write_text(text[: start + len(START_MARK)] + "\n" + section + "\n" + text[end:])
-    print(f"wrote {path}", file=sys.stderr)
+    return "\n".join(lines) + "\n\n"  # a blank line after the end mark

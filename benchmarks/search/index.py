@@ -56,6 +56,42 @@ def built(config: Any, data: np.ndarray) -> tuple[Any, dict[str, float]]:
     }
 
 
+def exact_top(data: np.ndarray, queries: np.ndarray, k: int) -> np.ndarray:
+    """The ids (row numbers) of each query's exact top ``k``, by inner product."""
+    import faiss
+
+    flat = faiss.IndexFlatIP(data.shape[1])
+    flat.add(data)
+    return np.asarray(flat.search(queries, k)[1])
+
+
+def graph_recall(config: Any, data: np.ndarray, queries: np.ndarray) -> dict[str, float]:
+    """``built`` with ``config``, then each query through ``FaissIndex.search``
+    as the service asks it: recall@10 against the exact top 10, ms a query
+    (p50, p99), and the search's breadth at this size (``ef_for``)."""
+    from embeddings.faiss_index import ef_for
+
+    truth = exact_top(data, queries, 10)
+    index, out = built(config, data)
+    hits, times = 0, []
+    for q, expected in zip(queries, truth, strict=True):
+        t = time.perf_counter()
+        found = index.search(q, 10)
+        times.append((time.perf_counter() - t) * 1000)
+        hits += len({i for i, _ in found} & set(expected.tolist()))
+    return {
+        **out,
+        "recall@10": hits / (10 * len(queries)),
+        "p50_ms": float(np.percentile(times, 50)),
+        "p99_ms": float(np.percentile(times, 99)),
+        "m": float(config.hnsw_m),
+        "ef_construction": float(config.hnsw_ef_construction),
+        "ef": float(config.hnsw_ef_search),
+        "ef_used": float(ef_for(config, len(data), 10)),
+        "nodes_per_ef": float(config.hnsw_nodes_per_ef),
+    }
+
+
 def measure_index(basis: np.ndarray, queries: np.ndarray) -> dict[str, Any]:
     import faiss
 

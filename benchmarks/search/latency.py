@@ -5,8 +5,8 @@ text), and its docs section."""
 from __future__ import annotations
 
 import argparse
+import functools
 import gc
-import json
 import os
 import re
 import tempfile
@@ -25,12 +25,14 @@ from benchmarks.harness import (
     ensure_wrk,
     health,
     http_json,
+    lua_list,
     prepare_here,
+    print_run,
+    publish,
     run_wrk,
     section_head,
     serve_running,
     serve_table,
-    write_docs,
     wrk_version,
 )
 from benchmarks.search.config import (
@@ -81,12 +83,11 @@ end
 """
 
 
-def search_script(tmp: Path, paths: list[str], name: str, threads: int = THREADS) -> Path:
-    """``threads``: wrk's (fewer than THREADS at fewer connections)."""
+def search_script(tmp: Path, paths: list[str], name: str, threads: int) -> Path:
+    """WRK_SCRIPT over ``paths`` for wrk's ``threads`` (fewer than THREADS at
+    fewer connections)."""
     path = tmp / f"{name}.lua"
-    path.write_text(
-        WRK_SCRIPT.format(paths=", ".join(json.dumps(p) for p in paths), threads=threads)
-    )
+    path.write_text(WRK_SCRIPT.format(paths=lua_list(paths), threads=threads))
     return path
 
 
@@ -146,63 +147,34 @@ def measure_search(
     every = queries_for(N_QUERIES + N_NEW_QUERIES)
     queries, new = every[:N_QUERIES], every[N_QUERIES:]
     half = N_NEW_QUERIES // 2
+    fresh = new[half:][::-1] if new_from_end else new[half:]
+    threads = min(THREADS, args.connections)
+    # wrk's request timeout raised from 2 s to 10 s: slow answers are measured, not errors.
+    go = functools.partial(run_wrk, wrk, connections=args.connections, timeout_s=10)
     out: list[SearchRun] = []
     for semantic, label, measured, warm in (
         (True, " (semantic)", queries, queries),
-        (
-            True,
-            " (semantic, every query new)",
-            new[half:][::-1] if new_from_end else new[half:],
-            new[:half],
-        ),
+        (True, " (semantic, every query new)", fresh, new[:half]),
         (False, "&use_semantic=false", queries, queries),
     ):
-        suffix = "" if semantic else "&use_semantic=false"
-
-        def paths_of(texts: list[str], suffix: str = suffix) -> list[str]:
-            return [f"/api/search?q={quote(q)}&type=patterns&limit=20{suffix}" for q in texts]
-
-        paths, warm_paths = paths_of(measured), paths_of(warm)
+        suffix, want = ("", "semantic") if semantic else ("&use_semantic=false", "fulltext")
+        paths, warm_paths = (
+            [f"/api/search?q={quote(q)}&type=patterns&limit=20{suffix}" for q in texts]
+            for texts in (measured, warm)
+        )
         for path in warm_paths[:5]:
             status, body = http_json("GET", base + path, timeout=30)
-            if status != 200:
-                raise RuntimeError(f"{path} answered {status}: {body}")
-            want = "semantic" if semantic else "fulltext"
-            if body.get("mode") != want:
-                raise RuntimeError(f"{path} ran in {body.get('mode')!r} mode, not {want!r}")
-        name = f"run{len(out)}"
-        script = search_script(tmp, paths, name, min(THREADS, args.connections))
-        label = "GET /api/search?q=…" + label
+            if status != 200 or body.get("mode") != want:
+                raise RuntimeError(f"{path} answered {status} {body!r:.200}, not in {want} mode")
+        name, label = f"run{len(out)}", "GET /api/search?q=…" + label
         if args.warmup:
-            run_wrk(
-                wrk,
-                base + paths[0],
-                duration=args.warmup,
-                connections=args.connections,
-                script=search_script(
-                    tmp, warm_paths, name + "-warm", min(THREADS, args.connections)
-                ),
-                timeout_s=10,
-            )
-        # wrk's request timeout raised from 2 s to 10 s, so that slow
-        # answers are measured rather than counted as errors.
-        result, raw = run_wrk(
-            wrk,
-            base + paths[0],
-            duration=args.duration,
-            connections=args.connections,
-            script=script,
-            timeout_s=10,
-        )
+            warm_script = search_script(tmp, warm_paths, name + "-warm", threads)
+            go(base + paths[0], duration=args.warmup, script=warm_script)
+        script = search_script(tmp, paths, name, threads)
+        result, raw = go(base + paths[0], duration=args.duration, script=script)
         found = re.search(r"fulltext_responses: (\d+)", raw)
         fell_back = int(found.group(1)) if found else -1
-        print(
-            f"bench: {label:<50} {result.requests_per_s:>8.1f} req/s  "
-            f"p50 {result.latency_ms.get(50, float('nan')):.2f} ms  "
-            f"p99 {result.latency_ms.get(99, float('nan')):.2f} ms  "
-            f"errors {result.errors_text()}  full-text answers {fell_back}",
-            flush=True,
-        )
+        print_run(label, result, raw, f"  full-text answers {fell_back}")
         out.append(SearchRun(label, result, fell_back))
     return out
 
@@ -315,12 +287,8 @@ def part_search(args: argparse.Namespace) -> None:
             flush=True,
         )
         runs = measure_search(serve.base, wrk, Path(tmp), args)
-    if not args.no_docs:
-        write_docs(
-            search_section(runs, stats, facts, args, wrk_ver, load_pair(load0)),
-            start_mark=MARKS["search-latency"][0],
-            end_mark=MARKS["search-latency"][1],
-        )
+    section = search_section(runs, stats, facts, args, wrk_ver, load_pair(load0))
+    publish(section, *MARKS["search-latency"], args.no_docs)
 
 
 def query_encode_ms(model: str, n: int = 200) -> float:

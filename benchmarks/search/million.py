@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import argparse
 import contextlib
-import gc
 import os
 import tempfile
 import time
@@ -34,14 +33,15 @@ from benchmarks.harness import (
     ensure_wrk,
     health,
     prepare_here,
+    publish,
     section_head,
     serve_running,
     serve_table,
-    write_docs,
     wrk_version,
 )
 from benchmarks.search.bulk import embed_patterns, libpq, load_vectors, seed_patterns
 from benchmarks.search.config import BENCH_ENV, N_QUERIES, PORT
+from benchmarks.search.index import graph_recall
 from benchmarks.search.latency import SearchRun, measure_search, wait_search_ready
 
 BULK_STATE_DIR = ROOT / ".cairn" / "bench-search-bulk"
@@ -85,8 +85,8 @@ def replica_builds(base: str, polls: int = 32) -> dict[str, list[float]]:
     return {"vector": sorted(vector), "lexical": sorted(lexical)}
 
 
-def stored_vectors(database_url: str, model: str) -> tuple[np.ndarray, np.ndarray]:
-    """Every pattern vector under ``model`` (ids as row numbers, vectors)."""
+def stored_vectors(database_url: str, model: str) -> np.ndarray:
+    """Every pattern vector under ``model``, by item id."""
     import psycopg
 
     from embeddings.encoder import from_bytes
@@ -100,54 +100,17 @@ def stored_vectors(database_url: str, model: str) -> tuple[np.ndarray, np.ndarra
         )
         while rows := cur.fetchmany(50_000):
             chunks.append(from_bytes([r[0] for r in rows]))
-    data = np.ascontiguousarray(np.vstack(chunks), dtype=np.float32)
-    return np.arange(len(data), dtype=np.int64), data
-
-
-def replica_config(settings: Any) -> Any:
-    """The IndexConfig of an Api replica's copy (serve_app/runtime/index_copies/vectors.py)."""
-    config = settings.indexer_config(settings.database_url or "").index
-    return replace(config, hnsw_codes=settings.search_replica_codes)
+    return np.ascontiguousarray(np.vstack(chunks), dtype=np.float32)
 
 
 def semantic_recall(
     database_url: str, encoder: Any, config: Any, n_queries: int = RECALL_QUERIES
 ) -> dict[str, float]:
-    """A graph built with ``config`` over the stored vectors: build time,
-    recall@10 of its top 10 against exact search, ms a query (p50, p99)."""
-    import faiss
-
-    from embeddings.faiss_index import FaissIndex, ef_for
-
-    ids, data = stored_vectors(database_url, encoder.model)
+    """An Api replica's graph (``config``) built over the stored vectors:
+    ``graph_recall`` with ``n_queries`` queries."""
+    data = stored_vectors(database_url, encoder.model)
     queries = encoder.encode(queries_for(n_queries), threads=os.cpu_count())
-    flat = faiss.IndexFlatIP(data.shape[1])
-    flat.add(data)
-    _, truth = flat.search(queries, 10)
-    del flat
-    gc.collect()
-    t0 = time.perf_counter()
-    index = FaissIndex.build(data.shape[1], ids, data, config)
-    build_s = time.perf_counter() - t0
-    hits, times = 0, []
-    for q, expected in zip(queries, truth, strict=True):
-        t = time.perf_counter()
-        found = index.search(q, 10)
-        times.append((time.perf_counter() - t) * 1000)
-        hits += len({i for i, _ in found} & set(expected.tolist()))
-    return {
-        "n": float(len(data)),
-        "build_s": build_s,
-        "recall@10": hits / (10 * len(queries)),
-        "p50_ms": float(np.percentile(times, 50)),
-        "p99_ms": float(np.percentile(times, 99)),
-        "memory_mib": index.memory_bytes() / 2**20,
-        "m": float(config.hnsw_m),
-        "ef_construction": float(config.hnsw_ef_construction),
-        "ef": float(config.hnsw_ef_search),
-        "ef_used": float(ef_for(config, len(data), 10)),
-        "nodes_per_ef": float(config.hnsw_nodes_per_ef),
-    }
+    return {"n": float(len(data)), **graph_recall(config, data, queries)}
 
 
 def part_million(args: argparse.Namespace) -> None:
@@ -200,14 +163,15 @@ def part_million(args: argparse.Namespace) -> None:
     from embeddings.encoder import Encoder
 
     encoder = Encoder(settings.embedding_model, "cpu", cache_dir=settings.state_path / "models")
-    recall = semantic_recall(url, encoder, replica_config(settings))
+    # The IndexConfig of an Api replica's copy (serve_app/runtime/index_copies/vectors.py).
+    config = settings.indexer_config(settings.database_url or "").index
+    config = replace(config, hnsw_codes=settings.search_replica_codes)
+    recall = semantic_recall(url, encoder, config)
     print(f"bench: semantic (replica graph in process): {recall}", flush=True)
     section = million_section(
         args, facts, builds, memory, concurrent, sequential, recall, wrk_ver, load0
     )
-    print(section, flush=True)
-    if not args.no_docs:
-        write_docs(section, start_mark=START, end_mark=END)
+    publish(section, START, END, args.no_docs)
 
 
 def million_section(
@@ -253,7 +217,7 @@ def million_section(
         f"{recall['n']:,.0f} stored vectors (M {recall['m']:.0f}, efConstruction "
         f"{recall['ef_construction']:.0f}, ef {recall['ef_used']:,.0f}: {recall['ef']:.0f} or one "
         f"candidate per {recall['nodes_per_ef']:,.0f} nodes, the service's settings): "
-        f"built in {recall['build_s']:.0f} s, {recall['memory_mib']:.0f} MiB by the formula; "
+        f"built in {recall['build_s']:.0f} s, {recall['formula']:.0f} MiB by the formula; "
         f"recall@10 against exact search {recall['recall@10']:.3f} ({RECALL_QUERIES} "
         f"queries); p50 {recall['p50_ms']:.2f} ms, p99 {recall['p99_ms']:.2f} ms a query.",
         "",

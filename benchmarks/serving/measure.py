@@ -10,7 +10,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from benchmarks.harness import Server, WrkResult, health, run_wrk
+from benchmarks.harness import Server, WrkResult, health, print_run, run_wrk
 from benchmarks.serving.processes import CpuMeter, haproxy_timers
 from benchmarks.serving.routes import Route, route_script
 
@@ -56,16 +56,10 @@ def measure(
     result, raw = go(server.base + url, duration=args.duration, script=script)
     cpu = meter.stop()
     timers = haproxy_timers(server.state_dir) if server.name == "Ray Serve" else None
-    print(
-        f"bench: round {run + 1} {server.name:<13} {route.label:<70} "
-        f"{result.requests_per_s:>8.1f} req/s  p50 {fmt_ms(result, 50)} ms  "
-        f"CPU {1000 * sum(cpu.values()) / max(1, result.requests):.2f} ms/request  "
-        f"errors {result.errors_text()}",
-        flush=True,
-    )
-    if result.errors:
-        print(raw, flush=True)
-    return Run(route, server.name, run, result, cpu, timers)
+    made = Run(route, server.name, run, result, cpu, timers)
+    label = f"round {run + 1} {server.name:<13} {route.label}"
+    print_run(label, result, raw, f"  CPU {made.cpu_ms_per_request:.2f} ms/request")
+    return made
 
 
 # Answers in a row that must find the Api replica's copy of the vector index
