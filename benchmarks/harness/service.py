@@ -18,6 +18,7 @@ import urllib.error
 import urllib.request
 from collections import Counter
 from collections.abc import Iterator
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, Any
 
@@ -106,8 +107,7 @@ def health(base: str) -> dict[str, Any] | None:
 
 def api_call(base: str, method: str, path: str, key: str | None = None, body: Any = None) -> Any:
     """One API call with an optional key; its ``data`` (or whole body); raises on >= 300."""
-    headers = {"Authorization": f"Bearer {key}"} if key else {}
-    status, data = http_json(method, base + path, body, timeout=30, headers=headers)
+    status, data = http_json(method, base + path, body, 30, bearer(key) if key else {})
     if status >= 300:
         raise RuntimeError(f"{method} {path} answered {status}: {data}")
     return data["data"] if isinstance(data, dict) and "data" in data else data
@@ -115,16 +115,14 @@ def api_call(base: str, method: str, path: str, key: str | None = None, body: An
 
 def new_agent(base: str, name: str) -> dict[str, Any]:
     """A new agent (its ``api_key``, ``username``, ``agent_id``, …)."""
-    made: dict[str, Any] = api_call(base, "POST", "/api/agents/register", body={"name": name})
-    return made
+    return dict(api_call(base, "POST", "/api/agents/register", body={"name": name}))
 
 
 async def register(http: httpx.AsyncClient, name: str) -> dict[str, Any]:
-    """A new agent (its ``api_key``, ``username``, …) through an async client."""
+    """``new_agent`` through an async client."""
     response = await http.post("/api/agents/register", json={"name": name})
     response.raise_for_status()
-    data: dict[str, Any] = response.json()["data"]
-    return data
+    return dict(response.json()["data"])
 
 
 def bearer(key: str) -> dict[str, str]:
@@ -135,15 +133,13 @@ async def probe(
     http: httpx.AsyncClient,
     key: str,
     *,
-    requests: int = PROBES,
-    concurrency: int = PROBE_CONCURRENCY,
     budget_s: float = 180.0,
     until: Any = None,
     min_s: float = 0.0,
 ) -> dict[str, Any]:
     """An authenticated read, ``GET /api/agents/me`` (the key check and one
-    read), ``concurrency`` at a time: while ``until`` (an event) is unset, then
-    ``requests`` more, and on until ``min_s`` have passed; ``budget_s`` at
+    read), PROBE_CONCURRENCY at a time: while ``until`` (an event) is unset,
+    then PROBES more, and on until ``min_s`` have passed; ``budget_s`` at
     most. Its latency (ms) and its failures by kind (a status, an error)."""
     latencies: list[float] = []
     failed: Counter[str] = Counter()
@@ -158,25 +154,23 @@ async def probe(
         if until is not None and not until.is_set():
             return True
         after += 1
-        return after <= requests or elapsed < min_s
+        return after <= PROBES or elapsed < min_s
 
     async def worker() -> None:
         while more():
             t0 = time.perf_counter()
             try:
                 response = await http.get("/api/agents/me", headers=bearer(key), timeout=10.0)
-            except httpx.TimeoutException:
-                failed["timeout"] += 1
-                continue
             except httpx.HTTPError as exc:
-                failed[type(exc).__name__] += 1
+                timeout = isinstance(exc, httpx.TimeoutException)
+                failed["timeout" if timeout else type(exc).__name__] += 1
                 continue
-            if response.status_code != 200:
+            if response.status_code == 200:
+                latencies.append((time.perf_counter() - t0) * 1000)
+            else:
                 failed[str(response.status_code)] += 1
-                continue
-            latencies.append((time.perf_counter() - t0) * 1000)
 
-    await asyncio.gather(*(worker() for _ in range(concurrency)))
+    await asyncio.gather(*(worker() for _ in range(PROBE_CONCURRENCY)))
     elapsed = time.perf_counter() - begun
     return {
         "requests": len(latencies) + sum(failed.values()),
@@ -234,34 +228,30 @@ def prepare_here(bench_env: dict[str, str]) -> tuple[dict[str, str], Any, Any]:
     return env, settings, prepare(settings)
 
 
+@dataclass
 class Server:
-    """A server subprocess whose output goes to a log file and a ring of lines."""
+    """A server subprocess whose output goes to a log file and a ring of lines.
+    ``own_session`` False: the server stays in this session (so in this
+    process's CPU autogroup, with wrk and the other servers: none gets a share
+    of its own) but in a process group of its own; either way a Ctrl-C on the
+    benchmark reaches it only through stop(), so Ray's own processes are not
+    interrupted mid-shutdown."""
 
-    def __init__(
-        self,
-        name: str,
-        cmd: list[str],
-        port: int,
-        log_path: Path,
-        state_dir: Path,
-        own_session: bool = True,
-    ) -> None:
-        self.name = name
-        # False: the server stays in this session (so in this process's CPU
-        # autogroup, with wrk and the other server: none gets a share of its own)
-        # but in a process group of its own (a Ctrl-C reaches it only through stop()).
-        self.own_session = own_session
-        self.state_dir = state_dir
-        self.cmd = cmd
-        self.port = port
-        self.base = f"http://{HOST}:{port}"
-        self.log_path = log_path
-        self.lines: list[str] = []
-        self.proc: subprocess.Popen[str] | None = None
-        self._reader: threading.Thread | None = None
-        self._log: IO[str] | None = None
-        self.ready_s = 0.0
-        self.stop_s = 0.0
+    name: str
+    cmd: list[str]
+    port: int
+    log_path: Path
+    state_dir: Path
+    own_session: bool = True
+    lines: list[str] = field(default_factory=list)
+    proc: subprocess.Popen[str] | None = None
+    ready_s: float = 0.0
+    _reader: threading.Thread | None = None
+    _log: IO[str] | None = None
+
+    @property
+    def base(self) -> str:
+        return f"http://{HOST}:{self.port}"
 
     def start(self, env: dict[str, str], timeout: float, ready_text: str | None = None) -> None:
         if port_in_use(self.port):
@@ -277,9 +267,6 @@ class Server:
             stdout=subprocess.PIPE,
             stderr=subprocess.STDOUT,
             text=True,
-            # Its own session (or process group): a Ctrl-C on the benchmark reaches
-            # the server only through stop(), so Ray's own processes are not
-            # interrupted mid-shutdown.
             start_new_session=self.own_session,
             process_group=None if self.own_session else 0,
         )
@@ -305,11 +292,9 @@ class Server:
         print(f"bench: {self.name} ready on {self.base} in {self.ready_s:.1f}s", flush=True)
 
     def _healthy(self) -> bool:
-        try:
-            status, _ = http_json("GET", f"{self.base}/api/health", timeout=3)
-        except OSError:
-            return False
-        return status == 200
+        with contextlib.suppress(OSError):
+            return http_json("GET", f"{self.base}/api/health", timeout=3)[0] == 200
+        return False
 
     def _read(self) -> None:
         assert self.proc is not None and self.proc.stdout is not None
@@ -324,16 +309,16 @@ class Server:
     def tail(self, n: int = 40) -> str:
         return "\n".join(f"  | {line}" for line in self.lines[-n:]) + f"\n  (log: {self.log_path})"
 
-    def stop(self, sig: signal.Signals = signal.SIGINT) -> None:
-        """Signal the server process itself (not its group) and wait for it to exit;
-        after STOP_TIMEOUT_S it is killed and what it left behind is stopped."""
+    def stop(self) -> None:
+        """Ctrl-C to the server process itself (not its group), and wait for it to
+        exit; after STOP_TIMEOUT_S it is killed and what it left behind is stopped."""
         proc = self.proc
         if proc is None:
             return
         t0 = time.monotonic()
         if proc.poll() is None:
-            print(f"bench: stopping {self.name} ({sig.name} to pid {proc.pid})", flush=True)
-            proc.send_signal(sig)
+            print(f"bench: stopping {self.name} (SIGINT to pid {proc.pid})", flush=True)
+            proc.send_signal(signal.SIGINT)
             try:
                 proc.wait(timeout=STOP_TIMEOUT_S)
             except subprocess.TimeoutExpired:
@@ -341,16 +326,13 @@ class Server:
                 proc.kill()
                 proc.wait(timeout=30)
                 stop_bench_processes(grace_s=10.0, state_dir=self.state_dir)
-        self.stop_s = time.monotonic() - t0
         if self._reader is not None:
             self._reader.join(timeout=10)
         if self._log is not None:
             self._log.close()
             self._log = None
-        print(
-            f"bench: {self.name} exited with {proc.returncode} after {self.stop_s:.1f}s",
-            flush=True,
-        )
+        took = time.monotonic() - t0
+        print(f"bench: {self.name} exited with {proc.returncode} after {took:.1f}s", flush=True)
         self.proc = None
 
 
@@ -437,7 +419,7 @@ def stop_servers(servers: list[Server], state_dir: Path, keep_postgres: bool = F
     ``state_dir`` (but its embedded Postgres with ``keep_postgres``: this
     process is attached to it)."""
     for server in servers:
-        server.stop(signal.SIGINT)
+        server.stop()
     left = leftover_processes(state_dir=state_dir)
     if keep_postgres:
         left = [p for p in left if "bin/postgres" not in p]

@@ -37,22 +37,26 @@ class WrkResult:
         return ", ".join(parts)
 
 
-def ensure_wrk() -> str:
-    """The wrk binary; installed with apt-get (Debian package ``wrk``) if missing."""
-    found = shutil.which("wrk")
+def ensure_apt(binary: str, package: str) -> str:
+    """``binary``, installed with apt-get (Debian's ``package``) if missing."""
+    found = shutil.which(binary)
     if found:
         return found
-    print("bench: wrk not found; installing it: apt-get install -y wrk", flush=True)
-    apt = ["apt-get", "install", "-y", "-q", "wrk"]
+    print(f"bench: {binary} not found; installing it: apt-get install -y {package}", flush=True)
+    apt = ["apt-get", "install", "-y", "-q", "--no-install-recommends", package]
     if subprocess.run(apt, check=False).returncode != 0:
         print("bench: install failed; running apt-get update first", flush=True)
         subprocess.run(["apt-get", "update", "-q"], check=True)
         subprocess.run(apt, check=True)
-    found = shutil.which("wrk")
+    found = shutil.which(binary)
     if not found:
-        raise SystemExit("bench: wrk is still not on PATH after apt-get install")
+        raise SystemExit(f"bench: {binary} is still not on PATH after apt-get install")
     print(f"bench: installed {found}", flush=True)
     return found
+
+
+def ensure_wrk() -> str:
+    return ensure_apt("wrk", "wrk")
 
 
 def wrk_version(wrk: str) -> str:

@@ -8,13 +8,13 @@ apt-get (Debian ``redis-server``) when missing, like wrk."""
 from __future__ import annotations
 
 import contextlib
-import shutil
 import subprocess
 import time
 from collections.abc import Iterator
 from pathlib import Path
 
 from actors.ratelimit import Decision, Rule
+from benchmarks.harness import ensure_apt
 
 
 class RedisRateLimiter:
@@ -48,26 +48,10 @@ class RedisRateLimiter:
             return False
 
 
-def ensure_redis() -> str:
-    """The redis-server binary; installed with apt-get if missing."""
-    found = shutil.which("redis-server")
-    if found:
-        return found
-    print("bench: redis-server not found; installing it: apt-get install -y redis-server")
-    apt = ["apt-get", "install", "-y", "-q", "--no-install-recommends", "redis-server"]
-    if subprocess.run(apt, check=False).returncode != 0:
-        subprocess.run(["apt-get", "update", "-q"], check=True)
-        subprocess.run(apt, check=True)
-    found = shutil.which("redis-server")
-    if not found:
-        raise SystemExit("bench: redis-server is still not on PATH after apt-get install")
-    return found
-
-
 @contextlib.contextmanager
 def redis_server(port: int, folder: Path) -> Iterator[tuple[str, int]]:
     """A throwaway redis-server (no persistence) on 127.0.0.1:port: its URI and pid."""
-    exe = ensure_redis()
+    exe = ensure_apt("redis-server", "redis-server")
     folder.mkdir(parents=True, exist_ok=True)
     log = (folder / "redis.log").open("wb")
     cmd = [exe, "--port", str(port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no"]
