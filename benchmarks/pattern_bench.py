@@ -26,7 +26,16 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import quote
 
-from benchmarks.corpus import TECH, cum_weights, vocabulary
+from benchmarks.corpus import (
+    PATTERN_COLUMNS,
+    TECH,
+    clear_patterns,
+    connect,
+    copy_rows,
+    cum_weights,
+    vacuum,
+    vocabulary,
+)
 from benchmarks.harness import (
     ROOT,
     THREADS,
@@ -85,83 +94,75 @@ def seeded(conn: Any) -> bool:
     return bool(row and row[0] >= N_PATTERNS)
 
 
-def seed(database_url: str) -> dict[str, Any]:
-    """Write the corpus unless it is there already; returns what was done."""
-    import psycopg
-
-    from storage.db import libpq_url
-
-    with psycopg.connect(libpq_url(database_url)) as conn:
+def seed(database_url: str) -> None:
+    """Write the corpus unless it is there already."""
+    with connect(database_url) as conn:
         if seeded(conn):
             print("bench: corpus already seeded; reusing it", flush=True)
-            # A steady-state table is vacuumed by autovacuum; a migration may
-            # just have rewritten this one.
             conn.rollback()
-            conn.autocommit = True
-            conn.execute("VACUUM ANALYZE patterns")
-            conn.execute("VACUUM ANALYZE votes")
-            return {"seeded_s": None}
+            vacuum(conn, "patterns", "votes")
+            return
         t0 = time.monotonic()
-        conn.execute("TRUNCATE patterns, votes, comments, collections, bookmarks, flags CASCADE")
-        conn.execute("DELETE FROM agents WHERE username LIKE 'bench_corpus_%'")
+        clear_patterns(conn, "bench_corpus_%")
         rng = random.Random(SEED)
         vocab = vocabulary(rng)
         cum = cum_weights(len(vocab))
         agents = [uuid.UUID(int=rng.getrandbits(128), version=4) for _ in range(N_AGENTS)]
-        with conn.cursor().copy("COPY agents (id, username, name, display_name) FROM STDIN") as cp:
-            for i, agent in enumerate(agents):
-                cp.write_row((agent, f"bench_corpus_{i:04d}", f"Corpus {i}", f"Corpus {i}"))
+        copy_rows(
+            conn,
+            "agents (id, username, name, display_name)",
+            (
+                (a, f"bench_corpus_{i:04d}", f"Corpus {i}", f"Corpus {i}")
+                for i, a in enumerate(agents)
+            ),
+        )
         print(f"bench: seeding {N_PATTERNS:,} patterns (once)", flush=True)
         categories = [r[0] for r in conn.execute("SELECT id FROM categories").fetchall()]
-        levels = ["beginner", "intermediate", "advanced"]
         now = dt.datetime.now(dt.UTC)
         patterns: list[uuid.UUID] = []
-        views: list[int] = []
-        columns = (
-            "id, author_id, category_id, title, slug, description, content, difficulty_level,"
-            " use_case_tags, tech_stack, created_at, updated_at"
-        )
-        with conn.cursor().copy(f"COPY patterns ({columns}) FROM STDIN") as cp:
-            for i in range(N_PATTERNS):
-                pid = uuid.UUID(int=rng.getrandbits(128), version=4)
-                patterns.append(pid)
-                created = now - dt.timedelta(seconds=rng.uniform(0, 365 * 86400))
-                cp.write_row(
-                    (
-                        pid,
-                        rng.choice(agents),
-                        rng.choice(categories),
-                        _text(rng, vocab, cum, rng.randint(5, 9)).capitalize()[:200],
-                        f"{SLUG_PREFIX}{i}",
-                        _text(rng, vocab, cum, rng.randint(20, 40)),
-                        _text(rng, vocab, cum, rng.randint(120, 260)),
-                        rng.choice(levels),
-                        rng.sample(TECH[:40], 3),
-                        rng.sample(TECH[:60], 2),
-                        created,
-                        created,
-                    )
-                )
-                # Drawn here, in the order the corpus always drew it.
-                views.append(rng.randint(0, 5000))
-        # Views live in their own counter table (storage/models/views.py).
-        with conn.cursor().copy("COPY pattern_views (pattern_id, shard, views) FROM STDIN") as cp:
-            for pid, count in zip(patterns, views, strict=True):
-                cp.write_row((pid, 0, count))
+        views: list[tuple[uuid.UUID, int, int]] = []  # their own counter table
+
+        def pattern(i: int) -> tuple[Any, ...]:
+            """Pattern ``i``, its values drawn in the order the corpus always drew them."""
+            pid = uuid.UUID(int=rng.getrandbits(128), version=4)
+            created = now - dt.timedelta(seconds=rng.uniform(0, 365 * 86400))
+            row = (
+                pid,
+                rng.choice(agents),
+                rng.choice(categories),
+                _text(rng, vocab, cum, rng.randint(5, 9)).capitalize()[:200],
+                f"{SLUG_PREFIX}{i}",
+                _text(rng, vocab, cum, rng.randint(20, 40)),
+                _text(rng, vocab, cum, rng.randint(120, 260)),
+                rng.choice(["beginner", "intermediate", "advanced"]),
+                rng.sample(TECH[:40], 3),
+                rng.sample(TECH[:60], 2),
+                created,
+                created,
+            )
+            patterns.append(pid)
+            views.append((pid, 0, rng.randint(0, 5000)))
+            return row
+
+        copy_rows(conn, PATTERN_COLUMNS, (pattern(i) for i in range(N_PATTERNS)))
+        copy_rows(conn, "pattern_views (pattern_id, shard, views)", views)
         print(f"bench: seeding {N_VOTES:,} votes over the last 30 days", flush=True)
         seen: set[tuple[int, int]] = set()
         while len(seen) < N_VOTES:
             # Skewed: a few patterns draw most of the votes.
             p = min(int(rng.paretovariate(0.6)) - 1, N_PATTERNS - 1)
             seen.add((p, rng.randrange(N_AGENTS)))
-        with conn.cursor().copy(
-            "COPY votes (id, agent_id, target_type, target_id, value, created_at, updated_at)"
-            " FROM STDIN"
-        ) as cp:
-            for p, a in seen:
-                when = now - dt.timedelta(seconds=rng.uniform(0, 30 * 86400))
-                value = 1 if rng.random() < 0.8 else -1
-                cp.write_row((uuid.uuid4(), agents[a], "pattern", patterns[p], value, when, when))
+
+        def vote(p: int, a: int) -> tuple[Any, ...]:
+            when = now - dt.timedelta(seconds=rng.uniform(0, 30 * 86400))
+            value = 1 if rng.random() < 0.8 else -1
+            return (uuid.uuid4(), agents[a], "pattern", patterns[p], value, when, when)
+
+        copy_rows(
+            conn,
+            "votes (id, agent_id, target_type, target_id, value, created_at, updated_at)",
+            (vote(p, a) for p, a in seen),
+        )
         conn.execute(
             "UPDATE patterns p SET vote_score = v.total FROM"
             " (SELECT target_id, sum(value) AS total FROM votes GROUP BY target_id) v"
@@ -172,13 +173,8 @@ def seed(database_url: str) -> dict[str, Any]:
             " (SELECT author_id, count(*) AS n FROM patterns GROUP BY author_id) c"
             " WHERE c.author_id = a.id"
         )
-        conn.commit()
-        conn.autocommit = True
-        conn.execute("VACUUM ANALYZE patterns")
-        conn.execute("VACUUM ANALYZE votes")
-        took = time.monotonic() - t0
-        print(f"bench: seeded in {took:.0f}s", flush=True)
-        return {"seeded_s": took}
+        vacuum(conn, "patterns", "votes")
+        print(f"bench: seeded in {time.monotonic() - t0:.0f}s", flush=True)
 
 
 # ----------------------------------------------------------- database time
@@ -294,11 +290,7 @@ def measure_db(database_url: str, repeats: int) -> tuple[list[list[Any]], dict[s
 
 
 def _total(database_url: str, q: str) -> int:
-    import psycopg
-
-    from storage.db import libpq_url
-
-    with psycopg.connect(libpq_url(database_url)) as conn:
+    with connect(database_url) as conn:
         row = conn.execute(
             "SELECT count(*) FROM patterns WHERE search_vector @@"
             " websearch_to_tsquery('english', %s)",

@@ -30,6 +30,7 @@ from typing import Any
 
 import numpy as np
 
+from benchmarks.corpus import connect, copy_rows, vacuum
 from benchmarks.harness import publish, section_head
 
 START_MARK = "<!-- reembed-bench:start -->"
@@ -107,35 +108,27 @@ def pattern_row(rng: random.Random, i: int, author: uuid.UUID) -> tuple[Any, ...
 
 
 def seed(database_url: str, rows: int) -> None:
-    import psycopg
-
-    from storage.db import libpq_url
-
     rng = random.Random(SEED)
     author = uuid.UUID(int=rng.getrandbits(128), version=4)
-    with psycopg.connect(libpq_url(database_url)) as conn:
+    with connect(database_url) as conn:
         conn.execute(
             "INSERT INTO agents (id, username, name, display_name) VALUES (%s, %s, %s, %s)",
             (author, "reembed_bench_author", "Bench Author", "Bench Author"),
         )
-        columns = "id, author_id, title, slug, description, content, use_case_tags, tech_stack"
-        with conn.cursor().copy(f"COPY patterns ({columns}) FROM STDIN") as cp:
-            for i in range(rows):
-                cp.write_row(pattern_row(rng, i, author))
+        columns = (
+            "patterns (id, author_id, title, slug, description, content, use_case_tags, tech_stack)"
+        )
+        copy_rows(conn, columns, (pattern_row(rng, i, author) for i in range(rows)))
         # Written by hand, not by the API: the triggers' queue is not ours to work off.
         conn.execute("TRUNCATE search_jobs")
-    with psycopg.connect(libpq_url(database_url), autocommit=True) as conn:
-        conn.execute("VACUUM ANALYZE patterns")
+        vacuum(conn, "patterns")
 
 
 def embedded_texts(database_url: str) -> tuple[list[uuid.UUID], list[str]]:
     """The ids and exact texts the job embeds (the same SQL)."""
-    import psycopg
-
-    from storage.db import libpq_url
     from storage.models.search import PATTERNS
 
-    with psycopg.connect(libpq_url(database_url)) as conn:
+    with connect(database_url) as conn:
         found = conn.execute(
             f"SELECT id, {PATTERNS.text_sql} FROM patterns t "
             f"WHERE {PATTERNS.visible_sql} ORDER BY id"
@@ -144,29 +137,16 @@ def embedded_texts(database_url: str) -> tuple[list[uuid.UUID], list[str]]:
 
 
 def stored_vectors(database_url: str, model: str, ids: list[uuid.UUID]) -> np.ndarray:
-    import psycopg
-
     from embeddings.encoder import from_bytes
-    from storage.db import libpq_url
 
-    with psycopg.connect(libpq_url(database_url)) as conn:
-        found: dict[uuid.UUID, bytes] = dict(
+    with connect(database_url) as conn:
+        found = dict(
             conn.execute(
                 "SELECT item_id, vector FROM embeddings WHERE kind = 'pattern' AND model = %s",
                 (model,),
             ).fetchall()
         )
     return from_bytes([bytes(found[i]) for i in ids])
-
-
-def forget_vectors(database_url: str) -> None:
-    """Delete every stored vector: the next job finds every row to embed."""
-    import psycopg
-
-    from storage.db import libpq_url
-
-    with psycopg.connect(libpq_url(database_url)) as conn:
-        conn.execute("DELETE FROM embeddings")
 
 
 def measure_plain(texts: list[str]) -> dict[str, Any]:
@@ -222,7 +202,7 @@ def docs_section(result: dict[str, Any], load_before: float) -> str:
         f"(mean {result['chars_mean']:,.0f}); model all-MiniLM-L6-v2 on the CPU "
         "(sequences truncated at 256 word pieces, as in the service).",
         f"- `cairn reembed {' '.join(result['args'])} --precision P`: a local Ray, "
-        f"{job_actors(result)}; plain: one process, torch's default "
+        f"{result['actors']}; plain: one process, torch's default "
         f"{plain['threads']} threads, `batch_size={PLAIN_BATCH}`, fp32. Each precision "
         "embeds every row (the previous run's vectors are deleted before it).",
         "",
@@ -276,29 +256,19 @@ def docs_section(result: dict[str, Any], load_before: float) -> str:
     return "\n".join(lines) + "\n"
 
 
-def job_actors(result: dict[str, Any]) -> str:
-    a = result["args"]
-    concurrency = a[a.index("--concurrency") + 1]
-    threads = a[a.index("--threads") + 1]
-    return f"{concurrency} actors x {threads} torch thread(s), batches of {result['batch_size']}"
-
-
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(
         prog="python -m benchmarks.reembed_bench",
         description="cairn reembed vs plain SentenceTransformer.encode on the same texts.",
     )
-    parser.add_argument("--rows", type=int, default=10_000)
-    parser.add_argument("--batch-size", type=int, default=256)
-    parser.add_argument("--concurrency", type=int, default=len(os.sched_getaffinity(0)))
-    parser.add_argument("--threads", type=int, default=1, help="torch threads per actor")
-    parser.add_argument(
-        "--precisions",
-        default="fp32,bf16",
-        help="the job's encoder precisions, one run each on the same rows (fp32,bf16)",
-    )
-    parser.add_argument("--no-docs", action="store_true", help="print only")
-    parser.add_argument("--keep", action="store_true", help="keep the state folder")
+    add = parser.add_argument
+    add("--rows", type=int, default=10_000)
+    add("--batch-size", type=int, default=256)
+    add("--concurrency", type=int, default=len(os.sched_getaffinity(0)))
+    add("--threads", type=int, default=1, help="torch threads per actor")
+    add("--precisions", default="fp32,bf16", help="one run each on the same rows (fp32,bf16)")
+    add("--no-docs", action="store_true", help="print only")
+    add("--keep", action="store_true", help="keep the state folder")
     return parser.parse_args(argv)
 
 
@@ -345,7 +315,8 @@ def main(argv: list[str] | None = None) -> int:
             if jobs:
                 # The rows are current after the previous run: forget its
                 # vectors so that this one embeds every row again.
-                forget_vectors(url)
+                with connect(url) as conn:
+                    conn.execute("DELETE FROM embeddings")
             loads[run] = os.getloadavg()[0]
             job = run_reembed(env, [*job_args, "--precision", precision])
             print(
@@ -363,7 +334,8 @@ def main(argv: list[str] | None = None) -> int:
 
         result = {
             "rows": args.rows,
-            "batch_size": args.batch_size,
+            "actors": f"{args.concurrency} actors x {args.threads} torch thread(s), "
+            f"batches of {args.batch_size}",
             "args": job_args,
             "chars_min": min(lengths),
             "chars_max": max(lengths),

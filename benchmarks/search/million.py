@@ -26,7 +26,7 @@ from typing import Any
 
 import numpy as np
 
-from benchmarks.corpus import queries_for
+from benchmarks.corpus import connect, queries_for, vacuum
 from benchmarks.harness import (
     ROOT,
     bench_processes,
@@ -39,7 +39,7 @@ from benchmarks.harness import (
     serve_table,
     wrk_version,
 )
-from benchmarks.search.bulk import embed_patterns, libpq, load_vectors, seed_patterns
+from benchmarks.search.bulk import embed_patterns, load_vectors, seed_patterns
 from benchmarks.search.config import BENCH_ENV, N_QUERIES, PORT
 from benchmarks.search.index import graph_recall
 from benchmarks.search.latency import SearchRun, measure_search, wait_search_ready
@@ -87,12 +87,10 @@ def replica_builds(base: str, polls: int = 32) -> dict[str, list[float]]:
 
 def stored_vectors(database_url: str, model: str) -> np.ndarray:
     """Every pattern vector under ``model``, by item id."""
-    import psycopg
-
     from embeddings.encoder import from_bytes
 
     chunks = []
-    with psycopg.connect(libpq(database_url)) as conn, conn.cursor(name="vectors") as cur:
+    with connect(database_url) as conn, conn.cursor(name="vectors") as cur:
         cur.itersize = 50_000
         cur.execute(
             "SELECT vector FROM embeddings WHERE kind = 'pattern' AND model = %s ORDER BY item_id",
@@ -129,11 +127,8 @@ def part_million(args: argparse.Namespace) -> None:
             device=args.embed_device,
         )
     )
-    import psycopg
-
-    with psycopg.connect(libpq(url), autocommit=True) as conn:
-        for table in ("patterns", "agents", "embeddings"):
-            conn.execute(f"VACUUM ANALYZE {table}")
+    with connect(url) as conn:
+        vacuum(conn, "patterns", "agents", "embeddings")
     if args.seed_only:
         print("bench: --seed-only: corpus ready; not measuring", flush=True)
         return
