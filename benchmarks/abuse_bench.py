@@ -1,16 +1,12 @@
 """Does an authenticated read keep answering while the service is abused?
 
-The probe (``harness.probe``: ``GET /api/agents/me`` with a key) runs idle,
-under abuse and after, against ``cairn run`` on its own state folder; the
-attacks run in a second process, loopback only, each request from a random
-address in 198.18.0.0/15, bounded in count and in time. Two abuses, each
-writing its own section of docs/benchmarks.md (which says what it sends):
-by default held-open stream attempts with a ``/api/health`` flood;
-``--surfaces`` revision diffs of a pathological pattern (docs/security.md,
-H1) with slow Client ID Metadata Document fetches and registrations at
-their bounds (M2, M3). (``--diffs``, the diffs alone, was a trial recorded
-in "Admission under abuse: ... revision diffs"; its code:
-benchmarks/abuse_bench.py at commit f8c1b82.)
+The probe (``harness.probe``) runs idle, under abuse and after, against
+``cairn run`` on its own state folder; the attacks run in a second process,
+loopback only, each request from a random address in 198.18.0.0/15. By
+default held-open stream attempts and a health flood; ``--surfaces`` revision
+diffs (docs/security.md, H1) with slow client-document fetches and
+registrations at their bounds (M2, M3). Each writes its own section of
+docs/benchmarks.md, which says what it sends.
 
     .venv/bin/python -m benchmarks.abuse_bench [--attempts 200] [--no-docs]
     .venv/bin/python -m benchmarks.abuse_bench --surfaces [--seconds 45]
@@ -30,8 +26,9 @@ import random
 import re
 import time
 from collections import Counter
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Iterator
 from dataclasses import dataclass, field
+from functools import partial
 from multiprocessing.synchronize import Event as MpEvent
 from pathlib import Path
 from typing import Any
@@ -58,10 +55,8 @@ from benchmarks.harness import (
 from serve_app.launch.bootstrap import service_discovery_file
 
 STATE_DIR = ROOT / ".cairn" / "bench-abuse"
-START_MARK = "<!-- abuse-bench:start -->"
-END_MARK = "<!-- abuse-bench:end -->"
-SURFACES_START_MARK = "<!-- abuse-bench-surfaces:start -->"
-SURFACES_END_MARK = "<!-- abuse-bench-surfaces:end -->"
+MARKS = ("<!-- abuse-bench:start -->", "<!-- abuse-bench:end -->")
+SURFACES_MARKS = ("<!-- abuse-bench-surfaces:start -->", "<!-- abuse-bench-surfaces:end -->")
 PORT = 8108
 PROBE_TIMEOUT_S = 10.0
 ABUSE_MIN_S = 60.0  # the abuse lasts at least this (the health limit counts a minute)
@@ -100,8 +95,11 @@ def random_address(rng: random.Random) -> str:
     return f"198.{18 + (n >> 16)}.{(n >> 8) & 255}.{n & 255}"
 
 
-# --------------------------------------------------------------- the probe
+def spoofed(rng: random.Random) -> dict[str, str]:
+    return {"X-Forwarded-For": random_address(rng)}
 
+
+# --------------------------------------------------------------- the probe
 
 PROBE_ROUTE = "/api/agents/me"
 LABEL = re.compile(r'(\w+)="((?:[^"\\]|\\.)*)"')
@@ -116,9 +114,8 @@ def _cpu_ticks() -> tuple[int, int]:
 
 
 def _service_metrics() -> dict[str, float]:
-    """From the service's own metrics (every Ray node it runs, through its
-    service-discovery file): the probe route's requests and seconds inside
-    the app, summed over replicas, and the pool's waiters."""
+    """From the service's own metrics on every node (its service-discovery
+    file): the probe route's requests and seconds in the app, and pool waiters."""
     found = {"count": 0.0, "sum": 0.0, "pool_waiters": 0.0}
     try:
         groups = json.loads(service_discovery_file(STATE_DIR).read_text())
@@ -144,9 +141,7 @@ async def measured_probe(
     http: httpx.AsyncClient, key: str, until: MpEvent | None = None, min_s: float = 0.0
 ) -> dict[str, Any]:
     """``probe``, with where its time went: the machine's CPU busy share, the
-    mean time of a probe request inside the app (the service's own histogram;
-    the rest is HAProxy, Serve's proxy and waiting for a CPU), and the most
-    pool waiters seen (sampled every 5 s)."""
+    mean time of a probe request inside the app, the most pool waiters seen."""
     (busy0, total0), app0, waiters = _cpu_ticks(), _service_metrics(), []
 
     async def watch() -> None:
@@ -187,18 +182,19 @@ async def reopen(http: httpx.AsyncClient, key: str) -> float | None:
     return None
 
 
-# ------------------------------------------------------------- the attacks
+# ------------------------------------------ the attacks: streams and health
 
 
 @dataclass
-class Attack:
-    """One attack's attempts: their answers, and the connections held open."""
+class Tally:
+    """One kind of attack request: its answers by label, how many hung, its
+    connection errors, ms an answer, and (stream attempts) the connections held."""
 
     name: str
     answers: Counter[str] = field(default_factory=Counter)
     hung: int = 0
     errors: Counter[str] = field(default_factory=Counter)
-    answer_ms: list[float] = field(default_factory=list)
+    ms: list[float] = field(default_factory=list)
     seconds: float = 0.0
     held: list[tuple[asyncio.StreamReader, asyncio.StreamWriter, int]] = field(default_factory=list)
     closed_by_server: int = 0
@@ -209,16 +205,18 @@ class Attack:
             "answers": dict(self.answers),
             "hung": self.hung,
             "errors": dict(self.errors),
-            "answer_p50": pct(self.answer_ms, 50),
-            "answer_max": max(self.answer_ms, default=float("nan")),
+            "p50": pct(self.ms, 50),
+            "p99": pct(self.ms, 99),
+            "max": max(self.ms, default=float("nan")),
             "seconds": self.seconds,
+            "rate": self.answers.total() / self.seconds if self.seconds else float("nan"),
             "held": len(self.held),
             "held_200": sum(1 for _, _, status in self.held if status == 200),
             "closed_by_server": self.closed_by_server,
         }
 
 
-async def attempt(attack: Attack, port: int, path: str, headers: dict[str, str]) -> None:
+async def attempt(tally: Tally, port: int, path: str, headers: dict[str, str]) -> None:
     """One request on a raw connection of its own: write it, read the answer's
     head (and a refusal's body, for its error code), then hold the connection."""
     t0 = time.perf_counter()
@@ -232,95 +230,63 @@ async def attempt(attack: Attack, port: int, path: str, headers: dict[str, str])
             head = (await reader.readuntil(b"\r\n\r\n")).decode("latin-1")
             status = int(head.split(" ", 2)[1])
             label = str(status)
-            if status != 200:
-                length = 0
-                for line in head.split("\r\n")[1:]:
-                    name, _, value = line.partition(":")
-                    if name.strip().lower() == "content-length":
-                        length = int(value.strip())
-                if length:
-                    with contextlib.suppress(ValueError, AttributeError):
-                        body = json.loads(await reader.readexactly(length))
-                        label = f"{status} {body['error']}"
+            length = 0
+            for line in head.split("\r\n")[1:]:
+                name, _, value = line.partition(":")
+                if name.strip().lower() == "content-length":
+                    length = int(value.strip())
+            if status != 200 and length:
+                with contextlib.suppress(ValueError, AttributeError):
+                    label = f"{status} {json.loads(await reader.readexactly(length))['error']}"
     except (OSError, ValueError, IndexError, asyncio.IncompleteReadError) as exc:
         if isinstance(exc, TimeoutError):  # an OSError too
-            attack.hung += 1
+            tally.hung += 1
         else:
-            attack.errors[type(exc).__name__] += 1
+            tally.errors[type(exc).__name__] += 1
         if writer is not None:
             writer.close()
         return
-    attack.answer_ms.append((time.perf_counter() - t0) * 1000)
-    attack.answers[label] += 1
-    attack.held.append((reader, writer, status))
+    tally.ms.append((time.perf_counter() - t0) * 1000)
+    tally.answers[label] += 1
+    tally.held.append((reader, writer, status))
 
 
-async def run_waves(
-    attack: Attack, port: int, path: str, headers: dict[str, str], count: int
-) -> None:
-    rng = random.Random(f"{attack.name} {count}")
+async def waves(tally: Tally, port: int, path: str, headers: dict[str, str], count: int) -> None:
+    """``count`` attempts, WAVE at a time, each from a random address."""
+    rng = random.Random(f"{tally.name} {count}")
     started = time.perf_counter()
     for first in range(0, count, WAVE):
+        wave = min(WAVE, count - first)
         await asyncio.gather(
-            *(
-                attempt(attack, port, path, {**headers, "X-Forwarded-For": random_address(rng)})
-                for _ in range(min(WAVE, count - first))
-            )
+            *(attempt(tally, port, path, {**headers, **spoofed(rng)}) for _ in range(wave))
         )
-    attack.seconds = time.perf_counter() - started
+    tally.seconds = time.perf_counter() - started
 
 
-@dataclass
-class Flood:
-    """Health-flood loops of one kind (fixed or random source addresses)."""
-
-    name: str
-    answers: Counter[str] = field(default_factory=Counter)
-    hung: int = 0
-    errors: Counter[str] = field(default_factory=Counter)
-    latency_ms: list[float] = field(default_factory=list)
-    seconds: float = 0.0
-
-    def summary(self) -> dict[str, Any]:
-        total = sum(self.answers.values())
-        return {
-            "name": self.name,
-            "answers": dict(self.answers),
-            "hung": self.hung,
-            "errors": dict(self.errors),
-            "rate": total / self.seconds if self.seconds else float("nan"),
-            "p50": pct(self.latency_ms, 50),
-            "p99": pct(self.latency_ms, 99),
-            "seconds": self.seconds,
-        }
-
-
-async def flood_loop(
-    flood: Flood,
-    http: httpx.AsyncClient,
-    address: str | None,
-    rng: random.Random,
-    done: asyncio.Event,
+async def flood(
+    tally: Tally, http: httpx.AsyncClient, address: str | None, rng: random.Random, done: Any
 ) -> None:
+    """``GET /api/health`` as fast as answered from ``address`` (None: a random one each)."""
     while not done.is_set():
-        source = address or random_address(rng)
         t0 = time.perf_counter()
         try:
-            response = await http.get("/api/health", headers={"X-Forwarded-For": source})
+            response = await http.get(
+                "/api/health",
+                headers=spoofed(rng) if address is None else {"X-Forwarded-For": address},
+            )
         except httpx.TimeoutException:
-            flood.hung += 1
+            tally.hung += 1
             continue
         except httpx.HTTPError as exc:
-            flood.errors[type(exc).__name__] += 1
+            tally.errors[type(exc).__name__] += 1
             await asyncio.sleep(0.1)
             continue
-        flood.latency_ms.append((time.perf_counter() - t0) * 1000)
-        flood.answers[str(response.status_code)] += 1
+        tally.ms.append((time.perf_counter() - t0) * 1000)
+        tally.answers[str(response.status_code)] += 1
 
 
 async def still_open(reader: asyncio.StreamReader) -> bool:
-    """Whether a held connection whose answer was read in full is still open
-    (nothing more arrives within a moment; an end of stream: closed)."""
+    """Whether a held connection whose answer was read in full is still open."""
     try:
         return bool(await asyncio.wait_for(reader.read(1), 0.05))
     except TimeoutError:
@@ -332,44 +298,41 @@ async def still_open(reader: asyncio.StreamReader) -> bool:
 async def attacks(
     port: int, key: str, count: int, started: MpEvent, answered: MpEvent, stop: MpEvent
 ) -> dict[str, Any]:
-    base = f"http://{HOST}:{port}"
-    mcp = Attack("keyless GET /mcp")
-    streams = Attack("GET /api/notifications/stream, one key")
-    fixed = Flood(f"GET /api/health, {HEALTH_LOOPS_FIXED} loops, one address each")
-    spread = Flood(f"GET /api/health, {HEALTH_LOOPS_RANDOM} loops, a random address each request")
+    """Both stream attacks at once under the health flood, until ``stop``."""
+    mcp = Tally("keyless GET /mcp")
+    streams = Tally("GET /api/notifications/stream, one key")
+    fixed = Tally(f"GET /api/health, {HEALTH_LOOPS_FIXED} loops, one address each")
+    spread = Tally(f"GET /api/health, {HEALTH_LOOPS_RANDOM} loops, a random address each request")
     done = asyncio.Event()
     limits = httpx.Limits(max_connections=64, max_keepalive_connections=64)
-    timeout = httpx.Timeout(ANSWER_TIMEOUT_S)
     t0 = time.perf_counter()
-    async with httpx.AsyncClient(base_url=base, limits=limits, timeout=timeout) as http:
+    base = f"http://{HOST}:{port}"
+    async with httpx.AsyncClient(base_url=base, limits=limits, timeout=ANSWER_TIMEOUT_S) as http:
         rng = random.Random("health flood")
         loops = [
-            flood_loop(fixed, http, random_address(rng), rng, done)
-            for _ in range(HEALTH_LOOPS_FIXED)
-        ] + [flood_loop(spread, http, None, rng, done) for _ in range(HEALTH_LOOPS_RANDOM)]
+            flood(fixed, http, random_address(rng), rng, done) for _ in range(HEALTH_LOOPS_FIXED)
+        ]
+        loops += [flood(spread, http, None, rng, done) for _ in range(HEALTH_LOOPS_RANDOM)]
         flooding = asyncio.gather(*loops)
         started.set()
-        stream_headers = {"Accept": "text/event-stream"}
+        sse = {"Accept": "text/event-stream"}
         await asyncio.gather(
-            run_waves(mcp, port, "/mcp", stream_headers, count),
-            run_waves(
-                streams, port, "/api/notifications/stream", {**stream_headers, **bearer(key)}, count
-            ),
+            waves(mcp, port, "/mcp", sse, count),
+            waves(streams, port, "/api/notifications/stream", {**sse, **bearer(key)}, count),
         )
         answered.set()
         while not stop.is_set() and time.perf_counter() - t0 < ABUSE_MAX_S:
             await asyncio.sleep(0.05)
         done.set()
         await flooding
-    for flood in (fixed, spread):
-        flood.seconds = time.perf_counter() - t0
-    for attack in (mcp, streams):
-        refused = [reader for reader, _, status in attack.held if status != 200]
+    fixed.seconds = spread.seconds = time.perf_counter() - t0
+    for tally in (mcp, streams):
+        refused = [reader for reader, _, status in tally.held if status != 200]
         found = await asyncio.gather(*(still_open(r) for r in refused))
-        attack.closed_by_server = sum(1 for is_open in found if not is_open)
-        for _, writer, _ in attack.held:
+        tally.closed_by_server = sum(1 for is_open in found if not is_open)
+        for _, writer, _ in tally.held:
             writer.close()
-        await asyncio.gather(*(w.wait_closed() for _, w, _ in attack.held), return_exceptions=True)
+        await asyncio.gather(*(w.wait_closed() for _, w, _ in tally.held), return_exceptions=True)
     return {
         "attacks": [mcp.summary(), streams.summary()],
         "floods": [fixed.summary(), spread.summary()],
@@ -379,15 +342,7 @@ async def attacks(
 
 # ------------------------------------ --surfaces: diffs (H1), M2, M3
 
-
-def pathological(n: int) -> tuple[str, str]:
-    """n distinct lines; the same lines each followed by a blank line."""
-    lines = [f"step {i:05d}" for i in range(n)]
-    return "\n".join(lines) + "\n", "".join(f"{line}\n\n" for line in lines)
-
-
-def spoofed(rng: random.Random) -> dict[str, str]:
-    return {"X-Forwarded-For": random_address(rng)}
+Request = Callable[[httpx.AsyncClient, random.Random], Awaitable[str]]
 
 
 def labelled(response: httpx.Response) -> str:
@@ -399,58 +354,40 @@ def labelled(response: httpx.Response) -> str:
     return label
 
 
-Request = Callable[[httpx.AsyncClient, random.Random], Awaitable[str]]
-
-
 async def loops(
     name: str, count: int, request: Request, http: httpx.AsyncClient, stop: MpEvent, most: int
 ) -> dict[str, Any]:
     """``count`` loops of ``request`` until ``stop``, ``most`` requests in all
     or ABUSE_MAX_S; how many got which answer."""
-    rng = random.Random(name)
-    answers: Counter[str] = Counter()
-    latencies: list[float] = []
-    begun = time.perf_counter()
+    rng, tally, begun = random.Random(name), Tally(name), time.perf_counter()
 
     async def loop() -> None:
-        while (
-            not stop.is_set()
-            and answers.total() < most
-            and time.perf_counter() - begun < ABUSE_MAX_S
-        ):
+        while not stop.is_set() and tally.answers.total() < most:
+            if time.perf_counter() - begun > ABUSE_MAX_S:
+                return
             t0 = time.perf_counter()
             try:
                 label = await request(http, rng)
             except httpx.HTTPError as exc:
-                answers[type(exc).__name__] += 1
+                tally.answers[type(exc).__name__] += 1
                 continue
-            latencies.append((time.perf_counter() - t0) * 1000)
-            answers[label] += 1
+            tally.ms.append((time.perf_counter() - t0) * 1000)
+            tally.answers[label] += 1
 
     await asyncio.gather(*(loop() for _ in range(count)))
-    return {
-        "name": name,
-        "answers": dict(answers),
-        "seconds": time.perf_counter() - begun,
-        "p50": pct(latencies, 50),
-        "max": max(latencies, default=float("nan")),
-    }
+    tally.seconds = time.perf_counter() - begun
+    return tally.summary()
 
 
-def diff_request(pid: str) -> Request:
+async def diff(pid: str, http: httpx.AsyncClient, rng: random.Random) -> str:
     """Anonymous ``GET …/revisions/{a}/diff/{b}`` of a random pair (H1)."""
-
-    async def request(http: httpx.AsyncClient, rng: random.Random) -> str:
-        a, b = rng.sample(range(1, DIFF_REVISIONS + 1), 2)
-        path = f"/api/patterns/{pid}/revisions/{a}/diff/{b}"
-        response = await http.get(path, headers=spoofed(rng))
-        if response.status_code == 200 and any(
-            f.get("too_large") for f in response.json()["data"]["fields"]
-        ):
-            return "200 too_large"
-        return labelled(response)
-
-    return request
+    a, b = rng.sample(range(1, DIFF_REVISIONS + 1), 2)
+    response = await http.get(f"/api/patterns/{pid}/revisions/{a}/diff/{b}", headers=spoofed(rng))
+    if response.status_code == 200 and any(
+        f.get("too_large") for f in response.json()["data"]["fields"]
+    ):
+        return "200 too_large"
+    return labelled(response)
 
 
 def authorize_params(client_id: str, mcp_url: str, state: str = "s") -> dict[str, str]:
@@ -494,15 +431,12 @@ async def document_server(hold_s: float) -> tuple[asyncio.Server, str]:
     return server, base
 
 
-def m2_request(docs: str, mcp_url: str) -> Request:
+async def new_document(
+    docs: str, mcp_url: str, serial: Iterator[int], http: httpx.AsyncClient, rng: random.Random
+) -> str:
     """Anonymous ``GET /authorize`` naming a new document URL each time (M2)."""
-    serial = itertools.count()
-
-    async def request(http: httpx.AsyncClient, rng: random.Random) -> str:
-        params = authorize_params(f"{docs}/clients/{next(serial)}.json", mcp_url)
-        return labelled(await http.get("/authorize", params=params, headers=spoofed(rng)))
-
-    return request
+    params = authorize_params(f"{docs}/clients/{next(serial)}.json", mcp_url)
+    return labelled(await http.get("/authorize", params=params, headers=spoofed(rng)))
 
 
 def registration(over: bool) -> dict[str, Any]:
@@ -522,55 +456,43 @@ def registration(over: bool) -> dict[str, Any]:
     return body
 
 
-def register_request(over: bool) -> Request:
-    body = registration(over)
-
-    async def request(http: httpx.AsyncClient, rng: random.Random) -> str:
-        return labelled(await http.post("/register", json=body, headers=spoofed(rng)))
-
-    return request
+async def register_client(body: dict[str, Any], http: httpx.AsyncClient, rng: random.Random) -> str:
+    return labelled(await http.post("/register", json=body, headers=spoofed(rng)))
 
 
-def state_request(client_id: str, mcp_url: str) -> Request:
+async def huge_state(
+    client_id: str, mcp_url: str, http: httpx.AsyncClient, rng: random.Random
+) -> str:
     """``/authorize`` with a huge ``state``: a GET (the URI just under the
     edge's 8 KiB) or a POSTed form of 900 kB, in turn (M3)."""
-
-    async def request(http: httpx.AsyncClient, rng: random.Random) -> str:
-        if rng.random() < 0.5:
-            params = authorize_params(client_id, mcp_url, "s" * 7_000)
-            response = await http.get("/authorize", params=params, headers=spoofed(rng))
-        else:
-            form = authorize_params(client_id, mcp_url, "s" * 900_000)
-            response = await http.post("/authorize", data=form, headers=spoofed(rng))
-        return labelled(response)
-
-    return request
+    if rng.random() < 0.5:
+        params = authorize_params(client_id, mcp_url, "s" * 7_000)
+        return labelled(await http.get("/authorize", params=params, headers=spoofed(rng)))
+    form = authorize_params(client_id, mcp_url, "s" * 900_000)
+    return labelled(await http.post("/authorize", data=form, headers=spoofed(rng)))
 
 
 async def attack_loops(port: int, pid: str, most: int, started: MpEvent, stop: MpEvent) -> Any:
     """The diff loops (H1) and the M2 and M3 loops, at most ``most`` requests a kind."""
     base = f"http://{HOST}:{port}"
     limits = httpx.Limits(max_connections=128, max_keepalive_connections=128)
-    timeout = httpx.Timeout(DIFF_TIMEOUT_S)
-    async with httpx.AsyncClient(base_url=base, limits=limits, timeout=timeout) as http:
+    async with httpx.AsyncClient(base_url=base, limits=limits, timeout=DIFF_TIMEOUT_S) as http:
         server, docs = await document_server(DOCUMENT_HOLD_S)
         mcp_url = f"{base}/mcp"
         client = await http.post("/register", json=registration(False))
         client.raise_for_status()
         client_id = client.json()["client_id"]
-        groups = [
-            loops("H1 diffs", DIFF_LOOPS, diff_request(pid), http, stop, most),
-            loops("M2 /authorize, a new document URL each", M2_LOOPS,
-                  m2_request(docs, mcp_url), http, stop, most),
-            loops("M3 /register at the bound", M3_LOOPS, register_request(False),
-                  http, stop, most),
-            loops("M3 /register with 900 kB jwks", M3_LOOPS, register_request(True),
-                  http, stop, most),
-            loops("M3 /authorize, huge state", M3_LOOPS, state_request(client_id, mcp_url),
-                  http, stop, most),
+        kinds: list[tuple[str, int, Request]] = [
+            ("H1 diffs", DIFF_LOOPS, partial(diff, pid)),
+            ("M2 /authorize, a new document URL each", M2_LOOPS,
+             partial(new_document, docs, mcp_url, itertools.count())),
+            ("M3 /register at the bound", M3_LOOPS, partial(register_client, registration(False))),
+            ("M3 /register with 900 kB jwks", M3_LOOPS,
+             partial(register_client, registration(True))),
+            ("M3 /authorize, huge state", M3_LOOPS, partial(huge_state, client_id, mcp_url)),
         ]  # fmt: skip
         started.set()
-        found = await asyncio.gather(*groups)
+        found = await asyncio.gather(*(loops(*k, http, stop, most) for k in kinds))
         server.close()
     return found
 
@@ -583,50 +505,14 @@ def attackers(
     stop: MpEvent,
     results: mp.Queue[Any],
 ) -> None:
-    """The attackers' process: ``attack_loops`` (``surfaces``) or ``attacks``;
-    puts the result."""
+    """The attackers' process: ``attack_loops`` (``surfaces``) or ``attacks``."""
     found = (
         attack_loops(*args, started, stop) if surfaces else attacks(*args, started, answered, stop)
     )
     results.put(asyncio.run(found))
 
 
-async def run_surfaces(base: str, port: int, requests: int, min_s: float) -> dict[str, Any]:
-    """The probe around ``attack_loops``, on a pattern with DIFF_REVISIONS revisions."""
-    async with client(base) as http:
-        prober = (await register(http, "abuse bench prober"))["api_key"]
-        author = (await register(http, "abuse bench author"))["api_key"]
-        before, after = pathological(DIFF_LINES)
-        body = {"title": "A long pattern", "description": "Many steps.", "content": before}
-        created = await http.post("/api/patterns", json=body, headers=bearer(author))
-        created.raise_for_status()
-        pid = created.json()["data"]["id"]
-        for n in range(2, DIFF_REVISIONS + 1):
-            content = after if n % 2 == 0 else before + f"step {n}\n"
-            edited = await http.put(
-                f"/api/patterns/{pid}", json={"content": content}, headers=bearer(author)
-            )
-            edited.raise_for_status()
-        idle, abused, found, later = await probed(
-            http, prober, True, (port, pid, requests), min_s=min_s
-        )
-    return {
-        "idle": idle,
-        "abused": abused,
-        "after": later,
-        "loops": found,
-        "content_chars": len(after),
-        "requests": requests,
-    }
-
-
 # ------------------------------------------------------------------ the run
-
-
-def client(base: str) -> httpx.AsyncClient:
-    """The probe's client."""
-    limits = httpx.Limits(max_connections=PROBE_CONCURRENCY * 2)
-    return httpx.AsyncClient(base_url=base, limits=limits, timeout=PROBE_TIMEOUT_S)
 
 
 async def probed(
@@ -634,10 +520,9 @@ async def probed(
     prober: str,
     surfaces: bool,
     args: tuple[Any, ...],
-    *,
     min_s: float,
     after: Callable[[], Awaitable[Any]] | None = None,
-) -> tuple[dict[str, Any], dict[str, Any], Any, dict[str, Any]]:
+) -> dict[str, Any]:
     """The probe idle; under attack (``attackers`` in a second process) for
     at least ``min_s`` (and, but with ``surfaces``, until the attackers say
     every request was answered); once the attackers stopped and put their
@@ -671,23 +556,47 @@ async def probed(
     extra = await after() if after is not None else None
     later = await measured_probe(http, prober)
     print("bench: after", later, extra, flush=True)
-    return idle, abused, found, {**later, "extra": extra}
+    return {"idle": idle, "abused": abused, "found": found, "after": later, "extra": extra}
 
 
-async def run(base: str, port: int, count: int) -> dict[str, Any]:
-    """The probe around ``attacks``; then how soon the attacking key streams again."""
-    async with client(base) as http:
+async def run(base: str, port: int, count: int, surfaces: bool, min_s: float) -> dict[str, Any]:
+    """The probe around ``attacks`` (then how soon the attacking key streams
+    again) or, with ``surfaces``, around ``attack_loops`` on a pattern with
+    DIFF_REVISIONS revisions."""
+    limits = httpx.Limits(max_connections=PROBE_CONCURRENCY * 2)
+    async with httpx.AsyncClient(base_url=base, limits=limits, timeout=PROBE_TIMEOUT_S) as http:
         prober = (await register(http, "abuse bench prober"))["api_key"]
-        attacker = (await register(http, "abuse bench streamer"))["api_key"]
-        idle, abused, found, after = await probed(
-            http,
-            prober,
-            False,
-            (port, attacker, count),
-            min_s=ABUSE_MIN_S,
-            after=lambda: reopen(http, attacker),
-        )
-    return {**found, "idle": idle, "abused": abused, "after": after, "reopen_s": after["extra"]}
+        if not surfaces:
+            attacker = (await register(http, "abuse bench streamer"))["api_key"]
+            got = await probed(
+                http,
+                prober,
+                False,
+                (port, attacker, count),
+                ABUSE_MIN_S,
+                lambda: reopen(http, attacker),
+            )
+            return {**got.pop("found"), **got, "reopen_s": got["extra"]}
+        author = (await register(http, "abuse bench author"))["api_key"]
+        before, after = pathological(DIFF_LINES)
+        body = {"title": "A long pattern", "description": "Many steps.", "content": before}
+        created = await http.post("/api/patterns", json=body, headers=bearer(author))
+        created.raise_for_status()
+        pid = created.json()["data"]["id"]
+        for n in range(2, DIFF_REVISIONS + 1):
+            content = after if n % 2 == 0 else before + f"step {n}\n"
+            edited = await http.put(
+                f"/api/patterns/{pid}", json={"content": content}, headers=bearer(author)
+            )
+            edited.raise_for_status()
+        got = await probed(http, prober, True, (port, pid, count), min_s)
+    return {"loops": got.pop("found"), **got, "content_chars": len(after), "requests": count}
+
+
+def pathological(n: int) -> tuple[str, str]:
+    """n distinct lines; the same lines each followed by a blank line."""
+    lines = [f"step {i:05d}" for i in range(n)]
+    return "\n".join(lines) + "\n", "".join(f"{line}\n\n" for line in lines)
 
 
 # -------------------------------------------------------------- reporting
@@ -697,8 +606,8 @@ def _ms(value: float) -> str:
     return "n/a" if value != value else f"{value:.1f}"  # NaN: nothing measured
 
 
-def _counts(counts: dict[str, int]) -> str:
-    return ", ".join(f"{k}: {v:,}" for k, v in sorted(counts.items())) or "none"
+def _counts(counts: dict[str, int], empty: str = "none") -> str:
+    return ", ".join(f"{k}: {v:,}" for k, v in sorted(counts.items())) or empty
 
 
 def probe_table(result: dict[str, Any], labels: tuple[str, str, str]) -> list[str]:
@@ -713,28 +622,24 @@ def probe_table(result: dict[str, Any], labels: tuple[str, str, str]) -> list[st
         w = p.get("waits") or {}
         lines.append(
             f"| {label} | {p['requests']:,} | {p['rps']:.0f} | {_ms(p['p50'])} | "
-            f"{_ms(p['p99'])} | {_ms(p['max'])} | {_counts(p['failed']) if p['failed'] else 0} "
+            f"{_ms(p['p99'])} | {_ms(p['max'])} | {_counts(p['failed'], '0')} "
             f"| {_ms(p.get('mean', float('nan')))} | {_ms(w.get('app_ms', float('nan')))} "
             f"| {w.get('cpu_busy', float('nan')):.0%} | {w.get('pool_waiters_max', 0):.0f} |"
         )
-    lines += [""]
-    lines.append(
+    return [
+        *lines,
+        "",
         "_Mean ms_ is the probe's latency as its client saw it; _in the app_ the mean time "
         "the service's own `cairn_request_seconds` recorded for the route meanwhile (the rest "
         "is HAProxy, Serve's proxy, and waiting for a CPU); _machine CPU busy_ from "
         "`/proc/stat` over the phase (client and server together); _pool waiters_ the most "
-        "requests seen waiting for a pooled database connection (sampled every 5 s)."
-    )
-    return lines
+        "requests seen waiting for a pooled database connection (sampled every 5 s).",
+    ]
 
 
 def section(result: dict[str, Any], load_before: float, count: int, run_s: float) -> str:
-    lines = section_head(
-        START_MARK,
-        "Admission under abuse: an authenticated read while streams and health are flooded",
-        "abuse_bench.py",
-        load_before,
-    )
+    title = "Admission under abuse: an authenticated read while streams and health are flooded"
+    lines = section_head(MARKS[0], title, "abuse_bench.py", load_before)
     lines += [
         "- `cairn run` (2 Api replicas behind Serve's HAProxy, semantic search off) on its "
         "own state folder; `CAIRN_TRUSTED_PROXIES=127.0.0.1/32`, so the `X-Forwarded-For` "
@@ -765,37 +670,32 @@ def section(result: dict[str, Any], load_before: float, count: int, run_s: float
         "| all answered in (s) | held open to the end | of which refused, closed by the "
         "server meanwhile |",
         "|---|---|---:|---|---:|---:|---:|---:|",
-    ]
-    for a in result["attacks"]:
-        lines.append(
-            f"| {a['name']} | {_counts(a['answers'])} | {a['hung']} | "
-            f"{_counts(a['errors']) if a['errors'] else 0} | "
-            f"{_ms(a['answer_p50'])} / {_ms(a['answer_max'])} | {a['seconds']:.1f} | "
+        *(
+            f"| {a['name']} | {_counts(a['answers'])} | {a['hung']} | {_counts(a['errors'], '0')} "
+            f"| {_ms(a['p50'])} / {_ms(a['max'])} | {a['seconds']:.1f} | "
             f"{a['held']:,} ({a['held_200']} accepted streams) | {a['closed_by_server']:,} |"
-        )
-    lines += [
+            for a in result["attacks"]
+        ),
         "",
         "| health flood | answers (status) | answers/s | p50 ms | p99 ms | hung | "
         "connection errors |",
         "|---|---|---:|---:|---:|---:|---|",
-    ]
-    for f in result["floods"]:
-        lines.append(
+        *(
             f"| {f['name']} | {_counts(f['answers'])} | {f['rate']:.0f} | {_ms(f['p50'])} | "
-            f"{_ms(f['p99'])} | {f['hung']} | {_counts(f['errors']) if f['errors'] else 0} |"
-        )
-    idle, abused = result["idle"], result["abused"]
+            f"{_ms(f['p99'])} | {f['hung']} | {_counts(f['errors'], '0')} |"
+            for f in result["floods"]
+        ),
+    ]
+    idle, abused, reopen_s = result["idle"], result["abused"], result["reopen_s"]
     hung = sum(a["hung"] for a in result["attacks"]) + sum(f["hung"] for f in result["floods"])
     failed = sum(abused["failed"].values())
     fixed_ok = result["floods"][0]["answers"].get("200", 0)
     health_limit = os.environ.get("CAIRN_RATELIMIT_HEALTH", "120/minute")
-    reopen_s = result["reopen_s"]
     reopened = (
-        f"once the attackers had closed everything, the attacking key's next stream was "
-        f"accepted (after {reopen_s:.2f} s of trying: its slots were given back)"
+        f"the attacking key's next stream was accepted (after {reopen_s:.2f} s of trying: its "
+        "slots were given back)"
         if reopen_s is not None
-        else f"once the attackers had closed everything, the attacking key could NOT open "
-        f"a stream within {REOPEN_WAIT_S:.0f} s"
+        else f"the attacking key could NOT open a stream within {REOPEN_WAIT_S:.0f} s"
     )
     lines += [
         "",
@@ -804,26 +704,21 @@ def section(result: dict[str, Any], load_before: float, count: int, run_s: float
         f"{_ms(abused['p50'])} ms, its p99 from {_ms(idle['p99'])} to {_ms(abused['p99'])} ms. "
         f"{hung or 'No'} attack requests hung. Each fixed health address got "
         f"{fixed_ok / HEALTH_LOOPS_FIXED:.0f} answers with status 200 on average (the limit: "
-        f"{health_limit} per address), then 429s; {reopened}. The abuse lasted "
-        f"{result['abuse_s']:.0f} s; the whole run (start, measure, stop) "
-        f"{run_s / 60:.1f} minutes. The attackers, the probe and the service share the "
-        "machine's cores, so the flood's rate is what this machine could drive, and part of "
-        "the probe's slowdown may be the attackers' own CPU. The machine is shared with other "
-        "work: compare rows of one run, not runs.",
-        END_MARK,
+        f"{health_limit} per address), then 429s; once the attackers had closed everything, "
+        f"{reopened}. The abuse lasted {result['abuse_s']:.0f} s; the whole run (start, "
+        f"measure, stop) {run_s / 60:.1f} minutes. The attackers, the probe and the service "
+        "share the machine's cores, so the flood's rate is what this machine could drive, and "
+        "part of the probe's slowdown may be the attackers' own CPU. The machine is shared "
+        "with other work: compare rows of one run, not runs.",
+        MARKS[1],
     ]
-    # A blank line after the end mark (write_docs drops what stood there).
-    return "\n".join(lines) + "\n\n"
+    return "\n".join(lines) + "\n\n"  # a blank line after the end mark
 
 
 def surfaces_section(result: dict[str, Any], load_before: float, run_s: float, min_s: float) -> str:
     title = "an authenticated read while diffs, OAuth fetches and registrations are abused"
-    lines = section_head(
-        SURFACES_START_MARK,
-        f"Admission under abuse: {title}",
-        "abuse_bench.py --surfaces",
-        load_before,
-    )
+    script = "abuse_bench.py --surfaces"
+    lines = section_head(SURFACES_MARKS[0], f"Admission under abuse: {title}", script, load_before)
     lines += [
         f"- The same `cairn run` as above. One pattern of {DIFF_LINES:,} distinct lines, edited "
         f"to the same lines each followed by a blank line ({result['content_chars']:,} "
@@ -832,12 +727,11 @@ def surfaces_section(result: dict[str, Any], load_before: float, run_s: float, m
         f"address per request) from a second process for at least {min_s:.0f} s; "
         f"the probe as above ({PROBE_CONCURRENCY} at a time), idle, meanwhile and after.",
         "- At the same time from the same process (security M2, M3), each request from a "
-        "random address: "
-        f"{M2_LOOPS} loops of anonymous `GET /authorize` naming a new Client ID Metadata "
-        "Document URL each time, on a document server the bench runs on 127.0.0.1 that "
-        f"holds each answer {DOCUMENT_HOLD_S:.1f} s (under the 5 s fetch limit, so a "
-        "fetched client is stored; `CAIRN_OAUTH_CLIENT_METADATA_ALLOW_LOOPBACK=true`); "
-        f"{M3_LOOPS} loops each of `POST /register` with every bounded field full (the "
+        f"random address: {M2_LOOPS} loops of anonymous `GET /authorize` naming a new Client "
+        "ID Metadata Document URL each time, on a document server the bench runs on "
+        f"127.0.0.1 that holds each answer {DOCUMENT_HOLD_S:.1f} s (under the 5 s fetch "
+        "limit, so a fetched client is stored; `CAIRN_OAUTH_CLIENT_METADATA_ALLOW_LOOPBACK="
+        f"true`); {M3_LOOPS} loops each of `POST /register` with every bounded field full (the "
         f"whole just within 4 KiB), of the same with a 900 kB `jwks`, and of `/authorize` "
         "with a huge `state` (a GET of 7,000 characters, or a POSTed form of 900 kB). "
         f"Each kind of loop stops after {result['requests']:,} requests, or when the "
@@ -855,7 +749,7 @@ def surfaces_section(result: dict[str, Any], load_before: float, run_s: float, m
         "",
         f"The whole run {run_s / 60:.1f} minutes. Client and server share the machine (a "
         "shared one: see its load above): compare rows of one run, not runs.",
-        SURFACES_END_MARK,
+        SURFACES_MARKS[1],
     ]
     return "\n".join(lines) + "\n\n"
 
@@ -877,21 +771,17 @@ def main(argv: list[str] | None = None) -> int:
     load_before = os.getloadavg()[0]
     fresh_state(STATE_DIR)
     min_s = args.seconds or SURFACES_MIN_S
+    count = args.requests if args.surfaces else args.attempts
     with serve_running(PORT, env, STATE_DIR) as serve:
-        if args.surfaces:
-            result = asyncio.run(run_surfaces(serve.base, PORT, args.requests, min_s))
-        else:
-            result = asyncio.run(run(serve.base, PORT, args.attempts))
+        result = asyncio.run(run(serve.base, PORT, count, args.surfaces, min_s))
     run_s = time.monotonic() - t0
     print(f"bench: the run took {run_s:.0f} s", flush=True)
     name = "abuse-surfaces" if args.surfaces else "abuse"
     (STATE_DIR / f"{name}.json").write_text(json.dumps(result, indent=2))
     if args.surfaces:
-        text = surfaces_section(result, load_before, run_s, min_s)
-        marks = SURFACES_START_MARK, SURFACES_END_MARK
+        publish(surfaces_section(result, load_before, run_s, min_s), *SURFACES_MARKS, args.no_docs)
     else:
-        text, marks = section(result, load_before, args.attempts, run_s), (START_MARK, END_MARK)
-    publish(text, *marks, args.no_docs)
+        publish(section(result, load_before, count, run_s), *MARKS, args.no_docs)
     return 0
 
 
