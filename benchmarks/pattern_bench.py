@@ -1,14 +1,9 @@
 """Pattern search and trending over 100,000 seeded patterns (docs/benchmarks.md,
-"Pattern search and trending at 100,000 patterns").
+"Pattern search and trending at 100,000 patterns"): the routes through Serve
+with wrk, and the database alone (the SQL those routes send, replayed over
+psycopg; the TrendingCounter in process). The corpus is seeded once and reused.
 
-Seeds (once; reused while the corpus is there) 100,000 patterns of Zipf text,
-1,000 agents and 200,000 votes over the last 30 days, then measures the
-routes through Serve with wrk, and the database alone: the SQL those routes
-send (captured from the repositories) replayed over psycopg, and the
-TrendingCounter's ranking in process.
-
-    .venv/bin/python -m benchmarks.pattern_bench               # part of `make bench`
-    .venv/bin/python -m benchmarks.pattern_bench --duration 5  # a quick run
+    .venv/bin/python -m benchmarks.pattern_bench [--duration 5] [--no-http]
 """
 
 from __future__ import annotations
@@ -40,9 +35,9 @@ from benchmarks.harness import (
     ROOT,
     THREADS,
     WrkResult,
+    api_call,
     bench_env,
     ensure_wrk,
-    http_json,
     measure_url,
     paths_script,
     pct,
@@ -57,8 +52,7 @@ from benchmarks.harness import (
 )
 
 STATE_DIR = ROOT / ".cairn" / "bench-patterns"
-START_MARK = "<!-- pattern-bench:start -->"
-END_MARK = "<!-- pattern-bench:end -->"
+MARKS = ("<!-- pattern-bench:start -->", "<!-- pattern-bench:end -->")
 PORT = 8103
 BENCH_ENV = bench_env(STATE_DIR, 2, "general")
 
@@ -208,12 +202,10 @@ def time_statements(
     database_url: str, statements: list[tuple[str, Any]], repeats: int
 ) -> list[float]:
     """Milliseconds per request (all its statements), replayed over psycopg."""
-    import psycopg
-
-    from storage.db import SESSION_OPTIONS, libpq_url
+    from storage.db import SESSION_OPTIONS
 
     out = []
-    with psycopg.connect(libpq_url(database_url), autocommit=True, options=SESSION_OPTIONS) as conn:
+    with connect(database_url, autocommit=True, options=SESSION_OPTIONS) as conn:
         for _ in range(3):  # warm caches and let psycopg prepare the statements
             for sql, params in statements:
                 conn.execute(sql, params).fetchall()
@@ -305,21 +297,16 @@ def _total(database_url: str, q: str) -> int:
 def measure_http(
     base: str, wrk: str, tmp: Path, args: argparse.Namespace
 ) -> list[tuple[str, WrkResult]]:
-    search_paths = [f"/api/patterns?search={quote(q)}" for q in QUERIES]
-    for path in [*search_paths, "/api/patterns?sort_by=trending", "/api/feed/trending"]:
-        status, body = http_json("GET", base + path, timeout=30)
-        if status != 200:
-            raise RuntimeError(f"{path} answered {status}: {body}")
+    searches = [f"/api/patterns?search={quote(q)}" for q in QUERIES]
+    for path in [*searches, "/api/patterns?sort_by=trending", "/api/feed/trending"]:
+        api_call(base, "GET", path)
+    rotate = paths_script(tmp / "rotate.lua", searches)
     routes = [
-        (
-            "GET /api/patterns?search=… (8 queries in turn)",
-            base + search_paths[0],
-            paths_script(tmp / "rotate.lua", search_paths),
-        ),
-        ("GET /api/patterns?sort_by=trending", base + "/api/patterns?sort_by=trending", None),
-        ("GET /api/feed/trending", base + "/api/feed/trending", None),
+        ("GET /api/patterns?search=… (8 queries in turn)", searches[0], rotate),
+        ("GET /api/patterns?sort_by=trending", "/api/patterns?sort_by=trending", None),
+        ("GET /api/feed/trending", "/api/feed/trending", None),
     ]
-    return [(label, measure_url(wrk, label, url, args, script)) for label, url, script in routes]
+    return [(label, measure_url(wrk, label, base + p, args, lua)) for label, p, lua in routes]
 
 
 # ------------------------------------------------------------------ report
@@ -333,13 +320,9 @@ def docs_section(
     wrk_ver: str,
     load_before: float,
 ) -> str:
+    title = "Pattern search and trending at 100,000 patterns"
     lines = [
-        *section_head(
-            START_MARK,
-            "Pattern search and trending at 100,000 patterns",
-            "pattern_bench.py",
-            load_before,
-        ),
+        *section_head(MARKS[0], title, "pattern_bench.py", load_before),
         f"- Corpus: {N_PATTERNS:,} patterns (titles 5 to 9, descriptions 20 to 40, contents "
         f"120 to 260 words drawn by Zipf's law from a 30,000-word vocabulary), "
         f"{N_AGENTS:,} agents, {N_VOTES:,} votes over the last 30 days (80 % up, "
@@ -352,37 +335,29 @@ def docs_section(
         "psycopg connection on the unix socket; one sample = one request's statements.",
         "",
         *serve_table(http_rows),
-    ]
-    lines += [
         "",
         "| Database time alone | p50 ms | p99 ms | matches |",
         "|---|---:|---:|---:|",
-    ]
-    for what, p50, p99, total in db_rows:
-        lines.append(
-            f"| {what} | {p50:.2f} | {p99:.2f} | {f'{total:,}' if total is not None else ''} |"
-        )
-    lines += [
+        *(
+            f"| {what} | {p50:.2f} | {p99:.2f} | {'' if total is None else f'{total:,}'} |"
+            for what, p50, p99, total in db_rows
+        ),
         "",
         f"The trending ranking held {facts['ranked']:,} patterns (7 days; at most 1,000 "
         f"are kept) from {facts['counter_votes']:,} standing votes; rebuilding the counter "
         f"from Postgres took {facts['load_s']:.2f} s.",
         "",
         "Reproduce: `make bench`.",
-        END_MARK,
+        MARKS[1],
     ]
     return "\n".join(lines) + "\n"
 
 
-def parse_args(argv: list[str] | None) -> argparse.Namespace:
+def main(argv: list[str] | None = None) -> int:
     parser = wrk_options("pattern_bench")
     parser.add_argument("--repeats", type=int, default=200, help="database replays (200)")
     parser.add_argument("--no-http", action="store_true", help="database time only")
-    return parser.parse_args(argv)
-
-
-def main(argv: list[str] | None = None) -> int:
-    args = parse_args(argv)
+    args = parser.parse_args(argv)
     stop_on_sigterm()
     # This process stays attached to the embedded Postgres for the whole run.
     env, _, prepared = prepare_here(BENCH_ENV)
@@ -402,7 +377,7 @@ def main(argv: list[str] | None = None) -> int:
     ):
         http_rows = measure_http(serve.base, wrk, Path(tmp), args)
     section = docs_section(http_rows, db_rows, facts, args, wrk_version(wrk), load_before)
-    publish(section, START_MARK, END_MARK, args.no_docs)
+    publish(section, *MARKS, args.no_docs)
     return 0
 
 

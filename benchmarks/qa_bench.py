@@ -1,10 +1,8 @@
-"""Questions and answers through Ray Serve, with ``wrk`` (docs/benchmarks.md,
-"Questions and answers through Serve"): the question detail read (20 answers
-with votes) with and without a key, and answer upvotes, every request a real
-change. ``cairn run`` on a fresh state folder, seeded over HTTP.
+"""Questions and answers through Ray Serve with wrk (docs/benchmarks.md,
+"Questions and answers through Serve"): the question detail read with and
+without a key, and answer upvotes, every request a real change.
 
-    .venv/bin/python -m benchmarks.qa_bench               # what `make bench` runs
-    .venv/bin/python -m benchmarks.qa_bench --duration 5  # a quick run
+    .venv/bin/python -m benchmarks.qa_bench [--duration 5]
 """
 
 from __future__ import annotations
@@ -18,13 +16,13 @@ from typing import Any
 
 from benchmarks.corpus import seed_question
 from benchmarks.harness import (
-    KEY_SCRIPT,
     ROOT,
     THREADS,
     WrkResult,
     api_call,
     bench_env,
     fresh_serve_run,
+    key_script,
     measure_url,
     new_agent,
     publish,
@@ -37,8 +35,7 @@ from benchmarks.harness import (
 )
 
 STATE_DIR = ROOT / ".cairn" / "bench-qa"
-START_MARK = "<!-- qa-bench:start -->"
-END_MARK = "<!-- qa-bench:end -->"
+MARKS = ("<!-- qa-bench:start -->", "<!-- qa-bench:end -->")
 PORT = 8104
 LIMITS = ("registration", "general", "question_create", "answer_create", "vote")
 BENCH_ENV = bench_env(STATE_DIR, 3, *LIMITS)
@@ -88,8 +85,7 @@ def measure_http(
     base: str, facts: dict[str, Any], wrk: str, tmp: Path, args: argparse.Namespace
 ) -> list[tuple[str, WrkResult]]:
     detail = f"{base}/api/questions/{facts['detail_slug']}"
-    with_key = tmp / "key.lua"
-    with_key.write_text(KEY_SCRIPT.format(key=facts["voter"]))
+    with_key = key_script(tmp / "key.lua", facts["voter"])
     shown = api_call(base, "GET", f"/api/questions/{facts['detail_slug']}", facts["voter"])
     if len(shown["answers"]) != N_ANSWERS or "user_vote" not in shown["answers"][0]:
         raise RuntimeError("the detail read does not show the seeded answers")
@@ -132,9 +128,7 @@ def docs_section(
     load_before: float,
 ) -> str:
     lines = [
-        *section_head(
-            START_MARK, "Questions and answers through Serve", "qa_bench.py", load_before
-        ),
+        *section_head(MARKS[0], "Questions and answers through Serve", "qa_bench.py", load_before),
         f"- Data: one question with {N_ANSWERS} answers (about 900 characters each, "
         "0 to 6 upvotes each, one accepted), read anonymously and by a voter; "
         f"{N_VOTERS} voters upvoting {N_VOTE_QUESTIONS * N_ANSWERS} other answers, each "
@@ -146,8 +140,6 @@ def docs_section(
         "uses answers of its own); wrk on the same machine.",
         "",
         *serve_table(rows),
-    ]
-    lines += [
         "",
         f"Every read also counts a view (an `UPDATE` of the question row). After the vote "
         f"run the {N_VOTE_QUESTIONS * N_ANSWERS} answers' scores summed to "
@@ -155,7 +147,7 @@ def docs_section(
         f"{votes['pairs']:,} (voter, answer) pairs.",
         "",
         "Reproduce: `make bench` (or `.venv/bin/python -m benchmarks.qa_bench`).",
-        END_MARK,
+        MARKS[1],
     ]
     return "\n".join(lines) + "\n"
 
@@ -172,7 +164,7 @@ def main(argv: list[str] | None = None) -> int:
         votes = check_votes(serve.base, facts, rows[-1][1])
         print(f"bench: vote check {votes}", flush=True)
     section = docs_section(rows, votes, args, wrk_ver, load_before)
-    publish(section, START_MARK, END_MARK, args.no_docs)
+    publish(section, *MARKS, args.no_docs)
     return 0
 
 

@@ -1,12 +1,9 @@
 """Notifications through Ray Serve (docs/benchmarks.md, "Notifications
-through Serve"): pattern create latency for authors with 0, 2,000 and 20,000
-followers (the request only queues a fan-out job) while earlier fan-outs run;
-each fan-out's own time and rate; wrk on a follower's ``GET
-/api/notifications`` and on ``GET /api/analytics``. The followers are written
-straight to Postgres, everything else goes over HTTP.
+through Serve"): pattern creation by authors with 0, 2,000 and 20,000
+followers while earlier fan-outs run, each fan-out's own time and rate, and
+wrk on a follower's ``GET /api/notifications`` and on ``GET /api/analytics``.
 
-    .venv/bin/python -m benchmarks.social_bench               # what `make bench` runs
-    .venv/bin/python -m benchmarks.social_bench --duration 5  # a quick run
+    .venv/bin/python -m benchmarks.social_bench [--duration 5]
 """
 
 from __future__ import annotations
@@ -23,13 +20,13 @@ from typing import Any
 import psycopg
 
 from benchmarks.harness import (
-    KEY_SCRIPT,
     ROOT,
     THREADS,
     WrkResult,
     api_call,
     bench_env,
     fresh_serve_run,
+    key_script,
     measure_url,
     new_agent,
     pct,
@@ -42,8 +39,7 @@ from benchmarks.harness import (
 from storage.embedded import DATABASE
 
 STATE_DIR = ROOT / ".cairn" / "bench-social"
-START_MARK = "<!-- social-bench:start -->"
-END_MARK = "<!-- social-bench:end -->"
+MARKS = ("<!-- social-bench:start -->", "<!-- social-bench:end -->")
 PORT = 8105
 BENCH_ENV = bench_env(STATE_DIR, 4, "registration", "general", "pattern_create")
 AUTHORS = {"quiet": 0, "popular": 2_000, "famous": 20_000}
@@ -157,7 +153,7 @@ def docs_section(
     load_before: float,
 ) -> str:
     lines = [
-        *section_head(START_MARK, "Notifications through Serve", "social_bench.py", load_before),
+        *section_head(MARKS[0], "Notifications through Serve", "social_bench.py", load_before),
         f"- Data: three authors with {', '.join(f'{n:,}' for n in AUTHORS.values())} "
         f"followers; {CREATES} patterns each, created one request at a time, the three "
         "authors in turn, so later creates run while earlier fan-outs are being written. "
@@ -201,7 +197,7 @@ def docs_section(
         *serve_table(rows),
         "",
         "Reproduce: `make bench` (or `.venv/bin/python -m benchmarks.social_bench`).",
-        END_MARK,
+        MARKS[1],
     ]
     return "\n".join(lines) + "\n"
 
@@ -223,23 +219,21 @@ def main(argv: list[str] | None = None) -> int:
         if fanout["duplicates"]:
             raise RuntimeError("a follower got a pattern's notification twice")
         with tempfile.TemporaryDirectory(prefix="cairn-bench-") as tmp:
-            key_script = Path(tmp) / "key.lua"
-            key_script.write_text(KEY_SCRIPT.format(key=facts["reader"]))
+            script = key_script(Path(tmp) / "key.lua", facts["reader"])
             reads = f"{CREATES * (len(AUTHORS) - 1)} notifications, 20 a page"
+            notifications = f"GET /api/notifications (a reader with {reads})"
+            analytics = "GET /api/analytics (cached)"
             rows = [
                 (
-                    f"GET /api/notifications (a reader with {reads})",
+                    notifications,
                     measure_url(
-                        wrk, "notifications", f"{serve.base}/api/notifications", args, key_script
+                        wrk, notifications, f"{serve.base}/api/notifications", args, script
                     ),
                 ),
-                (
-                    "GET /api/analytics (cached)",
-                    measure_url(wrk, "analytics", f"{serve.base}/api/analytics", args),
-                ),
+                (analytics, measure_url(wrk, analytics, f"{serve.base}/api/analytics", args)),
             ]
     section = docs_section(latencies, fanout, rows, args, wrk_ver, load_before)
-    publish(section, START_MARK, END_MARK, args.no_docs)
+    publish(section, *MARKS, args.no_docs)
     return 0
 
 

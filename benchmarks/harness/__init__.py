@@ -40,11 +40,11 @@ from benchmarks.harness.service import (
     stop_servers,
 )
 from benchmarks.harness.wrk import (
-    KEY_SCRIPT,
     THREADS,
     WrkResult,
     ensure_apt,
     ensure_wrk,
+    key_script,
     lua_list,
     measure_url,
     paths_script,

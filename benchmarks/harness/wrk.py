@@ -198,6 +198,12 @@ def paths_script(path: Path, paths: list[str], headers: str = "") -> Path:
     return path
 
 
+def key_script(path: Path, key: str) -> Path:
+    """A wrk script that sends ``key`` on every request, written to ``path``."""
+    path.write_text(f'wrk.headers["Authorization"] = "Bearer {key}"\n')
+    return path
+
+
 def vote_script(path: Path, keys: list[str], answers: list[str]) -> Path:
     """VOTE_SCRIPT for these voters' keys and answers, written to ``path``."""
     path.write_text(
@@ -246,9 +252,4 @@ request = function()
     {{["Authorization"] = "Bearer " .. key, ["Content-Type"] = "application/json"}},
     '{{"vote_type":"' .. vote .. '"}}')
 end
-"""
-
-# A key on every request (wrk's own headers).
-KEY_SCRIPT = """\
-wrk.headers["Authorization"] = "Bearer {key}"
 """
