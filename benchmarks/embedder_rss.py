@@ -1,9 +1,6 @@
-"""The Embedder replica's memory under Serve, one backend at a time:
-``cairn run`` over a fresh state folder (the model cache copied in), one
-pattern published (embedded through the Embedder's bulk call), then 40
-searches with new queries; the RSS and PSS of the ``Embedder`` replica after
-each. Results: docs/benchmarks.md, "The Embedder replica's memory under
-Serve" (written by hand: its table compares runs of different code).
+"""The Embedder replica's RSS and PSS under ``cairn run``, per backend, after
+a bulk embed and after 40 new queries (docs/benchmarks.md, "The Embedder
+replica's memory under Serve", written by hand).
 
     .venv/bin/python -m benchmarks.embedder_rss --backends torch,onnx
 """

@@ -1,12 +1,7 @@
-"""The Encoder on ONNX Runtime against PyTorch (sentence-transformers), same
-process, same texts, rounds alternating the backends so that other work on a
-shared machine slows both alike (docs/benchmarks.md, "Encoder: ONNX Runtime
-against PyTorch"): queries/s on one thread, rows/s of re-embedding-sized
-texts on one thread and on every core, the RSS of a fresh process holding the
-encoder, and the cosine of the two backends' vectors. (The int8 graph's
-column was a trial, recorded there; its code: benchmarks/encoder_bench.py at
-commit e8bf2c4.)
-"""
+"""The Encoder on ONNX Runtime against PyTorch, same process and texts, the
+backends alternating each round (docs/benchmarks.md, "Encoder: ONNX Runtime
+against PyTorch"): queries and rows per second, memory, and the cosine of
+their vectors."""
 
 from __future__ import annotations
 

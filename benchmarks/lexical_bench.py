@@ -1,11 +1,7 @@
-"""The BM25 index (``retrieval.lexical.LexicalIndex``) at 100,000 patterns,
-generated as ``search_bench`` seeds its corpus, without Postgres or Serve:
-build time, memory, query latency, the cost of following edits, in memory and
-in a node's folder on disk (``retrieval.lexical_store``). Prints a markdown
-block (docs/benchmarks.md, "Lexical (BM25) index at 100,000 patterns").
-(``--processes``, the memory of several processes sharing one node's folder,
-was a trial recorded in "One BM25 index per node"; its code:
-benchmarks/lexical_bench.py at commit 7e05430.)
+"""The BM25 index (``retrieval.lexical.LexicalIndex``) at 100,000 generated
+patterns, without Postgres or Serve: build time, memory, query latency and
+following edits, in memory and in a node's folder on disk. Prints the lines
+of docs/benchmarks.md, "Lexical (BM25) index at 100,000 patterns".
 
     .venv/bin/python -m benchmarks.lexical_bench [--n 100000] [--folder DIR]
 """

@@ -1,20 +1,9 @@
-"""Search ranking quality on several evaluation sets of different kinds:
-lexical (BM25), vector and hybrid, held out (docs/benchmarks.md, "Search
-ranking quality", which this writes; docs/decisions/search-at-scale.md,
-"Fusion").
-
-Runs the ranking code the API runs, offline and without HTTP:
-``retrieval.lexical.LexicalIndex``, FAISS inner product over all-MiniLM-L6-v2
-vectors (exact, as ``FaissIndex`` at this size) and ``retrieval.fusion.hybrid``.
-The sets (``docs``, ``code``, ``params`` under ``benchmarks/search_eval``) each
-keep a fixed dev/test split; no choice sees the test part. The fusion's lexical
-weight is chosen on the dev queries of all groups (``hybrid.choose``), and
-again leaving each group out, scored on the group left out. ``--forms``
-prints the comparison of other normalisations of the halves
-(``benchmarks/ranking/forms.py``) and writes nothing. (``--dev``, the dev
-figures alone, and ``--tune-fields``, the field-weight grid, were trials whose
-choices the section records; their code: benchmarks/ranking_eval.py and
-benchmarks/ranking/ at commit f8c1b82.)
+"""Search ranking quality: lexical (BM25), vector and hybrid on the labelled
+sets under ``benchmarks/search_eval`` (``docs``, ``code``, ``params``), offline,
+with the ranking code the API runs; the fusion's weight is chosen on the dev
+queries (``ranking/hybrid.py``, ``choose``) and scored on the held-out test
+queries. Writes "Search ranking quality" in docs/benchmarks.md; ``--forms``
+prints other normalisations of the halves, each chosen the same way.
 
     .venv/bin/python -m benchmarks.ranking_eval [--no-docs] [--forms]
 """

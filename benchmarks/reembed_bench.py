@@ -1,16 +1,9 @@
-"""`cairn reembed` throughput on 10,000 patterns, against plain
-``SentenceTransformer.encode`` of the same texts on the same cores
-(docs/benchmarks.md, "Re-embedding throughput").
+"""`cairn reembed` on 10,000 patterns against plain
+``SentenceTransformer.encode`` of the same texts on the same cores, one run
+per ``--precisions``, in a fresh state folder (docs/benchmarks.md,
+"Re-embedding throughput").
 
-In a fresh state folder under the temp dir (its own embedded Postgres), it
-writes the patterns (300-1,500 characters of embedded text), then times plain
-``encode`` over exactly the texts the job embeds, ``cairn reembed`` as an
-operator runs it for each ``--precisions`` (end to end, and its embedding
-phase from the job's summary), and a rerun that finds every row current; the
-stored vectors are compared with the plain ones.
-
-    .venv/bin/python -m benchmarks.reembed_bench           # part of `make bench`
-    .venv/bin/python -m benchmarks.reembed_bench --rows 2000 --no-docs
+    .venv/bin/python -m benchmarks.reembed_bench [--rows 2000] [--no-docs]
 """
 
 from __future__ import annotations

@@ -1,17 +1,7 @@
-"""The Api replicas' copy of the vector index at large n, as they hold it
-(8-bit HNSW, ``hnsw_codes="sq8"``, the build and search defaults), through the
-service's ``FaissIndex``: memory (RSS growth of the build and the formula),
-build time, recall@10 against the exact top 10, ms a query (docs/benchmarks.md,
-"Replica vector memory"). The float graph it replaced and the build-parameter
-grid (``--codes``, ``--ef-construction``, ``--efs``, ``--m``) were trials,
-recorded there and in docs/decisions/search-at-scale.md; their code:
-benchmarks/replica_bench.py at commit 5274bdc.
-
-Vectors: derived from real all-MiniLM-L6-v2 vectors (the ranking evaluation
-sets' cached document vectors, ``/tmp/cairn-ranking-bench``), as the search
-benchmark derives its patterns: normalise(w0·v_a + w1·v_b + w2·v_c + noise),
-w ~ Dirichlet(7, 1.5, 1.5), noise N(0, 0.35²/384). Queries: real query
-vectors of the same sets.
+"""The Api replicas' copy of the vector index (8-bit HNSW, the defaults)
+through ``FaissIndex``: memory, build time, recall@10, ms a query
+(docs/benchmarks.md, "Replica vector memory"), over vectors derived from the
+ranking sets' cached real ones (run ``ranking_eval`` first).
 
     .venv/bin/python -m benchmarks.replica_bench [--n 1000000] [--no-docs]
 """

@@ -1,17 +1,10 @@
-"""Semantic search: the Embedder's throughput, /api/search latency at 100,000
-patterns, and the vector index's memory and recall; each part (in
-benchmarks/search/) writes its own section of docs/benchmarks.md:
+"""Semantic search, in parts (``benchmarks/search/``), each writing its own
+section of docs/benchmarks.md: ``embedder`` (the Embedder's throughput),
+``search`` (/api/search latency at 100,000 patterns; with ``--embed`` at a
+large corpus of real vectors, resumable) and ``index`` (the vector index's
+memory and recall).
 
-* ``embedder`` ("Embedder throughput"): the Embedder deployment on a local Ray
-  against plain ``SentenceTransformer.encode`` in this process;
-* ``search`` ("Search latency at 100,000 patterns"): ``cairn run`` over a
-  seeded corpus (``seeding.py``; vectors derived from real ones, ``vectors.py``),
-  wrk on ``/api/search``; with ``--embed``, at a large corpus of real vectors
-  instead ("Search at a large corpus", ``million.py``, ``bulk.py``; resumable);
-* ``index`` ("Vector index memory and recall"): FaissIndex memory and recall.
-
-    .venv/bin/python -m benchmarks.search_bench                    # all three
-    .venv/bin/python -m benchmarks.search_bench --parts embedder   # one part
+    .venv/bin/python -m benchmarks.search_bench [--parts embedder,search,index]
     .venv/bin/python -m benchmarks.search_bench --parts search --patterns 1000000 --embed
 """
 

@@ -1,17 +1,7 @@
-"""Trust by use in search (issue 33): the trust prior
-(``serve_app.services.search.trust_prior``, applied after fusion) on the
-project's evaluation sets and on near-duplicates; writes "Trust prior in
-search" in docs/benchmarks.md.
-
-Offline, the ranking code the API runs, in full-text mode (``LexicalIndex``;
-``--semantic``: the sets in semantic mode too, the hybrid of BM25 and vectors):
-
-1. the evaluation sets (``docs``, ``code``) with no verification anywhere must
-   rank exactly as without the prior; then every document a random trust;
-2. near-duplicates: ``GROUPS`` documents of ``docs`` each replaced by four
-   near-copies whose verification records (scored by ``serve_app.kit.trust``)
-   are drawn at random: how often the working copy leads its group, and
-   MRR@10, without and with the prior.
+"""The trust prior in search (issue 33; docs/benchmarks.md, "Trust prior in
+search"), offline: on the evaluation sets with no verifications it must change
+no order; on near-duplicates with random verification records, how often the
+working copy comes first. Full text, and with ``--semantic`` the hybrid too.
 
     .venv/bin/python -m benchmarks.trust_bench [--no-docs] [--semantic]
 """

@@ -1,11 +1,8 @@
-"""The "plain uvicorn" side of benchmarks.http_bench: the same app, N processes.
-
-Prepares the state folder and database as ``cairn run`` does (once, in the
-parent), then serves ``create_app`` with ``--workers`` uvicorn processes
-(default: as many as Serve runs ``Api`` replicas), each with the in-process
-rate limiter and trending counter (``--redis``: one global limit in Redis).
-With ``--semantic`` each worker holds the model and, like an Api replica, a
-copy of the vector index that follows the vectors the embedding worker stores.
+"""The "plain uvicorn" side of benchmarks.http_bench: ``create_app`` under
+``--workers`` uvicorn processes, the database prepared once as ``cairn run``
+does, each worker with the in-process rate limiter and trending counter
+(``--redis``: one global limit in Redis; ``--semantic``: the model and a copy
+of the vector index, as an Api replica).
 
     python -m benchmarks.uvicorn_app --host 127.0.0.1 --port 8101 --workers 2
 """

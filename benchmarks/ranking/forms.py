@@ -1,15 +1,8 @@
-"""``ranking_eval --forms``: other normalisations of the two halves, each with
-one fixed weight chosen the way the product's is (``hybrid.choose``, under
-the parsimony rule and the rule before it), scored on the test queries of
-every group and leaving each group out. What docs/decisions/search-at-scale.md
-("Fusion") compares the product's form with; nothing here is served.
-
-A form turns each half's scores over the search's candidates into ``x``
-(lexical) and ``c`` (vector) and ranks by ``w·x + (1-w)·c``; the exact-identifier
-rule (the halves swap roles) and the floor rule (a raw cosine under 0.25
-and under half the query explained lexically: dropped) apply as in
-``retrieval.fusion.hybrid``. A candidate missing from a half gets that
-half's value for a missing key (below everything the half returned)."""
+"""``ranking_eval --forms``: other normalisations of the two halves, each
+with one fixed weight chosen the way the product's is (``hybrid.choose``),
+scored on the test queries. A form ranks by ``w·x + (1-w)·c`` over each
+half's normalised scores, with the identifier and floor rules of
+``retrieval.fusion.hybrid``; nothing here is served."""
 
 from __future__ import annotations
 

@@ -1,15 +1,8 @@
-"""A large search corpus (up to a million patterns and more) with real
-vectors, resumable.
-
-``seed_patterns`` writes the patterns with COPY in committed chunks; pattern
-``i`` comes from its own seeded generator (``pattern_row``), so a rerun after
-a crash counts the rows there and writes the rest, the same rows.
-``embed_patterns`` embeds the patterns without a vector with the service's
-encoder, the text the worker embeds (``PATTERNS.text_sql``) and its sha256
-stored with it, so the service re-embeds nothing; each batch is committed by
-a writer thread while the next is encoded. ``load_vectors`` stores vectors
-embedded elsewhere (``gpu_embed.py``'s shards) the same way.
-"""
+"""A large search corpus with real vectors, resumable: ``seed_patterns``
+writes pattern ``i`` from its own seeded generator (``pattern_row``) in
+committed chunks; ``embed_patterns`` embeds those without a vector as the
+worker would (its text and its hash); ``load_vectors`` stores vectors
+embedded elsewhere (``gpu_embed.py``'s shards) the same way."""
 
 from __future__ import annotations
 

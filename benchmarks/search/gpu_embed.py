@@ -1,16 +1,7 @@
-"""Embed the million-pattern corpus on a GPU machine that has no Postgres.
-
-Embedding a million pattern texts on this project's 2 CPU cores takes 7-16
-hours (docs/decisions/search-at-scale.md, "The million-pattern benchmark
-corpus"); one GPU does it in minutes. Pattern ``i``'s text is a pure function
-of ``i`` (``bulk.pattern_text``), so it is regenerated there;
-``bulk.load_vectors`` (``search_bench --vectors-from``) writes the vectors
-here, checking each text against Postgres's. The vectors travel as int8
-codes with one scale a vector (``shards.py``); ``stats.json`` reports the
-transport's cosine, and with ``--ref`` the cosine to vectors this machine's
-CPU encoder computed. (The GPU's query and bulk timings, ``--measure`` and
-``--pool``, were a trial recorded in docs/benchmarks.md, "The Embedder on a
-GPU"; its code: benchmarks/search/gpu_embed.py at commit de617f4.)
+"""Embed the million-pattern corpus on a GPU machine with no Postgres:
+pattern ``i``'s text is a function of ``i`` (``bulk.pattern_text``); the
+vectors travel as int8 shards (``shards.py``) that ``search_bench
+--vectors-from`` loads (``bulk.load_vectors``), each text checked there.
 
     python3 -m benchmarks.search.gpu_embed --model .gpu/model --n 1000000 \\
         --out /tmp/vectors --ref .gpu/ref.npy

@@ -1,17 +1,7 @@
-"""Part ``search`` with ``--embed``: search at a large corpus (a million
-patterns) with real vectors, on its own state folder
-(``.cairn/bench-search-bulk``); writes "Search at a large corpus".
-
-1. Seed ``--patterns`` patterns and embed them (``bulk.py``; resumable;
-   ``--seed-only`` stops there).
-2. ``cairn run`` on it; once every Api replica has built its indexes: their
-   build times, the RSS and PSS of every process of the stack, wrk on
-   /api/search (hybrid, new queries and repeated ones, and full text) at
-   ``--connections`` and at one connection.
-3. Semantic search alone: an HNSW graph built over the stored vectors as an
-   Api replica builds its copy, its recall@10 against exact search and ms a
-   query.
-"""
+"""Part ``search`` with ``--embed`` ("Search at a large corpus"): seed and
+embed ``--patterns`` patterns (``bulk.py``, resumable), then through ``cairn
+run`` the replicas' build times, every process's memory, /api/search at
+``--connections`` and at one, and an Api replica's graph's recall in process."""
 
 from __future__ import annotations
 
