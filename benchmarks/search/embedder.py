@@ -18,10 +18,9 @@ from typing import Any
 import numpy as np
 
 from benchmarks.corpus import texts_for
-from benchmarks.embedding import encode
 from benchmarks.harness import publish, section_head
 from benchmarks.search.config import MARKS, N_BASIS, load_pair
-from benchmarks.search.vectors import basis_vectors, load_model, query_vectors
+from benchmarks.search.vectors import basis_vectors, encode, load_model, query_vectors
 
 
 def plain_per_s(model: Any, texts: list[str], size: int = 64) -> float:

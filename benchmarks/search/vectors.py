@@ -6,15 +6,25 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
 
 from benchmarks.corpus import SEED, queries_for, texts_for
-from benchmarks.embedding import encode
 from benchmarks.search.config import CACHE_DIR, N_BASIS, N_QUERIES
 
-# ----------------------------------------------------------------- vectors
+
+def encode(model: Any, texts: Sequence[str]) -> np.ndarray:
+    """A SentenceTransformer's normalised float32 rows of ``texts``."""
+    vecs = model.encode(
+        list(texts),
+        batch_size=64,
+        normalize_embeddings=True,
+        convert_to_numpy=True,
+        show_progress_bar=False,
+    )
+    return np.ascontiguousarray(vecs, dtype=np.float32)
 
 
 def fingerprint(*parts: Any) -> str:
