@@ -35,26 +35,11 @@ from typing import Any
 
 import httpx
 
-from benchmarks.harness import (
-    HOST,
-    PROBE_CONCURRENCY,
-    PROBES,
-    ROOT,
-    bearer,
-    bench_env,
-    fresh_state,
-    pct,
-    probe,
-    publish,
-    register,
-    section_head,
-    serve_running,
-    server_env,
-    stop_on_sigterm,
-)
+from benchmarks import harness
+from benchmarks.harness import PROBE_CONCURRENCY, PROBES
 from serve_app.launch.bootstrap import service_discovery_file
 
-STATE_DIR = ROOT / ".cairn" / "bench-abuse"
+STATE_DIR = harness.ROOT / ".cairn" / "bench-abuse"
 MARKS = ("<!-- abuse-bench:start -->", "<!-- abuse-bench:end -->")
 SURFACES_MARKS = ("<!-- abuse-bench-surfaces:start -->", "<!-- abuse-bench-surfaces:end -->")
 PORT = 8108
@@ -79,7 +64,7 @@ DOCUMENT_HOLD_S = 4.5  # the document server's delay, under CAIRN_OUTBOUND_TIMEO
 REGISTER_URI_PAD = 460  # redirect URIs this long fill a registration to ~4,080 of its 4,096 bytes
 REDIRECT_URI = "http://127.0.0.1:53682/callback"
 CHALLENGE = "E9Melhoa2OwvFrEMTJguCHaoeK1t8URWbuGJSstw-cM"  # RFC 7636's example
-BENCH_ENV = bench_env(
+BENCH_ENV = harness.bench_env(
     STATE_DIR,
     7,
     "registration",
@@ -150,7 +135,7 @@ async def measured_probe(
             waiters.append((await asyncio.to_thread(_service_metrics))["pool_waiters"])
 
     watcher = asyncio.get_running_loop().create_task(watch())
-    result = await probe(http, key, until=until, min_s=min_s)
+    result = await harness.probe(http, key, until=until, min_s=min_s)
     busy1, total1 = _cpu_ticks()
     watcher.cancel()
     with contextlib.suppress(asyncio.CancelledError):
@@ -174,7 +159,7 @@ async def reopen(http: httpx.AsyncClient, key: str) -> float | None:
     while time.perf_counter() - started < REOPEN_WAIT_S:
         with contextlib.suppress(httpx.HTTPError):
             async with http.stream(
-                "GET", "/api/notifications/stream", headers=bearer(key)
+                "GET", "/api/notifications/stream", headers=harness.bearer(key)
             ) as response:
                 if response.status_code == 200:
                     return time.perf_counter() - started
@@ -205,8 +190,8 @@ class Tally:
             "answers": dict(self.answers),
             "hung": self.hung,
             "errors": dict(self.errors),
-            "p50": pct(self.ms, 50),
-            "p99": pct(self.ms, 99),
+            "p50": harness.pct(self.ms, 50),
+            "p99": harness.pct(self.ms, 99),
             "max": max(self.ms, default=float("nan")),
             "seconds": self.seconds,
             "rate": self.answers.total() / self.seconds if self.seconds else float("nan"),
@@ -223,8 +208,8 @@ async def attempt(tally: Tally, port: int, path: str, headers: dict[str, str]) -
     writer: asyncio.StreamWriter | None = None
     try:
         async with asyncio.timeout(ANSWER_TIMEOUT_S):
-            reader, writer = await asyncio.open_connection(HOST, port)
-            lines = [f"GET {path} HTTP/1.1", f"Host: {HOST}:{port}"]
+            reader, writer = await asyncio.open_connection(harness.HOST, port)
+            lines = [f"GET {path} HTTP/1.1", f"Host: {harness.HOST}:{port}"]
             lines += [f"{k}: {v}" for k, v in headers.items()]
             writer.write(("\r\n".join(lines) + "\r\n\r\n").encode())
             head = (await reader.readuntil(b"\r\n\r\n")).decode("latin-1")
@@ -306,7 +291,7 @@ async def attacks(
     done = asyncio.Event()
     limits = httpx.Limits(max_connections=64, max_keepalive_connections=64)
     t0 = time.perf_counter()
-    base = f"http://{HOST}:{port}"
+    base = f"http://{harness.HOST}:{port}"
     async with httpx.AsyncClient(base_url=base, limits=limits, timeout=ANSWER_TIMEOUT_S) as http:
         rng = random.Random("health flood")
         loops = [
@@ -318,7 +303,9 @@ async def attacks(
         sse = {"Accept": "text/event-stream"}
         await asyncio.gather(
             waves(mcp, port, "/mcp", sse, count),
-            waves(streams, port, "/api/notifications/stream", {**sse, **bearer(key)}, count),
+            waves(
+                streams, port, "/api/notifications/stream", {**sse, **harness.bearer(key)}, count
+            ),
         )
         answered.set()
         while not stop.is_set() and time.perf_counter() - t0 < ABUSE_MAX_S:
@@ -426,8 +413,8 @@ async def document_server(hold_s: float) -> tuple[asyncio.Server, str]:
             await writer.drain()
         writer.close()
 
-    server = await asyncio.start_server(answer, HOST, 0)
-    base = f"http://{HOST}:{server.sockets[0].getsockname()[1]}"
+    server = await asyncio.start_server(answer, harness.HOST, 0)
+    base = f"http://{harness.HOST}:{server.sockets[0].getsockname()[1]}"
     return server, base
 
 
@@ -442,7 +429,7 @@ async def new_document(
 def registration(over: bool) -> dict[str, Any]:
     """A registration with every bounded field full, the whole just within
     the 4 KiB bound; ``over``: with a 900 kB ``jwks`` as well (M3)."""
-    uri = f"http://{HOST}:53682/cb/" + "u" * REGISTER_URI_PAD
+    uri = f"http://{harness.HOST}:53682/cb/" + "u" * REGISTER_URI_PAD
     body: dict[str, Any] = {
         "client_name": "n" * 100,
         "redirect_uris": [f"{uri}{i}" for i in range(5)],
@@ -474,7 +461,7 @@ async def huge_state(
 
 async def attack_loops(port: int, pid: str, most: int, started: MpEvent, stop: MpEvent) -> Any:
     """The diff loops (H1) and the M2 and M3 loops, at most ``most`` requests a kind."""
-    base = f"http://{HOST}:{port}"
+    base = f"http://{harness.HOST}:{port}"
     limits = httpx.Limits(max_connections=128, max_keepalive_connections=128)
     async with httpx.AsyncClient(base_url=base, limits=limits, timeout=DIFF_TIMEOUT_S) as http:
         server, docs = await document_server(DOCUMENT_HOLD_S)
@@ -565,9 +552,9 @@ async def run(base: str, port: int, count: int, surfaces: bool, min_s: float) ->
     DIFF_REVISIONS revisions."""
     limits = httpx.Limits(max_connections=PROBE_CONCURRENCY * 2)
     async with httpx.AsyncClient(base_url=base, limits=limits, timeout=PROBE_TIMEOUT_S) as http:
-        prober = (await register(http, "abuse bench prober"))["api_key"]
+        prober = (await harness.register(http, "abuse bench prober"))["api_key"]
         if not surfaces:
-            attacker = (await register(http, "abuse bench streamer"))["api_key"]
+            attacker = (await harness.register(http, "abuse bench streamer"))["api_key"]
             got = await probed(
                 http,
                 prober,
@@ -577,16 +564,16 @@ async def run(base: str, port: int, count: int, surfaces: bool, min_s: float) ->
                 lambda: reopen(http, attacker),
             )
             return {**got.pop("found"), **got, "reopen_s": got["extra"]}
-        author = (await register(http, "abuse bench author"))["api_key"]
+        author = (await harness.register(http, "abuse bench author"))["api_key"]
         before, after = pathological(DIFF_LINES)
         body = {"title": "A long pattern", "description": "Many steps.", "content": before}
-        created = await http.post("/api/patterns", json=body, headers=bearer(author))
+        created = await http.post("/api/patterns", json=body, headers=harness.bearer(author))
         created.raise_for_status()
         pid = created.json()["data"]["id"]
         for n in range(2, DIFF_REVISIONS + 1):
             content = after if n % 2 == 0 else before + f"step {n}\n"
             edited = await http.put(
-                f"/api/patterns/{pid}", json={"content": content}, headers=bearer(author)
+                f"/api/patterns/{pid}", json={"content": content}, headers=harness.bearer(author)
             )
             edited.raise_for_status()
         got = await probed(http, prober, True, (port, pid, count), min_s)
@@ -639,7 +626,7 @@ def probe_table(result: dict[str, Any], labels: tuple[str, str, str]) -> list[st
 
 def section(result: dict[str, Any], load_before: float, count: int, run_s: float) -> str:
     title = "Admission under abuse: an authenticated read while streams and health are flooded"
-    lines = section_head(MARKS[0], title, "abuse_bench.py", load_before)
+    lines = harness.section_head(MARKS[0], title, "abuse_bench.py", load_before)
     lines += [
         "- `cairn run` (2 Api replicas behind Serve's HAProxy, semantic search off) on its "
         "own state folder; `CAIRN_TRUSTED_PROXIES=127.0.0.1/32`, so the `X-Forwarded-For` "
@@ -718,7 +705,9 @@ def section(result: dict[str, Any], load_before: float, count: int, run_s: float
 def surfaces_section(result: dict[str, Any], load_before: float, run_s: float, min_s: float) -> str:
     title = "an authenticated read while diffs, OAuth fetches and registrations are abused"
     script = "abuse_bench.py --surfaces"
-    lines = section_head(SURFACES_MARKS[0], f"Admission under abuse: {title}", script, load_before)
+    lines = harness.section_head(
+        SURFACES_MARKS[0], f"Admission under abuse: {title}", script, load_before
+    )
     lines += [
         f"- The same `cairn run` as above. One pattern of {DIFF_LINES:,} distinct lines, edited "
         f"to the same lines each followed by a blank line ({result['content_chars']:,} "
@@ -764,24 +753,26 @@ def main(argv: list[str] | None = None) -> int:
     add("--requests", type=int, default=SURFACE_REQUESTS, help="with --surfaces: most a kind")
     args = parser.parse_args(argv)
     t0 = time.monotonic()
-    stop_on_sigterm()
+    harness.stop_on_sigterm()
     # Only the loopback document server the bench runs is fetched (M2).
     extra = {"CAIRN_OAUTH_CLIENT_METADATA_ALLOW_LOOPBACK": "true"} if args.surfaces else {}
-    env = server_env({**BENCH_ENV, **extra})
+    env = harness.server_env({**BENCH_ENV, **extra})
     load_before = os.getloadavg()[0]
-    fresh_state(STATE_DIR)
+    harness.fresh_state(STATE_DIR)
     min_s = args.seconds or SURFACES_MIN_S
     count = args.requests if args.surfaces else args.attempts
-    with serve_running(PORT, env, STATE_DIR) as serve:
+    with harness.serve_running(PORT, env, STATE_DIR) as serve:
         result = asyncio.run(run(serve.base, PORT, count, args.surfaces, min_s))
     run_s = time.monotonic() - t0
     print(f"bench: the run took {run_s:.0f} s", flush=True)
     name = "abuse-surfaces" if args.surfaces else "abuse"
     (STATE_DIR / f"{name}.json").write_text(json.dumps(result, indent=2))
     if args.surfaces:
-        publish(surfaces_section(result, load_before, run_s, min_s), *SURFACES_MARKS, args.no_docs)
+        harness.publish(
+            surfaces_section(result, load_before, run_s, min_s), *SURFACES_MARKS, args.no_docs
+        )
     else:
-        publish(section(result, load_before, count, run_s), *MARKS, args.no_docs)
+        harness.publish(section(result, load_before, count, run_s), *MARKS, args.no_docs)
     return 0
 
 

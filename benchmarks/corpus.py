@@ -171,6 +171,11 @@ def sentence(rng: random.Random) -> str:
     return " ".join([head, *details])
 
 
+def title(rng: random.Random) -> str:
+    """A pattern's title, "<Action> <object> with <tool>"."""
+    return f"{rng.choice(ACTIONS).capitalize()} {rng.choice(OBJECTS)} with {rng.choice(TOOLS)}"
+
+
 def texts_for(n: int, seed: int = SEED) -> list[str]:
     rng = random.Random(seed)
     return [sentence(rng) for _ in range(n)]

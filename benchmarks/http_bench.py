@@ -26,39 +26,15 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
-from benchmarks.harness import (
-    HOST,
-    RATE_LIMIT,
-    ROOT,
-    THREADS,
-    Server,
-    bench_env,
-    fresh_serve_run,
-    ports_free,
-    publish,
-    section_head,
-    setting_ports,
-    stop_servers,
-    wrk_options,
-)
+from benchmarks import harness
+from benchmarks.harness import THREADS
+from benchmarks.serving import routes
 from benchmarks.serving.measure import Run, measure, wait_index_idle
 from benchmarks.serving.processes import tree_cpu_s
 from benchmarks.serving.redis_limiter import redis_server
-from benchmarks.serving.routes import (
-    MIXED_ROUTES,
-    MIXES,
-    N_ANSWERS,
-    N_KEYS,
-    N_VOTERS,
-    PATTERN_SEARCHES,
-    ROUTES,
-    check_routes,
-    mixed,
-    seed,
-)
 from benchmarks.serving.tables import cpu_table, haproxy_table, latency_table, versus_table
 
-STATE_DIR = ROOT / ".cairn" / "bench"
+STATE_DIR = harness.ROOT / ".cairn" / "bench"
 START_MARK = "<!-- http-bench:start -->"
 END_MARK = "<!-- http-bench:end -->"
 
@@ -73,11 +49,11 @@ SERVE_START_TIMEOUT_S = 180.0
 LIMITS = ("registration", "general", "anon_read", "search", "vote")
 CREATES = ("pattern_create", "question_create", "answer_create")
 # The many-addresses mix sends its client address in X-Forwarded-For.
-BENCH_ENV = bench_env(STATE_DIR, 1, *LIMITS, *CREATES, CAIRN_TRUSTED_PROXIES="127.0.0.1/32")
+BENCH_ENV = harness.bench_env(STATE_DIR, 1, *LIMITS, *CREATES, CAIRN_TRUSTED_PROXIES="127.0.0.1/32")
 
 
 def _show(path: Path) -> str:
-    return str(path.relative_to(ROOT)) if path.is_relative_to(ROOT) else str(path)
+    return str(path.relative_to(harness.ROOT)) if path.is_relative_to(harness.ROOT) else str(path)
 
 
 def docs_section(
@@ -94,7 +70,7 @@ def docs_section(
         f" (this run: `.venv/bin/python -m benchmarks.http_bench {' '.join(argv)}`)" if argv else ""
     )
     lines = [
-        *section_head(
+        *harness.section_head(
             START_MARK,
             "HTTP: Ray Serve vs plain uvicorn, same workers",
             "http_bench.py",
@@ -118,19 +94,20 @@ def docs_section(
         "index in each worker; like each Api replica, every worker's index follows the "
         "vectors the embedding worker stores, and the embedding worker is the one "
         "embedding worker beside it, Serve's VectorIndex) on "
-        f"{HOST}:{UVICORN_PORT}. *uvicorn+Redis*: the same with `--redis`, one global "
+        f"{harness.HOST}:{UVICORN_PORT}. *uvicorn+Redis*: the same with `--redis`, one global "
         "limit per rule and subject in Redis (`limits` fixed windows over redis-py, a hit and "
         "the window's stats per rule, as slowapi does for its headers; a `redis-server` the "
-        f"bench starts, its CPU counted), on {HOST}:{REDIS_UVICORN_PORT}. Plain uvicorn's "
+        f"bench starts, its CPU counted), on {harness.HOST}:{REDIS_UVICORN_PORT}. Plain uvicorn's "
         "workers each count their own windows (no global limit).",
         f"- Ray Serve: `cairn run --port {SERVE_PORT}` ({run['serve_info']}); the same state "
         f"folder and embedded Postgres (`{_show(STATE_DIR)}`), so both serve the same rows. Both "
         "servers run in the benchmark's session (one CPU autogroup with wrk). While uvicorn "
         f"was measured, the idle Serve processes used {run['idle_cores']:.2f} of a core.",
         f"- Data, seeded through Serve: {facts['patterns']} patterns with upvotes (trending), "
-        f"a question with {N_ANSWERS} answers (with votes, one accepted), {N_VOTERS} voters; "
-        f"rate limits raised (`{RATE_LIMIT}`). Search routes cycle through "
-        f"{len(facts['queries'])} distinct queries ({len(PATTERN_SEARCHES)} for "
+        f"a question with {routes.N_ANSWERS} answers (with votes, one accepted), "
+        f"{routes.N_VOTERS} voters; "
+        f"rate limits raised (`{harness.RATE_LIMIT}`). Search routes cycle through "
+        f"{len(facts['queries'])} distinct queries ({len(routes.PATTERN_SEARCHES)} for "
         "`?search=`); the upvote run votes on 10 answers of its own per server and round, "
         "each request a change (a new upvote, later a switch); each create is a new pattern "
         "with its own text (its similar-patterns lookup embeds it), and the index is drained "
@@ -175,7 +152,7 @@ def docs_section(
 
 
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
-    parser = wrk_options(
+    parser = harness.wrk_options(
         "http_bench",
         "wrk against the same app under Ray Serve and under plain uvicorn with as many "
         "workers as Serve has Api replicas, in interleaved rounds.",
@@ -183,11 +160,24 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     )
     add = parser.add_argument
     add("--rounds", type=int, default=3, help="rounds over all routes (3)")
-    add("--routes", default=",".join(ROUTES), help=f"from: {', '.join(ROUTES)} (default: all)")
+    add(
+        "--routes",
+        default=",".join(routes.ROUTES),
+        help=f"from: {', '.join(routes.ROUTES)} (default: all)",
+    )
     add("--workers", type=int, default=0, help="uvicorn workers (0: as many as Api replicas)")
-    add("--mixes", default=",".join(MIXES), help=f"client mixes, from {', '.join(MIXES)}")
+    add(
+        "--mixes",
+        default=",".join(routes.MIXES),
+        help=f"client mixes, from {', '.join(routes.MIXES)}",
+    )
     add("--servers", default=",".join(SERVERS), help=f"from {', '.join(SERVERS)} (default: all)")
-    add("--keys", type=int, default=N_KEYS, help=f"agents of the many-keys mix ({N_KEYS})")
+    add(
+        "--keys",
+        type=int,
+        default=routes.N_KEYS,
+        help=f"agents of the many-keys mix ({routes.N_KEYS})",
+    )
     args = parser.parse_args(argv)
 
     def listed(flag: str, allowed: Iterable[str]) -> list[str]:
@@ -197,17 +187,17 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
             parser.error(f"--{flag}: comma-separated, from {', '.join(allowed)}")
         return got
 
-    keys, mixes = listed("routes", ROUTES), listed("mixes", MIXES)
+    keys, mixes = listed("routes", routes.ROUTES), listed("mixes", routes.MIXES)
     args.server_list = listed("servers", SERVERS)
     if args.duration < 1 or args.warmup < 0 or args.connections < THREADS or args.rounds < 1:
         parser.error(
             f"need --duration >= 1, --warmup >= 0, --rounds >= 1, --connections >= {THREADS}"
         )
     args.route_list = [
-        mixed(ROUTES[k], mix)
+        routes.mixed(routes.ROUTES[k], mix)
         for k in keys
-        for mix in (mixes if k in MIXED_ROUTES else ["one"])
-        if k in MIXED_ROUTES or "one" in mixes
+        for mix in (mixes if k in routes.MIXED_ROUTES else ["one"])
+        if k in routes.MIXED_ROUTES or "one" in mixes
     ]
     if "keys" not in mixes:
         args.keys = 0
@@ -218,8 +208,8 @@ def main(argv: list[str] | None = None) -> int:
     raw_argv = sys.argv[1:] if argv is None else argv
     args = parse_args(argv)
     semantic = any(r.key == "semantic" for r in args.route_list)
-    bench_env = {**BENCH_ENV, "CAIRN_SEARCH_SEMANTIC": "true" if semantic else "false"}
-    env, wrk, wrk_ver = fresh_serve_run(STATE_DIR, bench_env)
+    semantic_env = {**BENCH_ENV, "CAIRN_SEARCH_SEMANTIC": "true" if semantic else "false"}
+    env, wrk, wrk_ver = harness.fresh_serve_run(STATE_DIR, semantic_env)
 
     from serve_app.settings import Settings
 
@@ -239,12 +229,14 @@ def main(argv: list[str] | None = None) -> int:
     )
     load_before = os.getloadavg()[0]
 
-    def server(name: str, module: str, port: int, log: str, *more: str) -> Server:
+    def server(name: str, module: str, port: int, log: str, *more: str) -> harness.Server:
         """A server in this session (one CPU autogroup with wrk), logging into STATE_DIR."""
         cmd = [sys.executable, "-m", module, *more, "--port", str(port)]
-        return Server(name, cmd, port, STATE_DIR / log, STATE_DIR, own_session=False)
+        return harness.Server(name, cmd, port, STATE_DIR / log, STATE_DIR, own_session=False)
 
-    plain_args = ["--host", HOST, "--workers", str(workers)] + (["--semantic"] if semantic else [])
+    plain_args = ["--host", harness.HOST, "--workers", str(workers)] + (
+        ["--semantic"] if semantic else []
+    )
     runs: list[Run] = []
     idle: list[tuple[float, float]] = []  # (Serve's CPU s, wall s) while uvicorn ran
     with contextlib.ExitStack() as stack:
@@ -267,24 +259,24 @@ def main(argv: list[str] | None = None) -> int:
         servers = [by_name[k] for k in args.server_list]
         others = [x for x in servers if x is not serve]
         try:
-            ports_free(*setting_ports(BENCH_ENV))
+            harness.ports_free(*harness.setting_ports(BENCH_ENV))
             print("bench: starting Ray Serve (cairn run)", flush=True)
             serve.start(env, SERVE_START_TIMEOUT_S, ready_text="serving on")
             print(f"bench: seeding through Serve ({args.keys} agents for the keys mix)", flush=True)
-            facts = seed(serve.base, args.rounds, args.keys)
+            facts = routes.seed(serve.base, args.rounds, args.keys)
             facts["crowd_size"] = len(facts["crowd"])
             for other in others:
                 print(f"bench: starting {other.name} ({workers} workers)", flush=True)
                 other.start(env, UVICORN_START_TIMEOUT_S)
             wait_index_idle(serve.base)
             for srv in servers:
-                check_routes(srv.base, facts, semantic)
+                routes.check_routes(srv.base, facts, semantic)
             bases = list(dict.fromkeys(r.base for r in args.route_list))
             for rnd in range(args.rounds):
                 for route in args.route_list:
                     # Each server first, middle and last in turn (for each mix too).
                     base = bases.index(route.base)
-                    shift = (rnd + base + list(MIXES).index(route.mix)) % len(servers)
+                    shift = (rnd + base + list(routes.MIXES).index(route.mix)) % len(servers)
                     for srv in servers[shift:] + servers[:shift]:
                         assert serve.proc is not None
                         before, t0 = tree_cpu_s(serve.proc.pid), time.monotonic()
@@ -296,12 +288,12 @@ def main(argv: list[str] | None = None) -> int:
                         if route.key == "create":
                             wait_index_idle(serve.base)
         finally:
-            stop_servers([*others, serve], STATE_DIR)
+            harness.stop_servers([*others, serve], STATE_DIR)
     idle_cores = sum(c for c, _ in idle) / max(1e-9, sum(w for _, w in idle)) if idle else 0.0
     run = {"wrk_ver": wrk_ver, "serve_info": serve_info, "workers": workers}
     run["idle_cores"] = idle_cores
     section = docs_section(runs, args, run, facts, raw_argv, load_before)
-    publish(section, START_MARK, END_MARK, args.no_docs)
+    harness.publish(section, START_MARK, END_MARK, args.no_docs)
     return 1 if any(r.result.errors for r in runs) else 0
 
 

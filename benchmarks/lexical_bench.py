@@ -15,18 +15,7 @@ import statistics
 import tempfile
 import time
 
-from benchmarks.corpus import (
-    ACTIONS,
-    OBJECTS,
-    SEED,
-    TECH,
-    TOOLS,
-    cum_weights,
-    queries_for,
-    sentence,
-    texts_for,
-    vocabulary,
-)
+from benchmarks import corpus
 from benchmarks.harness import rss_mib
 from retrieval.lexical import LexicalIndex
 from retrieval.lexical_store import NodeStore
@@ -35,15 +24,15 @@ KINDS = ("pattern",)
 
 
 def patterns(n: int) -> list[tuple[int, dict[str, str | None]]]:
-    rng = random.Random(SEED)
-    vocab = vocabulary(rng)
-    cum = cum_weights(len(vocab))
-    texts = texts_for(6000)
+    rng = random.Random(corpus.SEED)
+    vocab = corpus.vocabulary(rng)
+    cum = corpus.cum_weights(len(vocab))
+    texts = corpus.texts_for(6000)
     out: list[tuple[int, dict[str, str | None]]] = []
     for i in range(n):
-        title = f"{rng.choice(ACTIONS).capitalize()} {rng.choice(OBJECTS)} with {rng.choice(TOOLS)}"
+        title = corpus.title(rng)
         words = rng.choices(vocab, cum_weights=cum, k=rng.randint(60, 140))
-        tags = " ".join(rng.sample(TECH[:40], 3) + rng.sample(TECH[:60], 2))
+        tags = " ".join(rng.sample(corpus.TECH[:40], 3) + rng.sample(corpus.TECH[:60], 2))
         out.append(
             (
                 i + 1,
@@ -51,7 +40,7 @@ def patterns(n: int) -> list[tuple[int, dict[str, str | None]]]:
                     "title": title,
                     "description": texts[i % len(texts)],
                     "tags": tags,
-                    "content": f"{sentence(rng)} {' '.join(words)}",
+                    "content": f"{corpus.sentence(rng)} {' '.join(words)}",
                 },
             )
         )
@@ -76,7 +65,7 @@ def disk_edits(docs: list[tuple[int, dict[str, str | None]]], folder: str | None
         index.commit()
         index.close_writer()
         reader = store.open(generation.name)["pattern"]
-        queries = queries_for(300)
+        queries = corpus.queries_for(300)
         passes: list[list[float]] = [[], []]
         # The first pass maps each page it touches (a fault per page), the
         # second finds them mapped, as a replica that has been searching does.
@@ -132,7 +121,7 @@ def main(argv: list[str] | None = None) -> None:
     index.commit()
     build_s = time.perf_counter() - t0
     grown = rss_mib() - before
-    queries = queries_for(300)
+    queries = corpus.queries_for(300)
     lines = [
         f"- {len(index):,} patterns: built in {build_s:.1f} s (tokenizing included, one thread); "
         f"process RSS grew {grown:.0f} MiB.",

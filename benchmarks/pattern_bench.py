@@ -21,40 +21,12 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import quote
 
-from benchmarks.corpus import (
-    PATTERN_COLUMNS,
-    TECH,
-    clear_patterns,
-    connect,
-    copy_rows,
-    cum_weights,
-    vacuum,
-    vocabulary,
-)
-from benchmarks.harness import (
-    ROOT,
-    THREADS,
-    WrkResult,
-    api_call,
-    bench_env,
-    ensure_wrk,
-    measure_url,
-    paths_script,
-    pct,
-    prepare_here,
-    publish,
-    section_head,
-    serve_running,
-    serve_table,
-    stop_on_sigterm,
-    wrk_options,
-    wrk_version,
-)
+from benchmarks import corpus, harness
 
-STATE_DIR = ROOT / ".cairn" / "bench-patterns"
+STATE_DIR = harness.ROOT / ".cairn" / "bench-patterns"
 MARKS = ("<!-- pattern-bench:start -->", "<!-- pattern-bench:end -->")
 PORT = 8103
-BENCH_ENV = bench_env(STATE_DIR, 2, "general")
+BENCH_ENV = harness.bench_env(STATE_DIR, 2, "general")
 
 N_PATTERNS = 100_000
 N_AGENTS = 1_000
@@ -90,19 +62,19 @@ def seeded(conn: Any) -> bool:
 
 def seed(database_url: str) -> None:
     """Write the corpus unless it is there already."""
-    with connect(database_url) as conn:
+    with corpus.connect(database_url) as conn:
         if seeded(conn):
             print("bench: corpus already seeded; reusing it", flush=True)
             conn.rollback()
-            vacuum(conn, "patterns", "votes")
+            corpus.vacuum(conn, "patterns", "votes")
             return
         t0 = time.monotonic()
-        clear_patterns(conn, "bench_corpus_%")
+        corpus.clear_patterns(conn, "bench_corpus_%")
         rng = random.Random(SEED)
-        vocab = vocabulary(rng)
-        cum = cum_weights(len(vocab))
+        vocab = corpus.vocabulary(rng)
+        cum = corpus.cum_weights(len(vocab))
         agents = [uuid.UUID(int=rng.getrandbits(128), version=4) for _ in range(N_AGENTS)]
-        copy_rows(
+        corpus.copy_rows(
             conn,
             "agents (id, username, name, display_name)",
             (
@@ -129,8 +101,8 @@ def seed(database_url: str) -> None:
                 _text(rng, vocab, cum, rng.randint(20, 40)),
                 _text(rng, vocab, cum, rng.randint(120, 260)),
                 rng.choice(["beginner", "intermediate", "advanced"]),
-                rng.sample(TECH[:40], 3),
-                rng.sample(TECH[:60], 2),
+                rng.sample(corpus.TECH[:40], 3),
+                rng.sample(corpus.TECH[:60], 2),
                 created,
                 created,
             )
@@ -138,8 +110,8 @@ def seed(database_url: str) -> None:
             views.append((pid, 0, rng.randint(0, 5000)))
             return row
 
-        copy_rows(conn, PATTERN_COLUMNS, (pattern(i) for i in range(N_PATTERNS)))
-        copy_rows(conn, "pattern_views (pattern_id, shard, views)", views)
+        corpus.copy_rows(conn, corpus.PATTERN_COLUMNS, (pattern(i) for i in range(N_PATTERNS)))
+        corpus.copy_rows(conn, "pattern_views (pattern_id, shard, views)", views)
         print(f"bench: seeding {N_VOTES:,} votes over the last 30 days", flush=True)
         seen: set[tuple[int, int]] = set()
         while len(seen) < N_VOTES:
@@ -152,7 +124,7 @@ def seed(database_url: str) -> None:
             value = 1 if rng.random() < 0.8 else -1
             return (uuid.uuid4(), agents[a], "pattern", patterns[p], value, when, when)
 
-        copy_rows(
+        corpus.copy_rows(
             conn,
             "votes (id, agent_id, target_type, target_id, value, created_at, updated_at)",
             (vote(p, a) for p, a in seen),
@@ -167,7 +139,7 @@ def seed(database_url: str) -> None:
             " (SELECT author_id, count(*) AS n FROM patterns GROUP BY author_id) c"
             " WHERE c.author_id = a.id"
         )
-        vacuum(conn, "patterns", "votes")
+        corpus.vacuum(conn, "patterns", "votes")
         print(f"bench: seeded in {time.monotonic() - t0:.0f}s", flush=True)
 
 
@@ -205,7 +177,7 @@ def time_statements(
     from storage.db import SESSION_OPTIONS
 
     out = []
-    with connect(database_url, autocommit=True, options=SESSION_OPTIONS) as conn:
+    with corpus.connect(database_url, autocommit=True, options=SESSION_OPTIONS) as conn:
         for _ in range(3):  # warm caches and let psycopg prepare the statements
             for sql, params in statements:
                 conn.execute(sql, params).fetchall()
@@ -233,8 +205,10 @@ def measure_db(database_url: str, repeats: int) -> tuple[list[list[Any]], dict[s
         times = time_statements(database_url, statements, repeats)
         all_search += times
         total = _total(database_url, q)
-        rows.append([f"search `{q}`", pct(times, 50), pct(times, 99), total])
-    rows.insert(0, ["search, all queries", pct(all_search, 50), pct(all_search, 99), None])
+        rows.append([f"search `{q}`", harness.pct(times, 50), harness.pct(times, 99), total])
+    rows.insert(
+        0, ["search, all queries", harness.pct(all_search, 50), harness.pct(all_search, 99), None]
+    )
 
     trending = LocalTrending(database_url)
     t0 = time.perf_counter()
@@ -277,12 +251,14 @@ def measure_db(database_url: str, repeats: int) -> tuple[list[list[Any]], dict[s
         ("TrendingCounter: one vote, then the top 1,000", vote_times),
         ("TrendingCounter: window rebuilt (once an hour)", rebuild_times),
     ]
-    rows += [[label, pct(times, 50), pct(times, 99), None] for label, times in timed]
+    rows += [
+        [label, harness.pct(times, 50), harness.pct(times, 99), None] for label, times in timed
+    ]
     return rows, {"ranked": len(ranked), "counter_votes": len(counter), "load_s": load_s}
 
 
 def _total(database_url: str, q: str) -> int:
-    with connect(database_url) as conn:
+    with corpus.connect(database_url) as conn:
         row = conn.execute(
             "SELECT count(*) FROM patterns WHERE search_vector @@"
             " websearch_to_tsquery('english', %s)",
@@ -296,24 +272,26 @@ def _total(database_url: str, q: str) -> int:
 
 def measure_http(
     base: str, wrk: str, tmp: Path, args: argparse.Namespace
-) -> list[tuple[str, WrkResult]]:
+) -> list[tuple[str, harness.WrkResult]]:
     searches = [f"/api/patterns?search={quote(q)}" for q in QUERIES]
     for path in [*searches, "/api/patterns?sort_by=trending", "/api/feed/trending"]:
-        api_call(base, "GET", path)
-    rotate = paths_script(tmp / "rotate.lua", searches)
+        harness.api_call(base, "GET", path)
+    rotate = harness.paths_script(tmp / "rotate.lua", searches)
     routes = [
         ("GET /api/patterns?search=… (8 queries in turn)", searches[0], rotate),
         ("GET /api/patterns?sort_by=trending", "/api/patterns?sort_by=trending", None),
         ("GET /api/feed/trending", "/api/feed/trending", None),
     ]
-    return [(label, measure_url(wrk, label, base + p, args, lua)) for label, p, lua in routes]
+    return [
+        (label, harness.measure_url(wrk, label, base + p, args, lua)) for label, p, lua in routes
+    ]
 
 
 # ------------------------------------------------------------------ report
 
 
 def docs_section(
-    http_rows: list[tuple[str, WrkResult]],
+    http_rows: list[tuple[str, harness.WrkResult]],
     db_rows: list[list[Any]],
     facts: dict[str, Any],
     args: argparse.Namespace,
@@ -322,19 +300,19 @@ def docs_section(
 ) -> str:
     title = "Pattern search and trending at 100,000 patterns"
     lines = [
-        *section_head(MARKS[0], title, "pattern_bench.py", load_before),
+        *harness.section_head(MARKS[0], title, "pattern_bench.py", load_before),
         f"- Corpus: {N_PATTERNS:,} patterns (titles 5 to 9, descriptions 20 to 40, contents "
         f"120 to 260 words drawn by Zipf's law from a 30,000-word vocabulary), "
         f"{N_AGENTS:,} agents, {N_VOTES:,} votes over the last 30 days (80 % up, "
         "skewed to few patterns); state in `.cairn/bench-patterns`.",
         f"- Through Serve: `cairn run --port {PORT}` (HAProxy, 2 `Api` replicas, the "
-        f"TrendingActor); {wrk_ver}, `-t{THREADS} -c{args.connections} -d{args.duration}s "
+        f"TrendingActor); {wrk_ver}, `-t{harness.THREADS} -c{args.connections} -d{args.duration}s "
         f"--latency` after a {args.warmup} s warm-up; wrk on the same machine.",
         f"- Database alone: the statements each route sends (captured from the "
         f"repositories: the count and the page), replayed {args.repeats} times over one "
         "psycopg connection on the unix socket; one sample = one request's statements.",
         "",
-        *serve_table(http_rows),
+        *harness.serve_table(http_rows),
         "",
         "| Database time alone | p50 ms | p99 ms | matches |",
         "|---|---:|---:|---:|",
@@ -354,13 +332,13 @@ def docs_section(
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = wrk_options("pattern_bench")
+    parser = harness.wrk_options("pattern_bench")
     parser.add_argument("--repeats", type=int, default=200, help="database replays (200)")
     parser.add_argument("--no-http", action="store_true", help="database time only")
     args = parser.parse_args(argv)
-    stop_on_sigterm()
+    harness.stop_on_sigterm()
     # This process stays attached to the embedded Postgres for the whole run.
-    env, _, prepared = prepare_here(BENCH_ENV)
+    env, _, prepared = harness.prepare_here(BENCH_ENV)
     seed(prepared.database_url)
     load_before = os.getloadavg()[0]
 
@@ -370,14 +348,14 @@ def main(argv: list[str] | None = None) -> int:
         print(f"bench:   {what:<48} p50 {p50:7.2f} ms  p99 {p99:7.2f} ms  {total or ''}")
     if args.no_http:
         return 0
-    wrk = ensure_wrk()
+    wrk = harness.ensure_wrk()
     with (
-        serve_running(PORT, env, STATE_DIR, keep_postgres=True) as serve,
+        harness.serve_running(PORT, env, STATE_DIR, keep_postgres=True) as serve,
         tempfile.TemporaryDirectory(prefix="cairn-bench-") as tmp,
     ):
         http_rows = measure_http(serve.base, wrk, Path(tmp), args)
-    section = docs_section(http_rows, db_rows, facts, args, wrk_version(wrk), load_before)
-    publish(section, *MARKS, args.no_docs)
+    section = docs_section(http_rows, db_rows, facts, args, harness.wrk_version(wrk), load_before)
+    harness.publish(section, *MARKS, args.no_docs)
     return 0
 
 

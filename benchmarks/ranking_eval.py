@@ -16,40 +16,26 @@ import statistics
 from typing import Any
 
 from benchmarks.harness import publish
+from benchmarks.ranking import hybrid as ranking
 from benchmarks.ranking.evalset import END_MARK, NONSENSE, START_MARK, Score
-from benchmarks.ranking.hybrid import (
-    SETS,
-    TOP,
-    EvalSet,
-    Gap,
-    Group,
-    Halves,
-    candidates_of,
-    choose,
-    chosen_params,
-    gap,
-    group_name,
-    halves,
-    keys,
-    load,
-    members,
-    score,
-)
 from benchmarks.ranking.hybrid_report import Choice, render
 from retrieval.fusion import DEFAULT_HYBRID, hybrid
 
 
-def bases(got: dict[str, Halves]) -> dict[str, dict[str, list[list[int]]]]:
+def bases(got: dict[str, ranking.Halves]) -> dict[str, dict[str, list[list[int]]]]:
     """Each set's rankings by the two halves."""
     return {
-        name: {"lexical": [keys(x) for x in h.lexical], "vector": [keys(x) for x in h.vector]}
+        name: {
+            "lexical": [ranking.keys(x) for x in h.lexical],
+            "vector": [ranking.keys(x) for x in h.vector],
+        }
         for name, h in got.items()
     }
 
 
-def all_groups(sets: dict[str, EvalSet]) -> list[Group]:
+def all_groups(sets: dict[str, ranking.EvalSet]) -> list[ranking.Group]:
     """The groups a choice must serve: docs by query style, the other sets whole."""
-    groups: list[Group] = []
+    groups: list[ranking.Group] = []
     if "docs" in sets:
         groups += [("docs", st) for st in ("paraphrase", "keyword", "handwritten")]
     return groups + [(name, None) for name in sets if name != "docs"]
@@ -64,18 +50,20 @@ def main(argv: list[str] | None = None) -> None:
         help="compare other normalisations of the halves, each chosen the same way "
         "(printed; docs/ is left alone; several minutes)",
     )
-    parser.add_argument("--sets", default=",".join(SETS), help="comma-separated (default: all)")
+    parser.add_argument(
+        "--sets", default=",".join(ranking.SETS), help="comma-separated (default: all)"
+    )
     args = parser.parse_args(argv)
-    sets = {name: load(name) for name in args.sets.split(",")}
+    sets = {name: ranking.load(name) for name in args.sets.split(",")}
     model_box: list[Any] = []
     rss0 = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
-    got = {name: halves(s, model_box) for name, s in sets.items()}
+    got = {name: ranking.halves(s, model_box) for name, s in sets.items()}
     if args.forms:
         from benchmarks.ranking import forms
 
         print(forms.report(sets, got, bases(got), all_groups(sets)))
         return
-    fusions = candidates_of()
+    fusions = ranking.candidates_of()
     base = bases(got)
     fused: dict[str, dict[str, list[list[int]]]] = {}
     for name, h in got.items():
@@ -88,50 +76,56 @@ def main(argv: list[str] | None = None) -> None:
             for f, fn in fusions.items()
         }
     groups = all_groups(sets)
-    chosen = choose(fused, base, sets, groups)
+    chosen = ranking.choose(fused, base, sets, groups)
     left_out = {
-        group_name(g): choose(fused, base, sets, [o for o in groups if o != g]) for g in groups
+        ranking.group_name(g): ranking.choose(fused, base, sets, [o for o in groups if o != g])
+        for g in groups
     }
-    report_groups: list[Group] = [("docs", None), *groups] if "docs" in sets else groups
+    report_groups: list[ranking.Group] = [("docs", None), *groups] if "docs" in sets else groups
 
-    def test_score(ranked: dict[str, dict[str, list[list[int]]]], method: str, g: Group) -> Score:
-        return score(ranked[g[0]][method], sets[g[0]], members(sets[g[0]], g[1], "test"))
+    def test_score(
+        ranked: dict[str, dict[str, list[list[int]]]], method: str, g: ranking.Group
+    ) -> Score:
+        return ranking.score(
+            ranked[g[0]][method], sets[g[0]], ranking.members(sets[g[0]], g[1], "test")
+        )
 
     table: dict[str, dict[str, Score]] = {
-        "lexical": {group_name(g): test_score(base, "lexical", g) for g in report_groups},
-        "vector": {group_name(g): test_score(base, "vector", g) for g in report_groups},
-        "hybrid": {group_name(g): test_score(fused, chosen, g) for g in report_groups},
+        "lexical": {ranking.group_name(g): test_score(base, "lexical", g) for g in report_groups},
+        "vector": {ranking.group_name(g): test_score(base, "vector", g) for g in report_groups},
+        "hybrid": {ranking.group_name(g): test_score(fused, chosen, g) for g in report_groups},
         "hybrid, leave one group out": {
-            group_name(g): test_score(fused, left_out[group_name(g)], g) for g in groups
+            ranking.group_name(g): test_score(fused, left_out[ranking.group_name(g)], g)
+            for g in groups
         },
     }
     # Paired differences on the test queries, with their standard errors.
-    gaps: dict[str, dict[str, tuple[str, Gap]]] = {
+    gaps: dict[str, dict[str, tuple[str, ranking.Gap]]] = {
         "hybrid": {},
         "hybrid, leave one group out": {},
         "hybrid recall": {},
         "hybrid recall, leave one group out": {},
     }
     for g in report_groups:
-        s, idx, n = sets[g[0]], members(sets[g[0]], g[1], "test"), group_name(g)
+        s, idx, n = sets[g[0]], ranking.members(sets[g[0]], g[1], "test"), ranking.group_name(g)
         lx, vx = table["lexical"][n], table["vector"][n]
         half = "lexical" if lx.mrr >= vx.mrr else "vector"
         rhalf = "lexical" if lx.recall >= vx.recall else "vector"
         for label, method in (("hybrid", chosen), ("hybrid, leave one group out", left_out.get(n))):
             if method is None:
                 continue
-            gaps[label][n] = (half, gap(fused[g[0]][method], base[g[0]][half], s, idx))
+            gaps[label][n] = (half, ranking.gap(fused[g[0]][method], base[g[0]][half], s, idx))
             recall_label = label.replace("hybrid", "hybrid recall", 1)
             gaps[recall_label][n] = (
                 rhalf,
-                gap(fused[g[0]][method], base[g[0]][rhalf], s, idx, recall=True),
+                ranking.gap(fused[g[0]][method], base[g[0]][rhalf], s, idx, recall=True),
             )
     # The nonsense queries with the chosen weight.
     nonsense = {}
     for name, h in got.items():
-        p = chosen_params(chosen)
+        p = ranking.chosen_params(chosen)
         res = [
-            hybrid(lx, vx, limit=TOP, params=p, lexical_scale=sc, query=t)
+            hybrid(lx, vx, limit=ranking.TOP, params=p, lexical_scale=sc, query=t)
             for lx, vx, sc, t in zip(
                 h.nonsense_lexical, h.nonsense_vector, h.nonsense_scales, NONSENSE, strict=True
             )
@@ -144,7 +138,7 @@ def main(argv: list[str] | None = None) -> None:
         table,
         gaps,
         report_groups,
-        Choice(chosen, left_out, chosen_params(chosen) == DEFAULT_HYBRID),
+        Choice(chosen, left_out, ranking.chosen_params(chosen) == DEFAULT_HYBRID),
         nonsense,
         rss1 - rss0,
     )

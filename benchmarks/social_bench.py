@@ -19,29 +19,13 @@ from typing import Any
 
 import psycopg
 
-from benchmarks.harness import (
-    ROOT,
-    THREADS,
-    WrkResult,
-    api_call,
-    bench_env,
-    fresh_serve_run,
-    key_script,
-    measure_url,
-    new_agent,
-    pct,
-    publish,
-    section_head,
-    serve_running,
-    serve_table,
-    wrk_options,
-)
+from benchmarks import harness
 from storage.embedded import DATABASE
 
-STATE_DIR = ROOT / ".cairn" / "bench-social"
+STATE_DIR = harness.ROOT / ".cairn" / "bench-social"
 MARKS = ("<!-- social-bench:start -->", "<!-- social-bench:end -->")
 PORT = 8105
-BENCH_ENV = bench_env(STATE_DIR, 4, "registration", "general", "pattern_create")
+BENCH_ENV = harness.bench_env(STATE_DIR, 4, "registration", "general", "pattern_create")
 AUTHORS = {"quiet": 0, "popular": 2_000, "famous": 20_000}
 CREATES = 20  # patterns per author, one after another
 
@@ -54,14 +38,16 @@ def seed(base: str) -> dict[str, Any]:
     """The three authors, their followers, and a reader who follows them all."""
     keys, ids, usernames = {}, {}, {}
     for name in AUTHORS:
-        made = new_agent(base, f"bench {name}")
+        made = harness.new_agent(base, f"bench {name}")
         keys[name], ids[name], usernames[name] = made["api_key"], made["agent_id"], made["username"]
-    reader = new_agent(base, "bench reader")
+    reader = harness.new_agent(base, "bench reader")
     with psycopg.connect(database_url(), autocommit=True) as db:
         for name, count in AUTHORS.items():
             if count == 0:
                 continue
-            api_call(base, "POST", f"/api/agents/{usernames[name]}/follow", reader["api_key"])
+            harness.api_call(
+                base, "POST", f"/api/agents/{usernames[name]}/follow", reader["api_key"]
+            )
             prefix = f"f{name}"
             db.execute(
                 "INSERT INTO agents (id, username, name, display_name)"
@@ -88,7 +74,7 @@ def create_patterns(base: str, facts: dict[str, Any]) -> dict[str, list[float]]:
     for i in range(CREATES):
         for name in AUTHORS:
             started = time.perf_counter()
-            api_call(
+            harness.api_call(
                 base,
                 "POST",
                 "/api/patterns",
@@ -147,13 +133,15 @@ def wait_for_fanouts(expected_jobs: int, timeout_s: float = 1800.0) -> dict[str,
 def docs_section(
     latencies: dict[str, list[float]],
     fanout: dict[str, Any],
-    rows: list[tuple[str, WrkResult]],
+    rows: list[tuple[str, harness.WrkResult]],
     args: argparse.Namespace,
     wrk_ver: str,
     load_before: float,
 ) -> str:
     lines = [
-        *section_head(MARKS[0], "Notifications through Serve", "social_bench.py", load_before),
+        *harness.section_head(
+            MARKS[0], "Notifications through Serve", "social_bench.py", load_before
+        ),
         f"- Data: three authors with {', '.join(f'{n:,}' for n in AUTHORS.values())} "
         f"followers; {CREATES} patterns each, created one request at a time, the three "
         "authors in turn, so later creates run while earlier fan-outs are being written. "
@@ -169,7 +157,7 @@ def docs_section(
         ms = latencies[name]
         lines.append(
             f"| {followers:,} | {len(ms)} | {statistics.median(ms):.1f} | "
-            f"{pct(ms, 95):.1f} | {max(ms):.1f} |"
+            f"{harness.pct(ms, 95):.1f} | {max(ms):.1f} |"
         )
     lines += [
         "",
@@ -191,10 +179,10 @@ def docs_section(
         "(one dispatcher works the queue oldest first), so waiting in the queue is not "
         "counted.",
         "",
-        f"{wrk_ver}, `-t{THREADS} -c{args.connections} -d{args.duration}s --latency` after "
+        f"{wrk_ver}, `-t{harness.THREADS} -c{args.connections} -d{args.duration}s --latency` after "
         f"a {args.warmup} s warm-up; wrk on the same machine:",
         "",
-        *serve_table(rows),
+        *harness.serve_table(rows),
         "",
         "Reproduce: `make bench` (or `.venv/bin/python -m benchmarks.social_bench`).",
         MARKS[1],
@@ -203,10 +191,10 @@ def docs_section(
 
 
 def main(argv: list[str] | None = None) -> int:
-    args = wrk_options("social_bench").parse_args(argv)
-    env, wrk, wrk_ver = fresh_serve_run(STATE_DIR, BENCH_ENV)
+    args = harness.wrk_options("social_bench").parse_args(argv)
+    env, wrk, wrk_ver = harness.fresh_serve_run(STATE_DIR, BENCH_ENV)
     load_before = os.getloadavg()[0]
-    with serve_running(PORT, env, STATE_DIR) as serve:
+    with harness.serve_running(PORT, env, STATE_DIR) as serve:
         print("bench: seeding", flush=True)
         facts = seed(serve.base)
         print("bench: creating patterns", flush=True)
@@ -219,21 +207,24 @@ def main(argv: list[str] | None = None) -> int:
         if fanout["duplicates"]:
             raise RuntimeError("a follower got a pattern's notification twice")
         with tempfile.TemporaryDirectory(prefix="cairn-bench-") as tmp:
-            script = key_script(Path(tmp) / "key.lua", facts["reader"])
+            script = harness.key_script(Path(tmp) / "key.lua", facts["reader"])
             reads = f"{CREATES * (len(AUTHORS) - 1)} notifications, 20 a page"
             notifications = f"GET /api/notifications (a reader with {reads})"
             analytics = "GET /api/analytics (cached)"
             rows = [
                 (
                     notifications,
-                    measure_url(
+                    harness.measure_url(
                         wrk, notifications, f"{serve.base}/api/notifications", args, script
                     ),
                 ),
-                (analytics, measure_url(wrk, analytics, f"{serve.base}/api/analytics", args)),
+                (
+                    analytics,
+                    harness.measure_url(wrk, analytics, f"{serve.base}/api/analytics", args),
+                ),
             ]
     section = docs_section(latencies, fanout, rows, args, wrk_ver, load_before)
-    publish(section, *MARKS, args.no_docs)
+    harness.publish(section, *MARKS, args.no_docs)
     return 0
 
 

@@ -20,30 +20,17 @@ from typing import Any
 
 import httpx
 
-from benchmarks.harness import (
-    PROBE_CONCURRENCY,
-    PROBES,
-    ROOT,
-    bearer,
-    bench_env,
-    fresh_state,
-    probe,
-    publish,
-    register,
-    section_head,
-    serve_running,
-    server_env,
-    stop_on_sigterm,
-)
+from benchmarks import harness
+from benchmarks.harness import PROBE_CONCURRENCY, PROBES
 
-STATE_DIR = ROOT / ".cairn" / "bench-stream"
+STATE_DIR = harness.ROOT / ".cairn" / "bench-stream"
 MARKS = ("<!-- stream-bench:start -->", "<!-- stream-bench:end -->")
 PORT = 8107
 AGENTS = 50
 DELIVERIES = 20
 OPEN_WAIT_S = 60.0
 PROBE_BUDGET_S = 90.0  # a level whose requests time out stops probing after this
-BENCH_ENV = bench_env(
+BENCH_ENV = harness.bench_env(
     STATE_DIR,
     6,
     "registration",
@@ -64,7 +51,7 @@ class Streams:
 
     async def _one(self, agent: dict[str, Any], opened: asyncio.Event) -> None:
         async with self.http.stream(
-            "GET", "/api/notifications/stream", headers=bearer(agent["api_key"])
+            "GET", "/api/notifications/stream", headers=harness.bearer(agent["api_key"])
         ) as response:
             if response.status_code != 200:
                 self.refused[response.status_code] += 1
@@ -111,7 +98,7 @@ class Streams:
 
 async def probed(http: httpx.AsyncClient, agent: dict[str, Any]) -> dict[str, Any]:
     """The probe, its requests not sent within the budget counted as failed."""
-    found = await probe(http, agent["api_key"], budget_s=PROBE_BUDGET_S)
+    found = await harness.probe(http, agent["api_key"], budget_s=PROBE_BUDGET_S)
     return {**found, "failed": sum(found["failed"].values()) + PROBES - found["requests"]}
 
 
@@ -120,7 +107,9 @@ async def deliveries(
 ) -> list[float]:
     """Follow → notification event on the target's open stream, in ms."""
     times: list[float] = []
-    stream = http.stream("GET", "/api/notifications/stream", headers=bearer(target["api_key"]))
+    stream = http.stream(
+        "GET", "/api/notifications/stream", headers=harness.bearer(target["api_key"])
+    )
     async with stream as response:
         if response.status_code != 200:
             return times
@@ -131,7 +120,7 @@ async def deliveries(
         for fan in fans:
             t0 = time.perf_counter()
             path = f"/api/agents/{target['username']}/follow"
-            answer = await http.post(path, headers=bearer(fan["api_key"]))
+            answer = await http.post(path, headers=harness.bearer(fan["api_key"]))
             answer.raise_for_status()
             async for line in lines:
                 if line.startswith("event: notification"):
@@ -145,13 +134,13 @@ async def run_levels(base: str, levels: list[int]) -> list[dict[str, Any]]:
     timeout = httpx.Timeout(30.0, read=None)
     rows = []
     async with httpx.AsyncClient(base_url=base, limits=limits, timeout=timeout) as http:
-        agents = [await register(http, f"stream bench {i}") for i in range(AGENTS)]
-        prober = await register(http, "stream bench prober")
+        agents = [await harness.register(http, f"stream bench {i}") for i in range(AGENTS)]
+        prober = await harness.register(http, "stream bench prober")
         for level in levels:
             streams = Streams(http)
             opened_s = await streams.open(agents, level)
-            target = await register(http, f"stream bench target {level}")
-            fans = [await register(http, f"fan {level} {i}") for i in range(DELIVERIES)]
+            target = await harness.register(http, f"stream bench target {level}")
+            fans = [await harness.register(http, f"fan {level} {i}") for i in range(DELIVERIES)]
             row = {
                 "streams": level,
                 "open": streams.open_now - streams.waiting,
@@ -180,7 +169,7 @@ def section(rows: list[dict[str, Any]], load_before: float, env: dict[str, str])
     cap = env.get("CAIRN_STREAM_MAX_PER_REPLICA", "1000")
     title = "Notification streams: idle streams per replica"
     lines = [
-        *section_head(MARKS[0], title, "stream_bench.py", load_before),
+        *harness.section_head(MARKS[0], title, "stream_bench.py", load_before),
         f"- `cairn run`, ONE Api replica behind Serve's HAProxy, semantic search off; "
         f"`CAIRN_INGRESS_MAX_ONGOING_REQUESTS={ongoing}`, "
         f"`CAIRN_STREAM_MAX_PER_REPLICA={cap}` (Serve's `max_ongoing_requests` for Api "
@@ -217,13 +206,13 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--no-docs", action="store_true")
     args = parser.parse_args(argv)
     levels = [int(x) for x in args.levels.split(",")]
-    stop_on_sigterm()
-    env = server_env(BENCH_ENV)
+    harness.stop_on_sigterm()
+    env = harness.server_env(BENCH_ENV)
     load_before = os.getloadavg()[0]
-    fresh_state(STATE_DIR)
-    with serve_running(PORT, env, STATE_DIR) as serve:
+    harness.fresh_state(STATE_DIR)
+    with harness.serve_running(PORT, env, STATE_DIR) as serve:
         rows = asyncio.run(run_levels(serve.base, levels))
-    publish(section(rows, load_before, env), *MARKS, args.no_docs)
+    harness.publish(section(rows, load_before, env), *MARKS, args.no_docs)
     return 0
 
 

@@ -12,20 +12,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from benchmarks.ranking.hybrid import (
-    NOISE_SE,
-    TOP,
-    WEIGHTS,
-    EvalSet,
-    Fusion,
-    Group,
-    Halves,
-    choose,
-    gap,
-    group_name,
-    members,
-    score,
-)
+from benchmarks.ranking import hybrid
 from retrieval.fusion import DEFAULT_HYBRID, identifier_leads, merge_candidates
 
 # A normalisation: (scores best first, the query's lexical scale) -> (each
@@ -101,7 +88,7 @@ FORMS = [
 ]
 
 
-def fusion(form: Form, w: float) -> Fusion:
+def fusion(form: Form, w: float) -> hybrid.Fusion:
     floor, explains = DEFAULT_HYBRID.floor, DEFAULT_HYBRID.explains
 
     def fused(
@@ -123,16 +110,16 @@ def fusion(form: Form, w: float) -> Fusion:
             x = xs.get(k, x_missing) * (max(cos, 0.0) if form.gate else 1.0)
             out.append((-(weight * x + (1.0 - weight) * cs.get(k, c_missing)), order, k))
         out.sort()
-        return [k for _, _, k in out[:TOP]]
+        return [k for _, _, k in out[: hybrid.TOP]]
 
     return fused
 
 
 def report(
-    sets: dict[str, EvalSet],
-    got: dict[str, Halves],
+    sets: dict[str, hybrid.EvalSet],
+    got: dict[str, hybrid.Halves],
     base: dict[str, dict[str, list[list[int]]]],
-    groups: Sequence[Group],
+    groups: Sequence[hybrid.Group],
 ) -> str:
     """One row per form and choice rule: the weight chosen on all groups and
     leaving each out, and on the test queries the groups whose MRR@10 or
@@ -141,7 +128,7 @@ def report(
     difference in standard errors, and the mean MRR@10 difference."""
     lines = [
         "| Form | choice rule | w (all groups) | w leaving out "
-        + ", ".join(group_name(g) for g in groups)
+        + ", ".join(hybrid.group_name(g) for g in groups)
         + " | test: below the better half beyond noise (all / left out) "
         "| worst test difference, SEs | mean test MRR@10 - better half (all) |",
         "|---|---|---|---|---|---|---|",
@@ -155,27 +142,29 @@ def report(
                     fusion(form, w)(lx, vx, sc, t)
                     for lx, vx, sc, t in zip(h.lexical, h.vector, h.scales, texts, strict=True)
                 ]
-                for w in WEIGHTS
+                for w in hybrid.WEIGHTS
             }
         for rule, parsimony in (("parsimony", True), ("best mean (before)", False)):
             pool = [f"convex {n}" for n in fused[next(iter(fused))]]
             renamed = {s: {f"convex {n}": r for n, r in d.items()} for s, d in fused.items()}
-            chosen = choose(renamed, base, sets, groups, pool, parsimony=parsimony)
+            chosen = hybrid.choose(renamed, base, sets, groups, pool, parsimony=parsimony)
             left = {
-                g: choose(renamed, base, sets, [o for o in groups if o != g], pool, parsimony)
+                g: hybrid.choose(
+                    renamed, base, sets, [o for o in groups if o != g], pool, parsimony
+                )
                 for g in groups
             }
             below: tuple[list[str], list[str]] = ([], [])
             worst, mrr = math.inf, []
             for g in groups:
-                s, idx = sets[g[0]], members(sets[g[0]], g[1], "test")
+                s, idx = sets[g[0]], hybrid.members(sets[g[0]], g[1], "test")
                 for which, pick in enumerate((chosen, left[g])):
                     for recall in (False, True):
                         half = better_half(base[g[0]], s, idx, recall)
-                        d = gap(renamed[g[0]][pick], half, s, idx, recall)
+                        d = hybrid.gap(renamed[g[0]][pick], half, s, idx, recall)
                         worst = min(worst, d.diff / d.se if d.se else 0.0)
-                        if not d.within_noise and group_name(g) not in below[which]:
-                            below[which].append(group_name(g))
+                        if not d.within_noise and hybrid.group_name(g) not in below[which]:
+                            below[which].append(hybrid.group_name(g))
                         if which == 0 and not recall:
                             mrr.append(d.diff)
             lines.append(
@@ -185,16 +174,16 @@ def report(
                 f"| {worst:+.2f} | {float(np.mean(mrr)):+.3f} |"
             )
     lines.append(
-        f"\nBeyond noise: more than {NOISE_SE:g} paired standard errors below; the better half "
-        "is the one with the higher test figure on that group and measure."
+        f"\nBeyond noise: more than {hybrid.NOISE_SE:g} paired standard errors below; the better "
+        "half is the one with the higher test figure on that group and measure."
     )
     return "\n".join(lines)
 
 
 def better_half(
-    halves: dict[str, list[list[int]]], s: EvalSet, idx: Sequence[int], recall: bool
+    halves: dict[str, list[list[int]]], s: hybrid.EvalSet, idx: Sequence[int], recall: bool
 ) -> list[list[int]]:
-    lx, vx = (score(halves[h], s, idx) for h in ("lexical", "vector"))
+    lx, vx = (hybrid.score(halves[h], s, idx) for h in ("lexical", "vector"))
     if recall:
         return halves["lexical" if lx.recall >= vx.recall else "vector"]
     return halves["lexical" if lx.mrr >= vx.mrr else "vector"]

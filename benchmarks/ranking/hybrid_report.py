@@ -7,18 +7,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 
+from benchmarks.ranking import hybrid
 from benchmarks.ranking.evalset import END_MARK, NONSENSE, START_MARK, Score
-from benchmarks.ranking.hybrid import (
-    CANDIDATES,
-    NOISE_SE,
-    WEIGHTS,
-    EvalSet,
-    Gap,
-    Group,
-    Halves,
-    group_name,
-    members,
-)
 
 
 @dataclass
@@ -52,18 +42,18 @@ def fmt(s: Score) -> str:
 
 
 def render(
-    sets: dict[str, EvalSet],
-    got: dict[str, Halves],
+    sets: dict[str, hybrid.EvalSet],
+    got: dict[str, hybrid.Halves],
     table: dict[str, dict[str, Score]],
-    gaps: dict[str, dict[str, tuple[str, Gap]]],
-    groups: Sequence[Group],
+    gaps: dict[str, dict[str, tuple[str, hybrid.Gap]]],
+    groups: Sequence[hybrid.Group],
     choice: Choice,
     nonsense: dict[str, tuple[int, float]],
     rss_kib: int,
 ) -> str:
     chosen, left_out = choice.chosen, choice.left_out
-    names = [group_name(g) for g in groups]
-    counts = {group_name(g): len(members(sets[g[0]], g[1], "test")) for g in groups}
+    names = [hybrid.group_name(g) for g in groups]
+    counts = {hybrid.group_name(g): len(hybrid.members(sets[g[0]], g[1], "test")) for g in groups}
     lines = [
         START_MARK,
         "## Search ranking quality",
@@ -86,13 +76,13 @@ def render(
         "full text with): BM25 with BM25F-style field weights (title and description twice, "
         "content once) and the code-aware tokenizer. "
         "*vector*: all-MiniLM-L6-v2, cosine, exact. *hybrid*: `retrieval.fusion.hybrid` over "
-        f"the {CANDIDATES} best of each half.",
+        f"the {hybrid.CANDIDATES} best of each half.",
         f"- Fusion chosen on the dev queries of all {len(groups) - 1} groups: **{chosen}** "
         "(`retrieval.fusion.hybrid`: the fixed convex combination `w·x + (1-w)·cosine`, "
         "x = BM25 / the search's best BM25 (`max`) or min(1, BM25 / the query's summed IDF) "
         "(`/scale`), both forms in the grid; for a query naming an identifier that the best "
         "BM25 hit holds, the halves swap roles, `(1-w)·x + w·cosine`; "
-        f"w in {WEIGHTS}). Choice rule (parsimony): the requirement is that on every "
+        f"w in {hybrid.WEIGHTS}). Choice rule (parsimony): the requirement is that on every "
         "group the hybrid's dev MRR@10 and Recall@10 are at or above the better half's on that "
         "measure; the candidate with the least shortfall (the worst group's difference, 0 when "
         "none falls below) and, among those, the **least lexical weight** (the vector half is "
@@ -120,7 +110,7 @@ def render(
         "",
         "Differences of test MRR@10 and Recall@10, ± the paired standard error over the "
         "group's queries (standard deviation of the per-query difference / √n). "
-        f"Pass criterion: the difference is ≥ 0, or within noise: ≥ -{NOISE_SE:g} standard "
+        f"Pass criterion: the difference is ≥ 0, or within noise: ≥ -{hybrid.NOISE_SE:g} standard "
         "errors. The better half is the one with the higher test figure on that group and measure.",
         "",
         "| Comparison | " + " | ".join(names) + " |",
@@ -142,7 +132,7 @@ def render(
         lines.append(
             f"- `{name}`: lexical index built in {h.build_s:.1f} s "
             f"({len(sets[name].docs):,} documents, tokenizing included), "
-            f"{h.query_ms:.2f} ms a query (top {CANDIDATES}); off-topic queries "
+            f"{h.query_ms:.2f} ms a query (top {hybrid.CANDIDATES}); off-topic queries "
             f"({len(NONSENSE)}): {empty} come back empty from the hybrid, "
             f"{mean:.1f} results on average."
         )

@@ -14,20 +14,7 @@ from collections.abc import Callable
 from concurrent.futures import Future, ThreadPoolExecutor
 from typing import Any
 
-from benchmarks.corpus import (
-    ACTIONS,
-    OBJECTS,
-    PATTERN_COLUMNS,
-    SEED,
-    TECH,
-    TOOLS,
-    clear_patterns,
-    connect,
-    copy_rows,
-    cum_weights,
-    sentence,
-    set_search_model,
-)
+from benchmarks import corpus
 
 SLUG_PREFIX = "bench-search-m-"
 CHUNK = 20_000
@@ -37,28 +24,28 @@ N_AUTHORS = 200
 def _vocab() -> tuple[list[str], list[float]]:
     from benchmarks.corpus import vocabulary
 
-    vocab = vocabulary(random.Random(SEED))
-    return vocab, cum_weights(len(vocab))
+    vocab = vocabulary(random.Random(corpus.SEED))
+    return vocab, corpus.cum_weights(len(vocab))
 
 
 def pattern_row(
     i: int, authors: list[uuid.UUID], categories: list[Any], vocab: list[str], cum: list[float]
 ) -> tuple[Any, ...]:
     """Pattern ``i`` of the corpus: the same row every time it is drawn."""
-    rng = random.Random(f"{SEED}-bulk-{i}")
+    rng = random.Random(f"{corpus.SEED}-bulk-{i}")
     when = f"2026-{rng.randint(1, 10):02d}-{rng.randint(1, 28):02d} 12:00:00+00"
     words = rng.choices(vocab, cum_weights=cum, k=rng.randint(60, 140))
     return (
         uuid.UUID(int=rng.getrandbits(128), version=4),
         authors[i % len(authors)],
         categories[i % len(categories)],
-        f"{rng.choice(ACTIONS).capitalize()} {rng.choice(OBJECTS)} with {rng.choice(TOOLS)}",
+        corpus.title(rng),
         f"{SLUG_PREFIX}{i}",
-        sentence(rng),
-        f"{sentence(rng)} {' '.join(words)}",
+        corpus.sentence(rng),
+        f"{corpus.sentence(rng)} {' '.join(words)}",
         rng.choice(["beginner", "intermediate", "advanced"]),
-        rng.sample(TECH[:40], 3),
-        rng.sample(TECH[:60], 2),
+        rng.sample(corpus.TECH[:40], 3),
+        rng.sample(corpus.TECH[:60], 2),
         when,
         when,
     )
@@ -90,15 +77,15 @@ def seed_patterns(
     chunks of ``chunk`` (each committed). Other patterns (the 100,000-pattern
     corpus of ``seeding.seed``) are removed first, once."""
     t0 = time.monotonic()
-    with connect(database_url) as conn:
+    with corpus.connect(database_url) as conn:
         have = seeded_count(conn)
         if have == 0:
             log("bench: bulk: a fresh corpus (removing other patterns and their vectors)")
-            clear_patterns(conn, "bench_bulk_%")
+            corpus.clear_patterns(conn, "bench_bulk_%")
             conn.execute("DELETE FROM embeddings")
-            rng = random.Random(f"{SEED}-bulk-authors")
+            rng = random.Random(f"{corpus.SEED}-bulk-authors")
             ids = [uuid.UUID(int=rng.getrandbits(128), version=4) for _ in range(N_AUTHORS)]
-            copy_rows(
+            corpus.copy_rows(
                 conn,
                 "agents (id, username, name, display_name, bio)",
                 ((a, f"bench_bulk_{i:04d}", f"Bulk {i}", f"Bulk {i}", "bulk author")
@@ -119,7 +106,7 @@ def seed_patterns(
         while start < n:
             stop = min(start + chunk, n)
             rows = (pattern_row(i, authors, categories, vocab, cum) for i in range(start, stop))
-            copy_rows(conn, PATTERN_COLUMNS, rows)
+            corpus.copy_rows(conn, corpus.PATTERN_COLUMNS, rows)
             conn.execute("TRUNCATE search_jobs")  # the insert trigger queued every row
             conn.commit()
             done = stop - have
@@ -191,8 +178,8 @@ def embed_patterns(
     t0 = time.monotonic()
     embedded = 0
     with (
-        connect(database_url) as read,
-        connect(database_url) as write,
+        corpus.connect(database_url) as read,
+        corpus.connect(database_url) as write,
         ThreadPoolExecutor(1, thread_name_prefix="bulk-write") as writer,
     ):
         total = seeded_count(read)
@@ -202,7 +189,7 @@ def embed_patterns(
 
         def store(ids: list[Any], texts: list[str], vectors: Any) -> None:
             rows = zip(ids, texts, vectors, strict=True)
-            copy_rows(write, VECTOR_COLUMNS, (vector_row(model, *row) for row in rows))
+            corpus.copy_rows(write, VECTOR_COLUMNS, (vector_row(model, *row) for row in rows))
             write.commit()
 
         pending: Future[None] | None = None
@@ -229,7 +216,7 @@ def embed_patterns(
         finally:
             if pending is not None:
                 pending.result()
-        set_search_model(write, model)
+        corpus.set_search_model(write, model)
         write.commit()
     took = time.monotonic() - t0
     return {"embedded": float(embedded), "embed_s": took, "rows_per_s": embedded / max(took, 1e-9)}
@@ -260,7 +247,7 @@ def load_vectors(
     vocab, cum = _vocab()
     t0 = time.monotonic()
     loaded = 0
-    with connect(database_url) as conn:
+    with corpus.connect(database_url) as conn:
         total = seeded_count(conn)
         for shard in sorted(folder.glob("shard_*.i8")):
             k = int(shard.stem.split("_")[1])
@@ -285,7 +272,7 @@ def load_vectors(
                 if text != pattern_text(i, vocab, cum, EMBED_MAX_CHARS):
                     raise ValueError(f"pattern {i}: its text is not the one embedded")
                 checked.append(vector_row(model, pid, text, vectors[i - start]))
-            copy_rows(conn, VECTOR_COLUMNS, checked)
+            corpus.copy_rows(conn, VECTOR_COLUMNS, checked)
             conn.commit()
             loaded += len(rows)
             log(

@@ -18,35 +18,10 @@ from urllib.parse import quote
 
 import numpy as np
 
+from benchmarks import harness
 from benchmarks.corpus import queries_for
-from benchmarks.harness import (
-    THREADS,
-    WrkResult,
-    ensure_wrk,
-    health,
-    http_json,
-    lua_list,
-    prepare_here,
-    print_run,
-    publish,
-    run_wrk,
-    section_head,
-    serve_running,
-    serve_table,
-    wrk_version,
-)
-from benchmarks.search.config import (
-    BENCH_ENV,
-    MARKS,
-    N_AGENTS,
-    N_BASIS,
-    N_NEW_QUERIES,
-    N_PATTERNS,
-    N_QUERIES,
-    PORT,
-    STATE_DIR,
-    load_pair,
-)
+from benchmarks.harness import THREADS
+from benchmarks.search import config
 from benchmarks.search.seeding import seed, selectivity
 from benchmarks.search.vectors import basis_vectors, derived_vectors
 
@@ -87,7 +62,7 @@ def search_script(tmp: Path, paths: list[str], name: str, threads: int) -> Path:
     """WRK_SCRIPT over ``paths`` for wrk's ``threads`` (fewer than THREADS at
     fewer connections)."""
     path = tmp / f"{name}.lua"
-    path.write_text(WRK_SCRIPT.format(paths=lua_list(paths), threads=threads))
+    path.write_text(WRK_SCRIPT.format(paths=harness.lua_list(paths), threads=threads))
     return path
 
 
@@ -112,7 +87,7 @@ def wait_search_ready(base: str, expected: int, timeout: float = 900.0) -> dict[
     last: Any = None
     in_a_row = 0
     while time.monotonic() < deadline:
-        body = health(base)
+        body = harness.health(base)
         if body is None or not isinstance(body.get("search"), dict):
             last, in_a_row = body, 0
             time.sleep(2.0)
@@ -134,7 +109,7 @@ def wait_search_ready(base: str, expected: int, timeout: float = 900.0) -> dict[
 @dataclass
 class SearchRun:
     label: str
-    result: WrkResult
+    result: harness.WrkResult
     fulltext_responses: int
 
 
@@ -144,13 +119,13 @@ def measure_search(
     """``new_from_end``: the "every query new" run takes its queries from the
     end of its list, so a second call (another connection count) still asks
     queries no earlier run asked (unless the two together ask 4,000)."""
-    every = queries_for(N_QUERIES + N_NEW_QUERIES)
-    queries, new = every[:N_QUERIES], every[N_QUERIES:]
-    half = N_NEW_QUERIES // 2
+    every = queries_for(config.N_QUERIES + config.N_NEW_QUERIES)
+    queries, new = every[: config.N_QUERIES], every[config.N_QUERIES :]
+    half = config.N_NEW_QUERIES // 2
     fresh = new[half:][::-1] if new_from_end else new[half:]
     threads = min(THREADS, args.connections)
     # wrk's request timeout raised from 2 s to 10 s: slow answers are measured, not errors.
-    go = functools.partial(run_wrk, wrk, connections=args.connections, timeout_s=10)
+    go = functools.partial(harness.run_wrk, wrk, connections=args.connections, timeout_s=10)
     out: list[SearchRun] = []
     for semantic, label, measured, warm in (
         (True, " (semantic)", queries, queries),
@@ -163,7 +138,7 @@ def measure_search(
             for texts in (measured, warm)
         )
         for path in warm_paths[:5]:
-            status, body = http_json("GET", base + path, timeout=30)
+            status, body = harness.http_json("GET", base + path, timeout=30)
             if status != 200 or body.get("mode") != want:
                 raise RuntimeError(f"{path} answered {status} {body!r:.200}, not in {want} mode")
         name, label = f"run{len(out)}", "GET /api/search?q=…" + label
@@ -174,7 +149,7 @@ def measure_search(
         result, raw = go(base + paths[0], duration=args.duration, script=script)
         found = re.search(r"fulltext_responses: (\d+)", raw)
         fell_back = int(found.group(1)) if found else -1
-        print_run(label, result, raw, f"  full-text answers {fell_back}")
+        harness.print_run(label, result, raw, f"  full-text answers {fell_back}")
         out.append(SearchRun(label, result, fell_back))
     return out
 
@@ -189,18 +164,20 @@ def search_section(
 ) -> str:
     from serve_app.settings import get_settings
 
-    start, end = MARKS["search-latency"]
+    start, end = config.MARKS["search-latency"]
     pattern = stats["indexes"]["pattern"]
     index = get_settings().indexer_config("").index  # what the service ran with
     lines = [
-        *section_head(start, "Search latency at 100,000 patterns", "search_bench.py", load[0]),
+        *harness.section_head(
+            start, "Search latency at 100,000 patterns", "search_bench.py", load[0]
+        ),
         f"- 1-minute load average after the part: {load[1]:.2f}.",
-        f"- Corpus: {N_PATTERNS:,} published patterns in `.cairn/bench-search` (title "
+        f"- Corpus: {config.N_PATTERNS:,} published patterns in `.cairn/bench-search` (title "
         '"<Action> <object> with <tool>", a generated technical description of 40 to 60 '
         "tokens, tags, content = one more such sentence and 60 to 140 words drawn by Zipf's "
-        f"law from a 30,000-word vocabulary) and {N_AGENTS} agents.",
+        f"law from a 30,000-word vocabulary) and {config.N_AGENTS} agents.",
         f"- Vectors, written straight into `embeddings` (embedding 100,000 texts here would "
-        f"take ≈ 18 min): {N_BASIS:,} real texts embedded with all-MiniLM-L6-v2; pattern "
+        f"take ≈ 18 min): {config.N_BASIS:,} real texts embedded with all-MiniLM-L6-v2; pattern "
         "*i*'s vector = normalise(w₀·v(description *i*) + w₁·v(random text) + w₂·v(random "
         "text) + noise), w ~ Dirichlet(7, 1.5, 1.5), noise N(0, 0.35²/384) per dimension. "
         "Each row's `text_hash` is set in SQL with the service's own expression "
@@ -214,7 +191,7 @@ def search_section(
         f"{facts['ready_s']:.0f} s.",
         f"- Load: {wrk_ver}, `-t{THREADS} -c{args.connections} -d{args.duration}s --timeout "
         "10s --latency` "
-        f"after a {args.warmup} s warm-up, cycling through {N_QUERIES} distinct queries "
+        f"after a {args.warmup} s warm-up, cycling through {config.N_QUERIES} distinct queries "
         "(2 to 12 words, e.g. `retry webhook deliveries postgres`; wrk's threads take them "
         "in turn), `type=patterns&limit=20`; wrk on the same machine; search rate limit "
         "raised for the run. Semantic mode embeds the query (the Api replica's queries "
@@ -227,7 +204,7 @@ def search_section(
         "runs BM25 alone. The Api replica and the Embedder each keep the vectors of the "
         "last 4,096 queries (`embeddings/querycache.py`), so after the warm-up the cycling "
         "run finds every query's vector in one of them (in the replica, once it has asked "
-        f"it); the *every query new* run asks {N_NEW_QUERIES // 2:,} "
+        f"it); the *every query new* run asks {config.N_NEW_QUERIES // 2:,} "
         "queries asked nowhere else (its warm-up has its own), so each one is embedded.",
         f"- The limit on a cache miss: one query alone encodes in {facts['encode_ms']:.1f} ms "
         "on one torch thread in the benchmark's process (median of 200; the Embedder encodes "
@@ -246,7 +223,7 @@ def search_section(
         f"- Answers that fell back to full text during the semantic run: "
         f"{runs[0].fulltext_responses}.",
         "",
-        *serve_table([(r.label, r.result) for r in runs]),
+        *harness.serve_table([(r.label, r.result) for r in runs]),
         "",
         "Reproduce: `.venv/bin/python -m benchmarks.search_bench --parts search`.",
         end,
@@ -255,14 +232,14 @@ def search_section(
 
 
 def part_search(args: argparse.Namespace) -> None:
-    wrk = ensure_wrk()
-    wrk_ver = wrk_version(wrk)
-    env, settings, prepared = prepare_here(BENCH_ENV)
+    wrk = harness.ensure_wrk()
+    wrk_ver = harness.wrk_version(wrk)
+    env, settings, prepared = harness.prepare_here(config.BENCH_ENV)
     basis = basis_vectors()
-    vectors = derived_vectors(basis, N_PATTERNS)
+    vectors = derived_vectors(basis, config.N_PATTERNS)
     seed(prepared.database_url, settings.embedding_model, basis, vectors)
     del vectors
-    matched = selectivity(prepared.database_url, queries_for(N_QUERIES)[:40])
+    matched = selectivity(prepared.database_url, queries_for(config.N_QUERIES)[:40])
     print(
         f"bench: full text matches a median {matched['loose']:.1%} (any word) and "
         f"{matched['strict']:.2%} (every word) of the patterns; its ranking takes "
@@ -274,11 +251,11 @@ def part_search(args: argparse.Namespace) -> None:
     gc.collect()
     load0 = os.getloadavg()[0]
     with (
-        serve_running(PORT, env, STATE_DIR, keep_postgres=True) as serve,
+        harness.serve_running(config.PORT, env, config.STATE_DIR, keep_postgres=True) as serve,
         tempfile.TemporaryDirectory(prefix="cairn-bench-") as tmp,
     ):
         t0 = time.monotonic()
-        stats = wait_search_ready(serve.base, N_PATTERNS)
+        stats = wait_search_ready(serve.base, config.N_PATTERNS)
         facts = {"ready_s": serve.ready_s + time.monotonic() - t0, **matched}
         pattern = stats["indexes"]["pattern"]
         print(
@@ -287,8 +264,8 @@ def part_search(args: argparse.Namespace) -> None:
             flush=True,
         )
         runs = measure_search(serve.base, wrk, Path(tmp), args)
-    section = search_section(runs, stats, facts, args, wrk_ver, load_pair(load0))
-    publish(section, *MARKS["search-latency"], args.no_docs)
+    section = search_section(runs, stats, facts, args, wrk_ver, config.load_pair(load0))
+    harness.publish(section, *config.MARKS["search-latency"], args.no_docs)
 
 
 def query_encode_ms(model: str, n: int = 200) -> float:
@@ -299,7 +276,7 @@ def query_encode_ms(model: str, n: int = 200) -> float:
     from embeddings.encoder import Encoder
 
     encoder = Encoder(model, "cpu")
-    queries = queries_for(N_QUERIES + N_NEW_QUERIES + n)[-n:]
+    queries = queries_for(config.N_QUERIES + config.N_NEW_QUERIES + n)[-n:]
     threads = torch.get_num_threads()
     try:
         encoder.encode(queries[:5], threads=1)

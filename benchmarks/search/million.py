@@ -16,25 +16,14 @@ from typing import Any
 
 import numpy as np
 
+from benchmarks import harness
 from benchmarks.corpus import connect, queries_for, vacuum
-from benchmarks.harness import (
-    ROOT,
-    bench_processes,
-    ensure_wrk,
-    health,
-    prepare_here,
-    publish,
-    section_head,
-    serve_running,
-    serve_table,
-    wrk_version,
-)
 from benchmarks.search.bulk import embed_patterns, load_vectors, seed_patterns
 from benchmarks.search.config import BENCH_ENV, N_QUERIES, PORT
 from benchmarks.search.index import graph_recall
 from benchmarks.search.latency import SearchRun, measure_search, wait_search_ready
 
-BULK_STATE_DIR = ROOT / ".cairn" / "bench-search-bulk"
+BULK_STATE_DIR = harness.ROOT / ".cairn" / "bench-search-bulk"
 START, END = "<!-- search-bulk-bench:start -->", "<!-- search-bulk-bench:end -->"
 RECALL_QUERIES = 300
 
@@ -47,7 +36,7 @@ def stack_memory(root: int, state_dir: Path) -> list[tuple[str, int, float, floa
     import psutil
 
     procs: dict[int, Any] = {}
-    for proc in [psutil.Process(root), *bench_processes(state_dir)]:
+    for proc in [psutil.Process(root), *harness.bench_processes(state_dir)]:
         with contextlib.suppress(psutil.Error):
             procs.update((p.pid, p) for p in [proc, *proc.children(recursive=True)])
     rows = []
@@ -65,7 +54,7 @@ def replica_builds(base: str, polls: int = 32) -> dict[str, list[float]]:
     vector: set[float] = set()
     lexical: set[float] = set()
     for _ in range(polls):
-        body = health(base) or {}
+        body = harness.health(base) or {}
         replica = (body.get("search") or {}).get("replica") or {}
         if "build_s" in replica.get("counters", {}):
             vector.add(float(replica["counters"]["build_s"]))
@@ -102,7 +91,9 @@ def semantic_recall(
 
 
 def part_million(args: argparse.Namespace) -> None:
-    env, settings, prepared = prepare_here({**BENCH_ENV, "CAIRN_STATE_DIR": str(BULK_STATE_DIR)})
+    env, settings, prepared = harness.prepare_here(
+        {**BENCH_ENV, "CAIRN_STATE_DIR": str(BULK_STATE_DIR)}
+    )
     url = prepared.database_url
     facts: dict[str, Any] = {}
     facts.update(seed_patterns(url, args.patterns))
@@ -122,11 +113,11 @@ def part_million(args: argparse.Namespace) -> None:
     if args.seed_only:
         print("bench: --seed-only: corpus ready; not measuring", flush=True)
         return
-    wrk = ensure_wrk()
-    wrk_ver = wrk_version(wrk)
+    wrk = harness.ensure_wrk()
+    wrk_ver = harness.wrk_version(wrk)
     load0 = os.getloadavg()[0]
     with (
-        serve_running(PORT, env, BULK_STATE_DIR, keep_postgres=True) as serve,
+        harness.serve_running(PORT, env, BULK_STATE_DIR, keep_postgres=True) as serve,
         tempfile.TemporaryDirectory(prefix="cairn-bench-") as tmp,
     ):
         t0 = time.monotonic()
@@ -156,7 +147,7 @@ def part_million(args: argparse.Namespace) -> None:
     section = million_section(
         args, facts, builds, memory, concurrent, sequential, recall, wrk_ver, load0
     )
-    publish(section, START, END, args.no_docs)
+    harness.publish(section, START, END, args.no_docs)
 
 
 def million_section(
@@ -171,7 +162,7 @@ def million_section(
     load0: float,
 ) -> str:
     lines = [
-        *section_head(START, "Search at a large corpus", "search_bench.py --embed", load0),
+        *harness.section_head(START, "Search at a large corpus", "search_bench.py --embed", load0),
         f"- 1-minute load average after the run: {os.getloadavg()[0]:.2f}; {wrk_ver}.",
         f"- Corpus: {args.patterns:,} patterns in `.cairn/bench-search-bulk`, each embedded "
         f"by the ONNX encoder or loaded from vectors embedded elsewhere (this run embedded "
@@ -192,11 +183,11 @@ def million_section(
         f"Hybrid and full text through Serve at {args.connections} connections "
         f"({N_QUERIES} queries):",
         "",
-        *serve_table([(r.label, r.result) for r in concurrent]),
+        *harness.serve_table([(r.label, r.result) for r in concurrent]),
         "",
         "The same, one connection (sequential):",
         "",
-        *serve_table([(r.label, r.result) for r in sequential]),
+        *harness.serve_table([(r.label, r.result) for r in sequential]),
         "",
         f"Semantic (vector only), an Api replica's graph built in this process over the "
         f"{recall['n']:,.0f} stored vectors (M {recall['m']:.0f}, efConstruction "

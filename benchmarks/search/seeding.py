@@ -13,23 +13,7 @@ from typing import Any
 
 import numpy as np
 
-from benchmarks.corpus import (
-    ACTIONS,
-    OBJECTS,
-    PATTERN_COLUMNS,
-    SEED,
-    TECH,
-    TOOLS,
-    clear_patterns,
-    connect,
-    copy_rows,
-    cum_weights,
-    sentence,
-    set_search_model,
-    texts_for,
-    vacuum,
-    vocabulary,
-)
+from benchmarks import corpus
 from benchmarks.search.config import N_AGENTS, N_PATTERNS, SLUG_PREFIX
 
 
@@ -49,7 +33,7 @@ def seed(database_url: str, model: str, basis: np.ndarray, vectors: np.ndarray) 
     from storage.models.search import AGENTS, PATTERNS
     from storage.repositories.search import hash_sql
 
-    with connect(database_url) as conn:
+    with corpus.connect(database_url) as conn:
         if seeded(conn):
             print("bench: search corpus already seeded; reusing it", flush=True)
             conn.execute("TRUNCATE search_jobs")
@@ -57,14 +41,14 @@ def seed(database_url: str, model: str, basis: np.ndarray, vectors: np.ndarray) 
             return
         t0 = time.monotonic()
         print(f"bench: seeding {N_PATTERNS:,} patterns and their vectors (once)", flush=True)
-        clear_patterns(conn, "bench_search_%")
+        corpus.clear_patterns(conn, "bench_search_%")
         conn.execute("DELETE FROM embeddings")
-        rng = random.Random(SEED)
-        vocab = vocabulary(rng)
-        cum = cum_weights(len(vocab))
-        texts = texts_for(len(basis))
+        rng = random.Random(corpus.SEED)
+        vocab = corpus.vocabulary(rng)
+        cum = corpus.cum_weights(len(vocab))
+        texts = corpus.texts_for(len(basis))
         agents = [uuid.UUID(int=rng.getrandbits(128), version=4) for _ in range(N_AGENTS)]
-        copy_rows(
+        corpus.copy_rows(
             conn,
             "agents (id, username, name, display_name, bio)",
             ((a, f"bench_search_{i:04d}", f"Search {i}", f"Search {i}", texts[i])
@@ -75,11 +59,9 @@ def seed(database_url: str, model: str, basis: np.ndarray, vectors: np.ndarray) 
 
         def pattern(i: int) -> tuple[Any, ...]:
             ids.append(uuid.UUID(int=rng.getrandbits(128), version=4))
-            title = (
-                f"{rng.choice(ACTIONS).capitalize()} {rng.choice(OBJECTS)} with {rng.choice(TOOLS)}"
-            )
+            title = corpus.title(rng)
             words = rng.choices(vocab, cum_weights=cum, k=rng.randint(60, 140))
-            content = f"{sentence(rng)} {' '.join(words)}"
+            content = f"{corpus.sentence(rng)} {' '.join(words)}"
             when = f"2026-{rng.randint(1, 10):02d}-{rng.randint(1, 28):02d} 12:00:00+00"
             return (
                 ids[-1],
@@ -90,15 +72,15 @@ def seed(database_url: str, model: str, basis: np.ndarray, vectors: np.ndarray) 
                 texts[i % len(texts)],
                 content,
                 rng.choice(["beginner", "intermediate", "advanced"]),
-                rng.sample(TECH[:40], 3),
-                rng.sample(TECH[:60], 2),
+                rng.sample(corpus.TECH[:40], 3),
+                rng.sample(corpus.TECH[:60], 2),
                 when,
                 when,
             )
 
-        copy_rows(conn, PATTERN_COLUMNS, (pattern(i) for i in range(N_PATTERNS)))
+        corpus.copy_rows(conn, corpus.PATTERN_COLUMNS, (pattern(i) for i in range(N_PATTERNS)))
         print("bench:   patterns written; storing vectors", flush=True)
-        copy_rows(
+        corpus.copy_rows(
             conn,
             "embeddings (kind, item_id, model, text_hash, vector)",
             itertools.chain(
@@ -117,9 +99,9 @@ def seed(database_url: str, model: str, basis: np.ndarray, vectors: np.ndarray) 
                 f"WHERE embeddings.kind = %s AND embeddings.item_id = {s.table}.id",
                 (s.kind,),
             )
-        set_search_model(conn, model)
+        corpus.set_search_model(conn, model)
         conn.execute("TRUNCATE search_jobs")  # the insert triggers queued every row
-        vacuum(conn, "patterns", "agents", "embeddings")
+        corpus.vacuum(conn, "patterns", "agents", "embeddings")
         print(f"bench: seeded in {time.monotonic() - t0:.0f}s", flush=True)
 
 
@@ -127,7 +109,7 @@ def selectivity(database_url: str, queries: list[str]) -> dict[str, float]:
     """Median share of the patterns the service's full-text query matches:
     ``loose`` (any word) and ``strict`` (every word), and the time to rank them."""
     loose, strict = [], []
-    with connect(database_url) as conn:
+    with corpus.connect(database_url) as conn:
         total = conn.execute("SELECT count(*) FROM patterns").fetchone()[0]  # type: ignore[index]
         for q in queries:
             row = conn.execute(
