@@ -12,7 +12,6 @@ from pathlib import Path
 from typing import Any
 
 from benchmarks.harness import ROOT
-from retrieval.fusion import query_words
 
 DATA = ROOT / "benchmarks" / "search_eval"
 STATE = Path(os.environ.get("CAIRN_RANKING_BENCH_DIR", "/tmp/cairn-ranking-bench"))
@@ -37,9 +36,6 @@ NONSENSE = [
 ]
 
 
-# --------------------------------------------------------------------------- data
-
-
 @dataclass(frozen=True)
 class Query:
     qid: str
@@ -48,17 +44,10 @@ class Query:
     style: str
     split: str
 
-    @property
-    def words(self) -> int:
-        return query_words(self.text)
-
 
 def embed_text(doc: dict[str, Any]) -> str:
     """What production embeds for a pattern."""
     return f"{doc['title']}\n{doc['description']}\n{doc['content']}"
-
-
-# --------------------------------------------------------------------------- metrics
 
 
 @dataclass

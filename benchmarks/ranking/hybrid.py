@@ -45,27 +45,18 @@ def load(name: str) -> EvalSet:
     path = SETS[name]
     with gzip.open(path / "corpus.jsonl.gz", "rt") as f:
         docs = [json.loads(line) for line in f]
-    queries = []
     with (path / "queries.jsonl").open() as f:
-        for line in f:
-            q = json.loads(line)
-            queries.append(
-                Query(
-                    q["qid"],
-                    q["query"],
-                    frozenset(key(r) for r in q["relevant"]),
-                    q["style"],
-                    q["split"],
-                )
-            )
+        rows = [json.loads(line) for line in f]
+    relevant = [frozenset(key(r) for r in q["relevant"]) for q in rows]
+    queries = [
+        Query(q["qid"], q["query"], rel, q["style"], q["split"])
+        for q, rel in zip(rows, relevant, strict=True)
+    ]
     return EvalSet(name, docs, queries)
 
 
 def fields(doc: dict[str, Any]) -> dict[str, str | None]:
     return {"title": doc["title"], "description": doc["description"], "content": doc["content"]}
-
-
-# --------------------------------------------------------------------------- the halves
 
 
 def lexical_index(s: EvalSet) -> tuple[LexicalIndex, float]:
@@ -74,10 +65,6 @@ def lexical_index(s: EvalSet) -> tuple[LexicalIndex, float]:
     index.add((key(d["id"]), fields(d)) for d in s.docs)
     index.commit()
     return index, time.perf_counter() - t0
-
-
-def run_lexical(index: LexicalIndex, queries: Sequence[Query]) -> list[list[tuple[int, float]]]:
-    return [index.search(q.text, CANDIDATES) for q in queries]
 
 
 @dataclass
@@ -95,7 +82,7 @@ class Halves:
 def halves(s: EvalSet, model_box: list[Any]) -> Halves:
     index, build_s = lexical_index(s)
     t0 = time.perf_counter()
-    lexical = run_lexical(index, s.queries)
+    lexical = [index.search(q.text, CANDIDATES) for q in s.queries]
     query_ms = (time.perf_counter() - t0) * 1000 / max(1, len(s.queries))
     doc_vecs, _ = cached_vectors(f"{s.name}-docs", [embed_text(d) for d in s.docs], model_box)
     texts = [q.text for q in s.queries] + NONSENSE
@@ -114,8 +101,6 @@ def halves(s: EvalSet, model_box: list[Any]) -> Halves:
         query_ms=query_ms,
     )
 
-
-# --------------------------------------------------------------------------- fusions
 
 # A fusion: (lexical hits, vector hits, lexical scale, query text) -> keys.
 Fusion = Callable[[list[tuple[int, float]], list[tuple[int, float]], float, str], list[int]]
@@ -146,8 +131,6 @@ def candidates_of() -> dict[str, Fusion]:
     grid = [HybridParams(lexical_weight=w, normalise=n) for n in ("max", "scale") for w in WEIGHTS]
     return {convex_name(p): convex(p) for p in grid}
 
-
-# --------------------------------------------------------------------------- groups
 
 Group = tuple[str, str | None]  # (set, style or None for the whole set)
 
