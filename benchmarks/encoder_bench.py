@@ -21,8 +21,7 @@ import numpy as np
 from benchmarks.corpus import queries_for, texts_for
 from benchmarks.harness import publish, section_head
 
-START = "<!-- encoder-bench:start -->"
-END = "<!-- encoder-bench:end -->"
+MARKS = ("<!-- encoder-bench:start -->", "<!-- encoder-bench:end -->")
 
 
 def long_texts(n: int, seed: int = 36) -> list[str]:
@@ -31,7 +30,7 @@ def long_texts(n: int, seed: int = 36) -> list[str]:
     pool = texts_for(2_000)
     out = []
     for _ in range(n):
-        target, parts = rng.randint(300, 1500), []
+        target, parts = rng.randint(300, 1500), list[str]()
         while sum(len(p) + 1 for p in parts) < target:
             parts.append(rng.choice(pool))
         out.append(" ".join(parts)[:target])
@@ -53,8 +52,7 @@ def rss_probe(backend: str, cache: str) -> dict[str, float]:
     done = subprocess.run(
         [sys.executable, "-c", code], capture_output=True, text=True, check=True, timeout=600
     )
-    result: dict[str, float] = json.loads(done.stdout.strip().splitlines()[-1])
-    return result
+    return dict(json.loads(done.stdout.strip().splitlines()[-1]))
 
 
 def per_s(
@@ -79,15 +77,17 @@ def measure(args: argparse.Namespace) -> dict[str, Any]:
 
     cache = args.cache or tempfile.mkdtemp(prefix="cairn-onnx-")
     load: dict[str, float] = {}
-    t0 = time.perf_counter()
-    encoders = {"torch": Encoder(device="cpu", backend="torch")}
-    load["torch"] = time.perf_counter() - t0
-    t0 = time.perf_counter()
-    encoders["onnx"] = Encoder(device="cpu", backend="onnx", cache_dir=cache)
-    load["onnx (export + load)"] = time.perf_counter() - t0
-    t0 = time.perf_counter()
-    Encoder(device="cpu", backend="onnx", cache_dir=cache)
-    load["onnx (cached)"] = time.perf_counter() - t0
+    encoders: dict[str, Any] = {}
+    for name, backend, label in (
+        ("torch", "torch", "torch"),
+        ("onnx", "onnx", "onnx (export + load)"),
+        ("again", "onnx", "onnx (cached)"),
+    ):
+        t0 = time.perf_counter()
+        folder = cache if backend == "onnx" else None
+        encoders[name] = Encoder(device="cpu", backend=backend, cache_dir=folder)
+        load[label] = time.perf_counter() - t0
+    del encoders["again"]
     queries = queries_for(args.queries)
     rows = long_texts(args.rows)
     cores = len(os.sched_getaffinity(0))
@@ -149,7 +149,7 @@ def section(result: dict[str, Any], load_before: float) -> str:
     loads = ", ".join(f"{x:.2f}" for x in result["loads"])
     lines = [
         *section_head(
-            START, "Encoder: ONNX Runtime against PyTorch", "encoder_bench.py", load_before
+            MARKS[0], "Encoder: ONNX Runtime against PyTorch", "encoder_bench.py", load_before
         ),
         f"- 1-minute load average at the start and after each round: {loads}. The machine is "
         "shared; the backends alternate within each round, so other work slows both alike.",
@@ -179,7 +179,7 @@ def section(result: dict[str, Any], load_before: float) -> str:
         "cached in `<state>/models`.",
         "",
         "Reproduce: `.venv/bin/python -m benchmarks.encoder_bench`.",
-        END,
+        MARKS[1],
     ]
     return "\n".join(lines) + "\n"
 
@@ -197,7 +197,7 @@ def main() -> None:
     result = measure(args)
     print(json.dumps(result, indent=1))
     text = section(result, load_before)
-    publish(text, START, END, args.no_docs)
+    publish(text, *MARKS, args.no_docs)
 
 
 if __name__ == "__main__":
