@@ -14,6 +14,7 @@ import random
 import statistics
 import tempfile
 import time
+from typing import Any
 
 from benchmarks import corpus
 from benchmarks.harness import rss_mib
@@ -33,23 +34,26 @@ def patterns(n: int) -> list[tuple[int, dict[str, str | None]]]:
         title = corpus.title(rng)
         words = rng.choices(vocab, cum_weights=cum, k=rng.randint(60, 140))
         tags = " ".join(rng.sample(corpus.TECH[:40], 3) + rng.sample(corpus.TECH[:60], 2))
-        out.append(
-            (
-                i + 1,
-                {
-                    "title": title,
-                    "description": texts[i % len(texts)],
-                    "tags": tags,
-                    "content": f"{corpus.sentence(rng)} {' '.join(words)}",
-                },
-            )
-        )
+        content = f"{corpus.sentence(rng)} {' '.join(words)}"
+        doc = {"title": title, "description": texts[i % len(texts)], "tags": tags}
+        out.append((i + 1, {**doc, "content": content}))
     return out
 
 
 def pct(xs: list[float], p: float) -> float:
     xs = sorted(xs)
     return xs[min(len(xs) - 1, int(p * len(xs)))]
+
+
+def query_ms(index: Any, queries: list[str], k: int) -> list[float]:
+    """Each query's top ``k`` and its IDF scale, as a search asks them: ms."""
+    times = []
+    for q in queries:
+        t = time.perf_counter()
+        index.search(q, k)
+        index.scale(q)
+        times.append((time.perf_counter() - t) * 1000)
+    return times
 
 
 def disk_edits(docs: list[tuple[int, dict[str, str | None]]], folder: str | None) -> list[str]:
@@ -66,15 +70,9 @@ def disk_edits(docs: list[tuple[int, dict[str, str | None]]], folder: str | None
         index.close_writer()
         reader = store.open(generation.name)["pattern"]
         queries = corpus.queries_for(300)
-        passes: list[list[float]] = [[], []]
         # The first pass maps each page it touches (a fault per page), the
         # second finds them mapped, as a replica that has been searching does.
-        for searched in passes:
-            for q in queries:
-                t = time.perf_counter()
-                reader.search(q, 50)
-                reader.scale(q)
-                searched.append((time.perf_counter() - t) * 1000)
+        passes = [query_ms(reader, queries, 50) for _ in range(2)]
         rng = random.Random(1)
         times, reloads = [], []
         for _ in range(20):
@@ -127,12 +125,7 @@ def main(argv: list[str] | None = None) -> None:
         f"process RSS grew {grown:.0f} MiB.",
     ]
     for k in (50, 1000):
-        times = []
-        for q in queries:
-            t = time.perf_counter()
-            index.search(q, k)
-            index.scale(q)
-            times.append((time.perf_counter() - t) * 1000)
+        times = query_ms(index, queries, k)
         lines.append(
             f"- top {k} per query ({len(queries)} queries, 2 to 12 words): p50 "
             f"{statistics.median(times):.2f} ms, p90 {pct(times, 0.9):.2f} ms, p99 "
