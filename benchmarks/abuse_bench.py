@@ -486,17 +486,20 @@ async def attack_loops(port: int, pid: str, most: int, started: MpEvent, stop: M
 
 def attackers(
     surfaces: bool,
-    args: tuple[Any, ...],
+    port: int,
+    who: str,
+    count: int,
     started: MpEvent,
     answered: MpEvent,
     stop: MpEvent,
     results: mp.Queue[Any],
 ) -> None:
-    """The attackers' process: ``attack_loops`` (``surfaces``) or ``attacks``."""
-    found = (
-        attack_loops(*args, started, stop) if surfaces else attacks(*args, started, answered, stop)
-    )
-    results.put(asyncio.run(found))
+    """The attackers' process: ``attack_loops`` on the pattern ``who``
+    (``surfaces``) or ``attacks`` with the key ``who``; puts the result."""
+    if surfaces:
+        results.put(asyncio.run(attack_loops(port, who, count, started, stop)))
+    else:
+        results.put(asyncio.run(attacks(port, who, count, started, answered, stop)))
 
 
 # ------------------------------------------------------------------ the run
@@ -506,7 +509,7 @@ async def probed(
     http: httpx.AsyncClient,
     prober: str,
     surfaces: bool,
-    args: tuple[Any, ...],
+    args: tuple[int, str, int],
     min_s: float,
     after: Callable[[], Awaitable[Any]] | None = None,
 ) -> dict[str, Any]:
@@ -520,7 +523,7 @@ async def probed(
     started, answered, stop = ctx.Event(), ctx.Event(), ctx.Event()
     results: mp.Queue[Any] = ctx.Queue()
     proc = ctx.Process(
-        target=attackers, args=(surfaces, args, started, answered, stop, results), daemon=True
+        target=attackers, args=(surfaces, *args, started, answered, stop, results), daemon=True
     )
     proc.start()
     try:

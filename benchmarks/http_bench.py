@@ -241,7 +241,7 @@ def main(argv: list[str] | None = None) -> int:
     idle: list[tuple[float, float]] = []  # (Serve's CPU s, wall s) while uvicorn ran
     with contextlib.ExitStack() as stack:
         tmp = Path(stack.enter_context(tempfile.TemporaryDirectory(prefix="cairn-bench-")))
-        redis_uri, redis_pid = "", ()
+        redis_uri, redis_pid = "", tuple[int, ...]()
         if "redis" in args.server_list:
             redis_uri, pid = stack.enter_context(redis_server(REDIS_PORT, STATE_DIR / "redis"))
             redis_pid = (pid,)

@@ -102,7 +102,7 @@ def measure_embedder(
             return got
 
         got = asyncio.run(run())
-        row = {k: statistics.median(v) for k, v in got.items() if k != "diff"}
+        row: dict[str, Any] = {k: statistics.median(v) for k, v in got.items() if k != "diff"}
         row["max_diff"] = max(got["diff"])  # the largest of any round
         row["threads"] = threads
         row["num_cpus"], row["max_batch"] = settings.embedder_num_cpus, config.max_batch_size

@@ -109,8 +109,8 @@ def measure_index(basis: np.ndarray, queries: np.ndarray) -> dict[str, Any]:
         # The exact top 50 (recall@50); its first 10 are the top 10.
         truth, flat_ms = per_query(exact, queries, DEEP)
         del exact
-        flat, out = built(IndexConfig(flat_max=N_PATTERNS), data)
-        out = {"dim": data.shape[1], "flat": out, "flat_ms": flat_ms}
+        flat, flat_facts = built(IndexConfig(flat_max=N_PATTERNS), data)
+        out: dict[str, Any] = {"dim": data.shape[1], "flat": flat_facts, "flat_ms": flat_ms}
         del flat
         graph, out["hnsw"] = built(IndexConfig(flat_max=1), data)
         raw = graph._index._state.graph  # labels are the ids: built from 0..n-1, none dead

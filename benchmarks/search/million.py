@@ -125,6 +125,7 @@ def part_million(args: argparse.Namespace) -> None:
         facts["ready_s"] = serve.ready_s + time.monotonic() - t0
         facts["vector_index_load_s"] = stats.get("counters", {}).get("load_s")
         builds = replica_builds(serve.base)
+        assert serve.proc is not None
         memory = stack_memory(serve.proc.pid, BULK_STATE_DIR)
         for name, pid, rss, pss in memory:
             print(f"bench: RSS {rss:8.0f} MiB  PSS {pss:8.0f}  {pid:>7}  {name}", flush=True)
