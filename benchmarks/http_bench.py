@@ -1,17 +1,11 @@
-"""HTTP benchmark: the same Cairn app under plain uvicorn and through Ray Serve
-(docs/benchmarks.md, "HTTP: Ray Serve vs plain uvicorn, same workers", which
-says how), with ``wrk``, one server after the other in interleaved rounds:
-plain uvicorn (``benchmarks.uvicorn_app``, as many workers as Serve has
-``Api`` replicas), uvicorn+Redis (one global limit in Redis,
-``serving/redis_limiter.py``) and Ray Serve (``cairn run``). The reads run
-with client mixes (``--mixes``, ``serving/routes.py``); each run counts the
-servers' CPU (``serving/processes.py``). (``--profile``, py-spy on the app
-processes, was a trial recorded in "What Cairn runs only under Serve"; its
-code: benchmarks/http_bench.py and benchmarks/serving/ at commit f8c1b82;
-``profile_split.py`` still splits py-spy's files.)
+"""HTTP benchmark: the same Cairn app under plain uvicorn (``uvicorn_app``,
+as many workers as Serve has ``Api`` replicas), uvicorn+Redis (one global
+limit in Redis) and Ray Serve (``cairn run``), with wrk in interleaved rounds,
+the reads under client mixes (``serving/routes.py``), each run with the
+servers' CPU (docs/benchmarks.md, "HTTP: Ray Serve vs plain uvicorn, same
+workers", which says how).
 
-    .venv/bin/python -m benchmarks.http_bench               # what `make bench` runs
-    .venv/bin/python -m benchmarks.http_bench --duration 5  # a quick run
+    .venv/bin/python -m benchmarks.http_bench [--duration 5]
 """
 
 from __future__ import annotations
