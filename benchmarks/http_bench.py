@@ -2,10 +2,12 @@
 as many workers as Serve has ``Api`` replicas), uvicorn+Redis (one global
 limit in Redis) and Ray Serve (``cairn run``), with wrk in interleaved rounds,
 the reads under client mixes (``serving/routes.py``), each run with the
-servers' CPU (docs/benchmarks.md, "HTTP: Ray Serve vs plain uvicorn, same
-workers", which says how).
+servers' CPU and, with ``--profile``, py-spy on the app processes
+(``profile_split.py``: what Cairn runs only under Serve, issue 46's 5%)
+(docs/benchmarks.md, "HTTP: Ray Serve vs plain uvicorn, same workers", which
+says how).
 
-    .venv/bin/python -m benchmarks.http_bench [--duration 5]
+    .venv/bin/python -m benchmarks.http_bench [--duration 5] [--profile]
 """
 
 from __future__ import annotations
@@ -22,11 +24,19 @@ from typing import Any
 
 from benchmarks import harness
 from benchmarks.harness import THREADS
+from benchmarks.profile_split import ADMISSION_PARTS, COMPONENTS
 from benchmarks.serving import routes
 from benchmarks.serving.measure import Run, measure, wait_index_idle
 from benchmarks.serving.processes import tree_cpu_s
 from benchmarks.serving.redis_limiter import redis_server
-from benchmarks.serving.tables import cpu_table, haproxy_table, latency_table, versus_table
+from benchmarks.serving.tables import (
+    cpu_table,
+    haproxy_table,
+    latency_table,
+    serve_only_table,
+    split_table,
+    versus_table,
+)
 
 STATE_DIR = harness.ROOT / ".cairn" / "bench"
 START_MARK = "<!-- http-bench:start -->"
@@ -123,12 +133,38 @@ def docs_section(
         *cpu_table(runs),
         "",
     ]
+    if any(r.admission for r in runs):
+        lines += [
+            "The cold path (`--profile`): CPU ms per request the app processes spend in "
+            "each step of admission (py-spy samples inside it, as shares of the measured "
+            "CPU; median over rounds). The *new address* and *many agent keys* rows are "
+            "requests from a client the replica has not seen (or not lately):",
+            "",
+            *split_table(runs, "admission", ADMISSION_PARTS),
+            "",
+        ]
     if any(r.haproxy for r in runs):
         lines += [
             "HAProxy's own timers (`show stat`, averages over the backend's last 1,024 "
             "requests, whole ms):",
             "",
             *haproxy_table(runs),
+            "",
+        ]
+    if any(r.profile for r in runs):
+        lines += [
+            "Where the app processes' CPU goes (`--profile`: py-spy at 100 Hz on the Api "
+            "replicas or uvicorn workers, samples by component as shares of their measured "
+            "CPU; ms per request, median over rounds):",
+            "",
+            *split_table(runs, "profile", COMPONENTS),
+            "",
+            "What Cairn runs only under Serve (issue 46's target: at most 5% of a request's "
+            "CPU): the metric records, the actor-backed rate limiter, trending and dispatch "
+            "in the Api replicas (`benchmarks/profile_split.py`, `SERVE_ONLY`), and its "
+            "actors' own processes, against every process's CPU per request:",
+            "",
+            *serve_only_table(runs),
             "",
         ]
     lines += [
@@ -172,6 +208,8 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
         default=routes.N_KEYS,
         help=f"agents of the many-keys mix ({routes.N_KEYS})",
     )
+    add("--profile", action="store_true", help="py-spy on the app processes during each run")
+    add("--keep-profiles", default="", help="with --profile: keep py-spy's raw stacks here")
     args = parser.parse_args(argv)
 
     def listed(flag: str, allowed: Iterable[str]) -> list[str]:

@@ -5,9 +5,10 @@ its innermost frame that is not plumbing (asyncio, contextlib, threading, …),
 so time spent in the event loop on behalf of, say, SQLAlchemy counts as
 SQLAlchemy. Samples of threads waiting in native code (a Ray worker's main
 loop, an idle thread) are dropped. ``split_files`` answers each component's
-share of the busy samples (``http_bench --profile`` multiplied them by the
-processes' CPU time until commit f8c1b82, docs/benchmarks.md, "What Cairn
-runs only under Serve"); ``admission_files`` each step of admission's.
+share of the busy samples, ``admission_files`` each step of admission's;
+``http_bench --profile`` multiplies the shares by the CPU time the processes
+used, to give ms per request (docs/benchmarks.md, "What Cairn runs only
+under Serve").
 
     python -m benchmarks.profile_split spy-profile-*.txt
 """

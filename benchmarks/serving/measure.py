@@ -1,9 +1,11 @@
 """One measured run of a route on a server (a warm-up, then wrk with the
-server's CPU time), and the wait for the search index to go idle between runs."""
+server's CPU time, and py-spy with --profile), and the wait for the search
+index to go idle between runs."""
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import functools
 import time
 from dataclasses import dataclass
@@ -11,7 +13,8 @@ from pathlib import Path
 from typing import Any
 
 from benchmarks.harness import Server, WrkResult, health, print_run, run_wrk
-from benchmarks.serving.processes import CpuMeter, haproxy_timers
+from benchmarks.profile_split import admission_files, split_files
+from benchmarks.serving.processes import CpuMeter, haproxy_timers, py_spy
 from benchmarks.serving.routes import Route, route_script
 
 
@@ -23,6 +26,8 @@ class Run:
     result: WrkResult
     cpu_s: dict[str, float]
     haproxy: dict[str, float] | None = None
+    profile: dict[str, float] | None = None  # component -> share of the app's busy samples
+    admission: dict[str, float] | None = None  # admission step -> share of the busy samples
 
     @property
     def cpu_ms_per_request(self) -> float:
@@ -45,18 +50,29 @@ def measure(
     extra_pids: tuple[int, ...] = (),
 ) -> Run:
     """A warm-up run, then the measured one (round ``run``) with the server's
-    CPU time (and ``extra_pids``', its Redis)."""
+    CPU time (and ``extra_pids``', its Redis), and with --profile py-spy on
+    the app processes."""
     go = functools.partial(run_wrk, wrk, connections=args.connections, timeout_s=10)
     if args.warmup:  # round 0's warm-up has a round of its own (-1: its own vote set)
         url, script = route_script(tmp, route, facts, server.name, run or -1, warmup=True)
         go(server.base + url, duration=args.warmup, script=script)
     url, script = route_script(tmp, route, facts, server.name, run)
     meter = CpuMeter(server, server.state_dir, extra_pids)
-    meter.start()
-    result, raw = go(server.base + url, duration=args.duration, script=script)
-    cpu = meter.stop()
+    spy: contextlib.AbstractContextManager[list[Path]] = contextlib.nullcontext([])
+    if args.profile:
+        where = Path(args.keep_profiles) if args.keep_profiles else tmp
+        where.mkdir(parents=True, exist_ok=True)
+        spy = py_spy(
+            server, args.duration, where / f"spy-{route.key}-{server.name.split()[-1]}-{run}"
+        )
+    with spy as files:
+        meter.start()
+        result, raw = go(server.base + url, duration=args.duration, script=script)
+        cpu = meter.stop()
     timers = haproxy_timers(server.state_dir) if server.name == "Ray Serve" else None
     made = Run(route, server.name, run, result, cpu, timers)
+    if files := [f for f in files if f.exists()]:
+        made.profile, made.admission = split_files(files), admission_files(files)
     label = f"round {run + 1} {server.name:<13} {route.label}"
     print_run(label, result, raw, f"  CPU {made.cpu_ms_per_request:.2f} ms/request")
     return made

@@ -1,11 +1,15 @@
 """Where a server's CPU goes: its processes by kind (``process_kind``),
-their CPU time over a run (``CpuMeter``, ``tree_cpu_s``) and HAProxy's own
-timers (``haproxy_timers``)."""
+their CPU time over a run (``CpuMeter``, ``tree_cpu_s``), py-spy on the app
+processes (``py_spy``) and HAProxy's own timers (``haproxy_timers``)."""
 
 from __future__ import annotations
 
 import contextlib
+import shutil
 import socket
+import subprocess
+import sys
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -96,6 +100,34 @@ class CpuMeter:
             used = seconds - self._before.get(pid, (kind, 0.0))[1]
             by_kind[kind] = by_kind.get(kind, 0.0) + max(0.0, used)
         return by_kind
+
+
+@contextlib.contextmanager
+def py_spy(server: Server, seconds: int, out: Path) -> Iterator[list[Path]]:
+    """``py-spy record`` (raw collapsed stacks, 100 Hz) meanwhile on each
+    process that runs the app: the Api replicas, or the uvicorn workers."""
+    assert server.proc is not None
+    kinds = ("Api replicas", "uvicorn workers")
+    pids = [p.pid for p in process_tree(server.proc.pid) if process_kind(p) in kinds]
+    exe = shutil.which("py-spy") or str(Path(sys.executable).with_name("py-spy"))
+    files = [out.with_name(f"{out.name}-{pid}.txt") for pid in pids]
+    record = [exe, "record", "--nonblocking", "-r", "100", "-d", str(seconds), "-f", "raw"]
+    procs = [
+        subprocess.Popen(
+            [*record, "-o", str(path), "-p", str(pid)],
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+        )
+        for pid, path in zip(pids, files, strict=True)
+    ]
+    try:
+        yield files
+    finally:
+        for proc in procs:
+            try:
+                proc.wait(timeout=seconds + 30)
+            except subprocess.TimeoutExpired:
+                proc.kill()
 
 
 def tree_cpu_s(pid: int) -> float:

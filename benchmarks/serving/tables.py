@@ -1,10 +1,12 @@
 """The HTTP benchmark's tables: Serve against uvicorn (and uvicorn+Redis)
-round by round, CPU per request by process, HAProxy's timers, every run."""
+round by round, CPU per request by process, py-spy's split, HAProxy's
+timers, every run."""
 
 from __future__ import annotations
 
 import statistics
 
+from benchmarks.profile_split import SERVE_ONLY
 from benchmarks.serving.measure import Run, fmt_ms
 from benchmarks.serving.routes import ROUTES
 
@@ -42,6 +44,71 @@ def versus_table(runs: list[Run], other: str) -> list[str]:
             f"| {_median([s.result.requests_per_s for _, s in both]):,.0f} "
             f"| {', '.join(f'{x:.2f}' for x in ratios)} | **{_median(ratios):.2f}x** "
             f"| {cpu_o:.2f} | {cpu_s:.2f} |" + (f" {cpu_o / cpu_s:.2f}x |" if plain else "")
+        )
+    return rows
+
+
+def per_request_ms(r: Run, kinds: tuple[str, ...] | None = None) -> float:
+    """CPU ms per request of a run's processes (those of ``kinds``, or all)."""
+    cpu = r.cpu_s if kinds is None else {k: r.cpu_s.get(k, 0.0) for k in kinds}
+    return 1000 * sum(cpu.values()) / max(1, r.result.requests)
+
+
+def split_table(runs: list[Run], split: str, parts: tuple[str, ...]) -> list[str]:
+    """With --profile: the app processes' CPU per request split by ``parts``
+    (``split``: a run's ``profile``, py-spy's components, or its
+    ``admission``, the steps of admission), as shares of the processes'
+    measured CPU time; ms per request, median over rounds. A request from a
+    new address or a new agent takes admission's cold path (the mixes' rows)."""
+    rows = [
+        "| Route | Server | app CPU ms/request | " + " | ".join(parts) + " |",
+        "|---|---|---:|" + "---:|" * len(parts),
+    ]
+    for key in ROUTES:
+        for server in ("uvicorn", "uvicorn+Redis", "Ray Serve"):
+            mine = [
+                r for r in runs if (r.route.key, r.server) == (key, server) and getattr(r, split)
+            ]
+            if not mine:
+                continue
+            app = ("Api replicas",) if server == "Ray Serve" else ("uvicorn workers",)
+            ms = _median([per_request_ms(r, app) for r in mine])
+            shares = [_median([getattr(r, split).get(c, 0.0) for r in mine]) for c in parts]
+            cells = " | ".join(f"{ms * s:.3f}" for s in shares)
+            rows.append(f"| `{ROUTES[key].label}` | {server} | {ms:.2f} | {cells} |")
+    return rows
+
+
+# Processes that run only under Serve, on Cairn's behalf (its actors).
+SERVE_ONLY_PROCESSES = ("RateLimiterShard actor", "TrendingActor actor", "DispatchActor actor")
+SERVE_ONLY_TARGET = 0.05  # issue 46: at most 5% of a request's CPU
+
+
+def serve_only_table(runs: list[Run]) -> list[str]:
+    """With --profile, under Serve: what Cairn runs only there (py-spy's
+    ``SERVE_ONLY`` share of the Api replicas' CPU, and its actors' processes)
+    against the CPU of the whole request (every process the meter counts)."""
+    rows = [
+        "| Route | request CPU ms (all processes) | in the Api replicas ms | in Cairn's actors "
+        "ms | Cairn under Serve only ms | share | within 5% |",
+        "|---|---:|---:|---:|---:|---:|---|",
+    ]
+    for key in ROUTES:
+        mine = [r for r in runs if r.route.key == key and r.server == "Ray Serve" and r.profile]
+        if not mine:
+            continue
+        total = _median([per_request_ms(r) for r in mine])
+        app = _median(
+            [
+                per_request_ms(r, ("Api replicas",)) * (r.profile or {}).get(SERVE_ONLY, 0.0)
+                for r in mine
+            ]
+        )
+        actors = _median([per_request_ms(r, SERVE_ONLY_PROCESSES) for r in mine])
+        share = (app + actors) / total if total else float("nan")
+        rows.append(
+            f"| `{ROUTES[key].label}` | {total:.2f} | {app:.3f} | {actors:.3f} | "
+            f"{app + actors:.3f} | {share:.1%} | {'yes' if share <= SERVE_ONLY_TARGET else 'no'} |"
         )
     return rows
 
