@@ -2,10 +2,9 @@
 sets under ``benchmarks/search_eval`` (``docs``, ``code``, ``params``), offline,
 with the ranking code the API runs; the fusion's weight is chosen on the dev
 queries (``ranking/hybrid.py``, ``choose``) and scored on the held-out test
-queries. Writes "Search ranking quality" in docs/benchmarks.md; ``--forms``
-prints other normalisations of the halves, each chosen the same way.
+queries. Writes "Search ranking quality" in docs/benchmarks.md.
 
-    .venv/bin/python -m benchmarks.ranking_eval [--no-docs] [--forms]
+    .venv/bin/python -m benchmarks.ranking_eval [--no-docs]
 """
 
 from __future__ import annotations
@@ -45,12 +44,6 @@ def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--no-docs", action="store_true", help="print only; leave docs/ alone")
     parser.add_argument(
-        "--forms",
-        action="store_true",
-        help="compare other normalisations of the halves, each chosen the same way "
-        "(printed; docs/ is left alone; several minutes)",
-    )
-    parser.add_argument(
         "--sets", default=",".join(ranking.SETS), help="comma-separated (default: all)"
     )
     args = parser.parse_args(argv)
@@ -58,11 +51,6 @@ def main(argv: list[str] | None = None) -> None:
     model_box: list[Any] = []
     rss0 = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
     got = {name: ranking.halves(s, model_box) for name, s in sets.items()}
-    if args.forms:
-        from benchmarks.ranking import forms
-
-        print(forms.report(sets, got, bases(got), all_groups(sets)))
-        return
     fusions = ranking.candidates_of()
     base = bases(got)
     fused: dict[str, dict[str, list[list[int]]]] = {}

@@ -142,7 +142,8 @@ def render(
         "",
         "Reproduce: `.venv/bin/python -m benchmarks.ranking_eval` (vectors cached under "
         "`/tmp/cairn-ranking-bench`; the first run embeds every set, a few minutes on 2 cores). "
-        "`--forms` compares other normalisations of the halves, each chosen the same way.",
+        'Other normalisations of the halves: "Reading the fusion numbers" below (the code: '
+        "commit f8c1b82, `benchmarks/ranking/forms.py`, `ranking_eval --forms`).",
         END_MARK,
     ]
     return "\n".join(lines) + "\n\n"  # a blank line after the end mark
