@@ -36,7 +36,7 @@ from typing import Any
 import httpx
 
 from benchmarks import harness
-from benchmarks.harness import PROBE_CONCURRENCY, PROBES
+from benchmarks.harness import PROBE_CONCURRENCY
 from serve_app.launch.bootstrap import service_discovery_file
 
 STATE_DIR = harness.ROOT / ".cairn" / "bench-abuse"
@@ -616,43 +616,13 @@ def probe_table(result: dict[str, Any], labels: tuple[str, str, str]) -> list[st
             f"| {_ms(p.get('mean', float('nan')))} | {_ms(w.get('app_ms', float('nan')))} "
             f"| {w.get('cpu_busy', float('nan')):.0%} | {w.get('pool_waiters_max', 0):.0f} |"
         )
-    return [
-        *lines,
-        "",
-        "_Mean ms_ is the probe's latency as its client saw it; _in the app_ the mean time "
-        "the service's own `cairn_request_seconds` recorded for the route meanwhile (the rest "
-        "is HAProxy, Serve's proxy, and waiting for a CPU); _machine CPU busy_ from "
-        "`/proc/stat` over the phase (client and server together); _pool waiters_ the most "
-        "requests seen waiting for a pooled database connection (sampled every 5 s).",
-    ]
+    return lines
 
 
 def section(result: dict[str, Any], load_before: float, count: int, run_s: float) -> str:
-    title = "Admission under abuse: an authenticated read while streams and health are flooded"
-    lines = harness.section_head(MARKS[0], title, "abuse_bench.py", load_before)
+    lines = harness.section_head(MARKS[0], "abuse_bench.py", load_before)
     lines += [
-        "- `cairn run` (2 Api replicas behind Serve's HAProxy, semantic search off) on its "
-        "own state folder; `CAIRN_TRUSTED_PROXIES=127.0.0.1/32`, so the `X-Forwarded-For` "
-        "address an attacker sends (random in 198.18.0.0/15) is its client address; the "
-        "per-agent `general` limit raised so the probe is never refused (the attacking key's "
-        "stream attempts meet the stream cap, not its hourly budget); stream caps "
-        "(`CAIRN_STREAM_MAX_PER_CALLER=3` per replica) and `CAIRN_RATELIMIT_HEALTH=120/minute` "
-        "at their defaults. Client and server share the machine.",
-        f"- Probe: `GET /api/agents/me` with an agent's key, {PROBE_CONCURRENCY} at a time: "
-        f"{PROBES} requests idle; under abuse from the start of the attacks until every "
-        f"attack request was answered, then on with the attack connections held open, for "
-        f"{PROBES} more and at least {ABUSE_MIN_S:.0f} s in all; {PROBES} again after the "
-        "attackers closed everything.",
-        f"- Attacks, all at once from a second process: {count:,} keyless `GET /mcp` and "
-        f"{count:,} `GET /api/notifications/stream` with ONE agent's key, both "
-        f"`Accept: text/event-stream`, each from a random address on a raw connection of its "
-        f"own, opened in waves of {WAVE}; the answer's head (and a refusal's short body) is "
-        "read, then the connection is held open, reading nothing more, until the probe ends. "
-        f"The health flood: {HEALTH_LOOPS_FIXED + HEALTH_LOOPS_RANDOM} loops of anonymous "
-        f"`GET /api/health` as fast as answered for the whole abuse, {HEALTH_LOOPS_FIXED} from "
-        f"one fixed address each, {HEALTH_LOOPS_RANDOM} from a new random address per "
-        f"request. An attack request without an answer within {ANSWER_TIMEOUT_S:.0f} s "
-        "counts as hung.",
+        f"- Attacks: {count:,} keyless `GET /mcp` and {count:,} `GET /api/notifications/stream`.",
         "",
         *probe_table(result, ("idle", "under abuse", "after")),
         "",
@@ -696,38 +666,18 @@ def section(result: dict[str, Any], load_before: float, count: int, run_s: float
         f"{fixed_ok / HEALTH_LOOPS_FIXED:.0f} answers with status 200 on average (the limit: "
         f"{health_limit} per address), then 429s; once the attackers had closed everything, "
         f"{reopened}. The abuse lasted {result['abuse_s']:.0f} s; the whole run (start, "
-        f"measure, stop) {run_s / 60:.1f} minutes. The attackers, the probe and the service "
-        "share the machine's cores, so the flood's rate is what this machine could drive, and "
-        "part of the probe's slowdown may be the attackers' own CPU. The machine is shared "
-        "with other work: compare rows of one run, not runs.",
+        f"measure, stop) {run_s / 60:.1f} minutes.",
         MARKS[1],
     ]
     return "\n".join(lines) + "\n\n"  # a blank line after the end mark
 
 
 def surfaces_section(result: dict[str, Any], load_before: float, run_s: float, min_s: float) -> str:
-    title = "an authenticated read while diffs, OAuth fetches and registrations are abused"
-    script = "abuse_bench.py --surfaces"
-    lines = harness.section_head(
-        SURFACES_MARKS[0], f"Admission under abuse: {title}", script, load_before
-    )
+    lines = harness.section_head(SURFACES_MARKS[0], "abuse_bench.py --surfaces", load_before)
     lines += [
-        f"- The same `cairn run` as above. One pattern of {DIFF_LINES:,} distinct lines, edited "
-        f"to the same lines each followed by a blank line ({result['content_chars']:,} "
-        f"characters), then back and forth: {DIFF_REVISIONS} revisions. {DIFF_LOOPS} loops of "
-        "anonymous `GET /api/patterns/{id}/revisions/{a}/diff/{b}` (a random pair, a random "
-        f"address per request) from a second process for at least {min_s:.0f} s; "
-        f"the probe as above ({PROBE_CONCURRENCY} at a time), idle, meanwhile and after.",
-        "- At the same time from the same process (security M2, M3), each request from a "
-        f"random address: {M2_LOOPS} loops of anonymous `GET /authorize` naming a new Client "
-        "ID Metadata Document URL each time, on a document server the bench runs on "
-        f"127.0.0.1 that holds each answer {DOCUMENT_HOLD_S:.1f} s (under the 5 s fetch "
-        "limit, so a fetched client is stored; `CAIRN_OAUTH_CLIENT_METADATA_ALLOW_LOOPBACK="
-        f"true`); {M3_LOOPS} loops each of `POST /register` with every bounded field full (the "
-        f"whole just within 4 KiB), of the same with a 900 kB `jwks`, and of `/authorize` "
-        "with a huge `state` (a GET of 7,000 characters, or a POSTed form of 900 kB). "
-        f"Each kind of loop stops after {result['requests']:,} requests, or when the "
-        "probe ends.",
+        f"- The edited pattern: {result['content_chars']:,} characters; the diff loops for at "
+        f"least {min_s:.0f} s; each kind of loop stops after {result['requests']:,} requests, "
+        "or when the probe ends.",
         "",
         *probe_table(result, ("idle", "while they run", "after")),
         "",
@@ -739,8 +689,7 @@ def surfaces_section(result: dict[str, Any], load_before: float, run_s: float, m
             for g in result["loops"]
         ),
         "",
-        f"The whole run {run_s / 60:.1f} minutes. Client and server share the machine (a "
-        "shared one: see its load above): compare rows of one run, not runs.",
+        f"The whole run {run_s / 60:.1f} minutes.",
         SURFACES_MARKS[1],
     ]
     return "\n".join(lines) + "\n\n"

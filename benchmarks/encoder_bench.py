@@ -148,19 +148,10 @@ def section(result: dict[str, Any], load_before: float) -> str:
     f, m = result["figures"], result["memory"]
     loads = ", ".join(f"{x:.2f}" for x in result["loads"])
     lines = [
-        *section_head(
-            MARKS[0], "Encoder: ONNX Runtime against PyTorch", "encoder_bench.py", load_before
-        ),
-        f"- 1-minute load average at the start and after each round: {loads}. The machine is "
-        "shared; the backends alternate within each round, so other work slows both alike.",
-        f"- Model all-MiniLM-L6-v2 (the packaged copy), CPU. PyTorch = sentence-transformers "
-        "`encode` (the previous Encoder); ONNX = `embeddings.onnx_model` (the graph exported "
-        "with `torch.onnx.export(dynamo=False)`, mean pooling and normalisation inside it, "
-        "ONNX Runtime, the `tokenizers` fast tokenizer). Medians of "
-        f"{result['rounds']} rounds.",
-        f"- Queries: {result['queries']} generated search queries (2-12 words), one "
-        f"`encode` call each, one thread. Rows: {result['rows']} texts of 300-1,500 "
-        "characters (the re-embedding benchmark's shape), 256-text calls.",
+        *section_head(MARKS[0], "encoder_bench.py", load_before),
+        f"- 1-minute load average at the start and after each round: {loads}.",
+        f"- {result['queries']} queries, {result['rows']} rows; medians of {result['rounds']} "
+        "rounds.",
         "",
         "Per CPU second of the process (the fair figure on a shared machine: per core, "
         "whatever else ran), then per wall second:",
@@ -173,10 +164,7 @@ def section(result: dict[str, Any], load_before: float) -> str:
         f"{m['onnx']['rss'] / m['torch']['rss']:.2f} |",
         "",
         f"- Smallest cosine to PyTorch's vectors over 100 texts: {result['cosine']:.6f}.",
-        "- Load times: "
-        + ", ".join(f"{k} {v:.1f} s" for k, v in result["load_s"].items())
-        + ". The export runs once per model and torch version, in a child process, and is "
-        "cached in `<state>/models`.",
+        "- Load times: " + ", ".join(f"{k} {v:.1f} s" for k, v in result["load_s"].items()) + ".",
         "",
         "Reproduce: `.venv/bin/python -m benchmarks.encoder_bench`.",
         MARKS[1],

@@ -56,10 +56,6 @@ CREATES = ("pattern_create", "question_create", "answer_create")
 BENCH_ENV = harness.bench_env(STATE_DIR, 1, *LIMITS, *CREATES, CAIRN_TRUSTED_PROXIES="127.0.0.1/32")
 
 
-def _show(path: Path) -> str:
-    return str(path.relative_to(harness.ROOT)) if path.is_relative_to(harness.ROOT) else str(path)
-
-
 def docs_section(
     runs: list[Run],
     args: argparse.Namespace,
@@ -74,52 +70,14 @@ def docs_section(
         f" (this run: `.venv/bin/python -m benchmarks.http_bench {' '.join(argv)}`)" if argv else ""
     )
     lines = [
-        *harness.section_head(
-            START_MARK,
-            "HTTP: Ray Serve vs plain uvicorn, same workers",
-            "http_bench.py",
-            load_before,
-        ),
-        f"- 1-minute load average after the run: {os.getloadavg()[0]:.2f}. The machine is shared: "
-        "compare the two servers only within a round (they are measured back to back, "
-        "the first of the pair alternating), and read the CPU columns, which do not depend "
-        "on what else runs.",
+        *harness.section_head(START_MARK, "http_bench.py", load_before),
+        f"- 1-minute load average after the run: {os.getloadavg()[0]:.2f}.",
         f"- Load: {run['wrk_ver']}, `-t{THREADS} -c{args.connections} -d{args.duration}s --latency "
         f"--timeout 10s`, each run after a {args.warmup} s warm-up of the same route; "
         f"{args.rounds} rounds; wrk on the same machine.",
-        "- Client mixes: *one address* (every request from wrk's); *a new address per "
-        "request* (a random `X-Forwarded-For`, trusted from 127.0.0.1 by "
-        "`CAIRN_TRUSTED_PROXIES=127.0.0.1/32`); *many agent keys* (each request with the "
-        f"next key of a slice of {facts['crowd_size']:,} agents, a slice of its own per "
-        "server, round and warm-up, so every run meets agents calling for the first time "
-        "that minute, each then a few times).",
-        f"- Plain uvicorn: `benchmarks/uvicorn_app.py --workers {run['workers']}` (the app from "
-        "`create_app`, in-process rate limiter and trending counter, the model and FAISS "
-        "index in each worker; like each Api replica, every worker's index follows the "
-        "vectors the embedding worker stores, and the embedding worker is the one "
-        "embedding worker beside it, Serve's VectorIndex) on "
-        f"{harness.HOST}:{UVICORN_PORT}. *uvicorn+Redis*: the same with `--redis`, one global "
-        "limit per rule and subject in Redis (`limits` fixed windows over redis-py, a hit and "
-        "the window's stats per rule, as slowapi does for its headers; a `redis-server` the "
-        f"bench starts, its CPU counted), on {harness.HOST}:{REDIS_UVICORN_PORT}. Plain uvicorn's "
-        "workers each count their own windows (no global limit).",
-        f"- Ray Serve: `cairn run --port {SERVE_PORT}` ({run['serve_info']}); the same state "
-        f"folder and embedded Postgres (`{_show(STATE_DIR)}`), so both serve the same rows. Both "
-        "servers run in the benchmark's session (one CPU autogroup with wrk). While uvicorn "
-        f"was measured, the idle Serve processes used {run['idle_cores']:.2f} of a core.",
-        f"- Data, seeded through Serve: {facts['patterns']} patterns with upvotes (trending), "
-        f"a question with {routes.N_ANSWERS} answers (with votes, one accepted), "
-        f"{routes.N_VOTERS} voters; "
-        f"rate limits raised (`{harness.RATE_LIMIT}`). Search routes cycle through "
-        f"{len(facts['queries'])} distinct queries ({len(routes.PATTERN_SEARCHES)} for "
-        "`?search=`); the upvote run votes on 10 answers of its own per server and round, "
-        "each request a change (a new upvote, later a switch); each create is a new pattern "
-        "with its own text (its similar-patterns lookup embeds it), and the index is drained "
-        "before the next run.",
-        "- *CPU ms/request*: CPU time of the server's processes (uvicorn: its workers; Serve: "
-        "replicas, HAProxy, actors, Ray's own processes) and Postgres during the run, over "
-        "the requests wrk completed. On a machine that runs nothing else, "
-        "*uvicorn / Serve CPU* is the throughput ratio to expect.",
+        f"- Plain uvicorn: {run['workers']} workers; Ray Serve: {run['serve_info']}; many agent "
+        f"keys: a slice of {facts['crowd_size']:,} agents. While uvicorn was measured, the idle "
+        f"Serve processes used {run['idle_cores']:.2f} of a core.",
         "",
         *versus_table(runs, "uvicorn"),
         "",

@@ -298,13 +298,8 @@ def docs_section(
     wrk_ver: str,
     load_before: float,
 ) -> str:
-    title = "Pattern search and trending at 100,000 patterns"
     lines = [
-        *harness.section_head(MARKS[0], title, "pattern_bench.py", load_before),
-        f"- Corpus: {N_PATTERNS:,} patterns (titles 5 to 9, descriptions 20 to 40, contents "
-        f"120 to 260 words drawn by Zipf's law from a 30,000-word vocabulary), "
-        f"{N_AGENTS:,} agents, {N_VOTES:,} votes over the last 30 days (80 % up, "
-        "skewed to few patterns); state in `.cairn/bench-patterns`.",
+        *harness.section_head(MARKS[0], "pattern_bench.py", load_before),
         f"- Through Serve: `cairn run --port {PORT}` (HAProxy, 2 `Api` replicas, the "
         f"TrendingActor); {wrk_ver}, `-t{harness.THREADS} -c{args.connections} -d{args.duration}s "
         f"--latency` after a {args.warmup} s warm-up; wrk on the same machine.",

@@ -117,14 +117,7 @@ def docs_section(
     load_before: float,
 ) -> str:
     lines = [
-        *harness.section_head(
-            MARKS[0], "Questions and answers through Serve", "qa_bench.py", load_before
-        ),
-        f"- Data: one question with {N_ANSWERS} answers (about 900 characters each, "
-        "0 to 6 upvotes each, one accepted), read anonymously and by a voter; "
-        f"{N_VOTERS} voters upvoting {N_VOTE_QUESTIONS * N_ANSWERS} other answers, each "
-        "request a new (voter, answer) pair, spread over the answers. Fresh state in "
-        "`.cairn/bench-qa`, seeded over HTTP.",
+        *harness.section_head(MARKS[0], "qa_bench.py", load_before),
         f"- Through Serve: `cairn run --port {PORT}` (HAProxy, 2 `Api` replicas, the "
         f"rate-limiter actors); {wrk_ver}, `-t{harness.THREADS} -c{args.connections} "
         f"-d{args.duration}s --latency` after a {args.warmup} s warm-up (the vote warm-up "

@@ -186,18 +186,15 @@ def docs_section(result: dict[str, Any], load_before: float) -> str:
     loads = result["loads"]
     rows = result["rows"]
     first = next(iter(jobs.values()))
-    lines = section_head(START_MARK, "Re-embedding throughput", "reembed_bench.py", load_before)
+    lines = section_head(START_MARK, "reembed_bench.py", load_before)
     lines += [
-        f"- 1-minute load average after the run: {result['load_after']:.2f}. This machine "
-        "is shared: other work may have run on the same cores during the measurement.",
+        f"- 1-minute load average after the run: {result['load_after']:.2f}.",
         f"- Corpus: {rows:,} published patterns (plus their author, also searchable), "
         f"embedded text {result['chars_min']:,}-{result['chars_max']:,} characters "
-        f"(mean {result['chars_mean']:,.0f}); model all-MiniLM-L6-v2 on the CPU "
-        "(sequences truncated at 256 word pieces, as in the service).",
+        f"(mean {result['chars_mean']:,.0f}).",
         f"- `cairn reembed {' '.join(result['args'])} --precision P`: a local Ray, "
         f"{result['actors']}; plain: one process, torch's default "
-        f"{plain['threads']} threads, `batch_size={PLAIN_BATCH}`, fp32. Each precision "
-        "embeds every row (the previous run's vectors are deleted before it).",
+        f"{plain['threads']} threads, `batch_size={PLAIN_BATCH}`, fp32.",
         "",
         "| Run | load before | rows | seconds | rows/s | vs plain | vectors vs plain |",
         "|---|---:|---:|---:|---:|---:|---|",
@@ -232,18 +229,7 @@ def docs_section(result: dict[str, Any], load_before: float) -> str:
             for p, j in jobs.items()
         )
         + " (the rest: Python, settings, the database, Ray's start and stop). "
-        + "The state folder, and the model cache in it, is new to this run: fp32's start "
-        "includes exporting the ONNX graph"
-        + (
-            ", bf16's first run compiling its package (once for both actors: one compiles, "
-            "the other waits for it); a later job on this machine loads them, as bf16's "
-            "second run does. "
-            if "bf16" in jobs
-            else "; a later job on this machine loads it. "
-        )
-        + f"Each row's stored hash is that of its text ({first['embedded']:,} rows). "
-        "The runs are sequential: compare them only where the load before each was "
-        "similar (a load above the 2 cores means other work shared them).",
+        + f"Each row's stored hash is that of its text ({first['embedded']:,} rows).",
         END_MARK,
     ]
     return "\n".join(lines) + "\n"

@@ -57,9 +57,8 @@ def main() -> None:
     r = graph_recall(IndexConfig(hnsw_codes="sq8"), data, queries)
     print(f"bench: sq8 graph: {r}", flush=True)
     lines = [
-        *section_head(START, "Replica vector memory", "replica_bench.py", load_before),
-        f"- 1-minute load average after the run: {os.getloadavg()[0]:.2f} (a shared machine: "
-        "build times and ms are wall clock and slowed by other work; memory and recall are not).",
+        *section_head(START, "replica_bench.py", load_before),
+        f"- 1-minute load average after the run: {os.getloadavg()[0]:.2f}.",
         f"- {args.n:,} vectors (384-d) derived from {len(base):,} real all-MiniLM-L6-v2 document "
         f"vectors of the evaluation sets; {args.queries} real query vectors; recall@10 against "
         f"the exact (flat) top 10; HNSW M {r['m']:.0f}, efConstruction "

@@ -139,16 +139,7 @@ def docs_section(
     load_before: float,
 ) -> str:
     lines = [
-        *harness.section_head(
-            MARKS[0], "Notifications through Serve", "social_bench.py", load_before
-        ),
-        f"- Data: three authors with {', '.join(f'{n:,}' for n in AUTHORS.values())} "
-        f"followers; {CREATES} patterns each, created one request at a time, the three "
-        "authors in turn, so later creates run while earlier fan-outs are being written. "
-        "Followers written straight to Postgres; everything else over HTTP. Fresh state in "
-        "`.cairn/bench-social`.",
-        f"- Through Serve: `cairn run --port {PORT}` (HAProxy, 2 `Api` replicas, the "
-        "DispatchActor with batches of 500); the fan-out runs on the same 2 cores.",
+        *harness.section_head(MARKS[0], "social_bench.py", load_before),
         "",
         "| Author's followers | creates | p50 ms | p95 ms | max ms |",
         "|---:|---:|---:|---:|---:|",
@@ -174,10 +165,7 @@ def docs_section(
         f"All {fanout['total_notifications']:,} new-pattern notifications were written "
         f"within {fanout['span_s']:.1f} s of the first create; followers with more than "
         f"one notification for a pattern: {fanout['duplicates']}; overall "
-        f"{fanout['total_notifications'] / fanout['span_s']:,.0f} notifications/s. A "
-        "job's own time starts when it was queued or when the job before it finished "
-        "(one dispatcher works the queue oldest first), so waiting in the queue is not "
-        "counted.",
+        f"{fanout['total_notifications'] / fanout['span_s']:,.0f} notifications/s.",
         "",
         f"{wrk_ver}, `-t{harness.THREADS} -c{args.connections} -d{args.duration}s --latency` after "
         f"a {args.warmup} s warm-up; wrk on the same machine:",

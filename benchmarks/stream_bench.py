@@ -21,7 +21,7 @@ from typing import Any
 import httpx
 
 from benchmarks import harness
-from benchmarks.harness import PROBE_CONCURRENCY, PROBES
+from benchmarks.harness import PROBES
 
 STATE_DIR = harness.ROOT / ".cairn" / "bench-stream"
 MARKS = ("<!-- stream-bench:start -->", "<!-- stream-bench:end -->")
@@ -167,16 +167,9 @@ async def run_levels(base: str, levels: list[int]) -> list[dict[str, Any]]:
 def section(rows: list[dict[str, Any]], load_before: float, env: dict[str, str]) -> str:
     ongoing = env.get("CAIRN_INGRESS_MAX_ONGOING_REQUESTS", "128")
     cap = env.get("CAIRN_STREAM_MAX_PER_REPLICA", "1000")
-    title = "Notification streams: idle streams per replica"
     lines = [
-        *harness.section_head(MARKS[0], title, "stream_bench.py", load_before),
-        f"- `cairn run`, ONE Api replica behind Serve's HAProxy, semantic search off; "
-        f"`CAIRN_INGRESS_MAX_ONGOING_REQUESTS={ongoing}`, "
-        f"`CAIRN_STREAM_MAX_PER_REPLICA={cap}` (Serve's `max_ongoing_requests` for Api "
-        f"is their sum). Streams spread over {AGENTS} agents, opened 50 at a time.",
-        f"- Probe: `GET /api/agents/me`, {PROBES} requests, {PROBE_CONCURRENCY} at a time, "
-        f"with the streams open. Delivery: {DELIVERIES} follows of an agent whose stream is "
-        "open, from sending the follow to the event arriving.",
+        *harness.section_head(MARKS[0], "stream_bench.py", load_before),
+        f"- `CAIRN_INGRESS_MAX_ONGOING_REQUESTS={ongoing}`, `CAIRN_STREAM_MAX_PER_REPLICA={cap}`.",
         "",
         "| idle streams | open | queued | refused | open all (s) | probe req/s | p50 ms | p99 ms | "
         "max ms | failed | delivery p50 ms | delivery max ms | replica MB |",
@@ -192,11 +185,7 @@ def section(rows: list[dict[str, Any]], load_before: float, env: dict[str, str])
             f"{statistics.median(d) if d else float('nan'):.1f} | "
             f"{max(d, default=float('nan')):.1f} | {r['memory_mb']:.0f} |"
         )
-    lines += [
-        "",
-        "The machine is shared with other work: compare rows of one run, not runs.",
-        MARKS[1],
-    ]
+    lines.append(MARKS[1])
     return "\n".join(lines) + "\n"
 
 

@@ -191,14 +191,10 @@ def render(
     load_before: float,
     seconds: float,
 ) -> str:
-    lines = section_head(START_MARK, "Trust prior in search", "trust_bench.py", load_before)
+    lines = section_head(START_MARK, "trust_bench.py", load_before)
     facts = dups[0][1]
     lines += [
-        f"- Full-text mode (BM25 through `LexicalIndex`; with `--semantic` the evaluation "
-        f"sets also in semantic mode, the hybrid of BM25 and vectors), {CANDIDATES} "
-        "candidates per query; "
-        f"the prior: score + |score| * {trust.PRIOR_WEIGHT} * trust, after the ranking "
-        f"(docs/decisions/trust.md). Ran in {seconds:.0f} s.",
+        f"- Ran in {seconds:.0f} s; the prior's weight w = {trust.PRIOR_WEIGHT}.",
         "",
         "**The project's evaluation sets** (no verifications: every trust 0), MRR@10 / Recall@10:",
         "",
@@ -207,11 +203,8 @@ def render(
         "|---|---|---:|---:|---:|---|---:|",
         *sets,
         "",
-        f"**Near-duplicates** ({facts['groups']} documents of `docs`, each replaced by four "
-        f"near-copies with the records works / mixed / fails / untried drawn at random; "
-        f"{facts['queries']} queries; mean trust score by record: {facts['mean']}). *Light* "
-        "edits: the sentences reordered and a short note added; *heavy*: one sentence dropped "
-        "instead (it may hold the query's words, so the copies differ in relevance):",
+        f"**Near-duplicates** ({facts['groups']} documents of `docs`; {facts['queries']} "
+        f"queries; mean trust score by record: {facts['mean']}):",
         "",
         "| Edits | | Without the prior | With the prior |",
         "|---|---|---:|---:|",

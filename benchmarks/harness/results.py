@@ -15,14 +15,14 @@ ROOT = Path(__file__).resolve().parents[2]  # the repository
 DOCS = ROOT / "docs" / "benchmarks.md"
 
 
-def section_head(start_mark: str, title: str, script: str, load_before: float) -> list[str]:
-    """The first lines of a benchmark's docs section: mark, title, provenance,
-    date and machine."""
+def section_head(start_mark: str, script: str, load_before: float) -> list[str]:
+    """The first lines of a benchmark's section between its marks: mark,
+    provenance, date and machine. Its title and the fixed account of its
+    method stand before the start mark in docs/benchmarks.md; the bench
+    writes what a run changes."""
     now = dt.datetime.now(dt.UTC).strftime("%Y-%m-%d %H:%M UTC")
     return [
         start_mark,
-        f"## {title}",
-        "",
         f"_Written by `benchmarks/{script}`; rerun to replace this section._",
         "",
         f"- Date: {now}",

@@ -22,21 +22,6 @@ class Choice:
     default: bool
 
 
-DESCRIBE = {
-    "docs": "Man pages, Python docstrings and package READMEs as write-ups; paraphrase, "
-    "keyword and handwritten queries (`benchmarks/search_eval/README.md`).",
-    "code": "Functions of 113 installed packages published as patterns: title the "
-    "qualified name, description the `def` line, content the source without its "
-    "docstring; the query is the docstring's summary sentence "
-    "(`benchmarks/search_eval/README.md`).",
-    "params": "Natural-language questions over code (issue 36): functions of installed "
-    "packages published as patterns (title the qualified name, description the "
-    "docstring's summary, content the source without its docstring); the query is the "
-    "documentation of one of the function's parameters, found in no document "
-    "(`benchmarks/search_eval/README.md`).",
-}
-
-
 def fmt(s: Score) -> str:
     return f"{s.mrr:.3f} / {s.recall:.3f}"
 
@@ -56,38 +41,21 @@ def render(
     counts = {hybrid.group_name(g): len(hybrid.members(sets[g[0]], g[1], "test")) for g in groups}
     lines = [
         START_MARK,
-        "## Search ranking quality",
-        "",
         "_Written by `benchmarks/ranking_eval.py`; rerun to replace this section._",
         "",
         f"- Date: {datetime.now(UTC):%Y-%m-%d %H:%M} UTC; machine (2 cores) shared with other "
         "work.",
-        "- Sets (each split once into dev and test, stored with the queries; **every figure "
-        "below is on the test part**, which no choice saw):",
+        "- Sets:",
     ]
     for name, s in sets.items():
         dev = sum(1 for q in s.queries if q.split == "dev")
         lines.append(
             f"  - `{name}`: {len(s.docs):,} documents, {len(s.queries)} queries "
-            f"({dev} dev / {len(s.queries) - dev} test). " + DESCRIBE[name]
+            f"({dev} dev / {len(s.queries) - dev} test)."
         )
     lines += [
-        "- Methods: *lexical* is `retrieval.lexical.LexicalIndex` (what the API ranks "
-        "full text with): BM25 with BM25F-style field weights (title and description twice, "
-        "content once) and the code-aware tokenizer. "
-        "*vector*: all-MiniLM-L6-v2, cosine, exact. *hybrid*: `retrieval.fusion.hybrid` over "
-        f"the {hybrid.CANDIDATES} best of each half.",
-        f"- Fusion chosen on the dev queries of all {len(groups) - 1} groups: **{chosen}** "
-        "(`retrieval.fusion.hybrid`: the fixed convex combination `w·x + (1-w)·cosine`, "
-        "x = BM25 / the search's best BM25 (`max`) or min(1, BM25 / the query's summed IDF) "
-        "(`/scale`), both forms in the grid; for a query naming an identifier that the best "
-        "BM25 hit holds, the halves swap roles, `(1-w)·x + w·cosine`; "
-        f"w in {hybrid.WEIGHTS}). Choice rule (parsimony): the requirement is that on every "
-        "group the hybrid's dev MRR@10 and Recall@10 are at or above the better half's on that "
-        "measure; the candidate with the least shortfall (the worst group's difference, 0 when "
-        "none falls below) and, among those, the **least lexical weight** (the vector half is "
-        "the default ranker; the words get only the weight no group can do without), then the "
-        "best mean dev MRR@10. Leave one group out (w chosen without that group's queries): "
+        f"- Fusion chosen on the dev queries of all {len(groups) - 1} groups: **{chosen}**. "
+        "Leave one group out (w chosen without that group's queries): "
         + "; ".join(f"{g}: {c}" for g, c in left_out.items())
         + ".",
         "- The service runs `retrieval.fusion.DEFAULT_HYBRID`: "
@@ -108,10 +76,7 @@ def render(
         )
     lines += [
         "",
-        "Differences of test MRR@10 and Recall@10, ± the paired standard error over the "
-        "group's queries (standard deviation of the per-query difference / √n). "
-        f"Pass criterion: the difference is ≥ 0, or within noise: ≥ -{hybrid.NOISE_SE:g} standard "
-        "errors. The better half is the one with the higher test figure on that group and measure.",
+        "Differences from the better half, test queries (± the paired standard error):",
         "",
         "| Comparison | " + " | ".join(names) + " |",
         "|---|" + "---|" * len(names),

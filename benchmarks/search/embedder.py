@@ -127,24 +127,13 @@ def embedder_section(r: dict[str, Any], facts: dict[str, Any], args: argparse.Na
     start, end = MARKS["embedder"]
     load, plain, rounds = facts["load"], facts["plain"], args.rounds
     lines = [
-        *section_head(start, "Embedder throughput", "search_bench.py", load[0]),
-        f"- 1-minute load average after the part: {load[1]:.2f}. Other work on the 2 cores "
-        "would slow the rows; the plain baseline is measured again in every round to share "
-        "their conditions.",
+        *section_head(start, "search_bench.py", load[0]),
+        f"- 1-minute load average after the part: {load[1]:.2f}.",
         f"- Texts: {facts['texts']:,} generated technical texts, {facts['tokens']:.0f} "
         "word-piece tokens on average; model all-MiniLM-L6-v2 (the packaged copy), CPU.",
-        f"- Plain: `SentenceTransformer.encode(texts, batch_size=64)` in the benchmark's "
-        f"process (torch threads: {facts['threads']}). First with Ray not running, over all "
-        "the texts in one call (it sorts them by length, so batches carry little padding) and "
-        "in one call per 64 texts (the unit `embed_many` gets here). Then again in 64-text "
-        f"calls in each of {rounds} rounds per deployment, Ray up and the replicas idle; the "
-        "ratios are against this, the median of those rounds.",
-        "- Serve: a local Ray with only the `Embedder` deployment "
-        f"(`num_cpus` {r['num_cpus']:g} per replica, query batches of at most "
-        f"{r['max_batch']}); called through a DeploymentHandle from the benchmark's "
-        f"process: `embed` = one call per text, {args.in_flight} in flight (the query path); "
-        "`embed_many` = batches of 64 texts, one at a time (the worker's path) or 2 in "
-        f"flight. Each figure is the median of {rounds} rounds.",
+        f"- Plain: torch threads {facts['threads']}; Serve: `num_cpus` {r['num_cpus']:g} per "
+        f"replica, query batches of at most {r['max_batch']}, `embed` with {args.in_flight} in "
+        f"flight; {rounds} rounds.",
         "",
         "| Deployment | torch threads (query / bulk) | plain, same rounds, texts/s | "
         "`embed` texts/s | ratio | `embed_many` texts/s | ratio | "

@@ -134,17 +134,9 @@ def index_section(result: dict[str, Any], n_queries: int, load: tuple[float, flo
     start, end = MARKS["vector-index"]
     d, f, h = result["dim"], result["flat"], result["hnsw"]
     lines = [
-        *section_head(start, "Vector index memory and recall", "search_bench.py", load[0]),
+        *section_head(start, "search_bench.py", load[0]),
         f"- 1-minute load average after the part: {load[1]:.2f}.",
-        f"- Vectors: {N_PATTERNS:,} of {d} dimensions, derived from real all-MiniLM-L6-v2 "
-        f"vectors as in the search latency section; queries: the real embeddings of {n_queries} "
-        "generated search queries, one per FAISS call, as the VectorIndex searches; recall@10 "
-        "and recall@50 against the exact (flat) top 10 and top 50 (the API asks each half for "
-        "at least 50).",
-        "- Memory formulas (`FaissIndex.memory_bytes`): flat = n·(4·d + 24) bytes (float32 "
-        "vectors, int64 id list, ≈ 16 B per id-map entry); HNSW = n·(4·d + 8·M + 21) (float32 "
-        "vectors, level-0 links, FAISS's level and offset, our id arrays; upper levels, about "
-        "1/M of the nodes, left out).",
+        f"- Vectors: {N_PATTERNS:,} of {d} dimensions; queries: {n_queries}.",
         "",
         "| Index | by the formula MiB | RSS growth of the build MiB | built in s | recall@10 "
         "| recall@50 | ms a query |",
@@ -154,10 +146,6 @@ def index_section(result: dict[str, Any], n_queries: int, load: tuple[float, flo
         f"| HNSW, M {h['m']}, efConstruction {h['ef_construction']}, ef {h['ef']} "
         f"| {h['formula']:.1f} | {h['rss']:.1f} | {h['build_s']:.1f} | {h['recall10']:.3f} "
         f"| {h['recall50']:.3f} | {h['ms']:.3f} |",
-        "",
-        "The service's index: flat up to 20,000 vectors, HNSW up to 2,000,000, IVF-SQ8 beyond "
-        "(chosen by the IVF-SQ8 and ef comparisons of the run of 2026-11-25; "
-        "docs/decisions/deployment-and-operations.md). One thread, as the VectorIndex searches.",
         "",
         "Reproduce: `.venv/bin/python -m benchmarks.search_bench --parts index`.",
         end,

@@ -168,21 +168,8 @@ def search_section(
     pattern = stats["indexes"]["pattern"]
     index = get_settings().indexer_config("").index  # what the service ran with
     lines = [
-        *harness.section_head(
-            start, "Search latency at 100,000 patterns", "search_bench.py", load[0]
-        ),
+        *harness.section_head(start, "search_bench.py", load[0]),
         f"- 1-minute load average after the part: {load[1]:.2f}.",
-        f"- Corpus: {config.N_PATTERNS:,} published patterns in `.cairn/bench-search` (title "
-        '"<Action> <object> with <tool>", a generated technical description of 40 to 60 '
-        "tokens, tags, content = one more such sentence and 60 to 140 words drawn by Zipf's "
-        f"law from a 30,000-word vocabulary) and {config.N_AGENTS} agents.",
-        f"- Vectors, written straight into `embeddings` (embedding 100,000 texts here would "
-        f"take ≈ 18 min): {config.N_BASIS:,} real texts embedded with all-MiniLM-L6-v2; pattern "
-        "*i*'s vector = normalise(w₀·v(description *i*) + w₁·v(random text) + w₂·v(random "
-        "text) + noise), w ~ Dirichlet(7, 1.5, 1.5), noise N(0, 0.35²/384) per dimension. "
-        "Each row's `text_hash` is set in SQL with the service's own expression "
-        "(`storage.repositories.search.hash_sql`), so the VectorIndex rebuilds from "
-        "Postgres and queues nothing at start; the seeding's `search_jobs` are dropped.",
         f"- Index at start: {pattern['size']:,} pattern vectors, kind `{pattern['kind']}` "
         f"(`flat_max` {index.flat_max:,}, `hnsw_max` {index.hnsw_max:,}, HNSW ef "
         f"{index.hnsw_ef_search}), {pattern['memory_bytes'] / 2**20:.0f} MiB by the formula; "
@@ -190,22 +177,7 @@ def search_section(
         f"(its `load_s`: scan, decode, FAISS build, stale-row check); service ready in "
         f"{facts['ready_s']:.0f} s.",
         f"- Load: {wrk_ver}, `-t{THREADS} -c{args.connections} -d{args.duration}s --timeout "
-        "10s --latency` "
-        f"after a {args.warmup} s warm-up, cycling through {config.N_QUERIES} distinct queries "
-        "(2 to 12 words, e.g. `retry webhook deliveries postgres`; wrk's threads take them "
-        "in turn), `type=patterns&limit=20`; wrk on the same machine; search rate limit "
-        "raised for the run. Semantic mode embeds the query (the Api replica's queries "
-        "that wait while its call is out go in its next handle call to the Embedder, "
-        "which encodes the queries waiting together as one batch, `embeddings/coalesce.py`), "
-        "searches the Api replica's copy of the FAISS "
-        "index (`serve_app/runtime/index_copies/vectors.py`) and fuses with its BM25 index "
-        "(`serve_app/runtime/index_copies/lexical.py`; both built at start and waited for); "
-        "`use_semantic=false` "
-        "runs BM25 alone. The Api replica and the Embedder each keep the vectors of the "
-        "last 4,096 queries (`embeddings/querycache.py`), so after the warm-up the cycling "
-        "run finds every query's vector in one of them (in the replica, once it has asked "
-        f"it); the *every query new* run asks {config.N_NEW_QUERIES // 2:,} "
-        "queries asked nowhere else (its warm-up has its own), so each one is embedded.",
+        f"10s --latency` after a {args.warmup} s warm-up.",
         f"- The limit on a cache miss: one query alone encodes in {facts['encode_ms']:.1f} ms "
         "on one torch thread in the benchmark's process (median of 200; the Embedder encodes "
         f"queries on one thread), so one Embedder replica embeds at most "

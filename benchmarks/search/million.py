@@ -163,7 +163,7 @@ def million_section(
     load0: float,
 ) -> str:
     lines = [
-        *harness.section_head(START, "Search at a large corpus", "search_bench.py --embed", load0),
+        *harness.section_head(START, "search_bench.py --embed", load0),
         f"- 1-minute load average after the run: {os.getloadavg()[0]:.2f}; {wrk_ver}.",
         f"- Corpus: {args.patterns:,} patterns in `.cairn/bench-search-bulk`, each embedded "
         f"by the ONNX encoder or loaded from vectors embedded elsewhere (this run embedded "
@@ -177,9 +177,6 @@ def million_section(
         "| Process (after the builds) | pid | RSS MiB | PSS MiB |",
         "|---|---:|---:|---:|",
         *(f"| `{name}` | {pid} | {rss:,.0f} | {pss:,.0f} |" for name, pid, rss, pss in memory),
-        "",
-        "(PSS counts a page mapped by several processes once over them: "
-        "the fair share where replicas map one file.)",
         "",
         f"Hybrid and full text through Serve at {args.connections} connections "
         f"({N_QUERIES} queries):",
