@@ -1,12 +1,8 @@
 """Does an authenticated read keep answering while the service is abused?
-
-The probe (``harness.probe``) runs idle, under abuse and after, against
-``cairn run`` on its own state folder; the attacks run in a second process,
-loopback only, each request from a random address in 198.18.0.0/15. By
-default held-open stream attempts and a health flood; ``--surfaces`` revision
-diffs (docs/security.md, H1) with slow client-document fetches and
-registrations at their bounds (M2, M3). Each writes its own section of
-docs/benchmarks.md, which says what it sends.
+The probe runs idle, under abuse and after; the attacks run in a second
+process: held-open stream attempts and a health flood, or with ``--surfaces``
+revision diffs (docs/security.md, H1), slow client-document fetches and
+registrations at their bounds (M2, M3). docs/benchmarks.md says what each sends.
 
     .venv/bin/python -m benchmarks.abuse_bench [--attempts 200] [--no-docs]
     .venv/bin/python -m benchmarks.abuse_bench --surfaces [--seconds 45]
@@ -64,27 +60,15 @@ DOCUMENT_HOLD_S = 4.5  # the document server's delay, under CAIRN_OUTBOUND_TIMEO
 REGISTER_URI_PAD = 460  # redirect URIs this long fill a registration to ~4,080 of its 4,096 bytes
 REDIRECT_URI = "http://127.0.0.1:53682/callback"
 CHALLENGE = "E9Melhoa2OwvFrEMTJguCHaoeK1t8URWbuGJSstw-cM"  # RFC 7636's example
-BENCH_ENV = harness.bench_env(
-    STATE_DIR,
-    7,
-    "registration",
-    "general",
-    CAIRN_SEARCH_SEMANTIC="false",
-    CAIRN_TRUSTED_PROXIES="127.0.0.1/32",
-)
-
-
-def random_address(rng: random.Random) -> str:
-    """An address in 198.18.0.0/15 (RFC 2544's benchmarking range)."""
-    n = rng.getrandbits(17)
-    return f"198.{18 + (n >> 16)}.{(n >> 8) & 255}.{n & 255}"
+SETTINGS = {"CAIRN_SEARCH_SEMANTIC": "false", "CAIRN_TRUSTED_PROXIES": "127.0.0.1/32"}
+BENCH_ENV = harness.bench_env(STATE_DIR, 7, "registration", "general", **SETTINGS)
 
 
 def spoofed(rng: random.Random) -> dict[str, str]:
-    return {"X-Forwarded-For": random_address(rng)}
+    """A random client address in 198.18.0.0/15 (RFC 2544's benchmarking range)."""
+    n = rng.getrandbits(17)
+    return {"X-Forwarded-For": f"198.{18 + (n >> 16)}.{(n >> 8) & 255}.{n & 255}"}
 
-
-# --------------------------------------------------------------- the probe
 
 PROBE_ROUTE = "/api/agents/me"
 LABEL = re.compile(r'(\w+)="((?:[^"\\]|\\.)*)"')
@@ -99,8 +83,8 @@ def _cpu_ticks() -> tuple[int, int]:
 
 
 def _service_metrics() -> dict[str, float]:
-    """From the service's own metrics on every node (its service-discovery
-    file): the probe route's requests and seconds in the app, and pool waiters."""
+    """The probe route's requests and seconds in the app, and the pool's
+    waiters, from the service's own metrics on every node."""
     found = {"count": 0.0, "sum": 0.0, "pool_waiters": 0.0}
     try:
         groups = json.loads(service_discovery_file(STATE_DIR).read_text())
@@ -125,8 +109,8 @@ def _service_metrics() -> dict[str, float]:
 async def measured_probe(
     http: httpx.AsyncClient, key: str, until: MpEvent | None = None, min_s: float = 0.0
 ) -> dict[str, Any]:
-    """``probe``, with where its time went: the machine's CPU busy share, the
-    mean time of a probe request inside the app, the most pool waiters seen."""
+    """``harness.probe`` with the machine's CPU busy share, the mean time of
+    a probe request inside the app, and the most pool waiters seen."""
     (busy0, total0), app0, waiters = _cpu_ticks(), _service_metrics(), []
 
     async def watch() -> None:
@@ -167,13 +151,10 @@ async def reopen(http: httpx.AsyncClient, key: str) -> float | None:
     return None
 
 
-# ------------------------------------------ the attacks: streams and health
-
-
 @dataclass
 class Tally:
-    """One kind of attack request: its answers by label, how many hung, its
-    connection errors, ms an answer, and (stream attempts) the connections held."""
+    """One kind of attack request: answers by label, hung, connection errors,
+    ms an answer, and (stream attempts) the connections held."""
 
     name: str
     answers: Counter[str] = field(default_factory=Counter)
@@ -185,25 +166,20 @@ class Tally:
     closed_by_server: int = 0
 
     def summary(self) -> dict[str, Any]:
+        rate = self.answers.total() / self.seconds if self.seconds else float("nan")
         return {
-            "name": self.name,
-            "answers": dict(self.answers),
-            "hung": self.hung,
-            "errors": dict(self.errors),
-            "p50": harness.pct(self.ms, 50),
-            "p99": harness.pct(self.ms, 99),
-            "max": max(self.ms, default=float("nan")),
-            "seconds": self.seconds,
-            "rate": self.answers.total() / self.seconds if self.seconds else float("nan"),
-            "held": len(self.held),
+            "name": self.name, "answers": dict(self.answers), "hung": self.hung,
+            "errors": dict(self.errors), "p50": harness.pct(self.ms, 50),
+            "p99": harness.pct(self.ms, 99), "max": max(self.ms, default=float("nan")),
+            "seconds": self.seconds, "rate": rate, "held": len(self.held),
             "held_200": sum(1 for _, _, status in self.held if status == 200),
             "closed_by_server": self.closed_by_server,
-        }
+        }  # fmt: skip
 
 
 async def attempt(tally: Tally, port: int, path: str, headers: dict[str, str]) -> None:
-    """One request on a raw connection of its own: write it, read the answer's
-    head (and a refusal's body, for its error code), then hold the connection."""
+    """One request on a raw connection of its own; read the answer's head (and
+    a refusal's body, for its error code), then hold the connection."""
     t0 = time.perf_counter()
     writer: asyncio.StreamWriter | None = None
     try:
@@ -241,24 +217,23 @@ async def waves(tally: Tally, port: int, path: str, headers: dict[str, str], cou
     rng = random.Random(f"{tally.name} {count}")
     started = time.perf_counter()
     for first in range(0, count, WAVE):
-        wave = min(WAVE, count - first)
-        await asyncio.gather(
-            *(attempt(tally, port, path, {**headers, **spoofed(rng)}) for _ in range(wave))
-        )
+        wave = [{**headers, **spoofed(rng)} for _ in range(min(WAVE, count - first))]
+        await asyncio.gather(*(attempt(tally, port, path, h) for h in wave))
     tally.seconds = time.perf_counter() - started
 
 
 async def flood(
-    tally: Tally, http: httpx.AsyncClient, address: str | None, rng: random.Random, done: Any
+    tally: Tally,
+    http: httpx.AsyncClient,
+    fixed: dict[str, str] | None,
+    rng: random.Random,
+    done: Any,
 ) -> None:
-    """``GET /api/health`` as fast as answered from ``address`` (None: a random one each)."""
+    """``GET /api/health`` as fast as answered from ``fixed`` (None: a random address each)."""
     while not done.is_set():
         t0 = time.perf_counter()
         try:
-            response = await http.get(
-                "/api/health",
-                headers=spoofed(rng) if address is None else {"X-Forwarded-For": address},
-            )
+            response = await http.get("/api/health", headers=fixed or spoofed(rng))
         except httpx.TimeoutException:
             tally.hung += 1
             continue
@@ -294,18 +269,15 @@ async def attacks(
     base = f"http://{harness.HOST}:{port}"
     async with httpx.AsyncClient(base_url=base, limits=limits, timeout=ANSWER_TIMEOUT_S) as http:
         rng = random.Random("health flood")
-        loops = [
-            flood(fixed, http, random_address(rng), rng, done) for _ in range(HEALTH_LOOPS_FIXED)
-        ]
+        loops = [flood(fixed, http, spoofed(rng), rng, done) for _ in range(HEALTH_LOOPS_FIXED)]
         loops += [flood(spread, http, None, rng, done) for _ in range(HEALTH_LOOPS_RANDOM)]
         flooding = asyncio.gather(*loops)
         started.set()
         sse = {"Accept": "text/event-stream"}
+        keyed = {**sse, **harness.bearer(key)}
         await asyncio.gather(
             waves(mcp, port, "/mcp", sse, count),
-            waves(
-                streams, port, "/api/notifications/stream", {**sse, **harness.bearer(key)}, count
-            ),
+            waves(streams, port, "/api/notifications/stream", keyed, count),
         )
         answered.set()
         while not stop.is_set() and time.perf_counter() - t0 < ABUSE_MAX_S:
@@ -327,8 +299,7 @@ async def attacks(
     }
 
 
-# ------------------------------------ --surfaces: diffs (H1), M2, M3
-
+# --surfaces: diffs (H1), M2, M3
 Request = Callable[[httpx.AsyncClient, random.Random], Awaitable[str]]
 
 
@@ -485,51 +456,39 @@ async def attack_loops(port: int, pid: str, most: int, started: MpEvent, stop: M
 
 
 def attackers(
-    surfaces: bool,
-    port: int,
-    who: str,
-    count: int,
-    started: MpEvent,
-    answered: MpEvent,
-    stop: MpEvent,
-    results: mp.Queue[Any],
+    surfaces: bool, port: int, who: str, count: int, events: tuple[MpEvent, ...], results: Any
 ) -> None:
     """The attackers' process: ``attack_loops`` on the pattern ``who``
     (``surfaces``) or ``attacks`` with the key ``who``; puts the result."""
+    started, answered, stop = events
     if surfaces:
         results.put(asyncio.run(attack_loops(port, who, count, started, stop)))
     else:
         results.put(asyncio.run(attacks(port, who, count, started, answered, stop)))
 
 
-# ------------------------------------------------------------------ the run
-
-
 async def probed(
     http: httpx.AsyncClient,
     prober: str,
-    surfaces: bool,
-    args: tuple[int, str, int],
+    attack: tuple[bool, int, str, int],
     min_s: float,
     after: Callable[[], Awaitable[Any]] | None = None,
 ) -> dict[str, Any]:
-    """The probe idle; under attack (``attackers`` in a second process) for
-    at least ``min_s`` (and, but with ``surfaces``, until the attackers say
-    every request was answered); once the attackers stopped and put their
-    result (and ``after`` ran), again."""
+    """The probe idle; under ``attackers(*attack)`` in a second process for at
+    least ``min_s`` (and, but with --surfaces, until every attack request was
+    answered); once they stopped and put their result (and ``after`` ran), again."""
     idle = await measured_probe(http, prober)
     print("bench: idle", idle, flush=True)
     ctx = mp.get_context("spawn")
     started, answered, stop = ctx.Event(), ctx.Event(), ctx.Event()
     results: mp.Queue[Any] = ctx.Queue()
-    proc = ctx.Process(
-        target=attackers, args=(surfaces, *args, started, answered, stop, results), daemon=True
-    )
+    events = (started, answered, stop)
+    proc = ctx.Process(target=attackers, args=(*attack, events, results), daemon=True)
     proc.start()
     try:
         if not await asyncio.to_thread(started.wait, 60.0):
             raise RuntimeError("bench: the attackers did not start")
-        until = None if surfaces else answered
+        until = None if attack[0] else answered
         abused = await measured_probe(http, prober, until=until, min_s=min_s)
         print("bench: under abuse", abused, flush=True)
     finally:
@@ -557,39 +516,25 @@ async def run(base: str, port: int, count: int, surfaces: bool, min_s: float) ->
     async with httpx.AsyncClient(base_url=base, limits=limits, timeout=PROBE_TIMEOUT_S) as http:
         prober = (await harness.register(http, "abuse bench prober"))["api_key"]
         if not surfaces:
-            attacker = (await harness.register(http, "abuse bench streamer"))["api_key"]
+            key = (await harness.register(http, "abuse bench streamer"))["api_key"]
             got = await probed(
-                http,
-                prober,
-                False,
-                (port, attacker, count),
-                ABUSE_MIN_S,
-                lambda: reopen(http, attacker),
+                http, prober, (False, port, key, count), ABUSE_MIN_S, lambda: reopen(http, key)
             )
             return {**got.pop("found"), **got, "reopen_s": got["extra"]}
         author = (await harness.register(http, "abuse bench author"))["api_key"]
-        before, after = pathological(DIFF_LINES)
+        # DIFF_LINES distinct lines, then the same lines each followed by a blank line.
+        steps = [f"step {i:05d}" for i in range(DIFF_LINES)]
+        before, after = "\n".join(steps) + "\n", "".join(f"{line}\n\n" for line in steps)
         body = {"title": "A long pattern", "description": "Many steps.", "content": before}
         created = await http.post("/api/patterns", json=body, headers=harness.bearer(author))
         created.raise_for_status()
         pid = created.json()["data"]["id"]
         for n in range(2, DIFF_REVISIONS + 1):
             content = after if n % 2 == 0 else before + f"step {n}\n"
-            edited = await http.put(
-                f"/api/patterns/{pid}", json={"content": content}, headers=harness.bearer(author)
-            )
-            edited.raise_for_status()
-        got = await probed(http, prober, True, (port, pid, count), min_s)
+            path, body = f"/api/patterns/{pid}", {"content": content}
+            (await http.put(path, json=body, headers=harness.bearer(author))).raise_for_status()
+        got = await probed(http, prober, (True, port, pid, count), min_s)
     return {"loops": got.pop("found"), **got, "content_chars": len(after), "requests": count}
-
-
-def pathological(n: int) -> tuple[str, str]:
-    """n distinct lines; the same lines each followed by a blank line."""
-    lines = [f"step {i:05d}" for i in range(n)]
-    return "\n".join(lines) + "\n", "".join(f"{line}\n\n" for line in lines)
-
-
-# -------------------------------------------------------------- reporting
 
 
 def _ms(value: float) -> str:
@@ -720,11 +665,10 @@ def main(argv: list[str] | None = None) -> int:
     name = "abuse-surfaces" if args.surfaces else "abuse"
     (STATE_DIR / f"{name}.json").write_text(json.dumps(result, indent=2))
     if args.surfaces:
-        harness.publish(
-            surfaces_section(result, load_before, run_s, min_s), *SURFACES_MARKS, args.no_docs
-        )
+        text, marks = surfaces_section(result, load_before, run_s, min_s), SURFACES_MARKS
     else:
-        harness.publish(section(result, load_before, count, run_s), *MARKS, args.no_docs)
+        text, marks = section(result, load_before, count, run_s), MARKS
+    harness.publish(text, *marks, args.no_docs)
     return 0
 
 

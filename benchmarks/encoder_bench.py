@@ -49,24 +49,20 @@ def rss_probe(backend: str, cache: str) -> dict[str, float]:
         "mib = lambda k: int(st[k].split()[0]) / 1024\n"
         "print(json.dumps({'rss': mib('VmRSS'), 'hwm': mib('VmHWM')}))\n"
     )
-    done = subprocess.run(
-        [sys.executable, "-c", code], capture_output=True, text=True, check=True, timeout=600
-    )
+    cmd = [sys.executable, "-c", code]
+    done = subprocess.run(cmd, capture_output=True, text=True, check=True, timeout=600)
     return dict(json.loads(done.stdout.strip().splitlines()[-1]))
 
 
-def per_s(
-    encoder: Any, texts: list[str], batch: int, threads: int, one_by_one: bool
-) -> tuple[float, float]:
-    """(texts per wall second, texts per CPU second of this process). On a
-    shared machine the second is the fair figure: per core, whatever else
-    runs (one-thread calls run in the calling thread for both backends)."""
+def per_s(encoder: Any, texts: list[str], batch: int, threads: int) -> tuple[float, float]:
+    """(texts per wall second, texts per CPU second of this process), in calls
+    of ``batch`` texts (1: one text a call). On a shared machine the second is
+    the fair figure: per core, whatever else runs."""
     t0, c0 = time.perf_counter(), time.process_time()
-    if one_by_one:
-        for text in texts:
-            encoder.encode([text], threads=threads)
-    else:
-        for i in range(0, len(texts), batch):
+    for i in range(0, len(texts), batch):
+        if batch == 1:
+            encoder.encode(texts[i : i + 1], threads=threads)
+        else:
             encoder.encode(texts[i : i + batch], batch_size=64, threads=threads)
     wall, cpu = time.perf_counter() - t0, time.process_time() - c0
     return len(texts) / wall, len(texts) / cpu
@@ -78,19 +74,18 @@ def measure(args: argparse.Namespace) -> dict[str, Any]:
     cache = args.cache or tempfile.mkdtemp(prefix="cairn-onnx-")
     load: dict[str, float] = {}
     encoders: dict[str, Any] = {}
-    for name, backend, label in (
-        ("torch", "torch", "torch"),
-        ("onnx", "onnx", "onnx (export + load)"),
-        ("again", "onnx", "onnx (cached)"),
-    ):
+    backends = (("torch", "torch", "torch"), ("onnx", "onnx", "onnx (export + load)"))
+    for name, backend, label in (*backends, ("again", "onnx", "onnx (cached)")):
         t0 = time.perf_counter()
         folder = cache if backend == "onnx" else None
         encoders[name] = Encoder(device="cpu", backend=backend, cache_dir=folder)
         load[label] = time.perf_counter() - t0
     del encoders["again"]
-    queries = queries_for(args.queries)
-    rows = long_texts(args.rows)
-    cores = len(os.sched_getaffinity(0))
+    queries, rows, cores = (
+        queries_for(args.queries),
+        long_texts(args.rows),
+        len(os.sched_getaffinity(0)),
+    )
     for e in encoders.values():  # warm-up
         e.encode(queries[:20], threads=1)
         e.encode(rows[:64], threads=1)
@@ -103,9 +98,9 @@ def measure(args: argparse.Namespace) -> dict[str, Any]:
         for name, e in encoders.items():
             f = figures[name]
             for label, (wall, cpu) in (
-                ("query", per_s(e, queries, 1, 1, True)),
-                ("rows1", per_s(e, rows, 256, 1, False)),
-                ("rowsN", per_s(e, rows, 256, cores, False)),
+                ("query", per_s(e, queries, 1, 1)),
+                ("rows1", per_s(e, rows, 256, 1)),
+                ("rowsN", per_s(e, rows, 256, cores)),
             ):
                 f[label].append(wall)
                 f[f"{label}_cpu"].append(cpu)
@@ -116,16 +111,15 @@ def measure(args: argparse.Namespace) -> dict[str, Any]:
     reference = encoders["torch"].encode(check)
     cosine = float((encoders["onnx"].encode(check) * reference).sum(1).min())
     memory = {name: rss_probe(name, cache) for name in ("torch", "onnx")}
+    medians = {n: {k: statistics.median(v) for k, v in f.items()} for n, f in figures.items()}
+    counts = {"cores": cores, "queries": len(queries), "rows": len(rows), "rounds": args.rounds}
     return {
-        "figures": {n: {k: statistics.median(v) for k, v in f.items()} for n, f in figures.items()},
+        "figures": medians,
         "loads": loads,
         "load_s": load,
         "cosine": cosine,
         "memory": memory,
-        "cores": cores,
-        "queries": len(queries),
-        "rows": len(rows),
-        "rounds": args.rounds,
+        **counts,
     }
 
 
@@ -184,8 +178,7 @@ def main() -> None:
     load_before = os.getloadavg()[0]
     result = measure(args)
     print(json.dumps(result, indent=1))
-    text = section(result, load_before)
-    publish(text, *MARKS, args.no_docs)
+    publish(section(result, load_before), *MARKS, args.no_docs)
 
 
 if __name__ == "__main__":

@@ -1,11 +1,8 @@
-"""HTTP benchmark: the same Cairn app under plain uvicorn (``uvicorn_app``,
-as many workers as Serve has ``Api`` replicas), uvicorn+Redis (one global
-limit in Redis) and Ray Serve (``cairn run``), with wrk in interleaved rounds,
-the reads under client mixes (``serving/routes.py``), each run with the
+"""HTTP benchmark (docs/benchmarks.md, "HTTP: Ray Serve vs plain uvicorn, same
+workers"): the same app under plain uvicorn, uvicorn+Redis and Ray Serve, wrk
+in interleaved rounds, the reads under client mixes, each run with the
 servers' CPU and, with ``--profile``, py-spy on the app processes
-(``profile_split.py``: what Cairn runs only under Serve, issue 46's 5%)
-(docs/benchmarks.md, "HTTP: Ray Serve vs plain uvicorn, same workers", which
-says how).
+(``profile_split.py``: what Cairn runs only under Serve, issue 46's 5%).
 
     .venv/bin/python -m benchmarks.http_bench [--duration 5] [--profile]
 """
@@ -25,18 +22,10 @@ from typing import Any
 from benchmarks import harness
 from benchmarks.harness import THREADS
 from benchmarks.profile_split import ADMISSION_PARTS, COMPONENTS
-from benchmarks.serving import routes
+from benchmarks.serving import routes, tables
 from benchmarks.serving.measure import Run, measure, wait_index_idle
 from benchmarks.serving.processes import tree_cpu_s
 from benchmarks.serving.redis_limiter import redis_server
-from benchmarks.serving.tables import (
-    cpu_table,
-    haproxy_table,
-    latency_table,
-    serve_only_table,
-    split_table,
-    versus_table,
-)
 
 STATE_DIR = harness.ROOT / ".cairn" / "bench"
 START_MARK = "<!-- http-bench:start -->"
@@ -66,9 +55,7 @@ def docs_section(
 ) -> str:
     """``run``: wrk's version, Serve's set-up, uvicorn's workers, and the idle
     Serve's CPU while uvicorn was measured."""
-    this_run = (
-        f" (this run: `.venv/bin/python -m benchmarks.http_bench {' '.join(argv)}`)" if argv else ""
-    )
+    this_run = f" (this run: `.venv/bin/python -m benchmarks.http_bench {' '.join(argv)}`)"
     lines = [
         *harness.section_head(START_MARK, "http_bench.py", load_before),
         f"- 1-minute load average after the run: {os.getloadavg()[0]:.2f}.",
@@ -79,26 +66,24 @@ def docs_section(
         f"keys: a slice of {facts['crowd_size']:,} agents. While uvicorn was measured, the idle "
         f"Serve processes used {run['idle_cores']:.2f} of a core.",
         "",
-        *versus_table(runs, "uvicorn"),
+        *tables.versus_table(runs, "uvicorn"),
         "",
         "Serve against uvicorn with one global limit in Redis (both enforce a limit shared "
         "by every worker):",
         "",
-        *versus_table(runs, "uvicorn+Redis"),
+        *tables.versus_table(runs, "uvicorn+Redis"),
         "",
         "Serve's CPU per request, by process (ms, median over rounds):",
         "",
-        *cpu_table(runs),
+        *tables.cpu_table(runs),
         "",
     ]
     if any(r.admission for r in runs):
         lines += [
             "The cold path (`--profile`): CPU ms per request the app processes spend in "
-            "each step of admission (py-spy samples inside it, as shares of the measured "
-            "CPU; median over rounds). The *new address* and *many agent keys* rows are "
-            "requests from a client the replica has not seen (or not lately):",
+            "each step of admission:",
             "",
-            *split_table(runs, "admission", ADMISSION_PARTS),
+            *tables.split_table(runs, "admission", ADMISSION_PARTS),
             "",
         ]
     if any(r.haproxy for r in runs):
@@ -106,66 +91,44 @@ def docs_section(
             "HAProxy's own timers (`show stat`, averages over the backend's last 1,024 "
             "requests, whole ms):",
             "",
-            *haproxy_table(runs),
+            *tables.haproxy_table(runs),
             "",
         ]
     if any(r.profile for r in runs):
         lines += [
-            "Where the app processes' CPU goes (`--profile`: py-spy at 100 Hz on the Api "
-            "replicas or uvicorn workers, samples by component as shares of their measured "
-            "CPU; ms per request, median over rounds):",
+            "Where the app processes' CPU goes (`--profile`), ms per request:",
             "",
-            *split_table(runs, "profile", COMPONENTS),
+            *tables.split_table(runs, "profile", COMPONENTS),
             "",
-            "What Cairn runs only under Serve (issue 46's target: at most 5% of a request's "
-            "CPU): the metric records, the actor-backed rate limiter, trending and dispatch "
-            "in the Api replicas (`benchmarks/profile_split.py`, `SERVE_ONLY`), and its "
-            "actors' own processes, against every process's CPU per request:",
+            "What Cairn runs only under Serve (`--profile`; issue 46's target: at most 5% of "
+            "a request's CPU):",
             "",
-            *serve_only_table(runs),
+            *tables.serve_only_table(runs),
             "",
         ]
     lines += [
         "Every run:",
         "",
-        *latency_table(runs),
+        *tables.latency_table(runs),
         "",
-        f"Reproduce: `make bench`{this_run}.",
+        f"Reproduce: `make bench`{this_run if argv else ''}.",
         END_MARK,
     ]
     return "\n".join(lines) + "\n"
 
 
-# ----------------------------------------------------------------------- main
-
-
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
-    parser = harness.wrk_options(
-        "http_bench",
+    parser = harness.wrk_options("http_bench", duration=10)
+    parser.description = (
         "wrk against the same app under Ray Serve and under plain uvicorn with as many "
-        "workers as Serve has Api replicas, in interleaved rounds.",
-        duration=10,
+        "workers as Serve has Api replicas, in interleaved rounds."
     )
     add = parser.add_argument
     add("--rounds", type=int, default=3, help="rounds over all routes (3)")
-    add(
-        "--routes",
-        default=",".join(routes.ROUTES),
-        help=f"from: {', '.join(routes.ROUTES)} (default: all)",
-    )
+    for flag, values in (("routes", routes.ROUTES), ("mixes", routes.MIXES), ("servers", SERVERS)):
+        add(f"--{flag}", default=",".join(values), help=f"from {', '.join(values)} (default: all)")
     add("--workers", type=int, default=0, help="uvicorn workers (0: as many as Api replicas)")
-    add(
-        "--mixes",
-        default=",".join(routes.MIXES),
-        help=f"client mixes, from {', '.join(routes.MIXES)}",
-    )
-    add("--servers", default=",".join(SERVERS), help=f"from {', '.join(SERVERS)} (default: all)")
-    add(
-        "--keys",
-        type=int,
-        default=routes.N_KEYS,
-        help=f"agents of the many-keys mix ({routes.N_KEYS})",
-    )
+    add("--keys", type=int, default=routes.N_KEYS, help=f"many-keys agents ({routes.N_KEYS})")
     add("--profile", action="store_true", help="py-spy on the app processes during each run")
     add("--keep-profiles", default="", help="with --profile: keep py-spy's raw stacks here")
     args = parser.parse_args(argv)
@@ -180,9 +143,7 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     keys, mixes = listed("routes", routes.ROUTES), listed("mixes", routes.MIXES)
     args.server_list = listed("servers", SERVERS)
     if args.duration < 1 or args.warmup < 0 or args.connections < THREADS or args.rounds < 1:
-        parser.error(
-            f"need --duration >= 1, --warmup >= 0, --rounds >= 1, --connections >= {THREADS}"
-        )
+        parser.error(f"need --duration, --rounds >= 1, --warmup >= 0, --connections >= {THREADS}")
     args.route_list = [
         routes.mixed(routes.ROUTES[k], mix)
         for k in keys
@@ -211,11 +172,10 @@ def main(argv: list[str] | None = None) -> int:
         f"proxy `{settings.serve_proxy}`"
         + (", Embedder and VectorIndex deployments" if semantic else "")
     )
+    wrk_run = f"-t{THREADS} -c{args.connections} -d{args.duration}s (+{args.warmup}s warm-up)"
+    keys = ", ".join(r.key for r in args.route_list)
     print(
-        f"bench: {wrk_ver}; -t{THREADS} -c{args.connections} -d{args.duration}s "
-        f"(+{args.warmup}s warm-up) per run, {args.rounds} rounds; uvicorn with {workers} "
-        f"workers; routes: {', '.join(r.key for r in args.route_list)}",
-        flush=True,
+        f"bench: {wrk_ver}; {wrk_run}, {args.rounds} rounds; {workers} workers; {keys}", flush=True
     )
     load_before = os.getloadavg()[0]
 
@@ -224,9 +184,8 @@ def main(argv: list[str] | None = None) -> int:
         cmd = [sys.executable, "-m", module, *more, "--port", str(port)]
         return harness.Server(name, cmd, port, STATE_DIR / log, STATE_DIR, own_session=False)
 
-    plain_args = ["--host", harness.HOST, "--workers", str(workers)] + (
-        ["--semantic"] if semantic else []
-    )
+    plain_args = ["--host", harness.HOST, "--workers", str(workers)]
+    plain_args += ["--semantic"] if semantic else []
     runs: list[Run] = []
     idle: list[tuple[float, float]] = []  # (Serve's CPU s, wall s) while uvicorn ran
     with contextlib.ExitStack() as stack:
@@ -249,7 +208,7 @@ def main(argv: list[str] | None = None) -> int:
         servers = [by_name[k] for k in args.server_list]
         others = [x for x in servers if x is not serve]
         try:
-            harness.ports_free(*harness.setting_ports(BENCH_ENV))
+            harness.ports_free(BENCH_ENV)
             print("bench: starting Ray Serve (cairn run)", flush=True)
             serve.start(env, SERVE_START_TIMEOUT_S, ready_text="serving on")
             print(f"bench: seeding through Serve ({args.keys} agents for the keys mix)", flush=True)
@@ -280,8 +239,12 @@ def main(argv: list[str] | None = None) -> int:
         finally:
             harness.stop_servers([*others, serve], STATE_DIR)
     idle_cores = sum(c for c, _ in idle) / max(1e-9, sum(w for _, w in idle)) if idle else 0.0
-    run = {"wrk_ver": wrk_ver, "serve_info": serve_info, "workers": workers}
-    run["idle_cores"] = idle_cores
+    run = {
+        "wrk_ver": wrk_ver,
+        "serve_info": serve_info,
+        "workers": workers,
+        "idle_cores": idle_cores,
+    }
     section = docs_section(runs, args, run, facts, raw_argv, load_before)
     harness.publish(section, START_MARK, END_MARK, args.no_docs)
     return 1 if any(r.result.errors for r in runs) else 0

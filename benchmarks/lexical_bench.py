@@ -1,7 +1,6 @@
-"""The BM25 index (``retrieval.lexical.LexicalIndex``) at 100,000 generated
-patterns, without Postgres or Serve: build time, memory, query latency and
-following edits, in memory and in a node's folder on disk. Prints the lines
-of docs/benchmarks.md, "Lexical (BM25) index at 100,000 patterns".
+"""The BM25 index (``LexicalIndex``) at 100,000 generated patterns, in memory
+and on disk: build, memory, queries and edits. Prints the lines of
+docs/benchmarks.md, "Lexical (BM25) index at 100,000 patterns".
 
     .venv/bin/python -m benchmarks.lexical_bench [--n 100000] [--folder DIR]
 """
@@ -21,14 +20,11 @@ from benchmarks.harness import rss_mib
 from retrieval.lexical import LexicalIndex
 from retrieval.lexical_store import NodeStore
 
-KINDS = ("pattern",)
-
 
 def patterns(n: int) -> list[tuple[int, dict[str, str | None]]]:
     rng = random.Random(corpus.SEED)
-    vocab = corpus.vocabulary(rng)
+    vocab, texts = corpus.vocabulary(rng), corpus.texts_for(6000)
     cum = corpus.cum_weights(len(vocab))
-    texts = corpus.texts_for(6000)
     out: list[tuple[int, dict[str, str | None]]] = []
     for i in range(n):
         title = corpus.title(rng)
@@ -40,9 +36,11 @@ def patterns(n: int) -> list[tuple[int, dict[str, str | None]]]:
     return out
 
 
-def pct(xs: list[float], p: float) -> float:
+def spread(xs: list[float]) -> str:
+    """p50, p90 and p99 of ``xs`` (ms)."""
     xs = sorted(xs)
-    return xs[min(len(xs) - 1, int(p * len(xs)))]
+    p90, p99 = (xs[min(len(xs) - 1, int(p * len(xs)))] for p in (0.9, 0.99))
+    return f"p50 {statistics.median(xs):.2f} ms, p90 {p90:.2f} ms, p99 {p99:.2f} ms"
 
 
 def query_ms(index: Any, queries: list[str], k: int) -> list[float]:
@@ -61,7 +59,7 @@ def disk_edits(docs: list[tuple[int, dict[str, str | None]]], folder: str | None
     committed (tantivy syncs the files) and closed, as LexicalSearch applies
     a change; then the time another process's reader takes to reload."""
     with tempfile.TemporaryDirectory(prefix="cairn-bm25-bench-", dir=folder) as where:
-        store = NodeStore(where, "bench", KINDS)
+        store = NodeStore(where, "bench", ("pattern",))
         generation = store.begin()
         index = store.open(generation.name, writer=True)["pattern"]
         for start in range(0, len(docs), 2000):
@@ -76,9 +74,8 @@ def disk_edits(docs: list[tuple[int, dict[str, str | None]]], folder: str | None
         rng = random.Random(1)
         times, reloads = [], []
         for _ in range(20):
-            batch = [
-                (rng.randint(1, len(docs)), docs[rng.randrange(len(docs))][1]) for _ in range(10)
-            ]
+            n = len(docs)
+            batch = [(rng.randint(1, n), docs[rng.randrange(n)][1]) for _ in range(10)]
             t = time.perf_counter()
             index.open_writer()
             index.add(batch)
@@ -89,17 +86,13 @@ def disk_edits(docs: list[tuple[int, dict[str, str | None]]], folder: str | None
             reader.reload()
             reloads.append((time.perf_counter() - t) * 1000)
         generation.release()
+    p90 = sorted(times)[min(len(times) - 1, int(0.9 * len(times)))]
     return [
         "- the same index in a folder on disk, opened by a reader: top 50 per query "
-        + "; ".join(
-            f"{label} p50 {statistics.median(xs):.2f} ms, p90 {pct(xs, 0.9):.2f} ms, "
-            f"p99 {pct(xs, 0.99):.2f} ms"
-            for label, xs in zip(("first pass", "second pass"), passes, strict=True)
-        )
-        + ".",
+        f"first pass {spread(passes[0])}; second pass {spread(passes[1])}.",
         f"- the same edits on the node's folder on disk ({os.path.dirname(where)}): writer "
         f"opened, committed, closed in {statistics.median(times):.1f} ms (median; p90 "
-        f"{pct(times, 0.9):.1f} ms), another reader's reload {statistics.median(reloads):.2f} ms.",
+        f"{p90:.1f} ms), another reader's reload {statistics.median(reloads):.2f} ms.",
     ]
 
 
@@ -122,14 +115,12 @@ def main(argv: list[str] | None = None) -> None:
     queries = corpus.queries_for(300)
     lines = [
         f"- {len(index):,} patterns: built in {build_s:.1f} s (tokenizing included, one thread); "
-        f"process RSS grew {grown:.0f} MiB.",
+        f"process RSS grew {grown:.0f} MiB."
     ]
     for k in (50, 1000):
         times = query_ms(index, queries, k)
         lines.append(
-            f"- top {k} per query ({len(queries)} queries, 2 to 12 words): p50 "
-            f"{statistics.median(times):.2f} ms, p90 {pct(times, 0.9):.2f} ms, p99 "
-            f"{pct(times, 0.99):.2f} ms."
+            f"- top {k} per query ({len(queries)} queries, 2 to 12 words): {spread(times)}."
         )
     rng = random.Random(1)
     times = []

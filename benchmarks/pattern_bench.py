@@ -1,7 +1,6 @@
-"""Pattern search and trending over 100,000 seeded patterns (docs/benchmarks.md,
-"Pattern search and trending at 100,000 patterns"): the routes through Serve
-with wrk, and the database alone (the SQL those routes send, replayed over
-psycopg; the TrendingCounter in process). The corpus is seeded once and reused.
+"""Pattern search and trending at 100,000 seeded patterns (docs/benchmarks.md):
+the routes through Serve with wrk, and the database alone (their SQL replayed
+over psycopg; the TrendingCounter in process). The corpus is seeded once.
 
     .venv/bin/python -m benchmarks.pattern_bench [--duration 5] [--no-http]
 """
@@ -37,33 +36,19 @@ SLUG_PREFIX = "bench-corpus-v2-"
 
 
 # Queries of different selectivity: rare terms, common terms, phrases, negation.
-QUERIES = [
-    "kubernetes",
-    "retry backoff",
-    "postgres index migration",
-    "vector embeddings rerank",
-    '"circuit breaker"',
-    "oauth token refresh",
-    "scraper -selenium",
-    "idempotency webhook",
-]
+QUERIES = ["kubernetes", "retry backoff", "postgres index migration", "vector embeddings rerank"]
+QUERIES += ['"circuit breaker"', "oauth token refresh", "scraper -selenium", "idempotency webhook"]
 
 
 def _text(rng: random.Random, vocab: list[str], cum: list[float], n: int) -> str:
     return " ".join(rng.choices(vocab, cum_weights=cum, k=n))
 
 
-def seeded(conn: Any) -> bool:
-    row = conn.execute(
-        "SELECT count(*) FROM patterns WHERE slug LIKE %s", (SLUG_PREFIX + "%",)
-    ).fetchone()
-    return bool(row and row[0] >= N_PATTERNS)
-
-
 def seed(database_url: str) -> None:
     """Write the corpus unless it is there already."""
     with corpus.connect(database_url) as conn:
-        if seeded(conn):
+        sql = "SELECT count(*) FROM patterns WHERE slug LIKE %s"
+        if conn.execute(sql, (SLUG_PREFIX + "%",)).fetchone()[0] >= N_PATTERNS:
             print("bench: corpus already seeded; reusing it", flush=True)
             conn.rollback()
             corpus.vacuum(conn, "patterns", "votes")
@@ -74,14 +59,10 @@ def seed(database_url: str) -> None:
         vocab = corpus.vocabulary(rng)
         cum = corpus.cum_weights(len(vocab))
         agents = [uuid.UUID(int=rng.getrandbits(128), version=4) for _ in range(N_AGENTS)]
-        corpus.copy_rows(
-            conn,
-            "agents (id, username, name, display_name)",
-            (
-                (a, f"bench_corpus_{i:04d}", f"Corpus {i}", f"Corpus {i}")
-                for i, a in enumerate(agents)
-            ),
+        rows = (
+            (a, f"bench_corpus_{i:04d}", f"Corpus {i}", f"Corpus {i}") for i, a in enumerate(agents)
         )
+        corpus.copy_rows(conn, "agents (id, username, name, display_name)", rows)
         print(f"bench: seeding {N_PATTERNS:,} patterns (once)", flush=True)
         categories = [r[0] for r in conn.execute("SELECT id FROM categories").fetchall()]
         now = dt.datetime.now(dt.UTC)
@@ -92,23 +73,15 @@ def seed(database_url: str) -> None:
             """Pattern ``i``, its values drawn in the order the corpus always drew them."""
             pid = uuid.UUID(int=rng.getrandbits(128), version=4)
             created = now - dt.timedelta(seconds=rng.uniform(0, 365 * 86400))
-            row = (
-                pid,
-                rng.choice(agents),
-                rng.choice(categories),
-                _text(rng, vocab, cum, rng.randint(5, 9)).capitalize()[:200],
-                f"{SLUG_PREFIX}{i}",
-                _text(rng, vocab, cum, rng.randint(20, 40)),
-                _text(rng, vocab, cum, rng.randint(120, 260)),
-                rng.choice(["beginner", "intermediate", "advanced"]),
-                rng.sample(corpus.TECH[:40], 3),
-                rng.sample(corpus.TECH[:60], 2),
-                created,
-                created,
-            )
+            author, category = rng.choice(agents), rng.choice(categories)
+            title = _text(rng, vocab, cum, rng.randint(5, 9)).capitalize()[:200]
+            texts = [_text(rng, vocab, cum, rng.randint(*n)) for n in ((20, 40), (120, 260))]
+            level = rng.choice(["beginner", "intermediate", "advanced"])
+            tags, stack = rng.sample(corpus.TECH[:40], 3), rng.sample(corpus.TECH[:60], 2)
+            row = (pid, author, category, title, f"{SLUG_PREFIX}{i}", *texts, level, tags, stack)
             patterns.append(pid)
             views.append((pid, 0, rng.randint(0, 5000)))
-            return row
+            return (*row, created, created)
 
         corpus.copy_rows(conn, corpus.PATTERN_COLUMNS, (pattern(i) for i in range(N_PATTERNS)))
         corpus.copy_rows(conn, "pattern_views (pattern_id, shard, views)", views)
@@ -124,11 +97,8 @@ def seed(database_url: str) -> None:
             value = 1 if rng.random() < 0.8 else -1
             return (uuid.uuid4(), agents[a], "pattern", patterns[p], value, when, when)
 
-        corpus.copy_rows(
-            conn,
-            "votes (id, agent_id, target_type, target_id, value, created_at, updated_at)",
-            (vote(p, a) for p, a in seen),
-        )
+        columns = "id, agent_id, target_type, target_id, value, created_at, updated_at"
+        corpus.copy_rows(conn, f"votes ({columns})", (vote(p, a) for p, a in seen))
         conn.execute(
             "UPDATE patterns p SET vote_score = v.total FROM"
             " (SELECT target_id, sum(value) AS total FROM votes GROUP BY target_id) v"
@@ -141,9 +111,6 @@ def seed(database_url: str) -> None:
         )
         corpus.vacuum(conn, "patterns", "votes")
         print(f"bench: seeded in {time.monotonic() - t0:.0f}s", flush=True)
-
-
-# ----------------------------------------------------------- database time
 
 
 def capture_sql(database_url: str, run: Any) -> list[tuple[str, Any]]:
@@ -170,22 +137,19 @@ def capture_sql(database_url: str, run: Any) -> list[tuple[str, Any]]:
     return captured
 
 
-def time_statements(
-    database_url: str, statements: list[tuple[str, Any]], repeats: int
-) -> list[float]:
-    """Milliseconds per request (all its statements), replayed over psycopg."""
+def time_statements(database_url: str, run: Any, repeats: int) -> list[float]:
+    """Milliseconds per request (the statements ``run`` sends), replayed over
+    psycopg after 3 rounds that warm caches and let psycopg prepare them."""
     from storage.db import SESSION_OPTIONS
 
-    out = []
+    statements, out = capture_sql(database_url, run), []
     with corpus.connect(database_url, autocommit=True, options=SESSION_OPTIONS) as conn:
-        for _ in range(3):  # warm caches and let psycopg prepare the statements
-            for sql, params in statements:
-                conn.execute(sql, params).fetchall()
-        for _ in range(repeats):
+        for i in range(3 + repeats):
             t0 = time.perf_counter()
             for sql, params in statements:
                 conn.execute(sql, params).fetchall()
-            out.append((time.perf_counter() - t0) * 1000)
+            if i >= 3:
+                out.append((time.perf_counter() - t0) * 1000)
     return out
 
 
@@ -196,15 +160,18 @@ def measure_db(database_url: str, repeats: int) -> tuple[list[list[Any]], dict[s
 
     rows: list[list[Any]] = []
     all_search: list[float] = []
+    matches = (
+        "SELECT count(*) FROM patterns WHERE search_vector @@ websearch_to_tsquery('english', %s)"
+    )
     for q in QUERIES:
 
         async def search(session: Any, q: str = q) -> Any:
             return await repo.list_public(session, repo.ListQuery(search=q))
 
-        statements = capture_sql(database_url, search)
-        times = time_statements(database_url, statements, repeats)
+        times = time_statements(database_url, search, repeats)
         all_search += times
-        total = _total(database_url, q)
+        with corpus.connect(database_url) as conn:
+            total = int(conn.execute(matches, (q,)).fetchone()[0])
         rows.append([f"search `{q}`", harness.pct(times, 50), harness.pct(times, 99), total])
     rows.insert(
         0, ["search, all queries", harness.pct(all_search, 50), harness.pct(all_search, 99), None]
@@ -242,32 +209,14 @@ def measure_db(database_url: str, repeats: int) -> tuple[list[list[Any]], dict[s
     async def feed(session: Any) -> Any:
         return await repo.trending_page(session, ranked_t, 1, 20)
 
-    pages = (("`sort_by=trending` page 1", by_trending), ("trending feed page 1", feed))
     timed = [
-        (label, time_statements(database_url, capture_sql(database_url, run), repeats))
-        for label, run in pages
-    ]
-    timed += [
+        ("`sort_by=trending` page 1", time_statements(database_url, by_trending, repeats)),
+        ("trending feed page 1", time_statements(database_url, feed, repeats)),
         ("TrendingCounter: one vote, then the top 1,000", vote_times),
         ("TrendingCounter: window rebuilt (once an hour)", rebuild_times),
     ]
-    rows += [
-        [label, harness.pct(times, 50), harness.pct(times, 99), None] for label, times in timed
-    ]
+    rows += [[label, harness.pct(t, 50), harness.pct(t, 99), None] for label, t in timed]
     return rows, {"ranked": len(ranked), "counter_votes": len(counter), "load_s": load_s}
-
-
-def _total(database_url: str, q: str) -> int:
-    with corpus.connect(database_url) as conn:
-        row = conn.execute(
-            "SELECT count(*) FROM patterns WHERE search_vector @@"
-            " websearch_to_tsquery('english', %s)",
-            (q,),
-        ).fetchone()
-    return int(row[0]) if row else 0
-
-
-# ------------------------------------------------------------------ HTTP
 
 
 def measure_http(
@@ -285,9 +234,6 @@ def measure_http(
     return [
         (label, harness.measure_url(wrk, label, base + p, args, lua)) for label, p, lua in routes
     ]
-
-
-# ------------------------------------------------------------------ report
 
 
 def docs_section(

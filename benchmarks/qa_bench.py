@@ -41,31 +41,20 @@ def seed(base: str) -> dict[str, Any]:
     detail_slug, detail_answers = question("Retrying rate-limited APIs (detail read)")
     # Votes on the detail question's answers, so the order has work to do and a
     # voter's read carries votes.
+    up = {"vote_type": "upvote"}
     for i, answer_id in enumerate(detail_answers):
         for key in voters[: i % 7]:
-            harness.api_call(
-                base, "POST", f"/api/answers/{answer_id}/vote", key, {"vote_type": "upvote"}
-            )
+            harness.api_call(base, "POST", f"/api/answers/{answer_id}/vote", key, up)
     harness.api_call(base, "POST", f"/api/answers/{detail_answers[3]}/accept", asker)
-    harness.api_call(
-        base, "POST", f"/api/questions/{detail_slug}/vote", voters[0], {"vote_type": "upvote"}
-    )
+    harness.api_call(base, "POST", f"/api/questions/{detail_slug}/vote", voters[0], up)
 
     warmup_answers = question("Warm-up question for the upvote run")[1]
-    vote_slugs: list[str] = []
-    vote_answers: list[str] = []
-    for n in range(N_VOTE_QUESTIONS):
-        slug, answers = question(f"Upvote question number {n}")
-        vote_slugs.append(slug)
-        vote_answers += answers
+    voted = [question(f"Upvote question number {n}") for n in range(N_VOTE_QUESTIONS)]
     return {
-        "detail_slug": detail_slug,
-        "voter": voters[0],
-        "voters": voters,
-        "warmup_answers": warmup_answers,
-        "vote_slugs": vote_slugs,
-        "vote_answers": vote_answers,
-    }
+        "detail_slug": detail_slug, "voter": voters[0], "voters": voters,
+        "warmup_answers": warmup_answers, "vote_slugs": [slug for slug, _ in voted],
+        "vote_answers": [answer for _, answers in voted for answer in answers],
+    }  # fmt: skip
 
 
 def measure_http(
@@ -77,14 +66,10 @@ def measure_http(
     if len(shown["answers"]) != N_ANSWERS or "user_vote" not in shown["answers"][0]:
         raise RuntimeError("the detail read does not show the seeded answers")
 
-    detail_label = f"GET /api/questions/{{slug}} ({N_ANSWERS} answers)"
-    rows = [
-        (detail_label, harness.measure_url(wrk, "question detail", detail, args)),
-        (
-            f"{detail_label}, with a key",
-            harness.measure_url(wrk, "question detail, with a key", detail, args, with_key),
-        ),
-    ]
+    label = f"GET /api/questions/{{slug}} ({N_ANSWERS} answers)"
+    rows = [(label, harness.measure_url(wrk, "question detail", detail, args))]
+    keyed = harness.measure_url(wrk, "question detail, with a key", detail, args, with_key)
+    rows.append((f"{label}, with a key", keyed))
     # The warm-up votes on answers of its own, so the measured run starts with
     # nothing but new votes (each request a change: harness VOTE_SCRIPT).
     voters = facts["voters"]

@@ -1,8 +1,6 @@
-"""Search ranking quality: lexical (BM25), vector and hybrid on the labelled
-sets under ``benchmarks/search_eval`` (``docs``, ``code``, ``params``), offline,
-with the ranking code the API runs; the fusion's weight is chosen on the dev
-queries (``ranking/hybrid.py``, ``choose``) and scored on the held-out test
-queries. Writes "Search ranking quality" in docs/benchmarks.md.
+"""Search ranking quality (docs/benchmarks.md): lexical, vector and hybrid on the
+labelled sets under ``benchmarks/search_eval``, offline, with the API's ranking
+code; the fusion's weight chosen on the dev queries, scored on the test ones.
 
     .venv/bin/python -m benchmarks.ranking_eval [--no-docs]
 """
@@ -43,9 +41,7 @@ def all_groups(sets: dict[str, ranking.EvalSet]) -> list[ranking.Group]:
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--no-docs", action="store_true", help="print only; leave docs/ alone")
-    parser.add_argument(
-        "--sets", default=",".join(ranking.SETS), help="comma-separated (default: all)"
-    )
+    parser.add_argument("--sets", default=",".join(ranking.SETS), help="comma-separated (all)")
     args = parser.parse_args(argv)
     sets = {name: ranking.load(name) for name in args.sets.split(",")}
     model_box: list[Any] = []
@@ -56,13 +52,8 @@ def main(argv: list[str] | None = None) -> None:
     fused: dict[str, dict[str, list[list[int]]]] = {}
     for name, h in got.items():
         texts = [q.text for q in sets[name].queries]
-        fused[name] = {
-            f: [
-                fn(lex, vec, sc, t)
-                for lex, vec, sc, t in zip(h.lexical, h.vector, h.scales, texts, strict=True)
-            ]
-            for f, fn in fusions.items()
-        }
+        halves = list(zip(h.lexical, h.vector, h.scales, texts, strict=True))
+        fused[name] = {f: [fn(*a) for a in halves] for f, fn in fusions.items()}
     groups = all_groups(sets)
     chosen = ranking.choose(fused, base, sets, groups)
     left_out = {
@@ -74,9 +65,8 @@ def main(argv: list[str] | None = None) -> None:
     def test_score(
         ranked: dict[str, dict[str, list[list[int]]]], method: str, g: ranking.Group
     ) -> Score:
-        return ranking.score(
-            ranked[g[0]][method], sets[g[0]], ranking.members(sets[g[0]], g[1], "test")
-        )
+        idx = ranking.members(sets[g[0]], g[1], "test")
+        return ranking.score(ranked[g[0]][method], sets[g[0]], idx)
 
     table: dict[str, dict[str, Score]] = {
         "lexical": {ranking.group_name(g): test_score(base, "lexical", g) for g in report_groups},
@@ -89,10 +79,13 @@ def main(argv: list[str] | None = None) -> None:
     }
     # Paired differences on the test queries, with their standard errors.
     gaps: dict[str, dict[str, tuple[str, ranking.Gap]]] = {
-        "hybrid": {},
-        "hybrid, leave one group out": {},
-        "hybrid recall": {},
-        "hybrid recall, leave one group out": {},
+        k: {}
+        for k in (
+            "hybrid",
+            "hybrid, leave one group out",
+            "hybrid recall",
+            "hybrid recall, leave one group out",
+        )
     }
     for g in report_groups:
         s, idx, n = sets[g[0]], ranking.members(sets[g[0]], g[1], "test"), ranking.group_name(g)
@@ -103,33 +96,21 @@ def main(argv: list[str] | None = None) -> None:
             if method is None:
                 continue
             gaps[label][n] = (half, ranking.gap(fused[g[0]][method], base[g[0]][half], s, idx))
-            recall_label = label.replace("hybrid", "hybrid recall", 1)
-            gaps[recall_label][n] = (
-                rhalf,
-                ranking.gap(fused[g[0]][method], base[g[0]][rhalf], s, idx, recall=True),
-            )
+            recall = ranking.gap(fused[g[0]][method], base[g[0]][rhalf], s, idx, recall=True)
+            gaps[label.replace("hybrid", "hybrid recall", 1)][n] = (rhalf, recall)
     # The nonsense queries with the chosen weight.
-    nonsense = {}
+    nonsense: dict[str, tuple[int, float]] = {}
+    p = ranking.chosen_params(chosen)
     for name, h in got.items():
-        p = ranking.chosen_params(chosen)
+        asked = zip(h.nonsense_lexical, h.nonsense_vector, h.nonsense_scales, NONSENSE, strict=True)
         res = [
             hybrid(lx, vx, limit=ranking.TOP, params=p, lexical_scale=sc, query=t)
-            for lx, vx, sc, t in zip(
-                h.nonsense_lexical, h.nonsense_vector, h.nonsense_scales, NONSENSE, strict=True
-            )
+            for lx, vx, sc, t in asked
         ]
         nonsense[name] = (sum(1 for r in res if not r), statistics.mean(len(r) for r in res))
-    rss1 = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
-    text = render(
-        sets,
-        got,
-        table,
-        gaps,
-        report_groups,
-        Choice(chosen, left_out, ranking.chosen_params(chosen) == DEFAULT_HYBRID),
-        nonsense,
-        rss1 - rss0,
-    )
+    rss_kib = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss - rss0
+    choice = Choice(chosen, left_out, p == DEFAULT_HYBRID)
+    text = render(sets, got, table, gaps, report_groups, choice, nonsense, rss_kib)
     publish(text, START_MARK, END_MARK, args.no_docs)
 
 

@@ -1,7 +1,6 @@
-"""`cairn reembed` on 10,000 patterns against plain
-``SentenceTransformer.encode`` of the same texts on the same cores, one run
-per ``--precisions``, in a fresh state folder (docs/benchmarks.md,
-"Re-embedding throughput").
+"""`cairn reembed` on 10,000 patterns against plain ``SentenceTransformer.encode``
+of the same texts on the same cores, one run per ``--precisions``, in a fresh
+state folder (docs/benchmarks.md, "Re-embedding throughput").
 
     .venv/bin/python -m benchmarks.reembed_bench [--rows 2000] [--no-docs]
 """
@@ -23,7 +22,7 @@ from typing import Any
 
 import numpy as np
 
-from benchmarks.corpus import connect, copy_rows, vacuum
+from benchmarks.corpus import connect, copy_rows, vacuum, words
 from benchmarks.harness import publish, section_head
 
 START_MARK = "<!-- reembed-bench:start -->"
@@ -32,26 +31,22 @@ SEED = 20261121
 PLAIN_BATCH = 64
 
 
-def _words(text: str) -> list[str]:
-    return text.split()
-
-
-TECH = _words(
+TECH = words(
     "Postgres Redis Kafka Kubernetes Docker Terraform nginx FastAPI Django Flask React "
     "TypeScript Rust Go Python Celery RabbitMQ Elasticsearch S3 Lambda gRPC GraphQL OAuth2 "
     "JWT WebSocket Prometheus Grafana OpenTelemetry Airflow Spark pandas NumPy PyTorch FAISS "
     "Ray SQLAlchemy Alembic pytest GitHub-Actions Helm Envoy Vault Consul SQLite DuckDB"
 )
-VERBS = _words(
+VERBS = words(
     "retry cache shard batch stream index validate migrate deploy monitor throttle paginate "
     "serialize compress encrypt rotate replicate debounce profile benchmark schedule"
 )
-NOUNS = _words(
+NOUNS = words(
     "requests connections queries jobs events messages tokens secrets logs metrics traces "
     "uploads webhooks sessions migrations indexes workers replicas partitions snapshots "
     "embeddings rows files images payments notifications"
 )
-ADJECTIVES = _words(
+ADJECTIVES = words(
     "flaky slow large concurrent idempotent stale hot cold expensive nested partial "
     "duplicate out-of-order long-running rate-limited"
 )
@@ -69,21 +64,14 @@ SENTENCES = (
 )
 
 
-def sentence(rng: random.Random) -> str:
-    tech, tech2 = rng.sample(TECH, 2)
-    return rng.choice(SENTENCES).format(
-        tech=tech,
-        tech2=tech2,
-        verb=rng.choice(VERBS),
-        noun=rng.choice(NOUNS),
-        adj=rng.choice(ADJECTIVES),
-    )
-
-
 def paragraph(rng: random.Random, chars: int) -> str:
+    """Sentences of SENTENCES, filled in, until ``chars`` characters."""
     parts: list[str] = []
     while sum(len(p) + 1 for p in parts) < chars:
-        parts.append(sentence(rng))
+        tech, tech2 = rng.sample(TECH, 2)
+        template, verb, noun = rng.choice(SENTENCES), rng.choice(VERBS), rng.choice(NOUNS)
+        adj = rng.choice(ADJECTIVES)
+        parts.append(template.format(tech=tech, tech2=tech2, verb=verb, noun=noun, adj=adj))
     return " ".join(parts)
 
 
@@ -92,8 +80,7 @@ def pattern_row(rng: random.Random, i: int, author: uuid.UUID) -> tuple[Any, ...
     verb, noun, tech = rng.choice(VERBS), rng.choice(NOUNS), rng.choice(TECH)
     title = f"{verb.capitalize()} {rng.choice(ADJECTIVES)} {noun} with {tech} ({i})"
     description = paragraph(rng, rng.randint(60, 160))
-    tags = rng.sample(NOUNS, 2)
-    stack = rng.sample(TECH, 2)
+    tags, stack = rng.sample(NOUNS, 2), rng.sample(TECH, 2)
     fixed = len(title) + len(description) + len(", ".join(tags + stack)) + 3
     content = paragraph(rng, max(40, rng.randint(300, 1500) - fixed))
     return (uuid.UUID(int=rng.getrandbits(128), version=4), author, title, f"reembed-bench-{i}",
@@ -108,10 +95,8 @@ def seed(database_url: str, rows: int) -> None:
             "INSERT INTO agents (id, username, name, display_name) VALUES (%s, %s, %s, %s)",
             (author, "reembed_bench_author", "Bench Author", "Bench Author"),
         )
-        columns = (
-            "patterns (id, author_id, title, slug, description, content, use_case_tags, tech_stack)"
-        )
-        copy_rows(conn, columns, (pattern_row(rng, i, author) for i in range(rows)))
+        columns = "id, author_id, title, slug, description, content, use_case_tags, tech_stack"
+        copy_rows(conn, f"patterns ({columns})", (pattern_row(rng, i, author) for i in range(rows)))
         # Written by hand, not by the API: the triggers' queue is not ours to work off.
         conn.execute("TRUNCATE search_jobs")
         vacuum(conn, "patterns")
@@ -132,13 +117,9 @@ def embedded_texts(database_url: str) -> tuple[list[uuid.UUID], list[str]]:
 def stored_vectors(database_url: str, model: str, ids: list[uuid.UUID]) -> np.ndarray:
     from embeddings.encoder import from_bytes
 
+    sql = "SELECT item_id, vector FROM embeddings WHERE kind = 'pattern' AND model = %s"
     with connect(database_url) as conn:
-        found = dict(
-            conn.execute(
-                "SELECT item_id, vector FROM embeddings WHERE kind = 'pattern' AND model = %s",
-                (model,),
-            ).fetchall()
-        )
+        found = dict(conn.execute(sql, (model,)).fetchall())
     return from_bytes([bytes(found[i]) for i in ids])
 
 
@@ -153,27 +134,21 @@ def measure_plain(texts: list[str]) -> dict[str, Any]:
     model = SentenceTransformer(resolve("all-MiniLM-L6-v2"), device="cpu")
     model.encode(texts[:PLAIN_BATCH], batch_size=PLAIN_BATCH)  # warm-up
     t0 = time.perf_counter()
-    vectors = model.encode(
-        texts, batch_size=PLAIN_BATCH, normalize_embeddings=True, convert_to_numpy=True
-    )
+    vectors = model.encode(texts, batch_size=PLAIN_BATCH, normalize_embeddings=True)
     seconds = time.perf_counter() - t0
+    threads, vectors = torch.get_num_threads(), np.asarray(vectors, dtype=np.float32)
     return {
         "seconds": seconds,
         "rows_per_s": len(texts) / seconds,
-        "threads": torch.get_num_threads(),
-        "vectors": np.asarray(vectors, dtype=np.float32),
+        "threads": threads,
+        "vectors": vectors,
     }
 
 
 def run_reembed(env: dict[str, str], args: list[str]) -> dict[str, Any]:
     t0 = time.perf_counter()
-    done = subprocess.run(
-        [sys.executable, "-m", "serve_app.launch.cli", "reembed", "--json", *args],
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=3600,
-    )
+    cmd = [sys.executable, "-m", "serve_app.launch.cli", "reembed", "--json", *args]
+    done = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=3600)
     wall = time.perf_counter() - t0
     if done.returncode != 0:
         raise RuntimeError(f"cairn reembed failed ({done.returncode}):\n{done.stderr[-4000:]}")
@@ -182,10 +157,8 @@ def run_reembed(env: dict[str, str], args: list[str]) -> dict[str, Any]:
 
 
 def docs_section(result: dict[str, Any], load_before: float) -> str:
-    plain, jobs, rerun = result["plain"], result["jobs"], result["rerun"]
-    loads = result["loads"]
-    rows = result["rows"]
-    first = next(iter(jobs.values()))
+    plain, jobs, rerun, loads = result["plain"], result["jobs"], result["rerun"], result["loads"]
+    rows, first = result["rows"], next(iter(jobs.values()))
     lines = section_head(START_MARK, "reembed_bench.py", load_before)
     lines += [
         f"- 1-minute load average after the run: {result['load_after']:.2f}.",
@@ -208,15 +181,13 @@ def docs_section(result: dict[str, Any], load_before: float) -> str:
         vectors = (
             f"largest difference {job['max_abs_diff']:.1e}, smallest cosine {job['min_cosine']:.5f}"
         )
+        head = f"{loads[run]:.2f} | {job['embedded']:,}"
         lines += [
-            f"| {label}, embedding phase (select, read, "
-            f"encode, upsert) | {loads[run]:.2f} | {job['embedded']:,} | "
+            f"| {label}, embedding phase (select, read, encode, upsert) | {head} | "
             f"{job['embed_s']:.1f} | {job['rows_per_s']:,.1f} | "
             f"{job['rows_per_s'] / plain['rows_per_s']:.2f} | {vectors} |",
-            f"| {label}, end to end (process, Ray, model "
-            f"load, passes, swap) | {loads[run]:.2f} | {job['embedded']:,} | "
-            f"{job['wall_s']:.1f} | {end_to_end:,.1f} | "
-            f"{end_to_end / plain['rows_per_s']:.2f} | |",
+            f"| {label}, end to end (process, Ray, model load, passes, swap) | {head} | "
+            f"{job['wall_s']:.1f} | {end_to_end:,.1f} | {end_to_end / plain['rows_per_s']:.2f} | |",
         ]
     lines += [
         f"| `cairn reembed` again (every row current: nothing to do) | | "
@@ -236,10 +207,7 @@ def docs_section(result: dict[str, Any], load_before: float) -> str:
 
 
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
-    parser = argparse.ArgumentParser(
-        prog="python -m benchmarks.reembed_bench",
-        description="cairn reembed vs plain SentenceTransformer.encode on the same texts.",
-    )
+    parser = argparse.ArgumentParser(prog="python -m benchmarks.reembed_bench")
     add = parser.add_argument
     add("--rows", type=int, default=10_000)
     add("--batch-size", type=int, default=256)
@@ -269,8 +237,7 @@ def main(argv: list[str] | None = None) -> int:
         ids, texts = embedded_texts(url)
         lengths = [len(t) for t in texts]
 
-        loads = {"plain": os.getloadavg()[0]}
-        plain = measure_plain(texts)
+        loads, plain = {"plain": os.getloadavg()[0]}, measure_plain(texts)
         print(f"bench: plain encode: {plain['rows_per_s']:,.1f} rows/s ({plain['seconds']:.1f}s)")
 
         env = {k: v for k, v in os.environ.items() if not k.startswith(("CAIRN_", "RAY_"))}
@@ -311,20 +278,14 @@ def main(argv: list[str] | None = None) -> int:
         rerun = run_reembed(env, [*job_args, "--precision", precisions[-1]])
         print(f"bench: rerun: {rerun['embedded']} rows in {rerun['wall_s']:.1f}s")
 
+        actors = f"{args.concurrency} actors x {args.threads} torch thread(s)"
         result = {
-            "rows": args.rows,
-            "actors": f"{args.concurrency} actors x {args.threads} torch thread(s), "
-            f"batches of {args.batch_size}",
-            "args": job_args,
-            "chars_min": min(lengths),
-            "chars_max": max(lengths),
+            "rows": args.rows, "actors": f"{actors}, batches of {args.batch_size}",
+            "args": job_args, "chars_min": min(lengths), "chars_max": max(lengths),
             "chars_mean": sum(lengths) / len(lengths),
             "plain": {k: v for k, v in plain.items() if k != "vectors"},
-            "jobs": jobs,
-            "rerun": rerun,
-            "load_after": os.getloadavg()[0],
-            "loads": loads,
-        }
+            "jobs": jobs, "rerun": rerun, "load_after": os.getloadavg()[0], "loads": loads,
+        }  # fmt: skip
         publish(docs_section(result, load_before), START_MARK, END_MARK, args.no_docs)
     finally:
         if not args.keep:

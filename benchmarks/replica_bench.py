@@ -1,7 +1,6 @@
-"""The Api replicas' copy of the vector index (8-bit HNSW, the defaults)
-through ``FaissIndex``: memory, build time, recall@10, ms a query
+"""The Api replicas' copy of the vector index (8-bit HNSW) through ``FaissIndex``
 (docs/benchmarks.md, "Replica vector memory"), over vectors derived from the
-ranking sets' cached real ones (run ``ranking_eval`` first).
+ranking sets' cached ones (run ``ranking_eval`` first).
 
     .venv/bin/python -m benchmarks.replica_bench [--n 1000000] [--no-docs]
 """

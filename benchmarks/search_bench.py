@@ -1,8 +1,6 @@
-"""Semantic search, in parts (``benchmarks/search/``), each writing its own
-section of docs/benchmarks.md: ``embedder`` (the Embedder's throughput),
-``search`` (/api/search latency at 100,000 patterns; with ``--embed`` at a
-large corpus of real vectors, resumable) and ``index`` (the vector index's
-memory and recall).
+"""Semantic search in parts (``benchmarks/search/``), each with its section of
+docs/benchmarks.md: ``embedder`` (throughput), ``search`` (/api/search latency;
+with ``--embed`` at a large corpus of real vectors) and ``index`` (memory, recall).
 
     .venv/bin/python -m benchmarks.search_bench [--parts embedder,search,index]
     .venv/bin/python -m benchmarks.search_bench --parts search --patterns 1000000 --embed
@@ -56,11 +54,8 @@ def main(argv: list[str] | None = None) -> int:
         if part in args.part_list:
             search = part_million if args.embed else part_search
             {"embedder": part_embedder, "search": search, "index": part_index}[part](args)
-    print(
-        f"bench: done in {time.monotonic() - t0:.0f}s; 1-minute load average now "
-        f"{os.getloadavg()[0]:.2f}",
-        flush=True,
-    )
+    took, load = time.monotonic() - t0, os.getloadavg()[0]
+    print(f"bench: done in {took:.0f}s; 1-minute load average now {load:.2f}", flush=True)
     return 0
 
 

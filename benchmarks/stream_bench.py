@@ -1,8 +1,6 @@
-"""How many idle notification streams one Api replica holds open while the
-API still answers quickly (docs/benchmarks.md, "Notification streams: idle
-streams per replica"): for each level, that many idle streams open, then the
-probe (``harness.probe``), a follow's delivery to an open stream, and the
-replica's memory.
+"""How many idle notification streams one Api replica holds while the API
+still answers quickly (docs/benchmarks.md, "Notification streams: idle streams
+per replica"): the probe, a follow's delivery and the memory at each level.
 
     .venv/bin/python -m benchmarks.stream_bench [--levels 0,100,200] [--no-docs]
 """
@@ -30,14 +28,8 @@ AGENTS = 50
 DELIVERIES = 20
 OPEN_WAIT_S = 60.0
 PROBE_BUDGET_S = 90.0  # a level whose requests time out stops probing after this
-BENCH_ENV = harness.bench_env(
-    STATE_DIR,
-    6,
-    "registration",
-    "general",
-    CAIRN_INGRESS_REPLICAS="1",
-    CAIRN_SEARCH_SEMANTIC="false",
-)
+SETTINGS = {"CAIRN_INGRESS_REPLICAS": "1", "CAIRN_SEARCH_SEMANTIC": "false"}
+BENCH_ENV = harness.bench_env(STATE_DIR, 6, "registration", "general", **SETTINGS)
 
 
 class Streams:
@@ -50,8 +42,9 @@ class Streams:
         self.events: list[asyncio.Event] = []
 
     async def _one(self, agent: dict[str, Any], opened: asyncio.Event) -> None:
+        headers = harness.bearer(agent["api_key"])
         async with self.http.stream(
-            "GET", "/api/notifications/stream", headers=harness.bearer(agent["api_key"])
+            "GET", "/api/notifications/stream", headers=headers
         ) as response:
             if response.status_code != 200:
                 self.refused[response.status_code] += 1
@@ -64,11 +57,9 @@ class Streams:
     async def open(self, agents: list[dict[str, Any]], count: int) -> float:
         """Open ``count`` streams (in waves of 50, as clients arrive); the
         seconds until all answered or OPEN_WAIT_S passed."""
-        started = time.perf_counter()
-        self.events = []
+        started, self.events = time.perf_counter(), []
         for i in range(count):
-            opened = asyncio.Event()
-            self.events.append(opened)
+            self.events.append(opened := asyncio.Event())
             self.tasks.append(asyncio.create_task(self._one(agents[i % len(agents)], opened)))
             if i % 50 == 49:
                 await self._settle(started)
@@ -107,10 +98,8 @@ async def deliveries(
 ) -> list[float]:
     """Follow → notification event on the target's open stream, in ms."""
     times: list[float] = []
-    stream = http.stream(
-        "GET", "/api/notifications/stream", headers=harness.bearer(target["api_key"])
-    )
-    async with stream as response:
+    headers = harness.bearer(target["api_key"])
+    async with http.stream("GET", "/api/notifications/stream", headers=headers) as response:
         if response.status_code != 200:
             return times
         lines = response.aiter_lines()

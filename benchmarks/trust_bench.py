@@ -1,7 +1,6 @@
-"""The trust prior in search (issue 33; docs/benchmarks.md, "Trust prior in
-search"), offline: on the evaluation sets with no verifications it must change
-no order; on near-duplicates with random verification records, how often the
-working copy comes first. Full text, and with ``--semantic`` the hybrid too.
+"""The trust prior in search (docs/benchmarks.md, "Trust prior in search"),
+offline: with no verifications it changes no order of the evaluation sets; on
+near-duplicates with random records, how often the working copy comes first.
 
     .venv/bin/python -m benchmarks.trust_bench [--no-docs] [--semantic]
 """
@@ -20,7 +19,7 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from benchmarks.harness import publish, section_head
-from benchmarks.ranking.evalset import Query, Score, evaluate
+from benchmarks.ranking.evalset import Query, evaluate
 from benchmarks.ranking.hybrid import EvalSet, fields, halves, key, lexical_index, load
 from retrieval.fusion import hybrid
 from retrieval.lexical import LexicalIndex
@@ -49,10 +48,6 @@ def ranked(hits: Sequence[tuple[int, float]], scores: dict[int, float] | None) -
     return [h.search_id for h, _ in trust_prior(found)]
 
 
-def mrr_recall(score: Score) -> str:
-    return f"{score.mrr:.3f} / {score.recall:.3f}"
-
-
 def eval_set(name: str, semantic: bool, model_box: list[Any]) -> tuple[str, bool]:
     """The set's row of the section's first table, and whether the prior with
     no verifications kept every order. ``semantic``: the hybrid of BM25 and
@@ -72,12 +67,10 @@ def eval_set(name: str, semantic: bool, model_box: list[Any]) -> tuple[str, bool
     plain, zero, noisy = ([ranked(h, prior) for h in hits] for prior in (None, {}, noise))
     same = plain == zero
     mode = "semantic" if semantic else "full text"
-    scores = [mrr_recall(evaluate(order, s.queries)) for order in (plain, zero, noisy)]
+    found = [evaluate(order, s.queries) for order in (plain, zero, noisy)]
+    scores = [f"{x.mrr:.3f} / {x.recall:.3f}" for x in found]
     row = f"| {name} | {mode} | {len(s.queries)} | {scores[0]} | {scores[1]} | "
     return row + f"{'yes' if same else 'NO'} | {scores[2]} |", same
-
-
-# --------------------------------------------------------------------------- 2. near-duplicates
 
 
 def report(rnd: random.Random, outcome: str, group: str) -> trust.Report:
@@ -99,12 +92,8 @@ def record(rnd: random.Random, kind: str) -> float:
 
 
 # A light edit adds one of these (words no query of the sets is about).
-NOTES = (
-    "Tested once more before posting.",
-    "Shared here as it stood after a review.",
-    "Copied from an older note, lightly edited.",
-    "Kept short on purpose.",
-)
+NOTES = ("Tested once more before posting.", "Shared here as it stood after a review.",
+         "Copied from an older note, lightly edited.", "Kept short on purpose.")  # fmt: skip
 
 
 def variant(rnd: random.Random, doc: dict[str, Any], heavy: bool) -> dict[str, str | None]:
@@ -161,28 +150,18 @@ def near_duplicates(heavy: bool) -> tuple[list[str], dict[str, Any]]:
             among = [k for k in order if k in group]
             if among and among[0] == copies[doc_key]["works"]:
                 first[mode] += 1
-    works_q = [
-        replace(q, relevant=frozenset({copies[next(iter(q.relevant))]["works"]})) for q in queries
-    ]
-    group_q = [
-        replace(q, relevant=frozenset(copies[next(iter(q.relevant))].values())) for q in queries
-    ]
+    owners = [(q, copies[next(iter(q.relevant))]) for q in queries]
+    works_q = [replace(q, relevant=frozenset({own["works"]})) for q, own in owners]
+    group_q = [replace(q, relevant=frozenset(own.values())) for q, own in owners]
     n, name = max(1, len(queries)), "heavy" if heavy else "light"
-    rows = [
-        f"| {name} | the working copy first among its group | {first['plain'] / n:.1%} | "
-        f"{first['prior'] / n:.1%} |",
-        f"| {name} | MRR@10, the working copy relevant | "
-        + " | ".join(f"{evaluate(lists[m], works_q).mrr:.3f}" for m in ("plain", "prior"))
-        + " |",
-        f"| {name} | MRR@10, any copy relevant (relevance kept) | "
-        + " | ".join(f"{evaluate(lists[m], group_q).mrr:.3f}" for m in ("plain", "prior"))
-        + " |",
-    ]
+    rows = [f"| {name} | the working copy first among its group | {first['plain'] / n:.1%} | "
+            f"{first['prior'] / n:.1%} |"]  # fmt: skip
+    for label, relevant in (("the working copy", works_q), ("any copy", group_q)):
+        mrr = [f"{evaluate(lists[m], relevant).mrr:.3f}" for m in ("plain", "prior")]
+        kept = " (relevance kept)" if relevant is group_q else ""
+        rows.append(f"| {name} | MRR@10, {label} relevant{kept} | {' | '.join(mrr)} |")
     mean = ", ".join(f"{k} {sum(v) / len(v):.2f}" for k, v in seen.items() if v)
     return rows, {"groups": len(chosen), "queries": len(queries), "mean": mean}
-
-
-# --------------------------------------------------------------------------- report
 
 
 def render(

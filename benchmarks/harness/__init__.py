@@ -1,9 +1,6 @@
-"""What every benchmark shares: its service (``service.py``: settings, ``cairn
-run`` or another server as a subprocess, calls to it, the authenticated probe,
-what a run left behind), wrk (``wrk.py``: installed, run, parsed, the common
-options and Lua scripts) and its results (``results.py``: the section of
-docs/benchmarks.md between its marks, tables, percentiles). A benchmark
-imports these names from ``benchmarks.harness``."""
+"""What every benchmark shares: its service (``service.py``: a server as a
+subprocess, calls, the probe, leftovers), wrk (``wrk.py``: run, parsed, options,
+Lua scripts) and its results (``results.py``: its docs section, tables)."""
 
 from benchmarks.harness.results import (
     ROOT,
@@ -12,13 +9,11 @@ from benchmarks.harness.results import (
     rss_mib,
     section_head,
     serve_table,
-    write_docs,
 )
 from benchmarks.harness.service import (
     HOST,
     PROBE_CONCURRENCY,
     PROBES,
-    RATE_LIMIT,
     Server,
     api_call,
     bearer,
@@ -35,7 +30,6 @@ from benchmarks.harness.service import (
     register,
     serve_running,
     server_env,
-    setting_ports,
     stop_on_sigterm,
     stop_servers,
 )

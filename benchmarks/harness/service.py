@@ -95,9 +95,8 @@ def http_json(
 
 
 def health(base: str) -> dict[str, Any] | None:
-    """/api/health as the operator sees it (the search parts' progress and
-    the replicas' copies), or None while it does not answer 200 (a replica
-    busy building: a timeout, a 503 page)."""
+    """/api/health as the operator sees it (the search parts' progress, the
+    replicas' copies), or None while it does not answer 200."""
     with contextlib.suppress(OSError):
         status, body = http_json("GET", base + "/api/health", timeout=10, headers=OPERATOR)
         if status == 200 and isinstance(body, dict):
@@ -119,7 +118,6 @@ def new_agent(base: str, name: str) -> dict[str, Any]:
 
 
 async def register(http: httpx.AsyncClient, name: str) -> dict[str, Any]:
-    """``new_agent`` through an async client."""
     response = await http.post("/api/agents/register", json={"name": name})
     response.raise_for_status()
     return dict(response.json()["data"])
@@ -137,10 +135,10 @@ async def probe(
     until: Any = None,
     min_s: float = 0.0,
 ) -> dict[str, Any]:
-    """An authenticated read, ``GET /api/agents/me`` (the key check and one
-    read), PROBE_CONCURRENCY at a time: while ``until`` (an event) is unset,
-    then PROBES more, and on until ``min_s`` have passed; ``budget_s`` at
-    most. Its latency (ms) and its failures by kind (a status, an error)."""
+    """An authenticated read, ``GET /api/agents/me``, PROBE_CONCURRENCY at a
+    time: while ``until`` (an event) is unset, then PROBES more, and on until
+    ``min_s`` have passed; ``budget_s`` at most. Its latency (ms) and its
+    failures by kind (a status, an error)."""
     latencies: list[float] = []
     failed: Counter[str] = Counter()
     after = 0  # requests sent once ``until`` was set (or from the start)
@@ -203,8 +201,7 @@ def fresh_state(state_dir: Path) -> None:
 
 
 def fresh_serve_run(state_dir: Path, bench_env: dict[str, str]) -> tuple[dict[str, str], str, str]:
-    """The start of a benchmark on its own service: its environment, wrk and
-    wrk's version, and an empty state folder."""
+    """A benchmark's start on an empty state folder: its environment, wrk, wrk's version."""
     stop_on_sigterm()
     env = server_env(bench_env)
     wrk = ensure_wrk()
@@ -214,10 +211,8 @@ def fresh_serve_run(state_dir: Path, bench_env: dict[str, str]) -> tuple[dict[st
 
 def prepare_here(bench_env: dict[str, str]) -> tuple[dict[str, str], Any, Any]:
     """For a benchmark that seeds the service's database itself: the server's
-    environment, and this process's settings and prepared state (the state
-    folder, its embedded Postgres migrated), as ``cairn run`` will find them.
-    This process stays attached to that Postgres: keep it (``serve_running``'s
-    ``keep_postgres``)."""
+    environment, this process's settings and its prepared state (the embedded
+    Postgres migrated, which this process stays attached to: ``keep_postgres``)."""
     env = server_env(bench_env)
     os.environ.update(bench_env)
     from serve_app.launch.bootstrap import prepare
@@ -230,12 +225,10 @@ def prepare_here(bench_env: dict[str, str]) -> tuple[dict[str, str], Any, Any]:
 
 @dataclass
 class Server:
-    """A server subprocess whose output goes to a log file and a ring of lines.
-    ``own_session`` False: the server stays in this session (so in this
-    process's CPU autogroup, with wrk and the other servers: none gets a share
-    of its own) but in a process group of its own; either way a Ctrl-C on the
-    benchmark reaches it only through stop(), so Ray's own processes are not
-    interrupted mid-shutdown."""
+    """A server subprocess, its output to a log file and a ring of lines.
+    ``own_session`` False: it stays in this session (this process's CPU
+    autogroup, with wrk) in a process group of its own; either way a Ctrl-C
+    reaches it only through stop(), so Ray is not interrupted mid-shutdown."""
 
     name: str
     cmd: list[str]
@@ -260,27 +253,16 @@ class Server:
         self._log = self.log_path.open("w")
         t0 = time.monotonic()
         self.proc = subprocess.Popen(
-            self.cmd,
-            cwd=ROOT,
-            env=env,
-            stdin=subprocess.DEVNULL,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.STDOUT,
-            text=True,
-            start_new_session=self.own_session,
+            self.cmd, cwd=ROOT, env=env, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT, text=True, start_new_session=self.own_session,
             process_group=None if self.own_session else 0,
-        )
+        )  # fmt: skip
         self._reader = threading.Thread(target=self._read, daemon=True)
         self._reader.start()
-        deadline = t0 + timeout
-        while time.monotonic() < deadline:
+        while time.monotonic() < t0 + timeout:
             if self.proc.poll() is not None:
-                raise RuntimeError(
-                    f"{self.name} exited with {self.proc.returncode} while starting:\n{self.tail()}"
-                )
-            if ready_text and any(ready_text in line for line in self.lines):
-                break
-            if self._healthy():
+                raise RuntimeError(f"{self.name} exited while starting:\n{self.tail()}")
+            if (ready_text and any(ready_text in line for line in self.lines)) or self._healthy():
                 break
             time.sleep(0.5)
         else:
@@ -341,19 +323,12 @@ def bench_processes(state_dir: Path) -> list[Any]:
     command line or their CAIRN_STATE_DIR; none of them is this process."""
     import psutil
 
-    marker = str(state_dir)
-    mine = {os.getpid(), os.getppid()}
-    found = []
+    marker, mine, found = str(state_dir), {os.getpid(), os.getppid()}, []
     for proc in psutil.process_iter(["pid", "cmdline", "environ"]):
-        if proc.pid in mine:
-            continue
         with contextlib.suppress(psutil.Error):
-            cmdline = proc.info.get("cmdline") or []
-            env = proc.info.get("environ") or {}
-            if (
-                any(part == marker or part.startswith(marker + os.sep) for part in cmdline)
-                or env.get("CAIRN_STATE_DIR") == marker
-            ):
+            cmdline, env = proc.info.get("cmdline") or [], proc.info.get("environ") or {}
+            ours = any(part == marker or part.startswith(marker + os.sep) for part in cmdline)
+            if proc.pid not in mine and (ours or env.get("CAIRN_STATE_DIR") == marker):
                 found.append(proc)
     return found
 
@@ -375,16 +350,13 @@ def leftover_processes(*, state_dir: Path, wait_s: float = 15.0) -> list[str]:
 
 
 def stop_bench_processes(*, grace_s: float, state_dir: Path) -> list[str]:
-    """Terminate what a killed server left behind in the bench state folder.
-
-    Only the roots are signalled (a Postgres postmaster, not its backends; a
-    raylet, not its workers); what is still alive after ``grace_s`` is killed.
-    """
+    """Terminate what a killed server left behind in the bench state folder:
+    only the roots (a Postgres postmaster, not its backends; a raylet, not its
+    workers); what is still alive after ``grace_s`` is killed."""
     import psutil
 
     found = bench_processes(state_dir)
-    pids = {p.pid for p in found}
-    roots = []
+    pids, roots = {p.pid for p in found}, []
     for proc in found:
         with contextlib.suppress(psutil.Error):
             if proc.ppid() not in pids:
@@ -402,16 +374,13 @@ def stop_bench_processes(*, grace_s: float, state_dir: Path) -> list[str]:
     return described
 
 
-def ports_free(*ports: int) -> None:
-    """Refuse to start while any of ``ports`` is in use."""
-    for port in ports:
+def ports_free(env: dict[str, str], *ports: int) -> None:
+    """Refuse to start while any of ``ports``, or of the ports the settings
+    ``env`` name (HAProxy's stats and metrics, …), is in use."""
+    named = [int(v) for k, v in env.items() if k.startswith("CAIRN_") and k.endswith("_PORT")]
+    for port in [*ports, *named]:
         if port_in_use(port):
             raise SystemExit(f"bench: {HOST}:{port} is already in use")
-
-
-def setting_ports(env: dict[str, str]) -> list[int]:
-    """The ports a benchmark's settings name (HAProxy's stats and metrics, …)."""
-    return [int(v) for k, v in env.items() if k.startswith("CAIRN_") and k.endswith("_PORT")]
 
 
 def stop_servers(servers: list[Server], state_dir: Path, keep_postgres: bool = False) -> None:
@@ -433,7 +402,7 @@ def serve_running(
     port: int, env: dict[str, str], state_dir: Path, *, keep_postgres: bool = False
 ) -> Iterator[Server]:
     """``cairn run --port PORT`` with ``env`` for the block (``stop_servers`` after it)."""
-    ports_free(port, *setting_ports(env))
+    ports_free(env, port)
     cmd = [str(Path(sys.executable).parent / "cairn"), "run", "--port", str(port)]
     serve = Server("Ray Serve", cmd, port, state_dir / "serve.log", state_dir=state_dir)
     try:

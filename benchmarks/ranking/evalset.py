@@ -22,18 +22,11 @@ TOP = 10  # MRR@10, Recall@10
 
 
 # Queries that no document answers: the hybrid should return (almost) nothing.
-NONSENSE = [
-    "purple elephant banana recipe",
-    "best chocolate cake for a birthday party",
-    "who won the football world cup",
-    "knitting patterns for a winter scarf",
-    "horoscope for taurus this week",
-    "how to train a parrot to talk",
-    "cheap flights to lisbon in may",
-    "lyrics of a famous love song",
-    "qwzx blorf vranth",
-    "gardening tips for tomatoes",
-]
+NONSENSE = ["purple elephant banana recipe", "best chocolate cake for a birthday party",
+            "who won the football world cup", "knitting patterns for a winter scarf",
+            "horoscope for taurus this week", "how to train a parrot to talk",
+            "cheap flights to lisbon in may", "lyrics of a famous love song", "qwzx blorf vranth",
+            "gardening tips for tomatoes"]  # fmt: skip
 
 
 @dataclass(frozen=True)

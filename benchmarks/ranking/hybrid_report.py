@@ -48,10 +48,9 @@ def render(
         "- Sets:",
     ]
     for name, s in sets.items():
-        dev = sum(1 for q in s.queries if q.split == "dev")
+        dev, n = sum(1 for q in s.queries if q.split == "dev"), len(s.queries)
         lines.append(
-            f"  - `{name}`: {len(s.docs):,} documents, {len(s.queries)} queries "
-            f"({dev} dev / {len(s.queries) - dev} test)."
+            f"  - `{name}`: {len(s.docs):,} documents, {n} queries ({dev} dev / {n - dev} test)."
         )
     lines += [
         f"- Fusion chosen on the dev queries of all {len(groups) - 1} groups: **{chosen}**. "

@@ -51,11 +51,9 @@ def measure_embedder(
     model: Any, texts: list[str], reference: np.ndarray, in_flight: int, rounds: int
 ) -> dict[str, Any]:
     """The default deployment: ``rounds`` rounds of plain ``encode`` in
-    64-text calls (in this process, Ray up and the replica idle), ``embed``,
-    ``embed_many`` and ``embed_many`` 2 in flight; medians. Interleaving puts
-    the plain baseline under the same conditions (Ray's own processes, the
-    machine's other load) as the deployment it is compared with. (Two replicas
-    and ``CAIRN_EMBEDDER_THREADS=1`` were measured the same way until fcedb44.)"""
+    64-text calls (in this process, Ray up and the replica idle: the same
+    conditions), ``embed``, ``embed_many`` and ``embed_many`` 2 in flight; medians.
+    (Two replicas and ``CAIRN_EMBEDDER_THREADS=1`` were measured until fcedb44.)"""
     import ray
     from ray import serve
 
@@ -65,20 +63,12 @@ def measure_embedder(
     settings = Settings()
     config = settings.embedder_config()
     tmp = tempfile.mkdtemp(prefix="crs-", dir="/tmp")
-    ray.init(
-        num_cpus=len(os.sched_getaffinity(0)),
-        _temp_dir=tmp,
-        include_dashboard=False,
-        log_to_driver=False,
-        logging_level=logging.ERROR,
-        namespace="search-bench",
-    )
+    ray.init(num_cpus=len(os.sched_getaffinity(0)), _temp_dir=tmp, namespace="search-bench",
+             include_dashboard=False, log_to_driver=False, logging_level=logging.ERROR)  # fmt: skip
     try:
         serve.start(proxy_location="Disabled")
         actor: dict[str, Any] = {"num_cpus": settings.embedder_num_cpus}
-        app = Embedder.options(  # type: ignore[attr-defined]
-            num_replicas=1, ray_actor_options=actor
-        ).bind(config)
+        app = Embedder.options(num_replicas=1, ray_actor_options=actor).bind(config)  # type: ignore[attr-defined]
         handle = serve.run(app, name="embedder-bench", route_prefix=None)
         threads = dict(handle.describe.remote().result()["threads"])
         chunks = [texts[i : i + 64] for i in range(0, len(texts), 64)]
@@ -86,19 +76,17 @@ def measure_embedder(
         async def run() -> dict[str, list[float]]:
             await drive(handle.embed_many.remote, chunks[:4], 2, 256)  # warm-up
             await drive(handle.embed.remote, texts[:256], in_flight, 256)
-            got: dict[str, list[float]] = {k: [] for k in ("plain", "single", "many", "many2")}
-            got["diff"] = []
+            got: dict[str, list[float]] = {
+                k: [] for k in ("plain", "single", "many", "many2", "diff")
+            }
             for _ in range(rounds):
                 got["plain"].append(plain_per_s(model, texts))
                 single, vectors = await drive(handle.embed.remote, texts, in_flight, len(texts))
                 many, many_vectors = await drive(handle.embed_many.remote, chunks, 1, len(texts))
-                got["single"].append(single)
-                got["many"].append(many)
-                got["many2"].append(
-                    (await drive(handle.embed_many.remote, chunks, 2, len(texts)))[0]
-                )
+                many2, _ = await drive(handle.embed_many.remote, chunks, 2, len(texts))
                 diff = max(np.abs(v - reference).max() for v in (vectors, many_vectors))
-                got["diff"].append(float(diff))
+                for k, v in (("single", single), ("many", many), ("many2", many2), ("diff", diff)):
+                    got[k].append(float(v))
             return got
 
         got = asyncio.run(run())

@@ -61,20 +61,14 @@ def main(argv: list[str] | None = None) -> int:
     import torch
     from sentence_transformers import SentenceTransformer
 
-    def log(msg: str) -> None:
-        print(msg, flush=True)
-
-    stats: dict[str, Any] = {
-        "n": args.n,
-        "torch": torch.__version__,
-        "gpu": torch.cuda.get_device_name(0) if args.device == "cuda" else "none",
-        "cpus": os.cpu_count(),
-    }
+    card = torch.cuda.get_device_name(0) if args.device == "cuda" else "none"
+    stats: dict[str, Any] = {"n": args.n, "torch": torch.__version__, "gpu": card}
+    stats["cpus"] = os.cpu_count()
     args.out.mkdir(parents=True, exist_ok=True)
     t0 = time.monotonic()
     corpus = texts(0, args.n, args.max_chars, args.workers)
     stats["texts_s"] = time.monotonic() - t0
-    log(f"gpu_embed: {len(corpus):,} texts in {stats['texts_s']:.1f} s")
+    print(f"gpu_embed: {len(corpus):,} texts in {stats['texts_s']:.1f} s", flush=True)
     model = SentenceTransformer(args.model, device=args.device)
     if args.device == "cuda":
         model.half()  # the weights travel as fp16
@@ -84,17 +78,13 @@ def main(argv: list[str] | None = None) -> int:
     t0 = time.monotonic()
     parts = []
     for start in range(0, args.n, CHUNK):
-        parts.append(
-            model.encode(
-                corpus[start : start + CHUNK],
-                batch_size=args.batch,
-                normalize_embeddings=True,
-                convert_to_numpy=True,
-            ).astype(np.float32)
+        found = model.encode(
+            corpus[start : start + CHUNK], batch_size=args.batch, normalize_embeddings=True
         )
+        parts.append(found.astype(np.float32))
         done = min(start + CHUNK, args.n)
         rate = done / (time.monotonic() - t0)
-        log(f"gpu_embed: {done:,}/{args.n:,}  {rate:,.0f} rows/s")
+        print(f"gpu_embed: {done:,}/{args.n:,}  {rate:,.0f} rows/s", flush=True)
     vectors = np.concatenate(parts)
     stats["embed_s"] = time.monotonic() - t0
     stats["embed_rows_per_s"] = args.n / stats["embed_s"]
@@ -107,22 +97,21 @@ def main(argv: list[str] | None = None) -> int:
         ref = np.load(args.ref)
         gpu = np.einsum("ij,ij->i", vectors[: len(ref)], ref)
         sent = np.einsum("ij,ij->i", back[: len(ref)], ref)
-        stats["vs_cpu_onnx"] = {
-            "rows": len(ref),
-            "fp16_min": float(gpu.min()),
-            "fp16_mean": float(gpu.mean()),
-            "after_transport_min": float(sent.min()),
-            "after_transport_mean": float(sent.mean()),
-        }
+        stats["vs_cpu_onnx"] = {"rows": len(ref), "fp16_min": float(gpu.min()),
+                                "fp16_mean": float(gpu.mean()),
+                                "after_transport_min": float(sent.min()),
+                                "after_transport_mean": float(sent.mean())}  # fmt: skip
     for k, start in enumerate(range(0, args.n, args.shard_rows)):
         stop = min(start + args.shard_rows, args.n)
         write_shard(args.out / f"shard_{k:05d}.i8", codes[start:stop], scale[start:stop])
-    stats["shards"] = k + 1
-    stats["shard_rows"] = args.shard_rows
-    stats["dim"] = int(vectors.shape[1])
-    stats["max_chars"] = args.max_chars
+    stats.update(
+        shards=k + 1,
+        shard_rows=args.shard_rows,
+        dim=int(vectors.shape[1]),
+        max_chars=args.max_chars,
+    )
     (args.out / "stats.json").write_text(json.dumps(stats, indent=1))
-    log(json.dumps(stats, indent=1))
+    print(json.dumps(stats, indent=1), flush=True)
     return 0
 
 

@@ -1,8 +1,7 @@
 """Part ``index``: FaissIndex memory and recall at 100,000 vectors, flat (exact)
-and the HNSW graph the service builds past ``flat_max``, and its docs section.
-(IVF-SQ8's nprobe grid, HNSW's ef grid and the 200,000-vector rows were a
-trial that chose the index kinds, recorded in "Vector index memory and
-recall"; its code: benchmarks/search/index.py at commit 014a80d.)"""
+and the HNSW graph the service builds past ``flat_max``, and its docs section
+(the trial that chose the index kinds: docs/benchmarks.md, "Vector index
+memory and recall")."""
 
 from __future__ import annotations
 
@@ -22,10 +21,8 @@ DEEP = 50  # the depth the API asks each half of the fusion for, at least
 
 
 def recall_at(found: np.ndarray, truth: np.ndarray) -> float:
-    hits = sum(
-        len(set(f[f >= 0].tolist()) & set(t.tolist())) for f, t in zip(found, truth, strict=True)
-    )
-    return hits / truth.size
+    pairs = zip(found, truth, strict=True)
+    return sum(len(set(f[f >= 0].tolist()) & set(t.tolist())) for f, t in pairs) / truth.size
 
 
 def per_query(index: Any, queries: np.ndarray, k: int) -> tuple[np.ndarray, float]:
@@ -116,14 +113,10 @@ def measure_index(basis: np.ndarray, queries: np.ndarray) -> dict[str, Any]:
         raw = graph._index._state.graph  # labels are the ids: built from 0..n-1, none dead
         raw.hnsw.efSearch = graph.config.hnsw_ef_search
         found, ms = per_query(raw, queries, DEEP)
-        out["hnsw"].update(
-            m=graph.config.hnsw_m,
-            ef_construction=graph.config.hnsw_ef_construction,
-            ef=graph.config.hnsw_ef_search,
-            recall10=recall_at(found[:, :10], truth[:, :10]),
-            recall50=recall_at(found, truth),
-            ms=ms,
-        )
+        c = graph.config
+        out["hnsw"].update(m=c.hnsw_m, ef_construction=c.hnsw_ef_construction, ef=c.hnsw_ef_search)
+        out["hnsw"].update(recall10=recall_at(found[:, :10], truth[:, :10]), ms=ms)
+        out["hnsw"]["recall50"] = recall_at(found, truth)
         print(f"bench: flat {flat_ms:.2f} ms a query; HNSW {out['hnsw']}", flush=True)
         return out
     finally:

@@ -58,14 +58,6 @@ end
 """
 
 
-def search_script(tmp: Path, paths: list[str], name: str, threads: int) -> Path:
-    """WRK_SCRIPT over ``paths`` for wrk's ``threads`` (fewer than THREADS at
-    fewer connections)."""
-    path = tmp / f"{name}.lua"
-    path.write_text(WRK_SCRIPT.format(paths=harness.lua_list(paths), threads=threads))
-    return path
-
-
 # Answers in a row from /api/health whose replica has its BM25 index and its
 # copy of the vector index built: each answer comes from one Api replica
 # (HAProxy spreads them), so a run of them says every replica is ready.
@@ -73,19 +65,16 @@ LEXICAL_READY_IN_A_ROW = 12
 
 
 def wait_search_ready(base: str, expected: int, timeout: float = 900.0) -> dict[str, Any]:
-    """/api/health's search stats once the vector index holds every pattern and
-    no job waits, and every Api replica's BM25 index and copy of the vector
-    index are built (until then a replica ranks words with Postgres full text
-    and asks the VectorIndex, which is not what is measured)."""
+    """/api/health's search stats once the vector index holds every pattern, no
+    job waits, and every Api replica's BM25 index and vector copy are built."""
 
     def holds_all(part: dict[str, Any] | None) -> bool:
         return part is None or bool(
             part.get("ready") and part.get("indexes", {}).get("pattern", 0) >= expected
         )
 
-    deadline = time.monotonic() + timeout
+    deadline, in_a_row = time.monotonic() + timeout, 0
     last: Any = None
-    in_a_row = 0
     while time.monotonic() < deadline:
         body = harness.health(base)
         if body is None or not isinstance(body.get("search"), dict):
@@ -142,11 +131,11 @@ def measure_search(
             if status != 200 or body.get("mode") != want:
                 raise RuntimeError(f"{path} answered {status} {body!r:.200}, not in {want} mode")
         name, label = f"run{len(out)}", "GET /api/search?q=…" + label
+        for lua, texts in ((tmp / f"{name}-warm.lua", warm_paths), (tmp / f"{name}.lua", paths)):
+            lua.write_text(WRK_SCRIPT.format(paths=harness.lua_list(texts), threads=threads))
         if args.warmup:
-            warm_script = search_script(tmp, warm_paths, name + "-warm", threads)
-            go(base + paths[0], duration=args.warmup, script=warm_script)
-        script = search_script(tmp, paths, name, threads)
-        result, raw = go(base + paths[0], duration=args.duration, script=script)
+            go(base + paths[0], duration=args.warmup, script=tmp / f"{name}-warm.lua")
+        result, raw = go(base + paths[0], duration=args.duration, script=tmp / f"{name}.lua")
         found = re.search(r"fulltext_responses: (\d+)", raw)
         fell_back = int(found.group(1)) if found else -1
         harness.print_run(label, result, raw, f"  full-text answers {fell_back}")
@@ -186,13 +175,12 @@ def search_section(
         f"- Postgres full text (what ranks words while a replica's BM25 index is still "
         f"being built): over the first 40 queries any word matches a median "
         f"{facts['loose']:.1%} of the patterns, every word {facts['strict']:.2%}. Postgres "
-        "ranks at "
-        f"most {facts['rank_candidates']:,} rows per stage "
+        f"ranks at most {facts['rank_candidates']:,} rows per stage "
         "(`storage.repositories.search.fulltext`): the every-word matches, then up to "
         f"{facts['rank_candidates']:,}/(number of words) rows per query word. On those 40 "
         f"queries, one at a time, depth 50: median {facts['fulltext_ms']:.0f} ms, slowest "
         f"{facts['fulltext_max_ms']:.0f} ms.",
-        f"- Answers that fell back to full text during the semantic run: "
+        "- Answers that fell back to full text during the semantic run: "
         f"{runs[0].fulltext_responses}.",
         "",
         *harness.serve_table([(r.label, r.result) for r in runs]),
@@ -205,7 +193,6 @@ def search_section(
 
 def part_search(args: argparse.Namespace) -> None:
     wrk = harness.ensure_wrk()
-    wrk_ver = harness.wrk_version(wrk)
     env, settings, prepared = harness.prepare_here(config.BENCH_ENV)
     basis = basis_vectors()
     vectors = derived_vectors(basis, config.N_PATTERNS)
@@ -236,13 +223,14 @@ def part_search(args: argparse.Namespace) -> None:
             flush=True,
         )
         runs = measure_search(serve.base, wrk, Path(tmp), args)
-    section = search_section(runs, stats, facts, args, wrk_ver, config.load_pair(load0))
+    load = config.load_pair(load0)
+    section = search_section(runs, stats, facts, args, harness.wrk_version(wrk), load)
     harness.publish(section, *config.MARKS["search-latency"], args.no_docs)
 
 
 def query_encode_ms(model: str, n: int = 200) -> float:
-    """The limit of semantic search on a cache miss: the median time to encode
-    one query alone on one torch thread (as the Embedder encodes queries)."""
+    """The median ms to encode one query alone on one torch thread, as the
+    Embedder does: the limit of semantic search on a cache miss."""
     import torch
 
     from embeddings.encoder import Encoder

@@ -17,15 +17,6 @@ from benchmarks import corpus
 from benchmarks.search.config import N_AGENTS, N_PATTERNS, SLUG_PREFIX
 
 
-def seeded(conn: Any) -> bool:
-    row = conn.execute(
-        "SELECT (SELECT count(*) FROM patterns WHERE slug LIKE %s),"
-        " (SELECT count(*) FROM embeddings WHERE kind = 'pattern')",
-        (SLUG_PREFIX + "%",),
-    ).fetchone()
-    return bool(row and row[0] >= N_PATTERNS and row[1] >= N_PATTERNS)
-
-
 def seed(database_url: str, model: str, basis: np.ndarray, vectors: np.ndarray) -> None:
     """100,000 patterns (realistic titles and descriptions, Zipf-distributed
     contents) and their vectors, stored as the worker would have stored them."""
@@ -34,7 +25,12 @@ def seed(database_url: str, model: str, basis: np.ndarray, vectors: np.ndarray) 
     from storage.repositories.search import hash_sql
 
     with corpus.connect(database_url) as conn:
-        if seeded(conn):
+        have = conn.execute(
+            "SELECT (SELECT count(*) FROM patterns WHERE slug LIKE %s),"
+            " (SELECT count(*) FROM embeddings WHERE kind = 'pattern')",
+            (SLUG_PREFIX + "%",),
+        ).fetchone()
+        if min(have) >= N_PATTERNS:
             print("bench: search corpus already seeded; reusing it", flush=True)
             conn.execute("TRUNCATE search_jobs")
             conn.commit()
@@ -45,52 +41,36 @@ def seed(database_url: str, model: str, basis: np.ndarray, vectors: np.ndarray) 
         conn.execute("DELETE FROM embeddings")
         rng = random.Random(corpus.SEED)
         vocab = corpus.vocabulary(rng)
-        cum = corpus.cum_weights(len(vocab))
-        texts = corpus.texts_for(len(basis))
+        cum, texts = corpus.cum_weights(len(vocab)), corpus.texts_for(len(basis))
         agents = [uuid.UUID(int=rng.getrandbits(128), version=4) for _ in range(N_AGENTS)]
-        corpus.copy_rows(
-            conn,
-            "agents (id, username, name, display_name, bio)",
-            ((a, f"bench_search_{i:04d}", f"Search {i}", f"Search {i}", texts[i])
-             for i, a in enumerate(agents)),
-        )  # fmt: skip
+        rows = (
+            (a, f"bench_search_{i:04d}", f"Search {i}", f"Search {i}", texts[i])
+            for i, a in enumerate(agents)
+        )
+        corpus.copy_rows(conn, "agents (id, username, name, display_name, bio)", rows)
         categories = [r[0] for r in conn.execute("SELECT id FROM categories").fetchall()]
         ids: list[uuid.UUID] = []
 
         def pattern(i: int) -> tuple[Any, ...]:
-            ids.append(uuid.UUID(int=rng.getrandbits(128), version=4))
+            ids.append(pid := uuid.UUID(int=rng.getrandbits(128), version=4))
             title = corpus.title(rng)
             words = rng.choices(vocab, cum_weights=cum, k=rng.randint(60, 140))
             content = f"{corpus.sentence(rng)} {' '.join(words)}"
             when = f"2026-{rng.randint(1, 10):02d}-{rng.randint(1, 28):02d} 12:00:00+00"
-            return (
-                ids[-1],
-                rng.choice(agents),
-                rng.choice(categories),
-                title,
-                f"{SLUG_PREFIX}{i}",
-                texts[i % len(texts)],
-                content,
-                rng.choice(["beginner", "intermediate", "advanced"]),
-                rng.sample(corpus.TECH[:40], 3),
-                rng.sample(corpus.TECH[:60], 2),
-                when,
-                when,
-            )
+            author, category = rng.choice(agents), rng.choice(categories)
+            level = rng.choice(["beginner", "intermediate", "advanced"])
+            tags, stack = rng.sample(corpus.TECH[:40], 3), rng.sample(corpus.TECH[:60], 2)
+            slug, text = f"{SLUG_PREFIX}{i}", texts[i % len(texts)]
+            head = (pid, author, category, title, slug, text, content)
+            return (*head, level, tags, stack, when, when)
 
         corpus.copy_rows(conn, corpus.PATTERN_COLUMNS, (pattern(i) for i in range(N_PATTERNS)))
         print("bench:   patterns written; storing vectors", flush=True)
-        corpus.copy_rows(
-            conn,
-            "embeddings (kind, item_id, model, text_hash, vector)",
-            itertools.chain(
-                (
-                    ("pattern", p, model, b"\0", to_bytes(v))
-                    for p, v in zip(ids, vectors, strict=True)
-                ),
-                (("agent", a, model, b"\0", to_bytes(basis[i])) for i, a in enumerate(agents)),
-            ),
+        vectors_rows = itertools.chain(
+            (("pattern", p, model, b"\0", to_bytes(v)) for p, v in zip(ids, vectors, strict=True)),
+            (("agent", a, model, b"\0", to_bytes(basis[i])) for i, a in enumerate(agents)),
         )
+        corpus.copy_rows(conn, "embeddings (kind, item_id, model, text_hash, vector)", vectors_rows)
         # The hash of each row's embedded text, by the service's own SQL
         # (storage.repositories.search.hash_sql): the rebuild finds them current.
         for s in (PATTERNS, AGENTS):
@@ -121,11 +101,8 @@ def selectivity(database_url: str, queries: list[str]) -> dict[str, float]:
             assert row is not None
             loose.append(row[0] / total)
             strict.append(row[1] / total)
-    return {
-        "loose": float(np.median(loose)),
-        "strict": float(np.median(strict)),
-        **fulltext_ms(database_url, queries),
-    }
+    medians = {"loose": float(np.median(loose)), "strict": float(np.median(strict))}
+    return {**medians, **fulltext_ms(database_url, queries)}
 
 
 def fulltext_ms(database_url: str, queries: list[str]) -> dict[str, float]:
@@ -150,8 +127,5 @@ def fulltext_ms(database_url: str, queries: list[str]) -> dict[str, float]:
         return times
 
     times = asyncio.run(go())
-    return {
-        "fulltext_ms": float(np.median(times)),
-        "fulltext_max_ms": max(times),
-        "rank_candidates": repo.RANK_CANDIDATES,
-    }
+    ranked = {"rank_candidates": repo.RANK_CANDIDATES}
+    return {"fulltext_ms": float(np.median(times)), "fulltext_max_ms": max(times), **ranked}

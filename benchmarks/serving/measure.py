@@ -57,14 +57,13 @@ def measure(
         url, script = route_script(tmp, route, facts, server.name, run or -1, warmup=True)
         go(server.base + url, duration=args.warmup, script=script)
     url, script = route_script(tmp, route, facts, server.name, run)
-    meter = CpuMeter(server, server.state_dir, extra_pids)
+    meter = CpuMeter(server, extra_pids)
     spy: contextlib.AbstractContextManager[list[Path]] = contextlib.nullcontext([])
     if args.profile:
         where = Path(args.keep_profiles) if args.keep_profiles else tmp
         where.mkdir(parents=True, exist_ok=True)
-        spy = py_spy(
-            server, args.duration, where / f"spy-{route.key}-{server.name.split()[-1]}-{run}"
-        )
+        name = f"spy-{route.key}-{server.name.split()[-1]}-{run}"
+        spy = py_spy(server, args.duration, where / name)
     with spy as files:
         meter.start()
         result, raw = go(server.base + url, duration=args.duration, script=script)
@@ -84,11 +83,9 @@ REPLICAS_READY_IN_A_ROW = 8
 
 
 def wait_index_idle(base: str, timeout: float = 600.0) -> None:
-    """Until the VectorIndex has embedded every queued row (after pattern
-    creation runs), so no background embedding overlaps the next run, and the
-    Api replicas' copies of the index are built."""
-    deadline = time.monotonic() + timeout
-    in_a_row = 0
+    """Until the VectorIndex has embedded every queued row (no background
+    embedding overlaps the next run) and the Api replicas' copies are built."""
+    deadline, in_a_row = time.monotonic() + timeout, 0
     while time.monotonic() < deadline:
         body = health(base)
         search = body.get("search") if body is not None else None

@@ -1,9 +1,6 @@
-"""The rate limiter a user would pick for plain uvicorn workers that must
-share one global limit: the ``limits`` library's fixed windows in Redis
-(``limits.aio``, redis-py), the way slowapi uses it for its headers: a hit,
-then the window's stats. The HTTP benchmark runs ``uvicorn_app --redis`` with
-it against a redis-server it starts (``redis_server``); installed with
-apt-get (Debian ``redis-server``) when missing, like wrk."""
+"""One global limit for plain uvicorn workers, as a user would build it: the
+``limits`` library's fixed windows in Redis (a hit, then the window's stats, as
+slowapi does), and the throwaway redis-server http_bench runs it against."""
 
 from __future__ import annotations
 

@@ -116,16 +116,10 @@ def seed(base: str, rounds: int, n_keys: int = 0) -> dict[str, Any]:
         for r in range(-1, rounds)  # -1: the warm-up runs
     }
     return {
-        "username": author["username"],
-        "author_key": author["api_key"],
-        "voter": voters[0],
-        "voters": voters,
-        "detail": detail,
-        "vote_sets": vote_sets,
-        "queries": queries_for(N_QUERIES),
-        "patterns": len(patterns),
-        "crowd": register_many(base, n_keys) if n_keys else [],
-    }
+        "username": author["username"], "author_key": author["api_key"], "voter": voters[0],
+        "voters": voters, "detail": detail, "vote_sets": vote_sets, "patterns": len(patterns),
+        "queries": queries_for(N_QUERIES), "crowd": register_many(base, n_keys) if n_keys else [],
+    }  # fmt: skip
 
 
 # The many-clients mixes: a random client address (X-Forwarded-For) or the
@@ -183,11 +177,9 @@ end
 
 
 def crowd_slice(crowd: list[str], server: str, run: int, warmup: bool) -> list[str]:
-    """The agents of one run of the many-keys mix: a slice of its own for
-    each (server, round, warm-up or measured run), so every server's run
-    meets agents calling for the first time in that minute (each agent's
-    first call a minute records its use: a write), never ones another
-    server's run has just warmed."""
+    """The agents of one run of the many-keys mix: a slice of its own for each
+    (server, round, warm-up or measured run), so every run meets agents calling
+    for the first time that minute (a write), never ones another run just warmed."""
     servers = ("uvicorn", "uvicorn+Redis", "Ray Serve")
     slot = (run + 1) * 2 * len(servers) + 2 * servers.index(server) + (0 if warmup else 1)
     size = max(1, len(crowd) // CROWD_SLICES)
@@ -196,17 +188,10 @@ def crowd_slice(crowd: list[str], server: str, run: int, warmup: bool) -> list[s
 
 
 def route_script(
-    tmp: Path,
-    route: Route,
-    facts: dict[str, Any],
-    server: str,
-    run: int,
-    warmup: bool = False,
+    tmp: Path, route: Route, facts: dict[str, Any], server: str, run: int, warmup: bool = False
 ) -> tuple[str, Path]:
     """The first path of a route and the wrk script that drives it."""
-    quote = urllib.parse.quote
-    headers = ""
-    key = route.base
+    quote, headers, key = urllib.parse.quote, "", route.base
     if key == "profile":
         paths = [f"/api/agents/{facts['username']}"]
     elif key in ("question", "question_key"):
@@ -250,8 +235,7 @@ def check_routes(base: str, facts: dict[str, Any], semantic: bool) -> None:
     shown = api_call(base, "GET", f"/api/questions/{facts['detail']}", facts["voter"])
     if len(shown["answers"]) != N_ANSWERS or "user_vote" not in shown["answers"][0]:
         raise RuntimeError(f"{base}: the detail read does not show the seeded answers")
-    feed = api_call(base, "GET", "/api/feed/trending")
-    if not feed:
+    if not api_call(base, "GET", "/api/feed/trending"):
         raise RuntimeError(f"{base}: the trending feed is empty")
     query = urllib.parse.quote(facts["queries"][0])
     for mode in ("semantic", "fulltext") if semantic else ("fulltext",):

@@ -15,6 +15,11 @@ def _median(values: list[float]) -> float:
     return statistics.median(values) if values else float("nan")
 
 
+def _row(key: str, cells: list[float], spec: str) -> str:
+    """A route's row: its label, then ``cells`` formatted with ``spec``."""
+    return f"| `{ROUTES[key].label}` | " + " | ".join(format(c, spec) for c in cells) + " |"
+
+
 def versus_table(runs: list[Run], other: str) -> list[str]:
     """Serve's req/s over ``other``'s, round by round (each round measures
     both back to back), and the CPU each spends per request. Against plain
@@ -130,22 +135,13 @@ def latency_table(runs: list[Run]) -> list[str]:
 def cpu_table(runs: list[Run]) -> list[str]:
     """Serve's CPU per request by process, median over rounds."""
     serve = [r for r in runs if r.server == "Ray Serve"]
-    kinds = sorted(
-        {k for r in serve for k in r.cpu_s}, key=lambda k: -sum(r.cpu_s.get(k, 0) for r in serve)
-    )
-    rows = [
-        "| Route | " + " | ".join(kinds) + " |",
-        "|---|" + "---:|" * len(kinds),
-    ]
+    used = {k for r in serve for k in r.cpu_s}
+    kinds = sorted(used, key=lambda k: -sum(r.cpu_s.get(k, 0) for r in serve))
+    rows = ["| Route | " + " | ".join(kinds) + " |", "|---|" + "---:|" * len(kinds)]
     for key in ROUTES:
-        mine = [r for r in serve if r.route.key == key]
-        if not mine:
-            continue
-        cells = [
-            _median([1000 * r.cpu_s.get(k, 0.0) / max(1, r.result.requests) for r in mine])
-            for k in kinds
-        ]
-        rows.append(f"| `{ROUTES[key].label}` | " + " | ".join(f"{c:.3f}" for c in cells) + " |")
+        if mine := [r for r in serve if r.route.key == key]:
+            cells = [_median([per_request_ms(r, (k,)) for r in mine]) for k in kinds]
+            rows.append(_row(key, cells, ".3f"))
     return rows
 
 
@@ -158,7 +154,5 @@ def haproxy_table(runs: list[Run]) -> list[str]:
         mine = [r.haproxy for r in runs if r.route.key == key and r.haproxy]
         if mine:
             cells = [_median([m[k] for m in mine]) for k in ("qtime", "ctime", "rtime", "ttime")]
-            rows.append(
-                f"| `{ROUTES[key].label}` | " + " | ".join(f"{c:.0f}" for c in cells) + " |"
-            )
+            rows.append(_row(key, cells, ".0f"))
     return rows
