@@ -191,11 +191,8 @@ async def attempt(tally: Tally, port: int, path: str, headers: dict[str, str]) -
             head = (await reader.readuntil(b"\r\n\r\n")).decode("latin-1")
             status = int(head.split(" ", 2)[1])
             label = str(status)
-            length = 0
-            for line in head.split("\r\n")[1:]:
-                name, _, value = line.partition(":")
-                if name.strip().lower() == "content-length":
-                    length = int(value.strip())
+            found = re.search(r"(?im)^content-length:\s*(\d+)", head)
+            length = int(found.group(1)) if found else 0
             if status != 200 and length:
                 with contextlib.suppress(ValueError, AttributeError):
                     label = f"{status} {json.loads(await reader.readexactly(length))['error']}"
@@ -369,12 +366,9 @@ async def document_server(hold_s: float) -> tuple[asyncio.Server, str]:
         with contextlib.suppress(OSError, ValueError, IndexError, asyncio.IncompleteReadError):
             path = (await reader.readuntil(b"\r\n\r\n")).split(b" ", 2)[1].decode()
             await asyncio.sleep(hold_s)
-            doc = {
-                "client_id": base + path,
-                "client_name": "Slow Document Client",
-                "redirect_uris": [REDIRECT_URI],
-                "token_endpoint_auth_method": "none",
-            }
+            doc = {"client_id": base + path, "client_name": "Slow Document Client",
+                   "redirect_uris": [REDIRECT_URI],
+                   "token_endpoint_auth_method": "none"}  # fmt: skip
             body = json.dumps(doc).encode()
             writer.write(
                 b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nConnection: close\r\n"
@@ -402,13 +396,10 @@ def registration(over: bool) -> dict[str, Any]:
     the 4 KiB bound; ``over``: with a 900 kB ``jwks`` as well (M3)."""
     uri = f"http://{harness.HOST}:53682/cb/" + "u" * REGISTER_URI_PAD
     body: dict[str, Any] = {
-        "client_name": "n" * 100,
-        "redirect_uris": [f"{uri}{i}" for i in range(5)],
-        "contacts": [f"{'c' * 240}{i}@example.org" for i in range(3)],
-        "software_id": "s" * 100,
-        "software_version": "v" * 100,
-        "token_endpoint_auth_method": "none",
-    }
+        "client_name": "n" * 100, "redirect_uris": [f"{uri}{i}" for i in range(5)],
+        "contacts": [f"{'c' * 240}{i}@example.org" for i in range(3)], "software_id": "s" * 100,
+        "software_version": "v" * 100, "token_endpoint_auth_method": "none",
+    }  # fmt: skip
     if over:
         body["jwks"] = {"keys": [{"kty": "oct", "k": "k" * 900_000}]}
     return body

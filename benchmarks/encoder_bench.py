@@ -19,7 +19,7 @@ from typing import Any
 import numpy as np
 
 from benchmarks.corpus import queries_for, texts_for
-from benchmarks.harness import publish, section_head
+from benchmarks.harness import publish, section_end, section_head
 
 MARKS = ("<!-- encoder-bench:start -->", "<!-- encoder-bench:end -->")
 
@@ -159,11 +159,8 @@ def section(result: dict[str, Any], load_before: float) -> str:
         "",
         f"- Smallest cosine to PyTorch's vectors over 100 texts: {result['cosine']:.6f}.",
         "- Load times: " + ", ".join(f"{k} {v:.1f} s" for k, v in result["load_s"].items()) + ".",
-        "",
-        "Reproduce: `.venv/bin/python -m benchmarks.encoder_bench`.",
-        MARKS[1],
     ]
-    return "\n".join(lines) + "\n"
+    return section_end(lines, "`.venv/bin/python -m benchmarks.encoder_bench`", MARKS[1])
 
 
 def main() -> None:

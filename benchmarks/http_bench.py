@@ -110,11 +110,8 @@ def docs_section(
         "Every run:",
         "",
         *tables.latency_table(runs),
-        "",
-        f"Reproduce: `make bench`{this_run if argv else ''}.",
-        END_MARK,
     ]
-    return "\n".join(lines) + "\n"
+    return harness.section_end(lines, f"`make bench`{this_run if argv else ''}", END_MARK)
 
 
 def parse_args(argv: list[str] | None) -> argparse.Namespace:

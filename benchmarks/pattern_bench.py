@@ -247,8 +247,7 @@ def docs_section(
     lines = [
         *harness.section_head(MARKS[0], "pattern_bench.py", load_before),
         f"- Through Serve: `cairn run --port {PORT}` (HAProxy, 2 `Api` replicas, the "
-        f"TrendingActor); {wrk_ver}, `-t{harness.THREADS} -c{args.connections} -d{args.duration}s "
-        f"--latency` after a {args.warmup} s warm-up; wrk on the same machine.",
+        f"TrendingActor); {harness.wrk_run(wrk_ver, args)}; wrk on the same machine.",
         f"- Database alone: the statements each route sends (captured from the "
         f"repositories: the count and the page), replayed {args.repeats} times over one "
         "psycopg connection on the unix socket; one sample = one request's statements.",
@@ -265,11 +264,8 @@ def docs_section(
         f"The trending ranking held {facts['ranked']:,} patterns (7 days; at most 1,000 "
         f"are kept) from {facts['counter_votes']:,} standing votes; rebuilding the counter "
         f"from Postgres took {facts['load_s']:.2f} s.",
-        "",
-        "Reproduce: `make bench`.",
-        MARKS[1],
     ]
-    return "\n".join(lines) + "\n"
+    return harness.section_end(lines, "`make bench`", MARKS[1])
 
 
 def main(argv: list[str] | None = None) -> int:

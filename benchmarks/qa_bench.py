@@ -104,9 +104,8 @@ def docs_section(
     lines = [
         *harness.section_head(MARKS[0], "qa_bench.py", load_before),
         f"- Through Serve: `cairn run --port {PORT}` (HAProxy, 2 `Api` replicas, the "
-        f"rate-limiter actors); {wrk_ver}, `-t{harness.THREADS} -c{args.connections} "
-        f"-d{args.duration}s --latency` after a {args.warmup} s warm-up (the vote warm-up "
-        "uses answers of its own); wrk on the same machine.",
+        f"rate-limiter actors); {harness.wrk_run(wrk_ver, args)} (the vote warm-up uses "
+        "answers of its own); wrk on the same machine.",
         "",
         *harness.serve_table(rows),
         "",
@@ -114,11 +113,10 @@ def docs_section(
         f"run the {N_VOTE_QUESTIONS * N_ANSWERS} answers' scores summed to "
         f"{votes['score_total']:,} for {votes['requests']:,} requests over "
         f"{votes['pairs']:,} (voter, answer) pairs.",
-        "",
-        "Reproduce: `make bench` (or `.venv/bin/python -m benchmarks.qa_bench`).",
-        MARKS[1],
     ]
-    return "\n".join(lines) + "\n"
+    return harness.section_end(
+        lines, "`make bench` (or `.venv/bin/python -m benchmarks.qa_bench`)", MARKS[1]
+    )
 
 
 def main(argv: list[str] | None = None) -> int:

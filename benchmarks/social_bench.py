@@ -159,15 +159,13 @@ def docs_section(
         f"one notification for a pattern: {fanout['duplicates']}; overall "
         f"{fanout['total_notifications'] / fanout['span_s']:,.0f} notifications/s.",
         "",
-        f"{wrk_ver}, `-t{harness.THREADS} -c{args.connections} -d{args.duration}s --latency` after "
-        f"a {args.warmup} s warm-up; wrk on the same machine:",
+        f"{harness.wrk_run(wrk_ver, args)}; wrk on the same machine:",
         "",
         *harness.serve_table(rows),
-        "",
-        "Reproduce: `make bench` (or `.venv/bin/python -m benchmarks.social_bench`).",
-        MARKS[1],
     ]
-    return "\n".join(lines) + "\n"
+    return harness.section_end(
+        lines, "`make bench` (or `.venv/bin/python -m benchmarks.social_bench`)", MARKS[1]
+    )
 
 
 def main(argv: list[str] | None = None) -> int:

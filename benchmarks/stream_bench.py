@@ -130,16 +130,10 @@ async def run_levels(base: str, levels: list[int]) -> list[dict[str, Any]]:
             opened_s = await streams.open(agents, level)
             target = await harness.register(http, f"stream bench target {level}")
             fans = [await harness.register(http, f"fan {level} {i}") for i in range(DELIVERIES)]
-            row = {
-                "streams": level,
-                "open": streams.open_now - streams.waiting,
-                "queued": streams.waiting,
-                "refused": dict(streams.refused),
-                "open_s": opened_s,
-                "probe": await probed(http, prober),
-                "delivery": [],
-                "memory_mb": 0.0,
-            }
+            row = {"streams": level, "open": streams.open_now - streams.waiting,
+                   "queued": streams.waiting, "refused": dict(streams.refused), "open_s": opened_s,
+                   "probe": await probed(http, prober), "delivery": [],
+                   "memory_mb": 0.0}  # fmt: skip
             # No deliveries when the stream cannot open (queued) within a minute.
             with contextlib.suppress(TimeoutError):
                 row["delivery"] = await asyncio.wait_for(

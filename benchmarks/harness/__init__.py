@@ -7,6 +7,7 @@ from benchmarks.harness.results import (
     pct,
     publish,
     rss_mib,
+    section_end,
     section_head,
     serve_table,
 )
@@ -46,5 +47,6 @@ from benchmarks.harness.wrk import (
     run_wrk,
     vote_script,
     wrk_options,
+    wrk_run,
     wrk_version,
 )

@@ -30,6 +30,11 @@ def section_head(start_mark: str, script: str, load_before: float) -> list[str]:
     ]
 
 
+def section_end(lines: list[str], reproduce: str, end_mark: str) -> str:
+    """A section's text: ``lines``, then how to reproduce it and the end mark."""
+    return "\n".join([*lines, "", f"Reproduce: {reproduce}.", end_mark]) + "\n"
+
+
 def serve_table(rows: list[tuple[str, WrkResult]]) -> list[str]:
     """A Markdown table of routes measured through Serve."""
     lines = [
@@ -37,11 +42,8 @@ def serve_table(rows: list[tuple[str, WrkResult]]) -> list[str]:
         "|---|---:|---:|---:|---:|---|",
     ]
     for label, r in rows:
-        lines.append(
-            f"| `{label}` | {r.requests_per_s:,.0f} | {r.latency_ms.get(50, 0):.2f} | "
-            f"{r.latency_ms.get(90, 0):.2f} | {r.latency_ms.get(99, 0):.2f} | "
-            f"{r.errors_text()} |"
-        )
+        ms = " | ".join(f"{r.latency_ms.get(p, 0):.2f}" for p in (50, 90, 99))
+        lines.append(f"| `{label}` | {r.requests_per_s:,.0f} | {ms} | {r.errors_text()} |")
     return lines
 
 

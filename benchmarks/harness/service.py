@@ -128,12 +128,7 @@ def bearer(key: str) -> dict[str, str]:
 
 
 async def probe(
-    http: httpx.AsyncClient,
-    key: str,
-    *,
-    budget_s: float = 180.0,
-    until: Any = None,
-    min_s: float = 0.0,
+    http: httpx.AsyncClient, key: str, *, budget_s: float = 180, until: Any = None, min_s: float = 0
 ) -> dict[str, Any]:
     """An authenticated read, ``GET /api/agents/me``, PROBE_CONCURRENCY at a
     time: while ``until`` (an event) is unset, then PROBES more, and on until

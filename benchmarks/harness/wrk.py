@@ -93,19 +93,13 @@ def parse_wrk(output: str) -> WrkResult:
 
 
 def run_wrk(
-    wrk: str,
-    url: str,
-    *,
-    duration: int,
-    connections: int,
-    script: Path | None,
-    timeout_s: int | None = None,
+    wrk: str, url: str, *, duration: int, connections: int, script: Path | None, timeout_s: int = 0
 ) -> tuple[WrkResult, str]:
-    """``timeout_s``: wrk's request timeout (its default 2 s counts a slower
-    answer as an error)."""
+    """``timeout_s``: wrk's request timeout (0: wrk's default, 2 s, which counts
+    a slower answer as an error)."""
     # wrk needs a connection per thread: one connection, one thread.
     cmd = [wrk, f"-t{min(THREADS, connections)}", f"-c{connections}", f"-d{duration}s", "--latency"]
-    if timeout_s is not None:
+    if timeout_s:
         cmd += ["--timeout", f"{timeout_s}s"]
     if script is not None:
         cmd += ["-s", str(script)]
@@ -157,6 +151,12 @@ def wrk_options(bench: str, *, duration: int = 15) -> argparse.ArgumentParser:
     add("--connections", type=int, default=16, help="wrk connections (16)")
     add("--no-docs", action="store_true", help="print only; leave docs/benchmarks.md alone")
     return parser
+
+
+def wrk_run(wrk_ver: str, args: argparse.Namespace) -> str:
+    """How wrk ran (its version, threads, connections, duration, warm-up), for a section."""
+    run = f"`-t{THREADS} -c{args.connections} -d{args.duration}s --latency`"
+    return f"{wrk_ver}, {run} after a {args.warmup} s warm-up"
 
 
 def lua_list(items: list[str]) -> str:

@@ -7,6 +7,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 
+from benchmarks.harness import section_end
 from benchmarks.ranking import hybrid
 from benchmarks.ranking.evalset import END_MARK, NONSENSE, START_MARK, Score
 
@@ -37,6 +38,9 @@ def render(
     rss_kib: int,
 ) -> str:
     chosen, left_out = choice.chosen, choice.left_out
+    verdict = "the choice above"
+    if not choice.default:
+        verdict = "not the choice above: update `DEFAULT_HYBRID` to it"
     names = [hybrid.group_name(g) for g in groups]
     counts = {hybrid.group_name(g): len(hybrid.members(sets[g[0]], g[1], "test")) for g in groups}
     lines = [
@@ -57,12 +61,7 @@ def render(
         "Leave one group out (w chosen without that group's queries): "
         + "; ".join(f"{g}: {c}" for g, c in left_out.items())
         + ".",
-        "- The service runs `retrieval.fusion.DEFAULT_HYBRID`: "
-        + (
-            "**the choice above**."
-            if choice.default
-            else "**not the choice above: update `DEFAULT_HYBRID` to it**."
-        ),
+        f"- The service runs `retrieval.fusion.DEFAULT_HYBRID`: **{verdict}**.",
         "",
         "MRR@10 / Recall@10, test queries:",
         "",
@@ -80,16 +79,11 @@ def render(
         "| Comparison | " + " | ".join(names) + " |",
         "|---|" + "---|" * len(names),
     ]
-    titles = {
-        "hybrid": "hybrid - better half, MRR@10",
-        "hybrid, leave one group out": "hybrid (leave one group out) - better half, MRR@10",
-        "hybrid recall": "hybrid - better half, Recall@10",
-        "hybrid recall, leave one group out": "hybrid (leave one group out) - better half, "
-        "Recall@10",
-    }
     for label, grow in gaps.items():
         cells = [f"{grow[n][1]} vs {grow[n][0]}" if n in grow else "" for n in names]
-        lines.append(f"| {titles[label]} | " + " | ".join(cells) + " |")
+        left = " (leave one group out)" if "leave" in label else ""
+        title = f"hybrid{left} - better half, {'Recall@10' if 'recall' in label else 'MRR@10'}"
+        lines.append(f"| {title} | " + " | ".join(cells) + " |")
     lines += [""]
     for name, h in got.items():
         empty, mean = nonsense[name]
@@ -100,14 +94,12 @@ def render(
             f"({len(NONSENSE)}): {empty} come back empty from the hybrid, "
             f"{mean:.1f} results on average."
         )
-    lines += [
-        "- Peak RSS growth of the run (the sets' indexes, vectors, model): "
-        f"{rss_kib / 1024:.0f} MiB.",
-        "",
-        "Reproduce: `.venv/bin/python -m benchmarks.ranking_eval` (vectors cached under "
+    rss = f"{rss_kib / 1024:.0f} MiB"
+    lines.append(f"- Peak RSS growth of the run (the sets' indexes, vectors, model): {rss}.")
+    reproduce = (
+        "`.venv/bin/python -m benchmarks.ranking_eval` (vectors cached under "
         "`/tmp/cairn-ranking-bench`; the first run embeds every set, a few minutes on 2 cores). "
         'Other normalisations of the halves: "Reading the fusion numbers" below (the code: '
-        "commit f8c1b82, `benchmarks/ranking/forms.py`, `ranking_eval --forms`).",
-        END_MARK,
-    ]
-    return "\n".join(lines) + "\n\n"  # a blank line after the end mark
+        "commit f8c1b82, `benchmarks/ranking/forms.py`, `ranking_eval --forms`)"
+    )
+    return section_end(lines, reproduce, END_MARK) + "\n"  # a blank line after the end mark

@@ -18,7 +18,7 @@ from typing import Any
 import numpy as np
 
 from benchmarks.corpus import texts_for
-from benchmarks.harness import publish, section_head
+from benchmarks.harness import publish, section_end, section_head
 from benchmarks.search.config import MARKS, N_BASIS, load_pair
 from benchmarks.search.vectors import basis_vectors, encode, load_model, query_vectors
 
@@ -136,11 +136,8 @@ def embedder_section(r: dict[str, Any], facts: dict[str, Any], args: argparse.Na
         f"Plain with Ray not running: {plain:.1f} texts/s in one call, {facts['chunked']:.1f} "
         f"in 64-text calls. Against the one-call figure, the deployment's `embed_many` is "
         f"{r['many'] / plain:.2f} times plain, 2 in flight {r['many2'] / plain:.2f} times.",
-        "",
-        "Reproduce: `.venv/bin/python -m benchmarks.search_bench --parts embedder`.",
-        end,
     ]
-    return "\n".join(lines) + "\n"
+    return section_end(lines, "`.venv/bin/python -m benchmarks.search_bench --parts embedder`", end)
 
 
 def part_embedder(args: argparse.Namespace) -> None:

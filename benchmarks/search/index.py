@@ -13,7 +13,7 @@ from typing import Any
 
 import numpy as np
 
-from benchmarks.harness import publish, rss_mib, section_head
+from benchmarks.harness import publish, rss_mib, section_end, section_head
 from benchmarks.search.config import MARKS, N_PATTERNS, load_pair
 from benchmarks.search.vectors import basis_vectors, derived_vectors, query_vectors
 
@@ -139,11 +139,8 @@ def index_section(result: dict[str, Any], n_queries: int, load: tuple[float, flo
         f"| HNSW, M {h['m']}, efConstruction {h['ef_construction']}, ef {h['ef']} "
         f"| {h['formula']:.1f} | {h['rss']:.1f} | {h['build_s']:.1f} | {h['recall10']:.3f} "
         f"| {h['recall50']:.3f} | {h['ms']:.3f} |",
-        "",
-        "Reproduce: `.venv/bin/python -m benchmarks.search_bench --parts index`.",
-        end,
     ]
-    return "\n".join(lines) + "\n"
+    return section_end(lines, "`.venv/bin/python -m benchmarks.search_bench --parts index`", end)
 
 
 def part_index(args: argparse.Namespace) -> None:

@@ -184,11 +184,10 @@ def search_section(
         f"{runs[0].fulltext_responses}.",
         "",
         *harness.serve_table([(r.label, r.result) for r in runs]),
-        "",
-        "Reproduce: `.venv/bin/python -m benchmarks.search_bench --parts search`.",
-        end,
     ]
-    return "\n".join(lines) + "\n"
+    return harness.section_end(
+        lines, "`.venv/bin/python -m benchmarks.search_bench --parts search`", end
+    )
 
 
 def part_search(args: argparse.Namespace) -> None:
@@ -199,14 +198,8 @@ def part_search(args: argparse.Namespace) -> None:
     seed(prepared.database_url, settings.embedding_model, basis, vectors)
     del vectors
     matched = selectivity(prepared.database_url, queries_for(config.N_QUERIES)[:40])
-    print(
-        f"bench: full text matches a median {matched['loose']:.1%} (any word) and "
-        f"{matched['strict']:.2%} (every word) of the patterns; its ranking takes "
-        f"{matched['fulltext_ms']:.0f} ms (median)",
-        flush=True,
-    )
     matched["encode_ms"] = query_encode_ms(settings.embedding_model)
-    print(f"bench: one query encodes in {matched['encode_ms']:.1f} ms (one thread)", flush=True)
+    print(f"bench: full text and the query encoder: {matched}", flush=True)
     gc.collect()
     load0 = os.getloadavg()[0]
     with (
@@ -216,12 +209,7 @@ def part_search(args: argparse.Namespace) -> None:
         t0 = time.monotonic()
         stats = wait_search_ready(serve.base, config.N_PATTERNS)
         facts = {"ready_s": serve.ready_s + time.monotonic() - t0, **matched}
-        pattern = stats["indexes"]["pattern"]
-        print(
-            f"bench: index {pattern['size']:,} {pattern['kind']}, rebuilt from Postgres in "
-            f"{stats['counters']['load_s']:.1f}s",
-            flush=True,
-        )
+        print(f"bench: index {stats['indexes']['pattern']}, {stats['counters']}", flush=True)
         runs = measure_search(serve.base, wrk, Path(tmp), args)
     load = config.load_pair(load0)
     section = search_section(runs, stats, facts, args, harness.wrk_version(wrk), load)
