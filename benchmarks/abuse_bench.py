@@ -1,21 +1,11 @@
 """Does an authenticated read keep answering while the service is abused?
-
-The probe (``harness.probe``: ``GET /api/agents/me`` with a key) runs idle,
-under abuse and after, against ``cairn run`` on its own state folder. The
-attacks run in a second process (its own event loop, so their work does not
-delay the probe's timing), loopback only, each request from a random address
-in 198.18.0.0/15 taken as the client (``CAIRN_TRUSTED_PROXIES``), each kind
-bounded in count and in time. Three abuses, each written into its own
-section of docs/benchmarks.md, which says what it sends:
-
-* by default, held-open stream attempts (keyless ``GET /mcp``, and one key's
-  ``GET /api/notifications/stream``) with a ``/api/health`` flood;
-* ``--diffs``: revision diffs of a pathological pattern (docs/security.md, H1);
-* ``--surfaces``: the diffs with Client ID Metadata Document fetches from a
-  slow server and registrations at their bounds (M2, M3).
+The probe runs idle, under abuse and after; the attacks run in a second
+process: held-open stream attempts and a health flood, or with ``--surfaces``
+revision diffs (docs/security.md, H1), slow client-document fetches and
+registrations at their bounds (M2, M3). docs/benchmarks.md says what each sends.
 
     .venv/bin/python -m benchmarks.abuse_bench [--attempts 200] [--no-docs]
-    .venv/bin/python -m benchmarks.abuse_bench --diffs | --surfaces [--seconds 45]
+    .venv/bin/python -m benchmarks.abuse_bench --surfaces [--seconds 45]
 """
 
 from __future__ import annotations
@@ -32,36 +22,22 @@ import random
 import re
 import time
 from collections import Counter
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Iterator
 from dataclasses import dataclass, field
+from functools import partial
 from multiprocessing.synchronize import Event as MpEvent
 from pathlib import Path
 from typing import Any
 
 import httpx
 
-from benchmarks.harness import (
-    HOST,
-    PROBE_CONCURRENCY,
-    PROBES,
-    ROOT,
-    bearer,
-    bench_env,
-    fresh_state,
-    pct,
-    probe,
-    register,
-    section_head,
-    serve_running,
-    server_env,
-    stop_on_sigterm,
-    write_docs,
-)
+from benchmarks import harness
+from benchmarks.harness import PROBE_CONCURRENCY
 from serve_app.launch.bootstrap import service_discovery_file
 
-STATE_DIR = ROOT / ".cairn" / "bench-abuse"
-START_MARK = "<!-- abuse-bench:start -->"
-END_MARK = "<!-- abuse-bench:end -->"
+STATE_DIR = harness.ROOT / ".cairn" / "bench-abuse"
+MARKS = ("<!-- abuse-bench:start -->", "<!-- abuse-bench:end -->")
+SURFACES_MARKS = ("<!-- abuse-bench-surfaces:start -->", "<!-- abuse-bench-surfaces:end -->")
 PORT = 8108
 PROBE_TIMEOUT_S = 10.0
 ABUSE_MIN_S = 60.0  # the abuse lasts at least this (the health limit counts a minute)
@@ -72,45 +48,26 @@ HEALTH_LOOPS_RANDOM = 8
 ANSWER_TIMEOUT_S = 10.0  # an attack request unanswered this long is hung
 ABUSE_MAX_S = 240.0  # the attackers stop by themselves after this
 REOPEN_WAIT_S = 60.0
-DIFF_START_MARK = "<!-- abuse-bench-diffs:start -->"
-DIFF_END_MARK = "<!-- abuse-bench-diffs:end -->"
 DIFF_LINES = 6000  # the review's input: 6,000 lines (about 69,000 characters)
 DIFF_REVISIONS = 4
 DIFF_LOOPS = 8
-DIFF_MIN_S = 30.0
 DIFF_TIMEOUT_S = 60.0
-SURFACES_START_MARK = "<!-- abuse-bench-surfaces:start -->"
-SURFACES_END_MARK = "<!-- abuse-bench-surfaces:end -->"
 SURFACES_MIN_S = 60.0
 SURFACE_REQUESTS = 2000  # at most, per kind of attack loop
 M2_LOOPS = 40  # about 40 such requests emptied both pools before the fix
 M3_LOOPS = 2
 DOCUMENT_HOLD_S = 4.5  # the document server's delay, under CAIRN_OUTBOUND_TIMEOUT_S (5 s)
 REGISTER_URI_PAD = 460  # redirect URIs this long fill a registration to ~4,080 of its 4,096 bytes
-MARKS = {
-    "abuse": (START_MARK, END_MARK),
-    "abuse-diffs": (DIFF_START_MARK, DIFF_END_MARK),
-    "abuse-surfaces": (SURFACES_START_MARK, SURFACES_END_MARK),
-}
 REDIRECT_URI = "http://127.0.0.1:53682/callback"
 CHALLENGE = "E9Melhoa2OwvFrEMTJguCHaoeK1t8URWbuGJSstw-cM"  # RFC 7636's example
-BENCH_ENV = bench_env(
-    STATE_DIR,
-    7,
-    "registration",
-    "general",
-    CAIRN_SEARCH_SEMANTIC="false",
-    CAIRN_TRUSTED_PROXIES="127.0.0.1/32",
-)
+SETTINGS = {"CAIRN_SEARCH_SEMANTIC": "false", "CAIRN_TRUSTED_PROXIES": "127.0.0.1/32"}
+BENCH_ENV = harness.bench_env(STATE_DIR, 7, "registration", "general", **SETTINGS)
 
 
-def random_address(rng: random.Random) -> str:
-    """An address in 198.18.0.0/15 (RFC 2544's benchmarking range)."""
+def spoofed(rng: random.Random) -> dict[str, str]:
+    """A random client address in 198.18.0.0/15 (RFC 2544's benchmarking range)."""
     n = rng.getrandbits(17)
-    return f"198.{18 + (n >> 16)}.{(n >> 8) & 255}.{n & 255}"
-
-
-# --------------------------------------------------------------- the probe
+    return {"X-Forwarded-For": f"198.{18 + (n >> 16)}.{(n >> 8) & 255}.{n & 255}"}
 
 
 PROBE_ROUTE = "/api/agents/me"
@@ -126,9 +83,8 @@ def _cpu_ticks() -> tuple[int, int]:
 
 
 def _service_metrics() -> dict[str, float]:
-    """From the service's own metrics (every Ray node it runs, through its
-    service-discovery file): the probe route's requests and seconds inside
-    the app, summed over replicas, and the pool's waiters."""
+    """The probe route's requests and seconds in the app, and the pool's
+    waiters, from the service's own metrics on every node."""
     found = {"count": 0.0, "sum": 0.0, "pool_waiters": 0.0}
     try:
         groups = json.loads(service_discovery_file(STATE_DIR).read_text())
@@ -150,48 +106,34 @@ def _service_metrics() -> dict[str, float]:
     return found
 
 
-class Waits:
-    """Where the probe's time went in one phase: the machine's CPU busy
-    share, the mean time of a probe request inside the app (the service's
-    own histogram; the rest of the probe's latency is HAProxy, Serve's proxy
-    and waiting for a CPU), and the most pool waiters seen."""
-
-    def __init__(self) -> None:
-        self._cpu = _cpu_ticks()
-        self._app = _service_metrics()
-        self._waiters: list[float] = []
-        self._task = asyncio.get_running_loop().create_task(self._watch())
-
-    async def _watch(self) -> None:
-        while True:
-            await asyncio.sleep(5.0)
-            sampled = await asyncio.to_thread(_service_metrics)
-            self._waiters.append(sampled["pool_waiters"])
-
-    async def done(self) -> dict[str, float]:
-        busy0, total0 = self._cpu
-        busy1, total1 = _cpu_ticks()
-        self._task.cancel()
-        with contextlib.suppress(asyncio.CancelledError):
-            await self._task
-        await asyncio.sleep(METRICS_SETTLE_S)  # the phase's last records reach the agent
-        app = await asyncio.to_thread(_service_metrics)
-        count = app["count"] - self._app["count"]
-        return {
-            "cpu_busy": (busy1 - busy0) / max(1, total1 - total0),
-            "app_ms": 1000 * (app["sum"] - self._app["sum"]) / count if count else float("nan"),
-            "app_requests": count,
-            "pool_waiters_max": max(self._waiters, default=0.0),
-        }
-
-
 async def measured_probe(
     http: httpx.AsyncClient, key: str, until: MpEvent | None = None, min_s: float = 0.0
 ) -> dict[str, Any]:
-    """``probe``, with where its time went (``Waits``)."""
-    waits = Waits()
-    result = await probe(http, key, until=until, min_s=min_s)
-    return {**result, "waits": await waits.done()}
+    """``harness.probe`` with the machine's CPU busy share, the mean time of
+    a probe request inside the app, and the most pool waiters seen."""
+    (busy0, total0), app0, waiters = _cpu_ticks(), _service_metrics(), []
+
+    async def watch() -> None:
+        while True:
+            await asyncio.sleep(5.0)
+            waiters.append((await asyncio.to_thread(_service_metrics))["pool_waiters"])
+
+    watcher = asyncio.get_running_loop().create_task(watch())
+    result = await harness.probe(http, key, until=until, min_s=min_s)
+    busy1, total1 = _cpu_ticks()
+    watcher.cancel()
+    with contextlib.suppress(asyncio.CancelledError):
+        await watcher
+    await asyncio.sleep(METRICS_SETTLE_S)  # the phase's last records reach the agent
+    app = await asyncio.to_thread(_service_metrics)
+    count = app["count"] - app0["count"]
+    waits = {
+        "cpu_busy": (busy1 - busy0) / max(1, total1 - total0),
+        "app_ms": 1000 * (app["sum"] - app0["sum"]) / count if count else float("nan"),
+        "app_requests": count,
+        "pool_waiters_max": max(waiters, default=0.0),
+    }
+    return {**result, "waits": waits}
 
 
 async def reopen(http: httpx.AsyncClient, key: str) -> float | None:
@@ -201,7 +143,7 @@ async def reopen(http: httpx.AsyncClient, key: str) -> float | None:
     while time.perf_counter() - started < REOPEN_WAIT_S:
         with contextlib.suppress(httpx.HTTPError):
             async with http.stream(
-                "GET", "/api/notifications/stream", headers=bearer(key)
+                "GET", "/api/notifications/stream", headers=harness.bearer(key)
             ) as response:
                 if response.status_code == 200:
                     return time.perf_counter() - started
@@ -209,142 +151,99 @@ async def reopen(http: httpx.AsyncClient, key: str) -> float | None:
     return None
 
 
-# ------------------------------------------------------------- the attacks
-
-
 @dataclass
-class Attack:
-    """One attack's attempts: their answers, and the connections held open."""
+class Tally:
+    """One kind of attack request: answers by label, hung, connection errors,
+    ms an answer, and (stream attempts) the connections held."""
 
     name: str
     answers: Counter[str] = field(default_factory=Counter)
     hung: int = 0
     errors: Counter[str] = field(default_factory=Counter)
-    answer_ms: list[float] = field(default_factory=list)
+    ms: list[float] = field(default_factory=list)
     seconds: float = 0.0
     held: list[tuple[asyncio.StreamReader, asyncio.StreamWriter, int]] = field(default_factory=list)
     closed_by_server: int = 0
 
     def summary(self) -> dict[str, Any]:
+        rate = self.answers.total() / self.seconds if self.seconds else float("nan")
         return {
-            "name": self.name,
-            "answers": dict(self.answers),
-            "hung": self.hung,
-            "errors": dict(self.errors),
-            "answer_p50": pct(self.answer_ms, 50),
-            "answer_max": max(self.answer_ms, default=float("nan")),
-            "seconds": self.seconds,
-            "held": len(self.held),
+            "name": self.name, "answers": dict(self.answers), "hung": self.hung,
+            "errors": dict(self.errors), "p50": harness.pct(self.ms, 50),
+            "p99": harness.pct(self.ms, 99), "max": max(self.ms, default=float("nan")),
+            "seconds": self.seconds, "rate": rate, "held": len(self.held),
             "held_200": sum(1 for _, _, status in self.held if status == 200),
             "closed_by_server": self.closed_by_server,
-        }
+        }  # fmt: skip
 
 
-async def attempt(attack: Attack, port: int, path: str, headers: dict[str, str]) -> None:
-    """One request on a raw connection of its own: write it, read the answer's
-    head (and a refusal's body, for its error code), then hold the connection."""
+async def attempt(tally: Tally, port: int, path: str, headers: dict[str, str]) -> None:
+    """One request on a raw connection of its own; read the answer's head (and
+    a refusal's body, for its error code), then hold the connection."""
     t0 = time.perf_counter()
     writer: asyncio.StreamWriter | None = None
     try:
         async with asyncio.timeout(ANSWER_TIMEOUT_S):
-            reader, writer = await asyncio.open_connection(HOST, port)
-            lines = [f"GET {path} HTTP/1.1", f"Host: {HOST}:{port}"]
+            reader, writer = await asyncio.open_connection(harness.HOST, port)
+            lines = [f"GET {path} HTTP/1.1", f"Host: {harness.HOST}:{port}"]
             lines += [f"{k}: {v}" for k, v in headers.items()]
             writer.write(("\r\n".join(lines) + "\r\n\r\n").encode())
             head = (await reader.readuntil(b"\r\n\r\n")).decode("latin-1")
             status = int(head.split(" ", 2)[1])
             label = str(status)
-            if status != 200:
-                length = 0
-                for line in head.split("\r\n")[1:]:
-                    name, _, value = line.partition(":")
-                    if name.strip().lower() == "content-length":
-                        length = int(value.strip())
-                if length:
-                    with contextlib.suppress(ValueError, AttributeError):
-                        body = json.loads(await reader.readexactly(length))
-                        label = f"{status} {body['error']}"
-    except TimeoutError:
-        attack.hung += 1
-        if writer is not None:
-            writer.close()
-        return
+            found = re.search(r"(?im)^content-length:\s*(\d+)", head)
+            length = int(found.group(1)) if found else 0
+            if status != 200 and length:
+                with contextlib.suppress(ValueError, AttributeError):
+                    label = f"{status} {json.loads(await reader.readexactly(length))['error']}"
     except (OSError, ValueError, IndexError, asyncio.IncompleteReadError) as exc:
-        attack.errors[type(exc).__name__] += 1
+        if isinstance(exc, TimeoutError):  # an OSError too
+            tally.hung += 1
+        else:
+            tally.errors[type(exc).__name__] += 1
         if writer is not None:
             writer.close()
         return
-    attack.answer_ms.append((time.perf_counter() - t0) * 1000)
-    attack.answers[label] += 1
-    attack.held.append((reader, writer, status))
+    tally.ms.append((time.perf_counter() - t0) * 1000)
+    tally.answers[label] += 1
+    tally.held.append((reader, writer, status))
 
 
-async def run_waves(
-    attack: Attack, port: int, path: str, headers: dict[str, str], count: int
-) -> None:
-    rng = random.Random(f"{attack.name} {count}")
+async def waves(tally: Tally, port: int, path: str, headers: dict[str, str], count: int) -> None:
+    """``count`` attempts, WAVE at a time, each from a random address."""
+    rng = random.Random(f"{tally.name} {count}")
     started = time.perf_counter()
     for first in range(0, count, WAVE):
-        await asyncio.gather(
-            *(
-                attempt(attack, port, path, {**headers, "X-Forwarded-For": random_address(rng)})
-                for _ in range(min(WAVE, count - first))
-            )
-        )
-    attack.seconds = time.perf_counter() - started
+        wave = [{**headers, **spoofed(rng)} for _ in range(min(WAVE, count - first))]
+        await asyncio.gather(*(attempt(tally, port, path, h) for h in wave))
+    tally.seconds = time.perf_counter() - started
 
 
-@dataclass
-class Flood:
-    """Health-flood loops of one kind (fixed or random source addresses)."""
-
-    name: str
-    answers: Counter[str] = field(default_factory=Counter)
-    hung: int = 0
-    errors: Counter[str] = field(default_factory=Counter)
-    latency_ms: list[float] = field(default_factory=list)
-    seconds: float = 0.0
-
-    def summary(self) -> dict[str, Any]:
-        total = sum(self.answers.values())
-        return {
-            "name": self.name,
-            "answers": dict(self.answers),
-            "hung": self.hung,
-            "errors": dict(self.errors),
-            "rate": total / self.seconds if self.seconds else float("nan"),
-            "p50": pct(self.latency_ms, 50),
-            "p99": pct(self.latency_ms, 99),
-            "seconds": self.seconds,
-        }
-
-
-async def flood_loop(
-    flood: Flood,
+async def flood(
+    tally: Tally,
     http: httpx.AsyncClient,
-    address: str | None,
+    fixed: dict[str, str] | None,
     rng: random.Random,
-    done: asyncio.Event,
+    done: Any,
 ) -> None:
+    """``GET /api/health`` as fast as answered from ``fixed`` (None: a random address each)."""
     while not done.is_set():
-        source = address or random_address(rng)
         t0 = time.perf_counter()
         try:
-            response = await http.get("/api/health", headers={"X-Forwarded-For": source})
+            response = await http.get("/api/health", headers=fixed or spoofed(rng))
         except httpx.TimeoutException:
-            flood.hung += 1
+            tally.hung += 1
             continue
         except httpx.HTTPError as exc:
-            flood.errors[type(exc).__name__] += 1
+            tally.errors[type(exc).__name__] += 1
             await asyncio.sleep(0.1)
             continue
-        flood.latency_ms.append((time.perf_counter() - t0) * 1000)
-        flood.answers[str(response.status_code)] += 1
+        tally.ms.append((time.perf_counter() - t0) * 1000)
+        tally.answers[str(response.status_code)] += 1
 
 
 async def still_open(reader: asyncio.StreamReader) -> bool:
-    """Whether a held connection whose answer was read in full is still open
-    (nothing more arrives within a moment; an end of stream: closed)."""
+    """Whether a held connection whose answer was read in full is still open."""
     try:
         return bool(await asyncio.wait_for(reader.read(1), 0.05))
     except TimeoutError:
@@ -356,44 +255,40 @@ async def still_open(reader: asyncio.StreamReader) -> bool:
 async def attacks(
     port: int, key: str, count: int, started: MpEvent, answered: MpEvent, stop: MpEvent
 ) -> dict[str, Any]:
-    base = f"http://{HOST}:{port}"
-    mcp = Attack("keyless GET /mcp")
-    streams = Attack("GET /api/notifications/stream, one key")
-    fixed = Flood(f"GET /api/health, {HEALTH_LOOPS_FIXED} loops, one address each")
-    spread = Flood(f"GET /api/health, {HEALTH_LOOPS_RANDOM} loops, a random address each request")
+    """Both stream attacks at once under the health flood, until ``stop``."""
+    mcp = Tally("keyless GET /mcp")
+    streams = Tally("GET /api/notifications/stream, one key")
+    fixed = Tally(f"GET /api/health, {HEALTH_LOOPS_FIXED} loops, one address each")
+    spread = Tally(f"GET /api/health, {HEALTH_LOOPS_RANDOM} loops, a random address each request")
     done = asyncio.Event()
     limits = httpx.Limits(max_connections=64, max_keepalive_connections=64)
-    timeout = httpx.Timeout(ANSWER_TIMEOUT_S)
     t0 = time.perf_counter()
-    async with httpx.AsyncClient(base_url=base, limits=limits, timeout=timeout) as http:
+    base = f"http://{harness.HOST}:{port}"
+    async with httpx.AsyncClient(base_url=base, limits=limits, timeout=ANSWER_TIMEOUT_S) as http:
         rng = random.Random("health flood")
-        loops = [
-            flood_loop(fixed, http, random_address(rng), rng, done)
-            for _ in range(HEALTH_LOOPS_FIXED)
-        ] + [flood_loop(spread, http, None, rng, done) for _ in range(HEALTH_LOOPS_RANDOM)]
+        loops = [flood(fixed, http, spoofed(rng), rng, done) for _ in range(HEALTH_LOOPS_FIXED)]
+        loops += [flood(spread, http, None, rng, done) for _ in range(HEALTH_LOOPS_RANDOM)]
         flooding = asyncio.gather(*loops)
         started.set()
-        stream_headers = {"Accept": "text/event-stream"}
+        sse = {"Accept": "text/event-stream"}
+        keyed = {**sse, **harness.bearer(key)}
         await asyncio.gather(
-            run_waves(mcp, port, "/mcp", stream_headers, count),
-            run_waves(
-                streams, port, "/api/notifications/stream", {**stream_headers, **bearer(key)}, count
-            ),
+            waves(mcp, port, "/mcp", sse, count),
+            waves(streams, port, "/api/notifications/stream", keyed, count),
         )
         answered.set()
         while not stop.is_set() and time.perf_counter() - t0 < ABUSE_MAX_S:
             await asyncio.sleep(0.05)
         done.set()
         await flooding
-    for flood in (fixed, spread):
-        flood.seconds = time.perf_counter() - t0
-    for attack in (mcp, streams):
-        refused = [reader for reader, _, status in attack.held if status != 200]
+    fixed.seconds = spread.seconds = time.perf_counter() - t0
+    for tally in (mcp, streams):
+        refused = [reader for reader, _, status in tally.held if status != 200]
         found = await asyncio.gather(*(still_open(r) for r in refused))
-        attack.closed_by_server = sum(1 for is_open in found if not is_open)
-        for _, writer, _ in attack.held:
+        tally.closed_by_server = sum(1 for is_open in found if not is_open)
+        for _, writer, _ in tally.held:
             writer.close()
-        await asyncio.gather(*(w.wait_closed() for _, w, _ in attack.held), return_exceptions=True)
+        await asyncio.gather(*(w.wait_closed() for _, w, _ in tally.held), return_exceptions=True)
     return {
         "attacks": [mcp.summary(), streams.summary()],
         "floods": [fixed.summary(), spread.summary()],
@@ -401,30 +296,8 @@ async def attacks(
     }
 
 
-def attack_process(
-    port: int,
-    key: str,
-    count: int,
-    started: MpEvent,
-    answered: MpEvent,
-    stop: MpEvent,
-    results: mp.Queue[dict[str, Any]],
-) -> None:
-    """The attackers' process: runs ``attacks`` and puts its result."""
-    results.put(asyncio.run(attacks(port, key, count, started, answered, stop)))
-
-
-# --------------------------------------- attack loops: diffs, M2, M3
-
-
-def pathological(n: int) -> tuple[str, str]:
-    """n distinct lines; the same lines each followed by a blank line."""
-    lines = [f"step {i:05d}" for i in range(n)]
-    return "\n".join(lines) + "\n", "".join(f"{line}\n\n" for line in lines)
-
-
-def spoofed(rng: random.Random) -> dict[str, str]:
-    return {"X-Forwarded-For": random_address(rng)}
+# --surfaces: diffs (H1), M2, M3
+Request = Callable[[httpx.AsyncClient, random.Random], Awaitable[str]]
 
 
 def labelled(response: httpx.Response) -> str:
@@ -436,58 +309,40 @@ def labelled(response: httpx.Response) -> str:
     return label
 
 
-Request = Callable[[httpx.AsyncClient, random.Random], Awaitable[str]]
-
-
 async def loops(
     name: str, count: int, request: Request, http: httpx.AsyncClient, stop: MpEvent, most: int
 ) -> dict[str, Any]:
     """``count`` loops of ``request`` until ``stop``, ``most`` requests in all
     or ABUSE_MAX_S; how many got which answer."""
-    rng = random.Random(name)
-    answers: Counter[str] = Counter()
-    latencies: list[float] = []
-    begun = time.perf_counter()
+    rng, tally, begun = random.Random(name), Tally(name), time.perf_counter()
 
     async def loop() -> None:
-        while (
-            not stop.is_set()
-            and answers.total() < most
-            and time.perf_counter() - begun < ABUSE_MAX_S
-        ):
+        while not stop.is_set() and tally.answers.total() < most:
+            if time.perf_counter() - begun > ABUSE_MAX_S:
+                return
             t0 = time.perf_counter()
             try:
                 label = await request(http, rng)
             except httpx.HTTPError as exc:
-                answers[type(exc).__name__] += 1
+                tally.answers[type(exc).__name__] += 1
                 continue
-            latencies.append((time.perf_counter() - t0) * 1000)
-            answers[label] += 1
+            tally.ms.append((time.perf_counter() - t0) * 1000)
+            tally.answers[label] += 1
 
     await asyncio.gather(*(loop() for _ in range(count)))
-    return {
-        "name": name,
-        "answers": dict(answers),
-        "seconds": time.perf_counter() - begun,
-        "p50": pct(latencies, 50),
-        "max": max(latencies, default=float("nan")),
-    }
+    tally.seconds = time.perf_counter() - begun
+    return tally.summary()
 
 
-def diff_request(pid: str) -> Request:
+async def diff(pid: str, http: httpx.AsyncClient, rng: random.Random) -> str:
     """Anonymous ``GET …/revisions/{a}/diff/{b}`` of a random pair (H1)."""
-
-    async def request(http: httpx.AsyncClient, rng: random.Random) -> str:
-        a, b = rng.sample(range(1, DIFF_REVISIONS + 1), 2)
-        path = f"/api/patterns/{pid}/revisions/{a}/diff/{b}"
-        response = await http.get(path, headers=spoofed(rng))
-        if response.status_code == 200 and any(
-            f.get("too_large") for f in response.json()["data"]["fields"]
-        ):
-            return "200 too_large"
-        return labelled(response)
-
-    return request
+    a, b = rng.sample(range(1, DIFF_REVISIONS + 1), 2)
+    response = await http.get(f"/api/patterns/{pid}/revisions/{a}/diff/{b}", headers=spoofed(rng))
+    if response.status_code == 200 and any(
+        f.get("too_large") for f in response.json()["data"]["fields"]
+    ):
+        return "200 too_large"
+    return labelled(response)
 
 
 def authorize_params(client_id: str, mcp_url: str, state: str = "s") -> dict[str, str]:
@@ -511,12 +366,9 @@ async def document_server(hold_s: float) -> tuple[asyncio.Server, str]:
         with contextlib.suppress(OSError, ValueError, IndexError, asyncio.IncompleteReadError):
             path = (await reader.readuntil(b"\r\n\r\n")).split(b" ", 2)[1].decode()
             await asyncio.sleep(hold_s)
-            doc = {
-                "client_id": base + path,
-                "client_name": "Slow Document Client",
-                "redirect_uris": [REDIRECT_URI],
-                "token_endpoint_auth_method": "none",
-            }
+            doc = {"client_id": base + path, "client_name": "Slow Document Client",
+                   "redirect_uris": [REDIRECT_URI],
+                   "token_endpoint_auth_method": "none"}  # fmt: skip
             body = json.dumps(doc).encode()
             writer.write(
                 b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nConnection: close\r\n"
@@ -526,230 +378,109 @@ async def document_server(hold_s: float) -> tuple[asyncio.Server, str]:
             await writer.drain()
         writer.close()
 
-    server = await asyncio.start_server(answer, HOST, 0)
-    base = f"http://{HOST}:{server.sockets[0].getsockname()[1]}"
+    server = await asyncio.start_server(answer, harness.HOST, 0)
+    base = f"http://{harness.HOST}:{server.sockets[0].getsockname()[1]}"
     return server, base
 
 
-def m2_request(docs: str, mcp_url: str) -> Request:
+async def new_document(
+    docs: str, mcp_url: str, serial: Iterator[int], http: httpx.AsyncClient, rng: random.Random
+) -> str:
     """Anonymous ``GET /authorize`` naming a new document URL each time (M2)."""
-    serial = itertools.count()
-
-    async def request(http: httpx.AsyncClient, rng: random.Random) -> str:
-        params = authorize_params(f"{docs}/clients/{next(serial)}.json", mcp_url)
-        return labelled(await http.get("/authorize", params=params, headers=spoofed(rng)))
-
-    return request
+    params = authorize_params(f"{docs}/clients/{next(serial)}.json", mcp_url)
+    return labelled(await http.get("/authorize", params=params, headers=spoofed(rng)))
 
 
 def registration(over: bool) -> dict[str, Any]:
     """A registration with every bounded field full, the whole just within
     the 4 KiB bound; ``over``: with a 900 kB ``jwks`` as well (M3)."""
-    uri = f"http://{HOST}:53682/cb/" + "u" * REGISTER_URI_PAD
+    uri = f"http://{harness.HOST}:53682/cb/" + "u" * REGISTER_URI_PAD
     body: dict[str, Any] = {
-        "client_name": "n" * 100,
-        "redirect_uris": [f"{uri}{i}" for i in range(5)],
-        "contacts": [f"{'c' * 240}{i}@example.org" for i in range(3)],
-        "software_id": "s" * 100,
-        "software_version": "v" * 100,
-        "token_endpoint_auth_method": "none",
-    }
+        "client_name": "n" * 100, "redirect_uris": [f"{uri}{i}" for i in range(5)],
+        "contacts": [f"{'c' * 240}{i}@example.org" for i in range(3)], "software_id": "s" * 100,
+        "software_version": "v" * 100, "token_endpoint_auth_method": "none",
+    }  # fmt: skip
     if over:
         body["jwks"] = {"keys": [{"kty": "oct", "k": "k" * 900_000}]}
     return body
 
 
-def register_request(over: bool) -> Request:
-    body = registration(over)
-
-    async def request(http: httpx.AsyncClient, rng: random.Random) -> str:
-        return labelled(await http.post("/register", json=body, headers=spoofed(rng)))
-
-    return request
+async def register_client(body: dict[str, Any], http: httpx.AsyncClient, rng: random.Random) -> str:
+    return labelled(await http.post("/register", json=body, headers=spoofed(rng)))
 
 
-def state_request(client_id: str, mcp_url: str) -> Request:
+async def huge_state(
+    client_id: str, mcp_url: str, http: httpx.AsyncClient, rng: random.Random
+) -> str:
     """``/authorize`` with a huge ``state``: a GET (the URI just under the
     edge's 8 KiB) or a POSTed form of 900 kB, in turn (M3)."""
-
-    async def request(http: httpx.AsyncClient, rng: random.Random) -> str:
-        if rng.random() < 0.5:
-            params = authorize_params(client_id, mcp_url, "s" * 7_000)
-            response = await http.get("/authorize", params=params, headers=spoofed(rng))
-        else:
-            form = authorize_params(client_id, mcp_url, "s" * 900_000)
-            response = await http.post("/authorize", data=form, headers=spoofed(rng))
-        return labelled(response)
-
-    return request
+    if rng.random() < 0.5:
+        params = authorize_params(client_id, mcp_url, "s" * 7_000)
+        return labelled(await http.get("/authorize", params=params, headers=spoofed(rng)))
+    form = authorize_params(client_id, mcp_url, "s" * 900_000)
+    return labelled(await http.post("/authorize", data=form, headers=spoofed(rng)))
 
 
-async def attack_loops(port: int, plan: dict[str, Any], started: MpEvent, stop: MpEvent) -> Any:
-    """The diff loops; with ``plan["surfaces"]`` the M2 and M3 loops too."""
-    base = f"http://{HOST}:{port}"
-    most = plan["requests"]
+async def attack_loops(port: int, pid: str, most: int, started: MpEvent, stop: MpEvent) -> Any:
+    """The diff loops (H1) and the M2 and M3 loops, at most ``most`` requests a kind."""
+    base = f"http://{harness.HOST}:{port}"
     limits = httpx.Limits(max_connections=128, max_keepalive_connections=128)
-    timeout = httpx.Timeout(DIFF_TIMEOUT_S)
-    async with httpx.AsyncClient(base_url=base, limits=limits, timeout=timeout) as http:
-        groups = [loops("H1 diffs", DIFF_LOOPS, diff_request(plan["pid"]), http, stop, most)]
-        server = None
-        if plan["surfaces"]:
-            server, docs = await document_server(DOCUMENT_HOLD_S)
-            mcp_url = f"{base}/mcp"
-            client = await http.post("/register", json=registration(False))
-            client.raise_for_status()
-            client_id = client.json()["client_id"]
-            groups += [
-                loops("M2 /authorize, a new document URL each", M2_LOOPS,
-                      m2_request(docs, mcp_url), http, stop, most),
-                loops("M3 /register at the bound", M3_LOOPS, register_request(False),
-                      http, stop, most),
-                loops("M3 /register with 900 kB jwks", M3_LOOPS, register_request(True),
-                      http, stop, most),
-                loops("M3 /authorize, huge state", M3_LOOPS, state_request(client_id, mcp_url),
-                      http, stop, most),
-            ]  # fmt: skip
+    async with httpx.AsyncClient(base_url=base, limits=limits, timeout=DIFF_TIMEOUT_S) as http:
+        server, docs = await document_server(DOCUMENT_HOLD_S)
+        mcp_url = f"{base}/mcp"
+        client = await http.post("/register", json=registration(False))
+        client.raise_for_status()
+        client_id = client.json()["client_id"]
+        kinds: list[tuple[str, int, Request]] = [
+            ("H1 diffs", DIFF_LOOPS, partial(diff, pid)),
+            ("M2 /authorize, a new document URL each", M2_LOOPS,
+             partial(new_document, docs, mcp_url, itertools.count())),
+            ("M3 /register at the bound", M3_LOOPS, partial(register_client, registration(False))),
+            ("M3 /register with 900 kB jwks", M3_LOOPS,
+             partial(register_client, registration(True))),
+            ("M3 /authorize, huge state", M3_LOOPS, partial(huge_state, client_id, mcp_url)),
+        ]  # fmt: skip
         started.set()
-        found = await asyncio.gather(*groups)
-        if server is not None:
-            server.close()
+        found = await asyncio.gather(*(loops(*k, http, stop, most) for k in kinds))
+        server.close()
     return found
 
 
-def loops_process(
-    port: int,
-    plan: dict[str, Any],
-    started: MpEvent,
-    _answered: MpEvent,
-    stop: MpEvent,
-    results: mp.Queue[Any],
+def attackers(
+    surfaces: bool, port: int, who: str, count: int, events: tuple[MpEvent, ...], results: Any
 ) -> None:
-    results.put(asyncio.run(attack_loops(port, plan, started, stop)))
-
-
-async def run_loops(base: str, port: int, surfaces: bool, requests: int, min_s: float) -> Any:
-    """The revision-diff abuse (H1), with ``surfaces`` the M2/M3 traffic too."""
-    limits = httpx.Limits(max_connections=PROBE_CONCURRENCY * 2)
-    timeout = httpx.Timeout(PROBE_TIMEOUT_S)
-    async with httpx.AsyncClient(base_url=base, limits=limits, timeout=timeout) as http:
-        prober = (await register(http, "abuse bench prober"))["api_key"]
-        author = (await register(http, "abuse bench author"))["api_key"]
-        before, after = pathological(DIFF_LINES)
-        body = {"title": "A long pattern", "description": "Many steps.", "content": before}
-        created = await http.post("/api/patterns", json=body, headers=bearer(author))
-        created.raise_for_status()
-        pid = created.json()["data"]["id"]
-        for n in range(2, DIFF_REVISIONS + 1):
-            content = after if n % 2 == 0 else before + f"step {n}\n"
-            edited = await http.put(
-                f"/api/patterns/{pid}", json={"content": content}, headers=bearer(author)
-            )
-            edited.raise_for_status()
-        plan = {"pid": pid, "surfaces": surfaces, "requests": requests}
-        idle, abused, found, later = await probed(
-            http, prober, loops_process, (port, plan), min_s=min_s
-        )
-    return {
-        "idle": idle,
-        "abused": abused,
-        "after": later,
-        "loops": found,
-        "content_chars": len(after),
-        "requests": requests,
-    }
-
-
-def loops_section(
-    result: dict[str, Any],
-    load_before: float,
-    run_s: float,
-    surfaces: bool,
-    min_s: float,
-    marks: tuple[str, str],
-) -> str:
-    title = (
-        "an authenticated read while diffs, OAuth fetches and registrations are abused"
-        if surfaces
-        else "an authenticated read while revision diffs are requested"
-    )
-    script = "abuse_bench.py --surfaces" if surfaces else "abuse_bench.py --diffs"
-    lines = section_head(marks[0], f"Admission under abuse: {title}", script, load_before)
-    lines.append(
-        f"- The same `cairn run` as above. One pattern of {DIFF_LINES:,} distinct lines, edited "
-        f"to the same lines each followed by a blank line ({result['content_chars']:,} "
-        f"characters), then back and forth: {DIFF_REVISIONS} revisions. {DIFF_LOOPS} loops of "
-        "anonymous `GET /api/patterns/{id}/revisions/{a}/diff/{b}` (a random pair, a random "
-        f"address per request) from a second process for at least {min_s:.0f} s; "
-        f"the probe as above ({PROBE_CONCURRENCY} at a time), idle, meanwhile and after."
-    )
+    """The attackers' process: ``attack_loops`` on the pattern ``who``
+    (``surfaces``) or ``attacks`` with the key ``who``; puts the result."""
+    started, answered, stop = events
     if surfaces:
-        lines.append(
-            "- At the same time from the same process (security M2, M3), each request from a "
-            "random address: "
-            f"{M2_LOOPS} loops of anonymous `GET /authorize` naming a new Client ID Metadata "
-            "Document URL each time, on a document server the bench runs on 127.0.0.1 that "
-            f"holds each answer {DOCUMENT_HOLD_S:.1f} s (under the 5 s fetch limit, so a "
-            "fetched client is stored; `CAIRN_OAUTH_CLIENT_METADATA_ALLOW_LOOPBACK=true`); "
-            f"{M3_LOOPS} loops each of `POST /register` with every bounded field full (the "
-            f"whole just within 4 KiB), of the same with a 900 kB `jwks`, and of `/authorize` "
-            "with a huge `state` (a GET of 7,000 characters, or a POSTed form of 900 kB). "
-            f"Each kind of loop stops after {result['requests']:,} requests, or when the "
-            "probe ends."
-        )
-    lines += ["", *probe_table(result, ("idle", "while they run", "after"))]
-    lines += ["", "| attack loops | answers (status error: count) | in s | p50 ms | max ms |"]
-    lines.append("|---|---|---:|---:|---:|")
-    for g in result["loops"]:
-        lines.append(
-            f"| {g['name']} | {_counts(g['answers'])} | {g['seconds']:.0f} | {_ms(g['p50'])} | "
-            f"{_ms(g['max'])} |"
-        )
-    lines += [
-        "",
-        f"The whole run {run_s / 60:.1f} minutes. Client and server share the machine (a "
-        "shared one: see its load above): compare rows of one run, not runs.",
-        marks[1],
-    ]
-    return "\n".join(lines) + "\n\n"
-
-
-# ------------------------------------------------------------------ the run
-
-
-async def wait_for(event: MpEvent, timeout: float) -> None:
-    deadline = time.perf_counter() + timeout
-    while not event.is_set():
-        if time.perf_counter() > deadline:
-            raise RuntimeError("bench: the attackers did not start")
-        await asyncio.sleep(0.05)
+        results.put(asyncio.run(attack_loops(port, who, count, started, stop)))
+    else:
+        results.put(asyncio.run(attacks(port, who, count, started, answered, stop)))
 
 
 async def probed(
     http: httpx.AsyncClient,
     prober: str,
-    target: Callable[..., None],
-    args: tuple[Any, ...],
-    *,
+    attack: tuple[bool, int, str, int],
     min_s: float,
-    until_answered: bool = False,
     after: Callable[[], Awaitable[Any]] | None = None,
-) -> tuple[dict[str, Any], dict[str, Any], Any, dict[str, Any]]:
-    """The probe idle; under attack (``target(*args, started, answered, stop,
-    results)`` in a second process) for at least ``min_s`` (and until the
-    attackers say every request was answered, with ``until_answered``); once
-    the attackers stopped and put their result (and ``after`` ran), again."""
+) -> dict[str, Any]:
+    """The probe idle; under ``attackers(*attack)`` in a second process for at
+    least ``min_s`` (and, but with --surfaces, until every attack request was
+    answered); once they stopped and put their result (and ``after`` ran), again."""
     idle = await measured_probe(http, prober)
     print("bench: idle", idle, flush=True)
     ctx = mp.get_context("spawn")
     started, answered, stop = ctx.Event(), ctx.Event(), ctx.Event()
     results: mp.Queue[Any] = ctx.Queue()
-    proc = ctx.Process(target=target, args=(*args, started, answered, stop, results), daemon=True)
+    events = (started, answered, stop)
+    proc = ctx.Process(target=attackers, args=(*attack, events, results), daemon=True)
     proc.start()
     try:
-        await wait_for(started, 60.0)
-        abused = await measured_probe(
-            http, prober, until=answered if until_answered else None, min_s=min_s
-        )
+        if not await asyncio.to_thread(started.wait, 60.0):
+            raise RuntimeError("bench: the attackers did not start")
+        until = None if attack[0] else answered
+        abused = await measured_probe(http, prober, until=until, min_s=min_s)
         print("bench: under abuse", abused, flush=True)
     finally:
         stop.set()
@@ -765,36 +496,44 @@ async def probed(
     extra = await after() if after is not None else None
     later = await measured_probe(http, prober)
     print("bench: after", later, extra, flush=True)
-    return idle, abused, found, {**later, "extra": extra}
+    return {"idle": idle, "abused": abused, "found": found, "after": later, "extra": extra}
 
 
-async def run(base: str, port: int, count: int) -> dict[str, Any]:
+async def run(base: str, port: int, count: int, surfaces: bool, min_s: float) -> dict[str, Any]:
+    """The probe around ``attacks`` (then how soon the attacking key streams
+    again) or, with ``surfaces``, around ``attack_loops`` on a pattern with
+    DIFF_REVISIONS revisions."""
     limits = httpx.Limits(max_connections=PROBE_CONCURRENCY * 2)
-    timeout = httpx.Timeout(PROBE_TIMEOUT_S)
-    async with httpx.AsyncClient(base_url=base, limits=limits, timeout=timeout) as http:
-        prober = (await register(http, "abuse bench prober"))["api_key"]
-        attacker = (await register(http, "abuse bench streamer"))["api_key"]
-        idle, abused, found, after = await probed(
-            http,
-            prober,
-            attack_process,
-            (port, attacker, count),
-            min_s=ABUSE_MIN_S,
-            until_answered=True,
-            after=lambda: reopen(http, attacker),
-        )
-    return {**found, "idle": idle, "abused": abused, "after": after, "reopen_s": after["extra"]}
-
-
-# -------------------------------------------------------------- reporting
+    async with httpx.AsyncClient(base_url=base, limits=limits, timeout=PROBE_TIMEOUT_S) as http:
+        prober = (await harness.register(http, "abuse bench prober"))["api_key"]
+        if not surfaces:
+            key = (await harness.register(http, "abuse bench streamer"))["api_key"]
+            got = await probed(
+                http, prober, (False, port, key, count), ABUSE_MIN_S, lambda: reopen(http, key)
+            )
+            return {**got.pop("found"), **got, "reopen_s": got["extra"]}
+        author = (await harness.register(http, "abuse bench author"))["api_key"]
+        # DIFF_LINES distinct lines, then the same lines each followed by a blank line.
+        steps = [f"step {i:05d}" for i in range(DIFF_LINES)]
+        before, after = "\n".join(steps) + "\n", "".join(f"{line}\n\n" for line in steps)
+        body = {"title": "A long pattern", "description": "Many steps.", "content": before}
+        created = await http.post("/api/patterns", json=body, headers=harness.bearer(author))
+        created.raise_for_status()
+        pid = created.json()["data"]["id"]
+        for n in range(2, DIFF_REVISIONS + 1):
+            content = after if n % 2 == 0 else before + f"step {n}\n"
+            path, body = f"/api/patterns/{pid}", {"content": content}
+            (await http.put(path, json=body, headers=harness.bearer(author))).raise_for_status()
+        got = await probed(http, prober, (True, port, pid, count), min_s)
+    return {"loops": got.pop("found"), **got, "content_chars": len(after), "requests": count}
 
 
 def _ms(value: float) -> str:
     return "n/a" if value != value else f"{value:.1f}"  # NaN: nothing measured
 
 
-def _counts(counts: dict[str, int]) -> str:
-    return ", ".join(f"{k}: {v:,}" for k, v in sorted(counts.items())) or "none"
+def _counts(counts: dict[str, int], empty: str = "none") -> str:
+    return ", ".join(f"{k}: {v:,}" for k, v in sorted(counts.items())) or empty
 
 
 def probe_table(result: dict[str, Any], labels: tuple[str, str, str]) -> list[str]:
@@ -809,51 +548,17 @@ def probe_table(result: dict[str, Any], labels: tuple[str, str, str]) -> list[st
         w = p.get("waits") or {}
         lines.append(
             f"| {label} | {p['requests']:,} | {p['rps']:.0f} | {_ms(p['p50'])} | "
-            f"{_ms(p['p99'])} | {_ms(p['max'])} | {_counts(p['failed']) if p['failed'] else 0} "
+            f"{_ms(p['p99'])} | {_ms(p['max'])} | {_counts(p['failed'], '0')} "
             f"| {_ms(p.get('mean', float('nan')))} | {_ms(w.get('app_ms', float('nan')))} "
             f"| {w.get('cpu_busy', float('nan')):.0%} | {w.get('pool_waiters_max', 0):.0f} |"
         )
-    lines += [""]
-    lines.append(
-        "_Mean ms_ is the probe's latency as its client saw it; _in the app_ the mean time "
-        "the service's own `cairn_request_seconds` recorded for the route meanwhile (the rest "
-        "is HAProxy, Serve's proxy, and waiting for a CPU); _machine CPU busy_ from "
-        "`/proc/stat` over the phase (client and server together); _pool waiters_ the most "
-        "requests seen waiting for a pooled database connection (sampled every 5 s)."
-    )
     return lines
 
 
 def section(result: dict[str, Any], load_before: float, count: int, run_s: float) -> str:
-    lines = section_head(
-        START_MARK,
-        "Admission under abuse: an authenticated read while streams and health are flooded",
-        "abuse_bench.py",
-        load_before,
-    )
+    lines = harness.section_head(MARKS[0], "abuse_bench.py", load_before)
     lines += [
-        "- `cairn run` (2 Api replicas behind Serve's HAProxy, semantic search off) on its "
-        "own state folder; `CAIRN_TRUSTED_PROXIES=127.0.0.1/32`, so the `X-Forwarded-For` "
-        "address an attacker sends (random in 198.18.0.0/15) is its client address; the "
-        "per-agent `general` limit raised so the probe is never refused (the attacking key's "
-        "stream attempts meet the stream cap, not its hourly budget); stream caps "
-        "(`CAIRN_STREAM_MAX_PER_CALLER=3` per replica) and `CAIRN_RATELIMIT_HEALTH=120/minute` "
-        "at their defaults. Client and server share the machine.",
-        f"- Probe: `GET /api/agents/me` with an agent's key, {PROBE_CONCURRENCY} at a time: "
-        f"{PROBES} requests idle; under abuse from the start of the attacks until every "
-        f"attack request was answered, then on with the attack connections held open, for "
-        f"{PROBES} more and at least {ABUSE_MIN_S:.0f} s in all; {PROBES} again after the "
-        "attackers closed everything.",
-        f"- Attacks, all at once from a second process: {count:,} keyless `GET /mcp` and "
-        f"{count:,} `GET /api/notifications/stream` with ONE agent's key, both "
-        f"`Accept: text/event-stream`, each from a random address on a raw connection of its "
-        f"own, opened in waves of {WAVE}; the answer's head (and a refusal's short body) is "
-        "read, then the connection is held open, reading nothing more, until the probe ends. "
-        f"The health flood: {HEALTH_LOOPS_FIXED + HEALTH_LOOPS_RANDOM} loops of anonymous "
-        f"`GET /api/health` as fast as answered for the whole abuse, {HEALTH_LOOPS_FIXED} from "
-        f"one fixed address each, {HEALTH_LOOPS_RANDOM} from a new random address per "
-        f"request. An attack request without an answer within {ANSWER_TIMEOUT_S:.0f} s "
-        "counts as hung.",
+        f"- Attacks: {count:,} keyless `GET /mcp` and {count:,} `GET /api/notifications/stream`.",
         "",
         *probe_table(result, ("idle", "under abuse", "after")),
         "",
@@ -861,37 +566,32 @@ def section(result: dict[str, Any], load_before: float, count: int, run_s: float
         "| all answered in (s) | held open to the end | of which refused, closed by the "
         "server meanwhile |",
         "|---|---|---:|---|---:|---:|---:|---:|",
-    ]
-    for a in result["attacks"]:
-        lines.append(
-            f"| {a['name']} | {_counts(a['answers'])} | {a['hung']} | "
-            f"{_counts(a['errors']) if a['errors'] else 0} | "
-            f"{_ms(a['answer_p50'])} / {_ms(a['answer_max'])} | {a['seconds']:.1f} | "
+        *(
+            f"| {a['name']} | {_counts(a['answers'])} | {a['hung']} | {_counts(a['errors'], '0')} "
+            f"| {_ms(a['p50'])} / {_ms(a['max'])} | {a['seconds']:.1f} | "
             f"{a['held']:,} ({a['held_200']} accepted streams) | {a['closed_by_server']:,} |"
-        )
-    lines += [
+            for a in result["attacks"]
+        ),
         "",
         "| health flood | answers (status) | answers/s | p50 ms | p99 ms | hung | "
         "connection errors |",
         "|---|---|---:|---:|---:|---:|---|",
-    ]
-    for f in result["floods"]:
-        lines.append(
+        *(
             f"| {f['name']} | {_counts(f['answers'])} | {f['rate']:.0f} | {_ms(f['p50'])} | "
-            f"{_ms(f['p99'])} | {f['hung']} | {_counts(f['errors']) if f['errors'] else 0} |"
-        )
-    idle, abused = result["idle"], result["abused"]
+            f"{_ms(f['p99'])} | {f['hung']} | {_counts(f['errors'], '0')} |"
+            for f in result["floods"]
+        ),
+    ]
+    idle, abused, reopen_s = result["idle"], result["abused"], result["reopen_s"]
     hung = sum(a["hung"] for a in result["attacks"]) + sum(f["hung"] for f in result["floods"])
     failed = sum(abused["failed"].values())
     fixed_ok = result["floods"][0]["answers"].get("200", 0)
     health_limit = os.environ.get("CAIRN_RATELIMIT_HEALTH", "120/minute")
-    reopen_s = result["reopen_s"]
     reopened = (
-        f"once the attackers had closed everything, the attacking key's next stream was "
-        f"accepted (after {reopen_s:.2f} s of trying: its slots were given back)"
+        f"the attacking key's next stream was accepted (after {reopen_s:.2f} s of trying: its "
+        "slots were given back)"
         if reopen_s is not None
-        else f"once the attackers had closed everything, the attacking key could NOT open "
-        f"a stream within {REOPEN_WAIT_S:.0f} s"
+        else f"the attacking key could NOT open a stream within {REOPEN_WAIT_S:.0f} s"
     )
     lines += [
         "",
@@ -900,70 +600,66 @@ def section(result: dict[str, Any], load_before: float, count: int, run_s: float
         f"{_ms(abused['p50'])} ms, its p99 from {_ms(idle['p99'])} to {_ms(abused['p99'])} ms. "
         f"{hung or 'No'} attack requests hung. Each fixed health address got "
         f"{fixed_ok / HEALTH_LOOPS_FIXED:.0f} answers with status 200 on average (the limit: "
-        f"{health_limit} per address), then 429s; {reopened}. The abuse lasted "
-        f"{result['abuse_s']:.0f} s; the whole run (start, measure, stop) "
-        f"{run_s / 60:.1f} minutes. The attackers, the probe and the service share the "
-        "machine's cores, so the flood's rate is what this machine could drive, and part of "
-        "the probe's slowdown may be the attackers' own CPU. The machine is shared with other "
-        "work: compare rows of one run, not runs.",
-        END_MARK,
+        f"{health_limit} per address), then 429s; once the attackers had closed everything, "
+        f"{reopened}. The abuse lasted {result['abuse_s']:.0f} s; the whole run (start, "
+        f"measure, stop) {run_s / 60:.1f} minutes.",
+        MARKS[1],
     ]
-    # A blank line after the end mark (write_docs drops what stood there).
+    return "\n".join(lines) + "\n\n"  # a blank line after the end mark
+
+
+def surfaces_section(result: dict[str, Any], load_before: float, run_s: float, min_s: float) -> str:
+    lines = harness.section_head(SURFACES_MARKS[0], "abuse_bench.py --surfaces", load_before)
+    lines += [
+        f"- The edited pattern: {result['content_chars']:,} characters; the diff loops for at "
+        f"least {min_s:.0f} s; each kind of loop stops after {result['requests']:,} requests, "
+        "or when the probe ends.",
+        "",
+        *probe_table(result, ("idle", "while they run", "after")),
+        "",
+        "| attack loops | answers (status error: count) | in s | p50 ms | max ms |",
+        "|---|---|---:|---:|---:|",
+        *(
+            f"| {g['name']} | {_counts(g['answers'])} | {g['seconds']:.0f} | {_ms(g['p50'])} | "
+            f"{_ms(g['max'])} |"
+            for g in result["loops"]
+        ),
+        "",
+        f"The whole run {run_s / 60:.1f} minutes.",
+        SURFACES_MARKS[1],
+    ]
     return "\n".join(lines) + "\n\n"
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m benchmarks.abuse_bench")
-    parser.add_argument(
-        "--attempts", type=int, default=ATTEMPTS, help=f"attempts per stream attack ({ATTEMPTS})"
-    )
-    parser.add_argument(
-        "--no-docs", action="store_true", help="print only; leave docs/benchmarks.md alone"
-    )
-    parser.add_argument(
-        "--diffs", action="store_true", help="the revision-diff abuse instead (security H1)"
-    )
-    parser.add_argument(
-        "--surfaces",
-        action="store_true",
-        help="the diffs with OAuth document fetches and registrations (H1, M2, M3)",
-    )
-    parser.add_argument(
-        "--seconds", type=float, help="with --diffs/--surfaces: how long at least the abuse runs"
-    )
-    parser.add_argument(
-        "--requests",
-        type=int,
-        default=SURFACE_REQUESTS,
-        help=f"with --diffs/--surfaces: at most this many per kind ({SURFACE_REQUESTS})",
-    )
+    add = parser.add_argument
+    add("--attempts", type=int, default=ATTEMPTS, help=f"per stream attack ({ATTEMPTS})")
+    add("--no-docs", action="store_true", help="print only; leave docs/benchmarks.md alone")
+    add("--surfaces", action="store_true", help="diffs, OAuth fetches, registrations (H1, M2, M3)")
+    add("--seconds", type=float, help="with --surfaces: how long at least the abuse runs")
+    add("--requests", type=int, default=SURFACE_REQUESTS, help="with --surfaces: most a kind")
     args = parser.parse_args(argv)
     t0 = time.monotonic()
-    stop_on_sigterm()
+    harness.stop_on_sigterm()
     # Only the loopback document server the bench runs is fetched (M2).
     extra = {"CAIRN_OAUTH_CLIENT_METADATA_ALLOW_LOOPBACK": "true"} if args.surfaces else {}
-    env = server_env({**BENCH_ENV, **extra})
+    env = harness.server_env({**BENCH_ENV, **extra})
     load_before = os.getloadavg()[0]
-    fresh_state(STATE_DIR)
-    looped = args.diffs or args.surfaces
-    min_s = args.seconds or (SURFACES_MIN_S if args.surfaces else DIFF_MIN_S)
-    with serve_running(PORT, env, STATE_DIR) as serve:
-        if looped:
-            result = asyncio.run(run_loops(serve.base, PORT, args.surfaces, args.requests, min_s))
-        else:
-            result = asyncio.run(run(serve.base, PORT, args.attempts))
+    harness.fresh_state(STATE_DIR)
+    min_s = args.seconds or SURFACES_MIN_S
+    count = args.requests if args.surfaces else args.attempts
+    with harness.serve_running(PORT, env, STATE_DIR) as serve:
+        result = asyncio.run(run(serve.base, PORT, count, args.surfaces, min_s))
     run_s = time.monotonic() - t0
     print(f"bench: the run took {run_s:.0f} s", flush=True)
-    name = "abuse-surfaces" if args.surfaces else "abuse-diffs" if args.diffs else "abuse"
+    name = "abuse-surfaces" if args.surfaces else "abuse"
     (STATE_DIR / f"{name}.json").write_text(json.dumps(result, indent=2))
-    marks = MARKS[name]
-    if args.no_docs:
-        return 0
-    if looped:
-        text = loops_section(result, load_before, run_s, args.surfaces, min_s, marks)
+    if args.surfaces:
+        text, marks = surfaces_section(result, load_before, run_s, min_s), SURFACES_MARKS
     else:
-        text = section(result, load_before, args.attempts, run_s)
-    write_docs(text, start_mark=marks[0], end_mark=marks[1])
+        text, marks = section(result, load_before, count, run_s), MARKS
+    harness.publish(text, *marks, args.no_docs)
     return 0
 
 

@@ -8,13 +8,16 @@
   (``sentence``, ``texts_for``, ``queries_for``): the search corpus's
   descriptions, the HTTP benchmark's patterns and queries, the lexical
   index's documents.
-* Seeding over HTTP that several benchmarks do (``seed_question``).
+* Seeding: over HTTP (``seed_question``), or straight into Postgres with
+  COPY (``connect``, ``copy_rows``, ``clear_patterns``, ``vacuum``).
 """
 
 from __future__ import annotations
 
 import math
 import random
+from collections.abc import Iterable, Sequence
+from typing import Any
 
 from benchmarks.harness import api_call
 
@@ -168,6 +171,11 @@ def sentence(rng: random.Random) -> str:
     return " ".join([head, *details])
 
 
+def title(rng: random.Random) -> str:
+    """A pattern's title, "<Action> <object> with <tool>"."""
+    return f"{rng.choice(ACTIONS).capitalize()} {rng.choice(OBJECTS)} with {rng.choice(TOOLS)}"
+
+
 def texts_for(n: int, seed: int = SEED) -> list[str]:
     rng = random.Random(seed)
     return [sentence(rng) for _ in range(n)]
@@ -210,3 +218,49 @@ def seed_question(
         made = api_call(base, "POST", f"/api/questions/{slug}/answers", key, {"body": text})
         answers.append(made["id"])
     return slug, answers
+
+
+PATTERN_COLUMNS = (
+    "patterns (id, author_id, category_id, title, slug, description, content,"
+    " difficulty_level, use_case_tags, tech_stack, created_at, updated_at)"
+)
+
+
+def connect(database_url: str, **options: Any) -> Any:
+    """A psycopg connection to a benchmark's database (SQLAlchemy's URL)."""
+    import psycopg
+
+    from storage.db import libpq_url
+
+    return psycopg.connect(libpq_url(database_url), **options)
+
+
+def copy_rows(conn: Any, into: str, rows: Iterable[Sequence[Any]]) -> None:
+    """``COPY into FROM STDIN`` of ``rows`` (``into``: a table and its columns)."""
+    with conn.cursor().copy(f"COPY {into} FROM STDIN") as cp:
+        for row in rows:
+            cp.write_row(row)
+
+
+def clear_patterns(conn: Any, agents_like: str) -> None:
+    """Every pattern and what hangs off it, and the agents named ``agents_like``."""
+    conn.execute("TRUNCATE patterns, votes, comments, collections, bookmarks, flags CASCADE")
+    conn.execute("DELETE FROM agents WHERE username LIKE %s", (agents_like,))
+
+
+def set_search_model(conn: Any, model: str) -> None:
+    """The model the stored vectors are of, as the service records it."""
+    conn.execute(
+        "INSERT INTO search_model (id, model) VALUES (1, %s)"
+        " ON CONFLICT (id) DO UPDATE SET model = excluded.model",
+        (model,),
+    )
+
+
+def vacuum(conn: Any, *tables: str) -> None:
+    """Commit, then VACUUM ANALYZE ``tables`` (a bulk load or a migration may
+    just have rewritten them; autovacuum keeps a steady-state table)."""
+    conn.commit()
+    conn.autocommit = True
+    for table in tables:
+        conn.execute(f"VACUUM ANALYZE {table}")

@@ -1,9 +1,5 @@
-"""The Embedder replica's memory under Serve, one backend at a time:
-``cairn run`` over a fresh state folder (the model cache copied in), one
-pattern published (embedded through the Embedder's bulk call), then 40
-searches with new queries; the RSS and PSS of the ``Embedder`` replica after
-each. Results: docs/benchmarks.md, "The Embedder replica's memory under
-Serve" (written by hand: its table compares runs of different code).
+"""The Embedder replica's RSS and PSS under ``cairn run``, per backend, after
+a bulk embed and 40 new queries (docs/benchmarks.md, by hand).
 
     .venv/bin/python -m benchmarks.embedder_rss --backends torch,onnx
 """
@@ -15,7 +11,7 @@ import shutil
 import time
 from typing import Any
 
-from benchmarks.harness import ROOT, http_json, serve_running, server_env
+from benchmarks.harness import ROOT, api_call, http_json, new_agent, serve_running, server_env
 from benchmarks.serving.processes import process_kind, process_tree
 
 STATE_DIR = ROOT / ".cairn" / "bench-rss"
@@ -38,31 +34,18 @@ def embedder_memory(server: Any) -> list[tuple[int, int]]:
 
 
 def measure(backend: str) -> None:
-    env = server_env(
-        {
-            "CAIRN_STATE_DIR": str(STATE_DIR),
-            "CAIRN_EMBEDDING_BACKEND": backend,
-            "CAIRN_HOST": "127.0.0.1",
-        }
-    )
+    settings = {"CAIRN_STATE_DIR": str(STATE_DIR), "CAIRN_EMBEDDING_BACKEND": backend}
+    env = server_env({**settings, "CAIRN_HOST": "127.0.0.1"})
     with serve_running(PORT, env, STATE_DIR) as serve:
         base = serve.base
-        status, body = http_json(
-            "POST", base + "/api/agents/register", body={"name": f"Rss {backend} {time.time():.0f}"}
-        )
-        if status != 201:
-            raise SystemExit(f"register answered {status}: {body}")
-        auth = {"Authorization": f"Bearer {body['data']['api_key']}"}
+        key = new_agent(base, f"Rss {backend} {time.time():.0f}")["api_key"]
         pattern = {**PATTERN, "title": f"{PATTERN['title']} {time.time():.0f}"}
-        status, body = http_json("POST", base + "/api/patterns", body=pattern, headers=auth)
-        if status != 201:
-            raise SystemExit(f"publish answered {status}: {body}")
+        api_call(base, "POST", "/api/patterns", key, pattern)
         time.sleep(8)  # the worker embeds it
         bulk = embedder_memory(serve)
         for i in range(40):
-            status, body = http_json(
-                "GET", base + f"/api/search?q=retry+flaky+calls+{i}&type=patterns", timeout=30
-            )
+            path = f"/api/search?q=retry+flaky+calls+{i}&type=patterns"
+            status, body = http_json("GET", base + path, timeout=30)
             if status != 200:
                 raise SystemExit(f"search answered {status}: {body}")
         time.sleep(3)

@@ -1,12 +1,7 @@
-"""The Encoder on ONNX Runtime against PyTorch (sentence-transformers), same
-process, same texts, rounds alternating the backends so that other work on a
-shared machine slows both alike (docs/benchmarks.md, "Encoder: ONNX Runtime
-against PyTorch"): queries/s on one thread, rows/s of re-embedding-sized
-texts on one thread and on every core, the RSS of a fresh process holding the
-encoder, and the cosine of the two backends' vectors. (The int8 graph's
-column was a trial, recorded there; its code: benchmarks/encoder_bench.py at
-commit e8bf2c4.)
-"""
+"""The Encoder on ONNX Runtime against PyTorch, same process and texts, the
+backends alternating each round (docs/benchmarks.md, "Encoder: ONNX Runtime
+against PyTorch"): queries and rows per second, memory, and the cosine of
+their vectors."""
 
 from __future__ import annotations
 
@@ -24,10 +19,9 @@ from typing import Any
 import numpy as np
 
 from benchmarks.corpus import queries_for, texts_for
-from benchmarks.harness import section_head, write_docs
+from benchmarks.harness import publish, section_end, section_head
 
-START = "<!-- encoder-bench:start -->"
-END = "<!-- encoder-bench:end -->"
+MARKS = ("<!-- encoder-bench:start -->", "<!-- encoder-bench:end -->")
 
 
 def long_texts(n: int, seed: int = 36) -> list[str]:
@@ -36,7 +30,7 @@ def long_texts(n: int, seed: int = 36) -> list[str]:
     pool = texts_for(2_000)
     out = []
     for _ in range(n):
-        target, parts = rng.randint(300, 1500), []
+        target, parts = rng.randint(300, 1500), list[str]()
         while sum(len(p) + 1 for p in parts) < target:
             parts.append(rng.choice(pool))
         out.append(" ".join(parts)[:target])
@@ -55,25 +49,20 @@ def rss_probe(backend: str, cache: str) -> dict[str, float]:
         "mib = lambda k: int(st[k].split()[0]) / 1024\n"
         "print(json.dumps({'rss': mib('VmRSS'), 'hwm': mib('VmHWM')}))\n"
     )
-    done = subprocess.run(
-        [sys.executable, "-c", code], capture_output=True, text=True, check=True, timeout=600
-    )
-    result: dict[str, float] = json.loads(done.stdout.strip().splitlines()[-1])
-    return result
+    cmd = [sys.executable, "-c", code]
+    done = subprocess.run(cmd, capture_output=True, text=True, check=True, timeout=600)
+    return dict(json.loads(done.stdout.strip().splitlines()[-1]))
 
 
-def per_s(
-    encoder: Any, texts: list[str], batch: int, threads: int, one_by_one: bool
-) -> tuple[float, float]:
-    """(texts per wall second, texts per CPU second of this process). On a
-    shared machine the second is the fair figure: per core, whatever else
-    runs (one-thread calls run in the calling thread for both backends)."""
+def per_s(encoder: Any, texts: list[str], batch: int, threads: int) -> tuple[float, float]:
+    """(texts per wall second, texts per CPU second of this process), in calls
+    of ``batch`` texts (1: one text a call). On a shared machine the second is
+    the fair figure: per core, whatever else runs."""
     t0, c0 = time.perf_counter(), time.process_time()
-    if one_by_one:
-        for text in texts:
-            encoder.encode([text], threads=threads)
-    else:
-        for i in range(0, len(texts), batch):
+    for i in range(0, len(texts), batch):
+        if batch == 1:
+            encoder.encode(texts[i : i + 1], threads=threads)
+        else:
             encoder.encode(texts[i : i + batch], batch_size=64, threads=threads)
     wall, cpu = time.perf_counter() - t0, time.process_time() - c0
     return len(texts) / wall, len(texts) / cpu
@@ -84,18 +73,19 @@ def measure(args: argparse.Namespace) -> dict[str, Any]:
 
     cache = args.cache or tempfile.mkdtemp(prefix="cairn-onnx-")
     load: dict[str, float] = {}
-    t0 = time.perf_counter()
-    encoders = {"torch": Encoder(device="cpu", backend="torch")}
-    load["torch"] = time.perf_counter() - t0
-    t0 = time.perf_counter()
-    encoders["onnx"] = Encoder(device="cpu", backend="onnx", cache_dir=cache)
-    load["onnx (export + load)"] = time.perf_counter() - t0
-    t0 = time.perf_counter()
-    Encoder(device="cpu", backend="onnx", cache_dir=cache)
-    load["onnx (cached)"] = time.perf_counter() - t0
-    queries = queries_for(args.queries)
-    rows = long_texts(args.rows)
-    cores = len(os.sched_getaffinity(0))
+    encoders: dict[str, Any] = {}
+    backends = (("torch", "torch", "torch"), ("onnx", "onnx", "onnx (export + load)"))
+    for name, backend, label in (*backends, ("again", "onnx", "onnx (cached)")):
+        t0 = time.perf_counter()
+        folder = cache if backend == "onnx" else None
+        encoders[name] = Encoder(device="cpu", backend=backend, cache_dir=folder)
+        load[label] = time.perf_counter() - t0
+    del encoders["again"]
+    queries, rows, cores = (
+        queries_for(args.queries),
+        long_texts(args.rows),
+        len(os.sched_getaffinity(0)),
+    )
     for e in encoders.values():  # warm-up
         e.encode(queries[:20], threads=1)
         e.encode(rows[:64], threads=1)
@@ -108,9 +98,9 @@ def measure(args: argparse.Namespace) -> dict[str, Any]:
         for name, e in encoders.items():
             f = figures[name]
             for label, (wall, cpu) in (
-                ("query", per_s(e, queries, 1, 1, True)),
-                ("rows1", per_s(e, rows, 256, 1, False)),
-                ("rowsN", per_s(e, rows, 256, cores, False)),
+                ("query", per_s(e, queries, 1, 1)),
+                ("rows1", per_s(e, rows, 256, 1)),
+                ("rowsN", per_s(e, rows, 256, cores)),
             ):
                 f[label].append(wall)
                 f[f"{label}_cpu"].append(cpu)
@@ -121,16 +111,15 @@ def measure(args: argparse.Namespace) -> dict[str, Any]:
     reference = encoders["torch"].encode(check)
     cosine = float((encoders["onnx"].encode(check) * reference).sum(1).min())
     memory = {name: rss_probe(name, cache) for name in ("torch", "onnx")}
+    medians = {n: {k: statistics.median(v) for k, v in f.items()} for n, f in figures.items()}
+    counts = {"cores": cores, "queries": len(queries), "rows": len(rows), "rounds": args.rounds}
     return {
-        "figures": {n: {k: statistics.median(v) for k, v in f.items()} for n, f in figures.items()},
+        "figures": medians,
         "loads": loads,
         "load_s": load,
         "cosine": cosine,
         "memory": memory,
-        "cores": cores,
-        "queries": len(queries),
-        "rows": len(rows),
-        "rounds": args.rounds,
+        **counts,
     }
 
 
@@ -153,19 +142,10 @@ def section(result: dict[str, Any], load_before: float) -> str:
     f, m = result["figures"], result["memory"]
     loads = ", ".join(f"{x:.2f}" for x in result["loads"])
     lines = [
-        *section_head(
-            START, "Encoder: ONNX Runtime against PyTorch", "encoder_bench.py", load_before
-        ),
-        f"- 1-minute load average at the start and after each round: {loads}. The machine is "
-        "shared; the backends alternate within each round, so other work slows both alike.",
-        f"- Model all-MiniLM-L6-v2 (the packaged copy), CPU. PyTorch = sentence-transformers "
-        "`encode` (the previous Encoder); ONNX = `embeddings.onnx_model` (the graph exported "
-        "with `torch.onnx.export(dynamo=False)`, mean pooling and normalisation inside it, "
-        "ONNX Runtime, the `tokenizers` fast tokenizer). Medians of "
-        f"{result['rounds']} rounds.",
-        f"- Queries: {result['queries']} generated search queries (2-12 words), one "
-        f"`encode` call each, one thread. Rows: {result['rows']} texts of 300-1,500 "
-        "characters (the re-embedding benchmark's shape), 256-text calls.",
+        *section_head(MARKS[0], "encoder_bench.py", load_before),
+        f"- 1-minute load average at the start and after each round: {loads}.",
+        f"- {result['queries']} queries, {result['rows']} rows; medians of {result['rounds']} "
+        "rounds.",
         "",
         "Per CPU second of the process (the fair figure on a shared machine: per core, "
         "whatever else ran), then per wall second:",
@@ -178,15 +158,9 @@ def section(result: dict[str, Any], load_before: float) -> str:
         f"{m['onnx']['rss'] / m['torch']['rss']:.2f} |",
         "",
         f"- Smallest cosine to PyTorch's vectors over 100 texts: {result['cosine']:.6f}.",
-        "- Load times: "
-        + ", ".join(f"{k} {v:.1f} s" for k, v in result["load_s"].items())
-        + ". The export runs once per model and torch version, in a child process, and is "
-        "cached in `<state>/models`.",
-        "",
-        "Reproduce: `.venv/bin/python -m benchmarks.encoder_bench`.",
-        END,
+        "- Load times: " + ", ".join(f"{k} {v:.1f} s" for k, v in result["load_s"].items()) + ".",
     ]
-    return "\n".join(lines) + "\n"
+    return section_end(lines, "`.venv/bin/python -m benchmarks.encoder_bench`", MARKS[1])
 
 
 def main() -> None:
@@ -201,11 +175,7 @@ def main() -> None:
     load_before = os.getloadavg()[0]
     result = measure(args)
     print(json.dumps(result, indent=1))
-    text = section(result, load_before)
-    if args.no_docs:
-        print(text)
-    else:
-        write_docs(text, start_mark=START, end_mark=END)
+    publish(section(result, load_before), *MARKS, args.no_docs)
 
 
 if __name__ == "__main__":

@@ -1,19 +1,10 @@
-"""HTTP benchmark: the same Cairn app under plain uvicorn and through Ray Serve
-(docs/benchmarks.md, "HTTP: Ray Serve vs plain uvicorn, same workers", which
-says how), with ``wrk``, one server after the other in interleaved rounds:
+"""HTTP benchmark (docs/benchmarks.md, "HTTP: Ray Serve vs plain uvicorn, same
+workers"): the same app under plain uvicorn, uvicorn+Redis and Ray Serve, wrk
+in interleaved rounds, the reads under client mixes, each run with the
+servers' CPU and, with ``--profile``, py-spy on the app processes
+(``profile_split.py``: what Cairn runs only under Serve, issue 46's 5%).
 
-* plain uvicorn: ``benchmarks.uvicorn_app``, as many workers as Serve has
-  ``Api`` replicas, each with its own in-process rate limiter;
-* uvicorn+Redis: the same with one global limit in Redis
-  (``serving/redis_limiter.py``, a redis-server the bench starts);
-* Ray Serve: ``cairn run``.
-
-The reads run with client mixes (``--mixes``, ``serving/routes.py``); each run
-counts the servers' CPU (``serving/processes.py``) and, with ``--profile``,
-samples the app processes with py-spy (``profile_split.py``).
-
-    .venv/bin/python -m benchmarks.http_bench               # what `make bench` runs
-    .venv/bin/python -m benchmarks.http_bench --duration 5  # a quick run
+    .venv/bin/python -m benchmarks.http_bench [--duration 5] [--profile]
 """
 
 from __future__ import annotations
@@ -21,54 +12,22 @@ from __future__ import annotations
 import argparse
 import contextlib
 import os
-import signal
 import sys
 import tempfile
 import time
+from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
-from benchmarks.harness import (
-    HOST,
-    RATE_LIMIT,
-    ROOT,
-    THREADS,
-    Server,
-    bench_env,
-    fresh_serve_run,
-    leftover_processes,
-    port_in_use,
-    publish,
-    section_head,
-    stop_bench_processes,
-    wrk_options,
-)
+from benchmarks import harness
+from benchmarks.harness import THREADS
 from benchmarks.profile_split import ADMISSION_PARTS, COMPONENTS
+from benchmarks.serving import routes, tables
 from benchmarks.serving.measure import Run, measure, wait_index_idle
 from benchmarks.serving.processes import tree_cpu_s
 from benchmarks.serving.redis_limiter import redis_server
-from benchmarks.serving.routes import (
-    MIXED_ROUTES,
-    MIXES,
-    N_ANSWERS,
-    N_KEYS,
-    N_VOTERS,
-    PATTERN_SEARCHES,
-    ROUTES,
-    check_routes,
-    mixed,
-    seed,
-)
-from benchmarks.serving.tables import (
-    cpu_table,
-    haproxy_table,
-    latency_table,
-    serve_only_table,
-    split_table,
-    versus_table,
-)
 
-STATE_DIR = ROOT / ".cairn" / "bench"
+STATE_DIR = harness.ROOT / ".cairn" / "bench"
 START_MARK = "<!-- http-bench:start -->"
 END_MARK = "<!-- http-bench:end -->"
 
@@ -83,96 +42,48 @@ SERVE_START_TIMEOUT_S = 180.0
 LIMITS = ("registration", "general", "anon_read", "search", "vote")
 CREATES = ("pattern_create", "question_create", "answer_create")
 # The many-addresses mix sends its client address in X-Forwarded-For.
-BENCH_ENV = bench_env(STATE_DIR, 1, *LIMITS, *CREATES, CAIRN_TRUSTED_PROXIES="127.0.0.1/32")
-
-
-def _show(path: Path) -> str:
-    return str(path.relative_to(ROOT)) if path.is_relative_to(ROOT) else str(path)
+BENCH_ENV = harness.bench_env(STATE_DIR, 1, *LIMITS, *CREATES, CAIRN_TRUSTED_PROXIES="127.0.0.1/32")
 
 
 def docs_section(
     runs: list[Run],
-    *,
     args: argparse.Namespace,
-    wrk_ver: str,
-    serve_info: str,
-    workers: int,
+    run: dict[str, Any],
     facts: dict[str, Any],
-    idle_cores: float,
     argv: list[str],
     load_before: float,
-    load_after: float,
 ) -> str:
-    this_run = (
-        f" (this run: `.venv/bin/python -m benchmarks.http_bench {' '.join(argv)}`)" if argv else ""
-    )
+    """``run``: wrk's version, Serve's set-up, uvicorn's workers, and the idle
+    Serve's CPU while uvicorn was measured."""
+    this_run = f" (this run: `.venv/bin/python -m benchmarks.http_bench {' '.join(argv)}`)"
     lines = [
-        *section_head(
-            START_MARK,
-            "HTTP: Ray Serve vs plain uvicorn, same workers",
-            "http_bench.py",
-            load_before,
-        ),
-        f"- 1-minute load average after the run: {load_after:.2f}. The machine is shared: "
-        "compare the two servers only within a round (they are measured back to back, "
-        "the first of the pair alternating), and read the CPU columns, which do not depend "
-        "on what else runs.",
-        f"- Load: {wrk_ver}, `-t{THREADS} -c{args.connections} -d{args.duration}s --latency "
+        *harness.section_head(START_MARK, "http_bench.py", load_before),
+        f"- 1-minute load average after the run: {os.getloadavg()[0]:.2f}.",
+        f"- Load: {run['wrk_ver']}, `-t{THREADS} -c{args.connections} -d{args.duration}s --latency "
         f"--timeout 10s`, each run after a {args.warmup} s warm-up of the same route; "
         f"{args.rounds} rounds; wrk on the same machine.",
-        "- Client mixes: *one address* (every request from wrk's); *a new address per "
-        "request* (a random `X-Forwarded-For`, trusted from 127.0.0.1 by "
-        "`CAIRN_TRUSTED_PROXIES=127.0.0.1/32`); *many agent keys* (each request with the "
-        f"next key of a slice of {facts['crowd_size']:,} agents, a slice of its own per "
-        "server, round and warm-up, so every run meets agents calling for the first time "
-        "that minute, each then a few times).",
-        f"- Plain uvicorn: `benchmarks/uvicorn_app.py --workers {workers}` (the app from "
-        "`create_app`, in-process rate limiter and trending counter, the model and FAISS "
-        "index in each worker; like each Api replica, every worker's index follows the "
-        "vectors the embedding worker stores, and the embedding worker is the one "
-        "embedding worker beside it, Serve's VectorIndex) on "
-        f"{HOST}:{UVICORN_PORT}. *uvicorn+Redis*: the same with `--redis`, one global "
-        "limit per rule and subject in Redis (`limits` fixed windows over redis-py, a hit and "
-        "the window's stats per rule, as slowapi does for its headers; a `redis-server` the "
-        f"bench starts, its CPU counted), on {HOST}:{REDIS_UVICORN_PORT}. Plain uvicorn's "
-        "workers each count their own windows (no global limit).",
-        f"- Ray Serve: `cairn run --port {SERVE_PORT}` ({serve_info}); the same state folder "
-        f"and embedded Postgres (`{_show(STATE_DIR)}`), so both serve the same rows. Both "
-        "servers run in the benchmark's session (one CPU autogroup with wrk). While uvicorn "
-        f"was measured, the idle Serve processes used {idle_cores:.2f} of a core.",
-        f"- Data, seeded through Serve: {facts['patterns']} patterns with upvotes (trending), "
-        f"a question with {N_ANSWERS} answers (with votes, one accepted), {N_VOTERS} voters; "
-        f"rate limits raised (`{RATE_LIMIT}`). Search routes cycle through "
-        f"{len(facts['queries'])} distinct queries ({len(PATTERN_SEARCHES)} for "
-        "`?search=`); the upvote run votes on 10 answers of its own per server and round, "
-        "each request a change (a new upvote, later a switch); each create is a new pattern "
-        "with its own text (its similar-patterns lookup embeds it), and the index is drained "
-        "before the next run.",
-        "- *CPU ms/request*: CPU time of the server's processes (uvicorn: its workers; Serve: "
-        "replicas, HAProxy, actors, Ray's own processes) and Postgres during the run, over "
-        "the requests wrk completed. On a machine that runs nothing else, "
-        "*uvicorn / Serve CPU* is the throughput ratio to expect.",
+        f"- Plain uvicorn: {run['workers']} workers; Ray Serve: {run['serve_info']}; many agent "
+        f"keys: a slice of {facts['crowd_size']:,} agents. While uvicorn was measured, the idle "
+        f"Serve processes used {run['idle_cores']:.2f} of a core.",
         "",
-        *versus_table(runs, "uvicorn"),
+        *tables.versus_table(runs, "uvicorn"),
         "",
         "Serve against uvicorn with one global limit in Redis (both enforce a limit shared "
         "by every worker):",
         "",
-        *versus_table(runs, "uvicorn+Redis"),
+        *tables.versus_table(runs, "uvicorn+Redis"),
         "",
         "Serve's CPU per request, by process (ms, median over rounds):",
         "",
-        *cpu_table(runs),
+        *tables.cpu_table(runs),
         "",
     ]
     if any(r.admission for r in runs):
         lines += [
             "The cold path (`--profile`): CPU ms per request the app processes spend in "
-            "each step of admission (py-spy samples inside it, as shares of the measured "
-            "CPU; median over rounds). The *new address* and *many agent keys* rows are "
-            "requests from a client the replica has not seen (or not lately):",
+            "each step of admission:",
             "",
-            *split_table(runs, "admission", ADMISSION_PARTS),
+            *tables.split_table(runs, "admission", ADMISSION_PARTS),
             "",
         ]
     if any(r.haproxy for r in runs):
@@ -180,101 +91,62 @@ def docs_section(
             "HAProxy's own timers (`show stat`, averages over the backend's last 1,024 "
             "requests, whole ms):",
             "",
-            *haproxy_table(runs),
+            *tables.haproxy_table(runs),
             "",
         ]
     if any(r.profile for r in runs):
         lines += [
-            "Where the app processes' CPU goes (`--profile`: py-spy at 100 Hz on the Api "
-            "replicas or uvicorn workers, samples by component as shares of their measured "
-            "CPU; ms per request, median over rounds):",
+            "Where the app processes' CPU goes (`--profile`), ms per request:",
             "",
-            *split_table(runs, "profile", COMPONENTS),
+            *tables.split_table(runs, "profile", COMPONENTS),
             "",
-            "What Cairn runs only under Serve (issue 46's target: at most 5% of a request's "
-            "CPU): the metric records, the actor-backed rate limiter, trending and dispatch "
-            "in the Api replicas (`benchmarks/profile_split.py`, `SERVE_ONLY`), and its "
-            "actors' own processes, against every process's CPU per request:",
+            "What Cairn runs only under Serve (`--profile`; issue 46's target: at most 5% of "
+            "a request's CPU):",
             "",
-            *serve_only_table(runs),
+            *tables.serve_only_table(runs),
             "",
         ]
     lines += [
         "Every run:",
         "",
-        *latency_table(runs),
-        "",
-        f"Reproduce: `make bench`{this_run}.",
-        END_MARK,
+        *tables.latency_table(runs),
     ]
-    return "\n".join(lines) + "\n"
-
-
-# ----------------------------------------------------------------------- main
+    return harness.section_end(lines, f"`make bench`{this_run if argv else ''}", END_MARK)
 
 
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
-    parser = wrk_options(
-        "http_bench",
+    parser = harness.wrk_options("http_bench", duration=10)
+    parser.description = (
         "wrk against the same app under Ray Serve and under plain uvicorn with as many "
-        "workers as Serve has Api replicas, in interleaved rounds.",
-        duration=10,
+        "workers as Serve has Api replicas, in interleaved rounds."
     )
-    parser.add_argument("--rounds", type=int, default=3, help="rounds over all routes (3)")
-    parser.add_argument(
-        "--routes",
-        default=",".join(ROUTES),
-        help=f"comma-separated, from: {', '.join(ROUTES)} (default: all)",
-    )
-    parser.add_argument(
-        "--workers", type=int, default=0, help="uvicorn workers (0: as many as Api replicas)"
-    )
-    parser.add_argument(
-        "--mixes",
-        default=",".join(MIXES),
-        help=f"client mixes for the reads {', '.join(MIXED_ROUTES)}: "
-        f"comma-separated, from {', '.join(MIXES)} (default: all)",
-    )
-    parser.add_argument(
-        "--servers",
-        default=",".join(SERVERS),
-        help=f"comma-separated, from {', '.join(SERVERS)} (default: all)",
-    )
-    parser.add_argument(
-        "--keys", type=int, default=N_KEYS, help=f"agents of the many-keys mix ({N_KEYS})"
-    )
-    parser.add_argument(
-        "--profile",
-        action="store_true",
-        help="py-spy on the Api replicas and uvicorn workers during each measured run",
-    )
-    parser.add_argument(
-        "--keep-profiles",
-        default="",
-        help="with --profile: keep py-spy's raw stacks in this folder (default: dropped)",
-    )
+    add = parser.add_argument
+    add("--rounds", type=int, default=3, help="rounds over all routes (3)")
+    for flag, values in (("routes", routes.ROUTES), ("mixes", routes.MIXES), ("servers", SERVERS)):
+        add(f"--{flag}", default=",".join(values), help=f"from {', '.join(values)} (default: all)")
+    add("--workers", type=int, default=0, help="uvicorn workers (0: as many as Api replicas)")
+    add("--keys", type=int, default=routes.N_KEYS, help=f"many-keys agents ({routes.N_KEYS})")
+    add("--profile", action="store_true", help="py-spy on the app processes during each run")
+    add("--keep-profiles", default="", help="with --profile: keep py-spy's raw stacks here")
     args = parser.parse_args(argv)
-    keys = [k.strip() for k in args.routes.split(",") if k.strip()]
-    unknown = [k for k in keys if k not in ROUTES]
-    if unknown or not keys:
-        parser.error(f"--routes: unknown {unknown or 'empty'}; choose from {', '.join(ROUTES)}")
+
+    def listed(flag: str, allowed: Iterable[str]) -> list[str]:
+        """A comma-separated option's values, each one of ``allowed``."""
+        got = [x.strip() for x in getattr(args, flag).split(",") if x.strip()]
+        if not got or any(x not in allowed for x in got):
+            parser.error(f"--{flag}: comma-separated, from {', '.join(allowed)}")
+        return got
+
+    keys, mixes = listed("routes", routes.ROUTES), listed("mixes", routes.MIXES)
+    args.server_list = listed("servers", SERVERS)
     if args.duration < 1 or args.warmup < 0 or args.connections < THREADS or args.rounds < 1:
-        parser.error(
-            f"need --duration >= 1, --warmup >= 0, --rounds >= 1, --connections >= {THREADS}"
-        )
-    mixes = [m.strip() for m in args.mixes.split(",") if m.strip()]
-    servers = [x.strip() for x in args.servers.split(",") if x.strip()]
-    if not mixes or any(m not in MIXES for m in mixes):
-        parser.error(f"--mixes: choose from {', '.join(MIXES)}")
-    if not servers or any(x not in SERVERS for x in servers):
-        parser.error(f"--servers: choose from {', '.join(SERVERS)}")
+        parser.error(f"need --duration, --rounds >= 1, --warmup >= 0, --connections >= {THREADS}")
     args.route_list = [
-        mixed(ROUTES[k], mix)
+        routes.mixed(routes.ROUTES[k], mix)
         for k in keys
-        for mix in (mixes if k in MIXED_ROUTES else ["one"])
-        if k in MIXED_ROUTES or "one" in mixes
+        for mix in (mixes if k in routes.MIXED_ROUTES else ["one"])
+        if k in routes.MIXED_ROUTES or "one" in mixes
     ]
-    args.server_list = servers
     if "keys" not in mixes:
         args.keys = 0
     return args
@@ -284,112 +156,94 @@ def main(argv: list[str] | None = None) -> int:
     raw_argv = sys.argv[1:] if argv is None else argv
     args = parse_args(argv)
     semantic = any(r.key == "semantic" for r in args.route_list)
-    bench_env = {**BENCH_ENV, "CAIRN_SEARCH_SEMANTIC": "true" if semantic else "false"}
-    env, wrk, wrk_ver = fresh_serve_run(STATE_DIR, bench_env)
+    semantic_env = {**BENCH_ENV, "CAIRN_SEARCH_SEMANTIC": "true" if semantic else "false"}
+    env, wrk, wrk_ver = harness.fresh_serve_run(STATE_DIR, semantic_env)
 
     from serve_app.settings import Settings
 
     cairn_env = {k.removeprefix("CAIRN_").lower(): v for k, v in env.items() if k[:6] == "CAIRN_"}
-    bench_settings = Settings.model_validate(cairn_env)
-    workers = args.workers or bench_settings.ingress_replicas
+    settings = Settings.model_validate(cairn_env)
+    workers = args.workers or settings.ingress_replicas
     serve_info = (
-        f"{bench_settings.ingress_replicas} `Api` replicas, "
-        f"{bench_settings.ingress_num_cpus} CPU each, proxy `{bench_settings.serve_proxy}`"
+        f"{settings.ingress_replicas} `Api` replicas, {settings.ingress_num_cpus} CPU each, "
+        f"proxy `{settings.serve_proxy}`"
         + (", Embedder and VectorIndex deployments" if semantic else "")
     )
+    wrk_run = f"-t{THREADS} -c{args.connections} -d{args.duration}s (+{args.warmup}s warm-up)"
+    keys = ", ".join(r.key for r in args.route_list)
     print(
-        f"bench: {wrk_ver}; -t{THREADS} -c{args.connections} -d{args.duration}s "
-        f"(+{args.warmup}s warm-up) per run, {args.rounds} rounds; uvicorn with {workers} "
-        f"workers; routes: {', '.join(r.key for r in args.route_list)}",
-        flush=True,
+        f"bench: {wrk_ver}; {wrk_run}, {args.rounds} rounds; {workers} workers; {keys}", flush=True
     )
     load_before = os.getloadavg()[0]
 
-    def server(name: str, module: str, port: int, log: str, *more: str) -> Server:
+    def server(name: str, module: str, port: int, log: str, *more: str) -> harness.Server:
         """A server in this session (one CPU autogroup with wrk), logging into STATE_DIR."""
         cmd = [sys.executable, "-m", module, *more, "--port", str(port)]
-        return Server(name, cmd, port, STATE_DIR / log, STATE_DIR, own_session=False)
+        return harness.Server(name, cmd, port, STATE_DIR / log, STATE_DIR, own_session=False)
 
-    serve = server("Ray Serve", "serve_app.launch.cli", SERVE_PORT, "serve.log", "run")
-    plain_args = ["--host", HOST, "--workers", str(workers)] + (["--semantic"] if semantic else [])
-    plain = server("uvicorn", "benchmarks.uvicorn_app", UVICORN_PORT, "uvicorn.log", *plain_args)
+    plain_args = ["--host", harness.HOST, "--workers", str(workers)]
+    plain_args += ["--semantic"] if semantic else []
     runs: list[Run] = []
     idle: list[tuple[float, float]] = []  # (Serve's CPU s, wall s) while uvicorn ran
     with contextlib.ExitStack() as stack:
         tmp = Path(stack.enter_context(tempfile.TemporaryDirectory(prefix="cairn-bench-")))
-        redis_uri = ""
-        redis_pid: tuple[int, ...] = ()
-        with_redis = "redis" in args.server_list
-        if with_redis:
+        redis_uri, redis_pid = "", tuple[int, ...]()
+        if "redis" in args.server_list:
             redis_uri, pid = stack.enter_context(redis_server(REDIS_PORT, STATE_DIR / "redis"))
             redis_pid = (pid,)
-        redis_plain = server(
-            "uvicorn+Redis",
-            "benchmarks.uvicorn_app",
-            REDIS_UVICORN_PORT,
-            "uvicorn-redis.log",
-            *plain_args,
-            "--redis",
-            redis_uri,
-        )
-        by_name = {"uvicorn": plain, "redis": redis_plain, "serve": serve}
+        by_name = {
+            "serve": server("Ray Serve", "serve_app.launch.cli", SERVE_PORT, "serve.log", "run"),
+            "uvicorn": server(
+                "uvicorn", "benchmarks.uvicorn_app", UVICORN_PORT, "uvicorn.log", *plain_args
+            ),
+            "redis": server(
+                "uvicorn+Redis", "benchmarks.uvicorn_app", REDIS_UVICORN_PORT,
+                "uvicorn-redis.log", *plain_args, "--redis", redis_uri,
+            ),
+        }  # fmt: skip
+        serve, plain, redis_plain = by_name["serve"], by_name["uvicorn"], by_name["redis"]
         servers = [by_name[k] for k in args.server_list]
         others = [x for x in servers if x is not serve]
         try:
-            for port in (int(v) for k, v in BENCH_ENV.items() if k.endswith("_PORT")):
-                if port_in_use(port):
-                    raise RuntimeError(f"{HOST}:{port} is already in use (a HAProxy port)")
+            harness.ports_free(BENCH_ENV)
             print("bench: starting Ray Serve (cairn run)", flush=True)
             serve.start(env, SERVE_START_TIMEOUT_S, ready_text="serving on")
             print(f"bench: seeding through Serve ({args.keys} agents for the keys mix)", flush=True)
-            facts = seed(serve.base, args.rounds, args.keys)
+            facts = routes.seed(serve.base, args.rounds, args.keys)
             facts["crowd_size"] = len(facts["crowd"])
             for other in others:
                 print(f"bench: starting {other.name} ({workers} workers)", flush=True)
                 other.start(env, UVICORN_START_TIMEOUT_S)
             wait_index_idle(serve.base)
             for srv in servers:
-                check_routes(srv.base, facts, semantic)
+                routes.check_routes(srv.base, facts, semantic)
+            bases = list(dict.fromkeys(r.base for r in args.route_list))
             for rnd in range(args.rounds):
-                bases = list(dict.fromkeys(r.base for r in args.route_list))
                 for route in args.route_list:
                     # Each server first, middle and last in turn (for each mix too).
                     base = bases.index(route.base)
-                    shift = (rnd + base + list(MIXES).index(route.mix)) % len(servers)
+                    shift = (rnd + base + list(routes.MIXES).index(route.mix)) % len(servers)
                     for srv in servers[shift:] + servers[:shift]:
                         assert serve.proc is not None
                         before, t0 = tree_cpu_s(serve.proc.pid), time.monotonic()
                         extra = redis_pid if srv is redis_plain else ()
                         runs.append(measure(srv, route, facts, rnd, wrk, tmp, args, extra))
                         if srv is plain:
-                            idle.append(
-                                (tree_cpu_s(serve.proc.pid) - before, time.monotonic() - t0)
-                            )
+                            cpu = tree_cpu_s(serve.proc.pid) - before
+                            idle.append((cpu, time.monotonic() - t0))
                         if route.key == "create":
                             wait_index_idle(serve.base)
         finally:
-            for other in others:
-                other.stop(signal.SIGINT)
-            serve.stop(signal.SIGINT)
-            left = leftover_processes(state_dir=STATE_DIR)
-            if left:
-                print("bench: WARNING: still running after the servers exited:", *left, sep="\n  ")
-                stop_bench_processes(grace_s=10.0, state_dir=STATE_DIR)
+            harness.stop_servers([*others, serve], STATE_DIR)
     idle_cores = sum(c for c, _ in idle) / max(1e-9, sum(w for _, w in idle)) if idle else 0.0
-    load_after = os.getloadavg()[0]
-    section = docs_section(
-        runs,
-        args=args,
-        wrk_ver=wrk_ver,
-        serve_info=serve_info,
-        workers=workers,
-        facts=facts,
-        idle_cores=idle_cores,
-        argv=raw_argv,
-        load_before=load_before,
-        load_after=load_after,
-    )
-    publish(section, START_MARK, END_MARK, args.no_docs)
+    run = {
+        "wrk_ver": wrk_ver,
+        "serve_info": serve_info,
+        "workers": workers,
+        "idle_cores": idle_cores,
+    }
+    section = docs_section(runs, args, run, facts, raw_argv, load_before)
+    harness.publish(section, START_MARK, END_MARK, args.no_docs)
     return 1 if any(r.result.errors for r in runs) else 0
 
 

@@ -1,11 +1,6 @@
-"""The BM25 index (``retrieval.lexical.LexicalIndex``) at 100,000 patterns,
-generated as ``search_bench`` seeds its corpus, without Postgres or Serve:
-build time, memory, query latency, the cost of following edits, in memory and
-in a node's folder on disk (``retrieval.lexical_store``). Prints a markdown
-block (docs/benchmarks.md, "Lexical (BM25) index at 100,000 patterns").
-(``--processes``, the memory of several processes sharing one node's folder,
-was a trial recorded in "One BM25 index per node"; its code:
-benchmarks/lexical_bench.py at commit 7e05430.)
+"""The BM25 index (``LexicalIndex``) at 100,000 generated patterns, in memory
+and on disk: build, memory, queries and edits. Prints the lines of
+docs/benchmarks.md, "Lexical (BM25) index at 100,000 patterns".
 
     .venv/bin/python -m benchmarks.lexical_bench [--n 100000] [--folder DIR]
 """
@@ -18,53 +13,45 @@ import random
 import statistics
 import tempfile
 import time
+from typing import Any
 
-from benchmarks.corpus import (
-    ACTIONS,
-    OBJECTS,
-    SEED,
-    TECH,
-    TOOLS,
-    cum_weights,
-    queries_for,
-    sentence,
-    texts_for,
-    vocabulary,
-)
+from benchmarks import corpus
 from benchmarks.harness import rss_mib
 from retrieval.lexical import LexicalIndex
 from retrieval.lexical_store import NodeStore
 
-KINDS = ("pattern",)
-
 
 def patterns(n: int) -> list[tuple[int, dict[str, str | None]]]:
-    rng = random.Random(SEED)
-    vocab = vocabulary(rng)
-    cum = cum_weights(len(vocab))
-    texts = texts_for(6000)
+    rng = random.Random(corpus.SEED)
+    vocab, texts = corpus.vocabulary(rng), corpus.texts_for(6000)
+    cum = corpus.cum_weights(len(vocab))
     out: list[tuple[int, dict[str, str | None]]] = []
     for i in range(n):
-        title = f"{rng.choice(ACTIONS).capitalize()} {rng.choice(OBJECTS)} with {rng.choice(TOOLS)}"
+        title = corpus.title(rng)
         words = rng.choices(vocab, cum_weights=cum, k=rng.randint(60, 140))
-        tags = " ".join(rng.sample(TECH[:40], 3) + rng.sample(TECH[:60], 2))
-        out.append(
-            (
-                i + 1,
-                {
-                    "title": title,
-                    "description": texts[i % len(texts)],
-                    "tags": tags,
-                    "content": f"{sentence(rng)} {' '.join(words)}",
-                },
-            )
-        )
+        tags = " ".join(rng.sample(corpus.TECH[:40], 3) + rng.sample(corpus.TECH[:60], 2))
+        content = f"{corpus.sentence(rng)} {' '.join(words)}"
+        doc = {"title": title, "description": texts[i % len(texts)], "tags": tags}
+        out.append((i + 1, {**doc, "content": content}))
     return out
 
 
-def pct(xs: list[float], p: float) -> float:
+def spread(xs: list[float]) -> str:
+    """p50, p90 and p99 of ``xs`` (ms)."""
     xs = sorted(xs)
-    return xs[min(len(xs) - 1, int(p * len(xs)))]
+    p90, p99 = (xs[min(len(xs) - 1, int(p * len(xs)))] for p in (0.9, 0.99))
+    return f"p50 {statistics.median(xs):.2f} ms, p90 {p90:.2f} ms, p99 {p99:.2f} ms"
+
+
+def query_ms(index: Any, queries: list[str], k: int) -> list[float]:
+    """Each query's top ``k`` and its IDF scale, as a search asks them: ms."""
+    times = []
+    for q in queries:
+        t = time.perf_counter()
+        index.search(q, k)
+        index.scale(q)
+        times.append((time.perf_counter() - t) * 1000)
+    return times
 
 
 def disk_edits(docs: list[tuple[int, dict[str, str | None]]], folder: str | None) -> list[str]:
@@ -72,7 +59,7 @@ def disk_edits(docs: list[tuple[int, dict[str, str | None]]], folder: str | None
     committed (tantivy syncs the files) and closed, as LexicalSearch applies
     a change; then the time another process's reader takes to reload."""
     with tempfile.TemporaryDirectory(prefix="cairn-bm25-bench-", dir=folder) as where:
-        store = NodeStore(where, "bench", KINDS)
+        store = NodeStore(where, "bench", ("pattern",))
         generation = store.begin()
         index = store.open(generation.name, writer=True)["pattern"]
         for start in range(0, len(docs), 2000):
@@ -80,22 +67,15 @@ def disk_edits(docs: list[tuple[int, dict[str, str | None]]], folder: str | None
         index.commit()
         index.close_writer()
         reader = store.open(generation.name)["pattern"]
-        queries = queries_for(300)
-        passes: list[list[float]] = [[], []]
+        queries = corpus.queries_for(300)
         # The first pass maps each page it touches (a fault per page), the
         # second finds them mapped, as a replica that has been searching does.
-        for searched in passes:
-            for q in queries:
-                t = time.perf_counter()
-                reader.search(q, 50)
-                reader.scale(q)
-                searched.append((time.perf_counter() - t) * 1000)
+        passes = [query_ms(reader, queries, 50) for _ in range(2)]
         rng = random.Random(1)
         times, reloads = [], []
         for _ in range(20):
-            batch = [
-                (rng.randint(1, len(docs)), docs[rng.randrange(len(docs))][1]) for _ in range(10)
-            ]
+            n = len(docs)
+            batch = [(rng.randint(1, n), docs[rng.randrange(n)][1]) for _ in range(10)]
             t = time.perf_counter()
             index.open_writer()
             index.add(batch)
@@ -106,17 +86,13 @@ def disk_edits(docs: list[tuple[int, dict[str, str | None]]], folder: str | None
             reader.reload()
             reloads.append((time.perf_counter() - t) * 1000)
         generation.release()
+    p90 = sorted(times)[min(len(times) - 1, int(0.9 * len(times)))]
     return [
         "- the same index in a folder on disk, opened by a reader: top 50 per query "
-        + "; ".join(
-            f"{label} p50 {statistics.median(xs):.2f} ms, p90 {pct(xs, 0.9):.2f} ms, "
-            f"p99 {pct(xs, 0.99):.2f} ms"
-            for label, xs in zip(("first pass", "second pass"), passes, strict=True)
-        )
-        + ".",
+        f"first pass {spread(passes[0])}; second pass {spread(passes[1])}.",
         f"- the same edits on the node's folder on disk ({os.path.dirname(where)}): writer "
         f"opened, committed, closed in {statistics.median(times):.1f} ms (median; p90 "
-        f"{pct(times, 0.9):.1f} ms), another reader's reload {statistics.median(reloads):.2f} ms.",
+        f"{p90:.1f} ms), another reader's reload {statistics.median(reloads):.2f} ms.",
     ]
 
 
@@ -136,22 +112,15 @@ def main(argv: list[str] | None = None) -> None:
     index.commit()
     build_s = time.perf_counter() - t0
     grown = rss_mib() - before
-    queries = queries_for(300)
+    queries = corpus.queries_for(300)
     lines = [
         f"- {len(index):,} patterns: built in {build_s:.1f} s (tokenizing included, one thread); "
-        f"process RSS grew {grown:.0f} MiB.",
+        f"process RSS grew {grown:.0f} MiB."
     ]
     for k in (50, 1000):
-        times = []
-        for q in queries:
-            t = time.perf_counter()
-            index.search(q, k)
-            index.scale(q)
-            times.append((time.perf_counter() - t) * 1000)
+        times = query_ms(index, queries, k)
         lines.append(
-            f"- top {k} per query ({len(queries)} queries, 2 to 12 words): p50 "
-            f"{statistics.median(times):.2f} ms, p90 {pct(times, 0.9):.2f} ms, p99 "
-            f"{pct(times, 0.99):.2f} ms."
+            f"- top {k} per query ({len(queries)} queries, 2 to 12 words): {spread(times)}."
         )
     rng = random.Random(1)
     times = []

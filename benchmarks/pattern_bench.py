@@ -1,14 +1,8 @@
-"""Pattern search and trending over 100,000 seeded patterns (docs/benchmarks.md,
-"Pattern search and trending at 100,000 patterns").
+"""Pattern search and trending at 100,000 seeded patterns (docs/benchmarks.md):
+the routes through Serve with wrk, and the database alone (their SQL replayed
+over psycopg; the TrendingCounter in process). The corpus is seeded once.
 
-Seeds (once; reused while the corpus is there) 100,000 patterns of Zipf text,
-1,000 agents and 200,000 votes over the last 30 days, then measures the
-routes through Serve with wrk, and the database alone: the SQL those routes
-send (captured from the repositories) replayed over psycopg, and the
-TrendingCounter's ranking in process.
-
-    .venv/bin/python -m benchmarks.pattern_bench               # part of `make bench`
-    .venv/bin/python -m benchmarks.pattern_bench --duration 5  # a quick run
+    .venv/bin/python -m benchmarks.pattern_bench [--duration 5] [--no-http]
 """
 
 from __future__ import annotations
@@ -26,32 +20,12 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import quote
 
-from benchmarks.corpus import TECH, cum_weights, vocabulary
-from benchmarks.harness import (
-    ROOT,
-    THREADS,
-    WrkResult,
-    bench_env,
-    ensure_wrk,
-    http_json,
-    measure_url,
-    paths_script,
-    pct,
-    prepare_here,
-    publish,
-    section_head,
-    serve_running,
-    serve_table,
-    stop_on_sigterm,
-    wrk_options,
-    wrk_version,
-)
+from benchmarks import corpus, harness
 
-STATE_DIR = ROOT / ".cairn" / "bench-patterns"
-START_MARK = "<!-- pattern-bench:start -->"
-END_MARK = "<!-- pattern-bench:end -->"
+STATE_DIR = harness.ROOT / ".cairn" / "bench-patterns"
+MARKS = ("<!-- pattern-bench:start -->", "<!-- pattern-bench:end -->")
 PORT = 8103
-BENCH_ENV = bench_env(STATE_DIR, 2, "general")
+BENCH_ENV = harness.bench_env(STATE_DIR, 2, "general")
 
 N_PATTERNS = 100_000
 N_AGENTS = 1_000
@@ -62,106 +36,69 @@ SLUG_PREFIX = "bench-corpus-v2-"
 
 
 # Queries of different selectivity: rare terms, common terms, phrases, negation.
-QUERIES = [
-    "kubernetes",
-    "retry backoff",
-    "postgres index migration",
-    "vector embeddings rerank",
-    '"circuit breaker"',
-    "oauth token refresh",
-    "scraper -selenium",
-    "idempotency webhook",
-]
+QUERIES = ["kubernetes", "retry backoff", "postgres index migration", "vector embeddings rerank"]
+QUERIES += ['"circuit breaker"', "oauth token refresh", "scraper -selenium", "idempotency webhook"]
 
 
 def _text(rng: random.Random, vocab: list[str], cum: list[float], n: int) -> str:
     return " ".join(rng.choices(vocab, cum_weights=cum, k=n))
 
 
-def seeded(conn: Any) -> bool:
-    row = conn.execute(
-        "SELECT count(*) FROM patterns WHERE slug LIKE %s", (SLUG_PREFIX + "%",)
-    ).fetchone()
-    return bool(row and row[0] >= N_PATTERNS)
-
-
-def seed(database_url: str) -> dict[str, Any]:
-    """Write the corpus unless it is there already; returns what was done."""
-    import psycopg
-
-    from storage.db import libpq_url
-
-    with psycopg.connect(libpq_url(database_url)) as conn:
-        if seeded(conn):
+def seed(database_url: str) -> None:
+    """Write the corpus unless it is there already."""
+    with corpus.connect(database_url) as conn:
+        sql = "SELECT count(*) FROM patterns WHERE slug LIKE %s"
+        if conn.execute(sql, (SLUG_PREFIX + "%",)).fetchone()[0] >= N_PATTERNS:
             print("bench: corpus already seeded; reusing it", flush=True)
-            # A steady-state table is vacuumed by autovacuum; a migration may
-            # just have rewritten this one.
             conn.rollback()
-            conn.autocommit = True
-            conn.execute("VACUUM ANALYZE patterns")
-            conn.execute("VACUUM ANALYZE votes")
-            return {"seeded_s": None}
+            corpus.vacuum(conn, "patterns", "votes")
+            return
         t0 = time.monotonic()
-        conn.execute("TRUNCATE patterns, votes, comments, collections, bookmarks, flags CASCADE")
-        conn.execute("DELETE FROM agents WHERE username LIKE 'bench_corpus_%'")
+        corpus.clear_patterns(conn, "bench_corpus_%")
         rng = random.Random(SEED)
-        vocab = vocabulary(rng)
-        cum = cum_weights(len(vocab))
+        vocab = corpus.vocabulary(rng)
+        cum = corpus.cum_weights(len(vocab))
         agents = [uuid.UUID(int=rng.getrandbits(128), version=4) for _ in range(N_AGENTS)]
-        with conn.cursor().copy("COPY agents (id, username, name, display_name) FROM STDIN") as cp:
-            for i, agent in enumerate(agents):
-                cp.write_row((agent, f"bench_corpus_{i:04d}", f"Corpus {i}", f"Corpus {i}"))
+        rows = (
+            (a, f"bench_corpus_{i:04d}", f"Corpus {i}", f"Corpus {i}") for i, a in enumerate(agents)
+        )
+        corpus.copy_rows(conn, "agents (id, username, name, display_name)", rows)
         print(f"bench: seeding {N_PATTERNS:,} patterns (once)", flush=True)
         categories = [r[0] for r in conn.execute("SELECT id FROM categories").fetchall()]
-        levels = ["beginner", "intermediate", "advanced"]
         now = dt.datetime.now(dt.UTC)
         patterns: list[uuid.UUID] = []
-        views: list[int] = []
-        columns = (
-            "id, author_id, category_id, title, slug, description, content, difficulty_level,"
-            " use_case_tags, tech_stack, created_at, updated_at"
-        )
-        with conn.cursor().copy(f"COPY patterns ({columns}) FROM STDIN") as cp:
-            for i in range(N_PATTERNS):
-                pid = uuid.UUID(int=rng.getrandbits(128), version=4)
-                patterns.append(pid)
-                created = now - dt.timedelta(seconds=rng.uniform(0, 365 * 86400))
-                cp.write_row(
-                    (
-                        pid,
-                        rng.choice(agents),
-                        rng.choice(categories),
-                        _text(rng, vocab, cum, rng.randint(5, 9)).capitalize()[:200],
-                        f"{SLUG_PREFIX}{i}",
-                        _text(rng, vocab, cum, rng.randint(20, 40)),
-                        _text(rng, vocab, cum, rng.randint(120, 260)),
-                        rng.choice(levels),
-                        rng.sample(TECH[:40], 3),
-                        rng.sample(TECH[:60], 2),
-                        created,
-                        created,
-                    )
-                )
-                # Drawn here, in the order the corpus always drew it.
-                views.append(rng.randint(0, 5000))
-        # Views live in their own counter table (storage/models/views.py).
-        with conn.cursor().copy("COPY pattern_views (pattern_id, shard, views) FROM STDIN") as cp:
-            for pid, count in zip(patterns, views, strict=True):
-                cp.write_row((pid, 0, count))
+        views: list[tuple[uuid.UUID, int, int]] = []  # their own counter table
+
+        def pattern(i: int) -> tuple[Any, ...]:
+            """Pattern ``i``, its values drawn in the order the corpus always drew them."""
+            pid = uuid.UUID(int=rng.getrandbits(128), version=4)
+            created = now - dt.timedelta(seconds=rng.uniform(0, 365 * 86400))
+            author, category = rng.choice(agents), rng.choice(categories)
+            title = _text(rng, vocab, cum, rng.randint(5, 9)).capitalize()[:200]
+            texts = [_text(rng, vocab, cum, rng.randint(*n)) for n in ((20, 40), (120, 260))]
+            level = rng.choice(["beginner", "intermediate", "advanced"])
+            tags, stack = rng.sample(corpus.TECH[:40], 3), rng.sample(corpus.TECH[:60], 2)
+            row = (pid, author, category, title, f"{SLUG_PREFIX}{i}", *texts, level, tags, stack)
+            patterns.append(pid)
+            views.append((pid, 0, rng.randint(0, 5000)))
+            return (*row, created, created)
+
+        corpus.copy_rows(conn, corpus.PATTERN_COLUMNS, (pattern(i) for i in range(N_PATTERNS)))
+        corpus.copy_rows(conn, "pattern_views (pattern_id, shard, views)", views)
         print(f"bench: seeding {N_VOTES:,} votes over the last 30 days", flush=True)
         seen: set[tuple[int, int]] = set()
         while len(seen) < N_VOTES:
             # Skewed: a few patterns draw most of the votes.
             p = min(int(rng.paretovariate(0.6)) - 1, N_PATTERNS - 1)
             seen.add((p, rng.randrange(N_AGENTS)))
-        with conn.cursor().copy(
-            "COPY votes (id, agent_id, target_type, target_id, value, created_at, updated_at)"
-            " FROM STDIN"
-        ) as cp:
-            for p, a in seen:
-                when = now - dt.timedelta(seconds=rng.uniform(0, 30 * 86400))
-                value = 1 if rng.random() < 0.8 else -1
-                cp.write_row((uuid.uuid4(), agents[a], "pattern", patterns[p], value, when, when))
+
+        def vote(p: int, a: int) -> tuple[Any, ...]:
+            when = now - dt.timedelta(seconds=rng.uniform(0, 30 * 86400))
+            value = 1 if rng.random() < 0.8 else -1
+            return (uuid.uuid4(), agents[a], "pattern", patterns[p], value, when, when)
+
+        columns = "id, agent_id, target_type, target_id, value, created_at, updated_at"
+        corpus.copy_rows(conn, f"votes ({columns})", (vote(p, a) for p, a in seen))
         conn.execute(
             "UPDATE patterns p SET vote_score = v.total FROM"
             " (SELECT target_id, sum(value) AS total FROM votes GROUP BY target_id) v"
@@ -172,16 +109,8 @@ def seed(database_url: str) -> dict[str, Any]:
             " (SELECT author_id, count(*) AS n FROM patterns GROUP BY author_id) c"
             " WHERE c.author_id = a.id"
         )
-        conn.commit()
-        conn.autocommit = True
-        conn.execute("VACUUM ANALYZE patterns")
-        conn.execute("VACUUM ANALYZE votes")
-        took = time.monotonic() - t0
-        print(f"bench: seeded in {took:.0f}s", flush=True)
-        return {"seeded_s": took}
-
-
-# ----------------------------------------------------------- database time
+        corpus.vacuum(conn, "patterns", "votes")
+        print(f"bench: seeded in {time.monotonic() - t0:.0f}s", flush=True)
 
 
 def capture_sql(database_url: str, run: Any) -> list[tuple[str, Any]]:
@@ -208,24 +137,19 @@ def capture_sql(database_url: str, run: Any) -> list[tuple[str, Any]]:
     return captured
 
 
-def time_statements(
-    database_url: str, statements: list[tuple[str, Any]], repeats: int
-) -> list[float]:
-    """Milliseconds per request (all its statements), replayed over psycopg."""
-    import psycopg
+def time_statements(database_url: str, run: Any, repeats: int) -> list[float]:
+    """Milliseconds per request (the statements ``run`` sends), replayed over
+    psycopg after 3 rounds that warm caches and let psycopg prepare them."""
+    from storage.db import SESSION_OPTIONS
 
-    from storage.db import SESSION_OPTIONS, libpq_url
-
-    out = []
-    with psycopg.connect(libpq_url(database_url), autocommit=True, options=SESSION_OPTIONS) as conn:
-        for _ in range(3):  # warm caches and let psycopg prepare the statements
-            for sql, params in statements:
-                conn.execute(sql, params).fetchall()
-        for _ in range(repeats):
+    statements, out = capture_sql(database_url, run), []
+    with corpus.connect(database_url, autocommit=True, options=SESSION_OPTIONS) as conn:
+        for i in range(3 + repeats):
             t0 = time.perf_counter()
             for sql, params in statements:
                 conn.execute(sql, params).fetchall()
-            out.append((time.perf_counter() - t0) * 1000)
+            if i >= 3:
+                out.append((time.perf_counter() - t0) * 1000)
     return out
 
 
@@ -236,17 +160,22 @@ def measure_db(database_url: str, repeats: int) -> tuple[list[list[Any]], dict[s
 
     rows: list[list[Any]] = []
     all_search: list[float] = []
+    matches = (
+        "SELECT count(*) FROM patterns WHERE search_vector @@ websearch_to_tsquery('english', %s)"
+    )
     for q in QUERIES:
 
         async def search(session: Any, q: str = q) -> Any:
             return await repo.list_public(session, repo.ListQuery(search=q))
 
-        statements = capture_sql(database_url, search)
-        times = time_statements(database_url, statements, repeats)
+        times = time_statements(database_url, search, repeats)
         all_search += times
-        total = _total(database_url, q)
-        rows.append([f"search `{q}`", pct(times, 50), pct(times, 99), total])
-    rows.insert(0, ["search, all queries", pct(all_search, 50), pct(all_search, 99), None])
+        with corpus.connect(database_url) as conn:
+            total = int(conn.execute(matches, (q,)).fetchone()[0])
+        rows.append([f"search `{q}`", harness.pct(times, 50), harness.pct(times, 99), total])
+    rows.insert(
+        0, ["search, all queries", harness.pct(all_search, 50), harness.pct(all_search, 99), None]
+    )
 
     trending = LocalTrending(database_url)
     t0 = time.perf_counter()
@@ -280,61 +209,35 @@ def measure_db(database_url: str, repeats: int) -> tuple[list[list[Any]], dict[s
     async def feed(session: Any) -> Any:
         return await repo.trending_page(session, ranked_t, 1, 20)
 
-    pages = (("`sort_by=trending` page 1", by_trending), ("trending feed page 1", feed))
     timed = [
-        (label, time_statements(database_url, capture_sql(database_url, run), repeats))
-        for label, run in pages
-    ]
-    timed += [
+        ("`sort_by=trending` page 1", time_statements(database_url, by_trending, repeats)),
+        ("trending feed page 1", time_statements(database_url, feed, repeats)),
         ("TrendingCounter: one vote, then the top 1,000", vote_times),
         ("TrendingCounter: window rebuilt (once an hour)", rebuild_times),
     ]
-    rows += [[label, pct(times, 50), pct(times, 99), None] for label, times in timed]
+    rows += [[label, harness.pct(t, 50), harness.pct(t, 99), None] for label, t in timed]
     return rows, {"ranked": len(ranked), "counter_votes": len(counter), "load_s": load_s}
-
-
-def _total(database_url: str, q: str) -> int:
-    import psycopg
-
-    from storage.db import libpq_url
-
-    with psycopg.connect(libpq_url(database_url)) as conn:
-        row = conn.execute(
-            "SELECT count(*) FROM patterns WHERE search_vector @@"
-            " websearch_to_tsquery('english', %s)",
-            (q,),
-        ).fetchone()
-    return int(row[0]) if row else 0
-
-
-# ------------------------------------------------------------------ HTTP
 
 
 def measure_http(
     base: str, wrk: str, tmp: Path, args: argparse.Namespace
-) -> list[tuple[str, WrkResult]]:
-    search_paths = [f"/api/patterns?search={quote(q)}" for q in QUERIES]
-    for path in [*search_paths, "/api/patterns?sort_by=trending", "/api/feed/trending"]:
-        status, body = http_json("GET", base + path, timeout=30)
-        if status != 200:
-            raise RuntimeError(f"{path} answered {status}: {body}")
+) -> list[tuple[str, harness.WrkResult]]:
+    searches = [f"/api/patterns?search={quote(q)}" for q in QUERIES]
+    for path in [*searches, "/api/patterns?sort_by=trending", "/api/feed/trending"]:
+        harness.api_call(base, "GET", path)
+    rotate = harness.paths_script(tmp / "rotate.lua", searches)
     routes = [
-        (
-            "GET /api/patterns?search=… (8 queries in turn)",
-            base + search_paths[0],
-            paths_script(tmp / "rotate.lua", search_paths),
-        ),
-        ("GET /api/patterns?sort_by=trending", base + "/api/patterns?sort_by=trending", None),
-        ("GET /api/feed/trending", base + "/api/feed/trending", None),
+        ("GET /api/patterns?search=… (8 queries in turn)", searches[0], rotate),
+        ("GET /api/patterns?sort_by=trending", "/api/patterns?sort_by=trending", None),
+        ("GET /api/feed/trending", "/api/feed/trending", None),
     ]
-    return [(label, measure_url(wrk, label, url, args, script)) for label, url, script in routes]
-
-
-# ------------------------------------------------------------------ report
+    return [
+        (label, harness.measure_url(wrk, label, base + p, args, lua)) for label, p, lua in routes
+    ]
 
 
 def docs_section(
-    http_rows: list[tuple[str, WrkResult]],
+    http_rows: list[tuple[str, harness.WrkResult]],
     db_rows: list[list[Any]],
     facts: dict[str, Any],
     args: argparse.Namespace,
@@ -342,58 +245,37 @@ def docs_section(
     load_before: float,
 ) -> str:
     lines = [
-        *section_head(
-            START_MARK,
-            "Pattern search and trending at 100,000 patterns",
-            "pattern_bench.py",
-            load_before,
-        ),
-        f"- Corpus: {N_PATTERNS:,} patterns (titles 5 to 9, descriptions 20 to 40, contents "
-        f"120 to 260 words drawn by Zipf's law from a 30,000-word vocabulary), "
-        f"{N_AGENTS:,} agents, {N_VOTES:,} votes over the last 30 days (80 % up, "
-        "skewed to few patterns); state in `.cairn/bench-patterns`.",
+        *harness.section_head(MARKS[0], "pattern_bench.py", load_before),
         f"- Through Serve: `cairn run --port {PORT}` (HAProxy, 2 `Api` replicas, the "
-        f"TrendingActor); {wrk_ver}, `-t{THREADS} -c{args.connections} -d{args.duration}s "
-        f"--latency` after a {args.warmup} s warm-up; wrk on the same machine.",
+        f"TrendingActor); {harness.wrk_run(wrk_ver, args)}; wrk on the same machine.",
         f"- Database alone: the statements each route sends (captured from the "
         f"repositories: the count and the page), replayed {args.repeats} times over one "
         "psycopg connection on the unix socket; one sample = one request's statements.",
         "",
-        *serve_table(http_rows),
-    ]
-    lines += [
+        *harness.serve_table(http_rows),
         "",
         "| Database time alone | p50 ms | p99 ms | matches |",
         "|---|---:|---:|---:|",
-    ]
-    for what, p50, p99, total in db_rows:
-        lines.append(
-            f"| {what} | {p50:.2f} | {p99:.2f} | {f'{total:,}' if total is not None else ''} |"
-        )
-    lines += [
+        *(
+            f"| {what} | {p50:.2f} | {p99:.2f} | {'' if total is None else f'{total:,}'} |"
+            for what, p50, p99, total in db_rows
+        ),
         "",
         f"The trending ranking held {facts['ranked']:,} patterns (7 days; at most 1,000 "
         f"are kept) from {facts['counter_votes']:,} standing votes; rebuilding the counter "
         f"from Postgres took {facts['load_s']:.2f} s.",
-        "",
-        "Reproduce: `make bench`.",
-        END_MARK,
     ]
-    return "\n".join(lines) + "\n"
-
-
-def parse_args(argv: list[str] | None) -> argparse.Namespace:
-    parser = wrk_options("pattern_bench")
-    parser.add_argument("--repeats", type=int, default=200, help="database replays (200)")
-    parser.add_argument("--no-http", action="store_true", help="database time only")
-    return parser.parse_args(argv)
+    return harness.section_end(lines, "`make bench`", MARKS[1])
 
 
 def main(argv: list[str] | None = None) -> int:
-    args = parse_args(argv)
-    stop_on_sigterm()
+    parser = harness.wrk_options("pattern_bench")
+    parser.add_argument("--repeats", type=int, default=200, help="database replays (200)")
+    parser.add_argument("--no-http", action="store_true", help="database time only")
+    args = parser.parse_args(argv)
+    harness.stop_on_sigterm()
     # This process stays attached to the embedded Postgres for the whole run.
-    env, _, prepared = prepare_here(BENCH_ENV)
+    env, _, prepared = harness.prepare_here(BENCH_ENV)
     seed(prepared.database_url)
     load_before = os.getloadavg()[0]
 
@@ -403,14 +285,14 @@ def main(argv: list[str] | None = None) -> int:
         print(f"bench:   {what:<48} p50 {p50:7.2f} ms  p99 {p99:7.2f} ms  {total or ''}")
     if args.no_http:
         return 0
-    wrk = ensure_wrk()
+    wrk = harness.ensure_wrk()
     with (
-        serve_running(PORT, env, STATE_DIR, keep_postgres=True) as serve,
+        harness.serve_running(PORT, env, STATE_DIR, keep_postgres=True) as serve,
         tempfile.TemporaryDirectory(prefix="cairn-bench-") as tmp,
     ):
         http_rows = measure_http(serve.base, wrk, Path(tmp), args)
-    section = docs_section(http_rows, db_rows, facts, args, wrk_version(wrk), load_before)
-    publish(section, START_MARK, END_MARK, args.no_docs)
+    section = docs_section(http_rows, db_rows, facts, args, harness.wrk_version(wrk), load_before)
+    harness.publish(section, *MARKS, args.no_docs)
     return 0
 
 

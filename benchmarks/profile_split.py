@@ -1,12 +1,8 @@
-"""Where an app process's CPU goes, from ``py-spy record -f raw`` files.
-
-Each sample is a stack (outermost first); it is charged to the component of
-its innermost frame that is not plumbing (asyncio, contextlib, threading, …),
-so time spent in the event loop on behalf of, say, SQLAlchemy counts as
-SQLAlchemy. Samples of threads waiting in native code (a Ray worker's main
-loop, an idle thread) are dropped. ``split_files`` answers each component's
-share of the busy samples; http_bench multiplies the shares by the CPU time
-the processes used, to give ms per request.
+"""Where an app process's CPU goes, from ``py-spy record -f raw`` files: a
+sample is charged to the component of its innermost frame that is not
+plumbing (asyncio, contextlib, …), idle threads dropped. ``split_files``
+answers each component's share of the busy samples, ``admission_files`` each
+step of admission's; ``http_bench --profile`` turns them into ms per request.
 
     python -m benchmarks.profile_split spy-profile-*.txt
 """
@@ -16,7 +12,7 @@ from __future__ import annotations
 import re
 import sys
 from collections import Counter
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 from pathlib import Path
 
 COMPONENTS = (
@@ -38,22 +34,9 @@ SERVE_ONLY = "Cairn under Serve only"
 
 _FILE = re.compile(r"\((.*?)(?::\d+)?\)$")
 # Frames that only pass work along: charged to the frame that called them.
-_PLUMBING = (
-    "/asyncio/",
-    "contextlib.py",
-    "threading.py",
-    "functools.py",
-    "typing.py",
-    "<frozen",
-    "/anyio/",
-    "/sniffio/",
-    "/concurrent/",
-    "weakref.py",
-    "_weakrefset.py",
-    "/greenlet/",
-    "selectors.py",
-    "queue.py",
-)
+_PLUMBING = ("/asyncio/", "contextlib.py", "threading.py", "functools.py", "typing.py", "<frozen",
+             "/anyio/", "/sniffio/", "/concurrent/", "weakref.py", "_weakrefset.py", "/greenlet/",
+             "selectors.py", "queue.py")  # fmt: skip
 _OURS_MIDDLEWARE = ("serve_app/app.py", "serve_app/http/querystring.py")
 _BY_PATH = (
     ("/ray/serve/", "Serve replica wrapper and metrics"),
@@ -133,10 +116,7 @@ def serve_only(frame: str) -> bool:
     for name, ranges in _SERVE_ONLY_LINES.items():
         if path.endswith(name):
             line = _LINE.search(frame)
-            if line is None:
-                return False
-            number = int(line.group(1))
-            return any(a <= number <= b for a, b in ranges)
+            return line is not None and any(a <= int(line.group(1)) <= b for a, b in ranges)
     return False
 
 
@@ -159,26 +139,20 @@ def component(frames: list[str]) -> str | None:
     return "asyncio, logging, stdlib"
 
 
-def count(lines: Iterable[str]) -> Counter[str]:
-    found: Counter[str] = Counter()
-    for line in lines:
-        stack, _, n = line.rstrip("\n").rpartition(" ")
-        if not n.isdigit():
-            continue
-        name = component(stack.split(";") if stack else [])
-        if name is not None:
-            found[name] += int(n)
-    return found
+def samples(paths: Iterable[Path]) -> Iterator[tuple[list[str], int]]:
+    """Each stack (outermost frame first) in these raw py-spy files, and its count."""
+    for path in paths:
+        with path.open() as fh:
+            for line in fh:
+                stack, _, n = line.rstrip("\n").rpartition(" ")
+                if n.isdigit():
+                    yield (stack.split(";") if stack else []), int(n)
 
 
 # The steps of admission (serve_app/http/admission.py) a sample is inside of,
 # by the innermost frame that names one: what a request's cold path costs.
-ADMISSION_PARTS = (
-    "identify (API key check)",
-    "budgets (rate limit)",
-    "client address",
-    "admission, other",
-)
+ADMISSION_PARTS = ("identify (API key check)", "budgets (rate limit)", "client address",
+                   "admission, other")  # fmt: skip
 _ADMISSION_FUNCS = {
     "authenticate": "identify (API key check)",
     "_identify": "identify (API key check)",
@@ -207,28 +181,20 @@ def admission_files(paths: Iterable[Path]) -> dict[str, float]:
     """Each admission step's share of all busy samples in these files."""
     found: Counter[str] = Counter()
     busy = 0
-    for path in paths:
-        with path.open() as fh:
-            for line in fh:
-                stack, _, n = line.rstrip("\n").rpartition(" ")
-                if not n.isdigit():
-                    continue
-                frames = stack.split(";") if stack else []
-                if _idle(frames):
-                    continue
-                busy += int(n)
-                part = admission_part(frames)
-                if part is not None:
-                    found[part] += int(n)
+    for frames, n in samples(paths):
+        if not _idle(frames):
+            busy += n
+            if (part := admission_part(frames)) is not None:
+                found[part] += n
     return {name: found[name] / busy for name in ADMISSION_PARTS} if busy else {}
 
 
 def split_files(paths: Iterable[Path]) -> dict[str, float]:
     """Each component's share of the busy samples in these files."""
     found: Counter[str] = Counter()
-    for path in paths:
-        with path.open() as fh:
-            found += count(fh)
+    for frames, n in samples(paths):
+        if (name := component(frames)) is not None:
+            found[name] += n
     total = sum(found.values())
     return {name: found[name] / total for name in (*COMPONENTS, SERVE_ONLY)} if total else {}
 

@@ -1,22 +1,8 @@
-"""Search ranking quality on several evaluation sets of different kinds:
-lexical (BM25), vector and hybrid, held out (docs/benchmarks.md, "Search
-ranking quality", which this writes; docs/decisions/search-at-scale.md,
-"Fusion").
+"""Search ranking quality (docs/benchmarks.md): lexical, vector and hybrid on the
+labelled sets under ``benchmarks/search_eval``, offline, with the API's ranking
+code; the fusion's weight chosen on the dev queries, scored on the test ones.
 
-Runs the ranking code the API runs, offline and without HTTP:
-``retrieval.lexical.LexicalIndex``, FAISS inner product over all-MiniLM-L6-v2
-vectors (exact, as ``FaissIndex`` at this size) and ``retrieval.fusion.hybrid``.
-The sets (``docs``, ``code``, ``params`` under ``benchmarks/search_eval``) each
-keep a fixed dev/test split; no choice sees the test part. The fusion's lexical
-weight is chosen on the dev queries of all groups (``hybrid.choose``), and
-again leaving each group out, scored on the group left out.
-
-    .venv/bin/python -m benchmarks.ranking_eval [--no-docs] [--tune-fields] [--dev] [--forms]
-
-``--dev`` computes nothing on the test queries (the choice and each group's dev
-figures); ``--forms`` prints the comparison of other normalisations of the
-halves (``benchmarks/ranking/forms.py``); ``--tune-fields`` the lexical index's
-field-weight grid. The three write nothing.
+    .venv/bin/python -m benchmarks.ranking_eval [--no-docs]
 """
 
 from __future__ import annotations
@@ -26,42 +12,27 @@ import resource
 import statistics
 from typing import Any
 
-from benchmarks.ranking.evalset import NONSENSE, Score
-from benchmarks.ranking.hybrid import (
-    SETS,
-    TOP,
-    EvalSet,
-    Gap,
-    Group,
-    Halves,
-    candidates_of,
-    choose,
-    chosen_params,
-    dev_only,
-    gap,
-    group_name,
-    halves,
-    keys,
-    load,
-    members,
-    score,
-    tune_fields,
-)
-from benchmarks.ranking.hybrid_report import Choice, dev_report, render, write_docs
+from benchmarks.harness import publish
+from benchmarks.ranking import hybrid as ranking
+from benchmarks.ranking.evalset import END_MARK, NONSENSE, START_MARK, Score
+from benchmarks.ranking.hybrid_report import Choice, render
 from retrieval.fusion import DEFAULT_HYBRID, hybrid
 
 
-def bases(got: dict[str, Halves]) -> dict[str, dict[str, list[list[int]]]]:
+def bases(got: dict[str, ranking.Halves]) -> dict[str, dict[str, list[list[int]]]]:
     """Each set's rankings by the two halves."""
     return {
-        name: {"lexical": [keys(x) for x in h.lexical], "vector": [keys(x) for x in h.vector]}
+        name: {
+            "lexical": [ranking.keys(x) for x in h.lexical],
+            "vector": [ranking.keys(x) for x in h.vector],
+        }
         for name, h in got.items()
     }
 
 
-def all_groups(sets: dict[str, EvalSet]) -> list[Group]:
+def all_groups(sets: dict[str, ranking.EvalSet]) -> list[ranking.Group]:
     """The groups a choice must serve: docs by query style, the other sets whole."""
-    groups: list[Group] = []
+    groups: list[ranking.Group] = []
     if "docs" in sets:
         groups += [("docs", st) for st in ("paraphrase", "keyword", "handwritten")]
     return groups + [(name, None) for name in sets if name != "docs"]
@@ -70,117 +41,77 @@ def all_groups(sets: dict[str, EvalSet]) -> list[Group]:
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--no-docs", action="store_true", help="print only; leave docs/ alone")
-    parser.add_argument("--tune-fields", action="store_true", help="grid of field weights, dev")
-    parser.add_argument(
-        "--dev",
-        action="store_true",
-        help="dev queries only: the choice, per-group dev figures and leave one group out on dev "
-        "(no test figure is computed; docs/ is left alone)",
-    )
-    parser.add_argument(
-        "--forms",
-        action="store_true",
-        help="compare other normalisations of the halves, each chosen the same way "
-        "(printed; docs/ is left alone; several minutes)",
-    )
-    parser.add_argument(
-        "--sets", default=",".join(SETS), help="comma-separated sets (default: all)"
-    )
+    parser.add_argument("--sets", default=",".join(ranking.SETS), help="comma-separated (all)")
     args = parser.parse_args(argv)
-    sets = {name: load(name) for name in args.sets.split(",")}
-    if args.tune_fields:
-        tune_fields(sets)
-        return
+    sets = {name: ranking.load(name) for name in args.sets.split(",")}
     model_box: list[Any] = []
     rss0 = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
-    got = {name: halves(s, model_box) for name, s in sets.items()}
-    if args.forms:
-        from benchmarks.ranking import forms
-
-        print(forms.report(sets, got, bases(got), all_groups(sets)))
-        return
-    if args.dev:
-        for name in list(sets):
-            sets[name], got[name] = dev_only(sets[name], got[name])
-    fusions = candidates_of()
+    got = {name: ranking.halves(s, model_box) for name, s in sets.items()}
+    fusions = ranking.candidates_of()
     base = bases(got)
     fused: dict[str, dict[str, list[list[int]]]] = {}
     for name, h in got.items():
         texts = [q.text for q in sets[name].queries]
-        fused[name] = {
-            f: [
-                fn(lex, vec, sc, t)
-                for lex, vec, sc, t in zip(h.lexical, h.vector, h.scales, texts, strict=True)
-            ]
-            for f, fn in fusions.items()
-        }
+        halves = list(zip(h.lexical, h.vector, h.scales, texts, strict=True))
+        fused[name] = {f: [fn(*a) for a in halves] for f, fn in fusions.items()}
     groups = all_groups(sets)
-    chosen = choose(fused, base, sets, groups)
+    chosen = ranking.choose(fused, base, sets, groups)
     left_out = {
-        group_name(g): choose(fused, base, sets, [o for o in groups if o != g]) for g in groups
+        ranking.group_name(g): ranking.choose(fused, base, sets, [o for o in groups if o != g])
+        for g in groups
     }
-    if args.dev:
-        print(dev_report(sets, base, fused, groups, chosen, left_out))
-        return
-    report_groups: list[Group] = [("docs", None), *groups] if "docs" in sets else groups
+    report_groups: list[ranking.Group] = [("docs", None), *groups] if "docs" in sets else groups
 
-    def test_score(ranked: dict[str, dict[str, list[list[int]]]], method: str, g: Group) -> Score:
-        return score(ranked[g[0]][method], sets[g[0]], members(sets[g[0]], g[1], "test"))
+    def test_score(
+        ranked: dict[str, dict[str, list[list[int]]]], method: str, g: ranking.Group
+    ) -> Score:
+        idx = ranking.members(sets[g[0]], g[1], "test")
+        return ranking.score(ranked[g[0]][method], sets[g[0]], idx)
 
     table: dict[str, dict[str, Score]] = {
-        "lexical": {group_name(g): test_score(base, "lexical", g) for g in report_groups},
-        "vector": {group_name(g): test_score(base, "vector", g) for g in report_groups},
-        "hybrid": {group_name(g): test_score(fused, chosen, g) for g in report_groups},
+        "lexical": {ranking.group_name(g): test_score(base, "lexical", g) for g in report_groups},
+        "vector": {ranking.group_name(g): test_score(base, "vector", g) for g in report_groups},
+        "hybrid": {ranking.group_name(g): test_score(fused, chosen, g) for g in report_groups},
         "hybrid, leave one group out": {
-            group_name(g): test_score(fused, left_out[group_name(g)], g) for g in groups
+            ranking.group_name(g): test_score(fused, left_out[ranking.group_name(g)], g)
+            for g in groups
         },
     }
     # Paired differences on the test queries, with their standard errors.
-    gaps: dict[str, dict[str, tuple[str, Gap]]] = {
-        "hybrid": {},
-        "hybrid, leave one group out": {},
-        "hybrid recall": {},
-        "hybrid recall, leave one group out": {},
+    gaps: dict[str, dict[str, tuple[str, ranking.Gap]]] = {
+        k: {}
+        for k in (
+            "hybrid",
+            "hybrid, leave one group out",
+            "hybrid recall",
+            "hybrid recall, leave one group out",
+        )
     }
     for g in report_groups:
-        s, idx, n = sets[g[0]], members(sets[g[0]], g[1], "test"), group_name(g)
+        s, idx, n = sets[g[0]], ranking.members(sets[g[0]], g[1], "test"), ranking.group_name(g)
         lx, vx = table["lexical"][n], table["vector"][n]
         half = "lexical" if lx.mrr >= vx.mrr else "vector"
         rhalf = "lexical" if lx.recall >= vx.recall else "vector"
         for label, method in (("hybrid", chosen), ("hybrid, leave one group out", left_out.get(n))):
             if method is None:
                 continue
-            gaps[label][n] = (half, gap(fused[g[0]][method], base[g[0]][half], s, idx))
-            recall_label = label.replace("hybrid", "hybrid recall", 1)
-            gaps[recall_label][n] = (
-                rhalf,
-                gap(fused[g[0]][method], base[g[0]][rhalf], s, idx, recall=True),
-            )
+            gaps[label][n] = (half, ranking.gap(fused[g[0]][method], base[g[0]][half], s, idx))
+            recall = ranking.gap(fused[g[0]][method], base[g[0]][rhalf], s, idx, recall=True)
+            gaps[label.replace("hybrid", "hybrid recall", 1)][n] = (rhalf, recall)
     # The nonsense queries with the chosen weight.
-    nonsense = {}
+    nonsense: dict[str, tuple[int, float]] = {}
+    p = ranking.chosen_params(chosen)
     for name, h in got.items():
-        p = chosen_params(chosen)
+        asked = zip(h.nonsense_lexical, h.nonsense_vector, h.nonsense_scales, NONSENSE, strict=True)
         res = [
-            hybrid(lx, vx, limit=TOP, params=p, lexical_scale=sc, query=t)
-            for lx, vx, sc, t in zip(
-                h.nonsense_lexical, h.nonsense_vector, h.nonsense_scales, NONSENSE, strict=True
-            )
+            hybrid(lx, vx, limit=ranking.TOP, params=p, lexical_scale=sc, query=t)
+            for lx, vx, sc, t in asked
         ]
         nonsense[name] = (sum(1 for r in res if not r), statistics.mean(len(r) for r in res))
-    rss1 = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
-    text = render(
-        sets,
-        got,
-        table,
-        gaps,
-        report_groups,
-        Choice(chosen, left_out, chosen_params(chosen) == DEFAULT_HYBRID),
-        nonsense,
-        rss1 - rss0,
-    )
-    print(text)
-    if not args.no_docs:
-        write_docs(text)
+    rss_kib = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss - rss0
+    choice = Choice(chosen, left_out, p == DEFAULT_HYBRID)
+    text = render(sets, got, table, gaps, report_groups, choice, nonsense, rss_kib)
+    publish(text, START_MARK, END_MARK, args.no_docs)
 
 
 if __name__ == "__main__":

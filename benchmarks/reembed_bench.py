@@ -1,16 +1,8 @@
-"""`cairn reembed` throughput on 10,000 patterns, against plain
-``SentenceTransformer.encode`` of the same texts on the same cores
-(docs/benchmarks.md, "Re-embedding throughput").
+"""`cairn reembed` on 10,000 patterns against plain ``SentenceTransformer.encode``
+of the same texts on the same cores, one run per ``--precisions``, in a fresh
+state folder (docs/benchmarks.md, "Re-embedding throughput").
 
-In a fresh state folder under the temp dir (its own embedded Postgres), it
-writes the patterns (300-1,500 characters of embedded text), then times plain
-``encode`` over exactly the texts the job embeds, ``cairn reembed`` as an
-operator runs it for each ``--precisions`` (end to end, and its embedding
-phase from the job's summary), and a rerun that finds every row current; the
-stored vectors are compared with the plain ones.
-
-    .venv/bin/python -m benchmarks.reembed_bench           # part of `make bench`
-    .venv/bin/python -m benchmarks.reembed_bench --rows 2000 --no-docs
+    .venv/bin/python -m benchmarks.reembed_bench [--rows 2000] [--no-docs]
 """
 
 from __future__ import annotations
@@ -30,7 +22,8 @@ from typing import Any
 
 import numpy as np
 
-from benchmarks.harness import ROOT, section_head, write_docs
+from benchmarks.corpus import connect, copy_rows, vacuum, words
+from benchmarks.harness import publish, section_head
 
 START_MARK = "<!-- reembed-bench:start -->"
 END_MARK = "<!-- reembed-bench:end -->"
@@ -38,26 +31,22 @@ SEED = 20261121
 PLAIN_BATCH = 64
 
 
-def _words(text: str) -> list[str]:
-    return text.split()
-
-
-TECH = _words(
+TECH = words(
     "Postgres Redis Kafka Kubernetes Docker Terraform nginx FastAPI Django Flask React "
     "TypeScript Rust Go Python Celery RabbitMQ Elasticsearch S3 Lambda gRPC GraphQL OAuth2 "
     "JWT WebSocket Prometheus Grafana OpenTelemetry Airflow Spark pandas NumPy PyTorch FAISS "
     "Ray SQLAlchemy Alembic pytest GitHub-Actions Helm Envoy Vault Consul SQLite DuckDB"
 )
-VERBS = _words(
+VERBS = words(
     "retry cache shard batch stream index validate migrate deploy monitor throttle paginate "
     "serialize compress encrypt rotate replicate debounce profile benchmark schedule"
 )
-NOUNS = _words(
+NOUNS = words(
     "requests connections queries jobs events messages tokens secrets logs metrics traces "
     "uploads webhooks sessions migrations indexes workers replicas partitions snapshots "
     "embeddings rows files images payments notifications"
 )
-ADJECTIVES = _words(
+ADJECTIVES = words(
     "flaky slow large concurrent idempotent stale hot cold expensive nested partial "
     "duplicate out-of-order long-running rate-limited"
 )
@@ -75,21 +64,14 @@ SENTENCES = (
 )
 
 
-def sentence(rng: random.Random) -> str:
-    tech, tech2 = rng.sample(TECH, 2)
-    return rng.choice(SENTENCES).format(
-        tech=tech,
-        tech2=tech2,
-        verb=rng.choice(VERBS),
-        noun=rng.choice(NOUNS),
-        adj=rng.choice(ADJECTIVES),
-    )
-
-
 def paragraph(rng: random.Random, chars: int) -> str:
+    """Sentences of SENTENCES, filled in, until ``chars`` characters."""
     parts: list[str] = []
     while sum(len(p) + 1 for p in parts) < chars:
-        parts.append(sentence(rng))
+        tech, tech2 = rng.sample(TECH, 2)
+        template, verb, noun = rng.choice(SENTENCES), rng.choice(VERBS), rng.choice(NOUNS)
+        adj = rng.choice(ADJECTIVES)
+        parts.append(template.format(tech=tech, tech2=tech2, verb=verb, noun=noun, adj=adj))
     return " ".join(parts)
 
 
@@ -98,8 +80,7 @@ def pattern_row(rng: random.Random, i: int, author: uuid.UUID) -> tuple[Any, ...
     verb, noun, tech = rng.choice(VERBS), rng.choice(NOUNS), rng.choice(TECH)
     title = f"{verb.capitalize()} {rng.choice(ADJECTIVES)} {noun} with {tech} ({i})"
     description = paragraph(rng, rng.randint(60, 160))
-    tags = rng.sample(NOUNS, 2)
-    stack = rng.sample(TECH, 2)
+    tags, stack = rng.sample(NOUNS, 2), rng.sample(TECH, 2)
     fixed = len(title) + len(description) + len(", ".join(tags + stack)) + 3
     content = paragraph(rng, max(40, rng.randint(300, 1500) - fixed))
     return (uuid.UUID(int=rng.getrandbits(128), version=4), author, title, f"reembed-bench-{i}",
@@ -107,35 +88,25 @@ def pattern_row(rng: random.Random, i: int, author: uuid.UUID) -> tuple[Any, ...
 
 
 def seed(database_url: str, rows: int) -> None:
-    import psycopg
-
-    from storage.db import libpq_url
-
     rng = random.Random(SEED)
     author = uuid.UUID(int=rng.getrandbits(128), version=4)
-    with psycopg.connect(libpq_url(database_url)) as conn:
+    with connect(database_url) as conn:
         conn.execute(
             "INSERT INTO agents (id, username, name, display_name) VALUES (%s, %s, %s, %s)",
             (author, "reembed_bench_author", "Bench Author", "Bench Author"),
         )
         columns = "id, author_id, title, slug, description, content, use_case_tags, tech_stack"
-        with conn.cursor().copy(f"COPY patterns ({columns}) FROM STDIN") as cp:
-            for i in range(rows):
-                cp.write_row(pattern_row(rng, i, author))
+        copy_rows(conn, f"patterns ({columns})", (pattern_row(rng, i, author) for i in range(rows)))
         # Written by hand, not by the API: the triggers' queue is not ours to work off.
         conn.execute("TRUNCATE search_jobs")
-    with psycopg.connect(libpq_url(database_url), autocommit=True) as conn:
-        conn.execute("VACUUM ANALYZE patterns")
+        vacuum(conn, "patterns")
 
 
 def embedded_texts(database_url: str) -> tuple[list[uuid.UUID], list[str]]:
     """The ids and exact texts the job embeds (the same SQL)."""
-    import psycopg
-
-    from storage.db import libpq_url
     from storage.models.search import PATTERNS
 
-    with psycopg.connect(libpq_url(database_url)) as conn:
+    with connect(database_url) as conn:
         found = conn.execute(
             f"SELECT id, {PATTERNS.text_sql} FROM patterns t "
             f"WHERE {PATTERNS.visible_sql} ORDER BY id"
@@ -144,29 +115,12 @@ def embedded_texts(database_url: str) -> tuple[list[uuid.UUID], list[str]]:
 
 
 def stored_vectors(database_url: str, model: str, ids: list[uuid.UUID]) -> np.ndarray:
-    import psycopg
-
     from embeddings.encoder import from_bytes
-    from storage.db import libpq_url
 
-    with psycopg.connect(libpq_url(database_url)) as conn:
-        found: dict[uuid.UUID, bytes] = dict(
-            conn.execute(
-                "SELECT item_id, vector FROM embeddings WHERE kind = 'pattern' AND model = %s",
-                (model,),
-            ).fetchall()
-        )
+    sql = "SELECT item_id, vector FROM embeddings WHERE kind = 'pattern' AND model = %s"
+    with connect(database_url) as conn:
+        found = dict(conn.execute(sql, (model,)).fetchall())
     return from_bytes([bytes(found[i]) for i in ids])
-
-
-def forget_vectors(database_url: str) -> None:
-    """Delete every stored vector: the next job finds every row to embed."""
-    import psycopg
-
-    from storage.db import libpq_url
-
-    with psycopg.connect(libpq_url(database_url)) as conn:
-        conn.execute("DELETE FROM embeddings")
 
 
 def measure_plain(texts: list[str]) -> dict[str, Any]:
@@ -180,27 +134,21 @@ def measure_plain(texts: list[str]) -> dict[str, Any]:
     model = SentenceTransformer(resolve("all-MiniLM-L6-v2"), device="cpu")
     model.encode(texts[:PLAIN_BATCH], batch_size=PLAIN_BATCH)  # warm-up
     t0 = time.perf_counter()
-    vectors = model.encode(
-        texts, batch_size=PLAIN_BATCH, normalize_embeddings=True, convert_to_numpy=True
-    )
+    vectors = model.encode(texts, batch_size=PLAIN_BATCH, normalize_embeddings=True)
     seconds = time.perf_counter() - t0
+    threads, vectors = torch.get_num_threads(), np.asarray(vectors, dtype=np.float32)
     return {
         "seconds": seconds,
         "rows_per_s": len(texts) / seconds,
-        "threads": torch.get_num_threads(),
-        "vectors": np.asarray(vectors, dtype=np.float32),
+        "threads": threads,
+        "vectors": vectors,
     }
 
 
 def run_reembed(env: dict[str, str], args: list[str]) -> dict[str, Any]:
     t0 = time.perf_counter()
-    done = subprocess.run(
-        [sys.executable, "-m", "serve_app.launch.cli", "reembed", "--json", *args],
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=3600,
-    )
+    cmd = [sys.executable, "-m", "serve_app.launch.cli", "reembed", "--json", *args]
+    done = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=3600)
     wall = time.perf_counter() - t0
     if done.returncode != 0:
         raise RuntimeError(f"cairn reembed failed ({done.returncode}):\n{done.stderr[-4000:]}")
@@ -209,22 +157,17 @@ def run_reembed(env: dict[str, str], args: list[str]) -> dict[str, Any]:
 
 
 def docs_section(result: dict[str, Any], load_before: float) -> str:
-    plain, jobs, rerun = result["plain"], result["jobs"], result["rerun"]
-    loads = result["loads"]
-    rows = result["rows"]
-    first = next(iter(jobs.values()))
-    lines = section_head(START_MARK, "Re-embedding throughput", "reembed_bench.py", load_before)
+    plain, jobs, rerun, loads = result["plain"], result["jobs"], result["rerun"], result["loads"]
+    rows, first = result["rows"], next(iter(jobs.values()))
+    lines = section_head(START_MARK, "reembed_bench.py", load_before)
     lines += [
-        f"- 1-minute load average after the run: {result['load_after']:.2f}. This machine "
-        "is shared: other work may have run on the same cores during the measurement.",
+        f"- 1-minute load average after the run: {result['load_after']:.2f}.",
         f"- Corpus: {rows:,} published patterns (plus their author, also searchable), "
         f"embedded text {result['chars_min']:,}-{result['chars_max']:,} characters "
-        f"(mean {result['chars_mean']:,.0f}); model all-MiniLM-L6-v2 on the CPU "
-        "(sequences truncated at 256 word pieces, as in the service).",
+        f"(mean {result['chars_mean']:,.0f}).",
         f"- `cairn reembed {' '.join(result['args'])} --precision P`: a local Ray, "
-        f"{job_actors(result)}; plain: one process, torch's default "
-        f"{plain['threads']} threads, `batch_size={PLAIN_BATCH}`, fp32. Each precision "
-        "embeds every row (the previous run's vectors are deleted before it).",
+        f"{result['actors']}; plain: one process, torch's default "
+        f"{plain['threads']} threads, `batch_size={PLAIN_BATCH}`, fp32.",
         "",
         "| Run | load before | rows | seconds | rows/s | vs plain | vectors vs plain |",
         "|---|---:|---:|---:|---:|---:|---|",
@@ -238,15 +181,13 @@ def docs_section(result: dict[str, Any], load_before: float) -> str:
         vectors = (
             f"largest difference {job['max_abs_diff']:.1e}, smallest cosine {job['min_cosine']:.5f}"
         )
+        head = f"{loads[run]:.2f} | {job['embedded']:,}"
         lines += [
-            f"| {label}, embedding phase (select, read, "
-            f"encode, upsert) | {loads[run]:.2f} | {job['embedded']:,} | "
+            f"| {label}, embedding phase (select, read, encode, upsert) | {head} | "
             f"{job['embed_s']:.1f} | {job['rows_per_s']:,.1f} | "
             f"{job['rows_per_s'] / plain['rows_per_s']:.2f} | {vectors} |",
-            f"| {label}, end to end (process, Ray, model "
-            f"load, passes, swap) | {loads[run]:.2f} | {job['embedded']:,} | "
-            f"{job['wall_s']:.1f} | {end_to_end:,.1f} | "
-            f"{end_to_end / plain['rows_per_s']:.2f} | |",
+            f"| {label}, end to end (process, Ray, model load, passes, swap) | {head} | "
+            f"{job['wall_s']:.1f} | {end_to_end:,.1f} | {end_to_end / plain['rows_per_s']:.2f} | |",
         ]
     lines += [
         f"| `cairn reembed` again (every row current: nothing to do) | | "
@@ -259,46 +200,22 @@ def docs_section(result: dict[str, Any], load_before: float) -> str:
             for p, j in jobs.items()
         )
         + " (the rest: Python, settings, the database, Ray's start and stop). "
-        + "The state folder, and the model cache in it, is new to this run: fp32's start "
-        "includes exporting the ONNX graph"
-        + (
-            ", bf16's first run compiling its package (once for both actors: one compiles, "
-            "the other waits for it); a later job on this machine loads them, as bf16's "
-            "second run does. "
-            if "bf16" in jobs
-            else "; a later job on this machine loads it. "
-        )
-        + f"Each row's stored hash is that of its text ({first['embedded']:,} rows). "
-        "The runs are sequential: compare them only where the load before each was "
-        "similar (a load above the 2 cores means other work shared them).",
+        + f"Each row's stored hash is that of its text ({first['embedded']:,} rows).",
         END_MARK,
     ]
     return "\n".join(lines) + "\n"
 
 
-def job_actors(result: dict[str, Any]) -> str:
-    a = result["args"]
-    concurrency = a[a.index("--concurrency") + 1]
-    threads = a[a.index("--threads") + 1]
-    return f"{concurrency} actors x {threads} torch thread(s), batches of {result['batch_size']}"
-
-
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
-    parser = argparse.ArgumentParser(
-        prog="python -m benchmarks.reembed_bench",
-        description="cairn reembed vs plain SentenceTransformer.encode on the same texts.",
-    )
-    parser.add_argument("--rows", type=int, default=10_000)
-    parser.add_argument("--batch-size", type=int, default=256)
-    parser.add_argument("--concurrency", type=int, default=len(os.sched_getaffinity(0)))
-    parser.add_argument("--threads", type=int, default=1, help="torch threads per actor")
-    parser.add_argument(
-        "--precisions",
-        default="fp32,bf16",
-        help="the job's encoder precisions, one run each on the same rows (fp32,bf16)",
-    )
-    parser.add_argument("--no-docs", action="store_true", help="print only")
-    parser.add_argument("--keep", action="store_true", help="keep the state folder")
+    parser = argparse.ArgumentParser(prog="python -m benchmarks.reembed_bench")
+    add = parser.add_argument
+    add("--rows", type=int, default=10_000)
+    add("--batch-size", type=int, default=256)
+    add("--concurrency", type=int, default=len(os.sched_getaffinity(0)))
+    add("--threads", type=int, default=1, help="torch threads per actor")
+    add("--precisions", default="fp32,bf16", help="one run each on the same rows (fp32,bf16)")
+    add("--no-docs", action="store_true", help="print only")
+    add("--keep", action="store_true", help="keep the state folder")
     return parser.parse_args(argv)
 
 
@@ -320,8 +237,7 @@ def main(argv: list[str] | None = None) -> int:
         ids, texts = embedded_texts(url)
         lengths = [len(t) for t in texts]
 
-        loads = {"plain": os.getloadavg()[0]}
-        plain = measure_plain(texts)
+        loads, plain = {"plain": os.getloadavg()[0]}, measure_plain(texts)
         print(f"bench: plain encode: {plain['rows_per_s']:,.1f} rows/s ({plain['seconds']:.1f}s)")
 
         env = {k: v for k, v in os.environ.items() if not k.startswith(("CAIRN_", "RAY_"))}
@@ -345,7 +261,8 @@ def main(argv: list[str] | None = None) -> int:
             if jobs:
                 # The rows are current after the previous run: forget its
                 # vectors so that this one embeds every row again.
-                forget_vectors(url)
+                with connect(url) as conn:
+                    conn.execute("DELETE FROM embeddings")
             loads[run] = os.getloadavg()[0]
             job = run_reembed(env, [*job_args, "--precision", precision])
             print(
@@ -361,24 +278,15 @@ def main(argv: list[str] | None = None) -> int:
         rerun = run_reembed(env, [*job_args, "--precision", precisions[-1]])
         print(f"bench: rerun: {rerun['embedded']} rows in {rerun['wall_s']:.1f}s")
 
+        actors = f"{args.concurrency} actors x {args.threads} torch thread(s)"
         result = {
-            "rows": args.rows,
-            "batch_size": args.batch_size,
-            "args": job_args,
-            "chars_min": min(lengths),
-            "chars_max": max(lengths),
+            "rows": args.rows, "actors": f"{actors}, batches of {args.batch_size}",
+            "args": job_args, "chars_min": min(lengths), "chars_max": max(lengths),
             "chars_mean": sum(lengths) / len(lengths),
             "plain": {k: v for k, v in plain.items() if k != "vectors"},
-            "jobs": jobs,
-            "rerun": rerun,
-            "load_after": os.getloadavg()[0],
-            "loads": loads,
-        }
-        section = docs_section(result, load_before)
-        print(section)
-        if not args.no_docs:
-            write_docs(section, start_mark=START_MARK, end_mark=END_MARK)
-            print(f"bench: written to {ROOT / 'docs' / 'benchmarks.md'}")
+            "jobs": jobs, "rerun": rerun, "load_after": os.getloadavg()[0], "loads": loads,
+        }  # fmt: skip
+        publish(docs_section(result, load_before), START_MARK, END_MARK, args.no_docs)
     finally:
         if not args.keep:
             from storage.embedded import stop_server

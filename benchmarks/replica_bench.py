@@ -1,17 +1,6 @@
-"""The Api replicas' copy of the vector index at large n, as they hold it
-(8-bit HNSW, ``hnsw_codes="sq8"``, the build and search defaults), through the
-service's ``FaissIndex``: memory (RSS growth of the build and the formula),
-build time, recall@10 against the exact top 10, ms a query (docs/benchmarks.md,
-"Replica vector memory"). The float graph it replaced and the build-parameter
-grid (``--codes``, ``--ef-construction``, ``--efs``, ``--m``) were trials,
-recorded there and in docs/decisions/search-at-scale.md; their code:
-benchmarks/replica_bench.py at commit 5274bdc.
-
-Vectors: derived from real all-MiniLM-L6-v2 vectors (the ranking evaluation
-sets' cached document vectors, ``/tmp/cairn-ranking-bench``), as the search
-benchmark derives its patterns: normalise(w0·v_a + w1·v_b + w2·v_c + noise),
-w ~ Dirichlet(7, 1.5, 1.5), noise N(0, 0.35²/384). Queries: real query
-vectors of the same sets.
+"""The Api replicas' copy of the vector index (8-bit HNSW) through ``FaissIndex``
+(docs/benchmarks.md, "Replica vector memory"), over vectors derived from the
+ranking sets' cached ones (run ``ranking_eval`` first).
 
     .venv/bin/python -m benchmarks.replica_bench [--n 1000000] [--no-docs]
 """
@@ -19,14 +8,14 @@ vectors of the same sets.
 from __future__ import annotations
 
 import argparse
-import gc
 import os
-import time
 from pathlib import Path
 
 import numpy as np
 
-from benchmarks.harness import rss_mib, section_head, write_docs
+from benchmarks.harness import publish, section_head
+from benchmarks.search.index import graph_recall
+from embeddings.config import IndexConfig
 
 START = "<!-- replica-bench:start -->"
 END = "<!-- replica-bench:end -->"
@@ -54,43 +43,6 @@ def derived(base: np.ndarray, n: int, seed: int = 36) -> np.ndarray:
     return out
 
 
-def exact_top(data: np.ndarray, queries: np.ndarray, k: int) -> np.ndarray:
-    import faiss
-
-    flat = faiss.IndexFlatIP(data.shape[1])
-    flat.add(data)
-    _, rows = flat.search(queries, k)
-    return rows
-
-
-def measure(data: np.ndarray, queries: np.ndarray, truth: np.ndarray) -> dict[str, float]:
-    from embeddings.config import IndexConfig
-    from embeddings.faiss_index import FaissIndex, ef_for
-
-    gc.collect()
-    before = rss_mib()
-    t0 = time.perf_counter()
-    config = IndexConfig(hnsw_codes="sq8")
-    index = FaissIndex.build(data.shape[1], np.arange(len(data)), data, config)
-    result = {
-        "build_s": time.perf_counter() - t0,
-        "rss_mib": rss_mib() - before,
-        "formula_mib": index.memory_bytes() / 2**20,
-        "m": config.hnsw_m,
-        "ef_construction": config.hnsw_ef_construction,
-        "ef": ef_for(config, len(data), 10),  # the breadth the search takes at this size
-    }
-    hits, times = 0, []
-    for q, expected in zip(queries, truth, strict=True):
-        t = time.perf_counter()
-        found = index.search(q, 10)
-        times.append(time.perf_counter() - t)
-        hits += len({i for i, _ in found} & set(expected.tolist()))
-    result["recall"] = hits / (10 * len(queries))
-    result["ms"] = float(np.median(times) * 1000)
-    return result
-
-
 def main() -> None:
     parser = argparse.ArgumentParser(description="Replica vector index memory at large n.")
     parser.add_argument("--n", type=int, default=200_000)
@@ -101,29 +53,26 @@ def main() -> None:
     base, qv = basis()
     data = derived(base, args.n)
     queries = qv[np.random.default_rng(1).choice(len(qv), args.queries, replace=False)]
-    r = measure(data, queries, exact_top(data, queries, 10))
+    r = graph_recall(IndexConfig(hnsw_codes="sq8"), data, queries)
     print(f"bench: sq8 graph: {r}", flush=True)
     lines = [
-        *section_head(START, "Replica vector memory", "replica_bench.py", load_before),
-        f"- 1-minute load average after the run: {os.getloadavg()[0]:.2f} (a shared machine: "
-        "build times and ms are wall clock and slowed by other work; memory and recall are not).",
+        *section_head(START, "replica_bench.py", load_before),
+        f"- 1-minute load average after the run: {os.getloadavg()[0]:.2f}.",
         f"- {args.n:,} vectors (384-d) derived from {len(base):,} real all-MiniLM-L6-v2 document "
         f"vectors of the evaluation sets; {args.queries} real query vectors; recall@10 against "
-        f"the exact (flat) top 10; HNSW M {r['m']}, efConstruction {r['ef_construction']}, "
-        f"ef {r['ef']:,} (the defaults; the breadth grows with the graph).",
+        f"the exact (flat) top 10; HNSW M {r['m']:.0f}, efConstruction "
+        f"{r['ef_construction']:.0f}, ef {r['ef_used']:,.0f} (the defaults; the breadth grows with "
+        "the graph).",
         "",
         "| Replica graph | build s | RSS growth MiB | formula MiB | recall@10 | ms a query |",
         "|---|---:|---:|---:|---:|---:|",
-        f"| 8-bit codes (`sq8`) | {r['build_s']:.0f} | {r['rss_mib']:.0f} | "
-        f"{r['formula_mib']:.0f} | {r['recall']:.3f} | {r['ms']:.2f} |",
+        f"| 8-bit codes (`sq8`) | {r['build_s']:.0f} | {r['rss']:.0f} | "
+        f"{r['formula']:.0f} | {r['recall@10']:.3f} | {r['p50_ms']:.2f} |",
         "",
         "Reproduce: `.venv/bin/python -m benchmarks.replica_bench --n N`.",
         END,
     ]
-    text = "\n".join(lines) + "\n"
-    print(text)
-    if not args.no_docs:
-        write_docs(text, start_mark=START, end_mark=END)
+    publish("\n".join(lines) + "\n", START, END, args.no_docs)
 
 
 if __name__ == "__main__":

@@ -1,17 +1,8 @@
-"""Semantic search: the Embedder's throughput, /api/search latency at 100,000
-patterns, and the vector index's memory and recall; each part (in
-benchmarks/search/) writes its own section of docs/benchmarks.md:
+"""Semantic search in parts (``benchmarks/search/``), each with its section of
+docs/benchmarks.md: ``embedder`` (throughput), ``search`` (/api/search latency;
+with ``--embed`` at a large corpus of real vectors) and ``index`` (memory, recall).
 
-* ``embedder`` ("Embedder throughput"): the Embedder deployment on a local Ray
-  against plain ``SentenceTransformer.encode`` in this process;
-* ``search`` ("Search latency at 100,000 patterns"): ``cairn run`` over a
-  seeded corpus (``seeding.py``; vectors derived from real ones, ``vectors.py``),
-  wrk on ``/api/search``; with ``--embed``, at a large corpus of real vectors
-  instead ("Search at a large corpus", ``million.py``, ``bulk.py``; resumable);
-* ``index`` ("Vector index memory and recall"): FaissIndex memory and recall.
-
-    .venv/bin/python -m benchmarks.search_bench                    # all three
-    .venv/bin/python -m benchmarks.search_bench --parts embedder   # one part
+    .venv/bin/python -m benchmarks.search_bench [--parts embedder,search,index]
     .venv/bin/python -m benchmarks.search_bench --parts search --patterns 1000000 --embed
 """
 
@@ -33,45 +24,24 @@ from benchmarks.search.million import part_million
 
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser = wrk_options("search_bench")
-    parser.add_argument(
-        "--parts", default="embedder,search,index", help="embedder,search,index (all)"
-    )
-    parser.add_argument("--texts", type=int, default=N_THROUGHPUT, help="throughput texts")
-    parser.add_argument("--in-flight", type=int, default=256, help="concurrent `embed` calls")
-    parser.add_argument("--rounds", type=int, default=3, help="embedder rounds (median)")
-    parser.add_argument(
-        "--patterns",
-        type=int,
-        default=N_PATTERNS,
-        help="patterns of part search (other than 100,000 needs --embed)",
-    )
-    parser.add_argument(
-        "--embed",
-        action="store_true",
-        help="part search on a bulk-seeded corpus embedded by the ONNX encoder "
-        "(benchmarks/search/million.py; resumable)",
-    )
-    parser.add_argument("--seed-only", action="store_true", help="--embed: seed and embed only")
-    parser.add_argument("--embed-batch", type=int, default=256, help="--embed: texts a batch")
-    parser.add_argument(
-        "--embed-threads", type=int, default=0, help="--embed: encoder threads (0: every core)"
-    )
-    parser.add_argument(
-        "--embed-device", default="cpu", help="--embed: cpu (ONNX Runtime) or auto (a GPU if any)"
-    )
-    parser.add_argument(
-        "--vectors-from",
-        type=Path,
-        help="--embed: vectors embedded elsewhere (benchmarks/search/gpu_embed.py's shards), "
-        "loaded before embedding the rest",
-    )
+    add = parser.add_argument
+    add("--parts", default="embedder,search,index", help="embedder,search,index (all)")
+    add("--texts", type=int, default=N_THROUGHPUT, help="embedder: throughput texts")
+    add("--in-flight", type=int, default=256, help="embedder: concurrent `embed` calls")
+    add("--rounds", type=int, default=3, help="embedder: rounds (median)")
+    add("--patterns", type=int, default=N_PATTERNS, help="search: other than 100,000 with --embed")
+    add("--embed", action="store_true", help="search: a bulk-seeded corpus of real vectors")
+    add("--seed-only", action="store_true", help="--embed: seed and embed only")
+    add("--embed-batch", type=int, default=256, help="--embed: texts a batch")
+    add("--embed-threads", type=int, default=0, help="--embed: encoder threads (0: every core)")
+    add("--embed-device", default="cpu", help="--embed: cpu (ONNX Runtime) or auto (a GPU if any)")
+    add("--vectors-from", type=Path, help="--embed: gpu_embed.py's shards, loaded first")
     args = parser.parse_args(argv)
     if args.patterns != N_PATTERNS and not args.embed:
         parser.error("--patterns other than 100,000 needs --embed")
     args.part_list = [p.strip() for p in args.parts.split(",") if p.strip()]
-    bad = [p for p in args.part_list if p not in ("embedder", "search", "index")]
-    if bad or not args.part_list:
-        parser.error(f"--parts: unknown {bad}")
+    if not args.part_list or set(args.part_list) - {"embedder", "search", "index"}:
+        parser.error(f"--parts: from embedder, search, index, not {args.parts}")
     return args
 
 
@@ -84,11 +54,8 @@ def main(argv: list[str] | None = None) -> int:
         if part in args.part_list:
             search = part_million if args.embed else part_search
             {"embedder": part_embedder, "search": search, "index": part_index}[part](args)
-    print(
-        f"bench: done in {time.monotonic() - t0:.0f}s; 1-minute load average now "
-        f"{os.getloadavg()[0]:.2f}",
-        flush=True,
-    )
+    took, load = time.monotonic() - t0, os.getloadavg()[0]
+    print(f"bench: done in {took:.0f}s; 1-minute load average now {load:.2f}", flush=True)
     return 0
 
 

@@ -1,12 +1,8 @@
-"""Notifications through Ray Serve (docs/benchmarks.md, "Notifications
-through Serve"): pattern create latency for authors with 0, 2,000 and 20,000
-followers (the request only queues a fan-out job) while earlier fan-outs run;
-each fan-out's own time and rate; wrk on a follower's ``GET
-/api/notifications`` and on ``GET /api/analytics``. The followers are written
-straight to Postgres, everything else goes over HTTP.
+"""Notifications through Serve (docs/benchmarks.md): pattern creation by
+authors with 0 to 20,000 followers while fan-outs run, each fan-out's own time,
+and wrk on ``GET /api/notifications`` and ``GET /api/analytics``.
 
-    .venv/bin/python -m benchmarks.social_bench               # what `make bench` runs
-    .venv/bin/python -m benchmarks.social_bench --duration 5  # a quick run
+    .venv/bin/python -m benchmarks.social_bench [--duration 5]
 """
 
 from __future__ import annotations
@@ -22,30 +18,13 @@ from typing import Any
 
 import psycopg
 
-from benchmarks.harness import (
-    KEY_SCRIPT,
-    ROOT,
-    THREADS,
-    WrkResult,
-    api_call,
-    bench_env,
-    fresh_serve_run,
-    measure_url,
-    new_agent,
-    pct,
-    publish,
-    section_head,
-    serve_running,
-    serve_table,
-    wrk_options,
-)
+from benchmarks import harness
 from storage.embedded import DATABASE
 
-STATE_DIR = ROOT / ".cairn" / "bench-social"
-START_MARK = "<!-- social-bench:start -->"
-END_MARK = "<!-- social-bench:end -->"
+STATE_DIR = harness.ROOT / ".cairn" / "bench-social"
+MARKS = ("<!-- social-bench:start -->", "<!-- social-bench:end -->")
 PORT = 8105
-BENCH_ENV = bench_env(STATE_DIR, 4, "registration", "general", "pattern_create")
+BENCH_ENV = harness.bench_env(STATE_DIR, 4, "registration", "general", "pattern_create")
 AUTHORS = {"quiet": 0, "popular": 2_000, "famous": 20_000}
 CREATES = 20  # patterns per author, one after another
 
@@ -58,14 +37,15 @@ def seed(base: str) -> dict[str, Any]:
     """The three authors, their followers, and a reader who follows them all."""
     keys, ids, usernames = {}, {}, {}
     for name in AUTHORS:
-        made = new_agent(base, f"bench {name}")
+        made = harness.new_agent(base, f"bench {name}")
         keys[name], ids[name], usernames[name] = made["api_key"], made["agent_id"], made["username"]
-    reader = new_agent(base, "bench reader")
+    reader = harness.new_agent(base, "bench reader")
     with psycopg.connect(database_url(), autocommit=True) as db:
         for name, count in AUTHORS.items():
             if count == 0:
                 continue
-            api_call(base, "POST", f"/api/agents/{usernames[name]}/follow", reader["api_key"])
+            follow = f"/api/agents/{usernames[name]}/follow"
+            harness.api_call(base, "POST", follow, reader["api_key"])
             prefix = f"f{name}"
             db.execute(
                 "INSERT INTO agents (id, username, name, display_name)"
@@ -91,13 +71,9 @@ def create_patterns(base: str, facts: dict[str, Any]) -> dict[str, list[float]]:
     }
     for i in range(CREATES):
         for name in AUTHORS:
-            started = time.perf_counter()
-            api_call(
-                base,
-                "POST",
-                "/api/patterns",
-                facts["keys"][name],
-                {**body, "title": f"Fan-out benchmark pattern {name} {i}"},
+            started, title = time.perf_counter(), f"Fan-out benchmark pattern {name} {i}"
+            harness.api_call(
+                base, "POST", "/api/patterns", facts["keys"][name], {**body, "title": title}
             )
             latencies[name].append((time.perf_counter() - started) * 1000)
     return latencies
@@ -123,13 +99,10 @@ def wait_for_fanouts(expected_jobs: int, timeout_s: float = 1800.0) -> dict[str,
             " j.created_at, j.finished_at"
             " FROM fanout_jobs j JOIN agents a ON a.id = j.actor_id ORDER BY j.created_at"
         ).fetchall()
-        duplicates = db.execute(
-            "SELECT count(*) FROM (SELECT 1 FROM notifications WHERE kind = 'new_pattern'"
-            " GROUP BY recipient_id, target_id HAVING count(*) > 1) d"
-        ).fetchone()
-        made = db.execute(
-            "SELECT count(*) FROM notifications WHERE kind = 'new_pattern'"
-        ).fetchone()
+        duplicates, made = db.execute(
+            "SELECT count(*) FILTER (WHERE n > 1), coalesce(sum(n), 0) FROM (SELECT count(*) AS n"
+            " FROM notifications WHERE kind = 'new_pattern' GROUP BY recipient_id, target_id) d"
+        ).fetchone() or (-1, 0)
     # One dispatcher works the jobs oldest first: a job's own time runs from
     # when it was queued or the previous job finished, whichever is later.
     by_followers: dict[int, list[tuple[int, float]]] = {}
@@ -140,31 +113,25 @@ def wait_for_fanouts(expected_jobs: int, timeout_s: float = 1800.0) -> dict[str,
         by_followers.setdefault(int(followers), []).append((int(delivered), own))
         previous_end = finished
     first, last = min(r[4] for r in rows), max(r[5] for r in rows)
+    span = (last - first).total_seconds()
     return {
         "by_followers": by_followers,
-        "total_notifications": int(made[0]) if made else 0,
-        "duplicates": int(duplicates[0]) if duplicates else -1,
-        "span_s": (last - first).total_seconds(),
+        "total_notifications": int(made),
+        "duplicates": int(duplicates),
+        "span_s": span,
     }
 
 
 def docs_section(
     latencies: dict[str, list[float]],
     fanout: dict[str, Any],
-    rows: list[tuple[str, WrkResult]],
+    rows: list[tuple[str, harness.WrkResult]],
     args: argparse.Namespace,
     wrk_ver: str,
     load_before: float,
 ) -> str:
     lines = [
-        *section_head(START_MARK, "Notifications through Serve", "social_bench.py", load_before),
-        f"- Data: three authors with {', '.join(f'{n:,}' for n in AUTHORS.values())} "
-        f"followers; {CREATES} patterns each, created one request at a time, the three "
-        "authors in turn, so later creates run while earlier fan-outs are being written. "
-        "Followers written straight to Postgres; everything else over HTTP. Fresh state in "
-        "`.cairn/bench-social`.",
-        f"- Through Serve: `cairn run --port {PORT}` (HAProxy, 2 `Api` replicas, the "
-        "DispatchActor with batches of 500); the fan-out runs on the same 2 cores.",
+        *harness.section_head(MARKS[0], "social_bench.py", load_before),
         "",
         "| Author's followers | creates | p50 ms | p95 ms | max ms |",
         "|---:|---:|---:|---:|---:|",
@@ -173,7 +140,7 @@ def docs_section(
         ms = latencies[name]
         lines.append(
             f"| {followers:,} | {len(ms)} | {statistics.median(ms):.1f} | "
-            f"{pct(ms, 95):.1f} | {max(ms):.1f} |"
+            f"{harness.pct(ms, 95):.1f} | {max(ms):.1f} |"
         )
     lines += [
         "",
@@ -190,27 +157,22 @@ def docs_section(
         f"All {fanout['total_notifications']:,} new-pattern notifications were written "
         f"within {fanout['span_s']:.1f} s of the first create; followers with more than "
         f"one notification for a pattern: {fanout['duplicates']}; overall "
-        f"{fanout['total_notifications'] / fanout['span_s']:,.0f} notifications/s. A "
-        "job's own time starts when it was queued or when the job before it finished "
-        "(one dispatcher works the queue oldest first), so waiting in the queue is not "
-        "counted.",
+        f"{fanout['total_notifications'] / fanout['span_s']:,.0f} notifications/s.",
         "",
-        f"{wrk_ver}, `-t{THREADS} -c{args.connections} -d{args.duration}s --latency` after "
-        f"a {args.warmup} s warm-up; wrk on the same machine:",
+        f"{harness.wrk_run(wrk_ver, args)}; wrk on the same machine:",
         "",
-        *serve_table(rows),
-        "",
-        "Reproduce: `make bench` (or `.venv/bin/python -m benchmarks.social_bench`).",
-        END_MARK,
+        *harness.serve_table(rows),
     ]
-    return "\n".join(lines) + "\n"
+    return harness.section_end(
+        lines, "`make bench` (or `.venv/bin/python -m benchmarks.social_bench`)", MARKS[1]
+    )
 
 
 def main(argv: list[str] | None = None) -> int:
-    args = wrk_options("social_bench").parse_args(argv)
-    env, wrk, wrk_ver = fresh_serve_run(STATE_DIR, BENCH_ENV)
+    args = harness.wrk_options("social_bench").parse_args(argv)
+    env, wrk, wrk_ver = harness.fresh_serve_run(STATE_DIR, BENCH_ENV)
     load_before = os.getloadavg()[0]
-    with serve_running(PORT, env, STATE_DIR) as serve:
+    with harness.serve_running(PORT, env, STATE_DIR) as serve:
         print("bench: seeding", flush=True)
         facts = seed(serve.base)
         print("bench: creating patterns", flush=True)
@@ -223,23 +185,16 @@ def main(argv: list[str] | None = None) -> int:
         if fanout["duplicates"]:
             raise RuntimeError("a follower got a pattern's notification twice")
         with tempfile.TemporaryDirectory(prefix="cairn-bench-") as tmp:
-            key_script = Path(tmp) / "key.lua"
-            key_script.write_text(KEY_SCRIPT.format(key=facts["reader"]))
+            script = harness.key_script(Path(tmp) / "key.lua", facts["reader"])
             reads = f"{CREATES * (len(AUTHORS) - 1)} notifications, 20 a page"
-            rows = [
-                (
-                    f"GET /api/notifications (a reader with {reads})",
-                    measure_url(
-                        wrk, "notifications", f"{serve.base}/api/notifications", args, key_script
-                    ),
-                ),
-                (
-                    "GET /api/analytics (cached)",
-                    measure_url(wrk, "analytics", f"{serve.base}/api/analytics", args),
-                ),
+            routes = [
+                (f"GET /api/notifications (a reader with {reads})", "/api/notifications", script),
+                ("GET /api/analytics (cached)", "/api/analytics", None),
             ]
+            rows = [(label, harness.measure_url(wrk, label, serve.base + path, args, lua))
+                    for label, path, lua in routes]  # fmt: skip
     section = docs_section(latencies, fanout, rows, args, wrk_ver, load_before)
-    publish(section, START_MARK, END_MARK, args.no_docs)
+    harness.publish(section, *MARKS, args.no_docs)
     return 0
 
 

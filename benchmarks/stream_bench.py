@@ -1,12 +1,6 @@
-"""How many idle notification streams one Api replica holds open while the
-API still answers ordinary requests quickly (docs/benchmarks.md,
-"Notification streams: idle streams per replica", which says how).
-
-``cairn run`` with ONE Api replica, semantic search off, on its own state
-folder. For each level N it opens N idle streams (spread over 50 agents, each
-read up to its ``ready`` event), and with them open measures the probe
-(``harness.probe``), the delivery of a follow's notification to an open
-stream, and the replica's memory.
+"""How many idle notification streams one Api replica holds while the API
+still answers quickly (docs/benchmarks.md, "Notification streams: idle streams
+per replica"): the probe, a follow's delivery and the memory at each level.
 
     .venv/bin/python -m benchmarks.stream_bench [--levels 0,100,200] [--no-docs]
 """
@@ -19,46 +13,23 @@ import contextlib
 import os
 import statistics
 import time
+from collections import Counter
 from typing import Any
 
 import httpx
 
-from benchmarks.harness import (
-    PROBE_CONCURRENCY,
-    PROBES,
-    ROOT,
-    bearer,
-    bench_env,
-    fresh_state,
-    probe,
-    publish,
-    register,
-    section_head,
-    serve_running,
-    server_env,
-    stop_on_sigterm,
-)
+from benchmarks import harness
+from benchmarks.harness import PROBES
 
-STATE_DIR = ROOT / ".cairn" / "bench-stream"
-START_MARK = "<!-- stream-bench:start -->"
-END_MARK = "<!-- stream-bench:end -->"
+STATE_DIR = harness.ROOT / ".cairn" / "bench-stream"
+MARKS = ("<!-- stream-bench:start -->", "<!-- stream-bench:end -->")
 PORT = 8107
 AGENTS = 50
 DELIVERIES = 20
 OPEN_WAIT_S = 60.0
 PROBE_BUDGET_S = 90.0  # a level whose requests time out stops probing after this
-BENCH_ENV = bench_env(
-    STATE_DIR,
-    6,
-    "registration",
-    "general",
-    CAIRN_INGRESS_REPLICAS="1",
-    CAIRN_SEARCH_SEMANTIC="false",
-)
-
-
-def auth(agent: dict[str, Any]) -> dict[str, str]:
-    return bearer(agent["api_key"])
+SETTINGS = {"CAIRN_INGRESS_REPLICAS": "1", "CAIRN_SEARCH_SEMANTIC": "false"}
+BENCH_ENV = harness.bench_env(STATE_DIR, 6, "registration", "general", **SETTINGS)
 
 
 class Streams:
@@ -67,15 +38,16 @@ class Streams:
     def __init__(self, http: httpx.AsyncClient) -> None:
         self.http = http
         self.tasks: list[asyncio.Task[None]] = []
-        self.refused: dict[int, int] = {}
+        self.refused: Counter[int] = Counter()
         self.events: list[asyncio.Event] = []
 
     async def _one(self, agent: dict[str, Any], opened: asyncio.Event) -> None:
+        headers = harness.bearer(agent["api_key"])
         async with self.http.stream(
-            "GET", "/api/notifications/stream", headers=auth(agent)
+            "GET", "/api/notifications/stream", headers=headers
         ) as response:
             if response.status_code != 200:
-                self.refused[response.status_code] = self.refused.get(response.status_code, 0) + 1
+                self.refused[response.status_code] += 1
                 opened.set()
                 return
             async for line in response.aiter_lines():
@@ -85,11 +57,9 @@ class Streams:
     async def open(self, agents: list[dict[str, Any]], count: int) -> float:
         """Open ``count`` streams (in waves of 50, as clients arrive); the
         seconds until all answered or OPEN_WAIT_S passed."""
-        started = time.perf_counter()
-        self.events = []
+        started, self.events = time.perf_counter(), []
         for i in range(count):
-            opened = asyncio.Event()
-            self.events.append(opened)
+            self.events.append(opened := asyncio.Event())
             self.tasks.append(asyncio.create_task(self._one(agents[i % len(agents)], opened)))
             if i % 50 == 49:
                 await self._settle(started)
@@ -119,7 +89,7 @@ class Streams:
 
 async def probed(http: httpx.AsyncClient, agent: dict[str, Any]) -> dict[str, Any]:
     """The probe, its requests not sent within the budget counted as failed."""
-    found = await probe(http, agent["api_key"], budget_s=PROBE_BUDGET_S)
+    found = await harness.probe(http, agent["api_key"], budget_s=PROBE_BUDGET_S)
     return {**found, "failed": sum(found["failed"].values()) + PROBES - found["requests"]}
 
 
@@ -128,7 +98,8 @@ async def deliveries(
 ) -> list[float]:
     """Follow → notification event on the target's open stream, in ms."""
     times: list[float] = []
-    async with http.stream("GET", "/api/notifications/stream", headers=auth(target)) as response:
+    headers = harness.bearer(target["api_key"])
+    async with http.stream("GET", "/api/notifications/stream", headers=headers) as response:
         if response.status_code != 200:
             return times
         lines = response.aiter_lines()
@@ -137,7 +108,8 @@ async def deliveries(
                 break
         for fan in fans:
             t0 = time.perf_counter()
-            answer = await http.post(f"/api/agents/{target['username']}/follow", headers=auth(fan))
+            path = f"/api/agents/{target['username']}/follow"
+            answer = await http.post(path, headers=harness.bearer(fan["api_key"]))
             answer.raise_for_status()
             async for line in lines:
                 if line.startswith("event: notification"):
@@ -146,43 +118,29 @@ async def deliveries(
     return times
 
 
-async def timed_deliveries(
-    http: httpx.AsyncClient, target: dict[str, Any], fans: list[dict[str, Any]]
-) -> list[float]:
-    """``deliveries``, or none when the stream cannot open (queued) within a minute."""
-    try:
-        return await asyncio.wait_for(deliveries(http, target, fans), OPEN_WAIT_S)
-    except TimeoutError:
-        return []
-
-
-async def memory_mb(http: httpx.AsyncClient) -> float:
-    body = (await http.get("/api/health")).json()
-    return float(body["metrics"]["memory_usage_mb"])
-
-
 async def run_levels(base: str, levels: list[int]) -> list[dict[str, Any]]:
     limits = httpx.Limits(max_connections=max(levels) + 100, max_keepalive_connections=100)
     timeout = httpx.Timeout(30.0, read=None)
     rows = []
     async with httpx.AsyncClient(base_url=base, limits=limits, timeout=timeout) as http:
-        agents = [await register(http, f"stream bench {i}") for i in range(AGENTS)]
-        prober = await register(http, "stream bench prober")
+        agents = [await harness.register(http, f"stream bench {i}") for i in range(AGENTS)]
+        prober = await harness.register(http, "stream bench prober")
         for level in levels:
             streams = Streams(http)
             opened_s = await streams.open(agents, level)
-            target = await register(http, f"stream bench target {level}")
-            fans = [await register(http, f"fan {level} {i}") for i in range(DELIVERIES)]
-            row = {
-                "streams": level,
-                "open": streams.open_now - streams.waiting,
-                "queued": streams.waiting,
-                "refused": dict(streams.refused),
-                "open_s": opened_s,
-                "probe": await probed(http, prober),
-                "delivery": await timed_deliveries(http, target, fans),
-                "memory_mb": await memory_mb(http),
-            }
+            target = await harness.register(http, f"stream bench target {level}")
+            fans = [await harness.register(http, f"fan {level} {i}") for i in range(DELIVERIES)]
+            row = {"streams": level, "open": streams.open_now - streams.waiting,
+                   "queued": streams.waiting, "refused": dict(streams.refused), "open_s": opened_s,
+                   "probe": await probed(http, prober), "delivery": [],
+                   "memory_mb": 0.0}  # fmt: skip
+            # No deliveries when the stream cannot open (queued) within a minute.
+            with contextlib.suppress(TimeoutError):
+                row["delivery"] = await asyncio.wait_for(
+                    deliveries(http, target, fans), OPEN_WAIT_S
+                )
+            health = (await http.get("/api/health")).json()
+            row["memory_mb"] = float(health["metrics"]["memory_usage_mb"])
             rows.append(row)
             print(row, flush=True)
             await streams.close()
@@ -192,16 +150,9 @@ async def run_levels(base: str, levels: list[int]) -> list[dict[str, Any]]:
 def section(rows: list[dict[str, Any]], load_before: float, env: dict[str, str]) -> str:
     ongoing = env.get("CAIRN_INGRESS_MAX_ONGOING_REQUESTS", "128")
     cap = env.get("CAIRN_STREAM_MAX_PER_REPLICA", "1000")
-    title = "Notification streams: idle streams per replica"
     lines = [
-        *section_head(START_MARK, title, "stream_bench.py", load_before),
-        f"- `cairn run`, ONE Api replica behind Serve's HAProxy, semantic search off; "
-        f"`CAIRN_INGRESS_MAX_ONGOING_REQUESTS={ongoing}`, "
-        f"`CAIRN_STREAM_MAX_PER_REPLICA={cap}` (Serve's `max_ongoing_requests` for Api "
-        f"is their sum). Streams spread over {AGENTS} agents, opened 50 at a time.",
-        f"- Probe: `GET /api/agents/me`, {PROBES} requests, {PROBE_CONCURRENCY} at a time, "
-        f"with the streams open. Delivery: {DELIVERIES} follows of an agent whose stream is "
-        "open, from sending the follow to the event arriving.",
+        *harness.section_head(MARKS[0], "stream_bench.py", load_before),
+        f"- `CAIRN_INGRESS_MAX_ONGOING_REQUESTS={ongoing}`, `CAIRN_STREAM_MAX_PER_REPLICA={cap}`.",
         "",
         "| idle streams | open | queued | refused | open all (s) | probe req/s | p50 ms | p99 ms | "
         "max ms | failed | delivery p50 ms | delivery max ms | replica MB |",
@@ -217,11 +168,7 @@ def section(rows: list[dict[str, Any]], load_before: float, env: dict[str, str])
             f"{statistics.median(d) if d else float('nan'):.1f} | "
             f"{max(d, default=float('nan')):.1f} | {r['memory_mb']:.0f} |"
         )
-    lines += [
-        "",
-        "The machine is shared with other work: compare rows of one run, not runs.",
-        END_MARK,
-    ]
+    lines.append(MARKS[1])
     return "\n".join(lines) + "\n"
 
 
@@ -231,13 +178,13 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--no-docs", action="store_true")
     args = parser.parse_args(argv)
     levels = [int(x) for x in args.levels.split(",")]
-    stop_on_sigterm()
-    env = server_env(BENCH_ENV)
+    harness.stop_on_sigterm()
+    env = harness.server_env(BENCH_ENV)
     load_before = os.getloadavg()[0]
-    fresh_state(STATE_DIR)
-    with serve_running(PORT, env, STATE_DIR) as serve:
+    harness.fresh_state(STATE_DIR)
+    with harness.serve_running(PORT, env, STATE_DIR) as serve:
         rows = asyncio.run(run_levels(serve.base, levels))
-    publish(section(rows, load_before, env), START_MARK, END_MARK, args.no_docs)
+    harness.publish(section(rows, load_before, env), *MARKS, args.no_docs)
     return 0
 
 

@@ -1,17 +1,6 @@
-"""Trust by use in search (issue 33): the trust prior
-(``serve_app.services.search.trust_prior``, applied after fusion) on the
-project's evaluation sets and on near-duplicates; writes "Trust prior in
-search" in docs/benchmarks.md.
-
-Offline, the ranking code the API runs, in full-text mode (``LexicalIndex``;
-``--semantic``: the sets in semantic mode too, the hybrid of BM25 and vectors):
-
-1. the evaluation sets (``docs``, ``code``) with no verification anywhere must
-   rank exactly as without the prior; then every document a random trust;
-2. near-duplicates: ``GROUPS`` documents of ``docs`` each replaced by four
-   near-copies whose verification records (scored by ``serve_app.kit.trust``)
-   are drawn at random: how often the working copy leads its group, and
-   MRR@10, without and with the prior.
+"""The trust prior in search (docs/benchmarks.md, "Trust prior in search"),
+offline: with no verifications it changes no order of the evaluation sets; on
+near-duplicates with random records, how often the working copy comes first.
 
     .venv/bin/python -m benchmarks.trust_bench [--no-docs] [--semantic]
 """
@@ -22,16 +11,15 @@ import argparse
 import os
 import random
 import re
-import sys
 import time
 import uuid
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from benchmarks.harness.results import section_head, write_docs
-from benchmarks.ranking.evalset import Query, Score, evaluate
+from benchmarks.harness import publish, section_head
+from benchmarks.ranking.evalset import Query, evaluate
 from benchmarks.ranking.hybrid import EvalSet, fields, halves, key, lexical_index, load
 from retrieval.fusion import hybrid
 from retrieval.lexical import LexicalIndex
@@ -60,23 +48,10 @@ def ranked(hits: Sequence[tuple[int, float]], scores: dict[int, float] | None) -
     return [h.search_id for h, _ in trust_prior(found)]
 
 
-# --------------------------------------------------------------------------- 1. eval sets
-
-
-@dataclass
-class SetResult:
-    name: str
-    mode: str
-    queries: int
-    plain: Score
-    zero: Score
-    noisy: Score
-    identical: bool
-
-
-def eval_set(name: str, semantic: bool, model_box: list[Any]) -> SetResult:
-    """``semantic``: the hybrid of BM25 and all-MiniLM-L6-v2 vectors (the
-    fusion of semantic mode; embeds the set once, cached), else BM25 alone."""
+def eval_set(name: str, semantic: bool, model_box: list[Any]) -> tuple[str, bool]:
+    """The set's row of the section's first table, and whether the prior with
+    no verifications kept every order. ``semantic``: the hybrid of BM25 and
+    vectors (the set embedded once, cached), else BM25 alone."""
     s = load(name)
     if semantic:
         h = halves(s, model_box)
@@ -89,21 +64,13 @@ def eval_set(name: str, semantic: bool, model_box: list[Any]) -> SetResult:
         hits = [index.search(q.text, CANDIDATES) for q in s.queries]
     rnd = random.Random(SEED)
     noise = {key(d["id"]): rnd.random() for d in s.docs}
-    plain = [ranked(h, None) for h in hits]
-    zero = [ranked(h, {}) for h in hits]
-    noisy = [ranked(h, noise) for h in hits]
-    return SetResult(
-        name,
-        "semantic" if semantic else "full text",
-        len(s.queries),
-        evaluate(plain, s.queries),
-        evaluate(zero, s.queries),
-        evaluate(noisy, s.queries),
-        plain == zero,
-    )
-
-
-# --------------------------------------------------------------------------- 2. near-duplicates
+    plain, zero, noisy = ([ranked(h, prior) for h in hits] for prior in (None, {}, noise))
+    same = plain == zero
+    mode = "semantic" if semantic else "full text"
+    found = [evaluate(order, s.queries) for order in (plain, zero, noisy)]
+    scores = [f"{x.mrr:.3f} / {x.recall:.3f}" for x in found]
+    row = f"| {name} | {mode} | {len(s.queries)} | {scores[0]} | {scores[1]} | "
+    return row + f"{'yes' if same else 'NO'} | {scores[2]} |", same
 
 
 def report(rnd: random.Random, outcome: str, group: str) -> trust.Report:
@@ -125,12 +92,8 @@ def record(rnd: random.Random, kind: str) -> float:
 
 
 # A light edit adds one of these (words no query of the sets is about).
-NOTES = (
-    "Tested once more before posting.",
-    "Shared here as it stood after a review.",
-    "Copied from an older note, lightly edited.",
-    "Kept short on purpose.",
-)
+NOTES = ("Tested once more before posting.", "Shared here as it stood after a review.",
+         "Copied from an older note, lightly edited.", "Kept short on purpose.")  # fmt: skip
 
 
 def variant(rnd: random.Random, doc: dict[str, Any], heavy: bool) -> dict[str, str | None]:
@@ -148,21 +111,9 @@ def variant(rnd: random.Random, doc: dict[str, Any], heavy: bool) -> dict[str, s
     return out
 
 
-@dataclass
-class DupResult:
-    heavy: bool
-    groups: int
-    queries: int
-    first_plain: float
-    first_prior: float
-    works_plain: Score
-    works_prior: Score
-    group_plain: Score
-    group_prior: Score
-    scores: dict[str, float]
-
-
-def near_duplicates(heavy: bool) -> DupResult:
+def near_duplicates(heavy: bool) -> tuple[list[str], dict[str, Any]]:
+    """The rows of the section's second table for light or ``heavy`` edits,
+    and the groups' facts."""
     s: EvalSet = load("docs")
     rnd = random.Random(SEED)
     by_doc: dict[int, list[Query]] = {}
@@ -199,78 +150,47 @@ def near_duplicates(heavy: bool) -> DupResult:
             among = [k for k in order if k in group]
             if among and among[0] == copies[doc_key]["works"]:
                 first[mode] += 1
-    works_q = [
-        Query(q.qid, q.text, frozenset({copies[next(iter(q.relevant))]["works"]}), q.style, q.split)
-        for q in queries
-    ]
-    group_q = [
-        Query(q.qid, q.text, frozenset(copies[next(iter(q.relevant))].values()), q.style, q.split)
-        for q in queries
-    ]
-    n = max(1, len(queries))
-    return DupResult(
-        heavy=heavy,
-        groups=len(chosen),
-        queries=len(queries),
-        first_plain=first["plain"] / n,
-        first_prior=first["prior"] / n,
-        works_plain=evaluate(lists["plain"], works_q),
-        works_prior=evaluate(lists["prior"], works_q),
-        group_plain=evaluate(lists["plain"], group_q),
-        group_prior=evaluate(lists["prior"], group_q),
-        scores={k: sum(v) / len(v) for k, v in seen.items() if v},
-    )
+    owners = [(q, copies[next(iter(q.relevant))]) for q in queries]
+    works_q = [replace(q, relevant=frozenset({own["works"]})) for q, own in owners]
+    group_q = [replace(q, relevant=frozenset(own.values())) for q, own in owners]
+    n, name = max(1, len(queries)), "heavy" if heavy else "light"
+    rows = [f"| {name} | the working copy first among its group | {first['plain'] / n:.1%} | "
+            f"{first['prior'] / n:.1%} |"]  # fmt: skip
+    for label, relevant in (("the working copy", works_q), ("any copy", group_q)):
+        mrr = [f"{evaluate(lists[m], relevant).mrr:.3f}" for m in ("plain", "prior")]
+        kept = " (relevance kept)" if relevant is group_q else ""
+        rows.append(f"| {name} | MRR@10, {label} relevant{kept} | {' | '.join(mrr)} |")
+    mean = ", ".join(f"{k} {sum(v) / len(v):.2f}" for k, v in seen.items() if v)
+    return rows, {"groups": len(chosen), "queries": len(queries), "mean": mean}
 
 
-# --------------------------------------------------------------------------- report
-
-
-def render(sets: list[SetResult], dups: list[DupResult], load_before: float, seconds: float) -> str:
-    lines = section_head(START_MARK, "Trust prior in search", "trust_bench.py", load_before)
+def render(
+    sets: list[str],
+    dups: list[tuple[list[str], dict[str, Any]]],
+    load_before: float,
+    seconds: float,
+) -> str:
+    lines = section_head(START_MARK, "trust_bench.py", load_before)
+    facts = dups[0][1]
     lines += [
-        f"- Full-text mode (BM25 through `LexicalIndex`; with `--semantic` the evaluation "
-        f"sets also in semantic mode, the hybrid of BM25 and vectors), {CANDIDATES} "
-        "candidates per query; "
-        f"the prior: score + |score| * {trust.PRIOR_WEIGHT} * trust, after the ranking "
-        f"(docs/decisions/trust.md). Ran in {seconds:.0f} s.",
+        f"- Ran in {seconds:.0f} s; the prior's weight w = {trust.PRIOR_WEIGHT}.",
         "",
         "**The project's evaluation sets** (no verifications: every trust 0), MRR@10 / Recall@10:",
         "",
         "| Set | Mode | Queries | Without the prior | With it, no verifications | Same order | "
         "With random trust on every document |",
         "|---|---|---:|---:|---:|---|---:|",
-    ]
-    for r in sets:
-        lines.append(
-            f"| {r.name} | {r.mode} | {r.queries} | {r.plain.mrr:.3f} / {r.plain.recall:.3f} | "
-            f"{r.zero.mrr:.3f} / {r.zero.recall:.3f} | {'yes' if r.identical else 'NO'} | "
-            f"{r.noisy.mrr:.3f} / {r.noisy.recall:.3f} |"
-        )
-    dup = dups[0]
-    mean = ", ".join(f"{k} {v:.2f}" for k, v in dup.scores.items())
-    lines += [
+        *sets,
         "",
-        f"**Near-duplicates** ({dup.groups} documents of `docs`, each replaced by four "
-        f"near-copies with the records works / mixed / fails / untried drawn at random; "
-        f"{dup.queries} queries; mean trust score by record: {mean}). *Light* edits: the "
-        "sentences reordered and a short note added; *heavy*: one sentence dropped "
-        "instead (it may hold the query's words, so the copies differ in relevance):",
+        f"**Near-duplicates** ({facts['groups']} documents of `docs`; {facts['queries']} "
+        f"queries; mean trust score by record: {facts['mean']}):",
         "",
         "| Edits | | Without the prior | With the prior |",
         "|---|---|---:|---:|",
+        *(row for rows, _ in dups for row in rows),
+        END_MARK,
     ]
-    for d in dups:
-        name = "heavy" if d.heavy else "light"
-        lines += [
-            f"| {name} | the working copy first among its group | {d.first_plain:.1%} | "
-            f"{d.first_prior:.1%} |",
-            f"| {name} | MRR@10, the working copy relevant | {d.works_plain.mrr:.3f} | "
-            f"{d.works_prior.mrr:.3f} |",
-            f"| {name} | MRR@10, any copy relevant (relevance kept) | "
-            f"{d.group_plain.mrr:.3f} | {d.group_prior.mrr:.3f} |",
-        ]
-    lines.append(END_MARK)
-    return "\n".join(lines)
+    return "\n".join(lines) + "\n\n"  # a blank line after the end mark
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -288,13 +208,11 @@ def main(argv: list[str] | None = None) -> None:
     modes = (False, True) if args.semantic else (False,)
     sets = [eval_set(name, m, model_box) for m in modes for name in ("docs", "code")]
     dups = [near_duplicates(heavy=False), near_duplicates(heavy=True)]
-    section = render(sets, dups, load_before, time.perf_counter() - t0)
-    print(section)
-    if not all(r.identical for r in sets):
-        print("the prior changed the order without any verification", file=sys.stderr)
-        raise SystemExit(1)
-    if not args.no_docs:
-        write_docs(section, start_mark=START_MARK, end_mark=END_MARK)
+    section = render([row for row, _ in sets], dups, load_before, time.perf_counter() - t0)
+    if not all(same for _, same in sets):
+        print(section)
+        raise SystemExit("the prior changed the order without any verification")
+    publish(section, START_MARK, END_MARK, args.no_docs)
 
 
 if __name__ == "__main__":

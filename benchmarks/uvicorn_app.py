@@ -1,11 +1,6 @@
-"""The "plain uvicorn" side of benchmarks.http_bench: the same app, N processes.
-
-Prepares the state folder and database as ``cairn run`` does (once, in the
-parent), then serves ``create_app`` with ``--workers`` uvicorn processes
-(default: as many as Serve runs ``Api`` replicas), each with the in-process
-rate limiter and trending counter (``--redis``: one global limit in Redis).
-With ``--semantic`` each worker holds the model and, like an Api replica, a
-copy of the vector index that follows the vectors the embedding worker stores.
+"""http_bench's plain uvicorn: ``create_app`` in ``--workers`` processes, each
+with the in-process rate limiter and trending counter (``--redis``: one global
+limit in Redis; ``--semantic``: the model and a copy of the vector index).
 
     python -m benchmarks.uvicorn_app --host 127.0.0.1 --port 8101 --workers 2
 """
@@ -46,15 +41,12 @@ def build() -> FastAPI:
 
         engine = make_engine(settings.database_url, pool_size=3, max_overflow=2)
         copies = settings.search_replica_vectors
-        local = LocalSearch(
-            settings.indexer_config(settings.database_url),
-            Encoder(settings.embedding_model, "cpu"),
-            make_sessionmaker(engine),
-            engine,
-            # As the deployments: the copy keeps the query vectors, or else
-            # the index (the VectorIndex's cache).
-            query_cache=0 if copies else DEFAULT_SIZE,
-        )
+        config = settings.indexer_config(settings.database_url)
+        encoder = Encoder(settings.embedding_model, "cpu")
+        # As the deployments: the copy keeps the query vectors, or else the
+        # index (the VectorIndex's cache).
+        cache = 0 if copies else DEFAULT_SIZE
+        local = LocalSearch(config, encoder, make_sessionmaker(engine), engine, query_cache=cache)
         semantic = local
         if copies:
             # As each Api replica: a copy of the index following the stored
@@ -67,31 +59,18 @@ def build() -> FastAPI:
         from benchmarks.serving.redis_limiter import RedisRateLimiter
 
         limiter = RedisRateLimiter(os.environ[_REDIS_ENV])
-    return create_app(
-        settings,
-        database_url=settings.database_url,
-        secret=secret,
-        semantic=semantic,
-        limiter=limiter,
-    )
+    url = settings.database_url
+    return create_app(settings, database_url=url, secret=secret, semantic=semantic, limiter=limiter)
 
 
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--host", default="127.0.0.1")
-    parser.add_argument("--port", type=int, default=8101)
-    parser.add_argument(
-        "--workers", type=int, default=0, help="uvicorn workers (0: CAIRN_INGRESS_REPLICAS)"
-    )
-    parser.add_argument(
-        "--semantic", action="store_true", help="semantic search in process (model per worker)"
-    )
-    parser.add_argument(
-        "--redis",
-        default="",
-        help="a limits storage URI (async+redis://…): one global rate limit in Redis "
-        "instead of each worker's own",
-    )
+    add = parser.add_argument
+    add("--host", default="127.0.0.1")
+    add("--port", type=int, default=8101)
+    add("--workers", type=int, default=0, help="uvicorn workers (0: CAIRN_INGRESS_REPLICAS)")
+    add("--semantic", action="store_true", help="semantic search in process (model per worker)")
+    add("--redis", default="", help="a limits storage URI (async+redis://…): one global limit")
     args = parser.parse_args(argv)
 
     logging.basicConfig(level=logging.WARNING)
@@ -108,16 +87,9 @@ def main(argv: list[str] | None = None) -> None:
         f"uvicorn_app: serving on http://{args.host}:{args.port} with {workers} worker(s)",
         flush=True,
     )
-    uvicorn.run(
-        "benchmarks.uvicorn_app:build",
-        factory=True,
-        host=args.host,
-        port=args.port,
-        workers=workers,
-        log_level="warning",
-        access_log=False,
-        proxy_headers=False,
-    )
+    uvicorn.run("benchmarks.uvicorn_app:build", factory=True, host=args.host, port=args.port,
+                workers=workers, log_level="warning", access_log=False,
+                proxy_headers=False)  # fmt: skip
 
 
 if __name__ == "__main__":

@@ -105,7 +105,7 @@ class LexicalParams:
     own BM25 and adding the scores instead counts a common word once per
     field it occurs in, and ranked much worse on every evaluation set
     (docs/benchmarks.md, "Search ranking quality"). The weights were chosen
-    on the sets' dev queries (``benchmarks/ranking_eval.py --tune-fields``)."""
+    on the sets' dev queries (``ranking_eval.py --tune-fields`` at commit f8c1b82)."""
 
     weights: Mapping[str, int] = field(
         default_factory=lambda: {"title": 2, "description": 2, "tags": 2, "content": 1}

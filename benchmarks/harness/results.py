@@ -15,19 +15,24 @@ ROOT = Path(__file__).resolve().parents[2]  # the repository
 DOCS = ROOT / "docs" / "benchmarks.md"
 
 
-def section_head(start_mark: str, title: str, script: str, load_before: float) -> list[str]:
-    """The first lines of a benchmark's docs section: mark, title, provenance,
-    date and machine."""
+def section_head(start_mark: str, script: str, load_before: float) -> list[str]:
+    """The first lines of a benchmark's section between its marks: mark,
+    provenance, date and machine. Its title and the fixed account of its
+    method stand before the start mark in docs/benchmarks.md; the bench
+    writes what a run changes."""
     now = dt.datetime.now(dt.UTC).strftime("%Y-%m-%d %H:%M UTC")
     return [
         start_mark,
-        f"## {title}",
-        "",
         f"_Written by `benchmarks/{script}`; rerun to replace this section._",
         "",
         f"- Date: {now}",
         machine_line(load_before),
     ]
+
+
+def section_end(lines: list[str], reproduce: str, end_mark: str) -> str:
+    """A section's text: ``lines``, then how to reproduce it and the end mark."""
+    return "\n".join([*lines, "", f"Reproduce: {reproduce}.", end_mark]) + "\n"
 
 
 def serve_table(rows: list[tuple[str, WrkResult]]) -> list[str]:
@@ -37,11 +42,8 @@ def serve_table(rows: list[tuple[str, WrkResult]]) -> list[str]:
         "|---|---:|---:|---:|---:|---|",
     ]
     for label, r in rows:
-        lines.append(
-            f"| `{label}` | {r.requests_per_s:,.0f} | {r.latency_ms.get(50, 0):.2f} | "
-            f"{r.latency_ms.get(90, 0):.2f} | {r.latency_ms.get(99, 0):.2f} | "
-            f"{r.errors_text()} |"
-        )
+        ms = " | ".join(f"{r.latency_ms.get(p, 0):.2f}" for p in (50, 90, 99))
+        lines.append(f"| `{label}` | {r.requests_per_s:,.0f} | {ms} | {r.errors_text()} |")
     return lines
 
 

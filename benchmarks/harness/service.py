@@ -18,6 +18,7 @@ import urllib.error
 import urllib.request
 from collections import Counter
 from collections.abc import Iterator
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, Any
 
@@ -94,9 +95,8 @@ def http_json(
 
 
 def health(base: str) -> dict[str, Any] | None:
-    """/api/health as the operator sees it (the search parts' progress and
-    the replicas' copies), or None while it does not answer 200 (a replica
-    busy building: a timeout, a 503 page)."""
+    """/api/health as the operator sees it (the search parts' progress, the
+    replicas' copies), or None while it does not answer 200."""
     with contextlib.suppress(OSError):
         status, body = http_json("GET", base + "/api/health", timeout=10, headers=OPERATOR)
         if status == 200 and isinstance(body, dict):
@@ -106,8 +106,7 @@ def health(base: str) -> dict[str, Any] | None:
 
 def api_call(base: str, method: str, path: str, key: str | None = None, body: Any = None) -> Any:
     """One API call with an optional key; its ``data`` (or whole body); raises on >= 300."""
-    headers = {"Authorization": f"Bearer {key}"} if key else {}
-    status, data = http_json(method, base + path, body, timeout=30, headers=headers)
+    status, data = http_json(method, base + path, body, 30, bearer(key) if key else {})
     if status >= 300:
         raise RuntimeError(f"{method} {path} answered {status}: {data}")
     return data["data"] if isinstance(data, dict) and "data" in data else data
@@ -115,16 +114,13 @@ def api_call(base: str, method: str, path: str, key: str | None = None, body: An
 
 def new_agent(base: str, name: str) -> dict[str, Any]:
     """A new agent (its ``api_key``, ``username``, ``agent_id``, …)."""
-    made: dict[str, Any] = api_call(base, "POST", "/api/agents/register", body={"name": name})
-    return made
+    return dict(api_call(base, "POST", "/api/agents/register", body={"name": name}))
 
 
 async def register(http: httpx.AsyncClient, name: str) -> dict[str, Any]:
-    """A new agent (its ``api_key``, ``username``, …) through an async client."""
     response = await http.post("/api/agents/register", json={"name": name})
     response.raise_for_status()
-    data: dict[str, Any] = response.json()["data"]
-    return data
+    return dict(response.json()["data"])
 
 
 def bearer(key: str) -> dict[str, str]:
@@ -132,19 +128,12 @@ def bearer(key: str) -> dict[str, str]:
 
 
 async def probe(
-    http: httpx.AsyncClient,
-    key: str,
-    *,
-    requests: int = PROBES,
-    concurrency: int = PROBE_CONCURRENCY,
-    budget_s: float = 180.0,
-    until: Any = None,
-    min_s: float = 0.0,
+    http: httpx.AsyncClient, key: str, *, budget_s: float = 180, until: Any = None, min_s: float = 0
 ) -> dict[str, Any]:
-    """An authenticated read, ``GET /api/agents/me`` (the key check and one
-    read), ``concurrency`` at a time: while ``until`` (an event) is unset, then
-    ``requests`` more, and on until ``min_s`` have passed; ``budget_s`` at
-    most. Its latency (ms) and its failures by kind (a status, an error)."""
+    """An authenticated read, ``GET /api/agents/me``, PROBE_CONCURRENCY at a
+    time: while ``until`` (an event) is unset, then PROBES more, and on until
+    ``min_s`` have passed; ``budget_s`` at most. Its latency (ms) and its
+    failures by kind (a status, an error)."""
     latencies: list[float] = []
     failed: Counter[str] = Counter()
     after = 0  # requests sent once ``until`` was set (or from the start)
@@ -158,25 +147,23 @@ async def probe(
         if until is not None and not until.is_set():
             return True
         after += 1
-        return after <= requests or elapsed < min_s
+        return after <= PROBES or elapsed < min_s
 
     async def worker() -> None:
         while more():
             t0 = time.perf_counter()
             try:
                 response = await http.get("/api/agents/me", headers=bearer(key), timeout=10.0)
-            except httpx.TimeoutException:
-                failed["timeout"] += 1
-                continue
             except httpx.HTTPError as exc:
-                failed[type(exc).__name__] += 1
+                timeout = isinstance(exc, httpx.TimeoutException)
+                failed["timeout" if timeout else type(exc).__name__] += 1
                 continue
-            if response.status_code != 200:
+            if response.status_code == 200:
+                latencies.append((time.perf_counter() - t0) * 1000)
+            else:
                 failed[str(response.status_code)] += 1
-                continue
-            latencies.append((time.perf_counter() - t0) * 1000)
 
-    await asyncio.gather(*(worker() for _ in range(concurrency)))
+    await asyncio.gather(*(worker() for _ in range(PROBE_CONCURRENCY)))
     elapsed = time.perf_counter() - begun
     return {
         "requests": len(latencies) + sum(failed.values()),
@@ -209,8 +196,7 @@ def fresh_state(state_dir: Path) -> None:
 
 
 def fresh_serve_run(state_dir: Path, bench_env: dict[str, str]) -> tuple[dict[str, str], str, str]:
-    """The start of a benchmark on its own service: its environment, wrk and
-    wrk's version, and an empty state folder."""
+    """A benchmark's start on an empty state folder: its environment, wrk, wrk's version."""
     stop_on_sigterm()
     env = server_env(bench_env)
     wrk = ensure_wrk()
@@ -220,10 +206,8 @@ def fresh_serve_run(state_dir: Path, bench_env: dict[str, str]) -> tuple[dict[st
 
 def prepare_here(bench_env: dict[str, str]) -> tuple[dict[str, str], Any, Any]:
     """For a benchmark that seeds the service's database itself: the server's
-    environment, and this process's settings and prepared state (the state
-    folder, its embedded Postgres migrated), as ``cairn run`` will find them.
-    This process stays attached to that Postgres: keep it (``serve_running``'s
-    ``keep_postgres``)."""
+    environment, this process's settings and its prepared state (the embedded
+    Postgres migrated, which this process stays attached to: ``keep_postgres``)."""
     env = server_env(bench_env)
     os.environ.update(bench_env)
     from serve_app.launch.bootstrap import prepare
@@ -234,34 +218,28 @@ def prepare_here(bench_env: dict[str, str]) -> tuple[dict[str, str], Any, Any]:
     return env, settings, prepare(settings)
 
 
+@dataclass
 class Server:
-    """A server subprocess whose output goes to a log file and a ring of lines."""
+    """A server subprocess, its output to a log file and a ring of lines.
+    ``own_session`` False: it stays in this session (this process's CPU
+    autogroup, with wrk) in a process group of its own; either way a Ctrl-C
+    reaches it only through stop(), so Ray is not interrupted mid-shutdown."""
 
-    def __init__(
-        self,
-        name: str,
-        cmd: list[str],
-        port: int,
-        log_path: Path,
-        state_dir: Path,
-        own_session: bool = True,
-    ) -> None:
-        self.name = name
-        # False: the server stays in this session (so in this process's CPU
-        # autogroup, with wrk and the other server: none gets a share of its own)
-        # but in a process group of its own (a Ctrl-C reaches it only through stop()).
-        self.own_session = own_session
-        self.state_dir = state_dir
-        self.cmd = cmd
-        self.port = port
-        self.base = f"http://{HOST}:{port}"
-        self.log_path = log_path
-        self.lines: list[str] = []
-        self.proc: subprocess.Popen[str] | None = None
-        self._reader: threading.Thread | None = None
-        self._log: IO[str] | None = None
-        self.ready_s = 0.0
-        self.stop_s = 0.0
+    name: str
+    cmd: list[str]
+    port: int
+    log_path: Path
+    state_dir: Path
+    own_session: bool = True
+    lines: list[str] = field(default_factory=list)
+    proc: subprocess.Popen[str] | None = None
+    ready_s: float = 0.0
+    _reader: threading.Thread | None = None
+    _log: IO[str] | None = None
+
+    @property
+    def base(self) -> str:
+        return f"http://{HOST}:{self.port}"
 
     def start(self, env: dict[str, str], timeout: float, ready_text: str | None = None) -> None:
         if port_in_use(self.port):
@@ -270,30 +248,16 @@ class Server:
         self._log = self.log_path.open("w")
         t0 = time.monotonic()
         self.proc = subprocess.Popen(
-            self.cmd,
-            cwd=ROOT,
-            env=env,
-            stdin=subprocess.DEVNULL,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.STDOUT,
-            text=True,
-            # Its own session (or process group): a Ctrl-C on the benchmark reaches
-            # the server only through stop(), so Ray's own processes are not
-            # interrupted mid-shutdown.
-            start_new_session=self.own_session,
+            self.cmd, cwd=ROOT, env=env, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT, text=True, start_new_session=self.own_session,
             process_group=None if self.own_session else 0,
-        )
+        )  # fmt: skip
         self._reader = threading.Thread(target=self._read, daemon=True)
         self._reader.start()
-        deadline = t0 + timeout
-        while time.monotonic() < deadline:
+        while time.monotonic() < t0 + timeout:
             if self.proc.poll() is not None:
-                raise RuntimeError(
-                    f"{self.name} exited with {self.proc.returncode} while starting:\n{self.tail()}"
-                )
-            if ready_text and any(ready_text in line for line in self.lines):
-                break
-            if self._healthy():
+                raise RuntimeError(f"{self.name} exited while starting:\n{self.tail()}")
+            if (ready_text and any(ready_text in line for line in self.lines)) or self._healthy():
                 break
             time.sleep(0.5)
         else:
@@ -305,11 +269,9 @@ class Server:
         print(f"bench: {self.name} ready on {self.base} in {self.ready_s:.1f}s", flush=True)
 
     def _healthy(self) -> bool:
-        try:
-            status, _ = http_json("GET", f"{self.base}/api/health", timeout=3)
-        except OSError:
-            return False
-        return status == 200
+        with contextlib.suppress(OSError):
+            return http_json("GET", f"{self.base}/api/health", timeout=3)[0] == 200
+        return False
 
     def _read(self) -> None:
         assert self.proc is not None and self.proc.stdout is not None
@@ -324,16 +286,16 @@ class Server:
     def tail(self, n: int = 40) -> str:
         return "\n".join(f"  | {line}" for line in self.lines[-n:]) + f"\n  (log: {self.log_path})"
 
-    def stop(self, sig: signal.Signals = signal.SIGINT) -> None:
-        """Signal the server process itself (not its group) and wait for it to exit;
-        after STOP_TIMEOUT_S it is killed and what it left behind is stopped."""
+    def stop(self) -> None:
+        """Ctrl-C to the server process itself (not its group), and wait for it to
+        exit; after STOP_TIMEOUT_S it is killed and what it left behind is stopped."""
         proc = self.proc
         if proc is None:
             return
         t0 = time.monotonic()
         if proc.poll() is None:
-            print(f"bench: stopping {self.name} ({sig.name} to pid {proc.pid})", flush=True)
-            proc.send_signal(sig)
+            print(f"bench: stopping {self.name} (SIGINT to pid {proc.pid})", flush=True)
+            proc.send_signal(signal.SIGINT)
             try:
                 proc.wait(timeout=STOP_TIMEOUT_S)
             except subprocess.TimeoutExpired:
@@ -341,16 +303,13 @@ class Server:
                 proc.kill()
                 proc.wait(timeout=30)
                 stop_bench_processes(grace_s=10.0, state_dir=self.state_dir)
-        self.stop_s = time.monotonic() - t0
         if self._reader is not None:
             self._reader.join(timeout=10)
         if self._log is not None:
             self._log.close()
             self._log = None
-        print(
-            f"bench: {self.name} exited with {proc.returncode} after {self.stop_s:.1f}s",
-            flush=True,
-        )
+        took = time.monotonic() - t0
+        print(f"bench: {self.name} exited with {proc.returncode} after {took:.1f}s", flush=True)
         self.proc = None
 
 
@@ -359,19 +318,12 @@ def bench_processes(state_dir: Path) -> list[Any]:
     command line or their CAIRN_STATE_DIR; none of them is this process."""
     import psutil
 
-    marker = str(state_dir)
-    mine = {os.getpid(), os.getppid()}
-    found = []
+    marker, mine, found = str(state_dir), {os.getpid(), os.getppid()}, []
     for proc in psutil.process_iter(["pid", "cmdline", "environ"]):
-        if proc.pid in mine:
-            continue
         with contextlib.suppress(psutil.Error):
-            cmdline = proc.info.get("cmdline") or []
-            env = proc.info.get("environ") or {}
-            if (
-                any(part == marker or part.startswith(marker + os.sep) for part in cmdline)
-                or env.get("CAIRN_STATE_DIR") == marker
-            ):
+            cmdline, env = proc.info.get("cmdline") or [], proc.info.get("environ") or {}
+            ours = any(part == marker or part.startswith(marker + os.sep) for part in cmdline)
+            if proc.pid not in mine and (ours or env.get("CAIRN_STATE_DIR") == marker):
                 found.append(proc)
     return found
 
@@ -393,16 +345,13 @@ def leftover_processes(*, state_dir: Path, wait_s: float = 15.0) -> list[str]:
 
 
 def stop_bench_processes(*, grace_s: float, state_dir: Path) -> list[str]:
-    """Terminate what a killed server left behind in the bench state folder.
-
-    Only the roots are signalled (a Postgres postmaster, not its backends; a
-    raylet, not its workers); what is still alive after ``grace_s`` is killed.
-    """
+    """Terminate what a killed server left behind in the bench state folder:
+    only the roots (a Postgres postmaster, not its backends; a raylet, not its
+    workers); what is still alive after ``grace_s`` is killed."""
     import psutil
 
     found = bench_processes(state_dir)
-    pids = {p.pid for p in found}
-    roots = []
+    pids, roots = {p.pid for p in found}, []
     for proc in found:
         with contextlib.suppress(psutil.Error):
             if proc.ppid() not in pids:
@@ -420,34 +369,39 @@ def stop_bench_processes(*, grace_s: float, state_dir: Path) -> list[str]:
     return described
 
 
+def ports_free(env: dict[str, str], *ports: int) -> None:
+    """Refuse to start while any of ``ports``, or of the ports the settings
+    ``env`` name (HAProxy's stats and metrics, …), is in use."""
+    named = [int(v) for k, v in env.items() if k.startswith("CAIRN_") and k.endswith("_PORT")]
+    for port in [*ports, *named]:
+        if port_in_use(port):
+            raise SystemExit(f"bench: {HOST}:{port} is already in use")
+
+
+def stop_servers(servers: list[Server], state_dir: Path, keep_postgres: bool = False) -> None:
+    """Stop ``servers`` with Ctrl-C, then anything of the run left behind in
+    ``state_dir`` (but its embedded Postgres with ``keep_postgres``: this
+    process is attached to it)."""
+    for server in servers:
+        server.stop()
+    left = leftover_processes(state_dir=state_dir)
+    if keep_postgres:
+        left = [p for p in left if "bin/postgres" not in p]
+    if left:
+        print("bench: WARNING: still running:", *left, sep="\n  ")
+        stop_bench_processes(grace_s=10.0, state_dir=state_dir)
+
+
 @contextlib.contextmanager
 def serve_running(
     port: int, env: dict[str, str], state_dir: Path, *, keep_postgres: bool = False
 ) -> Iterator[Server]:
-    """``cairn run --port PORT`` with ``env`` for the block; stopped with Ctrl-C
-    after it, and anything of the run left behind is stopped too (but the
-    embedded Postgres when ``keep_postgres``: this process is attached to it)."""
-    ports = [port] + [
-        int(v) for k, v in env.items() if k.startswith("CAIRN_") and k.endswith("_PORT")
-    ]
-    for used in ports:
-        if port_in_use(used):
-            raise SystemExit(f"bench: {HOST}:{used} is already in use")
-    serve = Server(
-        "Ray Serve",
-        [str(Path(sys.executable).parent / "cairn"), "run", "--port", str(port)],
-        port,
-        state_dir / "serve.log",
-        state_dir=state_dir,
-    )
+    """``cairn run --port PORT`` with ``env`` for the block (``stop_servers`` after it)."""
+    ports_free(env, port)
+    cmd = [str(Path(sys.executable).parent / "cairn"), "run", "--port", str(port)]
+    serve = Server("Ray Serve", cmd, port, state_dir / "serve.log", state_dir=state_dir)
     try:
         serve.start(env, SERVE_START_TIMEOUT_S, ready_text="serving on")
         yield serve
     finally:
-        serve.stop(signal.SIGINT)
-        left = leftover_processes(state_dir=state_dir)
-        if keep_postgres:
-            left = [p for p in left if "bin/postgres" not in p]
-        if left:
-            print("bench: WARNING: still running:", *left, sep="\n  ")
-            stop_bench_processes(grace_s=10.0, state_dir=state_dir)
+        stop_servers([serve], state_dir, keep_postgres)

@@ -1,4 +1,1 @@
-"""The search ranking benchmark's parts: the evaluation set and its vectors
-(``evalset``, ``vectors``; shared with ``trust_bench``), ``ranking_eval``'s
-hybrid evaluation, its forms and its section (``hybrid``, ``forms``,
-``hybrid_report``)."""
+"""The ranking benchmarks' parts (``ranking_eval``, ``trust_bench``)."""

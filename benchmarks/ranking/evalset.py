@@ -12,7 +12,6 @@ from pathlib import Path
 from typing import Any
 
 from benchmarks.harness import ROOT
-from retrieval.fusion import query_words
 
 DATA = ROOT / "benchmarks" / "search_eval"
 STATE = Path(os.environ.get("CAIRN_RANKING_BENCH_DIR", "/tmp/cairn-ranking-bench"))
@@ -23,21 +22,11 @@ TOP = 10  # MRR@10, Recall@10
 
 
 # Queries that no document answers: the hybrid should return (almost) nothing.
-NONSENSE = [
-    "purple elephant banana recipe",
-    "best chocolate cake for a birthday party",
-    "who won the football world cup",
-    "knitting patterns for a winter scarf",
-    "horoscope for taurus this week",
-    "how to train a parrot to talk",
-    "cheap flights to lisbon in may",
-    "lyrics of a famous love song",
-    "qwzx blorf vranth",
-    "gardening tips for tomatoes",
-]
-
-
-# --------------------------------------------------------------------------- data
+NONSENSE = ["purple elephant banana recipe", "best chocolate cake for a birthday party",
+            "who won the football world cup", "knitting patterns for a winter scarf",
+            "horoscope for taurus this week", "how to train a parrot to talk",
+            "cheap flights to lisbon in may", "lyrics of a famous love song", "qwzx blorf vranth",
+            "gardening tips for tomatoes"]  # fmt: skip
 
 
 @dataclass(frozen=True)
@@ -48,17 +37,10 @@ class Query:
     style: str
     split: str
 
-    @property
-    def words(self) -> int:
-        return query_words(self.text)
-
 
 def embed_text(doc: dict[str, Any]) -> str:
     """What production embeds for a pattern."""
     return f"{doc['title']}\n{doc['description']}\n{doc['content']}"
-
-
-# --------------------------------------------------------------------------- metrics
 
 
 @dataclass

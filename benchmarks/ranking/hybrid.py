@@ -9,7 +9,7 @@ import json
 import statistics
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -18,7 +18,7 @@ from benchmarks.harness import ROOT
 from benchmarks.ranking.evalset import NONSENSE, Query, Score, embed_text, evaluate
 from benchmarks.ranking.vectors import cached_vectors, run_vector
 from retrieval.fusion import HybridParams, hybrid
-from retrieval.lexical import LexicalIndex, LexicalParams
+from retrieval.lexical import LexicalIndex
 
 EVAL = ROOT / "benchmarks" / "search_eval"
 SETS = {"docs": EVAL, "code": EVAL / "code", "params": EVAL / "params"}
@@ -28,9 +28,6 @@ TOP = 10
 # combination (max-normalised BM25, cosine).
 WEIGHTS = [round(0.05 * i, 2) for i in range(21)]
 NOISE_SE = 2.0  # "within noise": a shortfall of at most this many paired standard errors
-FIELD_GRID = [
-    {"title": t, "description": d, "tags": d, "content": 1} for t in (1, 2, 3) for d in (1, 2)
-]
 
 
 @dataclass
@@ -48,19 +45,13 @@ def load(name: str) -> EvalSet:
     path = SETS[name]
     with gzip.open(path / "corpus.jsonl.gz", "rt") as f:
         docs = [json.loads(line) for line in f]
-    queries = []
     with (path / "queries.jsonl").open() as f:
-        for line in f:
-            q = json.loads(line)
-            queries.append(
-                Query(
-                    q["qid"],
-                    q["query"],
-                    frozenset(key(r) for r in q["relevant"]),
-                    q["style"],
-                    q["split"],
-                )
-            )
+        rows = [json.loads(line) for line in f]
+    relevant = [frozenset(key(r) for r in q["relevant"]) for q in rows]
+    queries = [
+        Query(q["qid"], q["query"], rel, q["style"], q["split"])
+        for q, rel in zip(rows, relevant, strict=True)
+    ]
     return EvalSet(name, docs, queries)
 
 
@@ -68,19 +59,12 @@ def fields(doc: dict[str, Any]) -> dict[str, str | None]:
     return {"title": doc["title"], "description": doc["description"], "content": doc["content"]}
 
 
-# --------------------------------------------------------------------------- the halves
-
-
-def lexical_index(s: EvalSet, params: LexicalParams | None = None) -> tuple[LexicalIndex, float]:
-    index = LexicalIndex(params) if params else LexicalIndex()
+def lexical_index(s: EvalSet) -> tuple[LexicalIndex, float]:
+    index = LexicalIndex()
     t0 = time.perf_counter()
     index.add((key(d["id"]), fields(d)) for d in s.docs)
     index.commit()
     return index, time.perf_counter() - t0
-
-
-def run_lexical(index: LexicalIndex, queries: Sequence[Query]) -> list[list[tuple[int, float]]]:
-    return [index.search(q.text, CANDIDATES) for q in queries]
 
 
 @dataclass
@@ -98,27 +82,17 @@ class Halves:
 def halves(s: EvalSet, model_box: list[Any]) -> Halves:
     index, build_s = lexical_index(s)
     t0 = time.perf_counter()
-    lexical = run_lexical(index, s.queries)
+    lexical = [index.search(q.text, CANDIDATES) for q in s.queries]
     query_ms = (time.perf_counter() - t0) * 1000 / max(1, len(s.queries))
     doc_vecs, _ = cached_vectors(f"{s.name}-docs", [embed_text(d) for d in s.docs], model_box)
     texts = [q.text for q in s.queries] + NONSENSE
     query_vecs, _ = cached_vectors(f"{s.name}-queries", texts, model_box)
     ids = np.asarray([key(d["id"]) for d in s.docs], dtype=np.int64)
     vectors = run_vector(doc_vecs, ids, query_vecs, CANDIDATES)
-    n = len(s.queries)
-    return Halves(
-        lexical=lexical,
-        vector=vectors[:n],
-        scales=[index.scale(q.text) for q in s.queries],
-        nonsense_scales=[index.scale(t) for t in NONSENSE],
-        nonsense_lexical=[index.search(t, CANDIDATES) for t in NONSENSE],
-        nonsense_vector=vectors[n:],
-        build_s=build_s,
-        query_ms=query_ms,
-    )
+    n, scales = len(s.queries), [index.scale(q.text) for q in s.queries]
+    nonsense = [index.scale(t) for t in NONSENSE], [index.search(t, CANDIDATES) for t in NONSENSE]
+    return Halves(lexical, vectors[:n], scales, *nonsense, vectors[n:], build_s, query_ms)
 
-
-# --------------------------------------------------------------------------- fusions
 
 # A fusion: (lexical hits, vector hits, lexical scale, query text) -> keys.
 Fusion = Callable[[list[tuple[int, float]], list[tuple[int, float]], float, str], list[int]]
@@ -136,21 +110,17 @@ def convex(params: HybridParams) -> Fusion:
     return fused
 
 
-def convex_name(p: HybridParams) -> str:
-    form = "" if p.normalise == "max" else " /scale"
-    return f"convex w={p.lexical_weight:g}{form}"
-
-
 def candidates_of() -> dict[str, Fusion]:
-    """The service's fusion at every weight of the grid, both normalisations.
-    (Reciprocal rank fusion, the fusion without the exact-identifier rule and
-    issue 23's adaptive weight were compared until 7e05430: their figures are
-    in docs/decisions/search.md.)"""
+    """The service's fusion at every weight of the grid, both normalisations
+    (``convex w=0.05``, ``convex w=0.05 /scale``). (Reciprocal rank fusion,
+    the fusion without the exact-identifier rule and issue 23's adaptive
+    weight were compared until 7e05430: docs/decisions/search.md.)"""
     grid = [HybridParams(lexical_weight=w, normalise=n) for n in ("max", "scale") for w in WEIGHTS]
-    return {convex_name(p): convex(p) for p in grid}
+    return {
+        f"convex w={p.lexical_weight:g}{'' if p.normalise == 'max' else ' /scale'}": convex(p)
+        for p in grid
+    }
 
-
-# --------------------------------------------------------------------------- groups
 
 Group = tuple[str, str | None]  # (set, style or None for the whole set)
 
@@ -160,11 +130,8 @@ def group_name(g: Group) -> str:
 
 
 def members(s: EvalSet, style: str | None, split: str) -> list[int]:
-    return [
-        i
-        for i, q in enumerate(s.queries)
-        if (style is None or q.style == style) and split in ("all", q.split)
-    ]
+    queries = enumerate(s.queries)
+    return [i for i, q in queries if style in (None, q.style) and split in ("all", q.split)]
 
 
 def score(ranked: Sequence[Sequence[int]], s: EvalSet, idx: Sequence[int]) -> Score:
@@ -205,13 +172,10 @@ class Gap:
         return f"{self.diff:+.3f} ± {self.se:.3f} ({verdict})"
 
 
-def gap(
-    a: Sequence[Sequence[int]],
-    b: Sequence[Sequence[int]],
-    s: EvalSet,
-    idx: Sequence[int],
-    recall: bool = False,
-) -> Gap:
+Ranked = Sequence[Sequence[int]]
+
+
+def gap(a: Ranked, b: Ranked, s: EvalSet, idx: Sequence[int], recall: bool = False) -> Gap:
     d = reciprocal_ranks(a, s, idx, recall) - reciprocal_ranks(b, s, idx, recall)
     se = float(d.std(ddof=1) / np.sqrt(len(d))) if len(d) > 1 else 0.0
     return Gap(float(d.mean()) if len(d) else 0.0, se)
@@ -224,9 +188,7 @@ def keys(hits: Sequence[tuple[int, float]]) -> list[int]:
 def lexical_weight(name: str) -> float:
     """The lexical weight ``w`` of a ``convex w=…`` candidate; 0 for a
     candidate without one (``RRF k=…``, say)."""
-    if not name.startswith("convex"):
-        return 0.0
-    return float(name.split()[1].split("=")[1])
+    return float(name.split()[1].split("=")[1]) if name.startswith("convex") else 0.0
 
 
 def choose(
@@ -237,24 +199,14 @@ def choose(
     names: Sequence[str] | None = None,
     parsimony: bool = True,
 ) -> str:
-    """The fusion (among ``names``; default: every candidate) chosen on the
-    dev queries of ``groups``.
-
-    The requirement: on every group, the hybrid's MRR@10 and Recall@10 are
-    at or above the better of its two halves' on that measure. A candidate's
-    shortfall is its worst group's difference from that better half (0 when
-    it meets the requirement everywhere). Parsimony (the default): the
-    candidate with the least shortfall and, among those, the least lexical
-    weight: the vector half is the default ranker, and the words get the
-    weight needed so that no group loses to either half, not more. Dev gains
-    beyond that come from some query styles and are paid for by others a
-    choice may not see (leaving ``docs/handwritten`` out, the best mean MRR@10
-    took w = 0.2, and on those long questions Recall@10 fell 0.16 below the
-    vector half). Then the best mean dev MRR@10 (which decides among
-    candidates without a weight, RRF's k), then the first candidate.
-
-    ``parsimony=False``: the rule before it (issue 36's first choice): the
-    largest worst-group difference, not capped at 0, then the best mean MRR@10."""
+    """The fusion (among ``names``; default: every candidate) chosen on the dev
+    queries of ``groups``. The requirement: on every group, the hybrid's MRR@10
+    and Recall@10 at or above the better half's. Parsimony (the default): the
+    least shortfall (the worst group's difference from the better half, 0 when
+    none falls below), then the least lexical weight (the vector half is the
+    default ranker), then the best mean dev MRR@10, then the first candidate
+    (docs/decisions/search-at-scale.md, "Fusion"). ``parsimony=False``: the
+    rule before it, the largest worst-group difference, then the mean."""
     idx = {g: members(sets[g[0]], g[1], "dev") for g in groups}
     better: dict[Group, tuple[float, float]] = {}
     for g in groups:
@@ -272,29 +224,6 @@ def choose(
 
     pool = list(names) if names is not None else list(next(iter(fused.values())))
     return max(pool, key=lambda n: (*objective(n), -pool.index(n)))
-
-
-def tune_fields(sets: dict[str, EvalSet]) -> None:
-    """Lexical MRR@10 on the dev queries for each point of FIELD_GRID."""
-    for weights in FIELD_GRID:
-        parts = []
-        for s in sets.values():
-            index, _ = lexical_index(s, LexicalParams(weights=weights))
-            idx = members(s, None, "dev")
-            ranked = [keys(index.search(s.queries[i].text, TOP)) for i in idx]
-            parts.append(evaluate(ranked, [s.queries[i] for i in idx]).mrr)
-        print(weights, " ".join(f"{p:.3f}" for p in parts), f"mean {statistics.mean(parts):.3f}")
-
-
-def dev_only(s: EvalSet, h: Halves) -> tuple[EvalSet, Halves]:
-    """The set and its halves restricted to the dev queries (``--dev``)."""
-    idx = [i for i, q in enumerate(s.queries) if q.split == "dev"]
-    return EvalSet(s.name, s.docs, [s.queries[i] for i in idx]), replace(
-        h,
-        lexical=[h.lexical[i] for i in idx],
-        vector=[h.vector[i] for i in idx],
-        scales=[h.scales[i] for i in idx],
-    )
 
 
 def chosen_params(name: str) -> HybridParams:

@@ -1,29 +1,15 @@
 """``ranking_eval``'s reports: the "Search ranking quality" section of
-docs/benchmarks.md (``render``, ``write_docs``) and the ``--dev`` table."""
+docs/benchmarks.md (``render``)."""
 
 from __future__ import annotations
 
-import sys
 from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
-from pathlib import Path
 
-from benchmarks.harness import DOCS
+from benchmarks.harness import section_end
+from benchmarks.ranking import hybrid
 from benchmarks.ranking.evalset import END_MARK, NONSENSE, START_MARK, Score
-from benchmarks.ranking.hybrid import (
-    CANDIDATES,
-    NOISE_SE,
-    WEIGHTS,
-    EvalSet,
-    Gap,
-    Group,
-    Halves,
-    gap,
-    group_name,
-    members,
-    score,
-)
 
 
 @dataclass
@@ -37,124 +23,45 @@ class Choice:
     default: bool
 
 
-DESCRIBE = {
-    "docs": "Man pages, Python docstrings and package READMEs as write-ups; paraphrase, "
-    "keyword and handwritten queries (`benchmarks/search_eval/README.md`).",
-    "code": "Functions of 113 installed packages published as patterns: title the "
-    "qualified name, description the `def` line, content the source without its "
-    "docstring; the query is the docstring's summary sentence "
-    "(`benchmarks/search_eval/README.md`).",
-    "params": "Natural-language questions over code (issue 36): functions of installed "
-    "packages published as patterns (title the qualified name, description the "
-    "docstring's summary, content the source without its docstring); the query is the "
-    "documentation of one of the function's parameters, found in no document "
-    "(`benchmarks/search_eval/README.md`).",
-}
-
-
 def fmt(s: Score) -> str:
     return f"{s.mrr:.3f} / {s.recall:.3f}"
 
 
-def dev_report(
-    sets: dict[str, EvalSet],
-    base: dict[str, dict[str, list[list[int]]]],
-    fused: dict[str, dict[str, list[list[int]]]],
-    groups: Sequence[Group],
-    chosen: str,
-    left_out: dict[str, str],
-) -> str:
-    """Dev MRR@10 per group of the halves and the chosen fusion, and its
-    difference from the group's better half (± paired SE), with leave one
-    group out scored on the left-out group's dev queries. The keyword style is
-    also split into its first 40 queries and the extra ones (query ids ``x…``,
-    ``build.py --extra-dev``)."""
-    rows: list[tuple[str, str, list[int]]] = []
-    for g in groups:
-        s = sets[g[0]]
-        idx = members(s, g[1], "dev")
-        rows.append((group_name(g), g[0], idx))
-        if g == ("docs", "keyword"):
-            for label, extra in (("first", False), ("extra", True)):
-                sub = [i for i in idx if s.queries[i].qid.startswith("x") == extra]
-                rows.append((f"docs/keyword ({label})", "docs", sub))
-    lines = [
-        f"chosen on dev: {chosen}",
-        "leave one group out: " + "; ".join(f"{g}: {c}" for g, c in left_out.items()),
-        "",
-        "| dev group (n) | lexical | vector | chosen - better | left out - better |",
-        "|---|---:|---:|---|---|",
-    ]
-    for label, set_name, idx in rows:
-        s = sets[set_name]
-        lx = score(base[set_name]["lexical"], s, idx).mrr
-        vx = score(base[set_name]["vector"], s, idx).mrr
-        better = base[set_name]["lexical" if lx >= vx else "vector"]
-        cells = []
-        for method in (chosen, left_out.get(label)):
-            if method is None:
-                cells.append("")
-                continue
-            mrr = score(fused[set_name][method], s, idx).mrr
-            cells.append(f"{mrr:.3f} ({gap(fused[set_name][method], better, s, idx)})")
-        lines.append(f"| {label} ({len(idx)}) | {lx:.3f} | {vx:.3f} | " + " | ".join(cells) + " |")
-    return "\n".join(lines)
-
-
 def render(
-    sets: dict[str, EvalSet],
-    got: dict[str, Halves],
+    sets: dict[str, hybrid.EvalSet],
+    got: dict[str, hybrid.Halves],
     table: dict[str, dict[str, Score]],
-    gaps: dict[str, dict[str, tuple[str, Gap]]],
-    groups: Sequence[Group],
+    gaps: dict[str, dict[str, tuple[str, hybrid.Gap]]],
+    groups: Sequence[hybrid.Group],
     choice: Choice,
     nonsense: dict[str, tuple[int, float]],
     rss_kib: int,
 ) -> str:
     chosen, left_out = choice.chosen, choice.left_out
-    names = [group_name(g) for g in groups]
-    counts = {group_name(g): len(members(sets[g[0]], g[1], "test")) for g in groups}
+    verdict = "the choice above"
+    if not choice.default:
+        verdict = "not the choice above: update `DEFAULT_HYBRID` to it"
+    names = [hybrid.group_name(g) for g in groups]
+    counts = {hybrid.group_name(g): len(hybrid.members(sets[g[0]], g[1], "test")) for g in groups}
     lines = [
-        "## Search ranking quality",
-        "",
+        START_MARK,
         "_Written by `benchmarks/ranking_eval.py`; rerun to replace this section._",
         "",
         f"- Date: {datetime.now(UTC):%Y-%m-%d %H:%M} UTC; machine (2 cores) shared with other "
         "work.",
-        "- Sets (each split once into dev and test, stored with the queries; **every figure "
-        "below is on the test part**, which no choice saw):",
+        "- Sets:",
     ]
     for name, s in sets.items():
-        dev = sum(1 for q in s.queries if q.split == "dev")
+        dev, n = sum(1 for q in s.queries if q.split == "dev"), len(s.queries)
         lines.append(
-            f"  - `{name}`: {len(s.docs):,} documents, {len(s.queries)} queries "
-            f"({dev} dev / {len(s.queries) - dev} test). " + DESCRIBE[name]
+            f"  - `{name}`: {len(s.docs):,} documents, {n} queries ({dev} dev / {n - dev} test)."
         )
     lines += [
-        "- Methods: *lexical* is `retrieval.lexical.LexicalIndex` (what the API ranks "
-        "full text with): BM25 with BM25F-style field weights (title and description twice, "
-        "content once) and the code-aware tokenizer. "
-        "*vector*: all-MiniLM-L6-v2, cosine, exact. *hybrid*: `retrieval.fusion.hybrid` over "
-        f"the {CANDIDATES} best of each half.",
-        f"- Fusion chosen on the dev queries of all {len(groups) - 1} groups: **{chosen}** "
-        "(`retrieval.fusion.hybrid`: the fixed convex combination `w·x + (1-w)·cosine`, "
-        "x = BM25 / the search's best BM25 (`max`) or min(1, BM25 / the query's summed IDF) "
-        "(`/scale`), both forms in the grid; for a query naming an identifier that the best "
-        "BM25 hit holds, the halves swap roles, `(1-w)·x + w·cosine`; "
-        f"w in {WEIGHTS}). Choice rule (parsimony): the requirement is that on every "
-        "group the hybrid's dev MRR@10 and Recall@10 are at or above the better half's on that "
-        "measure; the candidate with the least shortfall (the worst group's difference, 0 when "
-        "none falls below) and, among those, the **least lexical weight** (the vector half is "
-        "the default ranker; the words get only the weight no group can do without), then the "
-        "best mean dev MRR@10. Leave one group out (w chosen without that group's queries): "
+        f"- Fusion chosen on the dev queries of all {len(groups) - 1} groups: **{chosen}**. "
+        "Leave one group out (w chosen without that group's queries): "
         + "; ".join(f"{g}: {c}" for g, c in left_out.items())
         + ".",
-        "- The service runs `retrieval.fusion.DEFAULT_HYBRID`: "
-        + (
-            "**the choice above**."
-            if choice.default
-            else "**not the choice above: update `DEFAULT_HYBRID` to it**."
-        ),
+        f"- The service runs `retrieval.fusion.DEFAULT_HYBRID`: **{verdict}**.",
         "",
         "MRR@10 / Recall@10, test queries:",
         "",
@@ -167,48 +74,32 @@ def render(
         )
     lines += [
         "",
-        "Differences of test MRR@10 and Recall@10, ± the paired standard error over the "
-        "group's queries (standard deviation of the per-query difference / √n). "
-        f"Pass criterion: the difference is ≥ 0, or within noise: ≥ -{NOISE_SE:g} standard "
-        "errors. The better half is the one with the higher test figure on that group and measure.",
+        "Differences from the better half, test queries (± the paired standard error):",
         "",
         "| Comparison | " + " | ".join(names) + " |",
         "|---|" + "---|" * len(names),
     ]
-    titles = {
-        "hybrid": "hybrid - better half, MRR@10",
-        "hybrid, leave one group out": "hybrid (leave one group out) - better half, MRR@10",
-        "hybrid recall": "hybrid - better half, Recall@10",
-        "hybrid recall, leave one group out": "hybrid (leave one group out) - better half, "
-        "Recall@10",
-    }
     for label, grow in gaps.items():
         cells = [f"{grow[n][1]} vs {grow[n][0]}" if n in grow else "" for n in names]
-        lines.append(f"| {titles[label]} | " + " | ".join(cells) + " |")
+        left = " (leave one group out)" if "leave" in label else ""
+        title = f"hybrid{left} - better half, {'Recall@10' if 'recall' in label else 'MRR@10'}"
+        lines.append(f"| {title} | " + " | ".join(cells) + " |")
     lines += [""]
     for name, h in got.items():
         empty, mean = nonsense[name]
         lines.append(
             f"- `{name}`: lexical index built in {h.build_s:.1f} s "
             f"({len(sets[name].docs):,} documents, tokenizing included), "
-            f"{h.query_ms:.2f} ms a query (top {CANDIDATES}); off-topic queries "
+            f"{h.query_ms:.2f} ms a query (top {hybrid.CANDIDATES}); off-topic queries "
             f"({len(NONSENSE)}): {empty} come back empty from the hybrid, "
             f"{mean:.1f} results on average."
         )
-    lines += [
-        "- Peak RSS growth of the run (the sets' indexes, vectors, model): "
-        f"{rss_kib / 1024:.0f} MiB.",
-        "",
-        "Reproduce: `.venv/bin/python -m benchmarks.ranking_eval` (vectors cached under "
+    rss = f"{rss_kib / 1024:.0f} MiB"
+    lines.append(f"- Peak RSS growth of the run (the sets' indexes, vectors, model): {rss}.")
+    reproduce = (
+        "`.venv/bin/python -m benchmarks.ranking_eval` (vectors cached under "
         "`/tmp/cairn-ranking-bench`; the first run embeds every set, a few minutes on 2 cores). "
-        "`--tune-fields` prints the dev MRR@10 of the field-weight grid; `--forms` compares "
-        "other normalisations of the halves, each chosen the same way.",
-    ]
-    return "\n".join(lines)
-
-
-def write_docs(section: str, path: Path = DOCS) -> None:
-    text = path.read_text()
-    start, end = text.index(START_MARK), text.index(END_MARK)
-    path.write_text(text[: start + len(START_MARK)] + "\n" + section + "\n" + text[end:])
-    print(f"wrote {path}", file=sys.stderr)
+        'Other normalisations of the halves: "Reading the fusion numbers" below (the code: '
+        "commit f8c1b82, `benchmarks/ranking/forms.py`, `ranking_eval --forms`)"
+    )
+    return section_end(lines, reproduce, END_MARK) + "\n"  # a blank line after the end mark

@@ -22,10 +22,8 @@ def load_model() -> Any:
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
     from embeddings.encoder import Encoder
 
-    threads = max(1, len(os.sched_getaffinity(0)))
-    return Encoder(
-        device="cpu", backend="onnx", cache_dir=STATE / "onnx", precision="fp32", threads=threads
-    )
+    threads, cache = max(1, len(os.sched_getaffinity(0))), STATE / "onnx"
+    return Encoder(device="cpu", backend="onnx", cache_dir=cache, precision="fp32", threads=threads)
 
 
 def cached_vectors(

@@ -1,15 +1,8 @@
-"""A large search corpus (up to a million patterns and more) with real
-vectors, resumable.
-
-``seed_patterns`` writes the patterns with COPY in committed chunks; pattern
-``i`` comes from its own seeded generator (``pattern_row``), so a rerun after
-a crash counts the rows there and writes the rest, the same rows.
-``embed_patterns`` embeds the patterns without a vector with the service's
-encoder, the text the worker embeds (``PATTERNS.text_sql``) and its sha256
-stored with it, so the service re-embeds nothing; each batch is committed by
-a writer thread while the next is encoded. ``load_vectors`` stores vectors
-embedded elsewhere (``gpu_embed.py``'s shards) the same way.
-"""
+"""A large search corpus with real vectors, resumable: ``seed_patterns``
+writes pattern ``i`` from its own seeded generator (``pattern_row``) in
+committed chunks; ``embed_patterns`` embeds those without a vector as the
+worker would (its text and its hash); ``load_vectors`` stores vectors
+embedded elsewhere (``gpu_embed.py``'s shards) the same way."""
 
 from __future__ import annotations
 
@@ -21,8 +14,7 @@ from collections.abc import Callable
 from concurrent.futures import Future, ThreadPoolExecutor
 from typing import Any
 
-from benchmarks.corpus import ACTIONS, OBJECTS, SEED, TECH, TOOLS, cum_weights, sentence
-from benchmarks.search.seeding import libpq
+from benchmarks import corpus
 
 SLUG_PREFIX = "bench-search-m-"
 CHUNK = 20_000
@@ -32,28 +24,28 @@ N_AUTHORS = 200
 def _vocab() -> tuple[list[str], list[float]]:
     from benchmarks.corpus import vocabulary
 
-    vocab = vocabulary(random.Random(SEED))
-    return vocab, cum_weights(len(vocab))
+    vocab = vocabulary(random.Random(corpus.SEED))
+    return vocab, corpus.cum_weights(len(vocab))
 
 
 def pattern_row(
     i: int, authors: list[uuid.UUID], categories: list[Any], vocab: list[str], cum: list[float]
 ) -> tuple[Any, ...]:
     """Pattern ``i`` of the corpus: the same row every time it is drawn."""
-    rng = random.Random(f"{SEED}-bulk-{i}")
+    rng = random.Random(f"{corpus.SEED}-bulk-{i}")
     when = f"2026-{rng.randint(1, 10):02d}-{rng.randint(1, 28):02d} 12:00:00+00"
     words = rng.choices(vocab, cum_weights=cum, k=rng.randint(60, 140))
     return (
         uuid.UUID(int=rng.getrandbits(128), version=4),
         authors[i % len(authors)],
         categories[i % len(categories)],
-        f"{rng.choice(ACTIONS).capitalize()} {rng.choice(OBJECTS)} with {rng.choice(TOOLS)}",
+        corpus.title(rng),
         f"{SLUG_PREFIX}{i}",
-        sentence(rng),
-        f"{sentence(rng)} {' '.join(words)}",
+        corpus.sentence(rng),
+        f"{corpus.sentence(rng)} {' '.join(words)}",
         rng.choice(["beginner", "intermediate", "advanced"]),
-        rng.sample(TECH[:40], 3),
-        rng.sample(TECH[:60], 2),
+        rng.sample(corpus.TECH[:40], 3),
+        rng.sample(corpus.TECH[:60], 2),
         when,
         when,
     )
@@ -78,34 +70,27 @@ def seeded_count(conn: Any) -> int:
     return int(row[0]) if row else 0
 
 
-def _authors(conn: Any) -> list[uuid.UUID]:
-    rng = random.Random(f"{SEED}-bulk-authors")
-    ids = [uuid.UUID(int=rng.getrandbits(128), version=4) for _ in range(N_AUTHORS)]
-    with conn.cursor().copy("COPY agents (id, username, name, display_name, bio) FROM STDIN") as cp:
-        for i, agent in enumerate(ids):
-            cp.write_row((agent, f"bench_bulk_{i:04d}", f"Bulk {i}", f"Bulk {i}", "bulk author"))
-    return ids
-
-
 def seed_patterns(
     database_url: str, n: int, log: Callable[[str], None] = print, chunk: int = CHUNK
 ) -> dict[str, float]:
     """Patterns ``0..n-1`` of the corpus, those not yet there written in
     chunks of ``chunk`` (each committed). Other patterns (the 100,000-pattern
     corpus of ``seeding.seed``) are removed first, once."""
-    import psycopg
-
     t0 = time.monotonic()
-    with psycopg.connect(libpq(database_url)) as conn:
+    with corpus.connect(database_url) as conn:
         have = seeded_count(conn)
         if have == 0:
             log("bench: bulk: a fresh corpus (removing other patterns and their vectors)")
-            conn.execute(
-                "TRUNCATE patterns, votes, comments, collections, bookmarks, flags CASCADE"
-            )
+            corpus.clear_patterns(conn, "bench_bulk_%")
             conn.execute("DELETE FROM embeddings")
-            conn.execute("DELETE FROM agents WHERE username LIKE 'bench_bulk_%'")
-            _authors(conn)
+            rng = random.Random(f"{corpus.SEED}-bulk-authors")
+            ids = [uuid.UUID(int=rng.getrandbits(128), version=4) for _ in range(N_AUTHORS)]
+            corpus.copy_rows(
+                conn,
+                "agents (id, username, name, display_name, bio)",
+                ((a, f"bench_bulk_{i:04d}", f"Bulk {i}", f"Bulk {i}", "bulk author")
+                 for i, a in enumerate(ids)),
+            )  # fmt: skip
             conn.commit()
         if have >= n:
             log(f"bench: bulk: {have:,} patterns already seeded")
@@ -116,17 +101,12 @@ def seed_patterns(
         authors = [r[0] for r in rows]
         categories = [r[0] for r in conn.execute("SELECT id FROM categories ORDER BY id")]
         vocab, cum = _vocab()
-        columns = (
-            "id, author_id, category_id, title, slug, description, content, difficulty_level,"
-            " use_case_tags, tech_stack, created_at, updated_at"
-        )
         log(f"bench: bulk: seeding patterns {have:,} to {n:,}")
         start = have
         while start < n:
             stop = min(start + chunk, n)
-            with conn.cursor().copy(f"COPY patterns ({columns}) FROM STDIN") as cp:
-                for i in range(start, stop):
-                    cp.write_row(pattern_row(i, authors, categories, vocab, cum))
+            rows = (pattern_row(i, authors, categories, vocab, cum) for i in range(start, stop))
+            corpus.copy_rows(conn, corpus.PATTERN_COLUMNS, rows)
             conn.execute("TRUNCATE search_jobs")  # the insert trigger queued every row
             conn.commit()
             done = stop - have
@@ -162,6 +142,16 @@ def count_vectors(conn: Any, model: str) -> int:
     return int(row[0]) if row else 0
 
 
+VECTOR_COLUMNS = "embeddings (kind, item_id, model, text_hash, vector)"
+
+
+def vector_row(model: str, pid: Any, text: str, vector: Any) -> tuple[Any, ...]:
+    """A pattern's row of ``embeddings``, with the hash of its text (as the worker stores it)."""
+    from embeddings.encoder import to_bytes
+
+    return ("pattern", pid, model, hashlib.sha256(text.encode()).digest(), to_bytes(vector))
+
+
 def embed_patterns(
     database_url: str,
     model: str,
@@ -177,9 +167,7 @@ def embed_patterns(
     ``auto`` uses a GPU where there is one (PyTorch, as the Embedder does)."""
     import os
 
-    import psycopg
-
-    from embeddings.encoder import Encoder, to_bytes
+    from embeddings.encoder import Encoder
 
     threads = threads or os.cpu_count() or 1
     if encoder is None:
@@ -190,8 +178,8 @@ def embed_patterns(
     t0 = time.monotonic()
     embedded = 0
     with (
-        psycopg.connect(libpq(database_url)) as read,
-        psycopg.connect(libpq(database_url)) as write,
+        corpus.connect(database_url) as read,
+        corpus.connect(database_url) as write,
         ThreadPoolExecutor(1, thread_name_prefix="bulk-write") as writer,
     ):
         total = seeded_count(read)
@@ -200,12 +188,8 @@ def embed_patterns(
         log(f"bench: bulk: {have:,} of {total:,} patterns have vectors; embedding {todo:,}")
 
         def store(ids: list[Any], texts: list[str], vectors: Any) -> None:
-            with write.cursor().copy(
-                "COPY embeddings (kind, item_id, model, text_hash, vector) FROM STDIN"
-            ) as cp:
-                for pid, text, vector in zip(ids, texts, vectors, strict=True):
-                    digest = hashlib.sha256(text.encode()).digest()
-                    cp.write_row(("pattern", pid, model, digest, to_bytes(vector)))
+            rows = zip(ids, texts, vectors, strict=True)
+            corpus.copy_rows(write, VECTOR_COLUMNS, (vector_row(model, *row) for row in rows))
             write.commit()
 
         pending: Future[None] | None = None
@@ -232,11 +216,7 @@ def embed_patterns(
         finally:
             if pending is not None:
                 pending.result()
-        write.execute(
-            "INSERT INTO search_model (id, model) VALUES (1, %s)"
-            " ON CONFLICT (id) DO UPDATE SET model = excluded.model",
-            (model,),
-        )
+        corpus.set_search_model(write, model)
         write.commit()
     took = time.monotonic() - t0
     return {"embedded": float(embedded), "embed_s": took, "rows_per_s": embedded / max(took, 1e-9)}
@@ -254,10 +234,7 @@ def load_vectors(
     import json
     from pathlib import Path
 
-    import psycopg
-
     from benchmarks.search.shards import dequantise, read_shard
-    from embeddings.encoder import to_bytes
     from storage.models.search import EMBED_MAX_CHARS, PATTERNS
 
     folder = Path(folder)
@@ -270,7 +247,7 @@ def load_vectors(
     vocab, cum = _vocab()
     t0 = time.monotonic()
     loaded = 0
-    with psycopg.connect(libpq(database_url)) as conn:
+    with corpus.connect(database_url) as conn:
         total = seeded_count(conn)
         for shard in sorted(folder.glob("shard_*.i8")):
             k = int(shard.stem.split("_")[1])
@@ -289,15 +266,13 @@ def load_vectors(
             ).fetchall()
             if not rows:
                 continue
-            with conn.cursor().copy(
-                "COPY embeddings (kind, item_id, model, text_hash, vector) FROM STDIN"
-            ) as cp:
-                for slug, pid, text in rows:
-                    i = int(slug[len(SLUG_PREFIX) :])
-                    if text != pattern_text(i, vocab, cum, EMBED_MAX_CHARS):
-                        raise ValueError(f"pattern {i}: its text is not the one embedded")
-                    digest = hashlib.sha256(text.encode()).digest()
-                    cp.write_row(("pattern", pid, model, digest, to_bytes(vectors[i - start])))
+            checked = []
+            for slug, pid, text in rows:
+                i = int(slug[len(SLUG_PREFIX) :])
+                if text != pattern_text(i, vocab, cum, EMBED_MAX_CHARS):
+                    raise ValueError(f"pattern {i}: its text is not the one embedded")
+                checked.append(vector_row(model, pid, text, vectors[i - start]))
+            corpus.copy_rows(conn, VECTOR_COLUMNS, checked)
             conn.commit()
             loaded += len(rows)
             log(

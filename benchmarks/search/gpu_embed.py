@@ -1,16 +1,7 @@
-"""Embed the million-pattern corpus on a GPU machine that has no Postgres.
-
-Embedding a million pattern texts on this project's 2 CPU cores takes 7-16
-hours (docs/decisions/search-at-scale.md, "The million-pattern benchmark
-corpus"); one GPU does it in minutes. Pattern ``i``'s text is a pure function
-of ``i`` (``bulk.pattern_text``), so it is regenerated there;
-``bulk.load_vectors`` (``search_bench --vectors-from``) writes the vectors
-here, checking each text against Postgres's. The vectors travel as int8
-codes with one scale a vector (``shards.py``); ``stats.json`` reports the
-transport's cosine, and with ``--ref`` the cosine to vectors this machine's
-CPU encoder computed. (The GPU's query and bulk timings, ``--measure`` and
-``--pool``, were a trial recorded in docs/benchmarks.md, "The Embedder on a
-GPU"; its code: benchmarks/search/gpu_embed.py at commit de617f4.)
+"""Embed the million-pattern corpus on a GPU machine with no Postgres:
+pattern ``i``'s text is a function of ``i`` (``bulk.pattern_text``); the
+vectors travel as int8 shards (``shards.py``) that ``search_bench
+--vectors-from`` loads (``bulk.load_vectors``), each text checked there.
 
     python3 -m benchmarks.search.gpu_embed --model .gpu/model --n 1000000 \\
         --out /tmp/vectors --ref .gpu/ref.npy
@@ -70,20 +61,14 @@ def main(argv: list[str] | None = None) -> int:
     import torch
     from sentence_transformers import SentenceTransformer
 
-    def log(msg: str) -> None:
-        print(msg, flush=True)
-
-    stats: dict[str, Any] = {
-        "n": args.n,
-        "torch": torch.__version__,
-        "gpu": torch.cuda.get_device_name(0) if args.device == "cuda" else "none",
-        "cpus": os.cpu_count(),
-    }
+    card = torch.cuda.get_device_name(0) if args.device == "cuda" else "none"
+    stats: dict[str, Any] = {"n": args.n, "torch": torch.__version__, "gpu": card}
+    stats["cpus"] = os.cpu_count()
     args.out.mkdir(parents=True, exist_ok=True)
     t0 = time.monotonic()
     corpus = texts(0, args.n, args.max_chars, args.workers)
     stats["texts_s"] = time.monotonic() - t0
-    log(f"gpu_embed: {len(corpus):,} texts in {stats['texts_s']:.1f} s")
+    print(f"gpu_embed: {len(corpus):,} texts in {stats['texts_s']:.1f} s", flush=True)
     model = SentenceTransformer(args.model, device=args.device)
     if args.device == "cuda":
         model.half()  # the weights travel as fp16
@@ -93,17 +78,13 @@ def main(argv: list[str] | None = None) -> int:
     t0 = time.monotonic()
     parts = []
     for start in range(0, args.n, CHUNK):
-        parts.append(
-            model.encode(
-                corpus[start : start + CHUNK],
-                batch_size=args.batch,
-                normalize_embeddings=True,
-                convert_to_numpy=True,
-            ).astype(np.float32)
+        found = model.encode(
+            corpus[start : start + CHUNK], batch_size=args.batch, normalize_embeddings=True
         )
+        parts.append(found.astype(np.float32))
         done = min(start + CHUNK, args.n)
         rate = done / (time.monotonic() - t0)
-        log(f"gpu_embed: {done:,}/{args.n:,}  {rate:,.0f} rows/s")
+        print(f"gpu_embed: {done:,}/{args.n:,}  {rate:,.0f} rows/s", flush=True)
     vectors = np.concatenate(parts)
     stats["embed_s"] = time.monotonic() - t0
     stats["embed_rows_per_s"] = args.n / stats["embed_s"]
@@ -116,22 +97,21 @@ def main(argv: list[str] | None = None) -> int:
         ref = np.load(args.ref)
         gpu = np.einsum("ij,ij->i", vectors[: len(ref)], ref)
         sent = np.einsum("ij,ij->i", back[: len(ref)], ref)
-        stats["vs_cpu_onnx"] = {
-            "rows": len(ref),
-            "fp16_min": float(gpu.min()),
-            "fp16_mean": float(gpu.mean()),
-            "after_transport_min": float(sent.min()),
-            "after_transport_mean": float(sent.mean()),
-        }
+        stats["vs_cpu_onnx"] = {"rows": len(ref), "fp16_min": float(gpu.min()),
+                                "fp16_mean": float(gpu.mean()),
+                                "after_transport_min": float(sent.min()),
+                                "after_transport_mean": float(sent.mean())}  # fmt: skip
     for k, start in enumerate(range(0, args.n, args.shard_rows)):
         stop = min(start + args.shard_rows, args.n)
         write_shard(args.out / f"shard_{k:05d}.i8", codes[start:stop], scale[start:stop])
-    stats["shards"] = k + 1
-    stats["shard_rows"] = args.shard_rows
-    stats["dim"] = int(vectors.shape[1])
-    stats["max_chars"] = args.max_chars
+    stats.update(
+        shards=k + 1,
+        shard_rows=args.shard_rows,
+        dim=int(vectors.shape[1]),
+        max_chars=args.max_chars,
+    )
     (args.out / "stats.json").write_text(json.dumps(stats, indent=1))
-    log(json.dumps(stats, indent=1))
+    print(json.dumps(stats, indent=1), flush=True)
     return 0
 
 

@@ -1,8 +1,7 @@
 """Part ``index``: FaissIndex memory and recall at 100,000 vectors, flat (exact)
-and the HNSW graph the service builds past ``flat_max``, and its docs section.
-(IVF-SQ8's nprobe grid, HNSW's ef grid and the 200,000-vector rows were a
-trial that chose the index kinds, recorded in "Vector index memory and
-recall"; its code: benchmarks/search/index.py at commit 014a80d.)"""
+and the HNSW graph the service builds past ``flat_max``, and its docs section
+(the trial that chose the index kinds: docs/benchmarks.md, "Vector index
+memory and recall")."""
 
 from __future__ import annotations
 
@@ -14,7 +13,7 @@ from typing import Any
 
 import numpy as np
 
-from benchmarks.harness import publish, rss_mib, section_head
+from benchmarks.harness import publish, rss_mib, section_end, section_head
 from benchmarks.search.config import MARKS, N_PATTERNS, load_pair
 from benchmarks.search.vectors import basis_vectors, derived_vectors, query_vectors
 
@@ -22,10 +21,8 @@ DEEP = 50  # the depth the API asks each half of the fusion for, at least
 
 
 def recall_at(found: np.ndarray, truth: np.ndarray) -> float:
-    hits = sum(
-        len(set(f[f >= 0].tolist()) & set(t.tolist())) for f, t in zip(found, truth, strict=True)
-    )
-    return hits / truth.size
+    pairs = zip(found, truth, strict=True)
+    return sum(len(set(f[f >= 0].tolist()) & set(t.tolist())) for f, t in pairs) / truth.size
 
 
 def per_query(index: Any, queries: np.ndarray, k: int) -> tuple[np.ndarray, float]:
@@ -56,6 +53,42 @@ def built(config: Any, data: np.ndarray) -> tuple[Any, dict[str, float]]:
     }
 
 
+def exact_top(data: np.ndarray, queries: np.ndarray, k: int) -> np.ndarray:
+    """The ids (row numbers) of each query's exact top ``k``, by inner product."""
+    import faiss
+
+    flat = faiss.IndexFlatIP(data.shape[1])
+    flat.add(data)
+    return np.asarray(flat.search(queries, k)[1])
+
+
+def graph_recall(config: Any, data: np.ndarray, queries: np.ndarray) -> dict[str, float]:
+    """``built`` with ``config``, then each query through ``FaissIndex.search``
+    as the service asks it: recall@10 against the exact top 10, ms a query
+    (p50, p99), and the search's breadth at this size (``ef_for``)."""
+    from embeddings.faiss_index import ef_for
+
+    truth = exact_top(data, queries, 10)
+    index, out = built(config, data)
+    hits, times = 0, []
+    for q, expected in zip(queries, truth, strict=True):
+        t = time.perf_counter()
+        found = index.search(q, 10)
+        times.append((time.perf_counter() - t) * 1000)
+        hits += len({i for i, _ in found} & set(expected.tolist()))
+    return {
+        **out,
+        "recall@10": hits / (10 * len(queries)),
+        "p50_ms": float(np.percentile(times, 50)),
+        "p99_ms": float(np.percentile(times, 99)),
+        "m": float(config.hnsw_m),
+        "ef_construction": float(config.hnsw_ef_construction),
+        "ef": float(config.hnsw_ef_search),
+        "ef_used": float(ef_for(config, len(data), 10)),
+        "nodes_per_ef": float(config.hnsw_nodes_per_ef),
+    }
+
+
 def measure_index(basis: np.ndarray, queries: np.ndarray) -> dict[str, Any]:
     import faiss
 
@@ -73,21 +106,17 @@ def measure_index(basis: np.ndarray, queries: np.ndarray) -> dict[str, Any]:
         # The exact top 50 (recall@50); its first 10 are the top 10.
         truth, flat_ms = per_query(exact, queries, DEEP)
         del exact
-        flat, out = built(IndexConfig(flat_max=N_PATTERNS), data)
-        out = {"dim": data.shape[1], "flat": out, "flat_ms": flat_ms}
+        flat, flat_facts = built(IndexConfig(flat_max=N_PATTERNS), data)
+        out: dict[str, Any] = {"dim": data.shape[1], "flat": flat_facts, "flat_ms": flat_ms}
         del flat
         graph, out["hnsw"] = built(IndexConfig(flat_max=1), data)
         raw = graph._index._state.graph  # labels are the ids: built from 0..n-1, none dead
         raw.hnsw.efSearch = graph.config.hnsw_ef_search
         found, ms = per_query(raw, queries, DEEP)
-        out["hnsw"].update(
-            m=graph.config.hnsw_m,
-            ef_construction=graph.config.hnsw_ef_construction,
-            ef=graph.config.hnsw_ef_search,
-            recall10=recall_at(found[:, :10], truth[:, :10]),
-            recall50=recall_at(found, truth),
-            ms=ms,
-        )
+        c = graph.config
+        out["hnsw"].update(m=c.hnsw_m, ef_construction=c.hnsw_ef_construction, ef=c.hnsw_ef_search)
+        out["hnsw"].update(recall10=recall_at(found[:, :10], truth[:, :10]), ms=ms)
+        out["hnsw"]["recall50"] = recall_at(found, truth)
         print(f"bench: flat {flat_ms:.2f} ms a query; HNSW {out['hnsw']}", flush=True)
         return out
     finally:
@@ -98,17 +127,9 @@ def index_section(result: dict[str, Any], n_queries: int, load: tuple[float, flo
     start, end = MARKS["vector-index"]
     d, f, h = result["dim"], result["flat"], result["hnsw"]
     lines = [
-        *section_head(start, "Vector index memory and recall", "search_bench.py", load[0]),
+        *section_head(start, "search_bench.py", load[0]),
         f"- 1-minute load average after the part: {load[1]:.2f}.",
-        f"- Vectors: {N_PATTERNS:,} of {d} dimensions, derived from real all-MiniLM-L6-v2 "
-        f"vectors as in the search latency section; queries: the real embeddings of {n_queries} "
-        "generated search queries, one per FAISS call, as the VectorIndex searches; recall@10 "
-        "and recall@50 against the exact (flat) top 10 and top 50 (the API asks each half for "
-        "at least 50).",
-        "- Memory formulas (`FaissIndex.memory_bytes`): flat = n·(4·d + 24) bytes (float32 "
-        "vectors, int64 id list, ≈ 16 B per id-map entry); HNSW = n·(4·d + 8·M + 21) (float32 "
-        "vectors, level-0 links, FAISS's level and offset, our id arrays; upper levels, about "
-        "1/M of the nodes, left out).",
+        f"- Vectors: {N_PATTERNS:,} of {d} dimensions; queries: {n_queries}.",
         "",
         "| Index | by the formula MiB | RSS growth of the build MiB | built in s | recall@10 "
         "| recall@50 | ms a query |",
@@ -118,15 +139,8 @@ def index_section(result: dict[str, Any], n_queries: int, load: tuple[float, flo
         f"| HNSW, M {h['m']}, efConstruction {h['ef_construction']}, ef {h['ef']} "
         f"| {h['formula']:.1f} | {h['rss']:.1f} | {h['build_s']:.1f} | {h['recall10']:.3f} "
         f"| {h['recall50']:.3f} | {h['ms']:.3f} |",
-        "",
-        "The service's index: flat up to 20,000 vectors, HNSW up to 2,000,000, IVF-SQ8 beyond "
-        "(chosen by the IVF-SQ8 and ef comparisons of the run of 2026-11-25; "
-        "docs/decisions/deployment-and-operations.md). One thread, as the VectorIndex searches.",
-        "",
-        "Reproduce: `.venv/bin/python -m benchmarks.search_bench --parts index`.",
-        end,
     ]
-    return "\n".join(lines) + "\n"
+    return section_end(lines, "`.venv/bin/python -m benchmarks.search_bench --parts index`", end)
 
 
 def part_index(args: argparse.Namespace) -> None:

@@ -5,8 +5,8 @@ text), and its docs section."""
 from __future__ import annotations
 
 import argparse
+import functools
 import gc
-import json
 import os
 import re
 import tempfile
@@ -18,33 +18,10 @@ from urllib.parse import quote
 
 import numpy as np
 
+from benchmarks import harness
 from benchmarks.corpus import queries_for
-from benchmarks.harness import (
-    THREADS,
-    WrkResult,
-    ensure_wrk,
-    health,
-    http_json,
-    prepare_here,
-    run_wrk,
-    section_head,
-    serve_running,
-    serve_table,
-    write_docs,
-    wrk_version,
-)
-from benchmarks.search.config import (
-    BENCH_ENV,
-    MARKS,
-    N_AGENTS,
-    N_BASIS,
-    N_NEW_QUERIES,
-    N_PATTERNS,
-    N_QUERIES,
-    PORT,
-    STATE_DIR,
-    load_pair,
-)
+from benchmarks.harness import THREADS
+from benchmarks.search import config
 from benchmarks.search.seeding import seed, selectivity
 from benchmarks.search.vectors import basis_vectors, derived_vectors
 
@@ -81,15 +58,6 @@ end
 """
 
 
-def search_script(tmp: Path, paths: list[str], name: str, threads: int = THREADS) -> Path:
-    """``threads``: wrk's (fewer than THREADS at fewer connections)."""
-    path = tmp / f"{name}.lua"
-    path.write_text(
-        WRK_SCRIPT.format(paths=", ".join(json.dumps(p) for p in paths), threads=threads)
-    )
-    return path
-
-
 # Answers in a row from /api/health whose replica has its BM25 index and its
 # copy of the vector index built: each answer comes from one Api replica
 # (HAProxy spreads them), so a run of them says every replica is ready.
@@ -97,21 +65,18 @@ LEXICAL_READY_IN_A_ROW = 12
 
 
 def wait_search_ready(base: str, expected: int, timeout: float = 900.0) -> dict[str, Any]:
-    """/api/health's search stats once the vector index holds every pattern and
-    no job waits, and every Api replica's BM25 index and copy of the vector
-    index are built (until then a replica ranks words with Postgres full text
-    and asks the VectorIndex, which is not what is measured)."""
+    """/api/health's search stats once the vector index holds every pattern, no
+    job waits, and every Api replica's BM25 index and vector copy are built."""
 
     def holds_all(part: dict[str, Any] | None) -> bool:
         return part is None or bool(
             part.get("ready") and part.get("indexes", {}).get("pattern", 0) >= expected
         )
 
-    deadline = time.monotonic() + timeout
+    deadline, in_a_row = time.monotonic() + timeout, 0
     last: Any = None
-    in_a_row = 0
     while time.monotonic() < deadline:
-        body = health(base)
+        body = harness.health(base)
         if body is None or not isinstance(body.get("search"), dict):
             last, in_a_row = body, 0
             time.sleep(2.0)
@@ -133,7 +98,7 @@ def wait_search_ready(base: str, expected: int, timeout: float = 900.0) -> dict[
 @dataclass
 class SearchRun:
     label: str
-    result: WrkResult
+    result: harness.WrkResult
     fulltext_responses: int
 
 
@@ -143,66 +108,37 @@ def measure_search(
     """``new_from_end``: the "every query new" run takes its queries from the
     end of its list, so a second call (another connection count) still asks
     queries no earlier run asked (unless the two together ask 4,000)."""
-    every = queries_for(N_QUERIES + N_NEW_QUERIES)
-    queries, new = every[:N_QUERIES], every[N_QUERIES:]
-    half = N_NEW_QUERIES // 2
+    every = queries_for(config.N_QUERIES + config.N_NEW_QUERIES)
+    queries, new = every[: config.N_QUERIES], every[config.N_QUERIES :]
+    half = config.N_NEW_QUERIES // 2
+    fresh = new[half:][::-1] if new_from_end else new[half:]
+    threads = min(THREADS, args.connections)
+    # wrk's request timeout raised from 2 s to 10 s: slow answers are measured, not errors.
+    go = functools.partial(harness.run_wrk, wrk, connections=args.connections, timeout_s=10)
     out: list[SearchRun] = []
     for semantic, label, measured, warm in (
         (True, " (semantic)", queries, queries),
-        (
-            True,
-            " (semantic, every query new)",
-            new[half:][::-1] if new_from_end else new[half:],
-            new[:half],
-        ),
+        (True, " (semantic, every query new)", fresh, new[:half]),
         (False, "&use_semantic=false", queries, queries),
     ):
-        suffix = "" if semantic else "&use_semantic=false"
-
-        def paths_of(texts: list[str], suffix: str = suffix) -> list[str]:
-            return [f"/api/search?q={quote(q)}&type=patterns&limit=20{suffix}" for q in texts]
-
-        paths, warm_paths = paths_of(measured), paths_of(warm)
-        for path in warm_paths[:5]:
-            status, body = http_json("GET", base + path, timeout=30)
-            if status != 200:
-                raise RuntimeError(f"{path} answered {status}: {body}")
-            want = "semantic" if semantic else "fulltext"
-            if body.get("mode") != want:
-                raise RuntimeError(f"{path} ran in {body.get('mode')!r} mode, not {want!r}")
-        name = f"run{len(out)}"
-        script = search_script(tmp, paths, name, min(THREADS, args.connections))
-        label = "GET /api/search?q=…" + label
-        if args.warmup:
-            run_wrk(
-                wrk,
-                base + paths[0],
-                duration=args.warmup,
-                connections=args.connections,
-                script=search_script(
-                    tmp, warm_paths, name + "-warm", min(THREADS, args.connections)
-                ),
-                timeout_s=10,
-            )
-        # wrk's request timeout raised from 2 s to 10 s, so that slow
-        # answers are measured rather than counted as errors.
-        result, raw = run_wrk(
-            wrk,
-            base + paths[0],
-            duration=args.duration,
-            connections=args.connections,
-            script=script,
-            timeout_s=10,
+        suffix, want = ("", "semantic") if semantic else ("&use_semantic=false", "fulltext")
+        paths, warm_paths = (
+            [f"/api/search?q={quote(q)}&type=patterns&limit=20{suffix}" for q in texts]
+            for texts in (measured, warm)
         )
+        for path in warm_paths[:5]:
+            status, body = harness.http_json("GET", base + path, timeout=30)
+            if status != 200 or body.get("mode") != want:
+                raise RuntimeError(f"{path} answered {status} {body!r:.200}, not in {want} mode")
+        name, label = f"run{len(out)}", "GET /api/search?q=…" + label
+        for lua, texts in ((tmp / f"{name}-warm.lua", warm_paths), (tmp / f"{name}.lua", paths)):
+            lua.write_text(WRK_SCRIPT.format(paths=harness.lua_list(texts), threads=threads))
+        if args.warmup:
+            go(base + paths[0], duration=args.warmup, script=tmp / f"{name}-warm.lua")
+        result, raw = go(base + paths[0], duration=args.duration, script=tmp / f"{name}.lua")
         found = re.search(r"fulltext_responses: (\d+)", raw)
         fell_back = int(found.group(1)) if found else -1
-        print(
-            f"bench: {label:<50} {result.requests_per_s:>8.1f} req/s  "
-            f"p50 {result.latency_ms.get(50, float('nan')):.2f} ms  "
-            f"p99 {result.latency_ms.get(99, float('nan')):.2f} ms  "
-            f"errors {result.errors_text()}  full-text answers {fell_back}",
-            flush=True,
-        )
+        harness.print_run(label, result, raw, f"  full-text answers {fell_back}")
         out.append(SearchRun(label, result, fell_back))
     return out
 
@@ -217,23 +153,12 @@ def search_section(
 ) -> str:
     from serve_app.settings import get_settings
 
-    start, end = MARKS["search-latency"]
+    start, end = config.MARKS["search-latency"]
     pattern = stats["indexes"]["pattern"]
     index = get_settings().indexer_config("").index  # what the service ran with
     lines = [
-        *section_head(start, "Search latency at 100,000 patterns", "search_bench.py", load[0]),
+        *harness.section_head(start, "search_bench.py", load[0]),
         f"- 1-minute load average after the part: {load[1]:.2f}.",
-        f"- Corpus: {N_PATTERNS:,} published patterns in `.cairn/bench-search` (title "
-        '"<Action> <object> with <tool>", a generated technical description of 40 to 60 '
-        "tokens, tags, content = one more such sentence and 60 to 140 words drawn by Zipf's "
-        f"law from a 30,000-word vocabulary) and {N_AGENTS} agents.",
-        f"- Vectors, written straight into `embeddings` (embedding 100,000 texts here would "
-        f"take ≈ 18 min): {N_BASIS:,} real texts embedded with all-MiniLM-L6-v2; pattern "
-        "*i*'s vector = normalise(w₀·v(description *i*) + w₁·v(random text) + w₂·v(random "
-        "text) + noise), w ~ Dirichlet(7, 1.5, 1.5), noise N(0, 0.35²/384) per dimension. "
-        "Each row's `text_hash` is set in SQL with the service's own expression "
-        "(`storage.repositories.search.hash_sql`), so the VectorIndex rebuilds from "
-        "Postgres and queues nothing at start; the seeding's `search_jobs` are dropped.",
         f"- Index at start: {pattern['size']:,} pattern vectors, kind `{pattern['kind']}` "
         f"(`flat_max` {index.flat_max:,}, `hnsw_max` {index.hnsw_max:,}, HNSW ef "
         f"{index.hnsw_ef_search}), {pattern['memory_bytes'] / 2**20:.0f} MiB by the formula; "
@@ -241,22 +166,7 @@ def search_section(
         f"(its `load_s`: scan, decode, FAISS build, stale-row check); service ready in "
         f"{facts['ready_s']:.0f} s.",
         f"- Load: {wrk_ver}, `-t{THREADS} -c{args.connections} -d{args.duration}s --timeout "
-        "10s --latency` "
-        f"after a {args.warmup} s warm-up, cycling through {N_QUERIES} distinct queries "
-        "(2 to 12 words, e.g. `retry webhook deliveries postgres`; wrk's threads take them "
-        "in turn), `type=patterns&limit=20`; wrk on the same machine; search rate limit "
-        "raised for the run. Semantic mode embeds the query (the Api replica's queries "
-        "that wait while its call is out go in its next handle call to the Embedder, "
-        "which encodes the queries waiting together as one batch, `embeddings/coalesce.py`), "
-        "searches the Api replica's copy of the FAISS "
-        "index (`serve_app/runtime/index_copies/vectors.py`) and fuses with its BM25 index "
-        "(`serve_app/runtime/index_copies/lexical.py`; both built at start and waited for); "
-        "`use_semantic=false` "
-        "runs BM25 alone. The Api replica and the Embedder each keep the vectors of the "
-        "last 4,096 queries (`embeddings/querycache.py`), so after the warm-up the cycling "
-        "run finds every query's vector in one of them (in the replica, once it has asked "
-        f"it); the *every query new* run asks {N_NEW_QUERIES // 2:,} "
-        "queries asked nowhere else (its warm-up has its own), so each one is embedded.",
+        f"10s --latency` after a {args.warmup} s warm-up.",
         f"- The limit on a cache miss: one query alone encodes in {facts['encode_ms']:.1f} ms "
         "on one torch thread in the benchmark's process (median of 200; the Embedder encodes "
         f"queries on one thread), so one Embedder replica embeds at most "
@@ -265,73 +175,56 @@ def search_section(
         f"- Postgres full text (what ranks words while a replica's BM25 index is still "
         f"being built): over the first 40 queries any word matches a median "
         f"{facts['loose']:.1%} of the patterns, every word {facts['strict']:.2%}. Postgres "
-        "ranks at "
-        f"most {facts['rank_candidates']:,} rows per stage "
+        f"ranks at most {facts['rank_candidates']:,} rows per stage "
         "(`storage.repositories.search.fulltext`): the every-word matches, then up to "
         f"{facts['rank_candidates']:,}/(number of words) rows per query word. On those 40 "
         f"queries, one at a time, depth 50: median {facts['fulltext_ms']:.0f} ms, slowest "
         f"{facts['fulltext_max_ms']:.0f} ms.",
-        f"- Answers that fell back to full text during the semantic run: "
+        "- Answers that fell back to full text during the semantic run: "
         f"{runs[0].fulltext_responses}.",
         "",
-        *serve_table([(r.label, r.result) for r in runs]),
-        "",
-        "Reproduce: `.venv/bin/python -m benchmarks.search_bench --parts search`.",
-        end,
+        *harness.serve_table([(r.label, r.result) for r in runs]),
     ]
-    return "\n".join(lines) + "\n"
+    return harness.section_end(
+        lines, "`.venv/bin/python -m benchmarks.search_bench --parts search`", end
+    )
 
 
 def part_search(args: argparse.Namespace) -> None:
-    wrk = ensure_wrk()
-    wrk_ver = wrk_version(wrk)
-    env, settings, prepared = prepare_here(BENCH_ENV)
+    wrk = harness.ensure_wrk()
+    env, settings, prepared = harness.prepare_here(config.BENCH_ENV)
     basis = basis_vectors()
-    vectors = derived_vectors(basis, N_PATTERNS)
+    vectors = derived_vectors(basis, config.N_PATTERNS)
     seed(prepared.database_url, settings.embedding_model, basis, vectors)
     del vectors
-    matched = selectivity(prepared.database_url, queries_for(N_QUERIES)[:40])
-    print(
-        f"bench: full text matches a median {matched['loose']:.1%} (any word) and "
-        f"{matched['strict']:.2%} (every word) of the patterns; its ranking takes "
-        f"{matched['fulltext_ms']:.0f} ms (median)",
-        flush=True,
-    )
+    matched = selectivity(prepared.database_url, queries_for(config.N_QUERIES)[:40])
     matched["encode_ms"] = query_encode_ms(settings.embedding_model)
-    print(f"bench: one query encodes in {matched['encode_ms']:.1f} ms (one thread)", flush=True)
+    print(f"bench: full text and the query encoder: {matched}", flush=True)
     gc.collect()
     load0 = os.getloadavg()[0]
     with (
-        serve_running(PORT, env, STATE_DIR, keep_postgres=True) as serve,
+        harness.serve_running(config.PORT, env, config.STATE_DIR, keep_postgres=True) as serve,
         tempfile.TemporaryDirectory(prefix="cairn-bench-") as tmp,
     ):
         t0 = time.monotonic()
-        stats = wait_search_ready(serve.base, N_PATTERNS)
+        stats = wait_search_ready(serve.base, config.N_PATTERNS)
         facts = {"ready_s": serve.ready_s + time.monotonic() - t0, **matched}
-        pattern = stats["indexes"]["pattern"]
-        print(
-            f"bench: index {pattern['size']:,} {pattern['kind']}, rebuilt from Postgres in "
-            f"{stats['counters']['load_s']:.1f}s",
-            flush=True,
-        )
+        print(f"bench: index {stats['indexes']['pattern']}, {stats['counters']}", flush=True)
         runs = measure_search(serve.base, wrk, Path(tmp), args)
-    if not args.no_docs:
-        write_docs(
-            search_section(runs, stats, facts, args, wrk_ver, load_pair(load0)),
-            start_mark=MARKS["search-latency"][0],
-            end_mark=MARKS["search-latency"][1],
-        )
+    load = config.load_pair(load0)
+    section = search_section(runs, stats, facts, args, harness.wrk_version(wrk), load)
+    harness.publish(section, *config.MARKS["search-latency"], args.no_docs)
 
 
 def query_encode_ms(model: str, n: int = 200) -> float:
-    """The limit of semantic search on a cache miss: the median time to encode
-    one query alone on one torch thread (as the Embedder encodes queries)."""
+    """The median ms to encode one query alone on one torch thread, as the
+    Embedder does: the limit of semantic search on a cache miss."""
     import torch
 
     from embeddings.encoder import Encoder
 
     encoder = Encoder(model, "cpu")
-    queries = queries_for(N_QUERIES + N_NEW_QUERIES + n)[-n:]
+    queries = queries_for(config.N_QUERIES + config.N_NEW_QUERIES + n)[-n:]
     threads = torch.get_num_threads()
     try:
         encoder.encode(queries[:5], threads=1)

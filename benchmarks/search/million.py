@@ -1,23 +1,12 @@
-"""Part ``search`` with ``--embed``: search at a large corpus (a million
-patterns) with real vectors, on its own state folder
-(``.cairn/bench-search-bulk``); writes "Search at a large corpus".
-
-1. Seed ``--patterns`` patterns and embed them (``bulk.py``; resumable;
-   ``--seed-only`` stops there).
-2. ``cairn run`` on it; once every Api replica has built its indexes: their
-   build times, the RSS and PSS of every process of the stack, wrk on
-   /api/search (hybrid, new queries and repeated ones, and full text) at
-   ``--connections`` and at one connection.
-3. Semantic search alone: an HNSW graph built over the stored vectors as an
-   Api replica builds its copy, its recall@10 against exact search and ms a
-   query.
-"""
+"""Part ``search`` with ``--embed`` ("Search at a large corpus"): seed and
+embed ``--patterns`` patterns (``bulk.py``, resumable), then through ``cairn
+run`` the replicas' build times, every process's memory, /api/search at
+``--connections`` and at one, and an Api replica's graph's recall in process."""
 
 from __future__ import annotations
 
 import argparse
 import contextlib
-import gc
 import os
 import tempfile
 import time
@@ -27,24 +16,14 @@ from typing import Any
 
 import numpy as np
 
-from benchmarks.corpus import queries_for
-from benchmarks.harness import (
-    ROOT,
-    bench_processes,
-    ensure_wrk,
-    health,
-    prepare_here,
-    section_head,
-    serve_running,
-    serve_table,
-    write_docs,
-    wrk_version,
-)
-from benchmarks.search.bulk import embed_patterns, libpq, load_vectors, seed_patterns
+from benchmarks import harness
+from benchmarks.corpus import connect, queries_for, vacuum
+from benchmarks.search.bulk import embed_patterns, load_vectors, seed_patterns
 from benchmarks.search.config import BENCH_ENV, N_QUERIES, PORT
+from benchmarks.search.index import graph_recall
 from benchmarks.search.latency import SearchRun, measure_search, wait_search_ready
 
-BULK_STATE_DIR = ROOT / ".cairn" / "bench-search-bulk"
+BULK_STATE_DIR = harness.ROOT / ".cairn" / "bench-search-bulk"
 START, END = "<!-- search-bulk-bench:start -->", "<!-- search-bulk-bench:end -->"
 RECALL_QUERIES = 300
 
@@ -57,7 +36,7 @@ def stack_memory(root: int, state_dir: Path) -> list[tuple[str, int, float, floa
     import psutil
 
     procs: dict[int, Any] = {}
-    for proc in [psutil.Process(root), *bench_processes(state_dir)]:
+    for proc in [psutil.Process(root), *harness.bench_processes(state_dir)]:
         with contextlib.suppress(psutil.Error):
             procs.update((p.pid, p) for p in [proc, *proc.children(recursive=True)])
     rows = []
@@ -75,7 +54,7 @@ def replica_builds(base: str, polls: int = 32) -> dict[str, list[float]]:
     vector: set[float] = set()
     lexical: set[float] = set()
     for _ in range(polls):
-        body = health(base) or {}
+        body = harness.health(base) or {}
         replica = (body.get("search") or {}).get("replica") or {}
         if "build_s" in replica.get("counters", {}):
             vector.add(float(replica["counters"]["build_s"]))
@@ -85,14 +64,12 @@ def replica_builds(base: str, polls: int = 32) -> dict[str, list[float]]:
     return {"vector": sorted(vector), "lexical": sorted(lexical)}
 
 
-def stored_vectors(database_url: str, model: str) -> tuple[np.ndarray, np.ndarray]:
-    """Every pattern vector under ``model`` (ids as row numbers, vectors)."""
-    import psycopg
-
+def stored_vectors(database_url: str, model: str) -> np.ndarray:
+    """Every pattern vector under ``model``, by item id."""
     from embeddings.encoder import from_bytes
 
     chunks = []
-    with psycopg.connect(libpq(database_url)) as conn, conn.cursor(name="vectors") as cur:
+    with connect(database_url) as conn, conn.cursor(name="vectors") as cur:
         cur.itersize = 50_000
         cur.execute(
             "SELECT vector FROM embeddings WHERE kind = 'pattern' AND model = %s ORDER BY item_id",
@@ -100,58 +77,23 @@ def stored_vectors(database_url: str, model: str) -> tuple[np.ndarray, np.ndarra
         )
         while rows := cur.fetchmany(50_000):
             chunks.append(from_bytes([r[0] for r in rows]))
-    data = np.ascontiguousarray(np.vstack(chunks), dtype=np.float32)
-    return np.arange(len(data), dtype=np.int64), data
-
-
-def replica_config(settings: Any) -> Any:
-    """The IndexConfig of an Api replica's copy (serve_app/runtime/index_copies/vectors.py)."""
-    config = settings.indexer_config(settings.database_url or "").index
-    return replace(config, hnsw_codes=settings.search_replica_codes)
+    return np.ascontiguousarray(np.vstack(chunks), dtype=np.float32)
 
 
 def semantic_recall(
     database_url: str, encoder: Any, config: Any, n_queries: int = RECALL_QUERIES
 ) -> dict[str, float]:
-    """A graph built with ``config`` over the stored vectors: build time,
-    recall@10 of its top 10 against exact search, ms a query (p50, p99)."""
-    import faiss
-
-    from embeddings.faiss_index import FaissIndex, ef_for
-
-    ids, data = stored_vectors(database_url, encoder.model)
+    """An Api replica's graph (``config``) built over the stored vectors:
+    ``graph_recall`` with ``n_queries`` queries."""
+    data = stored_vectors(database_url, encoder.model)
     queries = encoder.encode(queries_for(n_queries), threads=os.cpu_count())
-    flat = faiss.IndexFlatIP(data.shape[1])
-    flat.add(data)
-    _, truth = flat.search(queries, 10)
-    del flat
-    gc.collect()
-    t0 = time.perf_counter()
-    index = FaissIndex.build(data.shape[1], ids, data, config)
-    build_s = time.perf_counter() - t0
-    hits, times = 0, []
-    for q, expected in zip(queries, truth, strict=True):
-        t = time.perf_counter()
-        found = index.search(q, 10)
-        times.append((time.perf_counter() - t) * 1000)
-        hits += len({i for i, _ in found} & set(expected.tolist()))
-    return {
-        "n": float(len(data)),
-        "build_s": build_s,
-        "recall@10": hits / (10 * len(queries)),
-        "p50_ms": float(np.percentile(times, 50)),
-        "p99_ms": float(np.percentile(times, 99)),
-        "memory_mib": index.memory_bytes() / 2**20,
-        "m": float(config.hnsw_m),
-        "ef_construction": float(config.hnsw_ef_construction),
-        "ef": float(config.hnsw_ef_search),
-        "ef_used": float(ef_for(config, len(data), 10)),
-        "nodes_per_ef": float(config.hnsw_nodes_per_ef),
-    }
+    return {"n": float(len(data)), **graph_recall(config, data, queries)}
 
 
 def part_million(args: argparse.Namespace) -> None:
-    env, settings, prepared = prepare_here({**BENCH_ENV, "CAIRN_STATE_DIR": str(BULK_STATE_DIR)})
+    env, settings, prepared = harness.prepare_here(
+        {**BENCH_ENV, "CAIRN_STATE_DIR": str(BULK_STATE_DIR)}
+    )
     url = prepared.database_url
     facts: dict[str, Any] = {}
     facts.update(seed_patterns(url, args.patterns))
@@ -166,19 +108,16 @@ def part_million(args: argparse.Namespace) -> None:
             device=args.embed_device,
         )
     )
-    import psycopg
-
-    with psycopg.connect(libpq(url), autocommit=True) as conn:
-        for table in ("patterns", "agents", "embeddings"):
-            conn.execute(f"VACUUM ANALYZE {table}")
+    with connect(url) as conn:
+        vacuum(conn, "patterns", "agents", "embeddings")
     if args.seed_only:
         print("bench: --seed-only: corpus ready; not measuring", flush=True)
         return
-    wrk = ensure_wrk()
-    wrk_ver = wrk_version(wrk)
+    wrk = harness.ensure_wrk()
+    wrk_ver = harness.wrk_version(wrk)
     load0 = os.getloadavg()[0]
     with (
-        serve_running(PORT, env, BULK_STATE_DIR, keep_postgres=True) as serve,
+        harness.serve_running(PORT, env, BULK_STATE_DIR, keep_postgres=True) as serve,
         tempfile.TemporaryDirectory(prefix="cairn-bench-") as tmp,
     ):
         t0 = time.monotonic()
@@ -186,6 +125,7 @@ def part_million(args: argparse.Namespace) -> None:
         facts["ready_s"] = serve.ready_s + time.monotonic() - t0
         facts["vector_index_load_s"] = stats.get("counters", {}).get("load_s")
         builds = replica_builds(serve.base)
+        assert serve.proc is not None
         memory = stack_memory(serve.proc.pid, BULK_STATE_DIR)
         for name, pid, rss, pss in memory:
             print(f"bench: RSS {rss:8.0f} MiB  PSS {pss:8.0f}  {pid:>7}  {name}", flush=True)
@@ -200,14 +140,15 @@ def part_million(args: argparse.Namespace) -> None:
     from embeddings.encoder import Encoder
 
     encoder = Encoder(settings.embedding_model, "cpu", cache_dir=settings.state_path / "models")
-    recall = semantic_recall(url, encoder, replica_config(settings))
+    # The IndexConfig of an Api replica's copy (serve_app/runtime/index_copies/vectors.py).
+    config = settings.indexer_config(settings.database_url or "").index
+    config = replace(config, hnsw_codes=settings.search_replica_codes)
+    recall = semantic_recall(url, encoder, config)
     print(f"bench: semantic (replica graph in process): {recall}", flush=True)
     section = million_section(
         args, facts, builds, memory, concurrent, sequential, recall, wrk_ver, load0
     )
-    print(section, flush=True)
-    if not args.no_docs:
-        write_docs(section, start_mark=START, end_mark=END)
+    harness.publish(section, START, END, args.no_docs)
 
 
 def million_section(
@@ -222,7 +163,7 @@ def million_section(
     load0: float,
 ) -> str:
     lines = [
-        *section_head(START, "Search at a large corpus", "search_bench.py --embed", load0),
+        *harness.section_head(START, "search_bench.py --embed", load0),
         f"- 1-minute load average after the run: {os.getloadavg()[0]:.2f}; {wrk_ver}.",
         f"- Corpus: {args.patterns:,} patterns in `.cairn/bench-search-bulk`, each embedded "
         f"by the ONNX encoder or loaded from vectors embedded elsewhere (this run embedded "
@@ -237,23 +178,20 @@ def million_section(
         "|---|---:|---:|---:|",
         *(f"| `{name}` | {pid} | {rss:,.0f} | {pss:,.0f} |" for name, pid, rss, pss in memory),
         "",
-        "(PSS counts a page mapped by several processes once over them: "
-        "the fair share where replicas map one file.)",
-        "",
         f"Hybrid and full text through Serve at {args.connections} connections "
         f"({N_QUERIES} queries):",
         "",
-        *serve_table([(r.label, r.result) for r in concurrent]),
+        *harness.serve_table([(r.label, r.result) for r in concurrent]),
         "",
         "The same, one connection (sequential):",
         "",
-        *serve_table([(r.label, r.result) for r in sequential]),
+        *harness.serve_table([(r.label, r.result) for r in sequential]),
         "",
         f"Semantic (vector only), an Api replica's graph built in this process over the "
         f"{recall['n']:,.0f} stored vectors (M {recall['m']:.0f}, efConstruction "
         f"{recall['ef_construction']:.0f}, ef {recall['ef_used']:,.0f}: {recall['ef']:.0f} or one "
         f"candidate per {recall['nodes_per_ef']:,.0f} nodes, the service's settings): "
-        f"built in {recall['build_s']:.0f} s, {recall['memory_mib']:.0f} MiB by the formula; "
+        f"built in {recall['build_s']:.0f} s, {recall['formula']:.0f} MiB by the formula; "
         f"recall@10 against exact search {recall['recall@10']:.3f} ({RECALL_QUERIES} "
         f"queries); p50 {recall['p50_ms']:.2f} ms, p99 {recall['p99_ms']:.2f} ms a query.",
         "",

@@ -5,6 +5,7 @@ in it (``selectivity``)."""
 from __future__ import annotations
 
 import asyncio
+import itertools
 import random
 import time
 import uuid
@@ -12,103 +13,64 @@ from typing import Any
 
 import numpy as np
 
-from benchmarks.corpus import (
-    ACTIONS,
-    OBJECTS,
-    SEED,
-    TECH,
-    TOOLS,
-    cum_weights,
-    sentence,
-    texts_for,
-    vocabulary,
-)
+from benchmarks import corpus
 from benchmarks.search.config import N_AGENTS, N_PATTERNS, SLUG_PREFIX
 
 
-def seeded(conn: Any) -> bool:
-    row = conn.execute(
-        "SELECT (SELECT count(*) FROM patterns WHERE slug LIKE %s),"
-        " (SELECT count(*) FROM embeddings WHERE kind = 'pattern')",
-        (SLUG_PREFIX + "%",),
-    ).fetchone()
-    return bool(row and row[0] >= N_PATTERNS and row[1] >= N_PATTERNS)
-
-
-def seed(database_url: str, model: str, basis: np.ndarray, vectors: np.ndarray) -> float | None:
+def seed(database_url: str, model: str, basis: np.ndarray, vectors: np.ndarray) -> None:
     """100,000 patterns (realistic titles and descriptions, Zipf-distributed
     contents) and their vectors, stored as the worker would have stored them."""
-    import psycopg
-
+    from embeddings.encoder import to_bytes
     from storage.models.search import AGENTS, PATTERNS
     from storage.repositories.search import hash_sql
 
-    with psycopg.connect(libpq(database_url)) as conn:
-        if seeded(conn):
+    with corpus.connect(database_url) as conn:
+        have = conn.execute(
+            "SELECT (SELECT count(*) FROM patterns WHERE slug LIKE %s),"
+            " (SELECT count(*) FROM embeddings WHERE kind = 'pattern')",
+            (SLUG_PREFIX + "%",),
+        ).fetchone()
+        if min(have) >= N_PATTERNS:
             print("bench: search corpus already seeded; reusing it", flush=True)
             conn.execute("TRUNCATE search_jobs")
             conn.commit()
-            return None
+            return
         t0 = time.monotonic()
         print(f"bench: seeding {N_PATTERNS:,} patterns and their vectors (once)", flush=True)
-        conn.execute("TRUNCATE patterns, votes, comments, collections, bookmarks, flags CASCADE")
-        conn.execute("DELETE FROM agents WHERE username LIKE 'bench_search_%'")
+        corpus.clear_patterns(conn, "bench_search_%")
         conn.execute("DELETE FROM embeddings")
-        rng = random.Random(SEED)
-        vocab = vocabulary(rng)
-        cum = cum_weights(len(vocab))
-        texts = texts_for(len(basis))
+        rng = random.Random(corpus.SEED)
+        vocab = corpus.vocabulary(rng)
+        cum, texts = corpus.cum_weights(len(vocab)), corpus.texts_for(len(basis))
         agents = [uuid.UUID(int=rng.getrandbits(128), version=4) for _ in range(N_AGENTS)]
-        with conn.cursor().copy(
-            "COPY agents (id, username, name, display_name, bio) FROM STDIN"
-        ) as cp:
-            for i, agent in enumerate(agents):
-                cp.write_row(
-                    (agent, f"bench_search_{i:04d}", f"Search {i}", f"Search {i}", texts[i])
-                )
-        categories = [r[0] for r in conn.execute("SELECT id FROM categories").fetchall()]
-        columns = (
-            "id, author_id, category_id, title, slug, description, content, difficulty_level,"
-            " use_case_tags, tech_stack, created_at, updated_at"
+        rows = (
+            (a, f"bench_search_{i:04d}", f"Search {i}", f"Search {i}", texts[i])
+            for i, a in enumerate(agents)
         )
+        corpus.copy_rows(conn, "agents (id, username, name, display_name, bio)", rows)
+        categories = [r[0] for r in conn.execute("SELECT id FROM categories").fetchall()]
         ids: list[uuid.UUID] = []
-        with conn.cursor().copy(f"COPY patterns ({columns}) FROM STDIN") as cp:
-            for i in range(N_PATTERNS):
-                pid = uuid.UUID(int=rng.getrandbits(128), version=4)
-                ids.append(pid)
-                title = (
-                    f"{rng.choice(ACTIONS).capitalize()} {rng.choice(OBJECTS)} with "
-                    f"{rng.choice(TOOLS)}"
-                )
-                words = rng.choices(vocab, cum_weights=cum, k=rng.randint(60, 140))
-                content = f"{sentence(rng)} {' '.join(words)}"
-                when = f"2026-{rng.randint(1, 10):02d}-{rng.randint(1, 28):02d} 12:00:00+00"
-                cp.write_row(
-                    (
-                        pid,
-                        rng.choice(agents),
-                        rng.choice(categories),
-                        title,
-                        f"{SLUG_PREFIX}{i}",
-                        texts[i % len(texts)],
-                        content,
-                        rng.choice(["beginner", "intermediate", "advanced"]),
-                        rng.sample(TECH[:40], 3),
-                        rng.sample(TECH[:60], 2),
-                        when,
-                        when,
-                    )
-                )
-        print("bench:   patterns written; storing vectors", flush=True)
-        from embeddings.encoder import to_bytes
 
-        with conn.cursor().copy(
-            "COPY embeddings (kind, item_id, model, text_hash, vector) FROM STDIN"
-        ) as cp:
-            for pid, vector in zip(ids, vectors, strict=True):
-                cp.write_row(("pattern", pid, model, b"\0", to_bytes(vector)))
-            for i, agent in enumerate(agents):
-                cp.write_row(("agent", agent, model, b"\0", to_bytes(basis[i])))
+        def pattern(i: int) -> tuple[Any, ...]:
+            ids.append(pid := uuid.UUID(int=rng.getrandbits(128), version=4))
+            title = corpus.title(rng)
+            words = rng.choices(vocab, cum_weights=cum, k=rng.randint(60, 140))
+            content = f"{corpus.sentence(rng)} {' '.join(words)}"
+            when = f"2026-{rng.randint(1, 10):02d}-{rng.randint(1, 28):02d} 12:00:00+00"
+            author, category = rng.choice(agents), rng.choice(categories)
+            level = rng.choice(["beginner", "intermediate", "advanced"])
+            tags, stack = rng.sample(corpus.TECH[:40], 3), rng.sample(corpus.TECH[:60], 2)
+            slug, text = f"{SLUG_PREFIX}{i}", texts[i % len(texts)]
+            head = (pid, author, category, title, slug, text, content)
+            return (*head, level, tags, stack, when, when)
+
+        corpus.copy_rows(conn, corpus.PATTERN_COLUMNS, (pattern(i) for i in range(N_PATTERNS)))
+        print("bench:   patterns written; storing vectors", flush=True)
+        vectors_rows = itertools.chain(
+            (("pattern", p, model, b"\0", to_bytes(v)) for p, v in zip(ids, vectors, strict=True)),
+            (("agent", a, model, b"\0", to_bytes(basis[i])) for i, a in enumerate(agents)),
+        )
+        corpus.copy_rows(conn, "embeddings (kind, item_id, model, text_hash, vector)", vectors_rows)
         # The hash of each row's embedded text, by the service's own SQL
         # (storage.repositories.search.hash_sql): the rebuild finds them current.
         for s in (PATTERNS, AGENTS):
@@ -117,28 +79,17 @@ def seed(database_url: str, model: str, basis: np.ndarray, vectors: np.ndarray) 
                 f"WHERE embeddings.kind = %s AND embeddings.item_id = {s.table}.id",
                 (s.kind,),
             )
-        conn.execute(
-            "INSERT INTO search_model (id, model) VALUES (1, %s)"
-            " ON CONFLICT (id) DO UPDATE SET model = excluded.model",
-            (model,),
-        )
+        corpus.set_search_model(conn, model)
         conn.execute("TRUNCATE search_jobs")  # the insert triggers queued every row
-        conn.commit()
-        conn.autocommit = True
-        for table in ("patterns", "agents", "embeddings"):
-            conn.execute(f"VACUUM ANALYZE {table}")
-        took = time.monotonic() - t0
-        print(f"bench: seeded in {took:.0f}s", flush=True)
-        return took
+        corpus.vacuum(conn, "patterns", "agents", "embeddings")
+        print(f"bench: seeded in {time.monotonic() - t0:.0f}s", flush=True)
 
 
 def selectivity(database_url: str, queries: list[str]) -> dict[str, float]:
     """Median share of the patterns the service's full-text query matches:
     ``loose`` (any word) and ``strict`` (every word), and the time to rank them."""
-    import psycopg
-
     loose, strict = [], []
-    with psycopg.connect(libpq(database_url)) as conn:
+    with corpus.connect(database_url) as conn:
         total = conn.execute("SELECT count(*) FROM patterns").fetchone()[0]  # type: ignore[index]
         for q in queries:
             row = conn.execute(
@@ -150,11 +101,8 @@ def selectivity(database_url: str, queries: list[str]) -> dict[str, float]:
             assert row is not None
             loose.append(row[0] / total)
             strict.append(row[1] / total)
-    return {
-        "loose": float(np.median(loose)),
-        "strict": float(np.median(strict)),
-        **fulltext_ms(database_url, queries),
-    }
+    medians = {"loose": float(np.median(loose)), "strict": float(np.median(strict))}
+    return {**medians, **fulltext_ms(database_url, queries)}
 
 
 def fulltext_ms(database_url: str, queries: list[str]) -> dict[str, float]:
@@ -179,14 +127,5 @@ def fulltext_ms(database_url: str, queries: list[str]) -> dict[str, float]:
         return times
 
     times = asyncio.run(go())
-    return {
-        "fulltext_ms": float(np.median(times)),
-        "fulltext_max_ms": max(times),
-        "rank_candidates": repo.RANK_CANDIDATES,
-    }
-
-
-def libpq(database_url: str) -> str:
-    from storage.db import libpq_url
-
-    return libpq_url(database_url)
+    ranked = {"rank_candidates": repo.RANK_CANDIDATES}
+    return {"fulltext_ms": float(np.median(times)), "fulltext_max_ms": max(times), **ranked}

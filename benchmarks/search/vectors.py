@@ -6,15 +6,21 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
 
 from benchmarks.corpus import SEED, queries_for, texts_for
-from benchmarks.embedding import encode
 from benchmarks.search.config import CACHE_DIR, N_BASIS, N_QUERIES
 
-# ----------------------------------------------------------------- vectors
+
+def encode(model: Any, texts: Sequence[str]) -> np.ndarray:
+    """A SentenceTransformer's normalised float32 rows of ``texts``."""
+    vecs = model.encode(
+        list(texts), batch_size=64, normalize_embeddings=True, show_progress_bar=False
+    )
+    return np.ascontiguousarray(vecs, dtype=np.float32)
 
 
 def fingerprint(*parts: Any) -> str:
@@ -75,11 +81,8 @@ def derived_vectors(basis: np.ndarray, n: int) -> np.ndarray:
             rows = np.arange(start, min(n, start + step))
             weights = rng.dirichlet([7.0, 1.5, 1.5], len(rows)).astype(np.float32)
             others = rng.integers(0, len(basis), (len(rows), 2))
-            mix = (
-                weights[:, :1] * basis[rows % len(basis)]
-                + weights[:, 1:2] * basis[others[:, 0]]
-                + weights[:, 2:3] * basis[others[:, 1]]
-            )
+            mix = weights[:, :1] * basis[rows % len(basis)] + weights[:, 1:2] * basis[others[:, 0]]
+            mix = mix + weights[:, 2:3] * basis[others[:, 1]]
             mix += rng.standard_normal(mix.shape).astype(np.float32) * (
                 0.35 / np.sqrt(basis.shape[1])
             )

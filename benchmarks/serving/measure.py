@@ -1,19 +1,20 @@
-"""One measured run of a route on a server: a warm-up, then wrk with the
-server's CPU time (and py-spy with --profile); and the wait for the search
+"""One measured run of a route on a server (a warm-up, then wrk with the
+server's CPU time, and py-spy with --profile), and the wait for the search
 index to go idle between runs."""
 
 from __future__ import annotations
 
 import argparse
 import contextlib
+import functools
 import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from benchmarks.harness import Server, WrkResult, health, run_wrk
+from benchmarks.harness import Server, WrkResult, health, print_run, run_wrk
 from benchmarks.profile_split import admission_files, split_files
-from benchmarks.serving.processes import CpuMeter, haproxy_timers, profile_targets, py_spy
+from benchmarks.serving.processes import CpuMeter, haproxy_timers, py_spy
 from benchmarks.serving.routes import Route, route_script
 
 
@@ -51,54 +52,29 @@ def measure(
     """A warm-up run, then the measured one (round ``run``) with the server's
     CPU time (and ``extra_pids``', its Redis), and with --profile py-spy on
     the app processes."""
-    state_dir = server.state_dir
-    if args.warmup:
-        url, script = route_script(
-            tmp, route, facts, server.name, -1 if run == 0 else run, warmup=True
-        )
-        run_wrk(
-            wrk,
-            server.base + url,
-            duration=args.warmup,
-            connections=args.connections,
-            script=script,
-            timeout_s=10,
-        )
+    go = functools.partial(run_wrk, wrk, connections=args.connections, timeout_s=10)
+    if args.warmup:  # round 0's warm-up has a round of its own (-1: its own vote set)
+        url, script = route_script(tmp, route, facts, server.name, run or -1, warmup=True)
+        go(server.base + url, duration=args.warmup, script=script)
     url, script = route_script(tmp, route, facts, server.name, run)
-    meter = CpuMeter(server, state_dir, extra_pids)
-    profile: dict[str, float] | None = None
-    admission: dict[str, float] | None = None
-    with contextlib.ExitStack() as stack:
-        files: list[Path] = []
-        if args.profile:
-            where = Path(args.keep_profiles) if args.keep_profiles else tmp
-            where.mkdir(parents=True, exist_ok=True)
-            out = where / f"spy-{route.key}-{server.name.split()[-1]}-{run}"
-            files = stack.enter_context(py_spy(profile_targets(server), args.duration, out))
+    meter = CpuMeter(server, extra_pids)
+    spy: contextlib.AbstractContextManager[list[Path]] = contextlib.nullcontext([])
+    if args.profile:
+        where = Path(args.keep_profiles) if args.keep_profiles else tmp
+        where.mkdir(parents=True, exist_ok=True)
+        name = f"spy-{route.key}-{server.name.split()[-1]}-{run}"
+        spy = py_spy(server, args.duration, where / name)
+    with spy as files:
         meter.start()
-        result, raw = run_wrk(
-            wrk,
-            server.base + url,
-            duration=args.duration,
-            connections=args.connections,
-            script=script,
-            timeout_s=10,
-        )
+        result, raw = go(server.base + url, duration=args.duration, script=script)
         cpu = meter.stop()
-    if files:
-        profile = split_files([f for f in files if f.exists()])
-        admission = admission_files([f for f in files if f.exists()])
-    timers = haproxy_timers(state_dir) if server.name == "Ray Serve" else None
-    print(
-        f"bench: round {run + 1} {server.name:<13} {route.label:<70} "
-        f"{result.requests_per_s:>8.1f} req/s  p50 {fmt_ms(result, 50)} ms  "
-        f"CPU {1000 * sum(cpu.values()) / max(1, result.requests):.2f} ms/request  "
-        f"errors {result.errors_text()}",
-        flush=True,
-    )
-    if result.errors:
-        print(raw, flush=True)
-    return Run(route, server.name, run, result, cpu, timers, profile, admission)
+    timers = haproxy_timers(server.state_dir) if server.name == "Ray Serve" else None
+    made = Run(route, server.name, run, result, cpu, timers)
+    if files := [f for f in files if f.exists()]:
+        made.profile, made.admission = split_files(files), admission_files(files)
+    label = f"round {run + 1} {server.name:<13} {route.label}"
+    print_run(label, result, raw, f"  CPU {made.cpu_ms_per_request:.2f} ms/request")
+    return made
 
 
 # Answers in a row that must find the Api replica's copy of the vector index
@@ -107,11 +83,9 @@ REPLICAS_READY_IN_A_ROW = 8
 
 
 def wait_index_idle(base: str, timeout: float = 600.0) -> None:
-    """Until the VectorIndex has embedded every queued row (after pattern
-    creation runs), so no background embedding overlaps the next run, and the
-    Api replicas' copies of the index are built."""
-    deadline = time.monotonic() + timeout
-    in_a_row = 0
+    """Until the VectorIndex has embedded every queued row (no background
+    embedding overlaps the next run) and the Api replicas' copies are built."""
+    deadline, in_a_row = time.monotonic() + timeout, 0
     while time.monotonic() < deadline:
         body = health(base)
         search = body.get("search") if body is not None else None

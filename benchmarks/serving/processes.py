@@ -68,13 +68,11 @@ def process_kind(proc: Any) -> str:
 
 
 class CpuMeter:
-    """CPU seconds of a server's processes (its process tree and the bench's
-    Postgres) between start() and stop(), by process_kind."""
+    """CPU seconds of a server's processes (its process tree, the bench's
+    Postgres, and ``extra``: its Redis) between start() and stop(), by process_kind."""
 
-    def __init__(self, server: Server, state_dir: Path, extra: tuple[int, ...] = ()) -> None:
-        self.server = server
-        self.state_dir = state_dir
-        self.extra = extra  # other processes the server relies on (its Redis)
+    def __init__(self, server: Server, extra: tuple[int, ...] = ()) -> None:
+        self.server, self.extra = server, extra
         self._before: dict[int, tuple[str, float]] = {}
 
     def _sample(self) -> dict[int, tuple[str, float]]:
@@ -82,7 +80,7 @@ class CpuMeter:
 
         assert self.server.proc is not None
         out: dict[int, tuple[str, float]] = {}
-        procs = [*process_tree(self.server.proc.pid), *postgres_processes(self.state_dir)]
+        procs = [*process_tree(self.server.proc.pid), *postgres_processes(self.server.state_dir)]
         procs += [p for pid in self.extra for p in process_tree(pid)]
         for proc in procs:
             with contextlib.suppress(psutil.Error):
@@ -102,27 +100,21 @@ class CpuMeter:
         return by_kind
 
 
-# ------------------------------------------------------------- py-spy profiles
-
-
-def profile_targets(server: Server) -> list[int]:
-    """The processes that run the app: the Api replicas, or the uvicorn workers."""
-    assert server.proc is not None
-    kinds = {"Api replicas", "uvicorn workers"}
-    return [p.pid for p in process_tree(server.proc.pid) if process_kind(p) in kinds]
-
-
 @contextlib.contextmanager
-def py_spy(pids: list[int], seconds: int, out: Path) -> Iterator[list[Path]]:
-    """``py-spy record`` (raw collapsed stacks, 100 Hz) on each pid meanwhile."""
+def py_spy(server: Server, seconds: int, out: Path) -> Iterator[list[Path]]:
+    """``py-spy record`` (raw collapsed stacks, 100 Hz) meanwhile on each
+    process that runs the app: the Api replicas, or the uvicorn workers."""
+    assert server.proc is not None
+    kinds = ("Api replicas", "uvicorn workers")
+    pids = [p.pid for p in process_tree(server.proc.pid) if process_kind(p) in kinds]
     exe = shutil.which("py-spy") or str(Path(sys.executable).with_name("py-spy"))
-    files, procs = [], []
-    for pid in pids:
-        path = out.with_name(f"{out.name}-{pid}.txt")
-        files.append(path)
-        cmd = [exe, "record", "--nonblocking", "-r", "100", "-d", str(seconds)]
-        cmd += ["-f", "raw", "-o", str(path), "-p", str(pid)]
-        procs.append(subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL))
+    files = [out.with_name(f"{out.name}-{pid}.txt") for pid in pids]
+    record = [exe, "record", "--nonblocking", "-r", "100", "-d", str(seconds), "-f", "raw"]
+    null, targets = subprocess.DEVNULL, zip(pids, files, strict=True)
+    procs = [
+        subprocess.Popen([*record, "-o", str(path), "-p", str(pid)], stdout=null, stderr=null)
+        for pid, path in targets
+    ]
     try:
         yield files
     finally:

@@ -1,20 +1,17 @@
-"""The rate limiter a user would pick for plain uvicorn workers that must
-share one global limit: the ``limits`` library's fixed windows in Redis
-(``limits.aio``, redis-py), the way slowapi uses it for its headers: a hit,
-then the window's stats. The HTTP benchmark runs ``uvicorn_app --redis`` with
-it against a redis-server it starts (``redis_server``); installed with
-apt-get (Debian ``redis-server``) when missing, like wrk."""
+"""One global limit for plain uvicorn workers, as a user would build it: the
+``limits`` library's fixed windows in Redis (a hit, then the window's stats, as
+slowapi does), and the throwaway redis-server http_bench runs it against."""
 
 from __future__ import annotations
 
 import contextlib
-import shutil
 import subprocess
 import time
 from collections.abc import Iterator
 from pathlib import Path
 
 from actors.ratelimit import Decision, Rule
+from benchmarks.harness import ensure_apt
 
 
 class RedisRateLimiter:
@@ -48,26 +45,10 @@ class RedisRateLimiter:
             return False
 
 
-def ensure_redis() -> str:
-    """The redis-server binary; installed with apt-get if missing."""
-    found = shutil.which("redis-server")
-    if found:
-        return found
-    print("bench: redis-server not found; installing it: apt-get install -y redis-server")
-    apt = ["apt-get", "install", "-y", "-q", "--no-install-recommends", "redis-server"]
-    if subprocess.run(apt, check=False).returncode != 0:
-        subprocess.run(["apt-get", "update", "-q"], check=True)
-        subprocess.run(apt, check=True)
-    found = shutil.which("redis-server")
-    if not found:
-        raise SystemExit("bench: redis-server is still not on PATH after apt-get install")
-    return found
-
-
 @contextlib.contextmanager
 def redis_server(port: int, folder: Path) -> Iterator[tuple[str, int]]:
     """A throwaway redis-server (no persistence) on 127.0.0.1:port: its URI and pid."""
-    exe = ensure_redis()
+    exe = ensure_apt("redis-server", "redis-server")
     folder.mkdir(parents=True, exist_ok=True)
     log = (folder / "redis.log").open("wb")
     cmd = [exe, "--port", str(port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no"]

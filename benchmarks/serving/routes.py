@@ -16,7 +16,6 @@ from benchmarks.harness import api_call, http_json, lua_list, new_agent, paths_s
 class Route:
     key: str
     label: str
-    method: str
     mix: str = "one"  # which clients send it: MIXES
 
     @property
@@ -28,15 +27,15 @@ class Route:
 ROUTES = {
     r.key: r
     for r in (
-        Route("profile", "GET /api/agents/{username}", "GET"),
-        Route("question", "GET /api/questions/{slug} (10 answers)", "GET"),
-        Route("question_key", "GET /api/questions/{slug} (10 answers), with a key", "GET"),
-        Route("trending", "GET /api/feed/trending", "GET"),
-        Route("patterns_search", "GET /api/patterns?search=…", "GET"),
-        Route("search_fulltext", "GET /api/search?q=…&use_semantic=false", "GET"),
-        Route("upvote", "POST /api/answers/{id}/vote", "POST"),
-        Route("create", "POST /api/patterns", "POST"),
-        Route("semantic", "GET /api/search?q=… (semantic)", "GET"),
+        Route("profile", "GET /api/agents/{username}"),
+        Route("question", "GET /api/questions/{slug} (10 answers)"),
+        Route("question_key", "GET /api/questions/{slug} (10 answers), with a key"),
+        Route("trending", "GET /api/feed/trending"),
+        Route("patterns_search", "GET /api/patterns?search=…"),
+        Route("search_fulltext", "GET /api/search?q=…&use_semantic=false"),
+        Route("upvote", "POST /api/answers/{id}/vote"),
+        Route("create", "POST /api/patterns"),
+        Route("semantic", "GET /api/search?q=… (semantic)"),
     )
 }
 
@@ -45,11 +44,7 @@ ROUTES = {
 # address; each from a new address (a random X-Forwarded-For, trusted from
 # 127.0.0.1 by CAIRN_TRUSTED_PROXIES); or each with one of N_KEYS agents' keys,
 # in turn, so each agent calls a few times per run.
-MIXES = {
-    "one": "one address",
-    "ips": "a new address per request",
-    "keys": "many agent keys",
-}
+MIXES = {"one": "one address", "ips": "a new address per request", "keys": "many agent keys"}
 # The reads measured with every mix (the routes of the previous issue).
 MIXED_ROUTES = ("profile", "question", "trending", "patterns_search", "search_fulltext")
 N_KEYS = 2000
@@ -62,7 +57,7 @@ def mixed(route: Route, mix: str) -> Route:
     """``route`` sent by the clients of ``mix`` (registered in ROUTES)."""
     if mix == "one":
         return route
-    made = Route(f"{route.key}@{mix}", f"{route.label} [{MIXES[mix]}]", route.method, mix)
+    made = Route(f"{route.key}@{mix}", f"{route.label} [{MIXES[mix]}]", mix)
     ROUTES[made.key] = made
     return made
 
@@ -81,12 +76,9 @@ def register_many(base: str, n: int) -> list[str]:
     """The keys of ``n`` new agents (a few registrations at a time)."""
     from concurrent.futures import ThreadPoolExecutor
 
-    def one(i: int) -> str:
-        key: str = new_agent(base, f"bench crowd {i}")["api_key"]
-        return key
-
     with ThreadPoolExecutor(max_workers=8) as pool:
-        return list(pool.map(one, range(n)))
+        made = pool.map(lambda i: new_agent(base, f"bench crowd {i}"), range(n))
+        return [agent["api_key"] for agent in made]
 
 
 def seed(base: str, rounds: int, n_keys: int = 0) -> dict[str, Any]:
@@ -97,15 +89,15 @@ def seed(base: str, rounds: int, n_keys: int = 0) -> dict[str, Any]:
     helpers = [new_agent(base, f"bench helper {i}")["api_key"] for i in range(N_ANSWERS)]
     voters = [new_agent(base, f"bench voter {i}")["api_key"] for i in range(N_VOTERS)]
     texts = texts_for(2 * N_PATTERNS)
-    patterns = []
-    for i in range(N_PATTERNS):
-        body = {
+    patterns = [
+        api_call(base, "POST", "/api/patterns", author["api_key"], {
             "title": " ".join(texts[2 * i].split()[:8]).rstrip(".,"),
             "description": texts[2 * i],
             "content": texts[2 * i + 1],
             "use_case_tags": ["bench"],
-        }
-        patterns.append(api_call(base, "POST", "/api/patterns", author["api_key"], body)["id"])
+        })["id"]
+        for i in range(N_PATTERNS)
+    ]  # fmt: skip
     for v, key in enumerate(voters[:N_PATTERN_VOTERS]):
         for pid in patterns[v % 7 :: 11]:
             api_call(base, "POST", f"/api/patterns/{pid}/vote", key, {"vote_type": "upvote"})
@@ -124,16 +116,10 @@ def seed(base: str, rounds: int, n_keys: int = 0) -> dict[str, Any]:
         for r in range(-1, rounds)  # -1: the warm-up runs
     }
     return {
-        "username": author["username"],
-        "author_key": author["api_key"],
-        "voter": voters[0],
-        "voters": voters,
-        "detail": detail,
-        "vote_sets": vote_sets,
-        "queries": queries_for(N_QUERIES),
-        "patterns": len(patterns),
-        "crowd": register_many(base, n_keys) if n_keys else [],
-    }
+        "username": author["username"], "author_key": author["api_key"], "voter": voters[0],
+        "voters": voters, "detail": detail, "vote_sets": vote_sets, "patterns": len(patterns),
+        "queries": queries_for(N_QUERIES), "crowd": register_many(base, n_keys) if n_keys else [],
+    }  # fmt: skip
 
 
 # The many-clients mixes: a random client address (X-Forwarded-For) or the
@@ -191,11 +177,9 @@ end
 
 
 def crowd_slice(crowd: list[str], server: str, run: int, warmup: bool) -> list[str]:
-    """The agents of one run of the many-keys mix: a slice of its own for
-    each (server, round, warm-up or measured run), so every server's run
-    meets agents calling for the first time in that minute (each agent's
-    first call a minute records its use: a write), never ones another
-    server's run has just warmed."""
+    """The agents of one run of the many-keys mix: a slice of its own for each
+    (server, round, warm-up or measured run), so every run meets agents calling
+    for the first time that minute (a write), never ones another run just warmed."""
     servers = ("uvicorn", "uvicorn+Redis", "Ray Serve")
     slot = (run + 1) * 2 * len(servers) + 2 * servers.index(server) + (0 if warmup else 1)
     size = max(1, len(crowd) // CROWD_SLICES)
@@ -204,17 +188,10 @@ def crowd_slice(crowd: list[str], server: str, run: int, warmup: bool) -> list[s
 
 
 def route_script(
-    tmp: Path,
-    route: Route,
-    facts: dict[str, Any],
-    server: str,
-    run: int,
-    warmup: bool = False,
+    tmp: Path, route: Route, facts: dict[str, Any], server: str, run: int, warmup: bool = False
 ) -> tuple[str, Path]:
     """The first path of a route and the wrk script that drives it."""
-    quote = urllib.parse.quote
-    headers = ""
-    key = route.base
+    quote, headers, key = urllib.parse.quote, "", route.base
     if key == "profile":
         paths = [f"/api/agents/{facts['username']}"]
     elif key in ("question", "question_key"):
@@ -258,8 +235,7 @@ def check_routes(base: str, facts: dict[str, Any], semantic: bool) -> None:
     shown = api_call(base, "GET", f"/api/questions/{facts['detail']}", facts["voter"])
     if len(shown["answers"]) != N_ANSWERS or "user_vote" not in shown["answers"][0]:
         raise RuntimeError(f"{base}: the detail read does not show the seeded answers")
-    feed = api_call(base, "GET", "/api/feed/trending")
-    if not feed:
+    if not api_call(base, "GET", "/api/feed/trending"):
         raise RuntimeError(f"{base}: the trending feed is empty")
     query = urllib.parse.quote(facts["queries"][0])
     for mode in ("semantic", "fulltext") if semantic else ("fulltext",):

@@ -15,7 +15,9 @@ def _median(values: list[float]) -> float:
     return statistics.median(values) if values else float("nan")
 
 
-SERVERS = ("uvicorn", "uvicorn+Redis", "Ray Serve")
+def _row(key: str, cells: list[float], spec: str) -> str:
+    """A route's row: its label, then ``cells`` formatted with ``spec``."""
+    return f"| `{ROUTES[key].label}` | " + " | ".join(format(c, spec) for c in cells) + " |"
 
 
 def versus_table(runs: list[Run], other: str) -> list[str]:
@@ -51,9 +53,15 @@ def versus_table(runs: list[Run], other: str) -> list[str]:
     return rows
 
 
+def per_request_ms(r: Run, kinds: tuple[str, ...] | None = None) -> float:
+    """CPU ms per request of a run's processes (those of ``kinds``, or all)."""
+    cpu = r.cpu_s if kinds is None else {k: r.cpu_s.get(k, 0.0) for k in kinds}
+    return 1000 * sum(cpu.values()) / max(1, r.result.requests)
+
+
 def split_table(runs: list[Run], split: str, parts: tuple[str, ...]) -> list[str]:
-    """With --profile: the app processes' CPU per request split by
-    ``parts`` (``split``: a run's ``profile``, py-spy's components, or its
+    """With --profile: the app processes' CPU per request split by ``parts``
+    (``split``: a run's ``profile``, py-spy's components, or its
     ``admission``, the steps of admission), as shares of the processes'
     measured CPU time; ms per request, median over rounds. A request from a
     new address or a new agent takes admission's cold path (the mixes' rows)."""
@@ -62,56 +70,17 @@ def split_table(runs: list[Run], split: str, parts: tuple[str, ...]) -> list[str
         "|---|---|---:|" + "---:|" * len(parts),
     ]
     for key in ROUTES:
-        for server in SERVERS:
+        for server in ("uvicorn", "uvicorn+Redis", "Ray Serve"):
             mine = [
-                r for r in runs if r.route.key == key and r.server == server and getattr(r, split)
+                r for r in runs if (r.route.key, r.server) == (key, server) and getattr(r, split)
             ]
             if not mine:
                 continue
-            app = "Api replicas" if server == "Ray Serve" else "uvicorn workers"
-            ms = _median([1000 * r.cpu_s.get(app, 0.0) / max(1, r.result.requests) for r in mine])
+            app = ("Api replicas",) if server == "Ray Serve" else ("uvicorn workers",)
+            ms = _median([per_request_ms(r, app) for r in mine])
             shares = [_median([getattr(r, split).get(c, 0.0) for r in mine]) for c in parts]
-            rows.append(
-                f"| `{ROUTES[key].label}` | {server} | {ms:.2f} | "
-                + " | ".join(f"{ms * s:.3f}" for s in shares)
-                + " |"
-            )
-    return rows
-
-
-def latency_table(runs: list[Run]) -> list[str]:
-    rows = [
-        "| Route | Server | round | req/s | p50 ms | p90 ms | p99 ms | errors |",
-        "|---|---|---:|---:|---:|---:|---:|---|",
-    ]
-    for r in sorted(runs, key=lambda r: (list(ROUTES).index(r.route.key), r.round, r.server)):
-        w = r.result
-        rows.append(
-            f"| `{r.route.label}` | {r.server} | {r.round + 1} | {w.requests_per_s:,.0f} | "
-            f"{fmt_ms(w, 50)} | {fmt_ms(w, 90)} | {fmt_ms(w, 99)} | {w.errors_text()} |"
-        )
-    return rows
-
-
-def cpu_table(runs: list[Run]) -> list[str]:
-    """Serve's CPU per request by process, median over rounds."""
-    serve = [r for r in runs if r.server == "Ray Serve"]
-    kinds = sorted(
-        {k for r in serve for k in r.cpu_s}, key=lambda k: -sum(r.cpu_s.get(k, 0) for r in serve)
-    )
-    rows = [
-        "| Route | " + " | ".join(kinds) + " |",
-        "|---|" + "---:|" * len(kinds),
-    ]
-    for key in ROUTES:
-        mine = [r for r in serve if r.route.key == key]
-        if not mine:
-            continue
-        cells = [
-            _median([1000 * r.cpu_s.get(k, 0.0) / max(1, r.result.requests) for r in mine])
-            for k in kinds
-        ]
-        rows.append(f"| `{ROUTES[key].label}` | " + " | ".join(f"{c:.3f}" for c in cells) + " |")
+            cells = " | ".join(f"{ms * s:.3f}" for s in shares)
+            rows.append(f"| `{ROUTES[key].label}` | {server} | {ms:.2f} | {cells} |")
     return rows
 
 
@@ -133,24 +102,46 @@ def serve_only_table(runs: list[Run]) -> list[str]:
         mine = [r for r in runs if r.route.key == key and r.server == "Ray Serve" and r.profile]
         if not mine:
             continue
-
-        def per_request(r: Run, names: tuple[str, ...] | None = None) -> float:
-            kept = r.cpu_s if names is None else {n: r.cpu_s.get(n, 0.0) for n in names}
-            return 1000 * sum(kept.values()) / max(1, r.result.requests)
-
-        total = _median([per_request(r) for r in mine])
+        total = _median([per_request_ms(r) for r in mine])
         app = _median(
             [
-                per_request(r, ("Api replicas",)) * (r.profile or {}).get(SERVE_ONLY, 0.0)
+                per_request_ms(r, ("Api replicas",)) * (r.profile or {}).get(SERVE_ONLY, 0.0)
                 for r in mine
             ]
         )
-        actors = _median([per_request(r, SERVE_ONLY_PROCESSES) for r in mine])
+        actors = _median([per_request_ms(r, SERVE_ONLY_PROCESSES) for r in mine])
         share = (app + actors) / total if total else float("nan")
         rows.append(
             f"| `{ROUTES[key].label}` | {total:.2f} | {app:.3f} | {actors:.3f} | "
             f"{app + actors:.3f} | {share:.1%} | {'yes' if share <= SERVE_ONLY_TARGET else 'no'} |"
         )
+    return rows
+
+
+def latency_table(runs: list[Run]) -> list[str]:
+    rows = [
+        "| Route | Server | round | req/s | p50 ms | p90 ms | p99 ms | errors |",
+        "|---|---|---:|---:|---:|---:|---:|---|",
+    ]
+    for r in sorted(runs, key=lambda r: (list(ROUTES).index(r.route.key), r.round, r.server)):
+        w = r.result
+        rows.append(
+            f"| `{r.route.label}` | {r.server} | {r.round + 1} | {w.requests_per_s:,.0f} | "
+            f"{fmt_ms(w, 50)} | {fmt_ms(w, 90)} | {fmt_ms(w, 99)} | {w.errors_text()} |"
+        )
+    return rows
+
+
+def cpu_table(runs: list[Run]) -> list[str]:
+    """Serve's CPU per request by process, median over rounds."""
+    serve = [r for r in runs if r.server == "Ray Serve"]
+    used = {k for r in serve for k in r.cpu_s}
+    kinds = sorted(used, key=lambda k: -sum(r.cpu_s.get(k, 0) for r in serve))
+    rows = ["| Route | " + " | ".join(kinds) + " |", "|---|" + "---:|" * len(kinds)]
+    for key in ROUTES:
+        if mine := [r for r in serve if r.route.key == key]:
+            cells = [_median([per_request_ms(r, (k,)) for r in mine]) for k in kinds]
+            rows.append(_row(key, cells, ".3f"))
     return rows
 
 
@@ -163,7 +154,5 @@ def haproxy_table(runs: list[Run]) -> list[str]:
         mine = [r.haproxy for r in runs if r.route.key == key and r.haproxy]
         if mine:
             cells = [_median([m[k] for m in mine]) for k in ("qtime", "ctime", "rtime", "ttime")]
-            rows.append(
-                f"| `{ROUTES[key].label}` | " + " | ".join(f"{c:.0f}" for c in cells) + " |"
-            )
+            rows.append(_row(key, cells, ".0f"))
     return rows

@@ -1,19 +1,12 @@
 """How ranking_eval chooses the fusion's weight (benchmarks/ranking/hybrid.py,
 ``choose``): the parsimony rule, and the rule before it that lost
 leave-one-group-out on the handwritten questions (docs/decisions/search-at-scale.md,
-"Fusion"); and that the forms it is compared with (``--forms``) rank the
-product's form exactly as retrieval.fusion.hybrid does."""
+"Fusion")."""
 
 from __future__ import annotations
 
-import random
-
-import pytest
-
-from benchmarks.ranking import forms
 from benchmarks.ranking.evalset import Query
 from benchmarks.ranking.hybrid import EvalSet, choose, lexical_weight
-from retrieval.fusion import HybridParams, hybrid
 
 # Two groups (styles "a" and "b") of two dev queries each; query i's relevant
 # document is 10 + i. A ranking is given by the rank (1-based) at which each
@@ -96,21 +89,3 @@ def test_candidates_without_a_weight_go_by_mean_mrr() -> None:
     halves, the better mean MRR@10 wins."""
     fused = {"s": {"RRF k=1": ranking(1, 1, 1, 1, 2), "RRF k=60": ranking(1, 1, 1, 1, 1)}}
     assert choose(fused, BASE5, FIVE, GROUPS) == "RRF k=60"
-
-
-@pytest.mark.parametrize("seed", range(30))
-def test_the_compared_product_forms_rank_as_hybrid(seed: int) -> None:
-    """``--forms``'s first two rows re-implement hybrid's max and scale
-    normalisations, with its identifier and floor rules: same order."""
-    rng = random.Random(seed)
-    docs = rng.sample(range(80), 50)
-    vector = sorted(((d, rng.uniform(-0.1, 0.8)) for d in docs[:35]), key=lambda h: -h[1])
-    lexical = sorted(((d, rng.uniform(0.0, 12.0)) for d in docs[15:]), key=lambda h: -h[1])
-    scale = rng.choice([0.0, 6.0, 12.0, 30.0])
-    text = rng.choice(["stop_event", "keep the session alive", "--dry-run flag"])
-    w = rng.choice([0.0, 0.05, 0.2, 0.7])
-    for form, normalise in zip(forms.FORMS[:2], ("max", "scale"), strict=True):
-        params = HybridParams(lexical_weight=w, normalise=normalise)
-        expected = hybrid(lexical, vector, limit=10, params=params, lexical_scale=scale, query=text)
-        got = forms.fusion(form, w)(lexical, vector, scale, text)
-        assert got == [r.key for r in expected]
