@@ -280,7 +280,9 @@ class Settings(BaseSettings):
     # metadata documents not yet kept, per client address.
     ratelimit_oauth_register: RateText = "100/hour"
     ratelimit_oauth_client_fetch: RateText = "30/hour"
-    ratelimit_shards: int = Field(default=2, ge=1, le=64)
+    # One shard serves a node's replicas (docs/decisions/rate-limits.md, "How many
+    # shards"); a cluster of several nodes raises it.
+    ratelimit_shards: int = Field(default=1, ge=1, le=64)
 
     @field_validator("trusted_proxies", mode="before")
     @classmethod
