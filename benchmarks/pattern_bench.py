@@ -25,7 +25,7 @@ from benchmarks import corpus, harness
 STATE_DIR = harness.ROOT / ".cairn" / "bench-patterns"
 MARKS = ("<!-- pattern-bench:start -->", "<!-- pattern-bench:end -->")
 PORT = 8103
-BENCH_ENV = harness.bench_env(STATE_DIR, 2, "general")
+BENCH_ENV = harness.bench_env(STATE_DIR, 2, "general", "anon_read")
 
 N_PATTERNS = 100_000
 N_AGENTS = 1_000

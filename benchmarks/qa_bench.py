@@ -20,7 +20,7 @@ from benchmarks.corpus import seed_question
 STATE_DIR = harness.ROOT / ".cairn" / "bench-qa"
 MARKS = ("<!-- qa-bench:start -->", "<!-- qa-bench:end -->")
 PORT = 8104
-LIMITS = ("registration", "general", "question_create", "answer_create", "vote")
+LIMITS = ("registration", "general", "anon_read", "question_create", "answer_create", "vote")
 BENCH_ENV = harness.bench_env(STATE_DIR, 3, *LIMITS)
 
 N_ANSWERS = 20  # on the question whose detail read is measured

@@ -24,7 +24,9 @@ from storage.embedded import DATABASE
 STATE_DIR = harness.ROOT / ".cairn" / "bench-social"
 MARKS = ("<!-- social-bench:start -->", "<!-- social-bench:end -->")
 PORT = 8105
-BENCH_ENV = harness.bench_env(STATE_DIR, 4, "registration", "general", "pattern_create")
+BENCH_ENV = harness.bench_env(
+    STATE_DIR, 4, "registration", "general", "anon_read", "pattern_create"
+)
 AUTHORS = {"quiet": 0, "popular": 2_000, "famous": 20_000}
 CREATES = 20  # patterns per author, one after another
 

@@ -10,7 +10,7 @@ from benchmarks.harness import ROOT, bench_env
 STATE_DIR = ROOT / ".cairn" / "bench-search"
 CACHE_DIR = ROOT / ".cairn" / "bench" / "search-cache"
 PORT = 8104
-BENCH_ENV = bench_env(STATE_DIR, 3, "general", "search")
+BENCH_ENV = bench_env(STATE_DIR, 3, "general", "anon_read", "search")
 MARKS = {
     part: (f"<!-- {part}-bench:start -->", f"<!-- {part}-bench:end -->")
     for part in ("embedder", "search-latency", "vector-index")
