@@ -36,9 +36,9 @@ os.environ.setdefault("CAIRN_MODEL_CACHE_DIR", str(REPO / ".cairn" / "test" / "m
 FOLDER_ORDER = ("unit", "api", "security", "contract", "browser", "e2e")
 
 
-def _run_order(item: pytest.Item) -> tuple[int, int]:
+def _run_order(item: pytest.Item, order: tuple[str, ...]) -> tuple[int, int]:
     folder = _folder(item)
-    rank = FOLDER_ORDER.index(folder) if folder in FOLDER_ORDER else len(FOLDER_ORDER)
+    rank = order.index(folder) if folder in order else len(order)
     return rank, int("service" in getattr(item, "fixturenames", ()))
 
 
@@ -90,10 +90,8 @@ def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> Any:
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     # A stable sort: files, and tests within a file, keep their order.
-    items.sort(key=_run_order)
-    if _distributed(config):
-        order = XDIST_FOLDER_ORDER
-        items.sort(key=lambda item: order.index(f) if (f := _folder(item)) in order else len(order))
+    order = XDIST_FOLDER_ORDER if _distributed(config) else FOLDER_ORDER
+    items.sort(key=lambda item: _run_order(item, order))
 
 
 @pytest.fixture(scope="session")

@@ -14,8 +14,10 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     ``test_fuzz``: reports and ``--durations`` could not tell them apart, and
     pytest-xdist, which schedules by id, ran one operation of 106."""
     for item in items:
+        if not isinstance(item, SchemathesisFunction) or "[" in item.nodeid:
+            continue
         params = item.name.partition("[")[2].removesuffix("]")
-        if isinstance(item, SchemathesisFunction) and params and "[" not in item.nodeid:
+        if params:
             item._id = item._id.with_params(params)  # type: ignore[attr-defined]
     ids = [item.nodeid for item in items]
     assert len(set(ids)) == len(ids), "two tests share a node id"
