@@ -1,11 +1,18 @@
 """bf16 bulk encoding on the CPU (``cairn reembed --precision bf16``) agrees
-with the fp32 ONNX graph the Embedder encodes queries with (the real
-packaged model; the bf16 path compiled as in use), and its compiled package
-is made once per cache and CPU."""
+with the fp32 ONNX graph the Embedder encodes queries with, and its compiled
+package is made once per cache and CPU.
+
+The real packaged model is checked under bf16 uncompiled; the compiled path
+(export, AOTInductor, the package, its lock and its loading) runs on a copy of
+it cut to its first transformer layer, the same graph six times smaller to
+compile (about a quarter of the 55 s of CPU the whole model's compile costs,
+which the suite paid on every run). encoder_bench measures the whole model
+compiled (docs/benchmarks.md, "Encoder precisions for bulk re-embedding")."""
 
 from __future__ import annotations
 
 import fcntl
+import json
 import shutil
 import threading
 import time
@@ -31,11 +38,33 @@ def cache(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return tmp_path_factory.mktemp("bf16-cache")
 
 
-def test_bf16_vectors_match_fp32(cache: Path) -> None:
-    bf16 = Encoder(device="cpu", precision="bf16", cache_dir=cache)
+@pytest.fixture(scope="module")
+def one_layer(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The packaged model's folder with only its first transformer layer:
+    the configuration says one layer and the weights of the others are left out."""
+    from safetensors.torch import load_file, save_file
+
+    from embeddings.config import DEFAULT_MODEL
+    from embeddings.encoder import resolve
+
+    folder = tmp_path_factory.mktemp("models") / "minilm-one-layer"
+    shutil.copytree(resolve(DEFAULT_MODEL), folder, ignore=shutil.ignore_patterns("*.safetensors"))
+    config = json.loads((folder / "config.json").read_text())
+    config["num_hidden_layers"] = 1
+    (folder / "config.json").write_text(json.dumps(config))
+    weights = load_file(Path(resolve(DEFAULT_MODEL)) / "model.safetensors")
+    kept = {k: v for k, v in weights.items() if ".layer." not in k or ".layer.0." in k}
+    assert len(kept) < len(weights)
+    save_file(kept, folder / "model.safetensors", metadata={"format": "pt"})
+    return folder
+
+
+def test_bf16_vectors_match_fp32(one_layer: Path, cache: Path) -> None:
+    bf16 = Encoder(str(one_layer), device="cpu", precision="bf16", cache_dir=cache)
     assert bf16.backend == "torch" and bf16.dim == 384
     assert bf16._bf16.compiled  # the package was compiled (a C++ compiler is here)
-    reference = Encoder(device="cpu", backend="onnx").encode(TEXTS)
+    reference = Encoder(str(one_layer), device="cpu", backend="onnx", cache_dir=cache)
+    reference = reference.encode(TEXTS)
     # Batches of the default size, one padded batch of every text, batches
     # of 3 on 2 threads, and one text at a time (a batch of one).
     for vectors in (
@@ -53,14 +82,12 @@ def test_bf16_vectors_match_fp32(cache: Path) -> None:
 
 
 def test_a_second_process_loads_the_package_without_compiling(
-    cache: Path, monkeypatch: pytest.MonkeyPatch
+    one_layer: Path, cache: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     from embeddings import bf16_model
-    from embeddings.config import DEFAULT_MODEL
-    from embeddings.encoder import resolve
 
-    folder = Path(resolve(DEFAULT_MODEL))
-    first = Encoder(device="cpu", precision="bf16", cache_dir=cache)
+    folder = one_layer
+    first = Encoder(str(folder), device="cpu", precision="bf16", cache_dir=cache)
     package = bf16_model.package_path(folder, cache)
     assert package.is_file()
     written = package.stat().st_mtime_ns
@@ -75,16 +102,14 @@ def test_a_second_process_loads_the_package_without_compiling(
 
 
 def test_a_process_waits_for_the_compile_in_progress(
-    cache: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    one_layer: Path, cache: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """While another process holds the compile lock, a second one waits and
     then takes the package that one wrote, instead of compiling it again."""
     from embeddings import bf16_model
-    from embeddings.config import DEFAULT_MODEL
-    from embeddings.encoder import resolve
 
-    folder = Path(resolve(DEFAULT_MODEL))
-    Encoder(device="cpu", precision="bf16", cache_dir=cache)  # the package, made once
+    folder = one_layer
+    Encoder(str(folder), device="cpu", precision="bf16", cache_dir=cache)  # made once
     built = bf16_model.package_path(folder, cache)
     other = tmp_path / "other-cache"
     target = bf16_model.package_path(folder, other)
@@ -105,13 +130,13 @@ def test_a_process_waits_for_the_compile_in_progress(
     assert found == [target] and not compiles
 
 
-def test_a_failed_compile_runs_uncompiled(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_a_failed_compile_runs_uncompiled(
+    one_layer: Path, cache: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """No working C++ compiler (inductor's ``CXX``): found before the
     compiling child starts (it would export the model first, most of the
     compile's CPU), no package is left, and the model runs eagerly."""
     from embeddings import bf16_model
-    from embeddings.config import DEFAULT_MODEL
-    from embeddings.encoder import resolve
 
     monkeypatch.setenv("CXX", "/bin/false")
     started: list[list[str]] = []
@@ -122,17 +147,18 @@ def test_a_failed_compile_runs_uncompiled(tmp_path: Path, monkeypatch: pytest.Mo
         return run(args, **kwargs)
 
     monkeypatch.setattr(bf16_model.subprocess, "run", recorded)
-    folder = Path(resolve(DEFAULT_MODEL))
+    folder = one_layer
     model = bf16_model.Bf16Model(folder, cache=tmp_path)
     assert not model.compiled
     assert started == [["/bin/false", "--version"]]
     assert not bf16_model.package_path(folder, tmp_path).exists()
-    reference = Encoder(device="cpu", backend="onnx").encode(TEXTS)
+    reference = Encoder(str(folder), device="cpu", backend="onnx", cache_dir=cache).encode(TEXTS)
     assert (model.encode(TEXTS) * reference).sum(axis=1).min() >= MIN_COSINE
 
 
 def test_bf16_uncompiled_gives_the_same_vectors(tmp_path: Path) -> None:
-    """The path a process takes with ``compiled=False``."""
+    """The whole packaged model under bf16, on the path a process takes with
+    ``compiled=False``."""
     from embeddings.bf16_model import Bf16Model
     from embeddings.config import DEFAULT_MODEL
     from embeddings.encoder import resolve
@@ -150,7 +176,7 @@ def test_unknown_precision_is_refused() -> None:
         Encoder(device="cpu", precision="fp16")
 
 
-def test_auto_is_bf16_only_where_the_cpu_does_bf16_products(cache: Path) -> None:
+def test_auto_is_bf16_only_where_the_cpu_does_bf16_products(one_layer: Path, cache: Path) -> None:
     from embeddings.cpu import cpu_has_bf16
     from embeddings.encoder import pick_precision
 
@@ -159,7 +185,7 @@ def test_auto_is_bf16_only_where_the_cpu_does_bf16_products(cache: Path) -> None
     assert pick_precision("auto", "cuda") == "fp32"
     for named in ("fp32", "int8", "bf16"):
         assert pick_precision(named, "cpu") == named
-    encoder = Encoder(device="cpu", precision="auto", cache_dir=cache)
+    encoder = Encoder(str(one_layer), device="cpu", precision="auto", cache_dir=cache)
     assert encoder.precision == ("bf16" if native else "fp32")
     assert (encoder._bf16 is not None) == native
 
