@@ -21,7 +21,7 @@ from storage.models.search import PATTERNS
 from storage.repositories.search import hash_sql
 from storage.seed import seed_categories
 
-N = 200
+N = 120
 
 
 @pytest.fixture
@@ -37,9 +37,9 @@ def fresh_db(pg_admin_url: str) -> Iterator[str]:
 
 def test_seed_and_embed_resume_where_they_stopped(fresh_db: str) -> None:
     lines: list[str] = []
-    # An interrupted seed: 120 rows, then a rerun to 200 draws the same rows.
-    bulk.seed_patterns(fresh_db, 120, log=lines.append, chunk=128)
-    bulk.seed_patterns(fresh_db, N, log=lines.append, chunk=128)
+    # An interrupted seed: 70 rows, then a rerun to 120 draws the same rows.
+    bulk.seed_patterns(fresh_db, 70, log=lines.append, chunk=64)
+    bulk.seed_patterns(fresh_db, N, log=lines.append, chunk=64)
     with psycopg.connect(libpq_url(fresh_db)) as conn:
         rows = conn.execute(
             "SELECT slug, title FROM patterns WHERE slug LIKE %s", (bulk.SLUG_PREFIX + "%",)
@@ -53,11 +53,11 @@ def test_seed_and_embed_resume_where_they_stopped(fresh_db: str) -> None:
     model = encoder.model
     # An interrupted embedding (a limit stands for Ctrl-C), then the rest.
     first = bulk.embed_patterns(
-        fresh_db, model, batch=64, limit=130, encoder=encoder, log=lines.append
+        fresh_db, model, batch=32, limit=80, encoder=encoder, log=lines.append
     )
-    assert first["embedded"] == 130
-    rest = bulk.embed_patterns(fresh_db, model, batch=64, encoder=encoder, log=lines.append)
-    assert rest["embedded"] == N - 130
+    assert first["embedded"] == 80
+    rest = bulk.embed_patterns(fresh_db, model, batch=32, encoder=encoder, log=lines.append)
+    assert rest["embedded"] == N - 80
     assert any("rows/s" in line and "ETA" in line for line in lines)
 
     with psycopg.connect(libpq_url(fresh_db)) as conn:
@@ -74,9 +74,9 @@ def test_seed_and_embed_resume_where_they_stopped(fresh_db: str) -> None:
     fresh = encoder.encode([r[0] for r in sample])
     assert np.allclose(stored, fresh, atol=1e-5)
     # The recall measurement of the bench reads them back: an 8-bit graph
-    # over 200 real vectors finds nearly the exact top 10.
+    # over 120 real vectors finds nearly the exact top 10.
     recall = million.semantic_recall(
-        fresh_db, encoder, IndexConfig(flat_max=100, hnsw_codes="sq8"), n_queries=40
+        fresh_db, encoder, IndexConfig(flat_max=60, hnsw_codes="sq8"), n_queries=30
     )
     assert recall["n"] == N and recall["recall@10"] >= 0.9
     # Nothing left: a rerun embeds nothing.
@@ -93,12 +93,12 @@ def test_vectors_embedded_elsewhere_load_with_the_worker_text_hash(fresh_db: str
     from benchmarks.search import shards
     from storage.models.search import EMBED_MAX_CHARS
 
-    n, per = 90, 32
+    n, per = 50, 16
     bulk.seed_patterns(fresh_db, n, log=lambda _: None, chunk=100)
     vocab, cum = bulk._vocab()
     encoder = Encoder(threads=1)
-    # Shards for more patterns than are seeded (120): only the seeded load.
-    texts = [bulk.pattern_text(i, vocab, cum, EMBED_MAX_CHARS) for i in range(120)]
+    # Shards for more patterns than are seeded (70): only the seeded load.
+    texts = [bulk.pattern_text(i, vocab, cum, EMBED_MAX_CHARS) for i in range(70)]
     vectors = encoder.encode(texts)
     folder = tmp_path / "shards"
     folder.mkdir()
@@ -119,7 +119,7 @@ def test_vectors_embedded_elsewhere_load_with_the_worker_text_hash(fresh_db: str
         assert stale is not None and stale[0] == 0
         rows = conn.execute(
             f"SELECT {PATTERNS.text_sql}, e.vector FROM patterns t JOIN embeddings e "
-            "ON e.item_id = t.id ORDER BY t.id LIMIT 20"
+            "ON e.item_id = t.id ORDER BY t.id LIMIT 12"
         ).fetchall()
     stored = from_bytes([r[1] for r in rows], encoder.dim)
     fresh = encoder.encode([r[0] for r in rows])
