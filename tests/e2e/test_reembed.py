@@ -131,8 +131,11 @@ async def test_reembed_with_a_new_model_resumes_and_swaps_live(
     assert await search_model(http) == old_model
 
     # Resumed: embeds only the rest while search keeps answering, then swaps.
+    # Small batches, so that the job lasts a few seconds even over this test's
+    # own rows alone (each batch is a round trip of its own); the whole
+    # session's rows, one at a time, took over a minute.
     job = subprocess.Popen(
-        reembed_command("--model", NEW_MODEL, "--batch-size", "1", "--concurrency", "1"),
+        reembed_command("--model", NEW_MODEL, "--batch-size", "4", "--concurrency", "1"),
         env=service.env,
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
