@@ -30,9 +30,9 @@ os.environ.setdefault("CAIRN_MODEL_CACHE_DIR", str(REPO / ".cairn" / "test" / "m
 # The order a whole run takes the folders in. The machine has two cores, and a
 # running service is not free: the e2e suite's shared `cairn run` (Ray's
 # daemons, the replicas' loops, HAProxy) takes about a sixth of a core while
-# idle, and it lives until the session ends. So e2e comes last, and inside it
-# the tests that boot services or clusters of their own run before the first
-# test that asks for the shared one (its fixture is session-scoped).
+# idle, and it lives until the last e2e test is done (its fixture is
+# package-scoped). So inside e2e the tests that boot services or clusters of
+# their own run before the first test that asks for the shared one.
 FOLDER_ORDER = ("unit", "api", "security", "contract", "browser", "e2e")
 
 

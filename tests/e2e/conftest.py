@@ -128,7 +128,7 @@ def x_server() -> Iterator[tuple[FakeX, str]]:
         yield server
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture(scope="package")
 def service(
     tmp_path_factory: pytest.TempPathFactory,
     smtp_server: tuple[Mailbox, int],
