@@ -6,7 +6,7 @@ The real packaged model is checked under bf16 uncompiled; the compiled path
 (export, AOTInductor, the package, its lock and its loading) runs on a copy of
 it cut to its first transformer layer, the same graph six times smaller to
 compile (about a quarter of the 55 s of CPU the whole model's compile costs,
-which the suite paid on every run). encoder_bench measures the whole model
+which the suite paid on every run). reembed_bench runs the whole model
 compiled (docs/benchmarks.md, "Encoder precisions for bulk re-embedding")."""
 
 from __future__ import annotations
