@@ -4,10 +4,11 @@ package is made once per cache and CPU.
 
 The real packaged model is checked under bf16 uncompiled; the compiled path
 (export, AOTInductor, the package, its lock and its loading) runs on a copy of
-it cut to its first transformer layer, the same graph six times smaller to
-compile (about a quarter of the 55 s of CPU the whole model's compile costs,
-which the suite paid on every run). reembed_bench runs the whole model
-compiled (docs/benchmarks.md, "Encoder precisions for bulk re-embedding")."""
+it cut to its first transformer layer, the same graph with a sixth of the
+layers (the compiling test took 54 s alone, against 84 s with the whole model:
+export, inductor and the C++ compiler have a fixed cost). reembed_bench runs
+the whole model compiled (docs/benchmarks.md, "Encoder precisions for bulk
+re-embedding")."""
 
 from __future__ import annotations
 
