@@ -20,8 +20,8 @@ $(STAMP): pyproject.toml configs/constraints.txt
 	# pip byte-compiles on one core (100 of the 215 s the install took from a
 	# warm wheel cache): compileall does it on every core instead. (Leaving it
 	# to the first import cost more: Ray's processes start together and each
-	# compiled the same modules.) A file that does not compile (a package's
-	# Python 2 example) is skipped, as pip skips it.
+	# compiled the same modules.) A file that does not compile (torch ships one
+	# in Python 3.12 syntax) is skipped, as pip skips it.
 	$(BIN)/python -m pip install --disable-pip-version-check --no-compile -q torch==2.13.0
 	$(BIN)/python -m pip install --disable-pip-version-check --no-compile -q -c configs/constraints.txt -e '.[dev]'
 	-$(BIN)/python -m compileall -q -j 0 $(VENV)/lib > /dev/null
