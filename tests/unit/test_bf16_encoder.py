@@ -64,8 +64,8 @@ def test_bf16_vectors_match_fp32(one_layer: Path, cache: Path) -> None:
     bf16 = Encoder(str(one_layer), device="cpu", precision="bf16", cache_dir=cache)
     assert bf16.backend == "torch" and bf16.dim == 384
     assert bf16._bf16.compiled  # the package was compiled (a C++ compiler is here)
-    reference = Encoder(str(one_layer), device="cpu", backend="onnx", cache_dir=cache)
-    reference = reference.encode(TEXTS)
+    onnx = Encoder(str(one_layer), device="cpu", backend="onnx", cache_dir=cache)
+    reference = onnx.encode(TEXTS)
     # Batches of the default size, one padded batch of every text, batches
     # of 3 on 2 threads, and one text at a time (a batch of one).
     for vectors in (
