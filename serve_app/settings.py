@@ -108,6 +108,9 @@ class Settings(BaseSettings):
     # Postgres at once; this TTL bounds it should that notice be lost.
     key_cache_ttl_s: float = Field(default=60.0, ge=0, le=3600)
     key_cache_size: int = Field(default=10_000, ge=0, le=10_000_000)
+    # Named API keys an agent may hold at once, expired ones included until
+    # deleted (docs/decisions/api-keys.md).
+    api_keys_per_agent: int = Field(default=10, ge=1, le=100)
 
     # Serve topology
     ingress_replicas: int = Field(default=2, ge=1, le=64)

@@ -55,6 +55,7 @@ from serve_app.http.identity import (
     identify,
     missing_key,
 )
+from serve_app.kit import keys
 from serve_app.kit.clientip import Address, limit_subject
 from serve_app.kit.errors import AppError, Forbidden, RateLimited, ServiceUnavailable, Unauthorized
 from serve_app.runtime.connections import Slot
@@ -108,7 +109,10 @@ class Policy:
     reads, whatever its method (an MCP call of read tools), so its key may be
     answered by the key cache as a GET's is. ``write_flag``: a query
     parameter that makes a GET a write when it is true (the spec's
-    ``GET /api/notifications?mark_read=true``, ``writes``)."""
+    ``GET /api/notifications?mark_read=true``, ``writes``). ``key_scope``:
+    the API-key scope the route needs whatever the method (``admin`` on the
+    staff routes, ``webhooks`` on the webhook subscriptions); None: ``read``
+    for a read, ``write`` for a write (docs/decisions/api-keys.md)."""
 
     auth: Auth
     limits: tuple[LimitTag, ...] = ()
@@ -118,6 +122,7 @@ class Policy:
     counted: bool = True
     reads: bool = False
     write_flag: str | None = None
+    key_scope: str | None = None
 
 
 # The MCP transport's protocol calls and the pages count the read budget.
@@ -245,7 +250,8 @@ async def admit(
         if token is not None:
             read = policy.reads or (conn is not None and not writes(conn, policy))
             caller = await identify(ctx, conn, token, db, read)
-            check_scope(caller, policy.scope)
+            needed = policy.key_scope or (keys.KEY_READ if read else keys.KEY_WRITE)
+            check_scope(caller, policy.scope, needed)
             if policy.auth == "human" and (not caller.agent.is_human or caller.session is None):
                 raise Forbidden(
                     "A human must do this, signed in with a session (not an agent's API key).",
@@ -319,6 +325,7 @@ class SlotKeeper:
 _POLICY_ATTR = "cairn_policy"
 _TAG_ATTR = "cairn_limit"
 _WRITE_FLAG_ATTR = "cairn_write_flag"
+_KEY_SCOPE_ATTR = "cairn_key_scope"
 
 
 def admitted(request: Request) -> Admitted:
@@ -399,6 +406,19 @@ def write_flag(name: str) -> Any:
     return _tagged(_flag, _WRITE_FLAG_ATTR, name)
 
 
+def key_scope(scope: str) -> Any:
+    """A dependency marking the API-key scope a route needs whatever its
+    method (``Policy.key_scope``): on a router's ``dependencies`` it marks
+    each of its routes."""
+    if scope not in keys.KEY_SCOPES:
+        raise ValueError(f"unknown API key scope {scope!r}")
+
+    async def _scope() -> None:
+        return None
+
+    return Depends(_tagged(_scope, _KEY_SCOPE_ATTR, scope))
+
+
 def limit_tag(call: object) -> LimitTag | None:
     tag = getattr(call, _TAG_ATTR, None)
     return tag if isinstance(tag, LimitTag) else None
@@ -436,11 +456,13 @@ def policy_of(dependant: Dependant) -> Policy | None:
     else:
         return None
     flags = [f for c in calls if isinstance(f := getattr(c, _WRITE_FLAG_ATTR, None), str)]
+    scopes = [f for c in calls if isinstance(f := getattr(c, _KEY_SCOPE_ATTR, None), str)]
     return replace(
         base,
         limits=base.limits + tuple(t for t in tags if t not in base.limits),
         long_lived=base.long_lived or long_lived in calls,
         write_flag=base.write_flag or (flags[0] if flags else None),
+        key_scope=base.key_scope or (scopes[0] if scopes else None),
     )
 
 

@@ -110,6 +110,12 @@ def write_flag(name: str) -> Callable[..., Awaitable[None]]:
     return cast(Callable[..., Awaitable[None]], admission.write_flag(name))
 
 
+def needs_scope(scope: str) -> Any:
+    """Marks the API-key scope a route (or, on a router, each of its routes)
+    needs whatever its method (docs/decisions/api-keys.md)."""
+    return admission.key_scope(scope)
+
+
 # --- the deepest page ---------------------------------------------------------
 
 

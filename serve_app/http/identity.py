@@ -133,8 +133,13 @@ def _cached_key(ctx: AppContext, token: str) -> Caller | None:
     if not cache.enabled or keys.parse_key_id(token) is None:
         return None
     # The keyed hash Postgres stores for this key: kept only once verified.
-    row: key_repo.KeyRow | None = cache.get(keys.hash_secret(ctx.secret, token))
+    digest = keys.hash_secret(ctx.secret, token)
+    row: key_repo.KeyRow | None = cache.get(digest)
     if row is None:
+        return None
+    if row.expires_at is not None and row.expires_at <= utcnow():
+        # Expired while kept: Postgres answers (and refuses) it from now on.
+        cache.drop(digest)
         return None
     key, agent = row.models()
     return Caller(agent=agent, key=key)
@@ -174,16 +179,26 @@ async def _oauth_bot(ctx: AppContext, db: AsyncSession, token: str) -> Caller:
     return Caller(agent=bot, grant=grant, scopes=frozenset(row.scopes))
 
 
-def check_scope(caller: Caller, scope: str | None) -> None:
-    """An access token only where the rule names a ``scope``, and only with it."""
-    if caller.scopes is None:
-        return
-    if scope is None:
-        raise invalid_token("OAuth access tokens are for the MCP server at /mcp only.")
-    if scope not in caller.scopes:
+def check_scope(caller: Caller, scope: str | None, needed: str) -> None:
+    """The one scope check, for OAuth access tokens and API keys alike: 403
+    ``insufficient_scope`` when the credential does not hold what the
+    request needs. An access token only where the rule names an OAuth
+    ``scope`` (the MCP door), and only with it; an API key needs the key
+    scope ``needed`` (``read`` for a read, ``write`` for a write, or what the
+    route names: docs/decisions/api-keys.md). A human's session holds every
+    scope."""
+    if caller.scopes is not None:
+        if scope is None:
+            raise invalid_token("OAuth access tokens are for the MCP server at /mcp only.")
+        _require(scope, caller.scopes, "the grant")
+    elif caller.key is not None:
+        _require(needed, frozenset(caller.key.scopes), "this API key")
+
+
+def _require(scope: str, held: frozenset[str], holder: str) -> None:
+    if scope not in held:
         raise Forbidden(
-            f"This needs the '{scope}' scope; the grant has "
-            f"{', '.join(sorted(caller.scopes)) or 'none'}.",
+            f"This needs the '{scope}' scope; {holder} has {', '.join(sorted(held)) or 'none'}.",
             error="insufficient_scope",
         )
 

@@ -29,6 +29,32 @@ class NewKey:
     key_id: str
 
 
+# Scopes of an API key (docs/decisions/api-keys.md). ``read``: every GET;
+# ``write``: every other method (and managing the agent's keys); ``webhooks``:
+# the webhook subscriptions; ``admin``: the staff routes, and only on a staff
+# agent's key. The key an agent registers with (and any key issued by
+# rotation) holds them all.
+KEY_READ = "read"
+KEY_WRITE = "write"
+KEY_WEBHOOKS = "webhooks"
+KEY_ADMIN = "admin"
+KEY_SCOPES = (KEY_READ, KEY_WRITE, KEY_WEBHOOKS, KEY_ADMIN)
+# A key's name: what its owner calls it ("search-bot", "ci"); the first key's
+# name is ``DEFAULT_KEY_NAME``.
+DEFAULT_KEY_NAME = "default"
+KEY_NAME_PATTERN = r"^[A-Za-z0-9](?:[A-Za-z0-9 ._-]{0,38}[A-Za-z0-9._-])?$"
+
+
+def key_scopes(asked: Iterable[str]) -> list[str]:
+    """The scopes among ``asked``, in ``KEY_SCOPES`` order, without repeats;
+    ``write`` implies ``read`` (as an OAuth grant's does: a writer reads back
+    what it wrote)."""
+    wanted = set(asked)
+    if KEY_WRITE in wanted:
+        wanted.add(KEY_READ)
+    return [s for s in KEY_SCOPES if s in wanted]
+
+
 def generate_key() -> NewKey:
     key_id = secrets.token_hex(6)
     return NewKey(key=f"{KEY_PREFIX}{key_id}_{secrets.token_urlsafe(32)}", key_id=key_id)

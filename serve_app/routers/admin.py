@@ -7,7 +7,8 @@ from typing import Annotated, Any
 from fastapi import Query
 
 from serve_app.http.contract import api_router, errors
-from serve_app.http.deps import CurrentCaller, Db
+from serve_app.http.deps import CurrentCaller, Db, needs_scope
+from serve_app.kit import keys
 from serve_app.schemas.admin import (
     AdminChange,
     AdminChangeOut,
@@ -19,7 +20,8 @@ from serve_app.schemas.admin import (
 from serve_app.schemas.common import Limit, Page, SearchText
 from serve_app.services import admin as service
 
-router = api_router(prefix="/api/admin", tags=["admin"])
+# Staff routes: an API key needs the ``admin`` scope (docs/decisions/api-keys.md).
+router = api_router(prefix="/api/admin", tags=["admin"], dependencies=[needs_scope(keys.KEY_ADMIN)])
 
 
 @router.get("", response_model=AdminViewOut, responses=errors(403))

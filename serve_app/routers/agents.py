@@ -3,9 +3,9 @@
 from __future__ import annotations
 
 import uuid
-from typing import Any
+from typing import Annotated, Any
 
-from fastapi import Depends, Response
+from fastapi import Depends, Path, Response
 
 from serve_app.http.contract import api_router, created, errors
 from serve_app.http.deps import (
@@ -25,6 +25,8 @@ from serve_app.schemas.agents import (
     AgentAnswerOut,
     AgentConnectionOut,
     AgentProfileOut,
+    ApiKeyIn,
+    ApiKeyListOut,
     ApiKeyStatusOut,
     AppealIn,
     AppealOut,
@@ -33,6 +35,7 @@ from serve_app.schemas.agents import (
     ClaimStatusOut,
     FollowStateOut,
     NewApiKeyOut,
+    NewNamedKeyOut,
     OwnProfileOut,
     ProfilePatch,
     RegisterIn,
@@ -82,20 +85,53 @@ async def me(caller: CurrentCaller, db: Db) -> dict[str, Any]:
 
 @router.get("/me/api-key", response_model=DataOut[ApiKeyStatusOut])
 async def key_status(caller: CurrentCaller, db: Db) -> dict[str, Any]:
-    """Status of the caller's API key (never the key itself)."""
+    """Status of the caller's API key: name, scopes, last use (never the key itself)."""
     return await key_service.status(db, caller.agent, caller.key)
 
 
 @router.post("/me/api-key", response_model=MessageDataOut[NewApiKeyOut])
 async def regenerate_key(caller: CurrentCaller, ctx: Ctx, db: Db) -> dict[str, Any]:
-    """Issue a new API key; the old one stops working at once."""
-    return await key_service.regenerate(ctx, db, caller.agent)
+    """Replace all your API keys by one new key with every scope; the old ones stop
+    working at once (needs a key with every scope)."""
+    return await key_service.regenerate(ctx, db, caller.agent, caller.key)
 
 
 @router.delete("/me/api-key", response_model=MessageOut)
 async def revoke_key(caller: CurrentCaller, db: Db) -> dict[str, Any]:
-    """Revoke the caller's API key."""
+    """Revoke all your API keys (named keys too)."""
     return await key_service.revoke(db, caller.agent)
+
+
+KeyId = Annotated[
+    str, Path(pattern=r"^[0-9a-f]{12}$", description="The key's public id (12 hex digits).")
+]
+
+
+@router.get("/me/keys", response_model=ApiKeyListOut)
+async def list_keys(caller: CurrentCaller, ctx: Ctx, db: Db) -> dict[str, Any]:
+    """Your API keys (never a secret): name, scopes, expiry, last use."""
+    return await key_service.listed(ctx, db, caller.agent, caller.key)
+
+
+@router.post(
+    "/me/keys",
+    status_code=201,
+    response_model=MessageDataOut[NewNamedKeyOut],
+    responses={
+        **errors(409),
+        201: created(delete=("agents_delete_key", {"key_id": "$response.body#/data/key_id"})),
+    },
+)
+async def create_key(body: ApiKeyIn, caller: CurrentCaller, ctx: Ctx, db: Db) -> dict[str, Any]:
+    """Create a named API key with the scopes given (at most those of the key you call
+    with; `admin` for staff only) and an optional expiry; the secret is shown once."""
+    return await key_service.create(ctx, db, caller.agent, caller.key, body)
+
+
+@router.delete("/me/keys/{key_id}", response_model=MessageOut, responses=errors(404))
+async def delete_key(key_id: KeyId, caller: CurrentCaller, db: Db) -> dict[str, Any]:
+    """Delete one of your API keys: it stops working at once."""
+    return await key_service.delete(db, caller.agent, key_id)
 
 
 @router.get("/me/bookmarks", response_model=PageOut[BookmarkedPatternOut])

@@ -5,7 +5,8 @@ from __future__ import annotations
 from typing import Any, Literal
 
 from serve_app.http.contract import api_router, errors
-from serve_app.http.deps import CurrentCaller, Db
+from serve_app.http.deps import CurrentCaller, Db, needs_scope
+from serve_app.kit import keys
 from serve_app.schemas.common import Limit, Page
 from serve_app.schemas.moderation import Decision, DecisionOut, ModerationQueueOut
 from serve_app.services import moderation as service
@@ -23,7 +24,10 @@ Tab = Literal[
     "appeals",
 ]
 
-router = api_router(prefix="/api/moderation", tags=["moderation"])
+# Staff routes: an API key needs the ``admin`` scope (docs/decisions/api-keys.md).
+router = api_router(
+    prefix="/api/moderation", tags=["moderation"], dependencies=[needs_scope(keys.KEY_ADMIN)]
+)
 
 
 @router.get("", response_model=ModerationQueueOut, responses=errors(403))

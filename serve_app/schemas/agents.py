@@ -7,6 +7,7 @@ from typing import Annotated, Literal
 from pydantic import Field, field_validator
 from pydantic.json_schema import JsonDict
 
+from serve_app.kit.keys import KEY_NAME_PATTERN
 from serve_app.schemas.common import (
     CleanText,
     HttpUrlText,
@@ -18,6 +19,9 @@ from serve_app.schemas.common import (
     text_between,
 )
 from serve_app.schemas.verifications import TrustOut
+
+# The longest life a named key may be given (docs/decisions/api-keys.md).
+MAX_KEY_DAYS = 366
 
 # Documentation-only bounds of input text ----------------------------------------
 # What a ``text_between``/``Line``/``CleanText`` field accepts, said in the
@@ -193,19 +197,70 @@ class AgentConnectionOut(AgentCardOut):
     followed_at: Timestamp
 
 
+KeyScope = Literal["read", "write", "webhooks", "admin"]
+KEY_SCOPE_TEXT = (
+    "`read`: every GET; `write`: every other call and managing keys (implies `read`); "
+    "`webhooks`: webhook subscriptions; `admin`: the staff routes, staff only."
+)
+
+
 class ApiKeyStatusOut(Output):
-    """The live key's status (never the key); only ``has_key`` when there is none."""
+    """The calling key's status (never the key); only ``has_key`` when there is none."""
 
     has_key: bool
     key_prefix: str | None = Field(default=None, description="The key's public beginning.")
+    name: str | None = None
+    scopes: list[KeyScope] | None = None
     created_at: Timestamp | None = None
     last_used_at: Timestamp | None = None
+    expires_at: Timestamp | None = None
 
 
 class NewApiKeyOut(Output):
     api_key: str = Field(description="The new secret key; store it now, it is never shown again.")
     key_prefix: str
     created_at: Timestamp
+    name: str | None = None
+    scopes: list[KeyScope] | None = None
+
+
+class ApiKeyIn(Input):
+    """A new named key: its name, its scopes and, if it should end, when."""
+
+    name: str = Field(
+        min_length=1,
+        max_length=40,
+        pattern=KEY_NAME_PATTERN,
+        description="1 to 40 letters, digits, spaces, '.', '_' or '-', starting with a letter "
+        "or digit; unique among your live keys.",
+    )
+    scopes: list[KeyScope] = Field(min_length=1, max_length=4, description=KEY_SCOPE_TEXT)
+    expires_in_days: int | None = Field(
+        default=None, ge=1, le=MAX_KEY_DAYS, description="None: the key never expires."
+    )
+
+
+class ApiKeyOut(Output):
+    """One of your keys (never the secret)."""
+
+    key_id: str = Field(description="The public id DELETE /api/agents/me/keys/{key_id} takes.")
+    key_prefix: str
+    name: str
+    scopes: list[KeyScope]
+    created_at: Timestamp
+    last_used_at: Timestamp | None
+    expires_at: Timestamp | None
+    expired: bool
+    current: bool = Field(description="True for the key this request was made with.")
+
+
+class ApiKeyListOut(Output):
+    data: list[ApiKeyOut]
+    max_keys: int = Field(description="How many keys an agent may hold (expired ones count).")
+
+
+class NewNamedKeyOut(ApiKeyOut):
+    api_key: str = Field(description="The secret key; store it now, it is never shown again.")
 
 
 class AccountDeletedOut(Output):

@@ -55,6 +55,9 @@ MCP_TOOLS = (
     "list_notifications",
     "mark_notifications_read",
     "my_profile",
+    "list_api_keys",
+    "create_api_key",
+    "delete_api_key",
     "verify",
 )
 
@@ -102,5 +105,6 @@ def skill_markdown(settings: Settings, rules: dict[str, Rule]) -> str:
         tools=MCP_TOOLS,
         heartbeat=f"{settings.stream_heartbeat_s:g}",
         stream_max_per_caller=settings.stream_max_per_caller,
+        max_keys=settings.api_keys_per_agent,
         limits=_limits(rules),
     )

@@ -6,7 +6,8 @@ import uuid
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import CheckConstraint, Column, Index, LargeBinary, String, text
+from sqlalchemy import CheckConstraint, Column, Index, LargeBinary, String, Text, text
+from sqlalchemy.dialects.postgresql import ARRAY
 from sqlmodel import Field, SQLModel
 
 from storage.models.base import (
@@ -107,14 +108,16 @@ class Agent(SQLModel, table=True):
 
 
 class ApiKey(SQLModel, table=True):
-    """An API key, stored only as a keyed hash (HMAC-SHA256) of the full key."""
+    """An API key, stored only as a keyed hash (HMAC-SHA256) of the full key,
+    with its name, its scopes and when it expires (docs/decisions/api-keys.md)."""
 
     __tablename__ = "api_keys"
     __table_args__ = (
-        # At most one live key per agent: regenerate replaces, revoke removes.
+        # An agent's live keys have distinct names (the first is "default").
         Index(
-            "uq_api_keys_live_per_agent",
+            "uq_api_keys_live_name",
             "agent_id",
+            "name",
             unique=True,
             postgresql_where=text("revoked_at IS NULL"),
         ),
@@ -125,8 +128,20 @@ class ApiKey(SQLModel, table=True):
     # Public lookup id (the part after "cairn_" and before the secret).
     key_id: str = Field(sa_column=Column(String(16), nullable=False, unique=True))
     key_hash: bytes = Field(sa_column=Column(LargeBinary(32), nullable=False))
+    name: str = Field(
+        default="default",
+        sa_column=Column(String(40), nullable=False, server_default="default"),
+    )
+    # What the key may do (serve_app/kit/keys.py, KEY_SCOPES): a key made
+    # before scopes existed, and the one an agent registers with, holds all.
+    scopes: list[str] = Field(
+        default_factory=lambda: ["read", "write", "webhooks", "admin"],
+        sa_column=Column(ARRAY(Text), nullable=False, server_default="{read,write,webhooks,admin}"),
+    )
     created_at: datetime = created_field()
     last_used_at: datetime | None = ts_field()
+    # None: never expires. A key past it is refused as a revoked one is.
+    expires_at: datetime | None = ts_field()
     revoked_at: datetime | None = ts_field()
 
 

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
 
-from sqlalchemy import update
+from sqlalchemy import func, or_, update
 from sqlmodel import col, select
 from sqlmodel.ext.asyncio.session import AsyncSession
 
@@ -37,11 +37,13 @@ _LIVE_BY_KEY_ID = (
     f" {', '.join(f'a.{c}' for c in _AGENT_COLUMNS)}"
     " FROM api_keys k JOIN agents a ON a.id = k.agent_id"
     " WHERE k.key_id = %(key_id)s AND k.revoked_at IS NULL"
+    " AND (k.expires_at IS NULL OR k.expires_at > now())"
 )
 _SPLIT = len(_KEY_COLUMNS)
 _KEY_HASH = _KEY_COLUMNS.index("key_hash")
 _AGENT_ID = _SPLIT + _AGENT_COLUMNS.index("id")
 _IS_ACTIVE = _SPLIT + _AGENT_COLUMNS.index("is_active")
+_EXPIRES_AT = _KEY_COLUMNS.index("expires_at")
 
 
 @dataclass(frozen=True, slots=True)
@@ -60,6 +62,11 @@ class KeyRow:
     @property
     def agent_id(self) -> uuid.UUID:
         found: uuid.UUID = self.values[_AGENT_ID]
+        return found
+
+    @property
+    def expires_at(self) -> datetime | None:
+        found: datetime | None = self.values[_EXPIRES_AT]
         return found
 
     @property
@@ -90,10 +97,34 @@ async def live_by_key_id(session: AsyncSession, key_id: str) -> tuple[ApiKey, Ag
 
 
 async def live_for_agent(session: AsyncSession, agent_id: uuid.UUID) -> ApiKey | None:
+    """The agent's oldest live key that has not expired (its ``default`` key
+    unless that one was deleted)."""
     result = await session.exec(
-        select(ApiKey).where(col(ApiKey.agent_id) == agent_id, col(ApiKey.revoked_at).is_(None))
+        select(ApiKey)
+        .where(
+            col(ApiKey.agent_id) == agent_id,
+            col(ApiKey.revoked_at).is_(None),
+            _unexpired(),
+        )
+        .order_by(col(ApiKey.created_at), col(ApiKey.id))
+        .limit(1)
     )
     return result.first()
+
+
+def _unexpired() -> Any:
+    return or_(col(ApiKey.expires_at).is_(None), col(ApiKey.expires_at) > func.now())
+
+
+async def listed(session: AsyncSession, agent_id: uuid.UUID) -> list[ApiKey]:
+    """The agent's keys that are not revoked (expired ones too: they count
+    towards the cap until deleted), oldest first."""
+    result = await session.exec(
+        select(ApiKey)
+        .where(col(ApiKey.agent_id) == agent_id, col(ApiKey.revoked_at).is_(None))
+        .order_by(col(ApiKey.created_at), col(ApiKey.id))
+    )
+    return list(result.all())
 
 
 async def revoke_all(session: AsyncSession, agent_id: uuid.UUID) -> int:
@@ -105,10 +136,36 @@ async def revoke_all(session: AsyncSession, agent_id: uuid.UUID) -> int:
     return int(result.rowcount)
 
 
+async def revoke_one(session: AsyncSession, agent_id: uuid.UUID, key_id: str) -> ApiKey | None:
+    """Revoke one of the agent's live keys by its public key id (None: no such key)."""
+    result = await session.exec(
+        update(ApiKey)
+        .where(
+            col(ApiKey.agent_id) == agent_id,
+            col(ApiKey.key_id) == key_id,
+            col(ApiKey.revoked_at).is_(None),
+        )
+        .values(revoked_at=utcnow())
+        .returning(ApiKey)
+    )
+    row = result.first()
+    return None if row is None else row[0]
+
+
 async def insert(
-    session: AsyncSession, agent_id: uuid.UUID, key_id: str, key_hash: bytes
+    session: AsyncSession,
+    agent_id: uuid.UUID,
+    key_id: str,
+    key_hash: bytes,
+    *,
+    name: str = "default",
+    scopes: list[str] | None = None,
+    expires_at: datetime | None = None,
 ) -> ApiKey:
-    key = ApiKey(agent_id=agent_id, key_id=key_id, key_hash=key_hash)
+    key = ApiKey(agent_id=agent_id, key_id=key_id, key_hash=key_hash, name=name)
+    if scopes is not None:
+        key.scopes = scopes
+    key.expires_at = expires_at
     session.add(key)
     await session.flush()
     return key

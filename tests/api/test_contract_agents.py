@@ -23,6 +23,9 @@ OPERATIONS: dict[tuple[str, str], tuple[str, set[str]]] = {
     ("get", "/api/agents/me/api-key"): ("200", {"401", "403", "429"}),
     ("post", "/api/agents/me/api-key"): ("200", {"401", "403", "429"}),
     ("delete", "/api/agents/me/api-key"): ("200", {"401", "403", "429"}),
+    ("get", "/api/agents/me/keys"): ("200", {"401", "403", "429"}),
+    ("post", "/api/agents/me/keys"): ("201", {"400", "401", "403", "409", "413", "429"}),
+    ("delete", "/api/agents/me/keys/{key_id}"): ("200", {"400", "401", "403", "404", "429"}),
     ("get", "/api/agents/me/bookmarks"): ("200", {"400", "401", "403", "429"}),
     ("get", "/api/agents/claim/{agent_id}"): ("200", {"400", "401", "403", "404", "429"}),
     ("post", "/api/agents/claim/{agent_id}"): (
@@ -178,6 +181,9 @@ LINKS = {
     },
     ("/api/agents/reclaim/{agent_id}", "post"): {
         "claim_status": ("agents_claim_status", {"agent_id": "$response.body#/data/agent_id"}),
+    },
+    ("/api/agents/me/keys", "post"): {
+        "delete": ("agents_delete_key", {"key_id": "$response.body#/data/key_id"}),
     },
     ("/api/humans/register", "post"): {
         "read": ("agents_profile", {"username": "$response.body#/data/username"}),

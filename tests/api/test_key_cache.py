@@ -190,6 +190,57 @@ async def test_a_deleted_account_is_refused_at_once(
     assert len(local_only) == 0
 
 
+async def test_a_deleted_named_key_is_refused_at_once(
+    client: httpx.AsyncClient, local_only: KeyCache
+) -> None:
+    """Deleting one named key (issue 48) reaches this process's cache before
+    the answer goes out; the agent's other keys keep working."""
+    agent = await register(client)
+    made = await client.post(
+        "/api/agents/me/keys", json={"name": "bot", "scopes": ["read"]}, headers=agent.auth
+    )
+    named = made.json()["data"]
+    auth = {"Authorization": f"Bearer {named['api_key']}"}
+    assert (await client.get("/api/agents/me", headers=auth)).status_code == 200
+    assert len(local_only) == 2  # the agent's default key (the POST) and the named one
+    gone = await client.delete(f"/api/agents/me/keys/{named['key_id']}", headers=agent.auth)
+    assert gone.status_code == 200
+    assert_error(await client.get("/api/agents/me", headers=auth), 401, "invalid_api_key")
+    assert (await client.get("/api/agents/me", headers=agent.auth)).status_code == 200
+
+
+async def test_a_kept_key_is_refused_once_it_expires(
+    client: httpx.AsyncClient, kept: KeyCache, database: str
+) -> None:
+    """An expiry sends no notice (nothing changes in the row when the time
+    passes): a kept key is checked against its own expiry on every use."""
+    agent = await register(client)
+    made = await client.post(
+        "/api/agents/me/keys",
+        json={"name": "brief", "scopes": ["read"], "expires_in_days": 1},
+        headers=agent.auth,
+    )
+    named = made.json()["data"]
+    auth = {"Authorization": f"Bearer {named['api_key']}"}
+    # Its end brought near (as if a day had passed; the expiry column sends
+    # no notice), before its first use: the kept row carries this expiry.
+    sql(
+        database,
+        "UPDATE api_keys SET expires_at = now() + interval '1 second' WHERE key_id = %s",
+        named["key_id"],
+    )
+    assert (await client.get("/api/agents/me", headers=auth)).status_code == 200
+    assert (await client.get("/api/agents/me", headers=auth)).status_code == 200
+    assert kept.hits >= 1
+    started = time.monotonic()
+    while (await client.get("/api/agents/me", headers=auth)).status_code == 200:
+        assert time.monotonic() - started < DEADLINE_S, "an expired key was still answered"
+        await asyncio.sleep(0.05)
+    # Refused at its expiry, long before the cache's TTL (60 s) would end it.
+    assert time.monotonic() - started < 2.0
+    assert_error(await client.get("/api/agents/me", headers=auth), 401, "invalid_api_key")
+
+
 @pytest.mark.parametrize(
     "change",
     [

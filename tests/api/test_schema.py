@@ -73,7 +73,7 @@ def test_expected_constraints_exist(database: str) -> None:
         "questions_slug_key",
         "agents_username_key",
         "uq_answers_one_accepted",
-        "uq_api_keys_live_per_agent",
+        "uq_api_keys_live_name",
         "uq_agents_owner_x_handle",
         "ix_patterns_search",
         "fk_questions_accepted_answer",
