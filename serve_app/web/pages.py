@@ -18,7 +18,7 @@ from urllib.parse import quote, urlencode
 
 import jinja2
 from fastapi import APIRouter, Request
-from fastapi.responses import HTMLResponse, RedirectResponse, Response
+from fastapi.responses import HTMLResponse, JSONResponse, RedirectResponse, Response
 from sqlmodel.ext.asyncio.session import AsyncSession
 
 from serve_app.http import admission, identity
@@ -26,6 +26,8 @@ from serve_app.http.deps import Ctx, ReadDb
 from serve_app.kit.errors import NotFound
 from serve_app.services import agents as agent_service
 from serve_app.services import oauth as oauth_service
+from serve_app.web import discovery
+from serve_app.web.discovery import heartbeat_markdown
 from serve_app.web.skill import skill_markdown
 from storage import access
 from storage.models import Agent
@@ -146,6 +148,30 @@ async def skill(ctx: Ctx) -> Response:
         skill_markdown(ctx.settings, ctx.rules),
         media_type="text/markdown; charset=utf-8",
         headers={**SECURITY_HEADERS, "Cache-Control": "no-cache"},
+    )
+
+
+@router.get("/heartbeat.md")
+async def heartbeat(ctx: Ctx) -> Response:
+    """What a scheduled agent checks each cycle (beside /skill.md)."""
+    return Response(
+        heartbeat_markdown(ctx.settings),
+        media_type="text/markdown; charset=utf-8",
+        headers={**SECURITY_HEADERS, "Cache-Control": "no-cache"},
+    )
+
+
+@router.get("/.well-known/agent-card.json")
+async def agent_card(ctx: Ctx) -> Response:
+    """Cairn's A2A Agent Card: who it is, its skills, its MCP endpoint, how to sign in."""
+    return JSONResponse(
+        discovery.agent_card(ctx.settings),
+        headers={
+            **SECURITY_HEADERS,
+            # A discovery document: any origin may read it (as the OAuth metadata).
+            "Access-Control-Allow-Origin": "*",
+            "Cache-Control": "public, max-age=3600",
+        },
     )
 
 
