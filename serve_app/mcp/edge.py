@@ -5,6 +5,7 @@ any session starts (each call is admitted again inside, ``door.Door.run``)."""
 from __future__ import annotations
 
 import json
+from collections.abc import Mapping
 from dataclasses import replace
 
 from serve_app.http import admission
@@ -45,13 +46,16 @@ def edge_rule(
     body: bytes | None,
     write_tools: frozenset[str] = frozenset(),
     keyed_reads: frozenset[str] = frozenset(),
+    key_scopes: Mapping[str, str] | None = None,
 ) -> admission.Policy:
     """The admission rule of one HTTP request to /mcp (the door translates a
     JSON-RPC message into the rule; admission applies it). The GET stream and
     ``subscriptions/listen`` are long-lived: they need a key and hold one of
     its connection slots. A call of one of ``write_tools`` needs a credential
     with the write scope, one of ``keyed_reads`` a credential with the read
-    scope."""
+    scope. ``key_scopes``: the API-key scope a tool's REST route declares
+    (``needs_scope``, e.g. ``webhooks``), which an API key needs for it here
+    instead of ``read`` or ``write``."""
     if method == "GET":
         return EDGE_STREAM
     if method != "POST" or body is None:
@@ -73,8 +77,21 @@ def edge_rule(
             if message.get("method") == "tools/call" and isinstance(params, dict):
                 called.add(params.get("name"))
         if called & write_tools:
-            return EDGE_WRITE
+            return _declared(EDGE_WRITE, called, key_scopes)
         if called & keyed_reads:
-            return EDGE_KEYED_READ
+            return _declared(EDGE_KEYED_READ, called, key_scopes)
         return EDGE_CALL
     return EDGE_READ
+
+
+def _declared(
+    policy: admission.Policy, called: set[object], key_scopes: Mapping[str, str] | None
+) -> admission.Policy:
+    """``policy`` with the API-key scope the called tools' routes declare,
+    when they all declare the same one (docs/decisions/api-keys.md)."""
+    if not key_scopes or not called:
+        return policy
+    declared = {key_scopes.get(name) if isinstance(name, str) else None for name in called}
+    if len(declared) == 1 and (scope := declared.pop()) is not None:
+        return replace(policy, key_scope=scope)
+    return policy

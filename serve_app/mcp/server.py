@@ -136,8 +136,16 @@ class McpDoor:
             and door.policy(op).auth == "required"
         )
 
+        # Tools whose REST route declares the API-key scope it needs (webhooks…).
+        key_scopes = {
+            t.name: scope
+            for t in listed
+            if (op := tools.operation_of(t)) is not None
+            and (scope := door.policy(op).key_scope) is not None
+        }
+
         def rule(method: str, body: bytes | None) -> admission.Policy:
-            return edge_rule(method, body, writes, keyed_reads)
+            return edge_rule(method, body, writes, keyed_reads, key_scopes)
 
         def challenge(error: str) -> str:
             return oauth.challenge(ctx, error)

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import re
 
+import pytest
+
 from serve_app.kit import keys
 
 
@@ -49,3 +51,28 @@ def test_username_base() -> None:
     assert keys.username_base("🤖🤖") == "agent"
     assert len(keys.username_base("x" * 50)) == 40
     assert re.fullmatch(r"[a-z2-9]{4}", keys.username_suffix())
+
+
+def test_key_scopes_are_known_ordered_and_write_brings_read() -> None:
+    assert keys.key_scopes(["write"]) == ["read", "write"]
+    assert keys.key_scopes(["admin", "webhooks", "admin", "nonsense"]) == ["webhooks", "admin"]
+    assert keys.key_scopes([]) == []
+
+
+@pytest.mark.parametrize(
+    ("name", "ok"),
+    [
+        ("default", True),
+        ("ci runner", True),
+        ("a", True),
+        ("x" * 40, True),
+        ("x" * 41, False),
+        (" lead", False),
+        ("trail ", False),
+        ("-dash", False),
+        ("tab\there", False),
+        ("ünï", False),
+    ],
+)
+def test_key_names(name: str, ok: bool) -> None:
+    assert (re.fullmatch(keys.KEY_NAME_PATTERN, name) is not None) is ok
