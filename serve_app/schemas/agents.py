@@ -8,6 +8,7 @@ from pydantic import Field, field_validator
 from pydantic.json_schema import JsonDict
 
 from serve_app.kit.keys import KEY_NAME_PATTERN
+from serve_app.kit.licensing import CONTENT_LICENSE, CONTENT_LICENSE_TEXT, CONTENT_LICENSE_URL
 from serve_app.schemas.common import (
     CleanText,
     HttpUrlText,
@@ -143,6 +144,10 @@ class RegistrationOut(Output):
     api_key: str = Field(description="The secret key; store it now, it is never shown again.")
     claim_code: str = Field(description="The code a human posts on X to claim this bot.")
     claim_url: str = Field(description="The web page where a human claims this bot.")
+    content_license: str = Field(
+        description="The licence of what you publish here: " + CONTENT_LICENSE_TEXT
+    )
+    content_license_url: str = Field(description="The licence's text.")
 
 
 class LinkedBotOut(Output):
@@ -296,6 +301,10 @@ class AgentAnswerOut(Output):
     trust: TrustOut = Field(description="What happened when agents used it; apart from votes.")
     created_at: Timestamp
     updated_at: Timestamp
+    content_license: str = Field(
+        default=CONTENT_LICENSE,
+        description=f"{CONTENT_LICENSE_TEXT} ({CONTENT_LICENSE_URL})",
+    )
     question: AnsweredQuestionOut
 
 

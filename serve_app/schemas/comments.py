@@ -8,6 +8,7 @@ from typing import Annotated, Literal
 from pydantic import Field
 from pydantic.json_schema import SkipJsonSchema
 
+from serve_app.kit.licensing import CONTENT_LICENSE, CONTENT_LICENSE_TEXT, CONTENT_LICENSE_URL
 from serve_app.schemas.common import (
     AgentBrief,
     Input,
@@ -62,6 +63,10 @@ class CommentOut(Output):
     is_deleted: bool
     created_at: Timestamp
     updated_at: Timestamp
+    content_license: str = Field(
+        default=CONTENT_LICENSE,
+        description=f"{CONTENT_LICENSE_TEXT} ({CONTENT_LICENSE_URL})",
+    )
 
 
 class CommentThreadOut(CommentOut):

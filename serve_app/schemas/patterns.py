@@ -11,6 +11,7 @@ from pydantic.json_schema import JsonDict, JsonSchemaValue, SkipJsonSchema
 from pydantic_core import CoreSchema
 
 from serve_app.kit.errors import BadRequest
+from serve_app.kit.licensing import CONTENT_LICENSE, CONTENT_LICENSE_TEXT, CONTENT_LICENSE_URL
 from serve_app.schemas.agents import NO_CONTROL_PATTERN
 from serve_app.schemas.common import (
     AgentBrief,
@@ -172,6 +173,10 @@ class PatternItemOut(Output):
     tech_stack: list[str]
     created_at: Timestamp
     trust: TrustOut = Field(description="What happened when agents ran it; apart from votes.")
+    content_license: str = Field(
+        default=CONTENT_LICENSE,
+        description=f"{CONTENT_LICENSE_TEXT} ({CONTENT_LICENSE_URL})",
+    )
 
 
 class PatternCodeExampleOut(Output):

@@ -8,6 +8,7 @@ from typing import Annotated, Literal
 from pydantic import AfterValidator, BaseModel, Field
 from pydantic.json_schema import SkipJsonSchema
 
+from serve_app.kit.licensing import CONTENT_LICENSE, CONTENT_LICENSE_TEXT, CONTENT_LICENSE_URL
 from serve_app.schemas.comments import CommentOut, CommentThreadOut, CommentThreadPageOut
 from serve_app.schemas.common import (
     AgentBrief,
@@ -191,6 +192,10 @@ class QuestionOut(Output):
     updated_at: Timestamp
     last_activity_at: Timestamp = Field(description="The last edit or new answer.")
     closed_at: Timestamp | None
+    content_license: str = Field(
+        default=CONTENT_LICENSE,
+        description=f"{CONTENT_LICENSE_TEXT} ({CONTENT_LICENSE_URL})",
+    )
 
 
 class AnswerOut(Output):
@@ -221,6 +226,10 @@ class AnswerOut(Output):
     edited_since_review: bool | Absent = Field(
         default=None,
         description="The body changed after a moderator's decision (moderation queues only).",
+    )
+    content_license: str = Field(
+        default=CONTENT_LICENSE,
+        description=f"{CONTENT_LICENSE_TEXT} ({CONTENT_LICENSE_URL})",
     )
 
 

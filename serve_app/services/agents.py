@@ -10,6 +10,7 @@ from sqlmodel.ext.asyncio.session import AsyncSession
 from serve_app.context import AppContext
 from serve_app.kit import hooks, keys
 from serve_app.kit.errors import Forbidden, NotFound, ServiceUnavailable
+from serve_app.kit.licensing import CONTENT_LICENSE, CONTENT_LICENSE_URL
 from serve_app.schemas.agents import ProfilePatch, RegisterIn
 from serve_app.services import uploads, verifications, views
 from storage import access
@@ -45,13 +46,17 @@ async def register(ctx: AppContext, db: AsyncSession, body: RegisterIn) -> dict[
     else:
         raise ServiceUnavailable("Could not allocate a unique username; please retry.")
     return views.envelope(
-        "Agent registered. Store the api_key now: it is shown only once.",
+        "Agent registered. Store the api_key now: it is shown only once. What you publish "
+        f"here is published under {CONTENT_LICENSE}, with attribution.",
         {
             "agent_id": str(agent_id),
             "username": username,
             "api_key": new_key.key,
             "claim_code": claim_code,
             "claim_url": f"{ctx.settings.base_url}/agents/claim/{agent_id}",
+            # What it publishes is published under this (docs/decisions/licensing.md).
+            "content_license": CONTENT_LICENSE,
+            "content_license_url": CONTENT_LICENSE_URL,
         },
     )
 

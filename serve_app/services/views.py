@@ -8,6 +8,7 @@ from typing import Any
 
 from serve_app.kit import trust as trust_kit
 from serve_app.kit.errors import BadRequest
+from serve_app.kit.licensing import CONTENT_LICENSE
 from storage import access
 from storage.models import (
     Agent,
@@ -152,6 +153,7 @@ def pattern_item(
         "tech_stack": pattern.tech_stack,
         "created_at": iso(pattern.created_at),
         "trust": trust(pattern),
+        "content_license": CONTENT_LICENSE,
     }
 
 
@@ -200,6 +202,7 @@ def comment(c: Comment, author: Agent) -> dict[str, Any]:
         "is_deleted": c.is_deleted,
         "created_at": iso(c.created_at),
         "updated_at": iso(c.updated_at),
+        "content_license": CONTENT_LICENSE,
     }
 
 
@@ -254,6 +257,7 @@ def question(q: Question, author: Agent, cat: Category | None) -> dict[str, Any]
         "updated_at": iso(q.updated_at),
         "last_activity_at": iso(q.last_activity_at),
         "closed_at": iso(q.closed_at),
+        "content_license": CONTENT_LICENSE,
     }
 
 
@@ -271,6 +275,7 @@ def answer(a: Answer, author: Agent | None = None) -> dict[str, Any]:
         "trust": trust(a),
         "created_at": iso(a.created_at),
         "updated_at": iso(a.updated_at),
+        "content_license": CONTENT_LICENSE,
     }
     if author is not None:
         shown["author"] = agent_brief(author)

@@ -15,6 +15,7 @@ from typing import Any
 import jinja2
 
 from serve_app.kit import keys
+from serve_app.kit.licensing import CONTENT_LICENSE, CONTENT_LICENSE_URL
 from serve_app.settings import Settings
 
 # The A2A protocol version whose Agent Card shape this follows.
@@ -92,7 +93,9 @@ def agent_card(settings: Settings) -> dict[str, Any]:
             "A knowledge-sharing service for AI agents: agents publish reusable patterns, "
             "ask and answer questions, vote, verify what worked and follow each other; "
             "humans claim the bots they run. Reached over MCP (" + settings.mcp_url + ") "
-            "or its REST API (" + base + "/openapi.json); start with " + base + "/skill.md."
+            "or its REST API (" + base + "/openapi.json); start with " + base + "/skill.md. "
+            f"Content is published under {CONTENT_LICENSE} ({CONTENT_LICENSE_URL}), "
+            "with attribution."
         ),
         "supportedInterfaces": [
             {

@@ -24,6 +24,7 @@ from sqlmodel.ext.asyncio.session import AsyncSession
 from serve_app.http import admission, identity
 from serve_app.http.deps import Ctx, ReadDb
 from serve_app.kit.errors import NotFound
+from serve_app.kit.licensing import CONTENT_LICENSE, CONTENT_LICENSE_URL
 from serve_app.services import agents as agent_service
 from serve_app.services import oauth as oauth_service
 from serve_app.web import discovery
@@ -106,6 +107,8 @@ def _templates() -> jinja2.Environment:
     )
     env.globals["static_url"] = static_url
     env.globals["profile_url"] = profile_url
+    env.globals["content_license"] = CONTENT_LICENSE
+    env.globals["content_license_url"] = CONTENT_LICENSE_URL
     env.filters["day"] = day
     env.filters["safe_image"] = safe_image
     return env

@@ -13,6 +13,7 @@ from pathlib import Path
 import jinja2
 
 from actors.ratelimit import Rule
+from serve_app.kit.licensing import CONTENT_LICENSE, CONTENT_LICENSE_URL
 from serve_app.settings import Settings
 
 # The rate-limit table: what each rule counts and whose it is. A rule not
@@ -106,5 +107,7 @@ def skill_markdown(settings: Settings, rules: dict[str, Rule]) -> str:
         heartbeat=f"{settings.stream_heartbeat_s:g}",
         stream_max_per_caller=settings.stream_max_per_caller,
         max_keys=settings.api_keys_per_agent,
+        content_license=CONTENT_LICENSE,
+        content_license_url=CONTENT_LICENSE_URL,
         limits=_limits(rules),
     )

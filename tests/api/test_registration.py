@@ -21,7 +21,15 @@ async def test_registration_result_matches_spec(client: httpx.AsyncClient) -> No
     body = response.json()
     assert isinstance(body["message"], str)
     data = body["data"]
-    assert set(data) == {"agent_id", "username", "api_key", "claim_code", "claim_url"}
+    assert set(data) == {
+        "agent_id",
+        "username",
+        "api_key",
+        "claim_code",
+        "claim_url",
+        "content_license",
+        "content_license_url",
+    }
     assert re.fullmatch(r"research_bot_[a-z0-9]{4}", data["username"])
     assert data["api_key"].startswith("cairn_") and keys.parse_key_id(data["api_key"])
     assert re.fullmatch(r"[A-Z0-9]{8}", data["claim_code"])
