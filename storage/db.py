@@ -16,8 +16,6 @@ from sqlalchemy.ext.asyncio import AsyncEngine, async_sessionmaker, create_async
 from sqlalchemy.pool import AsyncAdaptedQueuePool, ConnectionPoolEntry
 from sqlmodel.ext.asyncio.session import AsyncSession
 
-from storage.repositories import events
-
 
 def async_url(url: str) -> str:
     """Any ``postgres://``/``postgresql://`` URL, rewritten for the psycopg 3 driver."""
@@ -198,7 +196,10 @@ def make_engine(
 
 
 def make_sessionmaker(engine: AsyncEngine) -> async_sessionmaker[AsyncSession]:
-    # Every commit writes the events its transaction staged (the outbox).
+    # Every commit writes the events its transaction staged (the outbox);
+    # imported here, as the outbox's reads use this module's helpers.
+    from storage.repositories import events
+
     events.install()
     # expire_on_commit=False: routes serialise ORM rows after the commit.
     return async_sessionmaker(engine, class_=AsyncSession, expire_on_commit=False)

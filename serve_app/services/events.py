@@ -12,7 +12,7 @@ about something no longer public reads as a tombstone that carries only ids.
 from __future__ import annotations
 
 import base64
-import hashlib
+import functools
 import hmac
 import uuid
 from typing import Any
@@ -184,14 +184,15 @@ _CURSOR_VERSION = b"c1"
 _MAC_BYTES = 12
 
 
+@functools.lru_cache(maxsize=8)
 def _cursor_key(secret: bytes) -> bytes:
-    return hmac.new(secret, b"cairn.changes.cursor", hashlib.sha256).digest()
+    return hmac.digest(secret, b"cairn.changes.cursor", "sha256")
 
 
 def encode_cursor(secret: bytes, position: int) -> str:
     """The opaque cursor of ``position``: the position and a MAC over it."""
     body = _CURSOR_VERSION + position.to_bytes(8, "big")
-    mac = hmac.new(_cursor_key(secret), body, hashlib.sha256).digest()[:_MAC_BYTES]
+    mac = hmac.digest(_cursor_key(secret), body, "sha256")[:_MAC_BYTES]
     return base64.urlsafe_b64encode(body + mac).rstrip(b"=").decode()
 
 
@@ -215,7 +216,7 @@ def decode_cursor(secret: bytes, cursor: str) -> int:
     if len(raw) != size + _MAC_BYTES or not raw.startswith(_CURSOR_VERSION):
         raise _bad_cursor("not a cursor of this feed")
     body, mac = raw[:size], raw[size:]
-    want = hmac.new(_cursor_key(secret), body, hashlib.sha256).digest()[:_MAC_BYTES]
+    want = hmac.digest(_cursor_key(secret), body, "sha256")[:_MAC_BYTES]
     if not hmac.compare_digest(mac, want):
         raise _bad_cursor("its signature does not match")
     return int.from_bytes(body[len(_CURSOR_VERSION) :], "big")
@@ -237,14 +238,6 @@ def parse_kinds(kinds: str | None) -> list[str]:
     return sorted(set(asked), key=FEED_KINDS.index)
 
 
-def _iso(value: Any) -> Any:
-    return value.isoformat() if hasattr(value, "isoformat") else value
-
-
-def _shown(row: dict[str, Any]) -> dict[str, Any]:
-    return {k: str(v) if isinstance(v, uuid.UUID) else _iso(v) for k, v in row.items() if k != "id"}
-
-
 async def changes(
     db: AsyncSession, secret: bytes, after: str | None, kinds: str | None, limit: int
 ) -> dict[str, Any]:
@@ -254,31 +247,29 @@ async def changes(
     head, rows = await repo.page(db, start, wanted, limit)
     if start > head:
         raise _bad_cursor("it is ahead of this feed (from another deployment or a restored backup)")
-    by_kind: dict[str, list[uuid.UUID]] = {}
-    for row in rows:
-        by_kind.setdefault(row.kind, []).append(row.subject_id)
-    public = {
-        kind: await repo.public_state(db, kind, list(dict.fromkeys(ids)))
-        for kind, ids in by_kind.items()
-    }
+    public: dict[str, dict[str, dict[str, Any]]] = {}
+    if rows:
+        first, last = rows[0].position, rows[-1].position
+        for kind in dict.fromkeys(row.kind for row in rows):
+            public[kind] = await repo.public_state(db, kind, first, last)
     data = []
     for row in rows:
-        state = public[row.kind].get(row.subject_id)
-        if state is None:
-            change, item, revision = "tombstone", None, None
+        item = public[row.kind].get(row.subject_id)
+        if item is None:
+            change, revision = "tombstone", None
         else:
             change = "created" if row.type == CREATED.get(row.kind) else "updated"
-            item, revision = _shown(state), state.get("revision")
+            revision = item.get("revision")
         data.append(
             {
                 "cursor": encode_cursor(secret, row.position),
-                "event_id": str(row.id),
+                "event_id": row.id,
                 "type": row.type,
                 "kind": row.kind,
-                "id": str(row.subject_id),
+                "id": row.subject_id,
                 "change": change,
                 "revision": revision,
-                "occurred_at": row.created_at.isoformat(),
+                "occurred_at": row.created_at,
                 "item": item,
             }
         )

@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import uuid
 from dataclasses import dataclass, field
-from datetime import datetime
 from typing import Any
 
 from sqlalchemy import event, text
@@ -27,6 +26,7 @@ from sqlalchemy.orm import Session
 from sqlmodel.ext.asyncio.session import AsyncSession
 
 from storage import access
+from storage.db import fetch_tuples
 from storage.models.events import Event
 
 # What the change feed carries: public content. Other kinds (a follow) are
@@ -171,44 +171,47 @@ async def verifications_by(session: AsyncSession, agent_id: uuid.UUID) -> list[u
 
 
 # --- the change feed -----------------------------------------------------------------
+# The feed's reads go straight through psycopg on the session's connection
+# (``storage.db.fetch_tuples``) and Postgres builds each item's JSON: the
+# feed's target is 10,000 changes a second, and SQLAlchemy's row processing
+# and Python's per-field conversions cost more than the queries
+# (benchmarks/changes_bench.py).
 
 
 @dataclass(frozen=True)
 class Row:
     position: int
-    id: uuid.UUID
+    id: str
     type: str
     kind: str
-    subject_id: uuid.UUID
-    created_at: datetime
+    subject_id: str
+    created_at: str
 
 
 # One statement, one snapshot: the head (the clock's committed position) and
 # the page below it. Every position up to the head is visible in the same
 # snapshot (see the module docstring), so a page shorter than the limit ends
 # at the head.
-_PAGE = text(
-    """
+_PAGE = """
     WITH head AS (SELECT coalesce((SELECT position FROM event_clock WHERE id = 1), 0) AS p)
-    SELECT h.p, e.position, e.id, e.type, e.kind, e.subject_id, e.created_at
+    SELECT h.p, e.position, e.id::text, e.type, e.kind, e.subject_id::text,
+           to_json(e.created_at) #>> '{}'
     FROM head h
     LEFT JOIN LATERAL (
         SELECT position, id, type, kind, subject_id, created_at FROM events
-        WHERE position > :after AND position <= h.p AND kind = ANY(:kinds)
+        WHERE position > %(after)s AND position <= h.p AND kind = ANY(%(kinds)s)
         ORDER BY position
-        LIMIT :limit
+        LIMIT %(limit)s
     ) e ON true
     ORDER BY e.position
-    """
-)
+"""
 
 
 async def page(
     session: AsyncSession, after: int, kinds: list[str], limit: int
 ) -> tuple[int, list[Row]]:
     """The head position and up to ``limit`` events of ``kinds`` after ``after``."""
-    conn = await session.connection()
-    found = (await conn.execute(_PAGE, {"after": after, "kinds": kinds, "limit": limit})).all()
+    found = await fetch_tuples(session, _PAGE, {"after": after, "kinds": kinds, "limit": limit})
     head = int(found[0][0]) if found else 0
     rows = [Row(*r[1:]) for r in found if r[1] is not None]
     return head, rows
@@ -222,39 +225,61 @@ async def head(session: AsyncSession) -> int:
     return int(value) if value is not None else 0
 
 
+# The subjects of a page: named by its range of positions (two numbers to
+# send, not a thousand ids to encode).
+_SUBJECTS = (
+    "SELECT subject_id FROM events WHERE position BETWEEN %(first)s AND %(last)s "
+    "AND kind = %(kind)s"
+)
+
+
 # The public state of each kind, by id: what the public API shows of it
 # (storage/access.py decides which rows), its text and its links, not its
 # counters (votes, views and counts change without an event).
 _PUBLIC: dict[str, str] = {
     "pattern": f"""
-        SELECT id, slug, title, description, content, difficulty_level, use_case_tags,
-               tech_stack, category_id, author_id, revision, status,
-               created_at
-        FROM patterns WHERE id = ANY(:ids) AND {access.public_pattern_sql()}
+        SELECT id::text, json_build_object(
+            'slug', slug, 'title', title, 'description', description, 'content', content,
+            'difficulty_level', difficulty_level, 'use_case_tags', use_case_tags,
+            'tech_stack', tech_stack, 'category_id', category_id, 'author_id', author_id,
+            'revision', revision, 'created_at', created_at)
+        FROM patterns WHERE id IN ({_SUBJECTS})
+          AND {access.public_pattern_sql()}
     """,  # noqa: S608 - every part is ours
     "question": f"""
-        SELECT id, slug, title, body, tags, status, category_id, author_id, created_at
-        FROM questions WHERE id = ANY(:ids) AND {access.visible_question_sql()}
+        SELECT id::text, json_build_object(
+            'slug', slug, 'title', title, 'body', body, 'tags', tags, 'status', status,
+            'category_id', category_id, 'author_id', author_id, 'created_at', created_at)
+        FROM questions WHERE id IN ({_SUBJECTS})
+          AND {access.visible_question_sql()}
     """,  # noqa: S608
     "answer": f"""
-        SELECT a.id, a.question_id, a.body, a.author_id, a.is_accepted, a.revision,
-               a.created_at
+        SELECT a.id::text, json_build_object(
+            'question_id', a.question_id, 'body', a.body, 'author_id', a.author_id,
+            'is_accepted', a.is_accepted, 'revision', a.revision, 'created_at', a.created_at)
         FROM answers a JOIN questions q ON q.id = a.question_id
-        WHERE a.id = ANY(:ids) AND {access.public_answer_sql("a", "q")}
+        WHERE a.id IN ({_SUBJECTS})
+          AND {access.public_answer_sql("a", "q")}
     """,  # noqa: S608
     "comment": f"""
-        SELECT id, pattern_id, answer_id, parent_id,
-               CASE WHEN is_deleted THEN NULL ELSE author_id END AS author_id,
-               content, is_deleted, created_at
-        FROM comments WHERE id = ANY(:ids) AND {access.public_comment_sql("comments")}
+        SELECT id::text, json_build_object(
+            'pattern_id', pattern_id, 'answer_id', answer_id, 'parent_id', parent_id,
+            'author_id', CASE WHEN is_deleted THEN NULL ELSE author_id END,
+            'content', content, 'is_deleted', is_deleted, 'created_at', created_at)
+        FROM comments
+        WHERE id IN ({_SUBJECTS})
+          AND {access.public_comment_sql("comments")}
     """,  # noqa: S608
     # A verification follows its item (storage/access.py, "revisions and
     # verifications").
     "verification": f"""
-        SELECT v.id, v.pattern_id, v.answer_id, v.revision, v.agent_id, v.outcome,
-               v.environment, v.note, v.changes, v.created_at, v.updated_at
+        SELECT v.id::text, json_build_object(
+            'pattern_id', v.pattern_id, 'answer_id', v.answer_id, 'revision', v.revision,
+            'agent_id', v.agent_id, 'outcome', v.outcome, 'environment', v.environment,
+            'note', v.note, 'changes', v.changes, 'created_at', v.created_at,
+            'updated_at', v.updated_at)
         FROM verifications v
-        WHERE v.id = ANY(:ids) AND (
+        WHERE v.id IN ({_SUBJECTS}) AND (
             (v.pattern_id IS NOT NULL AND EXISTS (
                 SELECT 1 FROM patterns p WHERE p.id = v.pattern_id
                 AND {access.public_pattern_sql("p")}))
@@ -263,15 +288,13 @@ _PUBLIC: dict[str, str] = {
                 WHERE a.id = v.answer_id AND {access.public_answer_sql("a", "q")})))
     """,  # noqa: S608
 }
-_PUBLIC_SQL = {kind: text(sql) for kind, sql in _PUBLIC.items()}
 
 
 async def public_state(
-    session: AsyncSession, kind: str, ids: list[uuid.UUID]
-) -> dict[uuid.UUID, dict[str, Any]]:
-    """The public rows of ``kind`` among ``ids`` (absent: not public now)."""
-    if not ids:
-        return {}
-    conn = await session.connection()
-    found = await conn.execute(_PUBLIC_SQL[kind], {"ids": ids})
-    return {row["id"]: dict(row) for row in found.mappings()}
+    session: AsyncSession, kind: str, first: int, last: int
+) -> dict[str, dict[str, Any]]:
+    """The public items of ``kind`` that events ``first`` to ``last`` are
+    about (absent: not public now), by id, each as the feed shows it."""
+    params = {"first": first, "last": last, "kind": kind}
+    found = await fetch_tuples(session, _PUBLIC[kind], params)
+    return {item_id: item for item_id, item in found}
