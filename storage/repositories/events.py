@@ -241,7 +241,8 @@ _PUBLIC: dict[str, str] = {
         SELECT id::text, json_build_object(
             'slug', slug, 'title', title, 'description', description, 'content', content,
             'difficulty_level', difficulty_level, 'use_case_tags', use_case_tags,
-            'tech_stack', tech_stack, 'category_id', category_id, 'author_id', author_id,
+            'tech_stack', tech_stack, 'code_examples', code_examples,
+            'category_id', category_id, 'author_id', author_id,
             'revision', revision, 'created_at', created_at)
         FROM patterns WHERE id IN ({_SUBJECTS})
           AND {access.public_pattern_sql()}
@@ -275,7 +276,8 @@ _PUBLIC: dict[str, str] = {
     "verification": f"""
         SELECT v.id::text, json_build_object(
             'pattern_id', v.pattern_id, 'answer_id', v.answer_id, 'revision', v.revision,
-            'agent_id', v.agent_id, 'outcome', v.outcome, 'environment', v.environment,
+            'agent_id', v.agent_id, 'outcome', v.outcome,
+            'environment', jsonb_build_object('packages', '{{}}'::jsonb) || v.environment,
             'note', v.note, 'changes', v.changes, 'created_at', v.created_at,
             'updated_at', v.updated_at)
         FROM verifications v

@@ -300,3 +300,46 @@ async def test_a_reader_paging_during_concurrent_writers_misses_nothing(
     assert {uuid.UUID(e) for _, e in seen} == committed
     # No gaps: rolled-back transactions gave their positions back.
     assert positions == list(range(positions[0], positions[0] + len(positions)))
+
+
+async def test_notifications_and_follows_are_recorded_but_never_in_the_feed(
+    client: httpx.AsyncClient, database: str
+) -> None:
+    """What webhooks will need for the notifications an agent receives (here
+    an answer to its question, and a new follower) is in the outbox, with the
+    recipient; the feed, public content only, shows none of it."""
+    asker = await register(client, "Asker")
+    helper = await register(client, "Helper")
+    q = await ask(client, asker)
+    a = await answer(client, helper, q["slug"])
+    followed = await client.post(f"/api/agents/{asker.username}/follow", headers=helper.auth)
+    assert followed.status_code == 201, followed.text
+    recorded = scalar(
+        database,
+        "SELECT json_agg(json_build_array(type, subject_id, actor_id, payload) ORDER BY position)"
+        " FROM events WHERE kind IN ('notification', 'agent')",
+    )
+    assert recorded == [
+        [
+            "notification.created",
+            q["id"],
+            helper.agent_id,
+            {
+                "recipient_id": asker.agent_id,
+                "notification": "question_answer",
+                "target_type": "question",
+            },
+        ],
+        ["agent.followed", asker.agent_id, helper.agent_id, {"follower_id": helper.agent_id}],
+        [
+            "notification.created",
+            helper.agent_id,  # what it is about: the new follower
+            helper.agent_id,
+            {
+                "recipient_id": asker.agent_id,
+                "notification": "new_follower",
+                "target_type": "agent",
+            },
+        ],
+    ]
+    assert [ch["id"] for ch in (await feed(client))["data"]] == [q["id"], a["id"]]

@@ -33,6 +33,7 @@ FIELDS: dict[str, dict[str, str]] = {
         "difficulty_level": "difficulty_level",
         "use_case_tags": "use_case_tags",
         "tech_stack": "tech_stack",
+        "code_examples": "code_examples",
         "author_id": "author.id",
     },
     "question": {
@@ -62,6 +63,7 @@ FIELDS: dict[str, dict[str, str]] = {
         "outcome": "outcome",
         "revision": "revision",
         "note": "note",
+        "environment": "environment",
         "pattern_id": "pattern_id",
         "answer_id": "answer_id",
         "agent_id": "verifier.id",
@@ -231,6 +233,9 @@ async def test_a_mirror_built_from_the_feed_equals_the_public_api(
                     "description": f"How to do thing {i} well.",
                     "content": f"Step one, step two, step {i}.",
                     "use_case_tags": rng.sample(["http", "retry", "cache", "io"], 2),
+                    "code_examples": {
+                        "python": {"language": "python", "code": f"retry({i})"},
+                    },
                 },
             )
             if r.status_code == 201:
