@@ -25,6 +25,7 @@ from serve_app.routers import (
     agents,
     analytics,
     answers,
+    changes,
     collections,
     comments,
     feed,
@@ -232,6 +233,7 @@ def create_app(
     app.include_router(answers.router)
     app.include_router(collections.router)
     app.include_router(feed.router)
+    app.include_router(changes.router)
     app.include_router(search.router)
     app.include_router(notifications.router)
     app.include_router(notification_stream.router)

@@ -196,6 +196,11 @@ def make_engine(
 
 
 def make_sessionmaker(engine: AsyncEngine) -> async_sessionmaker[AsyncSession]:
+    # Every commit writes the events its transaction staged (the outbox);
+    # imported here, as the outbox's reads use this module's helpers.
+    from storage.repositories import events
+
+    events.install()
     # expire_on_commit=False: routes serialise ORM rows after the commit.
     return async_sessionmaker(engine, class_=AsyncSession, expire_on_commit=False)
 

@@ -22,7 +22,7 @@ from serve_app.schemas.admin import (
     UserChange,
 )
 from serve_app.schemas.moderation import Decision
-from serve_app.services import moderation, verifications, views
+from serve_app.services import events, moderation, verifications, views
 from storage import access
 from storage.models import Agent, Category, Pattern, Question
 from storage.models.base import utcnow
@@ -259,26 +259,40 @@ async def _change_pattern(db: AsyncSession, caller: Agent, body: PatternChange) 
     if isinstance(moderated, str) and moderated in DECISIONS:
         await _decide(db, caller, "pattern", pattern.id, moderated)
     elif moderated is not None:
+        was_public = access.pattern_is_public(pattern)
         await pattern_repo.update_counted(db, pattern, {"moderation_status": moderated})
+        await events.crossed(
+            db, "pattern", pattern.id, was_public, access.pattern_is_public(pattern), caller.id
+        )
     if "status" in changed:
+        was_public = access.pattern_is_public(pattern)
         archived_at = utcnow() if changed["status"] == "archived" else None
         await pattern_repo.update_counted(
             db, pattern, {"status": changed["status"], "archived_at": archived_at}
+        )
+        await events.crossed(
+            db, "pattern", pattern.id, was_public, access.pattern_is_public(pattern), caller.id
         )
     author, category = await pattern_repo.related(db, pattern)
     assert author is not None
     return views.envelope(_message("pattern", changed), pattern_row(pattern, author, category))
 
 
-async def _set_question_status(db: AsyncSession, question: Question, status: str) -> None:
+async def _set_question_status(
+    db: AsyncSession, caller: Agent, question: Question, status: str
+) -> None:
     """Like the author's close/reopen and the soft delete: only columns change
     (no counter depends on a question's visibility)."""
+    was_public = access.question_is_visible(question)
     now = utcnow()
     question.status = status
     if status != "deleted":
         question.closed_at = now if status == "closed" else None
     question.updated_at = now
     await db.flush()
+    await events.transition(
+        db, "question", question.id, was_public, access.question_is_visible(question), caller.id
+    )
 
 
 async def _change_question(db: AsyncSession, caller: Agent, body: QuestionChange) -> dict[str, Any]:
@@ -300,18 +314,27 @@ async def _change_question(db: AsyncSession, caller: Agent, body: QuestionChange
         if decided:
             await _decide(db, caller, "question", question.id, str(moderated))
         elif moderated is not None:
+            was_public = access.question_is_visible(question)
             question.moderation_status = str(moderated)
             question.updated_at = utcnow()
             await db.flush()
+            await events.crossed(
+                db,
+                "question",
+                question.id,
+                was_public,
+                access.question_is_visible(question),
+                caller.id,
+            )
 
     # The moderation decision refuses deleted questions: decide before deleting,
     # restore before deciding.
     if status == "deleted":
         await moderate()
-        await _set_question_status(db, question, "deleted")
+        await _set_question_status(db, caller, question, "deleted")
     else:
         if status is not None:
-            await _set_question_status(db, question, str(status))
+            await _set_question_status(db, caller, question, str(status))
         await moderate()
     found = await question_repo.with_related(db, question.id)
     assert found is not None

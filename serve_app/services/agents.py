@@ -12,7 +12,7 @@ from serve_app.kit import hooks, keys
 from serve_app.kit.errors import Forbidden, NotFound, ServiceUnavailable
 from serve_app.kit.licensing import CONTENT_LICENSE, CONTENT_LICENSE_URL
 from serve_app.schemas.agents import ProfilePatch, RegisterIn
-from serve_app.services import uploads, verifications, views
+from serve_app.services import events, uploads, verifications, views
 from storage import access
 from storage.models import Agent
 from storage.repositories import accounts as account_repo
@@ -125,15 +125,16 @@ async def delete_account(
         raise NotFound(f"No agent named '{_shown(username)}'.")
     hooks.credentials_changed(db, caller.id)
     await verifications.refresh_items(db, verified)
-    removed, voted = done
+    removed, voted, gone = done
+    events.removed(db, gone, caller.id)
     when = time.time()
-    events: list[Any] = [("unset", str(p), str(caller.id), when) for p in voted]
+    unvotes: list[Any] = [("unset", str(p), str(caller.id), when) for p in voted]
 
     async def clean_up() -> None:
         # After the commit: the files, then the trending counter's view of its votes.
         await uploads.delete_owner(ctx, caller.id)
-        if events:
-            await ctx.trending.record(events)
+        if unvotes:
+            await ctx.trending.record(unvotes)
 
     hooks.after_commit(db, clean_up)
     return views.envelope(

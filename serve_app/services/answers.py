@@ -13,7 +13,7 @@ from sqlmodel.ext.asyncio.session import AsyncSession
 from serve_app.kit.errors import Forbidden, NotFound
 from serve_app.schemas.comments import CommentCreate
 from serve_app.schemas.questions import AnswerCreate, AnswerUpdate
-from serve_app.services import agents, comments, notifications, revisions, views, votes
+from serve_app.services import agents, comments, events, notifications, revisions, views, votes
 from serve_app.services.questions import answers_shown
 from serve_app.services.questions import find as find_question
 from storage import access
@@ -49,6 +49,16 @@ async def create(
     await rows.add_to_loaded_counter(
         db, question, "answer_count", 1, last_activity_at=answer.created_at
     )
+    if access.answer_is_public(answer, question):
+        events.created(
+            db,
+            "answer",
+            answer.id,
+            caller.id,
+            question_id=question.id,
+            question_author_id=question.author_id,
+            revision=answer.revision,
+        )
     await notifications.send(
         db,
         caller,
@@ -140,6 +150,8 @@ async def edit(
     await db.flush()
     await revisions.after_change(db, answer, before, caller, body.edit_reason)
     await repo.touch(db, question.id)
+    if access.answer_is_public(answer, question):
+        events.updated(db, "answer", answer.id, caller.id, revision=answer.revision)
     return views.answer(answer, caller)
 
 
@@ -171,6 +183,16 @@ async def _set_accepted(db: AsyncSession, question: Question, answer: Answer, on
     question.accepted_answer_id = answer.id if on else None
     await db.flush()
     await _accept_effects(db, question, answer, 1 if on else -1)
+    if access.answer_is_public(answer, question):
+        events.updated(
+            db,
+            "answer",
+            answer.id,
+            question.author_id,
+            "answer.accepted" if on else "answer.unaccepted",
+            question_id=question.id,
+            answer_author_id=answer.author_id,
+        )
 
 
 async def accept(db: AsyncSession, answer_id: uuid.UUID, caller: Agent) -> dict[str, Any]:
@@ -225,6 +247,10 @@ async def delete(db: AsyncSession, answer_id: uuid.UUID, caller: Agent) -> dict[
     if answer.is_accepted:
         await _set_accepted(db, question, answer, False)
     comment_ids = await repo.lock_comments(db, answer.id)
+    if access.answer_is_public(answer, question):
+        # Its comments and verifications go with it (read before they do).
+        gone = [("answer", answer.id), *await events.under(db, "answer", answer.id)]
+        events.removed(db, gone, caller.id)
     # What its author earned on it is taken back (the acceptance was undone
     # above): its standing votes' worth (a vote whose voter's account went
     # was taken back then, with the vote), and its verification credit.

@@ -14,7 +14,7 @@ from sqlmodel.ext.asyncio.session import AsyncSession
 from serve_app.kit.errors import BadRequest, Forbidden, NotFound
 from serve_app.schemas.comments import CommentCreate, CommentUpdate
 from serve_app.schemas.common import THREAD_PAGE
-from serve_app.services import notifications, views
+from serve_app.services import events, notifications, views
 from storage.models import Agent, Answer, Comment, Pattern
 from storage.models.base import utcnow
 from storage.models.social import ANSWER_COMMENT, COMMENT_REPLY, PATTERN_COMMENT
@@ -104,6 +104,16 @@ async def create(
     )
     await repo.insert(db, comment)
     await target.count_change(db, +1)
+    if await repo.is_public(db, comment.id):
+        events.created(
+            db,
+            "comment",
+            comment.id,
+            caller.id,
+            **{f"{target.kind}_id": target.id},
+            parent_id=parent_id,
+            owner_id=owner.agent_id,
+        )
     told = []
     if parent is not None:
         told.append(
@@ -184,6 +194,8 @@ async def edit(
     comment.content = body.content
     comment.updated_at = utcnow()
     await db.flush()
+    if await repo.is_public(db, comment.id):
+        events.updated(db, "comment", comment.id, caller.id)
     return views.comment(comment, caller)
 
 
@@ -201,16 +213,21 @@ async def delete(db: AsyncSession, comment_id: uuid.UUID, caller: Agent) -> dict
     comment = await _own(db, comment_id, caller)
     target = _target_of(comment)
     await target.count_change(db, -1)
+    # Its placeholders are public exactly when it is (they share its target).
+    public = await repo.is_public(db, comment.id)
     if comment.reply_count > 0:
         comment.content = DELETED
         comment.is_deleted = True
         comment.updated_at = utcnow()
         await db.flush()
+        if public:
+            events.updated(db, "comment", comment.id, caller.id)
         return views.envelope(
             "Comment deleted; a placeholder keeps its replies in place.",
             {"id": str(comment.id), "removed": False, "content": DELETED},
         )
     await repo.remove(db, comment.id)
+    gone = [("comment", comment.id)]
     parent_id = comment.parent_id
     while parent_id is not None:
         parent = await repo.get(db, parent_id, for_update=True)
@@ -220,7 +237,10 @@ async def delete(db: AsyncSession, comment_id: uuid.UUID, caller: Agent) -> dict
         if not (parent.is_deleted and left == 0):
             break
         await repo.remove(db, parent.id)
+        gone.append(("comment", parent.id))
         parent_id = parent.parent_id
+    if public:
+        events.removed(db, gone, caller.id)
     return views.envelope("Comment deleted.", {"id": str(comment.id), "removed": True})
 
 

@@ -7,7 +7,7 @@ from typing import Any
 from sqlmodel.ext.asyncio.session import AsyncSession
 
 from serve_app.kit.errors import BadRequest
-from serve_app.services import agents, notifications, views
+from serve_app.services import agents, events, notifications, views
 from storage.models import Agent, Follow
 from storage.models.social import NEW_FOLLOWER
 from storage.repositories import follows as repo
@@ -22,6 +22,7 @@ async def follow(db: AsyncSession, caller: Agent, username: str) -> tuple[bool, 
     followers = target.followers_count
     if created:
         followers = await repo.adjust_counts(db, caller.id, target.id, +1)
+        events.followed(db, caller.id, target.id)
         await notifications.send(
             db,
             caller,

@@ -11,7 +11,7 @@ from sqlmodel.ext.asyncio.session import AsyncSession
 
 from serve_app.kit.errors import Conflict, Forbidden, NotFound
 from serve_app.schemas.moderation import Decision
-from serve_app.services import notifications, verifications, views
+from serve_app.services import events, notifications, verifications, views
 from storage import access
 from storage.models import (
     Agent,
@@ -47,13 +47,15 @@ async def decide(db: AsyncSession, caller: Agent, body: Decision) -> dict[str, A
         return await _appeal(db, caller, target_id, body)
     new = STATUS_AFTER[body.action]
     item: Pattern | Question | Answer
+    parent_visible = True  # an answer's question
     if kind == "pattern":
         item, author_id, subject = await _pattern(db, target_id, new)
     elif kind == "question":
         item, author_id, subject = await _question(db, target_id)
     else:
-        item, author_id, subject = await _answer(db, target_id, new)
+        item, author_id, subject, parent_visible = await _answer(db, target_id, new)
     previous = item.moderation_status
+    was_public = _is_public(item, parent_visible)
     item.moderation_status = new
     if not isinstance(item, Question):
         # What the moderator saw: a later edit shows as edited_since_review.
@@ -70,6 +72,7 @@ async def decide(db: AsyncSession, caller: Agent, body: Decision) -> dict[str, A
     )
     db.add(decision)
     await db.flush()
+    await events.crossed(db, kind, item.id, was_public, _is_public(item, parent_visible), caller.id)
     data: dict[str, Any] = {"action": body.action}
     if kind == "answer":
         data["answer_id"] = target_id
@@ -189,9 +192,18 @@ async def _question(
     return question, question.author_id, notifications.about_question(question)
 
 
+def _is_public(item: Pattern | Question | Answer, parent_visible: bool) -> bool:
+    """Whether the public sees ``item`` (an answer: under a visible question)."""
+    if isinstance(item, Pattern):
+        return access.pattern_is_public(item)
+    if isinstance(item, Question):
+        return access.question_is_visible(item)
+    return parent_visible and access.answer_is_shown(item)
+
+
 async def _answer(
     db: AsyncSession, answer_id: uuid.UUID, new: str
-) -> tuple[Answer, uuid.UUID, notifications.Subject]:
+) -> tuple[Answer, uuid.UUID, notifications.Subject, bool]:
     # Lock order: the question, then the answer.
     found = await question_repo.answer_and_question(db, answer_id, lock=Question)
     answer = await question_repo.answer(db, answer_id, for_update=True) if found else None
@@ -204,7 +216,12 @@ async def _answer(
         await rows.add_to_loaded_counter(
             db, question, "answer_count", -1 if not hidden_before else +1
         )
-    return answer, answer.author_id, notifications.about_question(question)
+    return (
+        answer,
+        answer.author_id,
+        notifications.about_question(question),
+        access.question_is_visible(question),
+    )
 
 
 # The queues -----------------------------------------------------------------------

@@ -14,7 +14,7 @@ from sqlmodel.ext.asyncio.session import AsyncSession
 from actors.dispatch import notices
 from serve_app.kit import hooks
 from serve_app.kit.errors import BadRequest
-from serve_app.services import views
+from serve_app.services import events, views
 from storage.models import Agent, FanoutJob, Notification, Pattern, Question
 from storage.models.base import utcnow
 from storage.models.social import NEW_PATTERN
@@ -87,6 +87,10 @@ async def _record(
         }
     if not records:
         return
+    for r in records.values():
+        events.notified(
+            db, r["recipient_id"], r["kind"], r["target_type"], r["target_id"], actor_id
+        )
     mail = hooks.mail_enabled(db)
     await repo.add(db, list(records.values()), mail=mail, throttle_s=hooks.throttle_s(db))
     if mail:

@@ -17,6 +17,7 @@ from serve_app.schemas.patterns import PatternCreate, PatternUpdate
 from serve_app.services import (
     categories,
     comments,
+    events,
     notifications,
     revisions,
     search,
@@ -60,6 +61,7 @@ async def create(db: AsyncSession, author: Agent, body: PatternCreate) -> dict[s
         raise ServiceUnavailable("Could not allocate a unique slug; please retry.")
     await revisions.first(db, pattern, author)
     await repo.adjust_pattern_count(db, author.id, +1)
+    events.created(db, "pattern", pattern.id, author.id, revision=pattern.revision)
     await notifications.announce_pattern(db, author, pattern)
     _, category = await repo.related(db, pattern)
     return views.pattern_detail(pattern, author, category)
@@ -133,10 +135,20 @@ async def update(db: AsyncSession, ref: str, caller: Agent, body: PatternUpdate)
     new_status = changes.get("status", pattern.status)
     if new_status != pattern.status:
         changes["archived_at"] = utcnow() if new_status == "archived" else None
+    was_public = access.pattern_is_public(pattern)
     # A rejected pattern is not counted: archiving or republishing it moves nothing.
     await repo.update_counted(db, pattern, changes)
     # A change to the text or its filing writes the next revision (not status).
     await revisions.after_change(db, pattern, before, caller, reason)
+    await events.transition(
+        db,
+        "pattern",
+        pattern.id,
+        was_public,
+        access.pattern_is_public(pattern),
+        caller.id,
+        revision=pattern.revision,
+    )
     _, category = await repo.related(db, pattern)
     return views.pattern_detail(pattern, caller, category)
 
@@ -145,7 +157,9 @@ async def archive(db: AsyncSession, ref: str, caller: Agent) -> dict[str, Any]:
     pattern = await _own(db, ref, caller)
     if pattern.status == "archived":
         return views.envelope("Pattern already archived.", {"id": str(pattern.id)})
+    was_public = access.pattern_is_public(pattern)
     await repo.update_counted(db, pattern, {"status": "archived", "archived_at": utcnow()})
+    await events.transition(db, "pattern", pattern.id, was_public, False, caller.id)
     return views.envelope("Pattern archived.", {"id": str(pattern.id), "status": "archived"})
 
 
@@ -232,6 +246,9 @@ async def fork(db: AsyncSession, ref: str, caller: Agent) -> dict[str, Any]:
     await revisions.first(db, copy, caller)
     await repo.adjust_pattern_count(db, caller.id, +1)
     await repo.fork_credit(db, origin.id, caller.id, copy.id, gained=True)
+    events.created(
+        db, "pattern", copy.id, caller.id, revision=copy.revision, forked_from_id=origin.id
+    )
     await notifications.announce_pattern(db, caller, copy)
     _, category = await repo.related(db, copy)
     return views.pattern_detail(copy, caller, category)

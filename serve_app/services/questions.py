@@ -17,7 +17,7 @@ from serve_app.kit.errors import BadRequest, Forbidden, NotFound, ServiceUnavail
 from serve_app.runtime.semantic import SemanticSearch
 from serve_app.schemas.common import THREAD_PAGE
 from serve_app.schemas.questions import QuestionCreate, QuestionUpdate
-from serve_app.services import categories, search, views, votes
+from serve_app.services import categories, events, search, views, votes
 from storage import access
 from storage.models import Agent, Question
 from storage.models.base import utcnow
@@ -50,6 +50,7 @@ async def create(db: AsyncSession, author: Agent, body: QuestionCreate) -> dict[
             break
     else:
         raise ServiceUnavailable("Could not allocate a unique slug; please retry.")
+    events.created(db, "question", question.id, author.id)
     category = await category_repo.by_id(db, question.category_id)
     return views.question(question, author, category)
 
@@ -151,9 +152,13 @@ async def update(db: AsyncSession, ref: str, caller: Agent, body: QuestionUpdate
     question = await find(db, ref, caller, for_update=True)
     changes = _changes(question, caller, body)
     await categories.check(db, changes)
+    was_public = access.question_is_visible(question)
     for field, value in changes.items():
         setattr(question, field, value)
     await db.flush()
+    await events.transition(
+        db, "question", question.id, was_public, access.question_is_visible(question), caller.id
+    )
     found = await repo.with_related(db, question.id)
     assert found is not None
     return views.question(*found)
@@ -167,9 +172,11 @@ async def delete(db: AsyncSession, ref: str, caller: Agent) -> dict[str, Any]:
         raise NotFound(f"No question '{ref[:80]}'.")
     if caller.id != question.author_id and caller.role != "admin":
         raise Forbidden("Only the author or an admin can delete this question.")
+    was_public = access.question_is_visible(question)
     question.status = "deleted"
     question.updated_at = utcnow()
     await db.flush()
+    await events.crossed(db, "question", question.id, was_public, False, caller.id)
     return views.envelope("Question deleted.", {"id": str(question.id), "status": "deleted"})
 
 

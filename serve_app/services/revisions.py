@@ -18,7 +18,7 @@ from sqlmodel.ext.asyncio.session import AsyncSession
 
 from serve_app.kit import linediff
 from serve_app.kit.errors import BadRequest, Conflict, Forbidden, NotFound, ServiceUnavailable
-from serve_app.services import verifications, views
+from serve_app.services import events, verifications, views
 from storage import access
 from storage.models import Agent, Answer, Pattern
 from storage.models.base import utcnow
@@ -291,7 +291,7 @@ async def rollback(
     """Put revision ``number``'s fields back (the author or staff); this
     writes a new revision, so history only grows. Revision ``number`` being
     the current text already, nothing is written (and the answer says so)."""
-    found, _ = await verifications.item(db, kind, ref, caller, lock=True)
+    found, public = await verifications.item_and_publicity(db, kind, ref, caller, lock=True)
     if found.author_id != caller.id and not access.is_staff(caller):
         raise Forbidden(f"Only the author or staff can roll back this {kind}.")
     target, _ = await _one(db, kind, found, number)
@@ -323,6 +323,8 @@ async def rollback(
         await question_repo.touch(db, found.question_id)
         await after_change(db, found, before, caller, _why(number, reason))
         message = ROLLED_BACK
+    if message == ROLLED_BACK and public:
+        events.updated(db, kind, found.id, caller.id, revision=found.revision)
     if isinstance(found, Pattern):
         author, category_row = await pattern_repo.related(db, found)
         assert author is not None

@@ -13,7 +13,7 @@ from sqlmodel.ext.asyncio.session import AsyncSession
 from serve_app.kit import trust
 from serve_app.kit.errors import BadRequest, NotFound
 from serve_app.schemas.verifications import VerificationIn
-from serve_app.services import notifications, views
+from serve_app.services import events, notifications, views
 from storage import access
 from storage.models import Agent, Answer, Pattern, Question, Verification
 from storage.models.base import utcnow
@@ -126,6 +126,14 @@ async def item(
     return found, subject
 
 
+async def item_and_publicity(
+    db: AsyncSession, kind: repo.Kind, ref: str | uuid.UUID, caller: Agent | None, lock: bool
+) -> tuple[Pattern | Answer, bool]:
+    """``item``, and whether it is public (storage/access.py)."""
+    found, _, public = await _item(db, kind, ref, caller, lock)
+    return found, public
+
+
 async def _item(
     db: AsyncSession, kind: repo.Kind, ref: str | uuid.UUID, caller: Agent | None, lock: bool
 ) -> tuple[Pattern | Answer, notifications.Subject, bool]:
@@ -175,6 +183,16 @@ async def verify(
         environment=body.environment.stored(),
         note=body.note,
         changes=body.changes,
+    )
+    events.updated(
+        db,
+        "verification",
+        verification.id,
+        caller.id,
+        "verification.created" if created else "verification.updated",
+        revision=found.revision,
+        item_author_id=found.author_id,
+        **{f"{kind}_id": found.id},
     )
     summary, counting = await _refresh(db, kind, found)
     if caller.id in counting:

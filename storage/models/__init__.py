@@ -9,6 +9,7 @@ from storage.models.agents import (
 )
 from storage.models.categories import Category
 from storage.models.comments import Comment
+from storage.models.events import Event, EventClock
 from storage.models.idempotency import IdempotencyKey
 from storage.models.oauth import OAuthClient, OAuthCode, OAuthGrant, OAuthRequest, OAuthToken
 from storage.models.patterns import (
@@ -54,6 +55,8 @@ __all__ = [
     "EmailPreference",
     "EmailVerification",
     "Embedding",
+    "Event",
+    "EventClock",
     "FanoutJob",
     "Flag",
     "Follow",

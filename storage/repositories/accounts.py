@@ -198,6 +198,19 @@ WHERE p.id = s.parent_id
 RETURNING p.id
 """
 
+# What leaves the public with the account, for the outbox's tombstones: the
+# content collected above and the verifications that go with the account or
+# with the items they were about.
+_GONE_SUBJECTS = """
+SELECT kind, id FROM gone
+UNION ALL
+SELECT 'verification', v.id FROM verifications v
+WHERE v.agent_id = :a
+   OR v.pattern_id IN (SELECT id FROM gone WHERE kind = 'pattern')
+   OR v.answer_id IN (SELECT id FROM gone WHERE kind = 'answer')
+"""
+_BARE = "SELECT id FROM comments WHERE id = ANY(:ids) AND is_deleted AND reply_count = 0"
+
 _SUMMARY = """
 SELECT
     (SELECT count(*) FROM gone WHERE kind = 'pattern') AS patterns,
@@ -213,9 +226,11 @@ SELECT
 
 async def delete_account(
     session: AsyncSession, agent_id: uuid.UUID
-) -> tuple[dict[str, int], list[uuid.UUID]] | None:
+) -> tuple[dict[str, int], list[uuid.UUID], list[tuple[str, uuid.UUID]]] | None:
     """Remove the agent and all its records; None if it no longer exists.
-    Returns what was removed (counts) and the patterns it had voted on.
+    Returns what was removed (counts), the patterns it had voted on, and
+    every piece of content that went (kind, id: patterns, questions,
+    answers, comments, verifications).
 
     The agent row is locked first, so its own requests still in flight wait
     and then find it gone. The final DELETE cascades through every table that
@@ -229,6 +244,7 @@ async def delete_account(
     for statement in _COLLECT:
         await conn.execute(text(statement), params)
     summary = dict((await conn.execute(text(_SUMMARY), params)).mappings().one())
+    subjects = [(k, i) for k, i in await conn.execute(text(_GONE_SUBJECTS), params)]
     await conn.execute(text(_REPUTATION), params)
     votes = (await conn.execute(text(_VOTES), params)).mappings().one()
     summary["votes"] = votes["votes"]
@@ -237,7 +253,9 @@ async def delete_account(
         await conn.execute(text(statement), params)
     await conn.execute(text("DELETE FROM agents WHERE id = :a"), params)
     while above:
+        bare = await conn.execute(text(_BARE), {"ids": above})
+        subjects.extend(("comment", row[0]) for row in bare)
         changed = await conn.execute(text(_BARE_PLACEHOLDERS), {"ids": above})
         above = [row[0] for row in changed]
     await conn.execute(text("DROP TABLE gone"))
-    return summary, list(votes["patterns_voted"])
+    return summary, list(votes["patterns_voted"]), subjects

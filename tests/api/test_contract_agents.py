@@ -1,5 +1,5 @@
 """The published contract of the agents, humans, categories, health,
-analytics, feed, search and notifications routes: every operation declares
+analytics, feed, changes, search and notifications routes: every operation declares
 its 2xx body and the error statuses its own rules return, creating routes
 link to the reads that take the new object's id, and input schemas say what
 validation enforces."""
@@ -70,6 +70,7 @@ OPERATIONS: dict[tuple[str, str], tuple[str, set[str]]] = {
     ("get", "/api/analytics"): ("200", {"401", "403", "429"}),
     ("get", "/api/feed"): ("200", {"400", "401", "403", "429"}),
     ("get", "/api/feed/trending"): ("200", {"400", "401", "403", "429"}),
+    ("get", "/api/changes"): ("200", {"400", "401", "403", "429"}),
     ("get", "/api/search"): ("200", {"400", "401", "403", "429"}),
     ("get", "/api/notifications"): ("200", {"400", "401", "403", "429"}),
     ("put", "/api/notifications"): ("200", {"400", "401", "403", "413", "429"}),
@@ -79,7 +80,17 @@ OPERATIONS: dict[tuple[str, str], tuple[str, set[str]]] = {
 }
 PREFIXES = tuple(
     f"/api/{p}"
-    for p in ("agents", "humans", "categories", "health", "analytics", "feed", "search", "notif")
+    for p in (
+        "agents",
+        "humans",
+        "categories",
+        "health",
+        "analytics",
+        "feed",
+        "changes",
+        "search",
+        "notif",
+    )
 )
 
 

@@ -9,7 +9,7 @@ to "one live key per name". The credential trigger (0019) still tells the
 key caches of a revocation; a key's name, scopes and expiry never change
 after it is made, and an expiry is checked on every use.
 
-Revision ID: 0022_api_key_scopes
+Revision ID: 0022
 Revises: 0021
 """
 
@@ -19,7 +19,7 @@ import sqlalchemy as sa
 from alembic import op
 from sqlalchemy.dialects import postgresql
 
-revision: str = "0022_api_key_scopes"
+revision: str = "0022"
 down_revision: str | None = "0021"
 branch_labels: str | Sequence[str] | None = None
 depends_on: str | Sequence[str] | None = None
