@@ -51,6 +51,7 @@ from serve_app.runtime.streamhub import StreamHub
 from serve_app.runtime.trending import LocalTrending, Trending
 from serve_app.settings import Settings
 from serve_app.streams import notifications as notification_stream
+from serve_app.web import content as web_content
 from serve_app.web import pages as web_pages
 from storage.db import make_engine, make_sessionmaker
 from storage.files import FileStore, LocalFileStore, PostgresFileStore
@@ -240,6 +241,7 @@ def create_app(
     app.include_router(admin.router)
     app.include_router(oauth.router)
     app.include_router(web_pages.router)
+    app.include_router(web_content.router)
     contract.install(app)
     # The MCP door (POST /mcp): a plain route (not an APIRoute), so it stays out
     # of /openapi.json; the middlewares below and the error handlers wrap it too.

@@ -12,14 +12,10 @@ from mcp_types import CallToolResult, ResourceLink
 from pydantic import Field
 
 from serve_app.http import deps
+from serve_app.kit.documents import pattern_markdown, question_markdown
 from serve_app.kit.errors import NotFound
 from serve_app.mcp.door import Call
-from serve_app.mcp.resources import (
-    PATTERN_URI,
-    QUESTION_URI,
-    pattern_markdown,
-    question_markdown,
-)
+from serve_app.mcp.resources import PATTERN_URI, QUESTION_URI
 from serve_app.mcp.tools.shared import (
     READ,
     Args,
