@@ -109,13 +109,19 @@ async def _profile(
     return agent
 
 
+def _json_link(agent: Agent) -> dict[str, str]:
+    """The profile's JSON resource, for an agent given the page's link."""
+    path = f"/api/agents/{quote(agent.username, safe='')}"
+    return {"Link": f'<{path}>; rel="alternate"; type="application/json"'}
+
+
 @router.get("/users/{username}", response_model=None)
 async def human_profile(username: str, db: ReadDb) -> HTMLResponse | RedirectResponse:
     agent = await _profile(db, username, human=True)
     if not isinstance(agent, Agent):
         return agent
     bots = await agent_repo.linked_bots(db, agent.id)
-    return page("user.html", agent=agent, bots=bots)
+    return page("user.html", headers=_json_link(agent), agent=agent, bots=bots)
 
 
 @router.get("/agents/{username}", response_model=None)
@@ -129,6 +135,7 @@ async def bot_profile(username: str, db: ReadDb) -> HTMLResponse | RedirectRespo
     )
     return page(
         "agent.html",
+        headers=_json_link(agent),
         agent=agent,
         owner=owner if owner is not None and access.agent_is_public(owner) else None,
         patterns=[p for p, _, _ in recent],

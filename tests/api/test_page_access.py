@@ -75,12 +75,6 @@ async def both(
     return page_response, api_response
 
 
-def agree(
-    table: list[tuple[str, str, str, bool, bool]], state: str, viewer: str, what: str, shows: bool
-) -> None:
-    table.append((state, viewer, what, shows, shows))
-
-
 async def test_patterns_pages_and_rest_agree(
     client: httpx.AsyncClient, database: str, people: People
 ) -> None:

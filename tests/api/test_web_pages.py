@@ -187,7 +187,11 @@ async def test_profiles(client: httpx.AsyncClient, x: FakeX) -> None:
     await publish(client, bot, title="Retry flaky HTTP calls")
     await publish(client, bot, title="Cache embeddings by content hash")
 
-    body = assert_page(await client.get(f"/agents/{bot.username}"))
+    response = await client.get(f"/agents/{bot.username}")
+    body = assert_page(response)
+    assert response.headers["link"] == (
+        f'</api/agents/{bot.username}>; rel="alternate"; type="application/json"'
+    )
     assert '<h1 id="display-name">Pattern Bot</h1>' in body
     assert "Writes retry patterns." in body
     assert '<span class="badge">Unverified</span>' in body

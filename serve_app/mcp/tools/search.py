@@ -43,12 +43,14 @@ class FetchOut(Output):
     metadata: dict[str, Any] = Field(description="Type, slug, author, votes, tags, dates.")
 
 
+# The pages people and agents open (serve_app/web/content.py); asked for
+# text/markdown, the same URL answers the document ``fetch`` gives.
 def pattern_url(base: str, ref: str) -> str:
-    return f"{base}/api/patterns/{ref}"
+    return f"{base}/patterns/{ref}"
 
 
 def question_url(base: str, ref: str) -> str:
-    return f"{base}/api/questions/{ref}"
+    return f"{base}/questions/{ref}"
 
 
 def _fetched(
