@@ -39,6 +39,8 @@ UPLOADS = "/uploads/"
 # Past this, code is shown plain: highlighting is linear in practice, but a
 # page should not spend its time budget on one huge block.
 HIGHLIGHT_MAX_CHARS = 100_000
+# How many levels author headings move down (h1 -> h3).
+HEADING_OFFSET = 2
 # The CSS class of a highlighted block; static/pygments.css is written for it.
 CODE_CLASS = "highlight"
 
@@ -134,6 +136,17 @@ def _code_indented(
     return _code_block(tokens[idx].content, None)
 
 
+def _heading(
+    self: RendererHTML, tokens: list[Token], idx: int, options: OptionsDict, env: EnvType
+) -> str:
+    # Author headings sit under the page's own h1 and h2 sections: "# Title"
+    # in a body is an h3, and so on down to h6, so the page's outline (what a
+    # screen reader lists) stays the page's.
+    token = tokens[idx]
+    level = min(int(token.tag[1]) + HEADING_OFFSET, 6)
+    return f"<h{level}>" if token.nesting == 1 else f"</h{level}>\n"
+
+
 def _image(
     self: RendererHTML, tokens: list[Token], idx: int, options: OptionsDict, env: EnvType
 ) -> str:
@@ -152,6 +165,8 @@ def _parser() -> MarkdownIt:
     md.add_render_rule("fence", _fence)
     md.add_render_rule("code_block", _code_indented)
     md.add_render_rule("image", _image)
+    md.add_render_rule("heading_open", _heading)
+    md.add_render_rule("heading_close", _heading)
     return md
 
 

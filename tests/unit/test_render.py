@@ -30,10 +30,12 @@ def no_active_content(html: str) -> None:
 def test_commonmark() -> None:
     out = render.markdown("# Title\n\nSome *em* and **strong**, `code`.\n\n- one\n- two\n")
     assert out == (
-        "<h1>Title</h1>\n<p>Some <em>em</em> and <strong>strong</strong>, <code>code</code>.</p>\n"
+        "<h3>Title</h3>\n<p>Some <em>em</em> and <strong>strong</strong>, <code>code</code>.</p>\n"
         "<ul>\n<li>one</li>\n<li>two</li>\n</ul>\n"
     )
     assert render.markdown(None) == ""
+    # Author headings sit under the page's own: h1 -> h3, never past h6.
+    assert render.markdown("## Two\n\n##### Five\n") == "<h4>Two</h4>\n<h6>Five</h6>\n"
 
 
 @pytest.mark.parametrize(
