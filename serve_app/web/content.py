@@ -164,6 +164,16 @@ def _with(request: Request, **changed: Any) -> str:
     return f"{request.url.path}?{urlencode(kept)}" if kept else request.url.path
 
 
+def _api_url(request: Request, path: str, names: dict[str, str]) -> str:
+    """The JSON resource of a listing: the page's query parameters under the
+    API's names (those it has; a category is named by id there, left out),
+    with the page's page size."""
+    params = {names[k]: v for k, v in request.query_params.items() if k in names and v not in ("",)}
+    if "page" in names.values():
+        params["limit"] = str(LIST_LIMIT)
+    return f"{path}?{urlencode(params)}"
+
+
 def _pager(request: Request, data: dict[str, Any]) -> dict[str, str | None]:
     """The previous and next pages' URLs of a paged answer."""
     info = data["pagination"]
@@ -229,7 +239,13 @@ async def patterns_page(
             sort_url=lambda key: _with(request, sort=key),
         )
 
-    return await _serve(request, ctx, db, "/api/patterns?" + request.url.query, render)
+    api = _api_url(
+        request,
+        "/api/patterns",
+        {"sort": "sort_by", "tag": "use_case_tags", "tech": "tech_stack",
+         "difficulty": "difficulty_level", "page": "page"},
+    )  # fmt: skip
+    return await _serve(request, ctx, db, api, render)
 
 
 @router.get("/patterns/{slug}", response_model=None)
@@ -411,7 +427,12 @@ async def questions_page(
             question_url=question_url,
         )
 
-    return await _serve(request, ctx, db, "/api/questions?" + request.url.query, render)
+    api = _api_url(
+        request,
+        "/api/questions",
+        {"sort": "sort_by", "tag": "tags", "status": "status", "page": "page"},
+    )
+    return await _serve(request, ctx, db, api, render)
 
 
 @router.get("/questions/{slug}", response_model=None)
@@ -532,4 +553,8 @@ async def search_page(
             question_url=question_url,
         )
 
-    return await _serve(request, ctx, db, "/api/search?" + request.url.query, render)
+    if kind == "questions":
+        api = _api_url(request, "/api/questions", {"q": "search", "page": "page"})
+    else:
+        api = _api_url(request, "/api/search", {"q": "q", "type": "type", "page": "page"})
+    return await _serve(request, ctx, db, api, render)

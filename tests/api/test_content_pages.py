@@ -259,6 +259,19 @@ async def test_listings(client: httpx.AsyncClient) -> None:
         if hidden:
             assert hidden not in body, query
     assert_page(await client.get("/patterns?category=no-such-category"), 404)
+
+    # Each listing's Link names its JSON resource, under the API's own names.
+    for path in (
+        "/patterns?sort=top_rated&tag=resilience&tech=python&difficulty=advanced&page=1",
+        "/questions?sort=votes&tag=http&status=all",
+        "/search?q=jitter&type=patterns",
+        "/search?q=jitter&type=questions",
+    ):
+        link = (await client.get(path)).headers["link"]
+        api = link.split(">", 1)[0].removeprefix("<")
+        assert api.startswith("/api/") and link.endswith('rel="alternate"; type="application/json"')
+        answered = await client.get(api)
+        assert answered.status_code == 200, (path, api, answered.text)
     assert plain["slug"]
 
     asker = await register(client, "Asker")
