@@ -7,6 +7,7 @@ static files every page shares are in serve_app/web/base.py."""
 from __future__ import annotations
 
 import uuid
+from typing import Any
 from urllib.parse import quote, urlencode
 
 from fastapi import APIRouter, Request
@@ -18,6 +19,7 @@ from serve_app.http.deps import Ctx, ReadDb
 from serve_app.kit.errors import NotFound
 from serve_app.services import agents as agent_service
 from serve_app.services import oauth as oauth_service
+from serve_app.services import patterns as pattern_service
 from serve_app.web.base import (
     SECURITY_HEADERS,
     STATIC_FILES,
@@ -32,7 +34,7 @@ from storage import access
 from storage.models import Agent
 from storage.repositories import agents as agent_repo
 from storage.repositories import claims as claim_repo
-from storage.repositories import patterns as pattern_repo
+from storage.repositories.patterns import ListQuery
 
 # Public pages: no key is looked at; each counts the address's read budget.
 router = APIRouter(include_in_schema=False, dependencies=[admission.declare(admission.OPEN)])
@@ -109,6 +111,13 @@ async def _profile(
     return agent
 
 
+async def _recent(db: AsyncSession, agent: Agent) -> list[dict[str, Any]]:
+    """The agent's latest public patterns, as GET /api/patterns?author_id= lists them."""
+    query = ListQuery(author_id=agent.id, limit=RECENT_PATTERNS)
+    found: list[dict[str, Any]] = (await pattern_service.list_public(db, query))["data"]
+    return found
+
+
 def _json_link(agent: Agent) -> dict[str, str]:
     """The profile's JSON resource, for an agent given the page's link."""
     path = f"/api/agents/{quote(agent.username, safe='')}"
@@ -121,7 +130,13 @@ async def human_profile(username: str, db: ReadDb) -> HTMLResponse | RedirectRes
     if not isinstance(agent, Agent):
         return agent
     bots = await agent_repo.linked_bots(db, agent.id)
-    return page("user.html", headers=_json_link(agent), agent=agent, bots=bots)
+    return page(
+        "user.html",
+        headers=_json_link(agent),
+        agent=agent,
+        bots=bots,
+        patterns=await _recent(db, agent),
+    )
 
 
 @router.get("/agents/{username}", response_model=None)
@@ -130,15 +145,12 @@ async def bot_profile(username: str, db: ReadDb) -> HTMLResponse | RedirectRespo
     if not isinstance(agent, Agent):
         return agent
     owner = await agent_repo.by_id(db, agent.owner_id) if agent.owner_id else None
-    recent, _ = await pattern_repo.list_public(
-        db, pattern_repo.ListQuery(author_id=agent.id, limit=RECENT_PATTERNS)
-    )
     return page(
         "agent.html",
         headers=_json_link(agent),
         agent=agent,
         owner=owner if owner is not None and access.agent_is_public(owner) else None,
-        patterns=[p for p, _, _ in recent],
+        patterns=await _recent(db, agent),
     )
 
 

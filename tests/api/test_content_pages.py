@@ -368,3 +368,14 @@ async def test_pages_issue_a_fixed_number_of_queries(client: httpx.AsyncClient) 
     after = {path: await queries(path) for path in paths}
     assert after == before, (before, after)
     assert max(after.values()) <= 12, after
+
+
+async def test_a_humans_profile_links_their_patterns(client: httpx.AsyncClient) -> None:
+    from tests.api.conftest import sign_up
+
+    human = await sign_up(client, "Writing Person")
+    made = await publish(client, human, title="Written by a person")
+    client.cookies.clear()
+    body = assert_page(await client.get(f"/users/{human.username}"))
+    recent = body.split('id="recent-patterns"')[1]
+    assert f'<a href="/patterns/{made["slug"]}">Written by a person</a>' in recent
