@@ -17,6 +17,7 @@ from typing import Any
 from urllib.parse import quote
 
 import jinja2
+from fastapi import Request
 from fastapi.responses import HTMLResponse, RedirectResponse
 from markupsafe import Markup
 
@@ -135,6 +136,20 @@ def page(
         html, status_code=status_code, headers={**SECURITY_HEADERS, **(headers or {})}
     )
     response.headers["Cache-Control"] = "no-store" if no_store else "no-cache"
+    return response
+
+
+def is_page(request: Request) -> bool:
+    """Whether a page (a route of serve_app/web) answers this request."""
+    endpoint = getattr(request.scope.get("route"), "endpoint", None)
+    return str(getattr(endpoint, "__module__", "")).startswith("serve_app.web")
+
+
+def error_page(status: int, message: str, headers: dict[str, str] | None = None) -> HTMLResponse:
+    """A refusal (bad query, rate limit, ...) as a page: what REST says in
+    JSON, said in HTML, with the same status and headers (Retry-After)."""
+    response = not_found("page") if status == 404 else page("error.html", status, message=message)
+    response.headers.update(headers or {})
     return response
 
 

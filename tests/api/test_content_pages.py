@@ -14,7 +14,9 @@ import httpx
 import pytest
 from sqlalchemy import event
 
+from actors.ratelimit import Rule
 from serve_app.kit.documents import pattern_markdown, question_markdown
+from serve_app.runtime.ratelimit import LocalRateLimiter
 from tests.api.conftest import Registered, register
 from tests.api.test_patterns import categories, publish
 from tests.api.test_questions import answer, ask
@@ -379,3 +381,27 @@ async def test_a_humans_profile_links_their_patterns(client: httpx.AsyncClient) 
     body = assert_page(await client.get(f"/users/{human.username}"))
     recent = body.split('id="recent-patterns"')[1]
     assert f'<a href="/patterns/{made["slug"]}">Written by a person</a>' in recent
+
+
+async def test_refusals_on_pages_are_pages(client: httpx.AsyncClient) -> None:
+    """A bad query or a spent budget on a page answers as a page (REST keeps
+    its JSON shape)."""
+    for path, field in (
+        ("/patterns?sort=bogus", "sort"),
+        ("/questions?page=zero", "page"),
+        ("/search?type=nothing&q=x", "type"),
+    ):
+        body = assert_page(await client.get(path), 400)
+        assert 'id="error"' in body and field in body.split('id="error"')[1], path
+    assert (await client.get("/api/patterns?sort_by=bogus")).json()["error"] == "validation_error"
+    ctx = client._transport.app.state.ctx  # type: ignore[attr-defined]
+    saved = ctx.rules
+    ctx.rules = {**saved, "search": Rule("search", 1, 60)}
+    ctx.limiter = LocalRateLimiter()  # a fresh budget (the pages above counted)
+    try:
+        assert_page(await client.get("/search?q=one"))
+        refused = await client.get("/search?q=two")
+        assert_page(refused, 429)
+        assert int(refused.headers["retry-after"]) > 0
+    finally:
+        ctx.rules = saved
