@@ -74,13 +74,39 @@ def question_url(slug: str) -> str:
     return f"/questions/{quote(slug, safe='')}"
 
 
-def _wants_markdown(request: Request) -> bool:
-    """``Accept`` names text/markdown before (or instead of) text/html."""
-    accept = request.headers.get("accept", "").lower()
-    if MARKDOWN not in accept:
+def _quality(accept: str, media_type: str) -> float:
+    """The q ``accept`` gives ``media_type`` by name (0 when not named)."""
+    best = 0.0
+    for part in accept.split(","):
+        name, *params = (p.strip() for p in part.split(";"))
+        if name.lower() != media_type:
+            continue
+        q = 1.0
+        for param in params:
+            key, _, value = param.partition("=")
+            if key.strip().lower() == "q":
+                try:
+                    q = float(value)
+                except ValueError:
+                    q = 0.0
+        best = max(best, q)
+    return best
+
+
+def wants_markdown(accept: str) -> bool:
+    """``Accept`` prefers text/markdown to text/html (names it with a higher
+    q, or an equal one earlier, or names no HTML at all)."""
+    markdown = _quality(accept, MARKDOWN)
+    html_q = _quality(accept, "text/html")
+    if markdown <= 0:
         return False
-    html_at = accept.find("text/html")
-    return html_at < 0 or accept.find(MARKDOWN) < html_at
+    if markdown != html_q:
+        return markdown > html_q
+    return accept.lower().find(MARKDOWN) < accept.lower().find("text/html")
+
+
+def _wants_markdown(request: Request) -> bool:
+    return wants_markdown(request.headers.get("accept", ""))
 
 
 def _etag(body: bytes) -> str:
