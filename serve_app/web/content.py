@@ -45,6 +45,7 @@ from serve_app.services import revisions as revision_service
 from serve_app.services import search as search_service
 from serve_app.services import verifications as verification_service
 from serve_app.web.base import SECURITY_HEADERS, page
+from storage import access
 from storage.models import Agent
 from storage.repositories.patterns import ListQuery
 
@@ -288,7 +289,7 @@ async def pattern_page(slug: str, request: Request, ctx: Ctx, db: ReadDb) -> Res
         thread: dict[str, Any] | None = None
         forks: dict[str, Any] | None = None
         # Comments and forks hang off public patterns only (as over REST).
-        if pattern["status"] == "published" and pattern["moderation_status"] != "rejected":
+        if access.pattern_state_is_public(pattern["status"], pattern["moderation_status"]):
             target = comment_service.pattern_target(uuid.UUID(pattern["id"]))
             thread = await comment_service.thread(db, target, "oldest", 1, THREAD_PAGE)
             forks = await pattern_service.forks(db, pattern["id"], 1, FORKS_SHOWN)
