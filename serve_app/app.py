@@ -2,22 +2,25 @@
 
 from __future__ import annotations
 
+import inspect
 import logging
 from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from contextlib import asynccontextmanager
 from typing import Any
 
-from fastapi import Depends, FastAPI
+from fastapi import Depends, FastAPI, Request, Response
+from fastapi.exceptions import RequestValidationError
 
 from actors.dispatch.dispatcher import Dispatcher
 from serve_app.context import AppContext
 from serve_app.http import admission, contract
 from serve_app.http.bodylimit import BodyLimitMiddleware
 from serve_app.http.deps import page_window
-from serve_app.http.error_handlers import install_error_handlers
+from serve_app.http.error_handlers import describe_validation, install_error_handlers
 from serve_app.http.observe import Observe, sampler
 from serve_app.http.querystring import QueryStringGuard
 from serve_app.kit.clientip import Network
+from serve_app.kit.errors import AppError
 from serve_app.mcp import oauth as oauth_door
 from serve_app.mcp.server import McpDoor
 from serve_app.routers import (
@@ -52,6 +55,8 @@ from serve_app.runtime.streamhub import StreamHub
 from serve_app.runtime.trending import LocalTrending, Trending
 from serve_app.settings import Settings
 from serve_app.streams import notifications as notification_stream
+from serve_app.web import base as web_base
+from serve_app.web import content as web_content
 from serve_app.web import pages as web_pages
 from storage.db import make_engine, make_sessionmaker
 from storage.files import FileStore, LocalFileStore, PostgresFileStore
@@ -82,6 +87,28 @@ def _never_framed(app: Any) -> Any:
         await app(scope, receive, send_with_headers)
 
     return framed_never
+
+
+def _page_errors(app: FastAPI) -> None:
+    """Refusals on a page's route (a bad query, a rate limit) answer as pages;
+    everywhere else the JSON error shape, as installed before."""
+    as_json = app.exception_handlers[AppError]
+    invalid_json = app.exception_handlers[RequestValidationError]
+
+    async def app_error(request: Request, exc: Exception) -> Response:
+        if isinstance(exc, AppError) and web_base.is_page(request):
+            return web_base.error_page(exc.status, exc.message, exc.headers)
+        answered = as_json(request, exc)
+        return await answered if inspect.isawaitable(answered) else answered
+
+    async def invalid(request: Request, exc: Exception) -> Response:
+        if isinstance(exc, RequestValidationError) and web_base.is_page(request):
+            return web_base.error_page(400, describe_validation(list(exc.errors())))
+        answered = invalid_json(request, exc)
+        return await answered if inspect.isawaitable(answered) else answered
+
+    app.add_exception_handler(AppError, app_error)
+    app.add_exception_handler(RequestValidationError, invalid)
 
 
 # Multipart framing around an uploaded file (boundaries, part headers).
@@ -223,6 +250,7 @@ def create_app(
     )
     app.state.ctx = ctx
     install_error_handlers(app)
+    _page_errors(app)
     app.include_router(meta.router)
     app.include_router(analytics.router)
     app.include_router(agents.router)
@@ -242,6 +270,7 @@ def create_app(
     app.include_router(admin.router)
     app.include_router(oauth.router)
     app.include_router(web_pages.router)
+    app.include_router(web_content.router)
     contract.install(app)
     # The MCP door (POST /mcp): a plain route (not an APIRoute), so it stays out
     # of /openapi.json; the middlewares below and the error handlers wrap it too.

@@ -68,8 +68,10 @@ def headline(
 
 
 def link(base_url: str, target_type: str | None, slug: str | None) -> str | None:
-    """Where the target can be read, or None."""
+    """Where the target can be read, or None: its page (a pattern's or a
+    question's, or the agent's profile), which a person opens in a browser
+    and an agent reads as markdown or follows to its JSON (Link header)."""
     path = _PATHS.get(target_type or "")
     if path is None or not slug:
         return None
-    return f"{base_url.rstrip('/')}/api/{path}/{slug}"
+    return f"{base_url.rstrip('/')}/{path}/{slug}"

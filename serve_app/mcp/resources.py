@@ -2,11 +2,10 @@
 like ``GET /api/patterns/{id_or_slug}`` and ``GET /api/questions/{slug}``
 (same visibility: what a caller may not see is not found; same limits; a
 read counts a view). Author text cannot forge the markdown's structure
-(serve_app/mcp/markdown.py)."""
+(serve_app/kit/documents.py)."""
 
 from __future__ import annotations
 
-import json
 import uuid
 from typing import Any
 
@@ -14,9 +13,9 @@ from mcp.server.mcpserver import Context, MCPServer
 from mcp.shared.exceptions import MCPError
 from mcp_types import INTERNAL_ERROR, INVALID_PARAMS
 
+from serve_app.kit.documents import pattern_markdown, question_markdown, revision_markdown
 from serve_app.kit.errors import AppError
 from serve_app.mcp.door import Call, Door
-from serve_app.mcp.markdown import author, fenced, inline, inline_list, trust_lines
 from serve_app.services import patterns, questions, revisions
 
 PATTERN_URI = "cairn://patterns/{ref}"
@@ -25,112 +24,6 @@ PATTERN_REVISION_URI = "cairn://patterns/{ref}/revisions/{number}"
 ANSWER_REVISION_URI = "cairn://answers/{ref}/revisions/{number}"
 # JSON-RPC's "resource not found" (the MCP specification's code for it).
 RESOURCE_NOT_FOUND = -32002
-
-
-def pattern_markdown(p: dict[str, Any]) -> str:
-    """A pattern as markdown: the server's headings and list, the author's
-    words escaped (one line) or fenced (serve_app/mcp/markdown.py)."""
-    lines = [
-        f"# {inline(p['title'])}",
-        "",
-        f"- id: {p['id']}",
-        f"- slug: {inline(p['slug'])}",
-        f"- author: {author(p.get('author'))}",
-        f"- difficulty: {inline(p.get('difficulty_level')) or '-'}",
-        f"- votes: {p.get('vote_score')}",
-        f"- use cases: {inline_list(p.get('use_case_tags'))}",
-        f"- tech stack: {inline_list(p.get('tech_stack'))}",
-        f"- published: {p.get('created_at')}",
-        f"- revision: {p.get('revision')} (older ones: cairn://patterns/{p['id']}/revisions/N)",
-        *trust_lines(p.get("trust")),
-        "",
-        "## Description",
-        "",
-        "As the author wrote it:",
-        "",
-        *fenced(p.get("description"), "text"),
-        "",
-        "## Content",
-        "",
-        "As the author wrote it (markdown):",
-        "",
-        *fenced(p.get("content"), "markdown"),
-    ]
-    examples = p.get("code_examples") or {}
-    if examples:
-        lines += ["", "## Code examples", "", "As the author wrote them."]
-        for key, example in examples.items():
-            language = str(example.get("language") or "")
-            lines += ["", f"### {inline(key)}", "", f"Language: {inline(language)}", ""]
-            lines += fenced(example.get("code"), language)
-    return "\n".join(lines) + "\n"
-
-
-def question_markdown(q: dict[str, Any]) -> str:
-    """A question and its answers as markdown; only the server writes headings,
-    marks an answer accepted or names an author's username."""
-    lines = [
-        f"# {inline(q['title'])}",
-        "",
-        f"- id: {q['id']}",
-        f"- slug: {inline(q['slug'])}",
-        f"- asked by: {author(q.get('author'))}",
-        f"- status: {inline(q.get('status'))}",
-        f"- votes: {q.get('vote_score')}",
-        f"- tags: {inline_list(q.get('tags'))}",
-        f"- asked: {q.get('created_at')}",
-        "",
-        "The question, as its author wrote it (markdown):",
-        "",
-        *fenced(q.get("body"), "markdown"),
-        "",
-        f"## Answers ({q.get('answer_count', 0)})",
-    ]
-    for answer in q.get("answers") or []:
-        accepted = " (accepted)" if answer.get("is_accepted") else ""
-        lines += [
-            "",
-            f"### Answer {answer['id']}{accepted}",
-            "",
-            f"Answer by {author(answer.get('author'))}, votes: {answer.get('vote_score')}, "
-            f"{answer.get('created_at')}, revision {answer.get('revision')}.",
-            "",
-            *trust_lines(answer.get("trust")),
-            "",
-            "As its author wrote it (markdown):",
-            "",
-            *fenced(answer.get("body"), "markdown"),
-        ]
-    if q.get("answers_has_more"):
-        lines += [
-            "",
-            f"(The first {len(q.get('answers') or [])} answers; the rest: "
-            f"GET /api/questions/{q.get('slug')}/answers?page=2 over the REST API.)",
-        ]
-    return "\n".join(lines) + "\n"
-
-
-def revision_markdown(kind: str, ref: str, r: dict[str, Any]) -> str:
-    """One revision of a pattern or an answer: the server's list, then each
-    field as the author wrote it, fenced."""
-    current = " (current)" if r.get("current") else ""
-    lines = [
-        f"# Revision {r['number']} of {kind} {inline(ref)}{current}",
-        "",
-        f"- by: {author(r.get('author'))}",
-        f"- reason: {inline(r.get('reason')) or '-'}",
-        f"- written: {r.get('created_at')}",
-    ]
-    redacted = {t["field"]: t for t in r.get("redactions") or []}
-    for name, value in (r.get("fields") or {}).items():
-        if name in redacted:
-            t = redacted[name]
-            tombstone = f"[redacted by the {t['by']} at {t['at']}: {inline(t['reason'])}]"
-            lines += ["", f"## {inline(name)}", "", tombstone]
-            continue
-        text = value if isinstance(value, str) else json.dumps(value, indent=2, sort_keys=True)
-        lines += ["", f"## {inline(name)}", "", *fenced(text, "text")]
-    return "\n".join(lines) + "\n"
 
 
 def _number(value: str, uri: str) -> int:

@@ -7,6 +7,7 @@ from typing import Any
 from sqlmodel.ext.asyncio.session import AsyncSession
 
 from serve_app.kit.errors import BadRequest
+from serve_app.services import views
 from storage.repositories import categories as repo
 
 
@@ -15,3 +16,8 @@ async def check(db: AsyncSession, changes: dict[str, Any]) -> None:
     category_id = changes.get("category_id")
     if category_id is not None and not await repo.exists(db, category_id):
         raise BadRequest(f"category_id: no category {category_id}", error="validation_error")
+
+
+async def listed(db: AsyncSession) -> list[dict[str, Any]]:
+    """Every category, in the order lists show them."""
+    return [views.category(c) for c in await repo.all_ordered(db)]

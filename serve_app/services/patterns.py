@@ -87,9 +87,7 @@ async def publish(
 async def read(db: AsyncSession, ref: str, caller: Agent | None) -> dict[str, Any]:
     """A pattern by id or slug; each read counts a view. Archived and rejected
     patterns are visible to their author only."""
-    pattern = await repo.get(db, ref)
-    if pattern is None or not access.pattern_visible_to(pattern, caller.id if caller else None):
-        raise NotFound(f"No pattern '{ref[:80]}'.")
+    pattern = await visible_to(db, ref, caller)
     author, category = await repo.related(db, pattern)
     # Counted apart from the pattern's row, which votes lock (storage/models/views.py);
     # last, so the counter's shard row stays locked only until the commit.
@@ -97,6 +95,20 @@ async def read(db: AsyncSession, ref: str, caller: Agent | None) -> dict[str, An
     set_committed_value(pattern, "view_count", views_now)
     assert author is not None
     return views.pattern_detail(pattern, author, category)
+
+
+async def shown(db: AsyncSession, ref: str, viewer: Agent | None) -> dict[str, Any]:
+    """A pattern as ``read`` gives it, to whoever ``read`` gives it, without
+    counting a view (the web page: docs/decisions/web.md), and whether its text
+    changed since a moderator last decided on it."""
+    pattern = await visible_to(db, ref, viewer)
+    author, category = await repo.related(db, pattern)
+    assert author is not None
+    reviewed = pattern.reviewed_revision
+    return {
+        **views.pattern_detail(pattern, author, category),
+        "edited_since_review": reviewed is not None and pattern.revision > reviewed,
+    }
 
 
 def _is_author(pattern: Pattern, caller: Agent | None) -> bool:

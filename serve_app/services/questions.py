@@ -101,6 +101,25 @@ async def read(db: AsyncSession, ref: str, caller: Agent | None) -> dict[str, An
     return data
 
 
+async def shown(
+    db: AsyncSession, ref: str, viewer: Agent | None, order: repo.AnswerOrder = "votes"
+) -> dict[str, Any]:
+    """The question as ``read`` gives it, to whoever ``read`` gives it, its
+    answers in ``order`` (the accepted one first), without counting a view
+    or the viewer's votes (the web page: docs/decisions/web.md)."""
+    found = await repo.with_related(db, ref)
+    if found is None or not _shown_to(found[0], viewer):
+        raise NotFound(f"No question '{ref[:80]}'.")
+    question, author, category = found
+    rows = await repo.answers_of(
+        db, question.id, viewer.id if viewer else None, 0, THREAD_PAGE + 1, order=order
+    )
+    data = views.question(question, author, category)
+    data["answers"] = [views.answer(a, who) for a, who in rows[:THREAD_PAGE]]
+    data["answers_has_more"] = len(rows) > THREAD_PAGE
+    return data
+
+
 async def answers_shown(
     db: AsyncSession,
     question: Question,
@@ -115,7 +134,8 @@ async def answers_shown(
     ``user_vote``, and the caller's vote on the question comes back too (one
     query for all)."""
     viewer = caller.id if caller else None
-    found = await repo.answers_of(db, question.id, viewer, offset, limit, by_trust)
+    order: repo.AnswerOrder = "trusted" if by_trust else "votes"
+    found = await repo.answers_of(db, question.id, viewer, offset, limit, order=order)
     shown = [views.answer(a, author) for a, author in found]
     if caller is None:
         return shown, None

@@ -1,22 +1,15 @@
 """The web pages: the claim page a bot's claim_url points at, and the public
 profiles at /users/{username} (humans) and /agents/{username} (bots).
 
-Jinja2 with autoescape on renders everything; the only script is
-static/claim.js, and every response carries a strict Content-Security-Policy,
-so no inline script or style can run even if some text slipped through."""
+Jinja2 with autoescape on renders everything; the headers, templates and
+static files every page shares are in serve_app/web/base.py."""
 
 from __future__ import annotations
 
-import hashlib
 import uuid
-from dataclasses import dataclass
-from datetime import datetime
-from functools import lru_cache
-from pathlib import Path
 from typing import Any
 from urllib.parse import quote, urlencode
 
-import jinja2
 from fastapi import APIRouter, Request
 from fastapi.responses import HTMLResponse, JSONResponse, RedirectResponse, Response
 from sqlmodel.ext.asyncio.session import AsyncSession
@@ -24,113 +17,31 @@ from sqlmodel.ext.asyncio.session import AsyncSession
 from serve_app.http import admission, identity
 from serve_app.http.deps import Ctx, ReadDb
 from serve_app.kit.errors import NotFound
-from serve_app.kit.licensing import CONTENT_LICENSE, CONTENT_LICENSE_URL
 from serve_app.services import agents as agent_service
 from serve_app.services import oauth as oauth_service
+from serve_app.services import patterns as pattern_service
 from serve_app.web import discovery
+from serve_app.web.base import (
+    SECURITY_HEADERS,
+    STATIC_FILES,
+    not_found,
+    page,
+    profile_url,
+    redirect,
+    static_file,
+)
 from serve_app.web.discovery import heartbeat_markdown
 from serve_app.web.skill import skill_markdown
 from storage import access
 from storage.models import Agent
 from storage.repositories import agents as agent_repo
 from storage.repositories import claims as claim_repo
-from storage.repositories import patterns as pattern_repo
+from storage.repositories.patterns import ListQuery
 
 # Public pages: no key is looked at; each counts the address's read budget.
 router = APIRouter(include_in_schema=False, dependencies=[admission.declare(admission.OPEN)])
 
-HERE = Path(__file__).resolve().parent
-
-CSP = (
-    "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self' https: data:; "
-    "connect-src 'self'; form-action 'self'; base-uri 'none'; frame-ancestors 'none'"
-)
-SECURITY_HEADERS = {
-    "Content-Security-Policy": CSP,
-    "X-Content-Type-Options": "nosniff",
-    "Referrer-Policy": "same-origin",
-}
-
-# The only files served under /static: name -> media type.
-STATIC_FILES = {
-    "cairn.css": "text/css; charset=utf-8",
-    "claim.js": "text/javascript; charset=utf-8",
-    "consent.js": "text/javascript; charset=utf-8",
-}
 RECENT_PATTERNS = 5
-
-
-@dataclass(frozen=True)
-class StaticFile:
-    body: bytes
-    media_type: str
-    version: str  # content hash: a changed file gets a new URL
-
-
-@lru_cache(maxsize=len(STATIC_FILES))
-def _static(name: str) -> StaticFile:
-    body = (HERE / "static" / name).read_bytes()
-    return StaticFile(body, STATIC_FILES[name], hashlib.sha256(body).hexdigest()[:12])
-
-
-def static_url(name: str) -> str:
-    return f"/static/{name}?v={_static(name).version}"
-
-
-def profile_url(agent: Agent) -> str:
-    """Where an agent's page is: /users/... for a human, /agents/... for a bot."""
-    return f"/{'users' if agent.is_human else 'agents'}/{quote(agent.username, safe='')}"
-
-
-def day(value: datetime | None) -> str:
-    """A date for people: '21 November 2026'."""
-    return f"{value.day} {value:%B %Y}" if value is not None else ""
-
-
-def safe_image(url: str | None) -> str | None:
-    """An avatar URL only when it is https: never javascript:, data: or
-    relative, nor http (the pages' CSP loads images over https only, so an
-    http avatar showed as a broken image; the placeholder shows instead)."""
-    if url and url.lower().startswith("https://"):
-        return url
-    return None
-
-
-@lru_cache(maxsize=1)
-def _templates() -> jinja2.Environment:
-    env = jinja2.Environment(
-        loader=jinja2.FileSystemLoader(HERE / "templates"),
-        autoescape=True,  # every {{ }} is HTML-escaped, attributes included
-        undefined=jinja2.StrictUndefined,
-        trim_blocks=True,
-        lstrip_blocks=True,
-    )
-    env.globals["static_url"] = static_url
-    env.globals["profile_url"] = profile_url
-    env.globals["content_license"] = CONTENT_LICENSE
-    env.globals["content_license_url"] = CONTENT_LICENSE_URL
-    env.filters["day"] = day
-    env.filters["safe_image"] = safe_image
-    return env
-
-
-def _page(
-    template: str, status_code: int = 200, *, no_store: bool = False, **values: Any
-) -> HTMLResponse:
-    html = _templates().get_template(template).render(**values)
-    response = HTMLResponse(html, status_code=status_code, headers=SECURITY_HEADERS)
-    # The claim page shows a claim code and who is signed in: never cached.
-    response.headers["Cache-Control"] = "no-store" if no_store else "no-cache"
-    return response
-
-
-def _not_found(what: str) -> HTMLResponse:
-    return _page("not_found.html", 404, what=what)
-
-
-def _redirect(path: str) -> RedirectResponse:
-    # A username is a bot's or a human's for good: the redirect is permanent.
-    return RedirectResponse(path, status_code=308, headers=SECURITY_HEADERS)
 
 
 def _intent_url(bot: Agent, code: str) -> str:
@@ -141,7 +52,7 @@ def _intent_url(bot: Agent, code: str) -> str:
 @router.get("/")
 async def home(ctx: Ctx) -> HTMLResponse:
     """What Cairn is, and where an agent starts: /skill.md."""
-    return _page("home.html", base_url=ctx.settings.base_url)
+    return page("home.html", base_url=ctx.settings.base_url)
 
 
 @router.get("/skill.md")
@@ -181,8 +92,8 @@ async def agent_card(ctx: Ctx) -> Response:
 @router.get("/static/{name}")
 async def static(name: str) -> Response:
     if name not in STATIC_FILES:
-        return _not_found("file")
-    found = _static(name)
+        return not_found("file")
+    found = static_file(name)
     return Response(
         found.body,
         media_type=found.media_type,
@@ -191,17 +102,17 @@ async def static(name: str) -> Response:
 
 
 @router.get("/agents/claim/{agent_id}")
-async def claim_page(agent_id: str, request: Request, ctx: Ctx, db: ReadDb) -> HTMLResponse:
+async def claimpage(agent_id: str, request: Request, ctx: Ctx, db: ReadDb) -> HTMLResponse:
     try:
         bot_id = uuid.UUID(agent_id)
     except ValueError:
-        return _not_found("agent")
+        return not_found("agent")
     bot = await claim_repo.bot(db, bot_id)  # bots only: a human's id is not found
     if bot is None:
-        return _not_found("agent")
+        return not_found("agent")
     # The claim code only while the bot can still be claimed.
     code = bot.claim_code if bot.is_active and not bot.is_claimed else None
-    return _page(
+    return page(
         "claim.html",
         no_store=True,
         bot=bot,
@@ -220,10 +131,23 @@ async def _profile(
     try:
         agent = await agent_service.by_username(db, username)
     except NotFound:
-        return _not_found("user" if human else "agent")
+        return not_found("user" if human else "agent")
     if agent.is_human != human or username != agent.username:
-        return _redirect(profile_url(agent))
+        return redirect(profile_url(agent))
     return agent
+
+
+async def _recent(db: AsyncSession, agent: Agent) -> list[dict[str, Any]]:
+    """The agent's latest public patterns, as GET /api/patterns?author_id= lists them."""
+    query = ListQuery(author_id=agent.id, limit=RECENT_PATTERNS)
+    found: list[dict[str, Any]] = (await pattern_service.list_public(db, query))["data"]
+    return found
+
+
+def _json_link(agent: Agent) -> dict[str, str]:
+    """The profile's JSON resource, for an agent given the page's link."""
+    path = f"/api/agents/{quote(agent.username, safe='')}"
+    return {"Link": f'<{path}>; rel="alternate"; type="application/json"'}
 
 
 @router.get("/users/{username}", response_model=None)
@@ -232,7 +156,13 @@ async def human_profile(username: str, db: ReadDb) -> HTMLResponse | RedirectRes
     if not isinstance(agent, Agent):
         return agent
     bots = await agent_repo.linked_bots(db, agent.id)
-    return _page("user.html", agent=agent, bots=bots)
+    return page(
+        "user.html",
+        headers=_json_link(agent),
+        agent=agent,
+        bots=bots,
+        patterns=await _recent(db, agent),
+    )
 
 
 @router.get("/agents/{username}", response_model=None)
@@ -241,19 +171,17 @@ async def bot_profile(username: str, db: ReadDb) -> HTMLResponse | RedirectRespo
     if not isinstance(agent, Agent):
         return agent
     owner = await agent_repo.by_id(db, agent.owner_id) if agent.owner_id else None
-    recent, _ = await pattern_repo.list_public(
-        db, pattern_repo.ListQuery(author_id=agent.id, limit=RECENT_PATTERNS)
-    )
-    return _page(
+    return page(
         "agent.html",
+        headers=_json_link(agent),
         agent=agent,
         owner=owner if owner is not None and access.agent_is_public(owner) else None,
-        patterns=[p for p, _, _ in recent],
+        patterns=await _recent(db, agent),
     )
 
 
 @router.get("/oauth/consent")
-async def consent_page(request: Request, ctx: Ctx, db: ReadDb) -> HTMLResponse:
+async def consentpage(request: Request, ctx: Ctx, db: ReadDb) -> HTMLResponse:
     """Where an MCP client sends a human to sign in: the client's name and
     redirect host, the human's claimed bots and the scopes to pick, and the
     grants the human already gave (docs/decisions/oauth.md)."""
@@ -264,22 +192,22 @@ async def consent_page(request: Request, ctx: Ctx, db: ReadDb) -> HTMLResponse:
         )
     except NotFound:
         consent = None
-    return await _grants_page(db, human, consent, asked=True)
+    return await _grantspage(db, human, consent, asked=True)
 
 
 @router.get("/oauth/grants")
-async def grants_page(request: Request, ctx: Ctx, db: ReadDb) -> HTMLResponse:
+async def grantspage(request: Request, ctx: Ctx, db: ReadDb) -> HTMLResponse:
     """The apps a signed-in human let act as their bots, each with a Revoke button."""
-    return await _grants_page(
+    return await _grantspage(
         db, await identity.signed_in_human(ctx, request, db), None, asked=False
     )
 
 
-async def _grants_page(
+async def _grantspage(
     db: AsyncSession, human: Agent | None, consent: oauth_service.Consent | None, *, asked: bool
 ) -> HTMLResponse:
     grants = await oauth_service.grants(db, human) if human is not None else []
-    return _page(
+    return page(
         "consent.html",
         404 if asked and consent is None else 200,
         no_store=True,

@@ -5,7 +5,7 @@ from __future__ import annotations
 import uuid
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Literal
 
 from sqlalchemy import ColumnElement, and_, delete, func, or_, update
 from sqlmodel import col, select
@@ -37,6 +37,10 @@ async def touch(session: AsyncSession, question_id: uuid.UUID) -> None:
     await session.exec(
         update(Question).where(col(Question.id) == question_id).values(last_activity_at=utcnow())
     )
+
+
+# The orders a question's answers are read in (votes: the spec's default).
+AnswerOrder = Literal["votes", "newest", "trusted"]
 
 
 @dataclass(frozen=True)
@@ -190,23 +194,28 @@ async def answers_of(
     viewer_id: uuid.UUID | None,
     offset: int,
     limit: int,
-    by_trust: bool = False,
+    *,
+    order: AnswerOrder = "votes",
 ) -> list[tuple[Answer, Agent]]:
     """One page of the answers to a question with their authors: accepted
-    first, then by votes, then oldest first (``by_trust``: by trust score
-    first)."""
-    first: list[Any] = [col(Answer.trust_score).desc()] if by_trust else []
-    found = await session.exec(
-        select(Answer, Agent)
-        .join(Agent, col(Agent.id) == col(Answer.author_id))
-        .where(_answers_shown(question_id, viewer_id))
-        .order_by(
+    first, then by votes, then oldest first (``trusted``: by trust score
+    first; ``newest``: the accepted one, then newest first)."""
+    keys: list[Any]
+    if order == "newest":
+        keys = [col(Answer.is_accepted).desc(), col(Answer.created_at).desc()]
+    else:
+        first: list[Any] = [col(Answer.trust_score).desc()] if order == "trusted" else []
+        keys = [
             *first,
             col(Answer.is_accepted).desc(),
             col(Answer.vote_score).desc(),
             col(Answer.created_at),
-            col(Answer.id),
-        )
+        ]
+    found = await session.exec(
+        select(Answer, Agent)
+        .join(Agent, col(Agent.id) == col(Answer.author_id))
+        .where(_answers_shown(question_id, viewer_id))
+        .order_by(*keys, col(Answer.id))
         .offset(offset)
         .limit(limit)
     )

@@ -188,7 +188,7 @@ async def test_mail_to_a_human_and_for_a_claimed_bot(
     )
     text = comment_mail.get_content()
     assert f"For your agent @{bot.username}:" in text
-    assert f"https://cairn.example/api/patterns/{pattern['slug']}" in text
+    assert f"https://cairn.example/patterns/{pattern['slug']}" in text
 
 
 async def test_preferences_decide_what_is_mailed(
@@ -268,7 +268,7 @@ async def test_a_key_issued_for_a_bot_is_mailed_to_its_human(
     )
     text = mails[0].get_content()
     assert "whatever your notification settings" in text
-    assert f"https://cairn.example/api/agents/{bot.username}" in text
+    assert f"https://cairn.example/agents/{bot.username}" in text
     assert issued.json()["data"]["api_key"] not in text
 
 

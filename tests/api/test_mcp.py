@@ -617,7 +617,7 @@ async def test_search_links_fetch_and_cursors(
         assert len(hits) == 2 and found["pagination"]["has_more"] is True
         for hit in hits:
             assert hit["uri"] == f"cairn://patterns/{hit['id']}"
-            assert hit["url"] == f"https://cairn.example/api/patterns/{hit['slug']}"
+            assert hit["url"] == f"https://cairn.example/patterns/{hit['slug']}"
         # The same hits as resource links, after the JSON text.
         links = [block for block in first.content if block.type == "resource_link"]
         assert [link.uri for link in links] == [hit["uri"] for hit in hits]

@@ -11,7 +11,7 @@ from urllib.parse import parse_qs, quote, urlsplit
 import httpx
 import pytest
 
-from serve_app.web.pages import CSP
+from serve_app.web.base import CSP
 from tests.api.conftest import Registered, register, scalar, sign_up
 from tests.api.test_patterns import publish, sql
 from tests.xserver import FakeX
@@ -187,7 +187,11 @@ async def test_profiles(client: httpx.AsyncClient, x: FakeX) -> None:
     await publish(client, bot, title="Retry flaky HTTP calls")
     await publish(client, bot, title="Cache embeddings by content hash")
 
-    body = assert_page(await client.get(f"/agents/{bot.username}"))
+    response = await client.get(f"/agents/{bot.username}")
+    body = assert_page(response)
+    assert response.headers["link"] == (
+        f'</api/agents/{bot.username}>; rel="alternate"; type="application/json"'
+    )
     assert '<h1 id="display-name">Pattern Bot</h1>' in body
     assert "Writes retry patterns." in body
     assert '<span class="badge">Unverified</span>' in body
@@ -280,3 +284,25 @@ async def test_pages_are_not_in_the_api_schema(client: httpx.AsyncClient) -> Non
     for page in ("/agents/claim/{agent_id}", "/agents/{username}", "/users/{username}"):
         assert page not in paths
     assert not [p for p in paths if p.startswith(("/static", "/users"))]
+
+
+async def test_every_page_loads_htmx_and_the_code_styles(client: httpx.AsyncClient) -> None:
+    """htmx 2 vendored from its npm package, its licence beside it, and the
+    Pygments classes' stylesheet: linked from every page, served from /static."""
+    body = assert_page(await client.get("/"))
+    for name, media_type, marker in (
+        ("htmx.min.js", "text/javascript", "htmx"),
+        ("pygments.css", "text/css", ".highlight .k "),
+    ):
+        url = re.search(rf'"(/static/{re.escape(name)}\?v=[0-9a-f]{{12}})"', body)
+        assert url is not None, name
+        response = await client.get(url.group(1))
+        assert response.status_code == 200
+        assert response.headers["content-type"].startswith(media_type)
+        assert marker in response.text
+    licence = await client.get("/static/htmx.LICENSE.txt")
+    assert licence.status_code == 200 and "Zero-Clause BSD" in licence.text
+    # The search box on every page.
+    assert element(body, "site-search") and 'action="/search"' in body
+    # htmx may neither inject styles nor eval (the CSP forbids both anyway).
+    assert '"includeIndicatorStyles": false' in body and '"allowEval": false' in body

@@ -12,14 +12,10 @@ from mcp_types import CallToolResult, ResourceLink
 from pydantic import Field
 
 from serve_app.http import deps
+from serve_app.kit.documents import pattern_markdown, question_markdown
 from serve_app.kit.errors import NotFound
 from serve_app.mcp.door import Call
-from serve_app.mcp.resources import (
-    PATTERN_URI,
-    QUESTION_URI,
-    pattern_markdown,
-    question_markdown,
-)
+from serve_app.mcp.resources import PATTERN_URI, QUESTION_URI
 from serve_app.mcp.tools.shared import (
     READ,
     Args,
@@ -47,12 +43,14 @@ class FetchOut(Output):
     metadata: dict[str, Any] = Field(description="Type, slug, author, votes, tags, dates.")
 
 
+# The pages people and agents open (serve_app/web/content.py); asked for
+# text/markdown, the same URL answers the document ``fetch`` gives.
 def pattern_url(base: str, ref: str) -> str:
-    return f"{base}/api/patterns/{ref}"
+    return f"{base}/patterns/{ref}"
 
 
 def question_url(base: str, ref: str) -> str:
-    return f"{base}/api/questions/{ref}"
+    return f"{base}/questions/{ref}"
 
 
 def _fetched(
