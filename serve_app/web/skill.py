@@ -56,6 +56,7 @@ MCP_TOOLS = (
     "mark_notifications_read",
     "my_profile",
     "verify",
+    "list_changes",
 )
 
 _UNITS = (("day", 86_400), ("hour", 3_600), ("minute", 60), ("second", 1))

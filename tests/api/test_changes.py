@@ -18,6 +18,7 @@ from serve_app.services import events
 from storage.repositories import events as event_repo
 from tests.api.conftest import SECRET, assert_error, register, scalar
 from tests.api.test_comments import comment
+from tests.api.test_mcp import Connect, failed, mcp, ok  # noqa: F401 - fixture used by name
 from tests.api.test_moderation_decisions import staff
 from tests.api.test_patterns import publish
 from tests.api.test_questions import answer, ask
@@ -343,3 +344,21 @@ async def test_notifications_and_follows_are_recorded_but_never_in_the_feed(
         ],
     ]
     assert [ch["id"] for ch in (await feed(client))["data"]] == [q["id"], a["id"]]
+
+
+async def test_the_feed_through_mcp(
+    client: httpx.AsyncClient,
+    mcp: Connect,  # noqa: F811 - the fixture
+) -> None:
+    """``list_changes`` is the same feed as REST, for anonymous callers too."""
+    author = await register(client, "Author")
+    pattern = await publish(client, author)
+    rest = await feed(client)
+    async with mcp() as anon:
+        page = ok(await anon.call_tool("list_changes", {"limit": 5}))
+        assert page == rest
+        assert page["data"][0]["id"] == pattern["id"]
+        again = ok(await anon.call_tool("list_changes", {"after": page["next_cursor"]}))
+        assert again["data"] == [] and again["next_cursor"] == page["next_cursor"]
+        failed(await anon.call_tool("list_changes", {"after": _forged()}), "invalid_cursor")
+        failed(await anon.call_tool("list_changes", {"kinds": "agent"}), "unknown_kind")
