@@ -15,6 +15,7 @@ import pytest
 from sqlalchemy import text
 
 from serve_app.services import events
+from storage.db import make_engine, make_sessionmaker
 from storage.repositories import events as event_repo
 from tests.api.conftest import SECRET, assert_error, register, scalar
 from tests.api.test_comments import comment
@@ -362,3 +363,20 @@ async def test_the_feed_through_mcp(
         assert again["data"] == [] and again["next_cursor"] == page["next_cursor"]
         failed(await anon.call_tool("list_changes", {"after": _forged()}), "invalid_cursor")
         failed(await anon.call_tool("list_changes", {"kinds": "agent"}), "unknown_kind")
+
+
+async def test_a_cursor_survives_a_restart(client: httpx.AsyncClient, database: str) -> None:
+    """A cursor holds only a position and its MAC: a process started afresh
+    (a new engine and new connections, the same secret) goes on from it."""
+    author = await register(client, "Author")
+    await publish(client, author)
+    cursor = (await feed(client))["next_cursor"]
+    later = await publish(client, author, title="Published after the cursor")
+    engine = make_engine(database, pool_size=1)
+    try:
+        sessions = make_sessionmaker(engine.execution_options(isolation_level="AUTOCOMMIT"))
+        async with sessions() as session:
+            page = await events.changes(session, SECRET, cursor, None, 10)
+    finally:
+        await engine.dispose()
+    assert [ch["id"] for ch in page["data"]] == [later["id"]]
