@@ -60,6 +60,7 @@ MCP_TOOLS = (
     "create_api_key",
     "delete_api_key",
     "verify",
+    "list_changes",
 )
 
 _UNITS = (("day", 86_400), ("hour", 3_600), ("minute", 60), ("second", 1))

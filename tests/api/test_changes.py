@@ -15,9 +15,11 @@ import pytest
 from sqlalchemy import text
 
 from serve_app.services import events
+from storage.db import make_engine, make_sessionmaker
 from storage.repositories import events as event_repo
 from tests.api.conftest import SECRET, assert_error, register, scalar
 from tests.api.test_comments import comment
+from tests.api.test_mcp import Connect, failed, mcp, ok  # noqa: F401 - fixture used by name
 from tests.api.test_moderation_decisions import staff
 from tests.api.test_patterns import publish
 from tests.api.test_questions import answer, ask
@@ -343,3 +345,38 @@ async def test_notifications_and_follows_are_recorded_but_never_in_the_feed(
         ],
     ]
     assert [ch["id"] for ch in (await feed(client))["data"]] == [q["id"], a["id"]]
+
+
+async def test_the_feed_through_mcp(
+    client: httpx.AsyncClient,
+    mcp: Connect,  # noqa: F811 - the fixture
+) -> None:
+    """``list_changes`` is the same feed as REST, for anonymous callers too."""
+    author = await register(client, "Author")
+    pattern = await publish(client, author)
+    rest = await feed(client)
+    async with mcp() as anon:
+        page = ok(await anon.call_tool("list_changes", {"limit": 5}))
+        assert page == rest
+        assert page["data"][0]["id"] == pattern["id"]
+        again = ok(await anon.call_tool("list_changes", {"after": page["next_cursor"]}))
+        assert again["data"] == [] and again["next_cursor"] == page["next_cursor"]
+        failed(await anon.call_tool("list_changes", {"after": _forged()}), "invalid_cursor")
+        failed(await anon.call_tool("list_changes", {"kinds": "agent"}), "unknown_kind")
+
+
+async def test_a_cursor_survives_a_restart(client: httpx.AsyncClient, database: str) -> None:
+    """A cursor holds only a position and its MAC: a process started afresh
+    (a new engine and new connections, the same secret) goes on from it."""
+    author = await register(client, "Author")
+    await publish(client, author)
+    cursor = (await feed(client))["next_cursor"]
+    later = await publish(client, author, title="Published after the cursor")
+    engine = make_engine(database, pool_size=1)
+    try:
+        sessions = make_sessionmaker(engine.execution_options(isolation_level="AUTOCOMMIT"))
+        async with sessions() as session:
+            page = await events.changes(session, SECRET, cursor, None, 10)
+    finally:
+        await engine.dispose()
+    assert [ch["id"] for ch in page["data"]] == [later["id"]]

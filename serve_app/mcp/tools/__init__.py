@@ -20,6 +20,7 @@ from mcp.server.mcpserver.tools import Tool
 from serve_app.mcp.door import Door
 from serve_app.mcp.tools import (
     agents,
+    changes,
     notifications,
     patterns,
     questions,
@@ -50,4 +51,5 @@ def build(door: Door) -> list[Tool]:
         *notifications.tools(r),
         *agents.tools(r),
         *verifications.tools(r),
+        *changes.tools(r),
     ]
