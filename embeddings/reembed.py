@@ -45,6 +45,7 @@ from sqlmodel.ext.asyncio.session import AsyncSession
 
 from embeddings.config import DEFAULT_MODEL, KINDS
 from embeddings.encoder import PRECISIONS, Encoder, ray_device, to_bytes
+from embeddings.onnx_model import default_cache
 from storage.repositories import reembed as stale
 from storage.repositories import search as search_repo
 
@@ -428,6 +429,35 @@ class Job:
 # --- Ray ------------------------------------------------------------------
 
 
+def model_folder(options: ReembedOptions) -> str:
+    """What the encoder loads for ``options.model``: a stored version's local
+    copy (``ModelStoreError`` where the database does not have it whole),
+    else the name itself."""
+    from embeddings import modelstore
+
+    if not modelstore.is_version(options.model):
+        return options.model
+    from concurrent.futures import ThreadPoolExecutor
+
+    from storage.db import make_engine, make_sessionmaker
+
+    async def fetch() -> str:
+        engine = make_engine(options.database_url, pool_size=1, max_overflow=0)
+        try:
+            cache = Path(options.cache_dir) if options.cache_dir else None
+            folder = await modelstore.local_copy(
+                make_sessionmaker(engine), options.model, cache or default_cache()
+            )
+            return str(folder)
+        finally:
+            await engine.dispose()
+
+    # Its own thread and loop: an async actor's constructor may run where a
+    # loop is already running.
+    with ThreadPoolExecutor(1) as pool:
+        return pool.submit(asyncio.run, fetch()).result()
+
+
 class EmbedWorker:
     """The pool's actor: the model loaded once, a small connection pool, and
     one ``BatchEmbedder`` (async actor: one batch reads or writes while
@@ -441,8 +471,11 @@ class EmbedWorker:
         self.options = options
         # ONNX Runtime on the CPU (its sessions take the threads), PyTorch on
         # a GPU: the same encoder as the Embedder's, hence the same vectors.
+        # A tuned version is read from the database into this node's model
+        # cache first (embeddings/modelstore.py); its vectors are stored
+        # under its name.
         self.encoder = Encoder(
-            options.model,
+            model_folder(options),
             ray_device(options.device),
             backend=options.backend,
             cache_dir=options.cache_dir or None,
