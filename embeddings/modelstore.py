@@ -25,12 +25,13 @@ from typing import Any
 from sqlalchemy.ext.asyncio import async_sessionmaker
 from sqlmodel.ext.asyncio.session import AsyncSession
 
+from embeddings.config import TUNED_PREFIX
 from storage.repositories import tuning as repo
 
 # Bytes per model_chunks row: a 90 MB model is 23 rows; a reader holds the
 # archive (it is hashed before it is unpacked) plus one row.
 CHUNK_BYTES = 4 * 1024 * 1024
-PREFIX = "tuned-"
+PREFIX = TUNED_PREFIX
 
 
 class ModelStoreError(Exception):
@@ -147,3 +148,29 @@ def unpack(data: bytes, target: Path) -> None:
             os.replace(aside, target)
         finally:
             shutil.rmtree(aside, ignore_errors=True)
+
+
+def folder_for(model: str, database_url: str, cache: Path) -> str:
+    """What an encoder loads for ``model``: a stored version's local copy
+    (read from the database at ``database_url`` on first use;
+    ``ModelStoreError`` where it cannot be), else the name itself (the
+    packaged model, a path). Blocking: its own thread and event loop, so it
+    may be called where a loop runs (an async actor's constructor)."""
+    if not is_version(model):
+        return model
+    if not database_url:
+        raise ModelStoreError(f"{model!r} is a stored version, and no database is configured")
+    import asyncio
+    from concurrent.futures import ThreadPoolExecutor
+
+    from storage.db import make_engine, make_sessionmaker
+
+    async def fetch() -> str:
+        engine = make_engine(database_url, pool_size=1, max_overflow=0)
+        try:
+            return str(await local_copy(make_sessionmaker(engine), model, cache))
+        finally:
+            await engine.dispose()
+
+    with ThreadPoolExecutor(1) as pool:
+        return pool.submit(asyncio.run, fetch()).result()

@@ -61,14 +61,24 @@ def describe(folder: Path) -> dict[str, Any]:
     if pooling is None:
         raise NotExportable("no pooling module")
     pool = json.loads((folder / pooling["path"] / "config.json").read_text())
-    modes = [k for k, v in pool.items() if k.startswith("pooling_mode") and v]
-    if modes != ["pooling_mode_mean_tokens"]:
-        raise NotExportable(f"pooling {modes} (only mean pooling is exported)")
+    # sentence-transformers up to 5 wrote one flag per mode
+    # ("pooling_mode_mean_tokens": true); 6 writes "pooling_mode": "mean"
+    # (what a model tuned here is saved with).
+    mode = pool.get("pooling_mode")
+    if mode is not None:
+        modes = [mode] if isinstance(mode, str) else list(mode)
+        if modes != ["mean"]:
+            raise NotExportable(f"pooling {modes} (only mean pooling is exported)")
+    else:
+        flags = [k for k, v in pool.items() if k.startswith("pooling_mode") and v]
+        if flags != ["pooling_mode_mean_tokens"]:
+            raise NotExportable(f"pooling {flags} (only mean pooling is exported)")
     max_len = 512
     if _has(folder, "sentence_bert_config.json"):
         st = json.loads((folder / "sentence_bert_config.json").read_text())
         max_len = int(st.get("max_seq_length") or max_len)
-    return {"max_seq_length": max_len, "dim": int(pool["word_embedding_dimension"])}
+    dim = pool.get("word_embedding_dimension") or pool.get("embedding_dimension")
+    return {"max_seq_length": max_len, "dim": int(dim)}
 
 
 def _has(folder: Path, name: str) -> bool:

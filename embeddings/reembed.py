@@ -433,29 +433,10 @@ def model_folder(options: ReembedOptions) -> str:
     """What the encoder loads for ``options.model``: a stored version's local
     copy (``ModelStoreError`` where the database does not have it whole),
     else the name itself."""
-    from embeddings import modelstore
+    from embeddings.modelstore import folder_for
 
-    if not modelstore.is_version(options.model):
-        return options.model
-    from concurrent.futures import ThreadPoolExecutor
-
-    from storage.db import make_engine, make_sessionmaker
-
-    async def fetch() -> str:
-        engine = make_engine(options.database_url, pool_size=1, max_overflow=0)
-        try:
-            cache = Path(options.cache_dir) if options.cache_dir else None
-            folder = await modelstore.local_copy(
-                make_sessionmaker(engine), options.model, cache or default_cache()
-            )
-            return str(folder)
-        finally:
-            await engine.dispose()
-
-    # Its own thread and loop: an async actor's constructor may run where a
-    # loop is already running.
-    with ThreadPoolExecutor(1) as pool:
-        return pool.submit(asyncio.run, fetch()).result()
+    cache = Path(options.cache_dir) if options.cache_dir else default_cache()
+    return folder_for(options.model, options.database_url, cache)
 
 
 class EmbedWorker:

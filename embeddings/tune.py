@@ -177,7 +177,11 @@ def train_loop(config: dict[str, Any]) -> None:
             shutil.copytree(folder, local, dirs_exist_ok=True)
             model_dir = str(local / "model")
     model = SentenceTransformer(model_dir, device=str(device))
-    model.max_seq_length = min(model.max_seq_length or o["max_tokens"], o["max_tokens"])
+    # Texts are cut shorter while training (cost grows with length); the
+    # model is saved with the base's length, which is what it serves with.
+    serve_length = model.max_seq_length
+    train_length = min(serve_length or o["max_tokens"], o["max_tokens"])
+    model.max_seq_length = train_length
     tokenize = model.tokenize
     # The transformer's pooler is not used by mean pooling: DDP must not wait
     # for its gradients.
@@ -237,7 +241,9 @@ def train_loop(config: dict[str, Any]) -> None:
                 written = None
                 if rank == 0:
                     inner = getattr(net, "module", net)
+                    inner.max_seq_length = serve_length
                     inner.save(str(Path(folder) / "model"))
+                    inner.max_seq_length = train_length
                     torch.save(
                         {"optimizer": optimizer.state_dict(), "scheduler": scheduler.state_dict()},
                         Path(folder) / "optimizer.pt",

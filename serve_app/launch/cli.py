@@ -567,7 +567,10 @@ def cmd_models(args: argparse.Namespace) -> int:
     # The swap is the existing one: re-embed what lacks a vector under the
     # model (a model used before keeps its vectors), then activate it.
     print(f"cairn models: activating {target!r} through cairn reembed", flush=True)
-    reembed_args = build_parser().parse_args(["reembed", "--model", str(target)])
+    argv = ["reembed", "--model", str(target)]
+    if args.precision:
+        argv += ["--precision", args.precision]
+    reembed_args = build_parser().parse_args(argv)
     return cmd_reembed(reembed_args)
 
 
@@ -706,10 +709,16 @@ def build_parser() -> argparse.ArgumentParser:
     show.set_defaults(func=cmd_models)
     act = mo_sub.add_parser("activate", help="serve a version (re-embeds, then swaps)")
     act.add_argument("name")
-    act.set_defaults(func=cmd_models)
-    mo_sub.add_parser(
+    back = mo_sub.add_parser(
         "rollback", help="serve the model active before the current one (re-embeds, then swaps)"
-    ).set_defaults(func=cmd_models)
+    )
+    for swap in (act, back):
+        swap.add_argument(
+            "--precision",
+            choices=["auto", "fp32", "int8", "bf16"],
+            help="the re-embedding's (cairn reembed --precision)",
+        )
+        swap.set_defaults(func=cmd_models)
 
     uploads = sub.add_parser("uploads", help="uploaded images")
     uploads_sub = uploads.add_subparsers(dest="uploads_command", required=True)
