@@ -521,6 +521,13 @@ class RayPool:
                 ready = await asyncio.wait_for(
                     asyncio.gather(*[a.ready.remote() for a in actors]), o.ready_timeout_s
                 )
+            except ray.exceptions.RayActorError as exc:
+                # An actor that could not load its model (a stored version
+                # this node cannot read, say): the error says why.
+                for a in actors:
+                    ray.kill(a)
+                cause = getattr(exc, "cause", None) or exc
+                raise RuntimeError(f"the embedding actors could not start: {cause}") from None
             except TimeoutError:
                 for a in actors:
                     ray.kill(a)

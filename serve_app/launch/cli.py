@@ -453,10 +453,21 @@ def cmd_reembed(args: argparse.Namespace) -> int:
 
         settings.state_path.mkdir(parents=True, exist_ok=True)
         use_local_ray_env(settings.state_path)
+    database_url = prepare(settings).database_url
+    model = args.model or settings.embedding_model
+    from embeddings import modelstore
+
+    if modelstore.is_version(model):
+        from embeddings import models
+
+        # A version that does not exist (or was not stored whole) is refused
+        # here, before any actor starts; the live model is unchanged.
+        if not models.check_exists(database_url, model):
+            return 1
     try:
         options = reembed.ReembedOptions(
-            database_url=prepare(settings).database_url,
-            model=args.model or settings.embedding_model,
+            database_url=database_url,
+            model=model,
             kinds=tuple(k.strip() for k in args.kinds.split(",") if k.strip()),
             batch_size=args.batch_size,
             concurrency=args.concurrency,

@@ -128,6 +128,8 @@ async def test_tune_store_activate_and_roll_back(
     assert shown.returncode == 0 and "| heldout |" in shown.stdout, shown.stderr
     missing = cli(service, "models", "show", "tuned-none")
     assert missing.returncode == 1 and "no model version named 'tuned-none'" in missing.stderr
+    missing = cli(service, "reembed", "--model", "tuned-none")
+    assert missing.returncode == 1 and "no model version named 'tuned-none'" in missing.stderr
 
     # The stored model served by ONNX Runtime gives PyTorch's vectors.
     from sentence_transformers import SentenceTransformer
