@@ -7,6 +7,8 @@ from dataclasses import dataclass, field
 
 DEFAULT_MODEL = "all-MiniLM-L6-v2"
 KINDS = ("pattern", "agent", "question")
+# Names of tuned model versions stored in the database (embeddings/modelstore.py).
+TUNED_PREFIX = "tuned-"
 
 
 @dataclass(frozen=True)
@@ -62,3 +64,5 @@ class EmbedderConfig:
     backend: str = "auto"
     precision: str = "fp32"
     cache_dir: str = ""
+    # Where a tuned model version is read from (embeddings/modelstore.py).
+    database_url: str = ""

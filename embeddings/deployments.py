@@ -13,6 +13,7 @@ import asyncio
 import contextlib
 import logging
 import time
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -20,7 +21,7 @@ from ray import serve
 
 from embeddings.autoscaling import QUEUED
 from embeddings.coalesce import Coalescer
-from embeddings.config import EmbedderConfig, IndexerConfig
+from embeddings.config import TUNED_PREFIX, EmbedderConfig, IndexerConfig
 from embeddings.encoder import Encoder, ray_device
 from embeddings.querycache import QueryVectors
 from replicas.loopback import bind_replica_grpc_to_node
@@ -99,8 +100,18 @@ class Embedder:
             # During a switch of models both are held; older ones are dropped.
             if len(self._encoders) >= 2:
                 self._encoders.pop(next(m for m in self._encoders if m != self._default))
+            folder = model
+            if model.startswith(TUNED_PREFIX):
+                # A tuned version: its copy in this node's model cache, read
+                # from the database on first use (imported only then: the
+                # replica stays without SQLAlchemy otherwise).
+                from embeddings.modelstore import folder_for
+                from embeddings.onnx_model import default_cache
+
+                cache = Path(self._config.cache_dir) if self._config.cache_dir else default_cache()
+                folder = folder_for(model, self._config.database_url, cache)
             encoder = self._encoders[model] = Encoder(
-                model,
+                folder,
                 self._device,
                 backend=self._config.backend,
                 cache_dir=self._config.cache_dir or None,

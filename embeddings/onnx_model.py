@@ -8,8 +8,9 @@ Embedder's process (docs/decisions/search-at-scale.md, "The Embedder on ONNX Run
 The graph is exported from the model's local weights on first use with
 ``torch.onnx.export(dynamo=False)`` (the TorchScript exporter: the dynamo one
 needs ``onnxscript``, which we do not install) and cached under
-``<cache>/<model>-<key>/model.onnx``, the key naming the model folder's
-weights, torch, the exporter version and the opset; it is never downloaded.
+``<cache>/<model>-<key>/model.onnx``, the key the hash of the model
+folder's weights (their contents), torch, the exporter version and the
+opset; it is never downloaded.
 The export runs in a child process (``python -m embeddings.onnx_model``) so
 the serving process never imports torch: the Embedder replica stays small.
 
@@ -60,14 +61,24 @@ def describe(folder: Path) -> dict[str, Any]:
     if pooling is None:
         raise NotExportable("no pooling module")
     pool = json.loads((folder / pooling["path"] / "config.json").read_text())
-    modes = [k for k, v in pool.items() if k.startswith("pooling_mode") and v]
-    if modes != ["pooling_mode_mean_tokens"]:
-        raise NotExportable(f"pooling {modes} (only mean pooling is exported)")
+    # sentence-transformers up to 5 wrote one flag per mode
+    # ("pooling_mode_mean_tokens": true); 6 writes "pooling_mode": "mean"
+    # (what a model tuned here is saved with).
+    mode = pool.get("pooling_mode")
+    if mode is not None:
+        modes = [mode] if isinstance(mode, str) else list(mode)
+        if modes != ["mean"]:
+            raise NotExportable(f"pooling {modes} (only mean pooling is exported)")
+    else:
+        flags = [k for k, v in pool.items() if k.startswith("pooling_mode") and v]
+        if flags != ["pooling_mode_mean_tokens"]:
+            raise NotExportable(f"pooling {flags} (only mean pooling is exported)")
     max_len = 512
     if _has(folder, "sentence_bert_config.json"):
         st = json.loads((folder / "sentence_bert_config.json").read_text())
         max_len = int(st.get("max_seq_length") or max_len)
-    return {"max_seq_length": max_len, "dim": int(pool["word_embedding_dimension"])}
+    dim = pool.get("word_embedding_dimension") or pool.get("embedding_dimension")
+    return {"max_seq_length": max_len, "dim": int(dim)}
 
 
 def _has(folder: Path, name: str) -> bool:
@@ -75,15 +86,31 @@ def _has(folder: Path, name: str) -> bool:
 
 
 def cache_key(folder: Path) -> str:
-    """Names the exported graph: the weights' sizes and mtimes, the
-    configuration files, torch's version, the exporter's version, the opset."""
+    """Names the exported graph: the SHA-256 of the model folder's weights and
+    configuration files (their contents: a tuned model unpacked on another
+    node, or in another folder, finds the same export; one retrained in place
+    does not), torch's version, the exporter's version, the opset."""
     h = hashlib.sha256()
     for path in sorted(folder.rglob("*")):
         if path.is_file() and path.suffix in {".json", ".safetensors", ".bin", ".txt"}:
-            st = path.stat()
-            h.update(f"{path.relative_to(folder)}:{st.st_size}:{int(st.st_mtime)}".encode())
+            h.update(f"{path.relative_to(folder)}:{file_digest(path)}".encode())
     h.update(f"torch={_torch_version()}|exporter={EXPORTER_VERSION}|opset={OPSET}".encode())
     return h.hexdigest()[:16]
+
+
+# (path, size, mtime) -> the file's SHA-256: a replica hashes the ~90 MB of
+# weights once (about 0.15 s), not at every encoder it builds.
+_digests: dict[tuple[str, int, int], str] = {}
+
+
+def file_digest(path: Path) -> str:
+    st = path.stat()
+    key = (str(path), st.st_size, st.st_mtime_ns)
+    found = _digests.get(key)
+    if found is None:
+        with path.open("rb") as f:
+            found = _digests[key] = hashlib.file_digest(f, "sha256").hexdigest()
+    return found
 
 
 def _torch_version() -> str:

@@ -45,6 +45,7 @@ from sqlmodel.ext.asyncio.session import AsyncSession
 
 from embeddings.config import DEFAULT_MODEL, KINDS
 from embeddings.encoder import PRECISIONS, Encoder, ray_device, to_bytes
+from embeddings.onnx_model import default_cache
 from storage.repositories import reembed as stale
 from storage.repositories import search as search_repo
 
@@ -428,6 +429,16 @@ class Job:
 # --- Ray ------------------------------------------------------------------
 
 
+def model_folder(options: ReembedOptions) -> str:
+    """What the encoder loads for ``options.model``: a stored version's local
+    copy (``ModelStoreError`` where the database does not have it whole),
+    else the name itself."""
+    from embeddings.modelstore import folder_for
+
+    cache = Path(options.cache_dir) if options.cache_dir else default_cache()
+    return folder_for(options.model, options.database_url, cache)
+
+
 class EmbedWorker:
     """The pool's actor: the model loaded once, a small connection pool, and
     one ``BatchEmbedder`` (async actor: one batch reads or writes while
@@ -441,8 +452,11 @@ class EmbedWorker:
         self.options = options
         # ONNX Runtime on the CPU (its sessions take the threads), PyTorch on
         # a GPU: the same encoder as the Embedder's, hence the same vectors.
+        # A tuned version is read from the database into this node's model
+        # cache first (embeddings/modelstore.py); its vectors are stored
+        # under its name.
         self.encoder = Encoder(
-            options.model,
+            model_folder(options),
             ray_device(options.device),
             backend=options.backend,
             cache_dir=options.cache_dir or None,
@@ -507,6 +521,13 @@ class RayPool:
                 ready = await asyncio.wait_for(
                     asyncio.gather(*[a.ready.remote() for a in actors]), o.ready_timeout_s
                 )
+            except ray.exceptions.RayActorError as exc:
+                # An actor that could not load its model (a stored version
+                # this node cannot read, say): the error says why.
+                for a in actors:
+                    ray.kill(a)
+                cause = getattr(exc, "cause", None) or exc
+                raise RuntimeError(f"the embedding actors could not start: {cause}") from None
             except TimeoutError:
                 for a in actors:
                     ray.kill(a)

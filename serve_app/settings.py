@@ -446,8 +446,9 @@ class Settings(BaseSettings):
             ),
         )
 
-    def embedder_config(self) -> EmbedderConfig:
+    def embedder_config(self, database_url: str = "") -> EmbedderConfig:
         return EmbedderConfig(
+            database_url=database_url,
             model=self.embedding_model,
             device=self.embedding_device,
             max_batch_size=self.embedding_max_batch,

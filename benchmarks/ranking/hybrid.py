@@ -17,6 +17,8 @@ import numpy as np
 from benchmarks.harness import ROOT
 from benchmarks.ranking.evalset import NONSENSE, Query, Score, embed_text, evaluate
 from benchmarks.ranking.vectors import cached_vectors, run_vector
+from embeddings import evaluation
+from embeddings.evaluation import paired
 from retrieval.fusion import HybridParams, hybrid
 from retrieval.lexical import LexicalIndex
 
@@ -27,7 +29,9 @@ TOP = 10
 # The one parameter of the fusion: the lexical weight w of the fixed convex
 # combination (max-normalised BM25, cosine).
 WEIGHTS = [round(0.05 * i, 2) for i in range(21)]
-NOISE_SE = 2.0  # "within noise": a shortfall of at most this many paired standard errors
+# "Within noise": a shortfall of at most this many paired standard errors
+# (the same rule as `cairn tune`'s gate).
+NOISE_SE = evaluation.NOISE_SE
 
 
 @dataclass
@@ -176,9 +180,9 @@ Ranked = Sequence[Sequence[int]]
 
 
 def gap(a: Ranked, b: Ranked, s: EvalSet, idx: Sequence[int], recall: bool = False) -> Gap:
-    d = reciprocal_ranks(a, s, idx, recall) - reciprocal_ranks(b, s, idx, recall)
-    se = float(d.std(ddof=1) / np.sqrt(len(d))) if len(d) > 1 else 0.0
-    return Gap(float(d.mean()) if len(d) else 0.0, se)
+    # The paired difference as `cairn tune`'s gate computes it (embeddings.evaluation).
+    p = paired(reciprocal_ranks(a, s, idx, recall), reciprocal_ranks(b, s, idx, recall))
+    return Gap(p.diff, p.se)
 
 
 def keys(hits: Sequence[tuple[int, float]]) -> list[int]:

@@ -1,5 +1,5 @@
-"""The ``cairn`` command: run the service, manage users, re-embed the corpus, back up
-and restore, print the Ray environment."""
+"""The ``cairn`` command: run the service, manage users, re-embed the corpus, tune the
+embedding model and manage its versions, back up and restore, print the Ray environment."""
 
 from __future__ import annotations
 
@@ -453,10 +453,21 @@ def cmd_reembed(args: argparse.Namespace) -> int:
 
         settings.state_path.mkdir(parents=True, exist_ok=True)
         use_local_ray_env(settings.state_path)
+    database_url = prepare(settings).database_url
+    model = args.model or settings.embedding_model
+    from embeddings import modelstore
+
+    if modelstore.is_version(model):
+        from embeddings import models
+
+        # A version that does not exist (or was not stored whole) is refused
+        # here, before any actor starts; the live model is unchanged.
+        if not models.check_exists(database_url, model):
+            return 1
     try:
         options = reembed.ReembedOptions(
-            database_url=prepare(settings).database_url,
-            model=args.model or settings.embedding_model,
+            database_url=database_url,
+            model=model,
             kinds=tuple(k.strip() for k in args.kinds.split(",") if k.strip()),
             batch_size=args.batch_size,
             concurrency=args.concurrency,
@@ -480,6 +491,98 @@ def cmd_reembed(args: argparse.Namespace) -> int:
     return reembed.main(
         options, address=remote, local_temp_dir=ray_dir(settings.state_path), as_json=args.json
     )
+
+
+def _ray_for_job(settings: Settings, what: str) -> tuple[str | None, int]:
+    """The cluster a batch job joins (RAY_ADDRESS) or, without one, the
+    local service's Ray environment; (address, 0), or (None, 2) refused."""
+    remote = os.environ.get("RAY_ADDRESS") or None
+    if remote and not settings.database_url:
+        print(
+            f"RAY_ADDRESS is set: give CAIRN_DATABASE_URL too, reachable from the "
+            f"cluster's workers ({what}).",
+            file=sys.stderr,
+        )
+        return None, 2
+    if not remote:
+        from serve_app.launch.local_ray import use_local_ray_env
+
+        settings.state_path.mkdir(parents=True, exist_ok=True)
+        use_local_ray_env(settings.state_path)
+    return remote, 0
+
+
+def cmd_tune(args: argparse.Namespace) -> int:
+    """Fine-tune the embedding model on the corpus on Ray Train; store it if it measured better."""
+    from embeddings import tune
+
+    settings = get_settings()
+    remote, refused = _ray_for_job(settings, "they read the model versions")
+    if refused:
+        return refused
+    from serve_app.launch.bootstrap import prepare, ray_dir
+
+    sets = tuple(s.strip() for s in args.eval_sets.split(",") if s.strip() not in ("", "none"))
+    try:
+        options = tune.TuneOptions(
+            database_url=prepare(settings).database_url,
+            base=args.base or "",
+            epochs=args.epochs,
+            batch_size=args.batch_size,
+            learning_rate=args.learning_rate,
+            seed=args.seed,
+            max_steps=args.max_steps,
+            max_tokens=args.max_tokens,
+            num_workers=args.num_workers,
+            cpus_per_worker=args.cpus_per_worker,
+            gpu=args.gpu,
+            checkpoint_every=args.checkpoint_every,
+            extra=tuple(e.strip() for e in (args.extra or "").split(",") if e.strip()),
+            extra_limit=args.extra_limit,
+            min_pairs=args.min_pairs,
+            eval_sets=sets,
+            eval_dir=args.eval_dir or "",
+            force_accept=args.force_accept,
+            runs_dir=str(settings.state_path / "tune"),
+            cache_dir=str(settings.model_cache_path),
+            ray_temp_dir=str(ray_dir(settings.state_path)),
+        )
+    except ValueError as exc:
+        print(f"cairn tune: {exc}", file=sys.stderr)
+        return 2
+    return tune.main(
+        options, address=remote, local_temp_dir=ray_dir(settings.state_path), as_json=args.json
+    )
+
+
+def cmd_models(args: argparse.Namespace) -> int:
+    """List, show, activate or roll back the embedding model versions."""
+    from embeddings import models
+
+    settings = get_settings()
+    from serve_app.launch.bootstrap import prepare
+
+    url = prepare(settings).database_url
+    if args.models_command == "list":
+        return models.list_versions(url)
+    if args.models_command == "show":
+        return models.show(url, args.name)
+    if args.models_command == "activate":
+        target: str | None = args.name
+        if not models.check_exists(url, args.name):
+            return 1
+    else:
+        target = models.previous(url)
+        if target is None:
+            return 1
+    # The swap is the existing one: re-embed what lacks a vector under the
+    # model (a model used before keeps its vectors), then activate it.
+    print(f"cairn models: activating {target!r} through cairn reembed", flush=True)
+    argv = ["reembed", "--model", str(target)]
+    if args.precision:
+        argv += ["--precision", args.precision]
+    reembed_args = build_parser().parse_args(argv)
+    return cmd_reembed(reembed_args)
 
 
 def cmd_env(_: argparse.Namespace) -> int:
@@ -564,6 +667,69 @@ def build_parser() -> argparse.ArgumentParser:
     re.add_argument("--no-activate", action="store_true", help="embed only; no swap")
     re.add_argument("--json", action="store_true", help="print the summary as JSON")
     re.set_defaults(func=cmd_reembed)
+
+    tu = sub.add_parser(
+        "tune",
+        help="fine-tune the embedding model on the corpus as a Ray Train job (the local "
+        "service's cluster, RAY_ADDRESS, or a local Ray); stored as a new version only if it "
+        "measures better on every evaluation set",
+    )
+    tu.add_argument("--base", help="the model to start from (default: the active one)")
+    tu.add_argument("--epochs", type=int, default=1, help="passes over the pairs (1)")
+    tu.add_argument("--batch-size", type=int, default=32, help="pairs per worker and step (32)")
+    tu.add_argument("--learning-rate", type=float, default=2e-5, help="AdamW's (2e-5)")
+    tu.add_argument("--seed", type=int, default=0, help="shuffling and initialisation (0)")
+    tu.add_argument("--max-steps", type=int, help="stop after this many steps")
+    tu.add_argument("--max-tokens", type=int, default=128, help="tokens a text is cut at (128)")
+    tu.add_argument("--num-workers", type=int, default=1, help="Ray Train workers (1)")
+    tu.add_argument("--cpus-per-worker", type=float, default=1.0, help="CPUs per worker (1)")
+    tu.add_argument(
+        "--gpu",
+        choices=["auto", "yes", "no"],
+        default="auto",
+        help="GPU workers (bf16): auto where the cluster has a GPU per worker",
+    )
+    tu.add_argument("--checkpoint-every", type=int, default=200, help="steps (200)")
+    tu.add_argument(
+        "--extra",
+        help="more pairs: python-packages (docstring -> function from installed "
+        "packages that no evaluation set is built from)",
+    )
+    tu.add_argument("--extra-limit", type=int, default=20_000, help="extra pairs at most")
+    tu.add_argument("--min-pairs", type=int, default=100, help="the fewest pairs to tune on")
+    tu.add_argument(
+        "--eval-sets",
+        default="docs,code,params",
+        help="evaluation sets of the gate, comma-separated, or none (the held-out pairs "
+        "are always measured)",
+    )
+    tu.add_argument("--eval-dir", help="where the sets are (default: benchmarks/search_eval)")
+    tu.add_argument(
+        "--force-accept", action="store_true", help="store the model whatever the gate says"
+    )
+    tu.add_argument("--json", action="store_true", help="print the summary as JSON")
+    tu.set_defaults(func=cmd_tune)
+
+    mo = sub.add_parser("models", help="the embedding model versions")
+    mo_sub = mo.add_subparsers(dest="models_command", required=True)
+    mo_sub.add_parser("list", help="stored versions and the active model").set_defaults(
+        func=cmd_models
+    )
+    show = mo_sub.add_parser("show", help="a version's model card")
+    show.add_argument("name")
+    show.set_defaults(func=cmd_models)
+    act = mo_sub.add_parser("activate", help="serve a version (re-embeds, then swaps)")
+    act.add_argument("name")
+    back = mo_sub.add_parser(
+        "rollback", help="serve the model active before the current one (re-embeds, then swaps)"
+    )
+    for swap in (act, back):
+        swap.add_argument(
+            "--precision",
+            choices=["auto", "fp32", "int8", "bf16"],
+            help="the re-embedding's (cairn reembed --precision)",
+        )
+        swap.set_defaults(func=cmd_models)
 
     uploads = sub.add_parser("uploads", help="uploaded images")
     uploads_sub = uploads.add_subparsers(dest="uploads_command", required=True)

@@ -154,7 +154,7 @@ def build_application(settings: Settings, prepared: Prepared) -> Application:
                 "num_gpus": settings.embedder_num_gpus,
             },
             logging_config=logging_config,
-        ).bind(settings.embedder_config())
+        ).bind(settings.embedder_config(runtime["CAIRN_DATABASE_URL"]))
         index = VectorIndex.options(  # type: ignore[attr-defined]
             ray_actor_options={"num_cpus": 0.1}, logging_config=logging_config
         ).bind(settings.indexer_config(runtime["CAIRN_DATABASE_URL"]), embedder)

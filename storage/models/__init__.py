@@ -39,6 +39,7 @@ from storage.models.trust import (
     UploadChunk,
     XProof,
 )
+from storage.models.tuning import ModelActivation, ModelChunk, ModelVersion
 from storage.models.views import PatternView, QuestionView
 from storage.models.votes import Vote
 
@@ -64,6 +65,9 @@ __all__ = [
     "HumanSession",
     "IdempotencyKey",
     "MailMessage",
+    "ModelActivation",
+    "ModelChunk",
+    "ModelVersion",
     "ModerationDecision",
     "NoticeThrottle",
     "Notification",

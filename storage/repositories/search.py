@@ -58,6 +58,14 @@ async def active_model(session: AsyncSession) -> str | None:
 
 
 async def set_active_model(session: AsyncSession, model: str) -> None:
+    """Make ``model`` the one search uses, logged in ``model_activations``
+    (``cairn models rollback`` goes back one) when it is a change."""
+    await session.exec(  # type: ignore[call-overload]
+        text(
+            "INSERT INTO model_activations (model) SELECT :model WHERE :model IS DISTINCT "
+            "FROM (SELECT model FROM model_activations ORDER BY id DESC LIMIT 1)"
+        ).bindparams(model=model)
+    )
     await session.exec(  # type: ignore[call-overload]
         text(
             "INSERT INTO search_model (id, model) VALUES (1, :model) "
@@ -70,7 +78,9 @@ async def ensure_active_model(session: AsyncSession, default: str) -> str:
     """The active model; ``default`` becomes it on a database that has none."""
     await session.exec(  # type: ignore[call-overload]
         text(
-            "INSERT INTO search_model (id, model) VALUES (1, :model) ON CONFLICT (id) DO NOTHING"
+            "WITH first AS (INSERT INTO search_model (id, model) VALUES (1, :model) "
+            "ON CONFLICT (id) DO NOTHING RETURNING model) "
+            "INSERT INTO model_activations (model) SELECT model FROM first"
         ).bindparams(model=default)
     )
     model = await active_model(session)

@@ -1,0 +1,757 @@
+"""``cairn tune``: fine-tune the embedding model on the corpus as a Ray Train
+batch job, measure it against the base, store it if it measured better.
+
+- **Lock**: one tune at a time per database (a Postgres advisory lock held
+  by the driver's connection for the whole job; a second is refused).
+- **Mine**: pairs from the visible corpus (``embeddings.pairs``), a
+  held-out tenth set aside; optionally docstring -> function pairs from
+  installed packages (``--extra python-packages``).
+- **Train**: ``ray.train.torch.TorchTrainer``, one or more workers (CPU
+  here; GPU workers with bf16 autocast where the cluster has GPUs), starting
+  from the active model, in-batch negatives (a weighted
+  MultipleNegativesRanking loss: each query against every document of its
+  batch, verified items weighing more). Each worker takes every n-th batch
+  of an epoch; gradients are averaged by DDP.
+- **Progress**: rank 0 sends pairs/s, loss and the ETA to the driver
+  through a Ray queue; the driver prints them.
+- **Resume**: a checkpoint (the model, the optimizer, the step) every
+  ``checkpoint_every`` steps, under the run's folder, named by a hash of the
+  pairs and the settings: a rerun of the same job continues from the last.
+- **Gate**: base and tuned on every evaluation set and the held-out pairs
+  (``embeddings.evaluation``); a model card (JSON and markdown) either way;
+  stored as a version (``embeddings.modelstore``) only when accepted.
+
+``train_loop`` is the per-worker function; ``run`` the driver.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import hashlib
+import json
+import logging
+import math
+import os
+import sys
+import threading
+import time
+from collections.abc import Sequence
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any, TextIO
+
+from embeddings import evaluation, modelstore
+from embeddings import pairs as mining
+from embeddings.config import DEFAULT_MODEL
+from embeddings.reembed import AUTH_ENV, NAMESPACE, _duration, find_local_cluster
+
+log = logging.getLogger("cairn.tune")
+
+EXTRAS = ("python-packages",)
+STATE = "tune-state.json"
+
+
+class TuneError(RuntimeError):
+    """A tune that cannot run (another is running, the corpus is too small,
+    the base model or the cluster cannot be used): the live model is unchanged."""
+
+
+@dataclass(frozen=True)
+class TuneOptions:
+    database_url: str
+    # The model to start from ("": the active one).
+    base: str = ""
+    epochs: int = 1
+    batch_size: int = 32
+    learning_rate: float = 2e-5
+    warmup: float = 0.1  # the share of steps the learning rate ramps up over
+    seed: int = 0
+    # Stop after this many steps (tests, a first look); None: every epoch.
+    max_steps: int | None = None
+    # Tokens a text is cut at while training (the model reads 256 at most).
+    max_tokens: int = 128
+    # The in-batch similarity scale (MultipleNegativesRankingLoss's 20).
+    scale: float = 20.0
+    num_workers: int = 1
+    cpus_per_worker: float = 1.0
+    # auto: GPU workers where the cluster has GPUs; yes; no.
+    gpu: str = "auto"
+    checkpoint_every: int = 200
+    report_every: int = 10
+    extra: tuple[str, ...] = ()
+    extra_limit: int = 20_000
+    min_pairs: int = mining.MIN_PAIRS
+    eval_sets: tuple[str, ...] = evaluation.EVAL_SETS
+    eval_dir: str = ""
+    force_accept: bool = False
+    # Where runs keep their checkpoints and cards (shared storage on a
+    # multi-node cluster) and where models are unpacked and exported.
+    runs_dir: str = ".cairn/tune"
+    cache_dir: str = ".cairn/models"
+    # A Ray of its own starts here (no cluster to join).
+    ray_temp_dir: str = ""
+
+    def __post_init__(self) -> None:
+        if self.epochs < 1 or self.batch_size < 2 or self.num_workers < 1:
+            raise ValueError("epochs and workers must be at least 1, the batch size at least 2")
+        if self.max_steps is not None and self.max_steps < 1:
+            raise ValueError("max steps must be at least 1")
+        unknown = set(self.extra) - set(EXTRAS)
+        if unknown:
+            raise ValueError(f"--extra must be among {', '.join(EXTRAS)}")
+        if self.gpu not in ("auto", "yes", "no"):
+            raise ValueError("gpu must be auto, yes or no")
+        bad = set(self.eval_sets) - set(evaluation.EVAL_SETS)
+        if bad:
+            raise ValueError(
+                f"evaluation sets must be among {', '.join(evaluation.EVAL_SETS)} (or none)"
+            )
+
+
+# --- training (one Ray Train worker) ----------------------------------------
+
+
+def weighted_mnr_loss(q: Any, d: Any, weights: Any, scale: float) -> Any:
+    """In-batch negatives: each query's cross-entropy over every document of
+    the batch (its own the target), scaled cosine similarities, the
+    per-query losses averaged with ``weights``."""
+    import torch
+
+    q = torch.nn.functional.normalize(q, p=2, dim=1)
+    d = torch.nn.functional.normalize(d, p=2, dim=1)
+    scores = q @ d.T * scale
+    target = torch.arange(scores.shape[0], device=scores.device)
+    losses = torch.nn.functional.cross_entropy(scores.float(), target, reduction="none")
+    return (losses * weights).sum() / weights.sum()
+
+
+def schedule(n_pairs: Sequence[mining.Pair], options: dict[str, Any]) -> list[list[int]]:
+    """Every step's batch over all epochs, the same on every worker."""
+    steps: list[list[int]] = []
+    for epoch in range(options["epochs"]):
+        steps += mining.batches(n_pairs, options["batch_size"], options["seed"] + epoch)
+    return steps
+
+
+def train_loop(config: dict[str, Any]) -> None:
+    """One Ray Train worker: load the base (or the last checkpoint), then
+    train its share of each step's batches, reporting and checkpointing."""
+    import tempfile
+
+    import ray
+    import ray.train
+    import ray.train.torch
+    import torch
+    from sentence_transformers import SentenceTransformer
+
+    o = config["options"]
+    ctx = ray.train.get_context()
+    rank, world = ctx.get_world_rank(), ctx.get_world_size()
+    device = ray.train.torch.get_device()
+    if device.type == "cpu":
+        torch.set_num_threads(max(1, int(o["cpus_per_worker"])))
+    torch.manual_seed(o["seed"])
+    pairs: list[mining.Pair] = ray.get(config["pairs"])
+    steps = schedule(pairs, o)
+    if o["max_steps"]:
+        steps = steps[: o["max_steps"]]
+    # Every worker takes the same number of steps (DDP averages each step's
+    # gradients over all of them): step s is batch s * world + rank.
+    total = len(steps) // world if len(steps) >= world else 1
+    start, model_dir = 0, config["base_path"]
+    # The latest checkpoint of this run: Ray Train's after a worker failed,
+    # else the one a rerun found in the run's folder (shared storage on a
+    # multi-node cluster).
+    checkpoint = ray.train.get_checkpoint()
+    if checkpoint is None and config.get("resume"):
+        checkpoint = ray.train.Checkpoint.from_directory(config["resume"])
+    resumed: dict[str, Any] | None = None
+    if checkpoint is not None:
+        with checkpoint.as_directory() as folder:
+            resumed = json.loads((Path(folder) / STATE).read_text())
+            start = int(resumed["step"])
+            local = Path(tempfile.mkdtemp(prefix="cairn-tune-"))
+            import shutil
+
+            shutil.copytree(folder, local, dirs_exist_ok=True)
+            model_dir = str(local / "model")
+    model = SentenceTransformer(model_dir, device=str(device))
+    # Texts are cut shorter while training (cost grows with length); the
+    # model is saved with the base's length, which is what it serves with.
+    serve_length = model.max_seq_length
+    train_length = min(serve_length or o["max_tokens"], o["max_tokens"])
+    model.max_seq_length = train_length
+    tokenize = model.tokenize
+    # The transformer's pooler is not used by mean pooling: DDP must not wait
+    # for its gradients.
+    net = ray.train.torch.prepare_model(
+        model, parallel_strategy_kwargs={"find_unused_parameters": True}
+    )
+    optimizer = torch.optim.AdamW(net.parameters(), lr=o["learning_rate"])
+    warm = max(1, int(total * o["warmup"]))
+    lr_at = lambda s: min(1.0, (s + 1) / warm) * max(0.0, (total - s) / max(1, total - warm))  # noqa: E731
+    scheduler = torch.optim.lr_scheduler.LambdaLR(optimizer, lr_at)
+    if resumed is not None:
+        state = torch.load(Path(model_dir).parent / "optimizer.pt", map_location=device)
+        optimizer.load_state_dict(state["optimizer"])
+        scheduler.load_state_dict(state["scheduler"])
+    bf16 = device.type == "cuda" and o["bf16"]
+    progress = config.get("progress")
+    t0, seen, loss_sum, loss_n = time.monotonic(), 0, 0.0, 0
+    net.train()
+
+    def embed(texts: list[str]) -> Any:
+        features = {k: v.to(device) if hasattr(v, "to") else v for k, v in tokenize(texts).items()}
+        with torch.autocast("cuda", dtype=torch.bfloat16, enabled=bf16):
+            return net(features)["sentence_embedding"]
+
+    step = start
+    for step in range(start, total):
+        batch = [pairs[i] for i in steps[min(step * world + rank, len(steps) - 1)]]
+        weights = torch.tensor([p.weight for p in batch], device=device)
+        loss = weighted_mnr_loss(
+            embed([p.query for p in batch]), embed([p.document for p in batch]), weights, o["scale"]
+        )
+        optimizer.zero_grad(set_to_none=True)
+        loss.backward()
+        torch.nn.utils.clip_grad_norm_(net.parameters(), 1.0)
+        optimizer.step()
+        scheduler.step()
+        seen += len(batch) * world
+        loss_sum, loss_n = loss_sum + float(loss.detach()), loss_n + 1
+        done = step + 1
+        last = done == total
+        if progress is not None and rank == 0 and (done % o["report_every"] == 0 or last):
+            elapsed = time.monotonic() - t0
+            progress.put(
+                {
+                    "step": done,
+                    "steps": total,
+                    "loss": loss_sum / loss_n,
+                    "pairs_per_s": seen / elapsed if elapsed > 0 else 0.0,
+                    "elapsed_s": elapsed,
+                    "resumed_from": start,
+                }
+            )
+            loss_sum, loss_n = 0.0, 0
+        if done % o["checkpoint_every"] == 0 or last:
+            metrics = {"step": done, "loss": float(loss.detach())}
+            with tempfile.TemporaryDirectory() as folder:
+                written = None
+                if rank == 0:
+                    inner = getattr(net, "module", net)
+                    inner.max_seq_length = serve_length
+                    inner.save(str(Path(folder) / "model"))
+                    inner.max_seq_length = train_length
+                    torch.save(
+                        {"optimizer": optimizer.state_dict(), "scheduler": scheduler.state_dict()},
+                        Path(folder) / "optimizer.pt",
+                    )
+                    (Path(folder) / STATE).write_text(json.dumps({"step": done, "steps": total}))
+                    written = ray.train.Checkpoint.from_directory(folder)
+                ray.train.report(metrics, checkpoint=written)
+
+
+# --- the driver ----------------------------------------------------------------
+
+
+class Printer:
+    """Progress lines on stderr, as ``cairn reembed`` prints them."""
+
+    def __init__(self, out: TextIO | None = None) -> None:
+        self.out = out if out is not None else sys.stderr
+
+    def say(self, message: str) -> None:
+        self.out.write(f"cairn tune: {message}\n")
+        self.out.flush()
+
+    def step(self, m: dict[str, Any]) -> None:
+        left = m["steps"] - m["step"]
+        done_here = m["step"] - m["resumed_from"]
+        per_step = m["elapsed_s"] / done_here if done_here else math.inf
+        self.say(
+            f"step {m['step']:,}/{m['steps']:,} ({100 * m['step'] / max(1, m['steps']):.0f}%), "
+            f"loss {m['loss']:.4f}, {m['pairs_per_s']:,.1f} pairs/s, "
+            f"elapsed {_duration(m['elapsed_s'])}, ETA {_duration(left * per_step)}"
+        )
+
+
+@dataclass
+class Summary:
+    base: str
+    run: str
+    pairs_train: int = 0
+    pairs_heldout: int = 0
+    pairs_extra: int = 0
+    items: int = 0
+    duplicates: int = 0
+    steps: int = 0
+    resumed_from: int = 0
+    train_s: float = 0.0
+    eval_s: float = 0.0
+    pairs_per_s: float = 0.0
+    workers: str = ""
+    accepted: bool = False
+    version: str | None = None
+    card: str = ""
+    verdict: dict[str, Any] = field(default_factory=dict)
+
+
+def run_key(base: str, mined: mining.Mined, options: TuneOptions) -> str:
+    """Names a run: the base, the pairs and every setting that changes the
+    training (a rerun of the same job finds its checkpoints)."""
+    h = hashlib.sha256(base.encode())
+    for p in mined.train:
+        h.update(f"{p.query}\x1f{p.document}\x1f{p.weight}\x1f{p.group}\x1e".encode())
+    keep: tuple[str, ...] = ("epochs", "batch_size", "learning_rate", "warmup", "seed")
+    keep += ("max_steps", "max_tokens", "scale", "num_workers")
+    h.update(json.dumps({k: getattr(options, k) for k in keep}, sort_keys=True).encode())
+    return h.hexdigest()[:16]
+
+
+def latest_checkpoint(folder: Path) -> Path | None:
+    """The checkpoint of the furthest step under a run's folder."""
+    best: tuple[int, Path] | None = None
+    for state in folder.glob(f"**/{STATE}"):
+        try:
+            step = int(json.loads(state.read_text())["step"])
+        except (OSError, ValueError, KeyError):
+            continue
+        if (state.parent / "model").is_dir() and (best is None or step > best[0]):
+            best = (step, state.parent)
+    return None if best is None else best[1]
+
+
+async def _mine(sessions: Any, options: TuneOptions, printer: Printer) -> mining.Mined:
+    from storage.repositories import tuning as repo
+
+    async with sessions() as session:
+        rows = await repo.corpus(session)
+        accepted = await repo.accepted_answers(session)
+        await session.rollback()
+    items = [
+        mining.Item(
+            r.kind,
+            str(r.item_id),
+            r.title,
+            r.description,
+            r.text,
+            r.worked,
+            str(r.forked_from) if r.forked_from else None,
+        )
+        for r in rows
+    ]
+    answers = [
+        mining.Answer(str(a.question_id), a.question_title, a.body, a.worked) for a in accepted
+    ]
+    extra: list[mining.Pair] = []
+    if "python-packages" in options.extra:
+        root = Path(options.eval_dir) if options.eval_dir else evaluation.default_eval_dir()
+        excluded = mining.eval_packages([root, root / "code", root / "params"])
+        if not excluded:
+            raise TuneError(
+                f"--extra python-packages needs the evaluation sets (to leave their packages "
+                f"out), and none were found in {root}"
+            )
+        extra = mining.python_package_pairs(excluded, options.extra_limit, options.seed)
+        printer.say(
+            f"{len(extra):,} extra pairs from installed packages ({len(excluded)} left out)"
+        )
+    try:
+        return mining.mine(items, answers, extra, options.min_pairs)
+    except mining.CorpusTooSmall as exc:
+        raise TuneError(str(exc)) from None
+
+
+def _evaluate(
+    base_path: str,
+    tuned_path: str,
+    mined: mining.Mined,
+    options: TuneOptions,
+    base_key: str,
+    printer: Printer,
+) -> evaluation.Verdict:
+    from embeddings.encoder import Encoder
+
+    corpora: list[evaluation.Corpus] = []
+    groups: list[evaluation.Group] = []
+    if options.eval_sets:
+        root = Path(options.eval_dir) if options.eval_dir else evaluation.default_eval_dir()
+        corpora, groups = evaluation.load_sets(root, options.eval_sets)
+    held_corpus, held_group = evaluation.heldout_set(
+        [p.query for p in mined.heldout], [p.document for p in mined.heldout]
+    )
+    corpora.append(held_corpus)
+    groups.append(held_group)
+    threads = max(1, len(os.sched_getaffinity(0)))
+    cache = Path(options.cache_dir)
+    results = {}
+    for label, path, key in (("base", base_path, base_key), ("tuned", tuned_path, None)):
+        t0 = time.monotonic()
+        encoder = Encoder(path, device="cpu", cache_dir=cache, threads=threads)
+        results[label] = evaluation.score(
+            lambda texts, e=encoder: e.encode(texts, batch_size=16),  # type: ignore[misc]
+            corpora,
+            groups,
+            cache=cache / "eval",
+            model_key=key,
+        )
+        printer.say(
+            f"measured the {label} model on {len(groups)} groups in {time.monotonic() - t0:.0f}s"
+        )
+    return evaluation.gate(results["base"], results["tuned"], force=options.force_accept)
+
+
+def card_markdown(card: dict[str, Any]) -> str:
+    v = card["gate"]
+    lines = [
+        f"# Model card: {card.get('name') or '(not stored)'}",
+        "",
+        f"- Base: `{card['base']}`; accepted: **{'yes' if v['accepted'] else 'no'}**"
+        + (" (forced)" if v["forced"] else ""),
+        f"- Data: {card['data']['pairs_train']:,} training pairs ({card['data']['by_source']}), "
+        f"{card['data']['pairs_heldout']:,} held out, from {card['data']['items']:,} visible "
+        f"items ({card['data']['duplicates']:,} duplicates folded)",
+        f"- Training: {card['training']['steps']:,} steps of {card['training']['batch_size']} "
+        f"pairs x {card['training']['workers']}, {card['training']['epochs']} epochs, seed "
+        f"{card['training']['seed']}, learning rate {card['training']['learning_rate']}, "
+        f"{card['training']['train_s']:.0f}s ({card['training']['pairs_per_s']:.1f} pairs/s)",
+        f"- Rule: {v['rule']}",
+        "",
+        "| group | queries | base MRR@10 | tuned MRR@10 | difference ± paired SE |",
+        "|---|---:|---:|---:|---:|",
+    ]
+    for g in v["groups"]:
+        flag = "" if g["within_noise"] else " (below)"
+        lines.append(
+            f"| {g['name']} | {g['n']} | {g['base']:.4f} | {g['tuned']:.4f} | "
+            f"{g['diff']:+.4f} ± {g['se']:.4f}{flag} |"
+        )
+    lines += [
+        f"| **mean** | | {v['base_mean_mrr10']:.4f} | {v['tuned_mean_mrr10']:.4f} | "
+        f"{v['tuned_mean_mrr10'] - v['base_mean_mrr10']:+.4f} |",
+        "",
+    ]
+    if v["reasons"]:
+        lines += ["Not accepted because:", "", *[f"- {r}" for r in v["reasons"]], ""]
+    return "\n".join(lines)
+
+
+def run(options: TuneOptions, *, address: str | None, out: TextIO | None = None) -> Summary:
+    """The whole job: lock, mine, train on Ray, gate, card, store."""
+    from storage.db import make_engine, make_sessionmaker
+    from storage.repositories import search as search_repo
+    from storage.repositories import tuning as repo
+
+    printer = Printer(out)
+
+    async def lock_and_read() -> tuple[Any, Any, str]:
+        engine = make_engine(options.database_url, pool_size=1, max_overflow=0)
+        # The lock's connection stays checked out for the whole job: the
+        # advisory lock is the connection's, and goes if the driver dies.
+        conn = await engine.connect()
+        from sqlmodel.ext.asyncio.session import AsyncSession
+
+        session = AsyncSession(bind=conn)
+        if not await repo.try_lock_tune(session):
+            await session.close()
+            await conn.close()
+            await engine.dispose()
+            raise TuneError("another tune is running on this database; wait for it to finish")
+        await conn.commit()
+        base = options.base or await search_repo.active_model(session) or DEFAULT_MODEL
+        await conn.commit()
+        return (engine, conn), session, base
+
+    loop = asyncio.new_event_loop()
+    (engine, conn), lock_session, base = loop.run_until_complete(lock_and_read())
+    work_engine = make_engine(options.database_url, pool_size=2, max_overflow=1)
+    sessions = make_sessionmaker(work_engine)
+    try:
+        return _run_locked(options, base, sessions, printer, address, loop)
+    finally:
+
+        async def release() -> None:
+            with contextlib.suppress(Exception):
+                await repo.unlock_tune(lock_session)
+            await lock_session.close()
+            await conn.close()
+            await engine.dispose()
+            await work_engine.dispose()
+
+        loop.run_until_complete(release())
+        loop.close()
+
+
+def _run_locked(
+    options: TuneOptions,
+    base: str,
+    sessions: Any,
+    printer: Printer,
+    address: str | None,
+    loop: asyncio.AbstractEventLoop,
+) -> Summary:
+    cache = Path(options.cache_dir).expanduser().resolve()
+    runs = Path(options.runs_dir).expanduser().resolve()
+    printer.say(f"mining pairs from the corpus (base model {base!r})")
+    mined = loop.run_until_complete(_mine(sessions, options, printer))
+    key = run_key(base, mined, options)
+    summary = Summary(base, key, len(mined.train), len(mined.heldout), items=mined.items)
+    summary.pairs_extra = mined.by_source.get("python", 0)
+    summary.duplicates = mined.duplicates
+    printer.say(
+        f"{mined.pairs:,} pairs from {mined.items:,} items ({mined.duplicates:,} duplicates "
+        f"folded): {len(mined.train):,} to train on, {len(mined.heldout):,} held out; run {key}"
+    )
+
+    def local_copy(name: str) -> str:
+        async def get() -> str:
+            return str(await modelstore.local_copy(sessions, name, cache))
+
+        try:
+            return loop.run_until_complete(get())
+        except modelstore.ModelStoreError as exc:
+            raise TuneError(str(exc)) from None
+
+    from embeddings.encoder import resolve
+
+    base_path = local_copy(base) if modelstore.is_version(base) else resolve(base)
+    if not Path(base_path).is_dir():
+        raise TuneError(f"the base model {base!r} is no local folder ({base_path})")
+
+    tuned_path, steps, resumed, train_s, workers = _train(
+        options, base, base_path, mined, runs / key, address, printer
+    )
+    summary.steps, summary.resumed_from, summary.train_s, summary.workers = (
+        steps,
+        resumed,
+        train_s,
+        workers,
+    )
+    done_pairs = (steps - resumed) * options.batch_size * options.num_workers
+    summary.pairs_per_s = done_pairs / train_s if train_s > 0 else 0.0
+
+    t0 = time.monotonic()
+    base_key = (
+        hashlib.sha256(base.encode()).hexdigest()
+        if modelstore.is_version(base)
+        else _folder_key(base_path)
+    )
+    verdict = _evaluate(base_path, tuned_path, mined, options, base_key, printer)
+    summary.eval_s = time.monotonic() - t0
+    summary.accepted = verdict.accepted
+    summary.verdict = verdict.as_dict()
+    card: dict[str, Any] = {
+        "base": base,
+        "run": key,
+        "data": {
+            "items": mined.items,
+            "duplicates": mined.duplicates,
+            "dropped": mined.dropped,
+            "pairs_train": len(mined.train),
+            "pairs_heldout": len(mined.heldout),
+            "by_source": mined.by_source,
+            "extra": list(options.extra),
+        },
+        "training": {
+            "steps": steps,
+            "resumed_from": resumed,
+            "epochs": options.epochs,
+            "batch_size": options.batch_size,
+            "workers": workers,
+            "learning_rate": options.learning_rate,
+            "seed": options.seed,
+            "max_tokens": options.max_tokens,
+            "train_s": round(train_s, 1),
+            "pairs_per_s": round(summary.pairs_per_s, 2),
+        },
+        "eval_sets": list(options.eval_sets),
+        "gate": summary.verdict,
+        "created_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+    }
+    if verdict.accepted:
+        stored = loop.run_until_complete(
+            modelstore.store(sessions, Path(tuned_path), base, True, card)
+        )
+        summary.version = card["name"] = stored.name
+        printer.say(
+            f"stored as {stored.name} ({stored.size / 2**20:.1f} MiB, {stored.chunks} chunks)"
+        )
+    folder = runs / key
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / "card.json").write_text(json.dumps(card, indent=2) + "\n")
+    (folder / "card.md").write_text(card_markdown(card))
+    summary.card = str(folder / "card.md")
+    return summary
+
+
+def _folder_key(path: str) -> str:
+    from embeddings.onnx_model import cache_key
+
+    return cache_key(Path(path))
+
+
+def _train(
+    options: TuneOptions,
+    base: str,
+    base_path: str,
+    mined: mining.Mined,
+    folder: Path,
+    address: str | None,
+    printer: Printer,
+) -> tuple[str, int, int, float, str]:
+    """Train on Ray; (the tuned model's folder, steps, the step resumed
+    from, seconds, what the workers ran on)."""
+    import ray
+    import ray.train
+    from ray.train.torch import TorchTrainer
+    from ray.util.queue import Empty, Queue
+
+    started_here = not ray.is_initialized()
+    if started_here:
+        if address:
+            printer.say(f"joining the Ray cluster at {address}")
+            ray.init(
+                address=address,
+                namespace=NAMESPACE,
+                log_to_driver=False,
+                logging_level=logging.WARNING,
+            )
+        else:
+            printer.say("starting a local Ray for the job")
+            temp_dir = options.ray_temp_dir or None
+            if temp_dir:
+                os.environ.setdefault("RAY_TMPDIR", temp_dir)
+            ray.init(
+                namespace=NAMESPACE,
+                _temp_dir=temp_dir,
+                include_dashboard=False,
+                _node_ip_address="127.0.0.1",
+                log_to_driver=False,
+                logging_level=logging.WARNING,
+            )
+    try:
+        gpus = float(ray.cluster_resources().get("GPU", 0.0))
+        use_gpu = options.gpu == "yes" or (options.gpu == "auto" and gpus >= options.num_workers)
+        if options.gpu == "yes" and gpus < options.num_workers:
+            raise TuneError(
+                f"--gpu yes asks for {options.num_workers} GPUs; the cluster has {gpus:g}"
+            )
+        workers = f"{options.num_workers} x " + (
+            "GPU (bf16)" if use_gpu else f"{options.cpus_per_worker:g} CPU"
+        )
+        checkpoint = latest_checkpoint(folder)
+        resumed = 0
+        if checkpoint is not None:
+            resumed = int(json.loads((checkpoint / STATE).read_text())["step"])
+            printer.say(f"resuming from step {resumed:,} ({checkpoint})")
+        planned = len(schedule(mined.train, asdict(options)))
+        if options.max_steps:
+            planned = min(planned, options.max_steps)
+        total = max(1, planned // options.num_workers)
+        if checkpoint is not None and resumed >= total:
+            # The run had finished: its last checkpoint is the model.
+            printer.say(f"the run had finished ({total:,} steps); measuring its model")
+            return str(checkpoint / "model"), resumed, resumed, 0.0, workers
+        progress = Queue(actor_options={"num_cpus": 0})
+        o = {
+            **{k: v for k, v in asdict(options).items() if not isinstance(v, tuple)},
+            "bf16": use_gpu,
+        }
+        trainer = TorchTrainer(
+            train_loop,
+            train_loop_config={
+                "options": o,
+                "pairs": ray.put(mined.train),
+                "base_path": base_path,
+                "progress": progress,
+                "resume": str(checkpoint) if checkpoint is not None else None,
+            },
+            scaling_config=ray.train.ScalingConfig(
+                num_workers=options.num_workers,
+                use_gpu=use_gpu,
+                resources_per_worker=None if use_gpu else {"CPU": options.cpus_per_worker},
+            ),
+            run_config=ray.train.RunConfig(
+                name="train",
+                storage_path=str(folder),
+                checkpoint_config=ray.train.CheckpointConfig(num_to_keep=2),
+            ),
+        )
+        printer.say(f"training on {workers}")
+        result: list[Any] = []
+        failure: list[BaseException] = []
+
+        def fit() -> None:
+            try:
+                result.append(trainer.fit())
+            except BaseException as exc:
+                failure.append(exc)
+
+        t0 = time.monotonic()
+        thread = threading.Thread(target=fit, name="cairn-tune-fit", daemon=True)
+        thread.start()
+        while thread.is_alive() or progress.size():
+            try:
+                printer.step(progress.get(timeout=1.0))
+            except Empty:
+                continue
+        train_s = time.monotonic() - t0
+        if failure:
+            raise TuneError(f"training failed: {failure[0]}") from failure[0]
+        final = result[0].checkpoint
+        if final is None:
+            raise TuneError("training ended without a checkpoint")
+        state = json.loads((Path(final.path) / STATE).read_text())
+        return str(Path(final.path) / "model"), int(state["step"]), resumed, train_s, workers
+    finally:
+        if started_here:
+            ray.shutdown()
+
+
+def main(
+    options: TuneOptions,
+    *,
+    address: str | None,
+    local_temp_dir: Path | None = None,
+    as_json: bool = False,
+) -> int:
+    """The command: join ``address``, else the local service's cluster (Ray
+    started in ``local_temp_dir``, as ``cairn reembed`` does), else a Ray of
+    its own; its exit status (0 also when the gate kept the base)."""
+    printer = Printer()
+    if address is None and local_temp_dir is not None:
+        local = find_local_cluster(local_temp_dir)
+        if local is not None:
+            printer.say("a local service is running: using its Ray cluster")
+            address, auth = local
+            for key in AUTH_ENV:
+                os.environ.pop(key, None)
+            os.environ.update(auth or {"RAY_AUTH_MODE": "token"})
+    try:
+        summary = run(options, address=address)
+    except TuneError as exc:
+        printer.say(f"refused: {exc}; the live model is unchanged")
+        return 1
+    except KeyboardInterrupt:
+        printer.say("interrupted; the checkpoints stay: rerun to resume")
+        return 130
+    if as_json:
+        print(json.dumps(asdict(summary)), flush=True)
+        return 0
+    v = summary.verdict
+    print(
+        f"cairn tune: {summary.steps:,} steps on {summary.pairs_train:,} pairs "
+        f"({summary.pairs_per_s:,.1f} pairs/s); mean MRR@10 {v['base_mean_mrr10']:.4f} -> "
+        f"{v['tuned_mean_mrr10']:.4f}; "
+        + (
+            f"accepted and stored as {summary.version} (serve it: cairn reembed --model "
+            f"{summary.version})"
+            if summary.accepted
+            else "not accepted: the current model stays"
+        )
+        + f"; card: {summary.card}",
+        flush=True,
+    )
+    return 0
