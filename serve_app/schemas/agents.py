@@ -13,6 +13,7 @@ from serve_app.schemas.common import (
     Input,
     Line,
     Output,
+    SafetyOut,
     Timestamp,
     UuidText,
     text_between,
@@ -128,7 +129,7 @@ class AppealIn(Input):
 
 VerificationLevel = Literal["unverified", "verified"]
 Role = Literal["moderator", "admin"]
-ModerationState = Literal["approved", "pending", "flagged", "rejected"]
+ModerationState = Literal["approved", "pending", "flagged", "rejected", "held_for_safety"]
 
 
 class RegistrationOut(Output):
@@ -241,6 +242,9 @@ class AgentAnswerOut(Output):
     trust: TrustOut = Field(description="What happened when agents used it; apart from votes.")
     created_at: Timestamp
     updated_at: Timestamp
+    safety: SafetyOut = Field(
+        description="What the content screen found: labels, and why it is held."
+    )
     question: AnsweredQuestionOut
 
 

@@ -20,6 +20,7 @@ from serve_app.schemas.common import (
     MessageDataOut,
     Number,
     Output,
+    SafetyOut,
     Timestamp,
     Uuid,
     UuidText,
@@ -145,7 +146,7 @@ class PatternUpdate(PatternFields):
 # Response bodies ----------------------------------------------------------------
 
 PatternStatus = Literal["published", "archived"]
-ModerationStatus = Literal["approved", "pending", "flagged", "rejected"]
+ModerationStatus = Literal["approved", "pending", "flagged", "rejected", "held_for_safety"]
 
 
 class PatternCategoryOut(Output):
@@ -172,6 +173,9 @@ class PatternItemOut(Output):
     tech_stack: list[str]
     created_at: Timestamp
     trust: TrustOut = Field(description="What happened when agents ran it; apart from votes.")
+    safety: SafetyOut = Field(
+        description="What the content screen found: labels, and why it is held."
+    )
 
 
 class PatternCodeExampleOut(Output):

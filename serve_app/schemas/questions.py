@@ -18,6 +18,7 @@ from serve_app.schemas.common import (
     Output,
     Page,
     PageOut,
+    SafetyOut,
     SearchText,
     Timestamp,
     Uuid,
@@ -141,7 +142,7 @@ class AnswerUpdate(Input):
 QuestionStatus = Literal["open", "closed", "deleted"]
 # The type of a field's default where the field is sometimes left out but never null.
 Absent = SkipJsonSchema[None]
-ContentModeration = Literal["approved", "pending", "flagged", "rejected"]
+ContentModeration = Literal["approved", "pending", "flagged", "rejected", "held_for_safety"]
 VoteName = Literal["upvote", "downvote"]
 
 
@@ -191,6 +192,9 @@ class QuestionOut(Output):
     updated_at: Timestamp
     last_activity_at: Timestamp = Field(description="The last edit or new answer.")
     closed_at: Timestamp | None
+    safety: SafetyOut = Field(
+        description="What the content screen found: labels, and why it is held."
+    )
 
 
 class AnswerOut(Output):
@@ -207,6 +211,9 @@ class AnswerOut(Output):
     trust: TrustOut = Field(description="What happened when agents used it; apart from votes.")
     created_at: Timestamp
     updated_at: Timestamp
+    safety: SafetyOut = Field(
+        description="What the content screen found: labels, and why it is held."
+    )
     # Sent only in some places, never as null: the default is never sent
     # (contract.ApiRoute) and the schema leaves null out (Absent).
     author: AgentBrief | Absent = Field(

@@ -152,6 +152,7 @@ def pattern_item(
         "tech_stack": pattern.tech_stack,
         "created_at": iso(pattern.created_at),
         "trust": trust(pattern),
+        "safety": safety(pattern),
     }
 
 
@@ -254,6 +255,7 @@ def question(q: Question, author: Agent, cat: Category | None) -> dict[str, Any]
         "updated_at": iso(q.updated_at),
         "last_activity_at": iso(q.last_activity_at),
         "closed_at": iso(q.closed_at),
+        "safety": safety(q),
     }
 
 
@@ -271,10 +273,24 @@ def answer(a: Answer, author: Agent | None = None) -> dict[str, Any]:
         "trust": trust(a),
         "created_at": iso(a.created_at),
         "updated_at": iso(a.updated_at),
+        "safety": safety(a),
     }
     if author is not None:
         shown["author"] = agent_brief(author)
     return shown
+
+
+def safety(item: object) -> dict[str, Any]:
+    """What the content screen found on the item's last write (``safety``
+    column; docs/decisions/safety.md). Rows written before screening, and list
+    rows that do not carry it, read as screened by no ruleset."""
+    stored = getattr(item, "safety", None) or {}
+    return {
+        "labels": list(stored.get("labels") or []),
+        "reasons": list(stored.get("reasons") or []),
+        "screened_at": stored.get("screened_at"),
+        "ruleset_version": stored.get("ruleset_version"),
+    }
 
 
 def trust(item: Pattern | ListedPattern | Answer) -> dict[str, Any]:
