@@ -10,7 +10,7 @@ from __future__ import annotations
 import re
 from collections.abc import Callable, Iterator
 
-from serve_app.kit.screening.normalize import Scanner
+from serve_app.kit.screening.normalize import AnchorSet
 
 LABEL_KINDS = (
     "pipe_to_shell",
@@ -185,11 +185,12 @@ _READ_ANCHORS = ("~", "$home", "${home}", "%userprofile%", "expanduser", "/etc/s
                  "id_ecdsa", "id_dsa", ".env", "environ", "printenv", "process.env", "env |", "env|", "env)",
                  "env`", "env >", "env:", "keychain", "security find", "set |")  # fmt: skip
 _EXFIL_WINDOW = 12  # lines
+_SCAN = AnchorSet(*(anchors for anchors, _, _ in _ANCHORS.values()), _READ_ANCHORS)
 
 
 def find_risky_code(folded: str, line_at: Callable[[int], int]) -> Iterator[tuple[str, str, int]]:
     """(kind, rule, line) of each risky construct in folded code."""
-    scanner = Scanner(folded)
+    scanner = _SCAN.scan(folded)
     for kind, rule, rx in RULES:
         anchors, before, after = _ANCHORS[rule]
         for m in scanner.search(rx, anchors, before, after):

@@ -16,7 +16,7 @@ import re
 from collections.abc import Iterator
 from urllib.parse import urlsplit
 
-from serve_app.kit.screening.normalize import Scanner
+from serve_app.kit.screening.normalize import AnchorSet
 
 _AGENT = (
     r"(?:ai|a\.i\.|llm|language model|model|agent|assistant|bot|chatbot|claude|gpt|chatgpt|copilot|"
@@ -41,7 +41,7 @@ _MODAL_ANCHORS = (
 )
 
 # (rule, regex, anchors, before, after): a regex runs only in windows around
-# its anchors (normalize.Scanner).
+# its anchors (normalize.AnchorSet).
 RULES: tuple[tuple[str, re.Pattern[str], tuple[str, ...], int, int], ...] = (
     (
         "override_instructions",
@@ -213,6 +213,8 @@ RULES: tuple[tuple[str, re.Pattern[str], tuple[str, ...], int, int], ...] = (
     ),
 )
 
+_ANCHORS = AnchorSet(*(anchors for _, _, anchors, _, _ in RULES))
+
 _MD_URL = re.compile(r"(!?)\[[^\]\n]{0,200}\]\(\s*<?(https?://[^\s)>]+)")
 _HTML_IMG = re.compile(r"<img\b[^>]*\bsrc\s*=\s*[\"']?(https?://[^\s\"'>]+)", re.IGNORECASE)
 _TEMPLATE = re.compile(
@@ -270,7 +272,7 @@ def _known(host: str) -> bool:
 def find_instructions(folded: str) -> Iterator[tuple[str, int]]:
     """(rule, offset) of each instruction aimed at the reading agent in
     folded text."""
-    scanner = Scanner(folded)
+    scanner = _ANCHORS.scan(folded)
     for rule, rx, anchors, before, after in RULES:
         for m in scanner.search(rx, anchors, before, after):
             yield rule, m.start()

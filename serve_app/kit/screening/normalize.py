@@ -22,6 +22,8 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from urllib.parse import unquote
 
+import ahocorasick_rs
+
 # Zero-width and other invisible format characters, dropped before matching.
 ZERO_WIDTH = "\u200b\u200c\u200d\u2060\u2061\u2062\u2063\u2064\ufeff\u180e\u00ad"
 
@@ -257,26 +259,37 @@ def line_of(text: str, offset: int) -> int:
     return text.count("\n", 0, offset) + 1
 
 
+class AnchorSet:
+    """The anchors of a group of rules, found in one pass (an Aho-Corasick
+    automaton, ahocorasick-rs): each rule's regex then runs only in the
+    windows around its anchors (``Scanner``)."""
+
+    def __init__(self, *groups: tuple[str, ...]) -> None:
+        self.anchors = sorted({a for group in groups for a in group})
+        self._automaton = ahocorasick_rs.AhoCorasick(self.anchors)
+
+    def scan(self, text: str) -> Scanner:
+        positions: dict[str, list[int]] = {}
+        for index, start, _ in self._automaton.find_matches_as_indexes(text, overlapping=True):
+            positions.setdefault(self.anchors[index], []).append(start)
+        return Scanner(text, positions)
+
+
 class Scanner:
     """Runs rules over one folded text, each only in the windows around its
-    anchors: ``str.find`` skips the rest of a 64 KB field at C speed, where a
-    regex starting with an alternation would try every position. Anchor
-    positions are found once per text (several rules share anchors)."""
+    anchors: a regex that starts with an alternation would try every
+    position of a 64 KB field; the anchors are found once, for all rules."""
 
-    def __init__(self, text: str) -> None:
+    def __init__(self, text: str, positions: dict[str, list[int]]) -> None:
         self.text = text
-        self._positions: dict[str, list[int]] = {}
+        self._positions = positions
 
     def positions(self, anchor: str) -> list[int]:
-        found = self._positions.get(anchor)
-        if found is None:
-            found = []
-            i = self.text.find(anchor)
-            while i != -1:
-                found.append(i)
-                i = self.text.find(anchor, i + len(anchor))
-            self._positions[anchor] = found
-        return found
+        return self._positions.get(anchor, [])
+
+    def present(self) -> set[str]:
+        """The anchors found at least once."""
+        return set(self._positions)
 
     def windows(self, anchors: tuple[str, ...], before: int, after: int) -> list[tuple[int, int]]:
         """Merged spans around each occurrence of an anchor."""

@@ -37,7 +37,7 @@ from detect_secrets.plugins.stripe import StripeDetector
 from detect_secrets.plugins.telegram_token import TelegramBotTokenDetector
 from detect_secrets.plugins.twilio import TwilioKeyDetector
 
-from serve_app.kit.screening.normalize import Scanner
+from serve_app.kit.screening.normalize import AnchorSet
 
 # detect-secrets plugin → the kind Cairn reports.
 _PLUGINS: tuple[tuple[str, RegexBasedDetector], ...] = (
@@ -81,10 +81,25 @@ _GATES: dict[str, tuple[str, ...] | re.Pattern[str]] = {
 }  # fmt: skip
 
 
-def _gate_open(gate: tuple[str, ...] | re.Pattern[str], text: str) -> bool:
+# Every literal the rules below look for first, found in one pass.
+_LITERALS = (
+    "cairn_",
+    "PRIVATE KEY",
+    "PuTTY-User-Key-File",
+    "eyJ",
+    "earer",
+    "hf_",
+    "sk-",
+    "AIza",
+    "github_pat_",
+)
+_PRESENT = AnchorSet(*(g for g in _GATES.values() if isinstance(g, tuple)), _LITERALS)
+
+
+def _gate_open(gate: tuple[str, ...] | re.Pattern[str], text: str, present: set[str]) -> bool:
     if isinstance(gate, re.Pattern):
         return gate.search(text) is not None
-    return any(g in text for g in gate)
+    return any(g in present for g in gate)
 
 
 # Cairn's own formats (serve_app/kit/keys.py): API keys carry a public key id.
@@ -128,6 +143,8 @@ _ASSIGN = re.compile(
     + r"[\w-]*[\"']?\s*(?::=|=>|=|:)\s*(?:[\"']([^\"'\s]{12,})[\"']|([^\s\"'`,;(){}\[\]]{16,})(?=\s|$))"
 )
 _NAME_ANCHORS = ("key", "secret", "token", "passw", "pwd", "credential")
+_NAMES = AnchorSet(_NAME_ANCHORS)
+_URLS = AnchorSet(("://",))
 _BEARER = re.compile(r"(?i)\b(?:authorization\s*[:=]\s*[\"']?)?bearer\s+([A-Za-z0-9._~+/-]{24,}=*)")
 
 _PLACEHOLDER_WORDS = (
@@ -300,8 +317,9 @@ def _jwt_header_ok(header: str) -> bool:
 
 def find_secrets(text: str) -> Iterator[SecretHit]:
     """Every secret-looking value in ``text`` with its offset."""
+    present = _PRESENT.scan(text).present()
     for kind, plugin in _PLUGINS:
-        if not _gate_open(_GATES[kind], text):
+        if not _gate_open(_GATES[kind], text, present):
             continue
         # The plugin's own regexes, whole matches: analyze_string() yields a
         # regex's first group where it has one ("ghp" of a GitHub token).
@@ -310,7 +328,7 @@ def find_secrets(text: str) -> Iterator[SecretHit]:
                 value = m.group(0).strip(" \t\"'=:")
                 if value and not is_placeholder(value):
                     yield SecretHit(kind, m.start(), value)
-    if "cairn_" in text:
+    if "cairn_" in present:
         for m in CAIRN_KEY.finditer(text):
             if not is_placeholder(m.group(0)[19:]):
                 yield SecretHit("cairn_api_key", m.start(), m.group(0))
@@ -318,24 +336,24 @@ def find_secrets(text: str) -> Iterator[SecretHit]:
             if not is_placeholder(m.group(0)):
                 yield SecretHit("cairn_token", m.start(), m.group(0))
     for kind, rx in _PROVIDERS:
-        if kind == "huggingface_token" and "hf_" not in text:
+        if kind == "huggingface_token" and "hf_" not in present:
             continue
         for m in rx.finditer(text):
             if not is_placeholder(m.group(0)):
                 yield SecretHit(kind, m.start(), m.group(0))
-    if "PRIVATE KEY" in text:
+    if "PRIVATE KEY" in present:
         for m in _PRIVATE_KEY.finditer(text):
             body = re.sub(r"\s", "", m.group(1))
             if len(body) >= 60 and not is_placeholder(body):
                 yield SecretHit("private_key", m.start(), m.group(0))
-    if "PuTTY-User-Key-File" in text:
+    if "PuTTY-User-Key-File" in present:
         for m in _PUTTY_KEY.finditer(text):
             yield SecretHit("private_key", m.start(), m.group(0))
-    if "eyJ" in text:
+    if "eyJ" in present:
         for m in _JWT.finditer(text):
             if _jwt_header_ok(m.group(1)) and not _jwt_is_example(m.group(2)):
                 yield SecretHit("jwt", m.start(), m.group(0))
-    for a, b in Scanner(text).windows(("://",), 40, 300):
+    for a, b in _URLS.scan(text).windows(("://",), 40, 300):
         for m in _CONN.finditer(text, a, b):
             user, password = m.group(1), m.group(2)
             if (
@@ -348,12 +366,12 @@ def find_secrets(text: str) -> Iterator[SecretHit]:
                 continue
             yield SecretHit("connection_string_password", m.start(2), password)
     low = text.lower()
-    for a, b in Scanner(low).windows(_NAME_ANCHORS, 40, 300):
+    for a, b in _NAMES.scan(low).windows(_NAME_ANCHORS, 40, 300):
         for m in _ASSIGN.finditer(text, a, b):
             value = m.group(1) or m.group(2)
             if value and _looks_random(value):
                 yield SecretHit("secret_assignment", m.start(), value)
-    if "earer" in text:
+    if "earer" in present:
         for m in _BEARER.finditer(text):
             # A JWT is judged by the JWT rule (which knows jwt.io's sample).
             if not m.group(1).startswith("eyJ") and _looks_random(m.group(1)):
