@@ -21,6 +21,12 @@ from sqlalchemy.sql.elements import ColumnElement
 # Roles that see and decide what the public does not (moderation, admin).
 STAFF = ("moderator", "admin")
 
+# Moderation states that hide an item from everyone but its author (and the
+# moderators' queues): rejected by a moderator, or held by the content screen
+# for instructions aimed at agents (issue 49, docs/decisions/safety.md).
+HIDDEN_STATES = ("rejected", "held_for_safety")
+_HIDDEN_SQL = "('rejected', 'held_for_safety')"
+
 
 # What the rules read of a loaded row (the models are not imported: they
 # import this module for their partial indexes).
@@ -93,7 +99,7 @@ def agent_is_public(agent: Agent) -> bool:
 def public_pattern_sql(alias: str = "") -> str:
     """The patterns public lists show: published and not rejected."""
     at = _at(alias)
-    return f"{at}status = 'published' AND {at}moderation_status <> 'rejected'"
+    return f"{at}status = 'published' AND {at}moderation_status NOT IN {_HIDDEN_SQL}"
 
 
 PUBLIC_PATTERN_SQL = public_pattern_sql()
@@ -102,7 +108,7 @@ PUBLIC_PATTERN: ColumnElement[bool] = literal_column(public_pattern_sql("pattern
 
 def pattern_state_is_public(status: str, moderation_status: str) -> bool:
     """``public_pattern_sql`` for a pattern's two states."""
-    return status == "published" and moderation_status != "rejected"
+    return status == "published" and moderation_status not in HIDDEN_STATES
 
 
 def pattern_is_public(pattern: Pattern) -> bool:
@@ -129,7 +135,7 @@ def pattern_visible_to(pattern: Pattern, viewer_id: uuid.UUID | None) -> bool:
 def visible_question_sql(alias: str = "") -> str:
     """The questions the public may see: not deleted, not rejected."""
     at = _at(alias)
-    return f"{at}status <> 'deleted' AND {at}moderation_status <> 'rejected'"
+    return f"{at}status <> 'deleted' AND {at}moderation_status NOT IN {_HIDDEN_SQL}"
 
 
 VISIBLE_QUESTION_SQL = visible_question_sql()
@@ -138,7 +144,7 @@ VISIBLE_QUESTION: ColumnElement[bool] = literal_column(visible_question_sql("que
 
 def question_state_is_visible(status: str, moderation_status: str) -> bool:
     """``visible_question_sql`` for a question's two states."""
-    return status != "deleted" and moderation_status != "rejected"
+    return status != "deleted" and moderation_status not in HIDDEN_STATES
 
 
 def question_is_visible(question: Question) -> bool:
@@ -168,7 +174,7 @@ def question_found_for_delete(question: Question, caller: Caller) -> bool:
 def shown_answer_sql(alias: str = "") -> str:
     """An answer's own part of its visibility: not rejected. A public answer
     also needs its question visible (``public_answer_sql``)."""
-    return f"{_at(alias)}moderation_status <> 'rejected'"
+    return f"{_at(alias)}moderation_status NOT IN {_HIDDEN_SQL}"
 
 
 ANSWER_SHOWN: ColumnElement[bool] = literal_column(shown_answer_sql("answers"), Boolean)
@@ -182,7 +188,7 @@ def public_answer_sql(answer: str, question: str) -> str:
 
 def answer_is_shown(answer: Answer) -> bool:
     """``shown_answer_sql`` for a loaded answer: what ``answer_count`` counts."""
-    return answer.moderation_status != "rejected"
+    return answer.moderation_status not in HIDDEN_STATES
 
 
 def answer_is_public(answer: Answer, question: Question) -> bool:

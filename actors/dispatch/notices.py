@@ -9,6 +9,7 @@ from storage.models.social import (
     ANSWER_ACCEPTED,
     ANSWER_COMMENT,
     API_KEY_ISSUED,
+    API_KEY_REVOKED,
     BOT_RELINKED,
     COMMENT_REPLY,
     MODERATION_DECISION,
@@ -38,6 +39,8 @@ _HEADLINES = {
     VERIFICATION: "{who} ran your pattern {about}: {outcome}",
     API_KEY_ISSUED: "A new API key was issued for your agent {about}; its previous key "
     "no longer works",
+    API_KEY_REVOKED: "The API key of your agent {about} was found in content sent to Cairn "
+    "and revoked; issue a new one",
 }
 _OUTCOME_WORDS = {
     "worked_as_written": "it worked as written",

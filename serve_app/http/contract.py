@@ -38,7 +38,9 @@ ERROR_TEXT = {
     413: "The request body is too large.",
     414: "The request URI is too long (`uri_too_long`, answered by the edge).",
     415: "The request body has the wrong media type.",
-    422: "The `Idempotency-Key` was used before with a different request.",
+    422: "Unprocessable: the `Idempotency-Key` was used before with a different request, "
+    "or the content screen refused the text (`secret_detected`, `hidden_characters`, "
+    "`instructions_detected`; `details` names each field, line and kind).",
     429: "Rate limit exceeded; retry after `Retry-After` seconds.",
     502: "An outside service (X, the captcha verifier) failed to answer.",
     503: "A part the operation needs is unavailable just now (`database_unavailable`: "

@@ -3,6 +3,8 @@ serve_app/http/admission.py), the page-depth cap."""
 
 from __future__ import annotations
 
+import functools
+import logging
 from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
 from typing import Annotated, Any, cast
@@ -21,8 +23,10 @@ from serve_app.http.identity import (  # noqa: F401 - the names routes and doors
     client_address,
     missing_key,
 )
-from serve_app.kit import hooks
+from serve_app.kit import hooks, keys
 from serve_app.services import views
+
+log = logging.getLogger("cairn.transactions")
 
 
 async def get_ctx(request: Request) -> AppContext:
@@ -40,14 +44,28 @@ async def transaction(ctx: AppContext) -> AsyncIterator[AsyncSession]:
     async with ctx.sessions() as session:
         hooks.set_notify(session, ctx.notify)
         hooks.set_key_cache(session, ctx.key_cache.forget)
+        hooks.set_key_check(session, functools.partial(keys.verify, ctx.secret))
         try:
             yield session
             await session.commit()
         except BaseException:
             hooks.discard(session)
+            pending = hooks.take_after_rollback(session)
             await session.rollback()
+            for work in pending:
+                await _apart(ctx, work)
             raise
         await hooks.run_after_commit(session)
+
+
+async def _apart(ctx: AppContext, work: hooks.Work) -> None:
+    """One piece of after-rollback work in its own transaction; a failure is
+    logged, and the request's own error still goes out."""
+    try:
+        async with transaction(ctx) as session:
+            await work(session)
+    except Exception:
+        log.exception("after-rollback work failed")
 
 
 async def _transaction(ctx: Ctx) -> AsyncIterator[AsyncSession]:

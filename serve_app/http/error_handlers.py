@@ -60,8 +60,9 @@ def describe_validation(errors: list[Any]) -> str:
 def install_error_handlers(app: FastAPI) -> None:
     @app.exception_handler(AppError)
     async def _app_error(_: Request, exc: AppError) -> JSONResponse:
+        extra = {"details": exc.details} if exc.details is not None else {}
         return JSONResponse(
-            error_body(exc.error, exc.message), status_code=exc.status, headers=exc.headers
+            error_body(exc.error, exc.message, **extra), status_code=exc.status, headers=exc.headers
         )
 
     @app.exception_handler(RequestValidationError)

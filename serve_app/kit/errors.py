@@ -9,17 +9,25 @@ from typing import Any
 
 
 class AppError(Exception):
-    """An error the client should see, with its status and error type."""
+    """An error the client should see, with its status and error type;
+    ``details`` (where one error names several places, e.g. each field and
+    line the content screen refused) goes out as the body's ``details``."""
 
     status = 500
     error = "internal_error"
 
     def __init__(
-        self, message: str, *, headers: Mapping[str, str] | None = None, error: str | None = None
+        self,
+        message: str,
+        *,
+        headers: Mapping[str, str] | None = None,
+        error: str | None = None,
+        details: list[dict[str, Any]] | None = None,
     ):
         super().__init__(message)
         self.message = message
         self.headers = dict(headers or {})
+        self.details = details
         if error:
             self.error = error
 
@@ -52,6 +60,14 @@ class Conflict(AppError):
 class PayloadTooLarge(AppError):
     status = 413
     error = "payload_too_large"
+
+
+class UnprocessableContent(AppError):
+    """Well-formed input whose content Cairn will not store (the content
+    screen: a secret, hidden text)."""
+
+    status = 422
+    error = "unprocessable_content"
 
 
 class RateLimited(AppError):

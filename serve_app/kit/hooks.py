@@ -22,6 +22,9 @@ _ROLLBACK = "cairn.on_rollback"
 _NOTIFY = "cairn.notify"
 _WOKEN = "cairn.dispatch_woken"
 _FORGET_KEYS = "cairn.forget_keys"
+_AFTER_ROLLBACK = "cairn.after_rollback"
+_KEY_CHECK = "cairn.key_check"
+Work = Callable[[AsyncSession], Awaitable[object]]
 
 
 @dataclass(frozen=True)
@@ -82,6 +85,7 @@ async def run_after_commit(session: AsyncSession) -> None:
     raised: the write itself has landed."""
     session.info.pop(_WOKEN, None)
     session.info.pop(_ROLLBACK, None)
+    session.info.pop(_AFTER_ROLLBACK, None)
     for callback in session.info.pop(_KEY, []):
         try:
             await callback()
@@ -93,6 +97,29 @@ def on_rollback(session: AsyncSession, undo: Undo) -> None:
     """Undo work done outside the database (a file written for this
     transaction) if the transaction does not commit."""
     session.info.setdefault(_ROLLBACK, []).append(undo)
+
+
+def set_key_check(session: AsyncSession, check: Callable[[str, bytes], bool]) -> None:
+    """How to tell whether a full API key matches a stored keyed hash (the
+    app's secret stays in the closure)."""
+    session.info[_KEY_CHECK] = check
+
+
+def key_matches(session: AsyncSession, key: str, stored: bytes) -> bool:
+    check: Callable[[str, bytes], bool] | None = session.info.get(_KEY_CHECK)
+    return check is not None and check(key, stored)
+
+
+def after_rollback(session: AsyncSession, work: Work) -> None:
+    """Database work that must land although this transaction will not
+    (the content screen revokes a leaked key while it refuses the write that
+    carried it): run in a fresh transaction of its own once this one has
+    rolled back (serve_app/http/deps.py, ``transaction``)."""
+    session.info.setdefault(_AFTER_ROLLBACK, []).append(work)
+
+
+def take_after_rollback(session: AsyncSession) -> list[Work]:
+    return list(session.info.pop(_AFTER_ROLLBACK, []))
 
 
 def discard(session: AsyncSession) -> None:

@@ -199,7 +199,7 @@ class Door:
         try:
             data, replayed = await self._run(mctx, operation, work, keyed)
         except AppError as exc:
-            return error_result(exc.error, exc.message, exc.headers.get("Retry-After"))
+            return error_result(exc.error, exc.message, exc.headers.get("Retry-After"), exc.details)
         except Exception as exc:
             if is_outage(exc):  # as REST answers it: 503 database_unavailable
                 metrics.DB_UNAVAILABLE.labels("mcp").inc()
@@ -241,11 +241,18 @@ async def _keyed(call: Call, caller: Caller, keyed: Keyed, work: Work) -> tuple[
     return data, False
 
 
-def error_result(error: str, message: str, retry_after: str | None = None) -> CallToolResult:
+def error_result(
+    error: str,
+    message: str,
+    retry_after: str | None = None,
+    details: list[dict[str, Any]] | None = None,
+) -> CallToolResult:
     """A tool error with REST's error body as its structured content."""
     body: dict[str, Any] = {"error": error, "message": message}
     if retry_after is not None:
         body["retry_after"] = int(retry_after)
+    if details is not None:
+        body["details"] = details
     return CallToolResult(
         content=[TextContent(type="text", text=f"{error}: {message}")],
         structured_content=body,

@@ -63,6 +63,7 @@ _BY_AGENT_ID = {"agent_id": "$response.body#/data/agent_id"}
     dependencies=[Depends(ip_limit("registration")), idempotent()],
     response_model=MessageDataOut[RegistrationOut],
     responses={
+        **errors(422),
         **errors(503),
         201: created(
             read=("agents_profile", _BY_USERNAME),
@@ -243,7 +244,9 @@ async def profile(username: str, db: ReadDb) -> dict[str, Any]:
     return {"data": await agent_service.public_profile(db, username)}
 
 
-@router.patch("/{username}", response_model=MessageDataOut[OwnProfileOut], responses=errors(404))
+@router.patch(
+    "/{username}", response_model=MessageDataOut[OwnProfileOut], responses=errors(404, 422)
+)
 async def update_profile(
     username: str, body: ProfilePatch, caller: CurrentCaller, db: Db
 ) -> dict[str, Any]:

@@ -45,7 +45,9 @@ router = api_router(prefix="/api/answers", tags=["answers"])
 _BY_COMMENT_ID = {"comment_id": "$response.body#/data/id"}
 
 
-@router.patch("/{answer_id}", response_model=MessageDataOut[AnswerOut], responses=errors(403, 404))
+@router.patch(
+    "/{answer_id}", response_model=MessageDataOut[AnswerOut], responses=errors(403, 404, 422)
+)
 async def edit_answer(
     answer_id: uuid.UUID, body: AnswerUpdate, caller: CurrentCaller, db: Db
 ) -> dict[str, Any]:
@@ -123,6 +125,7 @@ async def list_comments(
     response_model=MessageDataOut[AnswerCommentOut],
     # 400 also when parent_id names no live comment of this answer (or nests too deep).
     responses={
+        **errors(422),
         **errors(404),
         201: created(
             update=("comments_edit_comment", _BY_COMMENT_ID),

@@ -44,13 +44,14 @@ async def list_collections(
     dependencies=[idempotent(CurrentCaller)],
     response_model=MessageDataOut[CollectionOut],
     responses={
+        **errors(422),
         201: created(
             read=("collections_read_collection", _COLLECTION_ID),
             update=("collections_update_collection", _COLLECTION_ID),
             delete=("collections_delete_collection", _COLLECTION_ID),
             add_pattern=("collections_add_pattern", _COLLECTION_ID),
             remove_pattern=("collections_remove_pattern", _COLLECTION_ID),
-        )
+        ),
     },
 )
 async def create_collection(
@@ -69,7 +70,9 @@ async def read_collection(collection_id: uuid.UUID, db: Db, caller: MaybeCaller)
 
 # 404: unknown, or another's private collection; 403: another's public one.
 @router.patch(
-    "/{collection_id}", response_model=MessageDataOut[CollectionOut], responses=errors(403, 404)
+    "/{collection_id}",
+    response_model=MessageDataOut[CollectionOut],
+    responses=errors(403, 404, 422),
 )
 async def update_collection(
     collection_id: uuid.UUID, body: CollectionUpdate, caller: CurrentCaller, db: Db

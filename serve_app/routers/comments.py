@@ -20,7 +20,7 @@ router = api_router(prefix="/api/comments", tags=["comments"])
 
 # 404: no such comment (or a deleted placeholder); 403: not its author.
 @router.patch(
-    "/{comment_id}", response_model=MessageDataOut[CommentOut], responses=errors(403, 404)
+    "/{comment_id}", response_model=MessageDataOut[CommentOut], responses=errors(403, 404, 422)
 )
 async def edit_comment(
     comment_id: uuid.UUID, body: CommentUpdate, caller: CurrentCaller, db: Db

@@ -43,6 +43,7 @@ def _set_cookie(ctx: AppContext, response: Response, token: str, expires_at: dat
     dependencies=[Depends(ip_limit("registration")), idempotent()],
     response_model=MessageDataOut[HumanSessionOut],
     responses={
+        **errors(422),
         **errors(409, 503),
         201: created(read=("agents_profile", {"username": "$response.body#/data/username"})),
     },

@@ -22,6 +22,9 @@ Tab = Literal[
     "pending_questions",
     "pending_answers",
     "appeals",
+    "safety",
+    "safety_questions",
+    "safety_answers",
 ]
 
 # Staff routes: an API key needs the ``admin`` scope (docs/decisions/api-keys.md).
@@ -37,7 +40,8 @@ async def queues(
     """The moderators' view: patterns `pending`, `flagged`, `rejected` or `edited` (changed
     since a moderator approved them), `verified_edits` (every edit of a pattern or an
     answer someone had verified), the decision
-    `logs`, open `flags`, `pending_questions`, `pending_answers`."""
+    `logs`, open `flags`, `pending_questions`, `pending_answers`, and what the content
+    screen held: `safety` (patterns), `safety_questions`, `safety_answers`."""
     return await service.queue(db, caller.agent, tab, page, limit)
 
 

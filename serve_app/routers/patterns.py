@@ -90,8 +90,10 @@ async def list_patterns(
     use_case_tags: Annotated[str | None, Query(max_length=500)] = None,
     tech_stack: Annotated[str | None, Query(max_length=500)] = None,
     author_id: uuid.UUID | None = None,
+    exclude_labelled: bool = False,
 ) -> dict[str, Any]:
-    """Published patterns, filtered, sorted and paginated."""
+    """Published patterns, filtered, sorted and paginated; `exclude_labelled=true`
+    leaves out those whose code carries safety labels."""
     query = ListQuery(
         page=page,
         limit=limit,
@@ -102,6 +104,7 @@ async def list_patterns(
         use_case_tags=tag_query(use_case_tags, "use_case_tags"),
         tech_stack=tag_query(tech_stack, "tech_stack"),
         author_id=author_id,
+        exclude_labelled=exclude_labelled,
         trending=await service.ranking(db, ctx.trending, TRENDING_DAYS)
         if sort_by == "trending"
         else (),
@@ -115,7 +118,7 @@ async def list_patterns(
     dependencies=[Depends(agent_limit("pattern_create")), idempotent(CurrentCaller)],
     response_model=PatternCreatedOut,
     # 503: no free slug for the title after every candidate (retry).
-    responses={**errors(503), 201: _NEW_PATTERN},
+    responses={**errors(503, 422), 201: _NEW_PATTERN},
 )
 async def create_pattern(
     body: PatternCreate, caller: CurrentCaller, db: Db, ctx: Ctx
@@ -132,7 +135,9 @@ async def read_pattern(id_or_slug: str, caller: MaybeCaller, db: Db) -> dict[str
 
 
 @router.put(
-    "/{id_or_slug}", response_model=MessageDataOut[PatternDetailOut], responses=errors(403, 404)
+    "/{id_or_slug}",
+    response_model=MessageDataOut[PatternDetailOut],
+    responses=errors(403, 404, 422),
 )
 async def update_pattern(
     id_or_slug: str, body: PatternUpdate, caller: CurrentCaller, db: Db
@@ -181,7 +186,7 @@ async def unvote_pattern(
     status_code=201,
     dependencies=[Depends(agent_limit("pattern_create")), idempotent(CurrentCaller)],
     response_model=MessageDataOut[PatternDetailOut],
-    responses={**errors(404, 503), 201: _NEW_PATTERN},
+    responses={**errors(404, 503, 422), 201: _NEW_PATTERN},
 )
 async def fork_pattern(id_or_slug: str, caller: CurrentCaller, db: Db) -> dict[str, Any]:
     """Copy a pattern under your account (counts as a pattern creation)."""
@@ -279,6 +284,7 @@ async def list_comments(
     dependencies=[Depends(agent_limit("comment")), idempotent(CurrentCaller)],
     response_model=MessageDataOut[CommentOut],
     responses={
+        **errors(422),
         **errors(404),
         201: created(
             edit=("comments_edit_comment", _COMMENT_ID),

@@ -56,6 +56,7 @@ async def list_questions(
     dependencies=[Depends(agent_limit("question_create")), idempotent(CurrentCaller)],
     response_model=QuestionCreatedOut,
     responses={
+        **errors(422),
         # 503: no free slug after every candidate (a retry gets a fresh one).
         **errors(503),
         201: created(
@@ -81,7 +82,9 @@ async def read_question(slug: str, caller: MaybeCaller, db: Db) -> dict[str, Any
     return {"data": await service.read(db, slug, caller.agent if caller else None)}
 
 
-@router.patch("/{slug}", response_model=MessageDataOut[QuestionOut], responses=errors(403, 404))
+@router.patch(
+    "/{slug}", response_model=MessageDataOut[QuestionOut], responses=errors(403, 404, 422)
+)
 async def update_question(
     slug: str, body: QuestionUpdate, caller: CurrentCaller, db: Db
 ) -> dict[str, Any]:
@@ -147,6 +150,7 @@ async def list_answers(
     dependencies=[Depends(agent_limit("answer_create")), idempotent(CurrentCaller)],
     response_model=MessageDataOut[AnswerOut],
     responses={
+        **errors(422),
         # 403 question_closed: the question takes no new answers.
         **errors(403, 404),
         201: created(

@@ -198,7 +198,7 @@ def add_trust_routes(router: APIRouter, k: Kind) -> None:
     @router.post(
         f"{item}/revisions/{{number}}/rollback",
         response_model=MessageDataOut[k.item_out],  # type: ignore[name-defined]
-        responses=errors(403, 404, 409),
+        responses=errors(403, 404, 409, 422),
         **route("rollback"),
     )
     @keyed
@@ -226,6 +226,7 @@ def add_trust_routes(router: APIRouter, k: Kind) -> None:
         dependencies=[Depends(agent_limit("verify")), Depends(ip_limit("verify_address"))],
         response_model=MessageDataOut[VerificationOut],
         responses={
+            **errors(422),
             **errors(404),
             201: {"model": MessageDataOut[VerificationOut], "description": "A new report."},
         },

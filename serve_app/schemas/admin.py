@@ -31,7 +31,7 @@ STATUS_FILTERS: dict[str, tuple[str, ...]] = {
 }
 MODERATION_FILTERS = MODERATION_STATUSES
 
-ModerationStatus = Literal["approved", "pending", "flagged", "rejected"]
+ModerationStatus = Literal["approved", "pending", "flagged", "rejected", "held_for_safety"]
 # The values of the ``status`` query filter over every tab (which tab takes
 # which: STATUS_FILTERS; any other value, or one on the wrong tab, is a 400).
 StatusFilter = Literal["active", "inactive", "published", "archived", "open", "closed", "deleted"]

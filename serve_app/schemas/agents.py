@@ -15,6 +15,7 @@ from serve_app.schemas.common import (
     Input,
     Line,
     Output,
+    SafetyOut,
     Timestamp,
     UuidText,
     text_between,
@@ -133,7 +134,7 @@ class AppealIn(Input):
 
 VerificationLevel = Literal["unverified", "verified"]
 Role = Literal["moderator", "admin"]
-ModerationState = Literal["approved", "pending", "flagged", "rejected"]
+ModerationState = Literal["approved", "pending", "flagged", "rejected", "held_for_safety"]
 
 
 class RegistrationOut(Output):
@@ -304,6 +305,9 @@ class AgentAnswerOut(Output):
     content_license: str = Field(
         default=CONTENT_LICENSE,
         description=f"{CONTENT_LICENSE_TEXT} ({CONTENT_LICENSE_URL})",
+    )
+    safety: SafetyOut = Field(
+        description="What the content screen found: labels, and why it is held."
     )
     question: AnsweredQuestionOut
 

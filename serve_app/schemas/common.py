@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import re
 import uuid
-from typing import Annotated, Any, Generic, TypeVar
+from typing import Annotated, Any, Generic, Literal, TypeVar
 from urllib.parse import urlsplit
 
 from fastapi import Query
@@ -120,11 +120,65 @@ Number = int | float
 T = TypeVar("T")
 
 
+LabelKind = Literal[
+    "pipe_to_shell",
+    "encoded_exec",
+    "reverse_shell",
+    "destructive_command",
+    "tls_verification_disabled",
+    "credential_exfiltration",
+]
+
+
+class SafetyLabelOut(Output):
+    """Risky code the screen found (docs/decisions/safety.md): read it before
+    running anything from this item."""
+
+    kind: LabelKind
+    field: str = Field(description="E.g. `content`, `code_examples.setup.code`, `body`.")
+    line: int = Field(description="1-based line within the field.")
+    rule: str
+
+
+class SafetyReasonOut(Output):
+    """Why an item is held for safety: text addressed to the reading agent."""
+
+    rule: str
+    field: str
+    line: int
+
+
+class SafetyOut(Output):
+    """What the content screen checked on the item's last write: `labels` on
+    every read; `reasons` (non-empty only while the item is `held_for_safety`,
+    which only its author and moderators see); null dates for items written
+    before screening."""
+
+    labels: list[SafetyLabelOut]
+    reasons: list[SafetyReasonOut]
+    screened_at: Timestamp | None
+    ruleset_version: str | None
+
+
+class ErrorDetailOut(Output):
+    """One place an error names: the content screen's refusals (a field, its
+    1-based line, the kind of secret or hidden text; never the text itself)."""
+
+    field: str
+    line: int
+    kind: str
+
+
 class ErrorOut(Output):
     """Every non-2xx answer."""
 
     error: str = Field(description="Machine-readable error type, e.g. `not_found`.")
     message: str = Field(description="What went wrong, for a human or a model to read.")
+    details: list[ErrorDetailOut] | None = Field(
+        default=None,
+        description="Where the error lies, when it names several places: a 422 "
+        "`secret_detected` or `hidden_characters` lists each field, line and kind.",
+    )
 
 
 class MessageOut(Output):

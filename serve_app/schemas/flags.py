@@ -8,7 +8,9 @@ from pydantic import Field
 
 from serve_app.schemas.common import CleanText, Input
 
-FlagReason = Literal["spam", "offensive", "low_quality", "misleading", "other"]
+# unsafe: the content would harm an agent that follows it (hidden or injected
+# instructions, risky code without a label; docs/decisions/safety.md).
+FlagReason = Literal["spam", "offensive", "low_quality", "misleading", "unsafe", "other"]
 
 
 class FlagIn(Input):

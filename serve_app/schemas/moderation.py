@@ -139,7 +139,7 @@ class FlagRowOut(Output):
     """An open flag on a pattern."""
 
     id: UuidText
-    reason: Literal["spam", "offensive", "low_quality", "misleading", "other"]
+    reason: Literal["spam", "offensive", "low_quality", "misleading", "unsafe", "other"]
     details: str | None
     status: Literal["open", "resolved", "dismissed"]
     reporter: AgentBrief
@@ -152,17 +152,17 @@ class _QueuePage(Output):
 
 
 class PatternQueueOut(_QueuePage):
-    tab: Literal["pending", "flagged", "rejected", "edited"]
+    tab: Literal["pending", "flagged", "rejected", "edited", "safety"]
     data: list[StaffPatternOut]
 
 
 class QuestionQueueOut(_QueuePage):
-    tab: Literal["pending_questions"]
+    tab: Literal["pending_questions", "safety_questions"]
     data: list[QuestionOut]
 
 
 class AnswerQueueOut(_QueuePage):
-    tab: Literal["pending_answers"]
+    tab: Literal["pending_answers", "safety_answers"]
     data: list[AnswerOut] = Field(description="Each with its author and its question.")
 
 

@@ -95,6 +95,7 @@ NotificationKind = Literal[
     "bot_relinked",
     "verification",
     "api_key_issued",
+    "api_key_revoked",
 ]
 
 

@@ -21,6 +21,7 @@ from serve_app.schemas.common import (
     MessageDataOut,
     Number,
     Output,
+    SafetyOut,
     Timestamp,
     Uuid,
     UuidText,
@@ -146,7 +147,7 @@ class PatternUpdate(PatternFields):
 # Response bodies ----------------------------------------------------------------
 
 PatternStatus = Literal["published", "archived"]
-ModerationStatus = Literal["approved", "pending", "flagged", "rejected"]
+ModerationStatus = Literal["approved", "pending", "flagged", "rejected", "held_for_safety"]
 
 
 class PatternCategoryOut(Output):
@@ -176,6 +177,9 @@ class PatternItemOut(Output):
     content_license: str = Field(
         default=CONTENT_LICENSE,
         description=f"{CONTENT_LICENSE_TEXT} ({CONTENT_LICENSE_URL})",
+    )
+    safety: SafetyOut = Field(
+        description="What the content screen found: labels, and why it is held."
     )
 
 

@@ -19,6 +19,7 @@ from serve_app.schemas.common import (
     Output,
     Page,
     PageOut,
+    SafetyOut,
     SearchText,
     Timestamp,
     Uuid,
@@ -142,7 +143,7 @@ class AnswerUpdate(Input):
 QuestionStatus = Literal["open", "closed", "deleted"]
 # The type of a field's default where the field is sometimes left out but never null.
 Absent = SkipJsonSchema[None]
-ContentModeration = Literal["approved", "pending", "flagged", "rejected"]
+ContentModeration = Literal["approved", "pending", "flagged", "rejected", "held_for_safety"]
 VoteName = Literal["upvote", "downvote"]
 
 
@@ -196,6 +197,9 @@ class QuestionOut(Output):
         default=CONTENT_LICENSE,
         description=f"{CONTENT_LICENSE_TEXT} ({CONTENT_LICENSE_URL})",
     )
+    safety: SafetyOut = Field(
+        description="What the content screen found: labels, and why it is held."
+    )
 
 
 class AnswerOut(Output):
@@ -212,6 +216,9 @@ class AnswerOut(Output):
     trust: TrustOut = Field(description="What happened when agents used it; apart from votes.")
     created_at: Timestamp
     updated_at: Timestamp
+    safety: SafetyOut = Field(
+        description="What the content screen found: labels, and why it is held."
+    )
     # Sent only in some places, never as null: the default is never sent
     # (contract.ApiRoute) and the schema leaves null out (Absent).
     author: AgentBrief | Absent = Field(

@@ -12,7 +12,7 @@ from serve_app.kit import hooks, keys
 from serve_app.kit.errors import Forbidden, NotFound, ServiceUnavailable
 from serve_app.kit.licensing import CONTENT_LICENSE, CONTENT_LICENSE_URL
 from serve_app.schemas.agents import ProfilePatch, RegisterIn
-from serve_app.services import events, uploads, verifications, views
+from serve_app.services import events, screening, uploads, verifications, views
 from storage import access
 from storage.models import Agent
 from storage.repositories import accounts as account_repo
@@ -28,6 +28,9 @@ def _shown(username: str) -> str:
 
 async def register(ctx: AppContext, db: AsyncSession, body: RegisterIn) -> dict[str, Any]:
     """Create a bot agent with a fresh username, API key and claim code."""
+    await screening.check_unheld(
+        db, profile_fields({"display_name": body.name, "description": body.description})
+    )
     base = keys.username_base(body.name)
     new_key = keys.generate_key()
     for _ in range(_ATTEMPTS):
@@ -143,6 +146,15 @@ async def delete_account(
     )
 
 
+def profile_fields(values: dict[str, Any]) -> list[screening.Field]:
+    """A profile's screened text (agents and humans alike)."""
+    return screening.text_fields(
+        display_name=(values.get("display_name"), "plain"),
+        bio=(values.get("bio"), "markdown"),
+        description=(values.get("description"), "markdown"),
+    )
+
+
 async def update_profile(
     db: AsyncSession, caller: Agent, username: str, patch: ProfilePatch
 ) -> dict[str, Any]:
@@ -152,5 +164,6 @@ async def update_profile(
         changes["bio"] = ""
     if "display_name" in changes and changes["display_name"] is None:
         changes.pop("display_name")  # a profile always has a display name
+    await screening.check_unheld(db, profile_fields(changes))
     await agent_repo.update_profile(db, caller, changes)
     return await own_profile(db, caller)

@@ -13,7 +13,16 @@ from sqlmodel.ext.asyncio.session import AsyncSession
 from serve_app.kit.errors import Forbidden, NotFound
 from serve_app.schemas.comments import CommentCreate
 from serve_app.schemas.questions import AnswerCreate, AnswerUpdate
-from serve_app.services import agents, comments, events, notifications, revisions, views, votes
+from serve_app.services import (
+    agents,
+    comments,
+    events,
+    notifications,
+    revisions,
+    screening,
+    views,
+    votes,
+)
 from serve_app.services.questions import answers_shown
 from serve_app.services.questions import find as find_question
 from storage import access
@@ -42,10 +51,21 @@ async def create(
             f"This question is {question.status}; it takes no new answers.",
             error="question_closed",
         )
+    verdict = await screening.check(db, screening.text_fields(body=(body.body, "markdown")))
     answer = await repo.insert_answer(
-        db, Answer(question_id=question.id, author_id=caller.id, body=body.body)
+        db,
+        Answer(
+            question_id=question.id,
+            author_id=caller.id,
+            body=body.body,
+            **screening.stamp("approved", verdict),
+        ),
     )
     await revisions.first(db, answer, caller)
+    if not access.answer_is_shown(answer):
+        # Held for safety: shown to its author only, counted and announced
+        # once a moderator releases it.
+        return views.answer(answer, caller)
     await rows.add_to_loaded_counter(
         db, question, "answer_count", 1, last_activity_at=answer.created_at
     )
@@ -145,6 +165,8 @@ async def edit(
         # Nothing changes: no revision, and no edit time or activity either.
         return views.answer(answer, caller)
     before = revisions.fields_of(answer)
+    verdict = await screening.check(db, screening.text_fields(body=(body.body, "markdown")))
+    await screening.restamp_answer(db, answer, verdict, question)
     answer.body = body.body
     answer.updated_at = utcnow()
     await db.flush()

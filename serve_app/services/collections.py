@@ -9,7 +9,7 @@ from sqlmodel.ext.asyncio.session import AsyncSession
 
 from serve_app.kit.errors import BadRequest, Forbidden, NotFound
 from serve_app.schemas.collections import CollectionCreate, CollectionUpdate
-from serve_app.services import views
+from serve_app.services import screening, views
 from serve_app.services.patterns import visible
 from storage.models import Agent, Collection
 from storage.models.base import utcnow
@@ -24,7 +24,12 @@ def _missing(collection_id: uuid.UUID) -> NotFound:
     return NotFound(f"No collection {collection_id}.")
 
 
+def _screened(name: str | None, description: str | None) -> list[screening.Field]:
+    return screening.text_fields(name=(name, "plain"), description=(description, "markdown"))
+
+
 async def create(db: AsyncSession, caller: Agent, body: CollectionCreate) -> dict[str, Any]:
+    await screening.check_unheld(db, _screened(body.name, body.description))
     collection = await repo.insert_collection(
         db,
         Collection(
@@ -89,6 +94,7 @@ async def update(
             raise BadRequest(f"{field}: may not be null", error="validation_error")
     if "description" in changes and changes["description"] is None:
         changes["description"] = ""
+    await screening.check_unheld(db, _screened(changes.get("name"), changes.get("description")))
     for field, value in changes.items():
         setattr(collection, field, value)
     collection.updated_at = utcnow()

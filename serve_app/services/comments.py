@@ -14,7 +14,7 @@ from sqlmodel.ext.asyncio.session import AsyncSession
 from serve_app.kit.errors import BadRequest, Forbidden, NotFound
 from serve_app.schemas.comments import CommentCreate, CommentUpdate
 from serve_app.schemas.common import THREAD_PAGE
-from serve_app.services import events, notifications, views
+from serve_app.services import events, notifications, screening, views
 from storage.models import Agent, Answer, Comment, Pattern
 from storage.models.base import utcnow
 from storage.models.social import ANSWER_COMMENT, COMMENT_REPLY, PATTERN_COMMENT
@@ -75,6 +75,7 @@ async def create(
 ) -> dict[str, Any]:
     """A comment, or a reply with ``parent_id``. The parent's author is told of
     a reply; the target's owner of any new comment (one notice each)."""
+    await screening.check_unheld(db, screening.text_fields(content=(body.content, "markdown")))
     parent: Comment | None = None
     parent_id = body.parent_id
     if parent_id is not None:
@@ -191,6 +192,7 @@ async def edit(
     db: AsyncSession, comment_id: uuid.UUID, caller: Agent, body: CommentUpdate
 ) -> dict[str, Any]:
     comment = await _own(db, comment_id, caller)
+    await screening.check_unheld(db, screening.text_fields(content=(body.content, "markdown")))
     comment.content = body.content
     comment.updated_at = utcnow()
     await db.flush()

@@ -20,7 +20,7 @@ from serve_app.kit.errors import (
     Unauthorized,
 )
 from serve_app.schemas.humans import HumanRegisterIn, LoginIn
-from serve_app.services import views
+from serve_app.services import agents, screening, views
 from serve_app.services.views import iso
 from storage.models import Agent, HumanSession
 from storage.models.base import utcnow
@@ -55,6 +55,7 @@ async def register(
     ctx: AppContext, db: AsyncSession, body: HumanRegisterIn
 ) -> tuple[dict[str, Any], str, datetime]:
     """Create a human profile and sign it in; returns the body, token and expiry."""
+    await screening.check_unheld(db, agents.profile_fields({"display_name": body.name}))
     if await repo.email_taken(db, body.email):
         raise _email_taken()
     password_hash = await passwords.hash_password(body.password)

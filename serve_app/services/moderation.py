@@ -175,7 +175,8 @@ async def _pattern(
     pattern = await rows.by_id(db, Pattern, pattern_id, for_update=True)
     if pattern is None:
         raise NotFound(f"No pattern {pattern_id}.")
-    hidden_before = pattern.moderation_status == "rejected"
+    # Rejected or held for safety (access.HIDDEN_STATES): not public.
+    hidden_before = pattern.moderation_status in access.HIDDEN_STATES
     if pattern.status == "published" and hidden_before != (new == "rejected"):
         # pattern_count and a fork's credit count public patterns only.
         await pattern_repo.publicity_changed(db, pattern, now_public=hidden_before)
@@ -349,6 +350,17 @@ async def queue(db: AsyncSession, caller: Agent, tab: str, page: int, limit: int
     elif tab in ("pending", "flagged", "rejected"):
         found, total = await repo.patterns_in(db, tab, page, limit)
         shown = [_pattern_row(*r) for r in found]
+    elif tab == "safety":
+        # Held by the content screen (docs/decisions/safety.md): approve
+        # releases, reject keeps it hidden.
+        found, total = await repo.patterns_in(db, "held_for_safety", page, limit)
+        shown = [_pattern_row(*r) for r in found]
+    elif tab == "safety_questions":
+        found, total = await repo.questions_in(db, "held_for_safety", page, limit)
+        shown = [_question_row(*r) for r in found]
+    elif tab == "safety_answers":
+        found, total = await repo.answers_in(db, "held_for_safety", page, limit)
+        shown = [_answer_row(*r) for r in found]
     elif tab == "pending_questions":
         found, total = await repo.questions_in(db, "pending", page, limit)
         shown = [_question_row(*r) for r in found]

@@ -20,6 +20,7 @@ from serve_app.services import (
     events,
     notifications,
     revisions,
+    screening,
     search,
     views,
     votes,
@@ -52,6 +53,8 @@ async def create(db: AsyncSession, author: Agent, body: PatternCreate) -> dict[s
     fields = _stored(body)
     fields.setdefault("difficulty_level", "intermediate")
     fields.pop("status", None)
+    verdict = await screening.check(db, screening.pattern_fields(fields))
+    fields.update(screening.stamp("approved", verdict))
     await categories.check(db, fields)
     for slug in slugs.candidates(body.title, fallback="pattern"):
         pattern = Pattern(author_id=author.id, slug=slug, status="published", **fields)
@@ -60,9 +63,12 @@ async def create(db: AsyncSession, author: Agent, body: PatternCreate) -> dict[s
     else:
         raise ServiceUnavailable("Could not allocate a unique slug; please retry.")
     await revisions.first(db, pattern, author)
-    await repo.adjust_pattern_count(db, author.id, +1)
     events.created(db, "pattern", pattern.id, author.id, revision=pattern.revision)
-    await notifications.announce_pattern(db, author, pattern)
+    # A pattern held for safety is not public: not counted, not announced
+    # (a moderator's release counts it, services/moderation.py).
+    if access.pattern_is_public(pattern):
+        await repo.adjust_pattern_count(db, author.id, +1)
+        await notifications.announce_pattern(db, author, pattern)
     _, category = await repo.related(db, pattern)
     return views.pattern_detail(pattern, author, category)
 
@@ -144,6 +150,11 @@ async def update(db: AsyncSession, ref: str, caller: Agent, body: PatternUpdate)
         if required in changes and changes[required] is None:
             raise BadRequest(f"{required}: may not be null", error="validation_error")
     await categories.check(db, changes)
+    # The whole text as it will read after the edit: an edit that removes
+    # what held the pattern releases it, one that adds it holds it.
+    after = {**revisions.fields_of(pattern), **changes}
+    verdict = await screening.check(db, screening.pattern_fields(after))
+    changes.update(screening.stamp(pattern.moderation_status, verdict))
     new_status = changes.get("status", pattern.status)
     if new_status != pattern.status:
         changes["archived_at"] = utcnow() if new_status == "archived" else None
@@ -241,6 +252,9 @@ async def fork(db: AsyncSession, ref: str, caller: Agent) -> dict[str, Any]:
         "tech_stack": list(origin.tech_stack),
         "code_examples": dict(origin.code_examples),
     }
+    # Screened again: the origin may predate the current ruleset.
+    verdict = await screening.check(db, screening.pattern_fields(fields))
+    fields.update(screening.stamp("approved", verdict))
     # Never the origin's own slug.
     for slug in slugs.candidates(origin.title, fallback="pattern")[1:]:
         copy = Pattern(
@@ -256,12 +270,13 @@ async def fork(db: AsyncSession, ref: str, caller: Agent) -> dict[str, Any]:
     else:
         raise ServiceUnavailable("Could not allocate a unique slug; please retry.")
     await revisions.first(db, copy, caller)
-    await repo.adjust_pattern_count(db, caller.id, +1)
-    await repo.fork_credit(db, origin.id, caller.id, copy.id, gained=True)
+    if access.pattern_is_public(copy):
+        await repo.adjust_pattern_count(db, caller.id, +1)
+        await repo.fork_credit(db, origin.id, caller.id, copy.id, gained=True)
+        await notifications.announce_pattern(db, caller, copy)
     events.created(
         db, "pattern", copy.id, caller.id, revision=copy.revision, forked_from_id=origin.id
     )
-    await notifications.announce_pattern(db, caller, copy)
     _, category = await repo.related(db, copy)
     return views.pattern_detail(copy, caller, category)
 

@@ -17,7 +17,7 @@ from serve_app.kit.errors import BadRequest, Forbidden, NotFound, ServiceUnavail
 from serve_app.runtime.semantic import SemanticSearch
 from serve_app.schemas.common import THREAD_PAGE
 from serve_app.schemas.questions import QuestionCreate, QuestionUpdate
-from serve_app.services import categories, events, search, views, votes
+from serve_app.services import categories, events, screening, search, views, votes
 from storage import access
 from storage.models import Agent, Question
 from storage.models.base import utcnow
@@ -43,6 +43,8 @@ async def find(
 
 async def create(db: AsyncSession, author: Agent, body: QuestionCreate) -> dict[str, Any]:
     fields = body.model_dump()
+    verdict = await screening.check(db, _screened(fields))
+    fields.update(screening.stamp("approved", verdict))
     await categories.check(db, fields)
     for slug in slugs.candidates(body.title, fallback="question"):
         question = Question(author_id=author.id, slug=slug, **fields)
@@ -147,6 +149,15 @@ async def answers_shown(
     return shown, votes.state(mine.get(question.id))
 
 
+def _screened(values: dict[str, Any]) -> list[screening.Field]:
+    fields = screening.text_fields(
+        title=(values.get("title"), "plain"), body=(values.get("body"), "markdown")
+    )
+    return fields + screening.text_fields(
+        **{f"tags[{i}]": (t, "plain") for i, t in enumerate(values.get("tags") or [])}
+    )
+
+
 def _changes(question: Question, caller: Agent, body: QuestionUpdate) -> dict[str, Any]:
     """The columns to set. The author may change everything; moderators and
     admins only open or close it (docs/decisions/resources.md)."""
@@ -171,6 +182,15 @@ def _changes(question: Question, caller: Agent, body: QuestionUpdate) -> dict[st
 async def update(db: AsyncSession, ref: str, caller: Agent, body: QuestionUpdate) -> dict[str, Any]:
     question = await find(db, ref, caller, for_update=True)
     changes = _changes(question, caller, body)
+    if set(changes) & {"title", "body", "tags"}:
+        after = {
+            "title": question.title,
+            "body": question.body,
+            "tags": list(question.tags or []),
+            **changes,
+        }
+        verdict = await screening.check(db, _screened(after))
+        changes.update(screening.stamp(question.moderation_status, verdict))
     await categories.check(db, changes)
     was_public = access.question_is_visible(question)
     for field, value in changes.items():

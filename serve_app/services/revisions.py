@@ -18,7 +18,7 @@ from sqlmodel.ext.asyncio.session import AsyncSession
 
 from serve_app.kit import linediff
 from serve_app.kit.errors import BadRequest, Conflict, Forbidden, NotFound, ServiceUnavailable
-from serve_app.services import events, verifications, views
+from serve_app.services import events, screening, verifications, views
 from storage import access
 from storage.models import Agent, Answer, Pattern
 from storage.models.base import utcnow
@@ -312,10 +312,17 @@ async def rollback(
             if category and await category_repo.exists(db, uuid.UUID(category))
             else None
         )
+        # Screened like an edit: the revision may predate the ruleset.
+        verdict = await screening.check(db, screening.pattern_fields({**before, **changes}))
+        changes.update(screening.stamp(found.moderation_status, verdict))
         await pattern_repo.update_counted(db, found, changes)
         await after_change(db, found, before, caller, _why(number, reason))
         message = ROLLED_BACK
     else:
+        verdict = await screening.check(
+            db, screening.text_fields(body=(target.fields["body"], "markdown"))
+        )
+        await screening.restamp_answer(db, found, verdict)
         found.body = target.fields["body"]
         found.updated_at = utcnow()
         db.add(found)

@@ -5,6 +5,7 @@ independent verifier, and what the author earns, are decided here."""
 
 from __future__ import annotations
 
+import json
 import uuid
 from typing import Any
 
@@ -13,7 +14,7 @@ from sqlmodel.ext.asyncio.session import AsyncSession
 from serve_app.kit import trust
 from serve_app.kit.errors import BadRequest, NotFound
 from serve_app.schemas.verifications import VerificationIn
-from serve_app.services import events, notifications, views
+from serve_app.services import events, notifications, screening, views
 from storage import access
 from storage.models import Agent, Answer, Pattern, Question, Verification
 from storage.models.base import utcnow
@@ -170,6 +171,18 @@ async def verify(
         raise BadRequest(
             "changes: only for the outcome worked_with_changes.", error="validation_error"
         )
+    env = body.environment.stored()
+    await screening.check_unheld(
+        db,
+        screening.text_fields(note=(body.note, "markdown"), changes=(body.changes, "markdown"))
+        + screening.text_fields(
+            **{
+                f"environment.{k}": (f"{k}={v}" if isinstance(v, str) else json.dumps(v), "plain")
+                for k, v in env.items()
+                if v
+            }
+        ),
+    )
     found, subject, public = await _item(db, kind, ref, caller, lock=True)
     if not public:
         # Hidden items (archived, rejected) take no reports, not even their author's.
@@ -180,7 +193,7 @@ async def verify(
         caller.id,
         found.revision,
         outcome=body.outcome,
-        environment=body.environment.stored(),
+        environment=env,
         note=body.note,
         changes=body.changes,
     )

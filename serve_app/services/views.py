@@ -154,6 +154,7 @@ def pattern_item(
         "created_at": iso(pattern.created_at),
         "trust": trust(pattern),
         "content_license": CONTENT_LICENSE,
+        "safety": safety(pattern),
     }
 
 
@@ -258,6 +259,7 @@ def question(q: Question, author: Agent, cat: Category | None) -> dict[str, Any]
         "last_activity_at": iso(q.last_activity_at),
         "closed_at": iso(q.closed_at),
         "content_license": CONTENT_LICENSE,
+        "safety": safety(q),
     }
 
 
@@ -276,10 +278,24 @@ def answer(a: Answer, author: Agent | None = None) -> dict[str, Any]:
         "created_at": iso(a.created_at),
         "updated_at": iso(a.updated_at),
         "content_license": CONTENT_LICENSE,
+        "safety": safety(a),
     }
     if author is not None:
         shown["author"] = agent_brief(author)
     return shown
+
+
+def safety(item: object) -> dict[str, Any]:
+    """What the content screen found on the item's last write (``safety``
+    column; docs/decisions/safety.md). Rows written before screening, and list
+    rows that do not carry it, read as screened by no ruleset."""
+    stored = getattr(item, "safety", None) or {}
+    return {
+        "labels": list(stored.get("labels") or []),
+        "reasons": list(stored.get("reasons") or []),
+        "screened_at": stored.get("screened_at"),
+        "ruleset_version": stored.get("ruleset_version"),
+    }
 
 
 def trust(item: Pattern | ListedPattern | Answer) -> dict[str, Any]:

@@ -70,6 +70,13 @@ def jsonb_field() -> Any:
     )
 
 
+def safety_field() -> Any:
+    """What the content screen found on the item's last write (issue 49,
+    docs/decisions/safety.md): labels, reasons, screened_at, ruleset_version;
+    null for rows written before screening."""
+    return Field(default=None, sa_column=Column(JSONB, nullable=True))
+
+
 def search_id_field() -> Any:
     """The row's id in the FAISS index: a stable int64 (FAISS ids cannot be UUIDs)."""
     return Field(

@@ -25,6 +25,7 @@ from storage.models.base import (
     fk_field,
     id_field,
     jsonb_field,
+    safety_field,
     search_id_field,
     text_array_field,
     ts_field,
@@ -68,7 +69,8 @@ class Pattern(SQLModel, table=True):
         ),
         CheckConstraint("status IN ('published', 'archived')", name="ck_patterns_status"),
         CheckConstraint(
-            "moderation_status IN ('approved', 'pending', 'flagged', 'rejected')",
+            "moderation_status IN "
+            "('approved', 'pending', 'flagged', 'rejected', 'held_for_safety')",
             name="ck_patterns_moderation",
         ),
         Index(
@@ -127,6 +129,7 @@ class Pattern(SQLModel, table=True):
     moderation_status: str = Field(
         default="approved", sa_column=Column(String(16), nullable=False, server_default="approved")
     )
+    safety: dict[str, Any] | None = safety_field()
     vote_score: int = Field(default=0, sa_column_kwargs={"server_default": "0"})
     # The sum of the pattern's rows in pattern_views (storage/models/views.py).
     if TYPE_CHECKING:
@@ -170,7 +173,7 @@ class Flag(SQLModel, table=True):
     __tablename__ = "flags"
     __table_args__ = (
         CheckConstraint(
-            "reason IN ('spam', 'offensive', 'low_quality', 'misleading', 'other')",
+            "reason IN ('spam', 'offensive', 'low_quality', 'misleading', 'unsafe', 'other')",
             name="ck_flags_reason",
         ),
         CheckConstraint("status IN ('open', 'resolved', 'dismissed')", name="ck_flags_status"),

@@ -25,6 +25,7 @@ from storage.models.base import (
     fk_field,
     id_field,
     jsonb_field,
+    safety_field,
     search_id_field,
     text_array_field,
     ts_field,
@@ -52,7 +53,8 @@ class Question(SQLModel, table=True):
     __table_args__ = (
         CheckConstraint("status IN ('open', 'closed', 'deleted')", name="ck_questions_status"),
         CheckConstraint(
-            "moderation_status IN ('approved', 'pending', 'flagged', 'rejected')",
+            "moderation_status IN "
+            "('approved', 'pending', 'flagged', 'rejected', 'held_for_safety')",
             name="ck_questions_moderation",
         ),
         Index("ix_questions_list", "status", "moderation_status", text("created_at DESC")),
@@ -73,6 +75,7 @@ class Question(SQLModel, table=True):
     moderation_status: str = Field(
         default="approved", sa_column=Column(String(16), nullable=False, server_default="approved")
     )
+    safety: dict[str, Any] | None = safety_field()
     vote_score: int = Field(default=0, sa_column_kwargs={"server_default": "0"})
     # The sum of the question's rows in question_views (storage/models/views.py).
     if TYPE_CHECKING:
@@ -105,7 +108,8 @@ class Answer(SQLModel, table=True):
     __tablename__ = "answers"
     __table_args__ = (
         CheckConstraint(
-            "moderation_status IN ('approved', 'pending', 'flagged', 'rejected')",
+            "moderation_status IN "
+            "('approved', 'pending', 'flagged', 'rejected', 'held_for_safety')",
             name="ck_answers_moderation",
         ),
         # At most one accepted answer per question, enforced by the database.
@@ -129,6 +133,7 @@ class Answer(SQLModel, table=True):
     moderation_status: str = Field(
         default="approved", sa_column=Column(String(16), nullable=False, server_default="approved")
     )
+    safety: dict[str, Any] | None = safety_field()
     # Trust by use (docs/decisions/trust.md), as on patterns.
     revision: int = Field(default=1, sa_column=Column(Integer, nullable=False, server_default="1"))
     reviewed_revision: int | None = Field(default=None, sa_column=Column(Integer, nullable=True))

@@ -49,6 +49,9 @@ MODERATION_DECISION = "moderation_decision"
 BOT_RELINKED = "bot_relinked"
 VERIFICATION = "verification"
 API_KEY_ISSUED = "api_key_issued"
+# A key of the agent was found in content someone tried to publish and was
+# revoked at once (issue 49, docs/decisions/safety.md).
+API_KEY_REVOKED = "api_key_revoked"
 NOTIFICATION_KINDS = (
     NEW_FOLLOWER,
     NEW_PATTERN,
@@ -61,6 +64,7 @@ NOTIFICATION_KINDS = (
     BOT_RELINKED,
     VERIFICATION,
     API_KEY_ISSUED,
+    API_KEY_REVOKED,
 )
 # Kinds whose event can repeat between the same two agents (follow, unfollow,
 # follow again; accept, take back, accept again; a report sent again): a
@@ -71,7 +75,7 @@ REPEATABLE_KINDS = (NEW_FOLLOWER, ANSWER_ACCEPTED, VERIFICATION)
 UNTHROTTLED_MAIL_KINDS = (MODERATION_DECISION,)
 # Security notices: mailed every time to a verified address, whatever the
 # preferences (a new API key issued for one of a human's bots).
-ALWAYS_MAILED_KINDS = (API_KEY_ISSUED,)
+ALWAYS_MAILED_KINDS = (API_KEY_ISSUED, API_KEY_REVOKED)
 # Which e-mail preference lets a kind be mailed; the other kinds are in-app only.
 MAIL_PREFERENCE = {
     NEW_PATTERN: "new_pattern_from_followed",

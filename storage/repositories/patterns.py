@@ -19,6 +19,7 @@ from sqlalchemy import (
     cast,
     column,
     func,
+    or_,
     text,
     update,
 )
@@ -148,6 +149,8 @@ class ListQuery:
     tech_stack: tuple[str, ...] = ()
     author_id: uuid.UUID | None = None
     forked_from_id: uuid.UUID | None = None
+    # Leave out patterns whose code carries safety labels (docs/decisions/safety.md).
+    exclude_labelled: bool = False
     # sort_by=trending: the TrendingCounter's ranking, best first.
     trending: Ranked = ()
 
@@ -207,6 +210,13 @@ def _conditions(query: ListQuery) -> tuple[list[ColumnElement[bool]], Any]:
         conditions.append(col(Pattern.use_case_tags).contains(list(query.use_case_tags)))
     if query.tech_stack:
         conditions.append(col(Pattern.tech_stack).contains(list(query.tech_stack)))
+    if query.exclude_labelled:
+        conditions.append(
+            or_(
+                col(Pattern.safety).is_(None),
+                func.jsonb_array_length(col(Pattern.safety)["labels"]) == 0,
+            )
+        )
     if query.search:
         tsquery = func.websearch_to_tsquery("english", query.search)
         conditions.append(col(Pattern.search_vector).op("@@")(tsquery))
@@ -251,6 +261,7 @@ class ListedPattern:
     created_at: datetime
     trust: dict[str, Any]
     revision: int
+    safety: dict[str, Any] | None
     view_count: int | None
 
 

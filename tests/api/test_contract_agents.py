@@ -49,7 +49,10 @@ OPERATIONS: dict[tuple[str, str], tuple[str, set[str]]] = {
         {"400", "401", "403", "404", "409", "413", "429", "503"},
     ),
     ("get", "/api/agents/{username}"): ("200", {"400", "401", "403", "404", "429"}),
-    ("patch", "/api/agents/{username}"): ("200", {"400", "401", "403", "404", "413", "429"}),
+    ("patch", "/api/agents/{username}"): (
+        "200",
+        {"400", "401", "403", "404", "413", "422", "429"},
+    ),
     ("delete", "/api/agents/{username}"): ("200", {"400", "401", "403", "404", "429"}),
     ("get", "/api/agents/{username}/answers"): ("200", {"400", "401", "403", "404", "429"}),
     ("get", "/api/agents/{username}/verifications"): (

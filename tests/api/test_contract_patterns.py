@@ -101,6 +101,7 @@ async def test_list_items_and_details_name_every_field(client: httpx.AsyncClient
         "tech_stack",
         "created_at",
         "trust",
+        "safety",
     }
     assert item["properties"]["difficulty_level"]["enum"] == [
         "beginner",
@@ -109,7 +110,13 @@ async def test_list_items_and_details_name_every_field(client: httpx.AsyncClient
     ]
     detail = model(schema, "PatternDetailOut")["properties"]
     assert detail["status"]["enum"] == ["published", "archived"]
-    assert detail["moderation_status"]["enum"] == ["approved", "pending", "flagged", "rejected"]
+    assert detail["moderation_status"]["enum"] == [
+        "approved",
+        "pending",
+        "flagged",
+        "rejected",
+        "held_for_safety",
+    ]
     # Null only where it is really sent.
     assert {"type": "null"} in detail["forked_from_id"]["anyOf"]
     assert "anyOf" not in detail["content"] and "anyOf" not in item["properties"]["title"]
@@ -175,7 +182,7 @@ async def test_input_schemas_say_what_validation_enforces(client: httpx.AsyncCli
     content = model(schema, "CommentCreate")["properties"]["content"]
     assert (content["minLength"], content["maxLength"]) == (1, 11_000)
     flag = model(schema, "FlagIn")["properties"]["reason"]
-    assert flag["enum"] == ["spam", "offensive", "low_quality", "misleading", "other"]
+    assert flag["enum"] == ["spam", "offensive", "low_quality", "misleading", "unsafe", "other"]
 
 
 # --- every answer of a walk through all operations matches the contract -------------

@@ -5,8 +5,8 @@ files as a tar archive in chunks, as ``upload_chunks``), and
 ``model_activations`` (each switch of the model search uses, for ``cairn
 models rollback``), started with the model active now.
 
-Revision ID: 0022_model_versions
-Revises: 0021
+Revision ID: 0024
+Revises: 0023
 """
 
 from collections.abc import Sequence
@@ -15,8 +15,8 @@ import sqlalchemy as sa
 from alembic import op
 from sqlalchemy.dialects import postgresql
 
-revision: str = "0022_model_versions"
-down_revision: str | None = "0021"
+revision: str = "0024"
+down_revision: str | None = "0023"
 branch_labels: str | Sequence[str] | None = None
 depends_on: str | Sequence[str] | None = None
 

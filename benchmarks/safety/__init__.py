@@ -1,0 +1,1 @@
+"""The labelled set of ``benchmarks/safety_bench.py`` and tests/unit/test_screening.py."""

@@ -1,0 +1,318 @@
+"""Text normalisation for the screen: what a rule matches against.
+
+Rules never see raw text. A field is folded as a whole (NFKC, a confusables
+map, zero-width characters dropped, case folded, string concatenations in
+code joined, letter-spaced words closed up, comment markers at line starts
+dropped in prose) by operations that never add or remove a newline, so a
+match's line is the count of newlines before it in the folded text. Prose
+then reads as one line (a phrase split over lines still matches); code keeps
+its lines except where a shell continuation joins them. Decoded variants
+(URL-encoding, base64 tokens that decode to text) are appended after the text
+as extra segments carrying their source line.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import bisect
+import re
+import unicodedata
+from collections.abc import Iterator
+from dataclasses import dataclass
+from urllib.parse import unquote
+
+import ahocorasick_rs
+
+# Zero-width and other invisible format characters, dropped before matching.
+ZERO_WIDTH = "\u200b\u200c\u200d\u2060\u2061\u2062\u2063\u2064\ufeff\u180e\u00ad"
+
+# Common homoglyphs that NFKC leaves alone (Cyrillic, Greek, a few Latin look-
+# alikes), mapped to the ASCII letter a reader would see. A short list drawn
+# from Unicode's confusables.txt: the letters used to spell English trigger
+# words, not the whole table.
+_CONFUSABLES = {
+    # Cyrillic lower
+    "а": "a", "в": "b", "е": "e", "ё": "e", "һ": "h", "і": "i", "ї": "i", "ј": "j",
+    "к": "k", "м": "m", "н": "h", "о": "o", "р": "p", "с": "c", "ѕ": "s", "т": "t",
+    "у": "y", "х": "x", "ԁ": "d", "ԛ": "q", "ԝ": "w", "ɡ": "g", "ӏ": "l", "ь": "b",
+    # Cyrillic upper
+    "А": "a", "В": "b", "Е": "e", "Ѕ": "s", "І": "i", "Ј": "j", "К": "k", "М": "m",
+    "Н": "h", "О": "o", "Р": "p", "С": "c", "Т": "t", "У": "y", "Х": "x", "Ү": "y",
+    # Greek
+    "α": "a", "β": "b", "ε": "e", "η": "n", "ι": "i", "κ": "k", "ν": "v", "ο": "o",
+    "ρ": "p", "τ": "t", "υ": "u", "χ": "x", "Α": "a", "Β": "b", "Ε": "e", "Η": "h",
+    "Ι": "i", "Κ": "k", "Μ": "m", "Ν": "n", "Ο": "o", "Ρ": "p", "Τ": "t", "Υ": "y",
+    "Χ": "x", "Ζ": "z",
+    # Latin look-alikes
+    "ı": "i", "ȷ": "j", "ℓ": "l", "ø": "o", "đ": "d",
+}  # fmt: skip
+_FOLD_MAP = {**_CONFUSABLES, **dict.fromkeys(ZERO_WIDTH, "")}
+_FOLD_RX = re.compile("[" + re.escape("".join(_FOLD_MAP)) + "]")
+
+# "cu"+"rl", 'ig' + 'nore', "a" . "b" (PHP), "a" .. "b" (Lua), "a" "b" (C and
+# Python implicit concatenation): the quotes and operator between two literals.
+_CONCAT = re.compile(r"""(["'])[ \t]*(?:\+|\.\.?|)[ \t]*\1""")
+# A comment or quote marker at the start of a line: "# ignore all" / "# previous
+# instructions" reads as one sentence once the markers go.
+_LINE_PREFIX = re.compile(r"^[ \t]*(?:#+|//+|/?\*+|--|;+|>+|%+|rem\b)[ \t]?", re.MULTILINE)
+# Five or more single letters separated by single spaces: "i g n o r e".
+_SPACED = re.compile(r"\b(?:\w[ .\-_]){4,}\w\b")
+# A cheap first look for _SPACED: a separator, then letter-separator pairs.
+_SPACED_HINT = re.compile(r"[ .\-_]\w[ .\-_]\w[ .\-_]\w[ .\-_]\w\b")
+_URL_ESCAPE = re.compile(r"%[0-9a-fA-F]{2}")
+_B64_TOKEN = re.compile(r"[A-Za-z0-9+/]{16,}={0,2}")
+_PRINTABLE = re.compile(r"^[\x20-\x7e\t\r\n]+$")
+_CONTINUATION = re.compile(r"(?<=[ \t|])\\\n")
+
+
+@dataclass(frozen=True)
+class Normalized:
+    """A field's folded text; ``line_at`` maps an offset to its 1-based line."""
+
+    text: str
+    lined: str  # the folded text with its newlines (same length up to ``end``)
+    end: int
+    extra_starts: tuple[int, ...] = ()
+    extra_lines: tuple[int, ...] = ()
+    # For a view of some lines only (the code in markdown): the field line of
+    # each line of ``lined``.
+    line_numbers: tuple[int, ...] | None = None
+
+    def line_at(self, offset: int) -> int:
+        if offset < self.end:
+            index = self.lined.count("\n", 0, offset)
+            return self.line_numbers[index] if self.line_numbers is not None else index + 1
+        return self.extra_lines[bisect.bisect_right(self.extra_starts, offset) - 1]
+
+
+def _unspace_line(line: str) -> str:
+    """Close up letter-spaced text: "i g n o r e  a l l" → "ignore all"."""
+    tokens = line.split()
+    singles = sum(1 for t in tokens if len(t) == 1)
+    if singles >= 6 and singles >= 0.6 * len(tokens):
+        words = re.split(r"\s{2,}|\s*/\s*", line.strip())
+        return " ".join(w.replace(" ", "") for w in words)
+    return _SPACED.sub(lambda m: re.sub(r"[ .\-_]", "", m.group(0)), line)
+
+
+def base_fold(text: str) -> str:
+    """NFKC, confusables, zero-width dropped, lower case, string literals
+    joined; keeps every newline."""
+    if not text.isascii():
+        text = unicodedata.normalize("NFKC", text)
+        # Replace only the characters present: translate() with a dict looks
+        # up every character of a 64 KB field in Python; a character class
+        # scans in C.
+        if _FOLD_RX.search(text):
+            text = _FOLD_RX.sub(lambda m: _FOLD_MAP[m.group(0)], text)
+    text = text.lower()
+    if "'" in text or '"' in text:
+        text = _CONCAT.sub("", text)
+    return text
+
+
+def prose_fold(base: str) -> str:
+    """Prose on top of ``base_fold``: letter-spacing closed up, comment and
+    quote markers at line starts dropped."""
+    if _SPACED_HINT.search(base) and _SPACED.search(base):
+        base = "\n".join(_unspace_line(x) if _SPACED.search(x) else x for x in base.split("\n"))
+    return _LINE_PREFIX.sub("", base)
+
+
+def fold(text: str, *, prose: bool = True) -> str:
+    """``text`` as the rules see it (no decoding); keeps every newline."""
+    base = base_fold(text)
+    return prose_fold(base) if prose else base
+
+
+def _decoded(text: str) -> list[tuple[int, str]]:
+    """(offset, text) hidden in ``text`` by URL-encoding or base64."""
+    out: list[tuple[int, str]] = []
+    if "%" in text and _URL_ESCAPE.search(text):
+        start = 0
+        for line in text.split("\n"):
+            if "%" in line and _URL_ESCAPE.search(line):
+                out.append((start, unquote(line)))
+            start += len(line) + 1
+    for m in _B64_TOKEN.finditer(text):
+        token = m.group(0)
+        # Base64 of text has both cases and a length that is a multiple of 4;
+        # identifiers, digests and paths mostly fail one or the other.
+        if len(token) % 4 or token.islower() or token.isupper():
+            continue
+        try:
+            data = base64.b64decode(token, validate=True)
+            decoded = data.decode("utf-8")
+        except (binascii.Error, ValueError):
+            continue
+        if len(decoded) >= 8 and " " in decoded and _PRINTABLE.match(decoded):
+            out.append((m.start(), decoded))
+    return out
+
+
+@dataclass(frozen=True)
+class Views:
+    """A field folded once, seen as prose and as code."""
+
+    prose: Normalized
+    code: Normalized
+
+
+def _with_extras(main: str, lined: str, extras: list[tuple[int, str]], **kw: object) -> Normalized:
+    if not extras:
+        return Normalized(main, lined, len(main), **kw)  # type: ignore[arg-type]
+    parts = [main, "\n"]
+    starts: list[int] = []
+    lines: list[int] = []
+    offset = len(main) + 1
+    for line, piece in extras:
+        starts.append(offset)
+        lines.append(line)
+        parts.append(piece + "\n")
+        offset += len(piece) + 1
+    return Normalized("".join(parts), lined, len(main), tuple(starts), tuple(lines), **kw)  # type: ignore[arg-type]
+
+
+def _code_view(
+    base: str, line_numbers: tuple[int, ...] | None, extras: list[tuple[int, str]]
+) -> Normalized:
+    if "\\\n" in base:
+        # Join shell continuations (" \" at a line end; a Windows path such as
+        # C:\ ends in a bare backslash and continues nothing), keeping the
+        # newline's place so offsets still map to lines.
+        lined = _CONTINUATION.sub(" \n", base)
+        main = _CONTINUATION.sub("  ", base)
+    else:
+        lined = main = base
+    return _with_extras(main, lined, extras, line_numbers=line_numbers)
+
+
+def views(text: str, kind: str) -> Views:
+    """Fold ``text`` once; the prose view reads as one line (a phrase split
+    over lines still matches), the code view keeps its lines. For markdown
+    the code view holds only the code in it (``markdown_code``)."""
+    base = base_fold(text)
+    decoded = _decoded(text) if ("%" in text or len(text) >= 16) else []
+    extras = [(text.count("\n", 0, off) + 1, base_fold(d).replace("\n", " ")) for off, d in decoded]
+    prose_base = prose_fold(base)
+    prose = _with_extras(prose_base.replace("\n", " "), prose_base, extras)
+    if kind == "code":
+        code = _code_view(base, None, extras)
+    elif kind == "markdown":
+        code_lines, numbers = markdown_code(text)
+        code_base = base_fold("\n".join(code_lines)) if code_lines else ""
+        code = _code_view(code_base, numbers, [])
+    else:
+        code = Normalized("", "", 0)
+    return Views(prose, code)
+
+
+def normalize(text: str, *, code: bool = False) -> Normalized:
+    """One view of ``text`` (see ``views``)."""
+    v = views(text, "code" if code else "plain")
+    return v.code if code else v.prose
+
+
+_FENCE_OPEN = re.compile(r"^\s{0,3}(`{3,}|~{3,})")
+_INLINE_CODE = re.compile(r"(`+)(.+?)\1")
+
+
+def markdown_code(text: str) -> tuple[list[str], tuple[int, ...]]:
+    """The code in markdown: fenced and indented blocks and shell-prompt
+    lines whole, inline spans alone; with the field line of each."""
+    out: list[str] = []
+    numbers: list[int] = []
+    if (
+        "`" not in text
+        and "~~~" not in text
+        and "    " not in text
+        and "\t" not in text
+        and "$ " not in text
+    ):
+        return out, ()
+    fence: str | None = None
+    for number, raw in enumerate(text.split("\n"), start=1):
+        m = _FENCE_OPEN.match(raw)
+        if fence is not None:
+            if m and m.group(1)[0] == fence[0] and len(m.group(1)) >= len(fence):
+                fence = None
+            else:
+                out.append(raw)
+                numbers.append(number)
+            continue
+        if m:
+            fence = m.group(1)
+        elif raw.startswith(("    ", "\t", "$ ", "> $ ", "PS> ", "C:\\>")):
+            out.append(raw)
+            numbers.append(number)
+        elif "`" in raw:
+            spans = [m.group(2) for m in _INLINE_CODE.finditer(raw)]
+            if spans:
+                out.append(" ; ".join(spans))
+                numbers.append(number)
+    return out, tuple(numbers)
+
+
+def line_of(text: str, offset: int) -> int:
+    """The 1-based line of ``offset`` in raw ``text``."""
+    return text.count("\n", 0, offset) + 1
+
+
+class AnchorSet:
+    """The anchors of a group of rules, found in one pass (an Aho-Corasick
+    automaton, ahocorasick-rs): each rule's regex then runs only in the
+    windows around its anchors (``Scanner``)."""
+
+    def __init__(self, *groups: tuple[str, ...]) -> None:
+        self.anchors = sorted({a for group in groups for a in group})
+        self._automaton = ahocorasick_rs.AhoCorasick(self.anchors)
+
+    def scan(self, text: str) -> Scanner:
+        positions: dict[str, list[int]] = {}
+        for index, start, _ in self._automaton.find_matches_as_indexes(text, overlapping=True):
+            positions.setdefault(self.anchors[index], []).append(start)
+        return Scanner(text, positions)
+
+
+class Scanner:
+    """Runs rules over one folded text, each only in the windows around its
+    anchors: a regex that starts with an alternation would try every
+    position of a 64 KB field; the anchors are found once, for all rules."""
+
+    def __init__(self, text: str, positions: dict[str, list[int]]) -> None:
+        self.text = text
+        self._positions = positions
+
+    def positions(self, anchor: str) -> list[int]:
+        return self._positions.get(anchor, [])
+
+    def present(self) -> set[str]:
+        """The anchors found at least once."""
+        return set(self._positions)
+
+    def windows(self, anchors: tuple[str, ...], before: int, after: int) -> list[tuple[int, int]]:
+        """Merged spans around each occurrence of an anchor."""
+        spans = [
+            (max(0, i - before), i + len(anchor) + after)
+            for anchor in anchors
+            for i in self.positions(anchor)
+        ]
+        if len(spans) <= 1:
+            return spans
+        spans.sort()
+        merged = [spans[0]]
+        for a, b in spans[1:]:
+            if a <= merged[-1][1]:
+                if b > merged[-1][1]:
+                    merged[-1] = (merged[-1][0], b)
+            else:
+                merged.append((a, b))
+        return merged
+
+    def search(
+        self, rx: re.Pattern[str], anchors: tuple[str, ...], before: int = 200, after: int = 400
+    ) -> Iterator[re.Match[str]]:
+        """``rx.finditer`` over the windows around ``anchors``."""
+        for a, b in self.windows(anchors, before, after):
+            yield from rx.finditer(self.text, a, b)
