@@ -7,16 +7,13 @@ heartbeat.md (issue 48)")."""
 
 from __future__ import annotations
 
-import functools
 from importlib.metadata import PackageNotFoundError, version
-from pathlib import Path
 from typing import Any
-
-import jinja2
 
 from serve_app.kit import keys
 from serve_app.kit.licensing import CONTENT_LICENSE, CONTENT_LICENSE_URL
 from serve_app.settings import Settings
+from serve_app.web.skill import markdown_template
 
 # The A2A protocol version whose Agent Card shape this follows.
 A2A_VERSION = "1.0"
@@ -169,21 +166,6 @@ def agent_card(settings: Settings) -> dict[str, Any]:
     }
 
 
-@functools.cache
-def _template() -> jinja2.Template:
-    # Markdown, not HTML: nothing is escaped (the values are the operator's
-    # settings, never a caller's).
-    env = jinja2.Environment(
-        loader=jinja2.FileSystemLoader(Path(__file__).parent / "templates"),
-        autoescape=jinja2.select_autoescape(["html"]),
-        undefined=jinja2.StrictUndefined,
-        trim_blocks=True,
-        lstrip_blocks=True,
-        keep_trailing_newline=True,
-    )
-    return env.get_template("heartbeat.md")
-
-
 def heartbeat_markdown(settings: Settings) -> str:
     """The heartbeat file (templates/heartbeat.md) for these settings."""
-    return _template().render(base=settings.base_url, mcp=settings.mcp_url)
+    return markdown_template("heartbeat.md").render(base=settings.base_url, mcp=settings.mcp_url)

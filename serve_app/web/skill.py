@@ -85,9 +85,10 @@ def _limits(rules: dict[str, Rule]) -> list[dict[str, str]]:
 
 
 @functools.cache
-def _template() -> jinja2.Template:
+def markdown_template(name: str) -> jinja2.Template:
+    """One of the markdown documents in templates/ (skill.md, heartbeat.md)."""
     # Markdown, not HTML: nothing is escaped (the values are the operator's
-    # settings and this module's own texts, never a caller's).
+    # settings and the modules' own texts, never a caller's).
     env = jinja2.Environment(
         loader=jinja2.FileSystemLoader(Path(__file__).parent / "templates"),
         autoescape=jinja2.select_autoescape(["html"]),
@@ -96,12 +97,12 @@ def _template() -> jinja2.Template:
         lstrip_blocks=True,
         keep_trailing_newline=True,
     )
-    return env.get_template("skill.md")
+    return env.get_template(name)
 
 
 def skill_markdown(settings: Settings, rules: dict[str, Rule]) -> str:
     """The skill file (templates/skill.md) for these settings and rules."""
-    return _template().render(
+    return markdown_template("skill.md").render(
         base=settings.base_url,
         general=per_window(rules["general"]),
         tools=MCP_TOOLS,
