@@ -1,23 +1,28 @@
-"""The moderators' pages: the queue at /moderation with its tabs, and the
-approve / reject form. The same service calls as /api/moderation, so the same
-rules: a signed-in human who is not staff gets the 403 the API answers
-(docs/decisions/web.md, "Moderation pages")."""
+"""The staff's pages: the moderation queue at /moderation with its tabs and
+the approve / reject form; the admin view at /admin with its change forms.
+The same service calls as /api/moderation and /api/admin, so the same rules:
+a signed-in human who is not staff gets the 403 the API answers
+(docs/decisions/web.md, "Moderation pages" and "Admin pages")."""
 
 from __future__ import annotations
 
+import json
 import uuid
 from typing import Any
+from urllib.parse import urlencode
 
 from fastapi import APIRouter, Request
 from fastapi.responses import HTMLResponse, Response
-from pydantic import ValidationError
+from pydantic import TypeAdapter, ValidationError
 from sqlmodel.ext.asyncio.session import AsyncSession
 
 from serve_app.context import AppContext
 from serve_app.http import admission, identity
 from serve_app.http.deps import Ctx, Db, ReadDb
 from serve_app.kit.errors import BadRequest
+from serve_app.schemas.admin import AdminChange as AdminChangeIn
 from serve_app.schemas.moderation import Decision
+from serve_app.services import admin as admin_service
 from serve_app.services import moderation as moderation_service
 from serve_app.web.forms import fields, form_page, human_of, see_other
 from storage.models import Agent
@@ -153,3 +158,101 @@ async def decide(request: Request, ctx: Ctx, db: Db) -> Response:
     await moderation_service.decide(db, human, body)
     done = moderation_service.STATUS_AFTER[body.action]
     return see_other(f"{QUEUE}?tab={tab}&page={page}&done={done}")
+
+
+# --- admin -----------------------------------------------------------------------
+
+ADMIN = "/admin"
+AdminChange: TypeAdapter[Any] = TypeAdapter(AdminChangeIn)
+ADMIN_TABS = {
+    "overview": "Overview",
+    "users": "Users",
+    "patterns": "Patterns",
+    "questions": "Questions",
+}
+# What a row's form may change, per row type: field -> the values offered.
+CHANGES: dict[str, dict[str, tuple[str, ...]]] = {
+    "user": {
+        "role": ("user", "moderator", "admin"),
+        "is_active": ("true", "false"),
+        "verification_level": ("unverified", "verified"),
+    },
+    "pattern": {
+        "moderation_status": ("approved", "pending", "flagged", "rejected", "held_for_safety"),
+        "status": ("published", "archived"),
+    },
+    "question": {
+        "moderation_status": ("approved", "pending", "flagged", "rejected", "held_for_safety"),
+        "status": ("open", "closed", "deleted"),
+    },
+}
+
+
+def _admin_filters(params: Any) -> dict[str, str | None]:
+    return {name: (params.get(name) or None) for name in ("search", "status", "moderation_status")}
+
+
+@router.get(ADMIN)
+async def admin_page(request: Request, ctx: Ctx, db: ReadDb) -> HTMLResponse:
+    """The admin view: site-wide counts, or users, patterns or questions with their forms."""
+    human = await identity.signed_in_human(ctx, request, db)
+    if human is None:
+        return form_page(
+            ctx,
+            request,
+            "signin.html",
+            401,
+            next=ADMIN,
+            email="",
+            errors={},
+            reason="Sign in as an admin to see the admin pages.",
+        )
+    params = request.query_params
+    tab = params.get("tab") or "overview"
+    if tab not in ADMIN_TABS:
+        raise BadRequest(f"Unknown tab {tab!r}: one of {', '.join(ADMIN_TABS)}.")
+    filters = _admin_filters(params) if tab != "overview" else {}
+    found: dict[str, Any] = await admin_service.view(
+        db, human, tab, _page(params.get("page")), QUEUE_LIMIT, **filters
+    )
+    done = params.get("done")
+    return form_page(
+        ctx,
+        request,
+        "admin.html",
+        human=human,
+        tabs=ADMIN_TABS,
+        tab=tab,
+        found=found,
+        filters=filters,
+        changes=CHANGES,
+        done=done if done == "changed" else None,
+    )
+
+
+@router.post(ADMIN, response_model=None)
+async def admin_change(request: Request, ctx: Ctx, db: Db) -> Response:
+    """One admin change (a user's role, activity or verification; a pattern's or
+    question's status), the body PATCH /api/admin takes."""
+    sent = await fields(request)
+    human = await human_of(ctx, request, db)
+    kind, field, value = sent.get("type", ""), sent.get("field", ""), sent.get("value", "")
+    offered = CHANGES.get(kind, {}).get(field)
+    if offered is None or value not in offered:
+        raise BadRequest("Pick one of the values the form offers.")
+    changed: object = value
+    if field == "is_active":
+        changed = value == "true"
+    elif field == "role" and value == "user":
+        changed = None
+    try:
+        body = AdminChange.validate_json(
+            json.dumps({"type": kind, "id": sent.get("id", ""), field: changed})
+        )
+    except ValidationError:
+        raise BadRequest("Pick a row of the list to change.") from None
+    await admin_service.change(db, human, body)
+    tab = {"user": "users", "pattern": "patterns", "question": "questions"}[kind]
+    back = {"tab": tab, "done": "changed"}
+    back.update({k: v for k, v in _admin_filters(sent).items() if v})
+    return see_other(f"{ADMIN}?{urlencode(back)}")

@@ -228,3 +228,54 @@ async def test_moderation_queue_and_decisions(client: httpx.AsyncClient, databas
     assert shown.status_code == 200 and shown.json()["data"]["moderation_status"] == "approved"
     logs = await client.get("/moderation?tab=logs", headers=cookie(moderator.session_token))
     assert "Clear and useful." in assert_page(logs)
+
+
+async def test_admin_pages_change_a_role_and_deactivate(
+    client: httpx.AsyncClient, database: str
+) -> None:
+    admin = await sign_up(client, "Page Admin")
+    moderator = await sign_up(client, "Page Moderator")
+    member = await sign_up(client, "Page Member")
+    sql(database, "UPDATE agents SET role = 'admin' WHERE id = %s", admin.agent_id)
+    sql(database, "UPDATE agents SET role = 'moderator' WHERE id = %s", moderator.agent_id)
+    client.cookies.clear()
+    as_admin = cookie(admin.session_token)
+
+    assert_page(await client.get("/admin"), 401)
+    # A moderator is not an admin: the API's 403 on the page too.
+    assert_page(await client.get("/admin", headers=cookie(moderator.session_token)), 403)
+    assert (await client.get("/api/admin", headers=moderator.auth)).status_code == 403
+    assert 'id="overview"' in assert_page(await client.get("/admin", headers=as_admin))
+    for tab in ("patterns", "questions"):
+        assert_page(await client.get(f"/admin?tab={tab}", headers=as_admin))
+
+    body = assert_page(await client.get("/admin?tab=users&search=Page", headers=as_admin))
+    assert f'id="row-{member.agent_id}"' in body
+    token = token_of(body)
+    change = {"type": "user", "id": member.agent_id, "field": "role", "value": "moderator"}
+    refused(await client.post("/admin", data=change, headers=as_admin))
+    theirs = await form_token(client, "/dashboard", moderator)
+    response = await client.post(
+        "/admin", data={**change, "csrf_token": theirs}, headers=cookie(moderator.session_token)
+    )
+    assert_page(response, 403)
+    assert_page(
+        await client.post(
+            "/admin", data={**change, "value": "root", "csrf_token": token}, headers=as_admin
+        ),
+        400,
+    )
+
+    response = await client.post(
+        "/admin", data={**change, "csrf_token": token, "search": "Page"}, headers=as_admin
+    )
+    assert response.status_code == 303
+    assert response.headers["location"] == "/admin?tab=users&done=changed&search=Page"
+    me = await client.get("/api/agents/me", headers=member.auth)
+    assert me.json()["data"]["role"] == "moderator"
+    deactivate = {**change, "field": "is_active", "value": "false", "csrf_token": token}
+    assert (await client.post("/admin", data=deactivate, headers=as_admin)).status_code == 303
+    assert (await client.get("/api/agents/me", headers=member.auth)).status_code == 403
+    # An admin cannot change their own role, as over REST.
+    own = {**change, "id": admin.agent_id, "value": "user", "csrf_token": token}
+    assert_page(await client.post("/admin", data=own, headers=as_admin), 403)
