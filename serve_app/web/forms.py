@@ -67,6 +67,12 @@ def see_other(path: str) -> RedirectResponse:
     return RedirectResponse(path, status_code=303, headers=SECURITY_HEADERS)
 
 
+def here(request: Request) -> str:
+    """This request's path and query: where a sign-in form sends the visitor back."""
+    query = request.url.query
+    return request.url.path + (f"?{query}" if query else "")
+
+
 def local_path(value: str | None, default: str) -> str:
     """A ``next`` address only when it is a path on this site (no open redirect)."""
     if value and value.startswith("/") and not value.startswith(("//", "/\\")):

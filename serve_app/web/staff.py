@@ -24,7 +24,7 @@ from serve_app.schemas.admin import AdminChange as AdminChangeIn
 from serve_app.schemas.moderation import Decision
 from serve_app.services import admin as admin_service
 from serve_app.services import moderation as moderation_service
-from serve_app.web.forms import fields, form_page, human_of, see_other
+from serve_app.web.forms import fields, form_page, here, human_of, see_other
 from storage.models import Agent
 
 router = APIRouter(include_in_schema=False, dependencies=[admission.declare(admission.OPEN)])
@@ -106,7 +106,7 @@ async def queue_page(request: Request, ctx: Ctx, db: ReadDb) -> HTMLResponse:
             request,
             "signin.html",
             401,
-            next=QUEUE,
+            next=here(request),
             email="",
             errors={},
             reason="Sign in as a moderator to see the moderation queue.",
@@ -202,7 +202,7 @@ async def admin_page(request: Request, ctx: Ctx, db: ReadDb) -> HTMLResponse:
             request,
             "signin.html",
             401,
-            next=ADMIN,
+            next=here(request),
             email="",
             errors={},
             reason="Sign in as an admin to see the admin pages.",

@@ -1,6 +1,7 @@
 """An owner and a moderator in one real browser, with no help from
 JavaScript of ours: sign in through the form, rotate a bot's key on the
-dashboard, sign out; sign in as a moderator and approve a pending pattern."""
+dashboard, sign out; sign in as a moderator and approve a pending pattern;
+then as an admin make the owner a moderator."""
 
 from __future__ import annotations
 
@@ -9,7 +10,7 @@ from pathlib import Path
 from selenium.webdriver.common.by import By
 from selenium.webdriver.remote.webdriver import WebDriver
 from selenium.webdriver.support import expected_conditions as ec
-from selenium.webdriver.support.ui import WebDriverWait
+from selenium.webdriver.support.ui import Select, WebDriverWait
 
 from tests.api.test_patterns import BODY, sql
 from tests.browser.test_claim_page import DEADLINE_S, Live, api_data, fill
@@ -35,7 +36,13 @@ def shown(browser: WebDriver, element_id: str) -> str:
     return str(browser.find_element(By.ID, element_id).text)
 
 
-def test_owner_rotates_a_key_and_a_moderator_approves(
+def sign_out(browser: WebDriver, live: Live) -> None:
+    browser.get(f"{live.base}/dashboard")
+    browser.find_element(By.CSS_SELECTOR, "#signout-form button").click()
+    WebDriverWait(browser, DEADLINE_S).until(ec.url_to_be(f"{live.base}/"))
+
+
+def test_owner_moderator_and_admin_in_one_browser(
     browser: WebDriver, live: Live, database: str, tmp_path: Path
 ) -> None:
     bot = api_data(live.api.post("/api/agents/register", json={"name": "Rotated Bot"}))
@@ -48,6 +55,8 @@ def test_owner_rotates_a_key_and_a_moderator_approves(
     )
     api_data(claimed)
     moderator = human(live, "Mona Moderator", "mona@example.org")
+    admin = human(live, "Ada Admin", "ada-admin@example.org")
+    sql(database, "UPDATE agents SET role = 'admin' WHERE id = %s", admin["agent_id"])
     sql(database, "UPDATE agents SET role = 'moderator' WHERE id = %s", moderator["agent_id"])
     old_key = {"Authorization": f"Bearer {bot['api_key']}"}
     pattern = api_data(live.api.post("/api/patterns", headers=old_key, json=BODY))
@@ -76,3 +85,19 @@ def test_owner_rotates_a_key_and_a_moderator_approves(
     browser.save_screenshot(str(tmp_path / "moderation-approved.png"))
     read = live.api.get(f"/api/patterns/{pattern['id']}")
     assert api_data(read)["moderation_status"] == "approved"
+
+    # The admin: the owner becomes a moderator.
+    sign_out(browser, live)
+    browser.get(f"{live.base}/admin?tab=users")
+    sign_in(browser, admin["email"])
+    owner_id = owner["agent_id"]
+    WebDriverWait(browser, DEADLINE_S).until(
+        ec.presence_of_element_located((By.ID, f"role-{owner_id}"))
+    )
+    Select(browser.find_element(By.ID, f"role-{owner_id}")).select_by_value("moderator")
+    browser.find_element(By.ID, f"set-role-{owner_id}").click()
+    assert shown(browser, "done") == "Changed."
+    me = live.api.get(
+        "/api/agents/me", headers={"Authorization": f"Bearer {owner['session_token']}"}
+    )
+    assert api_data(me)["role"] == "moderator"
