@@ -57,7 +57,9 @@ from serve_app.settings import Settings
 from serve_app.streams import notifications as notification_stream
 from serve_app.web import base as web_base
 from serve_app.web import content as web_content
+from serve_app.web import owners as web_owners
 from serve_app.web import pages as web_pages
+from serve_app.web import staff as web_staff
 from storage.db import make_engine, make_sessionmaker
 from storage.files import FileStore, LocalFileStore, PostgresFileStore
 from storage.repositories import api_keys as key_repo
@@ -271,6 +273,8 @@ def create_app(
     app.include_router(oauth.router)
     app.include_router(web_pages.router)
     app.include_router(web_content.router)
+    app.include_router(web_owners.router)
+    app.include_router(web_staff.router)
     contract.install(app)
     # The MCP door (POST /mcp): a plain route (not an APIRoute), so it stays out
     # of /openapi.json; the middlewares below and the error handlers wrap it too.

@@ -203,6 +203,20 @@ async def issue_key(
     return await claims.issue_key(ctx, db, caller.agent, agent_id, ip)
 
 
+@router.delete(
+    "/claim/{agent_id}/api-key",
+    dependencies=[Depends(human_limit("claim"))],
+    response_model=MessageOut,
+    responses=errors(403, 404),
+)
+async def revoke_bot_keys(
+    agent_id: uuid.UUID, caller: HumanCaller, db: Db, ip: ClientIp
+) -> dict[str, Any]:
+    """Revoke every API key of a bot linked to your profile (a leaked key
+    stops working at once; POST here issues a new one)."""
+    return await claims.revoke_keys(db, caller.agent, agent_id, ip)
+
+
 @router.patch(
     "/claim/{agent_id}",
     dependencies=[Depends(human_limit("claim"))],

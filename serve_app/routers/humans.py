@@ -2,14 +2,13 @@
 
 from __future__ import annotations
 
-from datetime import datetime
 from typing import Any
 
 from fastapi import Depends, Response
 
-from serve_app.context import AppContext
+from serve_app.http import websession
 from serve_app.http.contract import api_router, created, errors
-from serve_app.http.deps import SESSION_COOKIE, Ctx, Db, HumanCaller, ip_limit
+from serve_app.http.deps import Ctx, Db, HumanCaller, ip_limit
 from serve_app.http.idempotency import idempotent
 from serve_app.schemas.common import MessageDataOut, MessageOut
 from serve_app.schemas.humans import (
@@ -23,18 +22,6 @@ from serve_app.schemas.humans import (
 from serve_app.services import humans
 
 router = api_router(prefix="/api/humans", tags=["humans"])
-
-
-def _set_cookie(ctx: AppContext, response: Response, token: str, expires_at: datetime) -> None:
-    response.set_cookie(
-        SESSION_COOKIE,
-        token,
-        expires=expires_at,
-        path="/",
-        httponly=True,
-        samesite="lax",
-        secure=ctx.settings.base_url.startswith("https://"),
-    )
 
 
 @router.post(
@@ -51,7 +38,7 @@ def _set_cookie(ctx: AppContext, response: Response, token: str, expires_at: dat
 async def register(body: HumanRegisterIn, response: Response, ctx: Ctx, db: Db) -> dict[str, Any]:
     """Sign up as a human operator; returns a session token (also set as a cookie)."""
     out, token, expires_at = await humans.register(ctx, db, body)
-    _set_cookie(ctx, response, token, expires_at)
+    websession.set_session(ctx, response, token, expires_at)
     return out
 
 
@@ -64,7 +51,7 @@ async def register(body: HumanRegisterIn, response: Response, ctx: Ctx, db: Db) 
 async def login(body: LoginIn, response: Response, ctx: Ctx, db: Db) -> dict[str, Any]:
     """Sign in with e-mail and password; returns a session token (also set as a cookie)."""
     out, token, expires_at = await humans.login(ctx, db, body)
-    _set_cookie(ctx, response, token, expires_at)
+    websession.set_session(ctx, response, token, expires_at)
     return out
 
 
@@ -94,11 +81,5 @@ async def confirm_email(body: EmailConfirmIn, ctx: Ctx, db: Db) -> dict[str, Any
 @router.post("/logout", response_model=MessageOut)
 async def logout(caller: HumanCaller, response: Response, ctx: Ctx, db: Db) -> dict[str, Any]:
     """End this session: its token and cookie stop working."""
-    response.delete_cookie(
-        SESSION_COOKIE,
-        path="/",
-        httponly=True,
-        samesite="lax",
-        secure=ctx.settings.base_url.startswith("https://"),
-    )
+    websession.clear_session(ctx, response)
     return await humans.logout(db, caller.session)

@@ -25,16 +25,21 @@ from serve_app.kit.errors import (
     ServiceUnavailable,
 )
 from serve_app.schemas.agents import AppealIn, ClaimIn, RelinkIn
-from serve_app.services import api_keys, notifications, views
+from serve_app.services import api_keys, notifications, patterns, views
 from storage.models import Agent
 from storage.models.base import utcnow
 from storage.models.social import API_KEY_ISSUED, BOT_RELINKED
+from storage.repositories import agents as agent_repo
 from storage.repositories import claims as repo
+from storage.repositories.patterns import ListQuery
 
 # A post must be newer than the code it carries; X's clock and ours may differ
 # this much.
 CLOCK_SKEW = timedelta(minutes=5)
 RELINK_CODE_LENGTH = 10
+# What the owner's dashboard shows of each bot.
+OWNED_NOTIFICATIONS = 5
+OWNED_PATTERNS = 5
 
 # Security events for the operator's record (a log line each).
 audit = logging.getLogger("cairn.audit")
@@ -189,6 +194,60 @@ def _not_claimed() -> Conflict:
     return Conflict("This agent has not been claimed yet; claim it first.", error="not_claimed")
 
 
+async def _linked_bot(db: AsyncSession, human: Agent, agent_id: uuid.UUID) -> Agent:
+    """The active bot linked to ``human``, locked for a change of its keys."""
+    bot = await _bot(db, agent_id, lock=True)
+    if bot.owner_id != human.id:
+        raise Forbidden(
+            "Only the human this agent is linked to can manage its keys; re-link it to your "
+            f"profile first (PATCH /api/agents/claim/{bot.id}).",
+            error="not_owner",
+        )
+    if not bot.is_active:
+        raise Forbidden("This account has been deactivated.", error="account_inactive")
+    return bot
+
+
+async def revoke_keys(
+    db: AsyncSession, human: Agent, agent_id: uuid.UUID, remote_ip: str | None = None
+) -> dict[str, Any]:
+    """Revoke every key of a bot, by the human it is linked to (a leaked key
+    stopped at once; ``issue_key`` gives the bot a new one)."""
+    bot = await _linked_bot(db, human, agent_id)
+    revoked = await api_keys.revoke(db, bot)
+    audit.info(
+        "api keys of agent %s (@%s) revoked by human %s (@%s) from %s",
+        bot.id,
+        bot.username,
+        human.id,
+        human.username,
+        remote_ip or "unknown",
+    )
+    return revoked
+
+
+async def owned(ctx: AppContext, db: AsyncSession, human: Agent) -> list[dict[str, Any]]:
+    """The owner's view of each bot linked to ``human`` (deactivated ones
+    too): the bot, its keys (never a secret), its latest notifications and
+    its latest public patterns."""
+    shown = []
+    for bot in await agent_repo.linked_bots(db, human.id, public_only=False):
+        found = await notifications.list_mine(
+            db, bot, 1, OWNED_NOTIFICATIONS, unread_only=False, mark_read=False
+        )
+        query = ListQuery(author_id=bot.id, limit=OWNED_PATTERNS)
+        shown.append(
+            {
+                "bot": bot,
+                "keys": (await api_keys.listed(ctx, db, bot, None))["data"],
+                "notifications": found["data"],
+                "unread": found["unread_count"],
+                "patterns": (await patterns.list_public(db, query))["data"],
+            }
+        )
+    return shown
+
+
 async def issue_key(
     ctx: AppContext,
     db: AsyncSession,
@@ -201,15 +260,7 @@ async def issue_key(
     working). Only the linked human: whoever proved the X account last and
     re-linked the bot to their profile. The human is told (an e-mail to a
     verified address, whatever the preferences) and the event is recorded."""
-    bot = await _bot(db, agent_id, lock=True)
-    if bot.owner_id != human.id:
-        raise Forbidden(
-            "Only the human this agent is linked to can issue its key; re-link it to your "
-            f"profile first (PATCH /api/agents/claim/{bot.id}).",
-            error="not_owner",
-        )
-    if not bot.is_active:
-        raise Forbidden("This account has been deactivated.", error="account_inactive")
+    bot = await _linked_bot(db, human, agent_id)
     issued = await api_keys.regenerate(ctx, db, bot)
     prefix = issued["data"]["key_prefix"]
     # Out of band, so that a key issued with a stolen session does not go

@@ -44,6 +44,10 @@ OPERATIONS: dict[tuple[str, str], tuple[str, set[str]]] = {
         "200",
         {"400", "401", "403", "404", "429"},
     ),
+    ("delete", "/api/agents/claim/{agent_id}/api-key"): (
+        "200",
+        {"400", "401", "403", "404", "429"},
+    ),
     ("post", "/api/agents/reclaim/{agent_id}"): (
         "201",
         {"400", "401", "403", "404", "409", "413", "429", "503"},

@@ -1,0 +1,158 @@
+"""Pages for the humans who own bots: sign in and out without JavaScript, and
+the dashboard at /dashboard (their claimed bots, each bot's keys, recent
+activity and notifications; rotate or revoke its keys; their OAuth grants;
+how to claim another bot). Every write goes through the service the REST
+route calls (docs/decisions/web.md, "The owner's dashboard")."""
+
+from __future__ import annotations
+
+import uuid
+
+from fastapi import APIRouter, Depends, Request
+from fastapi.responses import HTMLResponse, RedirectResponse, Response
+from pydantic import ValidationError
+
+from serve_app.http import admission, identity, websession
+from serve_app.http.deps import ClientIp, Ctx, Db, ReadDb, ip_limit
+from serve_app.kit.errors import AppError, NotFound
+from serve_app.schemas.humans import LoginIn
+from serve_app.services import claims as claim_service
+from serve_app.services import humans as human_service
+from serve_app.web.forms import fields, form_page, human_of, local_path, see_other
+
+# Pages and forms: no API key is looked at (the session cookie is read by the
+# page); each request counts the address's read budget, sign-in its login budget too.
+router = APIRouter(include_in_schema=False, dependencies=[admission.declare(admission.OPEN)])
+
+DASHBOARD = "/dashboard"
+
+
+@router.get("/signin")
+async def signin_page(request: Request, ctx: Ctx, db: ReadDb) -> Response:
+    """The sign-in form (e-mail and password), for browsers without JavaScript too."""
+    target = local_path(request.query_params.get("next"), DASHBOARD)
+    if await identity.signed_in_human(ctx, request, db) is not None:
+        return see_other(target)
+    return form_page(ctx, request, "signin.html", next=target, email="", errors={})
+
+
+@router.post("/signin", dependencies=[Depends(ip_limit("login"))], response_model=None)
+async def signin(request: Request, ctx: Ctx, db: Db) -> Response:
+    """Sign in from the form: the session cookie, then on to ``next``."""
+    sent = await fields(request)
+    target = local_path(sent.get("next"), DASHBOARD)
+    email = sent.get("email", "")
+    errors: dict[str, str] = {}
+    try:
+        body = LoginIn(email=email, password=sent.get("password", ""))
+    except ValidationError as exc:
+        for error in exc.errors():
+            field = str(error["loc"][0]) if error["loc"] else "email"
+            errors.setdefault(
+                field, "Enter your " + ("e-mail address." if field == "email" else "password.")
+            )
+        return form_page(ctx, request, "signin.html", 400, next=target, email=email, errors=errors)
+    try:
+        _, token, expires_at = await human_service.login(ctx, db, body)
+    except AppError as exc:
+        # A wrong password or a deactivated account: said beside the password.
+        return form_page(
+            ctx,
+            request,
+            "signin.html",
+            exc.status,
+            next=target,
+            email=email,
+            errors={"password": exc.message},
+        )
+    response = see_other(target)
+    websession.set_session(ctx, response, token, expires_at)
+    return response
+
+
+@router.post("/signout", response_model=None)
+async def signout(request: Request, ctx: Ctx, db: Db) -> RedirectResponse:
+    """End this browser's session (its token stops working) and go home."""
+    await fields(request)
+    token = request.cookies.get(identity.SESSION_COOKIE)
+    if token:
+        try:
+            caller = await identity.identify(ctx, request, token, db)
+        except AppError:
+            caller = None
+        if caller is not None:
+            await human_service.logout(db, caller.session)
+    response = see_other("/")
+    websession.clear_session(ctx, response)
+    return response
+
+
+@router.get(DASHBOARD)
+async def dashboard(request: Request, ctx: Ctx, db: ReadDb) -> HTMLResponse:
+    """A signed-in human's bots: keys, activity, notifications; grants; claiming another."""
+    human = await identity.signed_in_human(ctx, request, db)
+    if human is None:
+        return form_page(
+            ctx,
+            request,
+            "signin.html",
+            401,
+            next=DASHBOARD,
+            email="",
+            errors={},
+            reason="Sign in to see the bots you claimed.",
+        )
+    return form_page(
+        ctx,
+        request,
+        "dashboard.html",
+        human=human,
+        bots=await claim_service.owned(ctx, db, human),
+        issued=None,
+        done=request.query_params.get("done"),
+    )
+
+
+def _bot_id(agent_id: str) -> uuid.UUID:
+    try:
+        return uuid.UUID(agent_id)
+    except ValueError:
+        raise NotFound(f"No agent with id {agent_id}.") from None
+
+
+@router.post(
+    DASHBOARD + "/bots/{agent_id}/key",
+    dependencies=[Depends(ip_limit("claim"))],
+    response_model=None,
+)
+async def rotate_key(
+    agent_id: str, request: Request, ctx: Ctx, db: Db, ip: ClientIp
+) -> HTMLResponse:
+    """Issue a bot a new API key (its previous keys stop working); shown once, on this page."""
+    await fields(request)
+    human = await human_of(ctx, request, db)
+    issued = await claim_service.issue_key(ctx, db, human, _bot_id(agent_id), ip)
+    return form_page(
+        ctx,
+        request,
+        "dashboard.html",
+        human=human,
+        bots=await claim_service.owned(ctx, db, human),
+        issued={**issued["data"], "agent_id": agent_id},
+        done=None,
+    )
+
+
+@router.post(
+    DASHBOARD + "/bots/{agent_id}/key/revoke",
+    dependencies=[Depends(ip_limit("claim"))],
+    response_model=None,
+)
+async def revoke_keys(
+    agent_id: str, request: Request, ctx: Ctx, db: Db, ip: ClientIp
+) -> RedirectResponse:
+    """Revoke every API key of a bot; back to the dashboard."""
+    await fields(request)
+    human = await human_of(ctx, request, db)
+    await claim_service.revoke_keys(db, human, _bot_id(agent_id), ip)
+    return see_other(f"{DASHBOARD}?done=revoked")
