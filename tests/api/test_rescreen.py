@@ -4,13 +4,22 @@ rows whose stored ruleset version is older than the current one."""
 
 from __future__ import annotations
 
-import uuid
+import io
 from collections import Counter
+from typing import Any
 
 import httpx
+import pytest
 
 from serve_app.kit.screening import RULESET_VERSION
-from serve_app.services import rescreen
+from serve_app.launch.rescreen import (
+    AlreadyRunning,
+    Job,
+    Progress,
+    RescreenOptions,
+    Summary,
+    local_submit,
+)
 from storage.db import make_engine, make_sessionmaker
 from storage.repositories import rescreen as repo
 from tests.api.conftest import register, scalar
@@ -22,25 +31,23 @@ OLD = '{"labels": [], "reasons": [], "screened_at": null, "ruleset_version": "20
 TOKEN = "ghp_" + "Zq8Xw2Lm4Rt6Yu1Io3Pa5Sd7Fg9Hj0Kl2Zx4C"
 
 
-async def _run(database: str) -> Counter[str]:
-    """Every stale item of every kind rescreened, in batches of two (keyset)."""
-    engine = make_engine(database, pool_size=1)
-    total: Counter[str] = Counter()
+async def _run(database: str, **options: Any) -> Summary:
+    """The job's driver in process, batches of two (keyset), rescreened here."""
+    engine = make_engine(database, pool_size=3)
+    out = io.StringIO()
     try:
         sessions = make_sessionmaker(engine)
-        for kind in rescreen.KINDS:
-            after: uuid.UUID | None = None
-            while True:
-                async with sessions() as session:
-                    ids = await repo.stale_ids(session, kind, RULESET_VERSION, after, 2)
-                    if not ids:
-                        break
-                    total += await rescreen.rescreen_batch(session, kind, ids)
-                    await session.commit()
-                after = ids[-1]
+        job = Job(
+            RescreenOptions(database, batch_size=2, **options),
+            sessions,
+            local_submit(sessions),
+            Progress(out),
+        )
+        summary = await job.run()
     finally:
         await engine.dispose()
-    return total
+    assert "items/s" in out.getvalue()
+    return summary
 
 
 async def test_a_rescreen_applies_the_current_ruleset_to_old_rows(
@@ -79,7 +86,11 @@ async def test_a_rescreen_applies_the_current_ruleset_to_old_rows(
         sql(database, f"UPDATE {table} SET safety = %s::jsonb", OLD)
     assert scalar(database, "SELECT answer_count FROM questions") == 1
 
-    outcomes = await _run(database)
+    # Stopped early by the limit, then resumed to the end.
+    first = await _run(database, limit=2)
+    assert (first.items, first.complete) == (2, False)
+    rest = await _run(database)
+    outcomes = first.outcomes + rest.outcomes
     assert outcomes == Counter(unchanged=1, held=1, labelled=1, hidden=1, released=1)
     state = "SELECT moderation_status, safety->>'ruleset_version' FROM {} WHERE id = %s"
     assert scalar(database, state.format("patterns"), plain["id"]) == "approved"
@@ -113,7 +124,20 @@ async def test_a_rescreen_applies_the_current_ruleset_to_old_rows(
         ("safety_report", question["id"])
     }
     # A second run finds nothing stale: the job resumes where it stopped.
-    assert await _run(database) == Counter()
+    assert (await _run(database)).outcomes == Counter()
+
+
+async def test_a_second_run_is_refused_while_one_holds_the_lock(database: str) -> None:
+    engine = make_engine(database, pool_size=1)
+    try:
+        async with make_sessionmaker(engine)() as holder:
+            assert await repo.try_lock(holder)
+            with pytest.raises(AlreadyRunning):
+                await _run(database)
+            await repo.unlock(holder)
+    finally:
+        await engine.dispose()
+    assert (await _run(database)).complete
 
 
 def rows(database: str, statement: str, *params: object) -> list[tuple[object, ...]]:
