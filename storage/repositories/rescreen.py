@@ -77,6 +77,20 @@ async def lock_stale(
     return list((await session.exec(statement)).all())
 
 
+async def set_safety(session: AsyncSession, kind: str, records: dict[uuid.UUID, str]) -> None:
+    """Store each row's ``safety`` record (JSON text) in one statement: the
+    rows whose rescreen changed nothing else."""
+    if not records:
+        return
+    await session.exec(  # type: ignore[call-overload]
+        text(
+            f"UPDATE {TABLES[kind]} t SET safety = v.safety::jsonb "  # noqa: S608
+            "FROM unnest(CAST(:ids AS uuid[]), CAST(:records AS text[])) AS v(id, safety) "
+            "WHERE t.id = v.id"
+        ).bindparams(ids=list(records), records=list(records.values()))
+    )
+
+
 async def staff_ids(session: AsyncSession) -> list[uuid.UUID]:
     """The active admins and moderators: who hears of content a rescreen hid."""
     statement = select(Agent.id).where(
