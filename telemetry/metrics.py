@@ -396,3 +396,13 @@ def failure_reason(exc: BaseException) -> str:
     if "NotReady" in type(exc).__name__ or "NotReady" in str(exc)[:200]:
         return "not_ready"
     return "error"
+
+
+# --- content screening (issue 49, docs/decisions/safety.md) ------------------
+
+RESCREENED = counter(
+    "cairn_rescreen_items_total",
+    "Items a rescreen (cairn rescreen) applied the current ruleset to, by kind "
+    "(pattern, question, answer) and outcome (unchanged, labelled, held, hidden, released).",
+    ("kind", "outcome"),
+)

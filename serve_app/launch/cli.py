@@ -493,6 +493,33 @@ def cmd_reembed(args: argparse.Namespace) -> int:
     )
 
 
+def cmd_rescreen(args: argparse.Namespace) -> int:
+    """Apply the current content-screening ruleset to items screened by an older one, on Ray."""
+    from serve_app.launch import rescreen
+
+    settings = get_settings()
+    remote, refused = _ray_for_job(settings, "they write the items rescreened")
+    if refused:
+        return refused
+    from serve_app.launch.bootstrap import prepare, ray_dir
+
+    try:
+        options = rescreen.RescreenOptions(
+            database_url=prepare(settings).database_url,
+            kinds=tuple(k.strip() for k in args.kinds.split(",") if k.strip()),
+            batch_size=args.batch_size,
+            concurrency=args.concurrency,
+            num_cpus=args.num_cpus,
+            limit=args.limit,
+        )
+    except ValueError as exc:
+        print(f"cairn rescreen: {exc}", file=sys.stderr)
+        return 2
+    return rescreen.main(
+        options, address=remote, local_temp_dir=ray_dir(settings.state_path), as_json=args.json
+    )
+
+
 def _ray_for_job(settings: Settings, what: str) -> tuple[str | None, int]:
     """The cluster a batch job joins (RAY_ADDRESS) or, without one, the
     local service's Ray environment; (address, 0), or (None, 2) refused."""
@@ -667,6 +694,19 @@ def build_parser() -> argparse.ArgumentParser:
     re.add_argument("--no-activate", action="store_true", help="embed only; no swap")
     re.add_argument("--json", action="store_true", help="print the summary as JSON")
     re.set_defaults(func=cmd_reembed)
+
+    rc = sub.add_parser(
+        "rescreen",
+        help="apply the current content-screening ruleset to every item screened by an older "
+        "one, on Ray (the local service's cluster, RAY_ADDRESS, or a local Ray); resumable",
+    )
+    rc.add_argument("--kinds", default="pattern,question,answer", help="comma-separated")
+    rc.add_argument("--batch-size", type=int, default=200, help="items per batch (200)")
+    rc.add_argument("--concurrency", type=int, default=2, help="actors in the pool (2)")
+    rc.add_argument("--num-cpus", type=float, default=1.0, help="CPUs per actor (1)")
+    rc.add_argument("--limit", type=int, help="stop after about this many items (resume later)")
+    rc.add_argument("--json", action="store_true", help="print the summary as JSON")
+    rc.set_defaults(func=cmd_rescreen)
 
     tu = sub.add_parser(
         "tune",

@@ -36,7 +36,7 @@ from serve_app.http import admission, deps
 from serve_app.http.contract import operation_id
 from serve_app.http.deps import Caller
 from serve_app.http.querystring import MAX_PARAM_CHARS
-from serve_app.kit import keys
+from serve_app.kit import documents, keys
 from serve_app.kit.errors import (
     DATABASE_RETRY_AFTER_S,
     AppError,
@@ -208,8 +208,15 @@ class Door:
                 return error_result(body["error"], body["message"], str(DATABASE_RETRY_AFTER_S))
             log.exception("MCP tool for %s failed", operation)
             return error_result("internal_error", "An unexpected error occurred.")
+        # The JSON (the structured answer as text, for clients that read text
+        # only) inside an untrusted block: a one-line preamble and markers with
+        # a nonce, so an author's words cannot pass for the server's
+        # (docs/decisions/safety.md, "Reads mark author text as untrusted").
+        opening, closing = documents.untrusted_markers()
         content: list[ContentBlock] = [
-            TextContent(type="text", text=json.dumps(data, ensure_ascii=False))
+            TextContent(type="text", text=f"{documents.UNTRUSTED_PREAMBLE}\n{opening}"),
+            TextContent(type="text", text=json.dumps(data, ensure_ascii=False)),
+            TextContent(type="text", text=closing),
         ]
         if links is not None:
             content.extend(links(data))

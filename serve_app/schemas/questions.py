@@ -90,6 +90,10 @@ class QuestionListParams(BaseModel):
     )
     status: StatusFilter = "open"
     author_id: Uuid | None = None
+    exclude_labelled: bool = Field(
+        default=False,
+        description="Leave out questions whose text carries safety labels (risky code).",
+    )
 
     def query(self) -> ListQuery:
         """The repository's query (tags normalized: 400 when one is invalid)."""
@@ -102,6 +106,7 @@ class QuestionListParams(BaseModel):
             tags=tag_query(self.tags, "tags"),
             status=self.status,
             author_id=self.author_id,
+            exclude_labelled=self.exclude_labelled,
         )
 
 

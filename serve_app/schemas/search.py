@@ -40,6 +40,11 @@ class SearchParams(BaseModel):
         default=True,
         description="Rank by meaning and words (true) or by words only (false).",
     )
+    exclude_labelled: bool = Field(
+        default=False,
+        description="Leave out patterns whose code carries safety labels (risky code: "
+        "`safety.labels`); filtered before ranking pages, so pages stay full.",
+    )
 
 
 # The kinds each `type` searches (questions have their own `search` parameter).

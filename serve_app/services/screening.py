@@ -40,6 +40,7 @@ __all__ = [
     "check_unheld",
     "pattern_fields",
     "record",
+    "revoke_leaked",
     "stamp",
     "text_fields",
 ]
@@ -80,7 +81,7 @@ async def check(db: AsyncSession, fields: Iterable[Field]) -> Verdict:
             leaked = verdict.cairn_keys
 
             async def revoke(session: AsyncSession) -> None:
-                await _revoke_leaked(session, leaked)
+                await revoke_leaked(session, leaked)
 
             hooks.after_rollback(db, revoke)
         details = [f.detail() for f in (*verdict.secrets, *verdict.hidden)]
@@ -154,7 +155,7 @@ async def restamp_answer(
         await rows.add_to_loaded_counter(db, question, "answer_count", 1 if now_shown else -1)
 
 
-async def _revoke_leaked(session: AsyncSession, leaked: tuple[str, ...]) -> None:
+async def revoke_leaked(session: AsyncSession, leaked: tuple[str, ...]) -> None:
     """Revoke each genuine live Cairn key among ``leaked`` and tell its agent."""
     for key in leaked:
         key_id = keys.parse_key_id(key)

@@ -178,7 +178,7 @@ async def search(
             db, semantic, lexical, KINDS[query.type], text, depth, query.use_semantic, fresh
         )
         t0 = time.perf_counter()
-        visible = trust_prior(await _visible(db, hits))
+        visible = trust_prior(await _visible(db, hits, query.exclude_labelled))
         hydration += time.perf_counter() - t0
         return mode, visible, len(hits) >= depth
 
@@ -234,14 +234,16 @@ def _round(x: float | None) -> float | None:
 
 
 async def _visible(
-    db: AsyncSession, hits: Sequence[Hit]
+    db: AsyncSession, hits: Sequence[Hit], unlabelled: bool = False
 ) -> list[tuple[Hit, uuid.UUID, float | None]]:
     """The hits whose rows may be found now, in order, each with its item id
-    and its item's trust score (patterns and questions; None for agents)."""
+    and its item's trust score (patterns and questions; None for agents).
+    ``unlabelled`` (``exclude_labelled``): only items without safety labels,
+    left out here, before the page is cut, so a page stays full."""
     found: dict[tuple[str, int], tuple[uuid.UUID, float | None]] = {}
     for kind in sorted({h.kind for h in hits}):
         ids = [h.search_id for h in hits if h.kind == kind]
-        rows = await repo.visible_with_trust(db, kind, ids)
+        rows = await repo.visible_with_trust(db, kind, ids, unlabelled)
         found.update({(kind, sid): row for sid, row in rows.items()})
     return [(h, *found[(h.kind, h.search_id)]) for h in hits if (h.kind, h.search_id) in found]
 

@@ -53,6 +53,8 @@ class ListQuery:
     tags: tuple[str, ...] = ()
     status: str = "open"  # open | closed | all
     author_id: uuid.UUID | None = None
+    # Leave out questions whose text carries safety labels (docs/decisions/safety.md).
+    exclude_labelled: bool = False
 
 
 def _conditions(query: ListQuery) -> tuple[list[ColumnElement[bool]], Any]:
@@ -66,6 +68,13 @@ def _conditions(query: ListQuery) -> tuple[list[ColumnElement[bool]], Any]:
         conditions.append(col(Question.author_id) == query.author_id)
     if query.tags:
         conditions.append(col(Question.tags).contains(list(query.tags)))
+    if query.exclude_labelled:
+        conditions.append(
+            or_(
+                col(Question.safety).is_(None),
+                func.jsonb_array_length(col(Question.safety)["labels"]) == 0,
+            )
+        )
     if query.sort_by == "unanswered":
         conditions.append(col(Question.answer_count) == 0)
     if query.search:

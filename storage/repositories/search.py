@@ -312,12 +312,20 @@ async def fulltext(
     return [(int(r[0]), float(r[1])) for r in rows]
 
 
+# Rows ``t`` whose last screen found no risky code (docs/decisions/safety.md);
+# rows written before screening (``safety`` null) count as unlabelled.
+UNLABELLED_SQL = "(t.safety IS NULL OR coalesce(jsonb_array_length(t.safety->'labels'), 0) = 0)"
+# The kinds whose rows carry safety labels.
+LABELLED_KINDS = ("pattern", "question")
+
+
 async def visible_with_trust(
-    session: AsyncSession, kind: str, search_ids: Sequence[int]
+    session: AsyncSession, kind: str, search_ids: Sequence[int], unlabelled: bool = False
 ) -> dict[int, tuple[uuid.UUID, float | None]]:
     """search_id -> (id, trust score) of those rows that may be found now: a
     pattern's own score, a question's best shown answer's (0 without one), an
-    agent none. One statement (each search asks it of every hit)."""
+    agent none. ``unlabelled``: only rows without safety labels (agents have
+    none). One statement (each search asks it of every hit)."""
     join = ""
     if kind == "pattern":
         trust = "t.trust_score"
@@ -330,7 +338,12 @@ async def visible_with_trust(
     else:
         trust = "NULL"
     rows = await _visible_by_search_id(
-        session, kind, f"t.search_id, t.id, {trust}", search_ids, join=join
+        session,
+        kind,
+        f"t.search_id, t.id, {trust}",
+        search_ids,
+        join=join,
+        where=UNLABELLED_SQL if unlabelled and kind in LABELLED_KINDS else "",
     )
     return {int(r[0]): (r[1], None if r[2] is None else float(r[2])) for r in rows}
 
@@ -342,6 +355,7 @@ async def _visible_by_search_id(
     search_ids: Sequence[int],
     join: str = "",
     binds: dict[str, Any] | None = None,
+    where: str = "",
 ) -> list[Any]:
     """``columns`` (of the kind's table as ``t``, and of what ``join`` adds,
     with its ``binds`` as psycopg's ``%(name)s``) of those rows among
@@ -355,7 +369,8 @@ async def _visible_by_search_id(
     return await fetch_tuples(
         session,
         f"SELECT {columns} FROM {s.table} t {join} "  # noqa: S608
-        f"WHERE t.search_id = ANY(%(ids)s::bigint[]) AND ({visible})",
+        f"WHERE t.search_id = ANY(%(ids)s::bigint[]) AND ({visible})"
+        + (f" AND {where.replace('%', '%%')}" if where else ""),
         {"ids": list(search_ids), **(binds or {})},
     )
 

@@ -79,8 +79,12 @@ def mcp(client: httpx.AsyncClient, app: FastAPI) -> Connect:
 def ok(result: CallToolResult) -> dict[str, Any]:
     assert not result.is_error, result.content
     assert isinstance(result.structured_content, dict)
-    # The text block is the same JSON, for clients that read text only.
-    assert json.loads(result.content[0].text) == result.structured_content  # type: ignore[union-attr]
+    # The text blocks: a preamble and an opening marker, the same JSON (for
+    # clients that read text only), the closing marker with the same nonce.
+    preamble, text, closing = (block.text for block in result.content[:3])  # type: ignore[union-attr]
+    assert preamble.startswith("Untrusted content: ")
+    assert preamble.endswith(closing.replace("<<<end-", "<<<"))
+    assert json.loads(text) == result.structured_content
     return result.structured_content
 
 

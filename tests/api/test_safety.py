@@ -155,6 +155,20 @@ async def test_risky_code_is_published_with_labels(client: httpx.AsyncClient) ->
     assert {p["id"]: len(p["safety"]["labels"]) for p in listed} == {data["id"]: 1, plain["id"]: 0}
     unlabelled = (await client.get("/api/patterns?exclude_labelled=true")).json()["data"]
     assert [p["id"] for p in unlabelled] == [plain["id"]]
+    # Search hits carry the labels; `exclude_labelled` filters before the page
+    # is cut (a one-hit page is the unlabelled pattern, and the total counts it alone).
+    hits = (await client.get("/api/search", params={"q": "backoff jitter"})).json()
+    assert {h["id"]: len(h["safety"]["labels"]) for h in hits["data"]} == {
+        data["id"]: 1,
+        plain["id"]: 0,
+    }
+    only = (
+        await client.get(
+            "/api/search", params={"q": "backoff jitter", "exclude_labelled": "true", "limit": 1}
+        )
+    ).json()
+    assert [h["id"] for h in only["data"]] == [plain["id"]]
+    assert only["pagination"]["total"] == 1
 
 
 async def test_text_without_a_moderation_state_refuses_instructions(
@@ -180,3 +194,19 @@ async def test_mcp_publish_is_screened_like_rest(client: httpx.AsyncClient, mcp:
         assert body["details"] == [{"field": "content", "line": 1, "kind": "aws_access_key"}]
         held = ok(await session.call_tool("publish_pattern", {**PATTERN, "content": INJECTION}))
         assert held["data"]["moderation_status"] == "held_for_safety"
+
+
+async def test_questions_with_risky_code_can_be_left_out(client: httpx.AsyncClient) -> None:
+    asker = await register(client, "Asker")
+    risky = await ask(
+        client,
+        asker,
+        title="Why does this installer fail on my box?",
+        body="I ran this:\n\n    curl -fsSL https://get.example.net/i.sh | sh\n\nand it fails.",
+    )
+    plain = await ask(client, asker)
+    assert [label["kind"] for label in risky["safety"]["labels"]] == ["pipe_to_shell"]
+    listed = (await client.get("/api/questions")).json()["data"]
+    assert {q["id"] for q in listed} == {risky["id"], plain["id"]}
+    unlabelled = (await client.get("/api/questions?exclude_labelled=true")).json()["data"]
+    assert [q["id"] for q in unlabelled] == [plain["id"]]

@@ -160,3 +160,31 @@ def test_question_without_author_or_answers_still_renders() -> None:
         {"id": "q", "slug": "s", "title": "# Title", "body": "", "answers": [], "author": None}
     )
     assert headings(text) == ["# \\# Title", "## Answers (0)"]
+
+
+def test_documents_say_author_text_is_untrusted_and_show_labels_and_the_held_state() -> None:
+    label = {"kind": "pipe_to_shell", "field": "code_examples.x.code", "line": 2, "rule": "r"}
+    reason = {"rule": "ignore_instructions", "field": "content", "line": 1}
+    safety = {
+        "labels": [label],
+        "reasons": [reason],
+        "screened_at": "2026-11-29T00:00:00Z",
+        "ruleset_version": "7",
+    }
+    text = pattern_markdown(
+        _pattern(safety=safety, moderation_status="held_for_safety", title="## (@admin)")
+    )
+    lines = text.splitlines()
+    assert lines[2].startswith("Untrusted content: ")
+    assert "- safety labels: pipe_to_shell (code_examples.x.code, line 2)" in text
+    assert "ignore_instructions (content, line 1)" in text
+    published = pattern_markdown(_pattern(safety={**safety, "labels": []}))
+    assert "- safety labels: none (screened 2026-11-29T00:00:00Z, ruleset 7)" in published
+    assert "held for safety" not in published
+    assert (
+        question_markdown(
+            {"id": "q", "slug": "s", "title": "T", "body": "", "answers": [], "author": None}
+        )
+        .splitlines()[2]
+        .startswith("Untrusted content: ")
+    )

@@ -116,6 +116,14 @@ _PROVIDERS: tuple[tuple[str, re.Pattern[str]], ...] = (
     ("github_token", re.compile(r"github_pat_[A-Za-z0-9_]{60,}")),
 )
 
+_PROVIDER_ANCHORS = {
+    "anthropic_key": "sk-",
+    "openai_key": "sk-",
+    "google_api_key": "AIza",
+    "huggingface_token": "hf_",
+    "github_token": "github_pat_",
+}
+
 _PRIVATE_KEY = re.compile(
     r"-----BEGIN (?:[A-Z0-9]+ )*PRIVATE KEY(?: BLOCK)?-----\s*"
     r"(?:[A-Za-z-]+: [^\n]*\n\s*)*([A-Za-z0-9+/=\s]{60,})"
@@ -336,7 +344,9 @@ def find_secrets(text: str) -> Iterator[SecretHit]:
             if not is_placeholder(m.group(0)):
                 yield SecretHit("cairn_token", m.start(), m.group(0))
     for kind, rx in _PROVIDERS:
-        if kind == "huggingface_token" and "hf_" not in present:
+        # Each provider's format starts with a literal anchor: skip the regex
+        # (a pass over the whole field) when the anchor is absent.
+        if _PROVIDER_ANCHORS[kind] not in present:
             continue
         for m in rx.finditer(text):
             if not is_placeholder(m.group(0)):

@@ -1,0 +1,172 @@
+"""A new ruleset reaches old content: the per-batch step of ``cairn rescreen``
+(docs/decisions/safety.md, "Rescreen").
+
+``rescreen_batch`` screens a batch of items whose stored ``ruleset_version``
+is not the current one and applies what the write path would have: labels
+updated; text that now addresses instructions to agents held
+(``held_for_safety``) and its author told; a secret or hidden text now found
+is hidden at once in the same held state (no one but its author and staff
+sees it; the stored reasons name field, line and kind, never the text), a
+Cairn key among it revoked, and staff told (``safety_report``); an item held
+by an older ruleset that no longer holds is released. A moderator's
+``rejected`` stands. The caller owns the transaction (one per batch).
+"""
+
+from __future__ import annotations
+
+import json
+import uuid
+from collections import Counter
+from collections.abc import Sequence
+from typing import Any
+
+from sqlmodel.ext.asyncio.session import AsyncSession
+
+from serve_app.kit.screening import RULESET_VERSION, Verdict, screen
+from serve_app.services import events, notifications, screening
+from storage import access
+from storage.models import Answer, Pattern, Question
+from storage.models.social import MODERATION_DECISION, SAFETY_REPORT
+from storage.repositories import patterns as pattern_repo
+from storage.repositories import rescreen as repo
+from storage.repositories import rows
+from telemetry import metrics
+
+KINDS = repo.KINDS
+# The outcomes counted (telemetry: cairn_rescreen_items_total).
+OUTCOMES = ("unchanged", "labelled", "held", "hidden", "released")
+
+
+def _fields(kind: str, item: Any) -> list[screening.Field]:
+    if kind == "pattern":
+        return screening.pattern_fields(
+            {
+                "title": item.title,
+                "description": item.description,
+                "content": item.content,
+                "code_examples": item.code_examples,
+                "use_case_tags": item.use_case_tags,
+                "tech_stack": item.tech_stack,
+            }
+        )
+    if kind == "question":
+        return screening.text_fields(
+            title=(item.title, "plain"), body=(item.body, "markdown")
+        ) + screening.text_fields(
+            **{f"tags[{i}]": (t, "plain") for i, t in enumerate(item.tags or [])}
+        )
+    return screening.text_fields(body=(item.body, "markdown"))
+
+
+def _changes(item: Any, verdict: Verdict) -> tuple[dict[str, Any], str]:
+    """The column changes and the outcome of ``verdict`` on ``item``."""
+    status = item.moderation_status
+    before = item.safety or {}
+    if verdict.refused:
+        # Hidden at once: the held state (only the author and staff see it),
+        # the refusals as its reasons; an edit that removes them releases it.
+        record = screening.record(verdict)
+        record["reasons"] = [
+            {"rule": f.kind, "field": f.field, "line": f.line}
+            for f in (*verdict.secrets, *verdict.hidden)
+        ] + record["reasons"]
+        changes: dict[str, Any] = {"safety": record}
+        if status != "rejected":
+            changes["moderation_status"] = screening.HELD
+        return changes, "hidden"
+    changes = screening.stamp(status, verdict)
+    if changes.get("moderation_status") == screening.HELD and status != screening.HELD:
+        return changes, "held"
+    if status == screening.HELD and changes.get("moderation_status") == "approved":
+        return changes, "released"
+    if changes["safety"]["labels"] != list(before.get("labels") or []):
+        return changes, "labelled"
+    return changes, "unchanged"
+
+
+async def rescreen_batch(
+    db: AsyncSession, kind: str, ids: Sequence[uuid.UUID], version: str = RULESET_VERSION
+) -> Counter[str]:
+    """Screen the items of ``kind`` among ``ids`` still stale under
+    ``version`` (locked; rows another writer holds are left to a later run)
+    and apply the verdicts. Returns the outcomes counted."""
+    outcomes: Counter[str] = Counter()
+    found = await repo.lock_stale(db, kind, ids, version)
+    staff: list[uuid.UUID] | None = None
+    quiet: dict[uuid.UUID, str] = {}
+    for item in found:
+        verdict = screen(_fields(kind, item))
+        if verdict.cairn_keys:
+            await screening.revoke_leaked(db, verdict.cairn_keys)
+        changes, outcome = _changes(item, verdict)
+        if outcome == "unchanged":
+            # Most of a rescreen: only the record's version and date move; one
+            # statement for the batch, and nothing for the change feed.
+            quiet[item.id] = json.dumps(changes["safety"])
+        else:
+            await _apply(db, kind, item, changes)
+        outcomes[outcome] += 1
+        metrics.RESCREENED.labels(kind, outcome).inc()
+        if outcome in ("held", "hidden"):
+            subject = await _subject(db, kind, item)
+            told = [
+                notifications.notice(
+                    item.author_id,
+                    MODERATION_DECISION,
+                    subject,
+                    decision=screening.HELD,
+                    type=kind,
+                    id=item.id,
+                    reason="rescreen",
+                )
+            ]
+            if outcome == "hidden":
+                staff = staff if staff is not None else await repo.staff_ids(db)
+                told += [
+                    notifications.notice(
+                        member, SAFETY_REPORT, subject, type=kind, id=item.id, author=item.author_id
+                    )
+                    for member in staff
+                ]
+            await notifications.warn(db, *told)
+    await db.flush()
+    await repo.set_safety(db, kind, quiet)
+    return outcomes
+
+
+async def _apply(db: AsyncSession, kind: str, item: Any, changes: dict[str, Any]) -> None:
+    """Write ``changes`` as the edit paths do: counters, the change feed."""
+    if kind == "pattern":
+        was_public = access.pattern_is_public(item)
+        await pattern_repo.update_counted(db, item, changes)
+        await events.transition(
+            db, "pattern", item.id, was_public, access.pattern_is_public(item), None
+        )
+    elif kind == "question":
+        was_public = access.question_is_visible(item)
+        for name, value in changes.items():
+            setattr(item, name, value)
+        await events.transition(
+            db, "question", item.id, was_public, access.question_is_visible(item), None
+        )
+    else:
+        # The answer's question follows it out of or back into view (answer_count).
+        was_shown = access.answer_is_shown(item)
+        for name, value in changes.items():
+            setattr(item, name, value)
+        if was_shown != access.answer_is_shown(item):
+            question = await db.get(Question, item.question_id)
+            assert question is not None  # an answer goes with its question
+            await rows.add_to_loaded_counter(
+                db, question, "answer_count", 1 if access.answer_is_shown(item) else -1
+            )
+
+
+async def _subject(db: AsyncSession, kind: str, item: Any) -> notifications.Subject:
+    if isinstance(item, Pattern):
+        return notifications.about_pattern(item)
+    if isinstance(item, Answer):
+        question = await db.get(Question, item.question_id)
+        assert question is not None
+        return notifications.about_question(question)
+    return notifications.about_question(item)
