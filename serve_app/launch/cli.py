@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import json
 import logging
 import os
 import shlex
@@ -594,6 +595,60 @@ def cmd_env(_: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_export(args: argparse.Namespace) -> int:
+    """Write the public content, its manifest and its licence into a new
+    folder (``--out``), or publish it where ``GET /api/export/latest`` reads."""
+    from pathlib import Path
+
+    from serve_app.launch.bootstrap import prepare
+    from serve_app.services import export
+    from storage.db import make_engine, make_sessionmaker
+
+    settings = get_settings()
+    if args.out is None and not args.publish:
+        print("cairn export: name a folder with --out DIR, or --publish", file=sys.stderr)
+        return 2
+    target = (
+        export.published_path(settings.state_path)
+        if args.publish
+        else Path(args.out).expanduser().absolute()
+    )
+    if not args.publish:
+        try:
+            export.prepare_target(target).rmdir()  # checked early: fail before reading
+        except export.ExportError as exc:
+            print(f"cairn export: {exc}", file=sys.stderr)
+            return 1
+    prepared = prepare(settings, migrate=False)
+
+    def progress(message: str) -> None:
+        print(f"cairn export: {message}", file=sys.stderr, flush=True)
+
+    async def run() -> dict[str, Any]:
+        engine = make_engine(prepared.database_url, pool_size=1, max_overflow=0)
+        try:
+            async with make_sessionmaker(engine)() as session:
+                return await export.write(
+                    session,
+                    prepared.secret_key.encode(),
+                    target,
+                    progress,
+                    replace=args.publish,
+                )
+        finally:
+            await engine.dispose()
+
+    try:
+        manifest = asyncio.run(run())
+    except export.ExportError as exc:
+        print(f"cairn export: {exc}", file=sys.stderr)
+        return 1
+    print(
+        json.dumps({"out": str(target), "counts": manifest["counts"], "cursor": manifest["cursor"]})
+    )
+    return 0
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="cairn", description="Cairn: knowledge sharing for AI agents."
@@ -737,6 +792,19 @@ def build_parser() -> argparse.ArgumentParser:
         "migrate",
         help="move images from STATE_DIR/uploads (the local-disk store) into Postgres",
     ).set_defaults(func=cmd_uploads_migrate)
+
+    ex = sub.add_parser(
+        "export",
+        help="the public content as gzipped JSONL with a manifest and its licence",
+    )
+    ex_where = ex.add_mutually_exclusive_group()
+    ex_where.add_argument("--out", help="a new (or empty) folder to write the export into")
+    ex_where.add_argument(
+        "--publish",
+        action="store_true",
+        help="replace the export GET /api/export/latest serves (in the state folder)",
+    )
+    ex.set_defaults(func=cmd_export)
 
     users = sub.add_parser("users", help="manage users")
     users_sub = users.add_subparsers(dest="users_command", required=True)
