@@ -10,6 +10,7 @@ import logging
 import os
 import shlex
 import signal
+import subprocess
 import sys
 import threading
 import time
@@ -94,6 +95,50 @@ def _settings_from(args: argparse.Namespace) -> Settings:
     if args.port:
         overrides["port"] = args.port
     return settings.model_copy(update=overrides) if overrides else settings
+
+
+class PeriodicExport:
+    """The periodic public export (docs/decisions/events.md, "Export"): every
+    ``export_interval_s`` the launcher runs ``cairn export --publish`` as a
+    process of its own (its memory and its failures stay its own), one at a
+    time, into the state folder the API replicas read."""
+
+    def __init__(self, settings: Settings) -> None:
+        from serve_app.services.export import MANIFEST, published_path
+
+        self.interval = settings.export_interval_s
+        self.running: subprocess.Popen[bytes] | None = None
+        manifest = published_path(settings.state_path) / MANIFEST
+        try:
+            age = time.time() - manifest.stat().st_mtime
+        except OSError:
+            age = float("inf")  # none yet: publish one now
+        self.due = time.monotonic() + max(0.0, self.interval - age)
+
+    def tick(self) -> None:
+        if self.running is not None:
+            if self.running.poll() is None:
+                return
+            if self.running.returncode != 0:
+                log.warning("periodic export failed (status %s)", self.running.returncode)
+            self.running = None
+        if self.interval <= 0 or time.monotonic() < self.due:
+            return
+        self.due = time.monotonic() + self.interval
+        self.running = subprocess.Popen(
+            [sys.executable, "-m", "serve_app.launch.cli", "export", "--publish"],
+            stdout=subprocess.DEVNULL,
+        )
+
+    def stop(self) -> None:
+        if self.running is not None and self.running.poll() is None:
+            # An unfinished export leaves only its temporary folder, which the
+            # next one does not read (it is renamed into place only when whole).
+            self.running.terminate()
+            try:
+                self.running.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                self.running.kill()
 
 
 def cmd_run(args: argparse.Namespace) -> int:
@@ -185,12 +230,17 @@ def cmd_run(args: argparse.Namespace) -> int:
                 flush=True,
             )
             sweep = time.monotonic() + FOLDER_SWEEP_S
+            exporter = PeriodicExport(settings) if not remote else None
             while not stop.event.wait(1.0):
+                if exporter is not None:
+                    exporter.tick()
                 if not remote and time.monotonic() > sweep:
                     # Ray makes new folders 0777 as it goes (a worker's
                     # runtime environment, logs).
                     close_local_ray_folders(settings)
                     sweep = time.monotonic() + FOLDER_SWEEP_S
+            if exporter is not None:
+                exporter.stop()
         print(f"cairn: {stop.name()} received, shutting down", flush=True)
     except RayExposed as exc:
         print(f"cairn: refusing to serve: {exc}", file=sys.stderr, flush=True)

@@ -13,6 +13,7 @@ change applied again leaves the same state).
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import gzip
 import hashlib
@@ -20,13 +21,15 @@ import json
 import os
 import shutil
 import tempfile
-from collections.abc import Callable
+from collections.abc import AsyncGenerator, Callable
+from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, BinaryIO
 
 from sqlmodel.ext.asyncio.session import AsyncSession
 
+from serve_app.kit.errors import NotFound
 from serve_app.kit.licensing import CONTENT_LICENSE, CONTENT_LICENSE_TEXT, CONTENT_LICENSE_URL
 from serve_app.services.events import encode_cursor
 from storage.repositories import export as repo
@@ -62,6 +65,85 @@ def published_path(state_dir: Path) -> Path:
     """Where the periodic export is published (``cairn export --publish``,
     the dispatch actor) and every API replica reads it: the state folder."""
     return state_dir / "export" / "latest"
+
+
+# Reads of a published file: this many bytes at a time.
+CHUNK = 64 * 1024
+
+
+def _read_manifest(folder: Path) -> dict[str, Any] | None:
+    try:
+        manifest: dict[str, Any] = json.loads((folder / MANIFEST).read_text())
+    except (OSError, ValueError):
+        return None
+    return manifest
+
+
+async def latest_manifest(state_dir: Path) -> dict[str, Any]:
+    """The published export's manifest, each file with its download path; a
+    404 while none has been published."""
+    manifest = await asyncio.to_thread(_read_manifest, published_path(state_dir))
+    if manifest is None:
+        raise _none_yet()
+    for name, info in manifest["files"].items():
+        info["url"] = f"/api/export/latest/{name}"
+    return manifest
+
+
+@dataclass
+class Opened:
+    """A published file, opened: it stays readable whole even if a newer
+    export replaces the folder while it is being sent."""
+
+    name: str
+    size: int
+    sha256: str
+    handle: BinaryIO
+
+    async def chunks(self) -> AsyncGenerator[bytes, None]:
+        """The file's bytes, ``CHUNK`` at a time; closes it at the end."""
+        try:
+            while chunk := await asyncio.to_thread(self.handle.read, CHUNK):
+                yield chunk
+        finally:
+            self.handle.close()
+
+
+async def open_latest(state_dir: Path, name: str) -> Opened:
+    """One file of the published export, to stream; a 404 for any other name
+    or while none has been published."""
+    if name not in FILES:
+        raise NotFound(
+            f"No export file named {name[:80]!r}; the files are listed in GET /api/export/latest.",
+            error="export_file_not_found",
+        )
+    folder = published_path(state_dir)
+
+    def open_both() -> tuple[dict[str, Any] | None, BinaryIO | None]:
+        # The file first, then the manifest: a replacement in between shows
+        # as a checksum the reader compares, never as a torn file.
+        try:
+            handle: BinaryIO | None = (folder / name).open("rb")
+        except OSError:
+            handle = None
+        return _read_manifest(folder), handle
+
+    manifest, handle = await asyncio.to_thread(open_both)
+    if handle is None or manifest is None or name not in manifest["files"]:
+        if handle is not None:
+            handle.close()
+        raise _none_yet()
+    size = os.fstat(handle.fileno()).st_size
+    sha = manifest["files"][name]["sha256"] if name != MANIFEST else ""
+    return Opened(name, size, sha, handle)
+
+
+def _none_yet() -> NotFound:
+    return NotFound(
+        "No export has been published yet; it is written periodically "
+        "(CAIRN_EXPORT_INTERVAL_S), or by `cairn export --publish`.",
+        error="export_not_found",
+    )
 
 
 class ExportError(Exception):

@@ -18,13 +18,14 @@ from typing import Any
 import httpx
 import psycopg
 import pytest
+from fastapi import FastAPI
 from sqlmodel import SQLModel
 
 import storage.models  # noqa: F401 - every table registered on the metadata
 from serve_app.kit.licensing import CONTENT_LICENSE, CONTENT_LICENSE_URL
 from serve_app.services import export
 from storage.db import make_engine, make_sessionmaker
-from tests.api.conftest import SECRET, register, sign_up
+from tests.api.conftest import SECRET, assert_error, register, sign_up
 from tests.api.test_changes import everything
 from tests.api.test_comments import comment
 from tests.api.test_moderation_decisions import decide, staff
@@ -45,11 +46,11 @@ TABLE_OF = {
 }
 
 
-async def run_export(database: str, out: Path) -> dict[str, Any]:
+async def run_export(database: str, out: Path, *, replace: bool = False) -> dict[str, Any]:
     engine = make_engine(database, pool_size=1, max_overflow=0)
     try:
         async with make_sessionmaker(engine)() as session:
-            return await export.write(session, SECRET, out)
+            return await export.write(session, SECRET, out, replace=replace)
     finally:
         await engine.dispose()
 
@@ -300,3 +301,44 @@ def test_the_cli_exports_and_publishes(database: str, tmp_path: Path) -> None:
     assert "cairn export: patterns:" in done.stderr
     manifest = json.loads((out / "manifest.json").read_text())
     assert json.loads(done.stdout)["cursor"] == manifest["cursor"]
+
+
+async def test_the_published_export_is_downloadable(
+    app: FastAPI,
+    client: httpx.AsyncClient,
+    database: str,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    ctx = app.state.ctx
+    monkeypatch.setattr(ctx, "settings", ctx.settings.model_copy(update={"state_dir": tmp_path}))
+    assert_error(await client.get("/api/export/latest"), 404, "export_not_found")
+    assert_error(await client.get("/api/export/latest/patterns.jsonl.gz"), 404, "export_not_found")
+
+    author = await register(client, "Author")
+    await publish(client, author)
+    target = export.published_path(tmp_path)
+    first = await run_export(database, target, replace=True)
+    await ask(client, author)
+    # A second publication replaces the first whole.
+    manifest = await run_export(database, target, replace=True)
+    assert manifest["position"] > first["position"]
+    assert [p.name for p in target.parent.iterdir()] == ["latest"]
+
+    shown = await client.get("/api/export/latest")
+    assert shown.status_code == 200, shown.text
+    body = shown.json()
+    assert body["cursor"] == manifest["cursor"] and body["counts"]["questions"] == 1
+    for name, info in body["files"].items():
+        assert info["url"] == f"/api/export/latest/{name}"
+        got = await client.get(info["url"])
+        assert got.status_code == 200, got.text
+        assert hashlib.sha256(got.content).hexdigest() == info["sha256"]
+        assert got.headers["etag"] == f'"{info["sha256"]}"'
+    again = await client.get(
+        "/api/export/latest/questions.jsonl.gz",
+        headers={"If-None-Match": f'"{manifest["files"]["questions.jsonl.gz"]["sha256"]}"'},
+    )
+    assert again.status_code == 304
+    for name in ("secret_key", "..%2Fsecret_key", "nope.jsonl.gz"):
+        assert_error(await client.get(f"/api/export/latest/{name}"), 404)
