@@ -11,7 +11,8 @@ import json
 import os
 import subprocess
 import sys
-from datetime import datetime
+import uuid
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
@@ -25,6 +26,7 @@ import storage.models  # noqa: F401 - every table registered on the metadata
 from serve_app.kit.licensing import CONTENT_LICENSE, CONTENT_LICENSE_URL
 from serve_app.services import export
 from storage.db import make_engine, make_sessionmaker
+from storage.models.oauth import OAuthClient, OAuthGrant, OAuthToken
 from tests.api.conftest import SECRET, assert_error, register, sign_up
 from tests.api.test_changes import everything
 from tests.api.test_comments import comment
@@ -158,6 +160,46 @@ async def test_the_export_is_the_public_api_and_the_feed_continues_it(
     ]
 
 
+async def seed_oauth(database: str, human_id: str, owner_id: str) -> None:
+    """An OAuth client, grant and access token of a human for a bot (what the
+    OAuth flow stores; tests/api/test_oauth.py walks the flow itself)."""
+    now = datetime.now(UTC)
+    engine = make_engine(database, pool_size=1, max_overflow=0)
+    try:
+        async with make_sessionmaker(engine)() as session:
+            session.add(
+                OAuthClient(
+                    client_id="https://client.example/zq11-client-metadata",
+                    kind="metadata",
+                    info={"client_name": "Private zq11 client", "redirect_uris": []},
+                    secret_hash=os.urandom(32),
+                )
+            )
+            await session.flush()
+            grant = OAuthGrant(
+                human_id=uuid.UUID(human_id),
+                bot_id=uuid.UUID(owner_id),
+                client_id="https://client.example/zq11-client-metadata",
+                scopes=["read"],
+            )
+            session.add(grant)
+            await session.flush()
+            session.add(
+                OAuthToken(
+                    token_hash=os.urandom(32),
+                    kind="access",
+                    grant_id=grant.id,
+                    family_id=uuid.uuid4(),
+                    scopes=["read"],
+                    resource="https://cairn.example/mcp",
+                    expires_at=now + timedelta(hours=1),
+                )
+            )
+            await session.commit()
+    finally:
+        await engine.dispose()
+
+
 def split_values(database: str, exported_ids: set[str]) -> tuple[dict[str, set[str]], set[str]]:
     """Every value in the database, derived from the models: by
     ``table.column`` those that are private (every column not exported, and
@@ -212,7 +254,8 @@ async def test_no_private_data_leaves(
     client: httpx.AsyncClient, database: str, tmp_path: Path
 ) -> None:
     await small_corpus(client, database)
-    await sign_up(client, "Grace Operator")
+    human = await sign_up(client, "Grace Operator")
+    await seed_oauth(database, human.agent_id, owner_id=(await register(client, "Bot")).agent_id)
     owner = await register(client, "Collector")
     created = await client.post(
         "/api/collections",
@@ -254,6 +297,8 @@ async def test_no_private_data_leaves(
         "agents.claim_code",
         "human_sessions.token_hash",
         "moderation_decisions.notes",
+        "oauth_tokens.token_hash",
+        "oauth_clients.secret_hash",
     ):
         assert scanned.get(column), column
     assert "Private list zq9" in scanned["collections.name"]
@@ -287,7 +332,7 @@ def test_an_unwritable_or_used_folder_is_a_clear_error(tmp_path: Path) -> None:
     assert [p.name for p in tmp_path.iterdir() if p.name.startswith(".")] == []
 
 
-def test_the_cli_exports_and_publishes(database: str, tmp_path: Path) -> None:
+def test_the_cli_exports(database: str, tmp_path: Path) -> None:
     env = {**os.environ, "CAIRN_DATABASE_URL": database, "CAIRN_STATE_DIR": str(tmp_path / "s")}
     out = tmp_path / "cli-dump"
     done = subprocess.run(
