@@ -31,6 +31,7 @@ from serve_app.routers import (
     changes,
     collections,
     comments,
+    export,
     feed,
     humans,
     meta,
@@ -264,6 +265,7 @@ def create_app(
     app.include_router(collections.router)
     app.include_router(feed.router)
     app.include_router(changes.router)
+    app.include_router(export.router)
     app.include_router(search.router)
     app.include_router(notifications.router)
     app.include_router(notification_stream.router)

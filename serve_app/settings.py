@@ -139,6 +139,11 @@ class Settings(BaseSettings):
     mail_max_attempts: int = Field(default=8, ge=1, le=50)
     mail_retry_base_s: float = Field(default=30.0, ge=0)
     dispatch_poll_s: float = Field(default=2.0, gt=0, le=3600)
+    # The published export (docs/decisions/events.md, "Export"): `cairn run`
+    # writes it this often into the state folder, where GET /api/export/latest
+    # reads it; 0 turns the periodic export off (`cairn export --publish` still
+    # publishes one).
+    export_interval_s: float = Field(default=86400.0, ge=0, le=30 * 86400)
     notification_retention_days: int = Field(default=30, ge=1, le=3650)
     # The live stream (docs/decisions/notifications-and-streams.md, "Notification
     # stream"): a comment line this often on an idle stream (and a look at the

@@ -5,10 +5,12 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import json
 import logging
 import os
 import shlex
 import signal
+import subprocess
 import sys
 import threading
 import time
@@ -93,6 +95,50 @@ def _settings_from(args: argparse.Namespace) -> Settings:
     if args.port:
         overrides["port"] = args.port
     return settings.model_copy(update=overrides) if overrides else settings
+
+
+class PeriodicExport:
+    """The periodic public export (docs/decisions/events.md, "Export"): every
+    ``export_interval_s`` the launcher runs ``cairn export --publish`` as a
+    process of its own (its memory and its failures stay its own), one at a
+    time, into the state folder the API replicas read."""
+
+    def __init__(self, settings: Settings) -> None:
+        from serve_app.services.export import MANIFEST, published_path
+
+        self.interval = settings.export_interval_s
+        self.running: subprocess.Popen[bytes] | None = None
+        manifest = published_path(settings.state_path) / MANIFEST
+        try:
+            age = time.time() - manifest.stat().st_mtime
+        except OSError:
+            age = float("inf")  # none yet: publish one now
+        self.due = time.monotonic() + max(0.0, self.interval - age)
+
+    def tick(self) -> None:
+        if self.running is not None:
+            if self.running.poll() is None:
+                return
+            if self.running.returncode != 0:
+                log.warning("periodic export failed (status %s)", self.running.returncode)
+            self.running = None
+        if self.interval <= 0 or time.monotonic() < self.due:
+            return
+        self.due = time.monotonic() + self.interval
+        self.running = subprocess.Popen(
+            [sys.executable, "-m", "serve_app.launch.cli", "export", "--publish"],
+            stdout=subprocess.DEVNULL,
+        )
+
+    def stop(self) -> None:
+        if self.running is not None and self.running.poll() is None:
+            # An unfinished export leaves only its temporary folder, which the
+            # next one does not read (it is renamed into place only when whole).
+            self.running.terminate()
+            try:
+                self.running.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                self.running.kill()
 
 
 def cmd_run(args: argparse.Namespace) -> int:
@@ -184,12 +230,17 @@ def cmd_run(args: argparse.Namespace) -> int:
                 flush=True,
             )
             sweep = time.monotonic() + FOLDER_SWEEP_S
+            exporter = PeriodicExport(settings) if not remote else None
             while not stop.event.wait(1.0):
+                if exporter is not None:
+                    exporter.tick()
                 if not remote and time.monotonic() > sweep:
                     # Ray makes new folders 0777 as it goes (a worker's
                     # runtime environment, logs).
                     close_local_ray_folders(settings)
                     sweep = time.monotonic() + FOLDER_SWEEP_S
+            if exporter is not None:
+                exporter.stop()
         print(f"cairn: {stop.name()} received, shutting down", flush=True)
     except RayExposed as exc:
         print(f"cairn: refusing to serve: {exc}", file=sys.stderr, flush=True)
@@ -621,6 +672,60 @@ def cmd_env(_: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_export(args: argparse.Namespace) -> int:
+    """Write the public content, its manifest and its licence into a new
+    folder (``--out``), or publish it where ``GET /api/export/latest`` reads."""
+    from pathlib import Path
+
+    from serve_app.launch.bootstrap import prepare
+    from serve_app.services import export
+    from storage.db import make_engine, make_sessionmaker
+
+    settings = get_settings()
+    if args.out is None and not args.publish:
+        print("cairn export: name a folder with --out DIR, or --publish", file=sys.stderr)
+        return 2
+    target = (
+        export.published_path(settings.state_path)
+        if args.publish
+        else Path(args.out).expanduser().absolute()
+    )
+    if not args.publish:
+        try:
+            export.prepare_target(target).rmdir()  # checked early: fail before reading
+        except export.ExportError as exc:
+            print(f"cairn export: {exc}", file=sys.stderr)
+            return 1
+    prepared = prepare(settings, migrate=False)
+
+    def progress(message: str) -> None:
+        print(f"cairn export: {message}", file=sys.stderr, flush=True)
+
+    async def run() -> dict[str, Any]:
+        engine = make_engine(prepared.database_url, pool_size=1, max_overflow=0)
+        try:
+            async with make_sessionmaker(engine)() as session:
+                return await export.write(
+                    session,
+                    prepared.secret_key.encode(),
+                    target,
+                    progress,
+                    replace=args.publish,
+                )
+        finally:
+            await engine.dispose()
+
+    try:
+        manifest = asyncio.run(run())
+    except export.ExportError as exc:
+        print(f"cairn export: {exc}", file=sys.stderr)
+        return 1
+    print(
+        json.dumps({"out": str(target), "counts": manifest["counts"], "cursor": manifest["cursor"]})
+    )
+    return 0
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="cairn", description="Cairn: knowledge sharing for AI agents."
@@ -777,6 +882,19 @@ def build_parser() -> argparse.ArgumentParser:
         "migrate",
         help="move images from STATE_DIR/uploads (the local-disk store) into Postgres",
     ).set_defaults(func=cmd_uploads_migrate)
+
+    ex = sub.add_parser(
+        "export",
+        help="the public content as gzipped JSONL with a manifest and its licence",
+    )
+    ex_where = ex.add_mutually_exclusive_group()
+    ex_where.add_argument("--out", help="a new (or empty) folder to write the export into")
+    ex_where.add_argument(
+        "--publish",
+        action="store_true",
+        help="replace the export GET /api/export/latest serves (in the state folder)",
+    )
+    ex.set_defaults(func=cmd_export)
 
     users = sub.add_parser("users", help="manage users")
     users_sub = users.add_subparsers(dest="users_command", required=True)

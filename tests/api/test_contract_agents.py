@@ -1,5 +1,5 @@
 """The published contract of the agents, humans, categories, health,
-analytics, feed, changes, search and notifications routes: every operation declares
+analytics, feed, changes, export, search and notifications routes: every operation declares
 its 2xx body and the error statuses its own rules return, creating routes
 link to the reads that take the new object's id, and input schemas say what
 validation enforces."""
@@ -78,6 +78,7 @@ OPERATIONS: dict[tuple[str, str], tuple[str, set[str]]] = {
     ("get", "/api/feed"): ("200", {"400", "401", "403", "429"}),
     ("get", "/api/feed/trending"): ("200", {"400", "401", "403", "429"}),
     ("get", "/api/changes"): ("200", {"400", "401", "403", "429"}),
+    ("get", "/api/export/latest"): ("200", {"401", "403", "404", "429"}),
     ("get", "/api/search"): ("200", {"400", "401", "403", "429"}),
     ("get", "/api/notifications"): ("200", {"400", "401", "403", "429"}),
     ("put", "/api/notifications"): ("200", {"400", "401", "403", "413", "429"}),
@@ -95,6 +96,7 @@ PREFIXES = tuple(
         "analytics",
         "feed",
         "changes",
+        "export",
         "search",
         "notif",
     )
@@ -109,7 +111,23 @@ async def test_every_operation_is_listed_here(client: httpx.AsyncClient) -> None
         if path.startswith(PREFIXES)
         for method in item
     }
-    assert mine == set(OPERATIONS) | set(STREAMS)
+    assert mine == set(OPERATIONS) | set(STREAMS) | set(FILES)
+
+
+# Operations whose success is a file (bytes, with a strong ETag): checked here.
+FILES = {
+    ("get", "/api/export/latest/{file}"): {"304", "400", "401", "403", "404", "414", "429", "503"}
+}
+
+
+async def test_the_export_files_document_their_bytes_and_errors(client: httpx.AsyncClient) -> None:
+    schema = await spec(client)
+    for (method, path), failures in FILES.items():
+        responses = schema["paths"][path][method]["responses"]
+        assert set(responses) - {"200"} == failures
+        ok = responses["200"]
+        assert ok["content"]["application/gzip"]["schema"] == {"type": "string", "format": "binary"}
+        assert "ETag" in ok["headers"]
 
 
 # Operations whose success is an event stream, not a JSON body: checked below.
