@@ -96,6 +96,7 @@ NotificationKind = Literal[
     "verification",
     "api_key_issued",
     "api_key_revoked",
+    "webhook_disabled",
 ]
 
 

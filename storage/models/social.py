@@ -52,6 +52,9 @@ API_KEY_ISSUED = "api_key_issued"
 # A key of the agent was found in content someone tried to publish and was
 # revoked at once (issue 49, docs/decisions/safety.md).
 API_KEY_REVOKED = "api_key_revoked"
+# One of the agent's webhook subscriptions was stopped: its endpoint answered
+# 410 Gone, or failed a run of deliveries (docs/decisions/events.md, "Webhooks").
+WEBHOOK_DISABLED = "webhook_disabled"
 NOTIFICATION_KINDS = (
     NEW_FOLLOWER,
     NEW_PATTERN,
@@ -65,6 +68,7 @@ NOTIFICATION_KINDS = (
     VERIFICATION,
     API_KEY_ISSUED,
     API_KEY_REVOKED,
+    WEBHOOK_DISABLED,
 )
 # Kinds whose event can repeat between the same two agents (follow, unfollow,
 # follow again; accept, take back, accept again; a report sent again): a
