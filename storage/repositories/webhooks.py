@@ -214,6 +214,7 @@ _CLAIM = text(
         SELECT d.id FROM webhook_deliveries d
         JOIN webhooks w ON w.id = d.webhook_id AND w.active
         WHERE d.state = 'pending' AND d.next_attempt_at <= now()
+          AND d.webhook_id <> ALL(CAST(:busy AS uuid[]))
         ORDER BY d.next_attempt_at
         LIMIT :limit
         FOR UPDATE OF d SKIP LOCKED
@@ -228,10 +229,28 @@ _CLAIM = text(
 )
 
 
-async def claim_due(session: AsyncSession, limit: int, lease_s: float) -> list[Due]:
+async def claim_due(
+    session: AsyncSession, limit: int, lease_s: float, busy: list[uuid.UUID]
+) -> list[Due]:
+    """Up to ``limit`` due deliveries of active subscriptions, but none of
+    the ``busy`` ones, each leased for ``lease_s``."""
     conn = await session.connection()
-    found = await conn.execute(_CLAIM, {"limit": limit, "lease_s": lease_s})
+    found = await conn.execute(
+        _CLAIM, {"limit": limit, "lease_s": lease_s, "busy": [str(b) for b in busy]}
+    )
     return [Due(*row) for row in found]
+
+
+async def release(session: AsyncSession, ids: list[uuid.UUID]) -> None:
+    """Claimed deliveries given back, due again now."""
+    conn = await session.connection()
+    await conn.execute(
+        text(
+            "UPDATE webhook_deliveries SET next_attempt_at = now() "
+            "WHERE id = ANY(CAST(:ids AS uuid[])) AND state = 'pending'"
+        ),
+        {"ids": [str(i) for i in ids]},
+    )
 
 
 async def next_due_in(session: AsyncSession) -> float | None:
