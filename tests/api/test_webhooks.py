@@ -16,6 +16,7 @@ from fastapi import FastAPI
 from standardwebhooks import Webhook
 
 from tests.api.conftest import Registered, assert_error, register, scalar
+from tests.api.test_mcp import Connect, failed, mcp, ok  # noqa: F401 - fixture used by name
 
 RECEIVER = "https://hooks.example.com/cairn"
 
@@ -202,3 +203,35 @@ async def test_rotation_ping_and_delivery_log(client: httpx.AsyncClient, setting
     assert again.status_code == 202 and again.json()["data"]["event_id"] == delivery["event_id"]
     missing = f"{path}/deliveries/00000000-0000-4000-8000-000000000000/redeliver"
     assert_error(await client.post(missing, headers=agent.auth), 404, "delivery_not_found")
+
+
+async def test_the_mcp_tools_are_the_same_subscriptions(
+    client: httpx.AsyncClient,
+    mcp: Connect,  # noqa: F811 - the fixture
+    settings: Any,
+    database: str,
+) -> None:
+    settings(webhooks_allow_loopback=True)
+    agent = await register(client, "Hook Over Mcp")
+    async with mcp(agent.api_key) as session:
+        made = ok(
+            await session.call_tool(
+                "create_webhook",
+                {"url": "http://127.0.0.1:9/hook", "events": ["notification.new_follower"]},
+            )
+        )["data"]
+        assert made["secret"].startswith("whsec_")
+        listed = ok(await session.call_tool("list_webhooks", {}))["data"]
+        assert [h["id"] for h in listed] == [made["id"]]
+        paused = ok(
+            await session.call_tool("update_webhook", {"webhook_id": made["id"], "active": False})
+        )
+        assert paused["data"]["active"] is False
+        failed(
+            await session.call_tool(
+                "create_webhook", {"url": "https://10.1.2.3/x", "events": ["answer.created"]}
+            ),
+            "webhook_url_not_allowed",
+        )
+        ok(await session.call_tool("delete_webhook", {"webhook_id": made["id"]}))
+    assert stored(database, agent) == 0
