@@ -43,6 +43,7 @@ from sqlmodel.ext.asyncio.session import AsyncSession
 from standardwebhooks import Webhook as Signer
 
 from actors.netguard import PublicResolver, url_problem
+from storage.db import listen as db_listen
 from storage.db import make_engine, make_sessionmaker
 from storage.models.social import WEBHOOK_DISABLED
 from storage.models.webhooks import Webhook
@@ -189,8 +190,41 @@ class Deliverer:
         while self._tasks:
             await asyncio.gather(*list(self._tasks), return_exceptions=True)
 
+    async def listen(self) -> None:
+        """Wake on every commit that wrote events (the outbox's notice), and
+        on pings and redeliveries; reconnects after a failure (the poll
+        covers the gap)."""
+        while True:
+            try:
+                async for _ in db_listen(
+                    self.config.database_url,
+                    events_repo.CHANNEL,
+                    self._on_listening,
+                    check_s=30.0,
+                    application_name="cairn-webhooks",
+                ):
+                    self._wake.set()
+            except asyncio.CancelledError:
+                raise
+            except Exception as exc:
+                log.warning("webhook wake-ups lost (%s); polling meanwhile", exc)
+            await asyncio.sleep(self.config.poll_s)
+
+    async def _on_listening(self) -> None:
+        self._wake.set()  # anything committed before the LISTEN is matched now
+
     async def run(self) -> None:
-        """Match and deliver until cancelled, waking on ``wake`` or every poll."""
+        """Match and deliver until cancelled, waking on every commit with
+        events (``listen``), on ``wake`` or every poll."""
+        listener = asyncio.get_running_loop().create_task(self.listen())
+        try:
+            await self._loop()
+        finally:
+            listener.cancel()
+            with contextlib.suppress(asyncio.CancelledError, Exception):
+                await listener
+
+    async def _loop(self) -> None:
         while True:
             try:
                 await self.step()

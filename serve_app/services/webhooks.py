@@ -232,4 +232,5 @@ async def redeliver(
     delivery.next_attempt_at = utcnow()
     db.add(delivery)
     await db.flush()
+    await repo.wake_at_commit(db)
     return {"message": "Redelivery queued", "data": delivery_view(delivery)}

@@ -61,9 +61,16 @@ async def delete(session: AsyncSession, hook: Webhook) -> None:
 
 
 async def add_delivery(session: AsyncSession, delivery: WebhookDelivery) -> WebhookDelivery:
+    """A delivery of no outbox event (a ping); the deliverer is woken at commit."""
     session.add(delivery)
     await session.flush()
+    await wake_at_commit(session)
     return delivery
+
+
+async def wake_at_commit(session: AsyncSession) -> None:
+    conn = await session.connection()
+    await conn.execute(text("SELECT pg_notify(:c, '')"), {"c": events_repo.CHANNEL})
 
 
 async def deliveries_for(

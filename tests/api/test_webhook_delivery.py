@@ -8,6 +8,7 @@ a "crash" (docs/decisions/events.md, "Webhooks")."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass, field
@@ -293,3 +294,28 @@ def test_the_deliverer_and_the_contract_name_the_same_events() -> None:
     from actors.webhooks import deliverer
 
     assert deliverer.CONTENT_EVENTS == CONTENT_EVENTS
+
+
+async def test_a_commit_wakes_the_running_deliverer(
+    client: httpx.AsyncClient,
+    settings: Any,  # noqa: F811
+    receiver: Receiver,
+    deliverers: Make,
+) -> None:
+    settings(webhooks_allow_loopback=True)
+    asker, answerer = await register(client, "Woken Asker"), await register(client, "Woken Helper")
+    await subscribe(client, asker, f"{receiver.base}/woken", ["answer.created"])
+    # A poll far beyond the deadline: only the commit's notice can wake it in time.
+    deliverer = deliverers(poll_s=600.0)
+    running = asyncio.get_running_loop().create_task(deliverer.run())
+    try:
+        await deliverer.step()  # idle: nothing to match yet
+        await ask_and_answer(client, asker, answerer)
+        deadline = time.monotonic() + DEADLINE_S
+        while not receiver.at("/woken"):
+            assert time.monotonic() < deadline and not running.done(), "never woken"
+            await asyncio.sleep(0.02)
+    finally:
+        running.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await running
