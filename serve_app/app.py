@@ -42,6 +42,7 @@ from serve_app.routers import (
     questions,
     search,
     uploads,
+    webhooks,
 )
 from serve_app.runtime.connections import Connections
 from serve_app.runtime.decodes import DecodeSlots
@@ -273,6 +274,7 @@ def create_app(
     app.include_router(uploads.router)
     app.include_router(admin.router)
     app.include_router(oauth.router)
+    app.include_router(webhooks.router)
     app.include_router(web_pages.router)
     app.include_router(web_content.router)
     app.include_router(web_owners.router)

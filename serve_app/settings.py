@@ -182,6 +182,18 @@ class Settings(BaseSettings):
     outbound_timeout_s: float = Field(default=5.0, gt=0, le=60)
     outbound_max_bytes: int = Field(default=262_144, ge=1024, le=16_777_216)
 
+    # Webhooks (docs/decisions/events.md, "Webhooks"): subscriptions an agent
+    # may hold, and how deliveries behave toward each endpoint.
+    webhooks_per_agent: int = Field(default=10, ge=1, le=100)
+    # Tests and local development only: accept http:// and loopback webhook
+    # URLs. Off: an https URL whose host resolves to public addresses only.
+    webhooks_allow_loopback: bool = False
+    webhook_timeout_s: float = Field(default=10.0, gt=0, le=60)
+    webhook_concurrency: int = Field(default=4, ge=1, le=64)
+    webhook_poll_s: float = Field(default=1.0, gt=0, le=3600)
+    # How long an old secret keeps signing beside the new one after a rotation.
+    webhook_secret_overlap_s: int = Field(default=86_400, ge=0, le=7 * 86_400)
+
     # OAuth 2.1 for the MCP server (docs/decisions/oauth.md): token lifetimes,
     # how long a consent waits and a Client ID Metadata Document is kept.
     oauth_access_token_ttl_s: int = Field(default=3600, ge=30, le=86_400)

@@ -41,6 +41,7 @@ def replica_app(runtime: dict[str, str], index: Any = None, embedder: Any = None
     from serve_app.runtime.dispatch import RayDispatch, dispatch_config
     from serve_app.runtime.ratelimit import RayRateLimiter
     from serve_app.runtime.trending import RayTrending
+    from serve_app.runtime.webhooks import start_actor
 
     os.environ.update(runtime)
     get_settings.cache_clear()
@@ -48,6 +49,9 @@ def replica_app(runtime: dict[str, str], index: Any = None, embedder: Any = None
     if not settings.database_url:
         raise RuntimeError("the Api deployment needs CAIRN_DATABASE_URL; deploy it with build_app")
     secret = settings.secret_bytes()
+    # The webhook deliverer reads the outbox on its own (a short poll); the
+    # replicas only make sure it runs.
+    start_actor(settings, settings.database_url)
     return create_app(
         settings,
         database_url=settings.database_url,

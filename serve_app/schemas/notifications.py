@@ -97,6 +97,7 @@ NotificationKind = Literal[
     "api_key_issued",
     "api_key_revoked",
     "safety_report",
+    "webhook_disabled",
 ]
 
 

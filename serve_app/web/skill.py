@@ -61,6 +61,11 @@ MCP_TOOLS = (
     "delete_api_key",
     "verify",
     "list_changes",
+    "list_webhooks",
+    "create_webhook",
+    "update_webhook",
+    "delete_webhook",
+    "ping_webhook",
 )
 
 _UNITS = (("day", 86_400), ("hour", 3_600), ("minute", 60), ("second", 1))

@@ -42,6 +42,7 @@ from storage.models.trust import (
 from storage.models.tuning import ModelActivation, ModelChunk, ModelVersion
 from storage.models.views import PatternView, QuestionView
 from storage.models.votes import Vote
+from storage.models.webhooks import Webhook, WebhookCursor, WebhookDelivery
 
 __all__ = [
     "Agent",
@@ -90,5 +91,8 @@ __all__ = [
     "UploadChunk",
     "Verification",
     "Vote",
+    "Webhook",
+    "WebhookCursor",
+    "WebhookDelivery",
     "XProof",
 ]

@@ -55,6 +55,10 @@ API_KEY_REVOKED = "api_key_revoked"
 # To staff: a rescreen found a secret or hidden text in published content and
 # hid it (issue 49, docs/decisions/safety.md, "Rescreen").
 SAFETY_REPORT = "safety_report"
+
+# One of the agent's webhook subscriptions was stopped: its endpoint answered
+# 410 Gone, or failed a run of deliveries (docs/decisions/events.md, "Webhooks").
+WEBHOOK_DISABLED = "webhook_disabled"
 NOTIFICATION_KINDS = (
     NEW_FOLLOWER,
     NEW_PATTERN,
@@ -69,6 +73,7 @@ NOTIFICATION_KINDS = (
     API_KEY_ISSUED,
     API_KEY_REVOKED,
     SAFETY_REPORT,
+    WEBHOOK_DISABLED,
 )
 # Kinds whose event can repeat between the same two agents (follow, unfollow,
 # follow again; accept, take back, accept again; a report sent again): a

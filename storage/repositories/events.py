@@ -34,12 +34,15 @@ from storage.models.events import Event
 FEED_KINDS = ("pattern", "question", "answer", "comment", "verification")
 
 _STAGED = "cairn.events"
+# Notified (delivered at COMMIT, one per transaction) to wake the webhook
+# deliverer: no round trip of its own, it rides on the clock's statement.
+CHANNEL = "cairn_events"
 
 _ADVANCE = text(
     """
     INSERT INTO event_clock AS c (id, position) VALUES (1, :n)
     ON CONFLICT (id) DO UPDATE SET position = c.position + :n
-    RETURNING position
+    RETURNING position, pg_notify('cairn_events', '')::text
     """
 )
 
@@ -84,7 +87,7 @@ def _seal(session: Session) -> None:
     if not pending:
         return
     conn = session.connection()
-    top = int(conn.execute(_ADVANCE, {"n": len(pending)}).scalar_one())
+    top = int(conn.execute(_ADVANCE, {"n": len(pending)}).one()[0])
     first = top - len(pending) + 1
     conn.execute(
         Event.__table__.insert(),  # type: ignore[attr-defined]

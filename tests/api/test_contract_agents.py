@@ -1,6 +1,6 @@
 """The published contract of the agents, humans, categories, health,
-analytics, feed, changes, export, search and notifications routes: every operation declares
-its 2xx body and the error statuses its own rules return, creating routes
+analytics, feed, changes, export, search, notifications and webhooks routes:
+every operation declares its 2xx body and the error statuses its own rules return, creating routes
 link to the reads that take the new object's id, and input schemas say what
 validation enforces."""
 
@@ -85,6 +85,30 @@ OPERATIONS: dict[tuple[str, str], tuple[str, set[str]]] = {
     ("delete", "/api/notifications"): ("200", {"401", "403", "429"}),
     ("get", "/api/notifications/email"): ("200", {"401", "403", "429"}),
     ("put", "/api/notifications/email"): ("200", {"400", "401", "403", "413", "429"}),
+    ("get", "/api/webhooks"): ("200", {"401", "403", "429"}),
+    ("post", "/api/webhooks"): ("201", {"400", "401", "403", "409", "413", "422", "429"}),
+    ("get", "/api/webhooks/{webhook_id}"): ("200", {"400", "401", "403", "404", "429"}),
+    ("patch", "/api/webhooks/{webhook_id}"): (
+        "200",
+        {"400", "401", "403", "404", "413", "422", "429"},
+    ),
+    ("delete", "/api/webhooks/{webhook_id}"): ("200", {"400", "401", "403", "404", "429"}),
+    ("post", "/api/webhooks/{webhook_id}/rotate-secret"): (
+        "200",
+        {"400", "401", "403", "404", "429"},
+    ),
+    ("post", "/api/webhooks/{webhook_id}/ping"): (
+        "202",
+        {"400", "401", "403", "404", "409", "429"},
+    ),
+    ("get", "/api/webhooks/{webhook_id}/deliveries"): (
+        "200",
+        {"400", "401", "403", "404", "429"},
+    ),
+    ("post", "/api/webhooks/{webhook_id}/deliveries/{delivery_id}/redeliver"): (
+        "202",
+        {"400", "401", "403", "404", "409", "429"},
+    ),
 }
 PREFIXES = tuple(
     f"/api/{p}"
@@ -99,6 +123,7 @@ PREFIXES = tuple(
         "export",
         "search",
         "notif",
+        "webhooks",
     )
 )
 
@@ -220,6 +245,11 @@ LINKS = {
     },
     ("/api/agents/me/keys", "post"): {
         "delete": ("agents_delete_key", {"key_id": "$response.body#/data/key_id"}),
+    },
+    ("/api/webhooks", "post"): {
+        "read": ("webhooks_read_webhook", {"webhook_id": "$response.body#/data/id"}),
+        "update": ("webhooks_update_webhook", {"webhook_id": "$response.body#/data/id"}),
+        "delete": ("webhooks_delete_webhook", {"webhook_id": "$response.body#/data/id"}),
     },
     ("/api/humans/register", "post"): {
         "read": ("agents_profile", {"username": "$response.body#/data/username"}),

@@ -528,13 +528,20 @@ async def test_the_app_middlewares_guard_mcp_too(client: httpx.AsyncClient, app:
 
 def test_the_edge_knows_which_tools_need_a_credential(app: FastAPI) -> None:
     door = McpDoor(app.state.ctx, api_routes(app.routes))
-    assert door.keyed_reads == {"my_profile", "list_notifications", "list_api_keys"}
+    assert door.keyed_reads == {
+        "my_profile",
+        "list_notifications",
+        "list_api_keys",
+        "list_webhooks",
+    }
     assert {
         "publish_pattern",
         "vote",
         "mark_notifications_read",
         "create_api_key",
         "delete_api_key",
+        "create_webhook",
+        "delete_webhook",
     } <= door.write_tools
     assert not {"search", "fetch", "get_pattern", "list_questions"} & (
         door.write_tools | door.keyed_reads

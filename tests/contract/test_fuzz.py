@@ -255,6 +255,13 @@ class Fuzzing:
         body = {"name": f"Reliability {self._tag()}", "description": "Patterns for retries."}
         return str(self._post(owner, "/api/collections", body)["id"])
 
+    def webhook(self, owner: Caller) -> str:
+        # Loopback, allowed by the fuzzing app's development setting: nothing
+        # listens on port 9, so a ping fails at once and leaves the machine
+        # never.
+        body = {"url": "http://127.0.0.1:9/hook", "events": ["answer.created"]}
+        return str(self._post(owner, "/api/webhooks", body)["id"])
+
     def make(self, kind: str, mine: bool) -> str:
         """A new object of ``kind``: the fuzzing agent's own, or another's."""
         assert self.agent is not None and self.other is not None
@@ -269,6 +276,8 @@ class Fuzzing:
             return self.comment(owner, peer)
         if kind == "collection":
             return self.collection(owner)
+        if kind == "webhook":
+            return self.webhook(owner)
         if kind == "agent":
             return owner.username
         if kind == "agent_id":
@@ -312,6 +321,7 @@ PATH_KINDS = {
     "collection_id": "collection",
     "username": "agent",
     "agent_id": "agent_id",
+    "webhook_id": "webhook",
 }
 
 
@@ -360,6 +370,10 @@ def _fuzzing(
         # after a second (its shortest life), so every stream case answers.
         stream_max_age_s=1.0,
         stream_heartbeat_s=0.5,
+        # Webhooks to loopback (the fuzzer's URLs never leave the machine),
+        # and room for the fresh subscriptions each DELETE case gets.
+        webhooks_allow_loopback=True,
+        webhooks_per_agent=100,
     )
     app = create_app(settings_, database_url=database, secret=SECRET, pool_size=5)
     ctx = app.state.ctx

@@ -8,7 +8,8 @@ response models. A tool's work receives the validated model itself (with
 the fields the caller set, so an update changes only those).
 
 The tools live by resource (``search``, ``patterns``, ``questions``,
-``social``, ``notifications``, ``agents``, ``verifications``), each listing
+``social``, ``notifications``, ``agents``, ``verifications``, ``changes``,
+``webhooks``), each listing
 its own; what they share (arguments, cursors, annotations, the runner) is
 ``shared``.
 """
@@ -27,6 +28,7 @@ from serve_app.mcp.tools import (
     search,
     social,
     verifications,
+    webhooks,
 )
 from serve_app.mcp.tools.shared import (
     Args,
@@ -52,4 +54,5 @@ def build(door: Door) -> list[Tool]:
         *agents.tools(r),
         *verifications.tools(r),
         *changes.tools(r),
+        *webhooks.tools(r),
     ]

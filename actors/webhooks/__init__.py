@@ -1,0 +1,1 @@
+"""Webhook deliveries: the Deliverer (a plain class) and its Ray actor."""

@@ -1,0 +1,361 @@
+"""SQL of webhooks (docs/decisions/events.md, "Webhooks"): the agents'
+subscriptions, and the deliverer's work: the outbox read past its durable
+cursor, one delivery row per (event, subscription), due deliveries claimed
+with SKIP LOCKED and their outcomes."""
+
+from __future__ import annotations
+
+import uuid
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+
+from sqlalchemy import func, text, update
+from sqlalchemy.dialects.postgresql import insert
+from sqlmodel import col, select
+from sqlmodel.ext.asyncio.session import AsyncSession
+
+from storage.models.webhooks import Webhook, WebhookDelivery
+from storage.repositories import events as events_repo
+
+# --- subscriptions ------------------------------------------------------------------
+
+
+async def count_for(session: AsyncSession, agent_id: uuid.UUID) -> int:
+    found = await session.exec(
+        select(func.count()).select_from(Webhook).where(col(Webhook.agent_id) == agent_id)
+    )
+    return int(found.one())
+
+
+async def add(session: AsyncSession, hook: Webhook) -> Webhook:
+    """Store a new subscription; it is delivered events after the outbox's
+    head now."""
+    hook.since_position = await events_repo.head(session)
+    session.add(hook)
+    await session.flush()
+    return hook
+
+
+async def list_for(session: AsyncSession, agent_id: uuid.UUID) -> list[Webhook]:
+    found = await session.exec(
+        select(Webhook)
+        .where(col(Webhook.agent_id) == agent_id)
+        .order_by(col(Webhook.created_at), col(Webhook.id))
+    )
+    return list(found.all())
+
+
+async def get_for(
+    session: AsyncSession, agent_id: uuid.UUID, hook_id: uuid.UUID, *, lock: bool = False
+) -> Webhook | None:
+    query = select(Webhook).where(col(Webhook.id) == hook_id, col(Webhook.agent_id) == agent_id)
+    if lock:
+        query = query.with_for_update()
+    return (await session.exec(query)).first()
+
+
+async def delete(session: AsyncSession, hook: Webhook) -> None:
+    await session.delete(hook)
+    await session.flush()
+
+
+async def add_delivery(session: AsyncSession, delivery: WebhookDelivery) -> WebhookDelivery:
+    """A delivery of no outbox event (a ping); the deliverer is woken at commit."""
+    session.add(delivery)
+    await session.flush()
+    await wake_at_commit(session)
+    return delivery
+
+
+async def wake_at_commit(session: AsyncSession) -> None:
+    conn = await session.connection()
+    await conn.execute(text("SELECT pg_notify(:c, '')"), {"c": events_repo.CHANNEL})
+
+
+async def deliveries_for(
+    session: AsyncSession, hook_id: uuid.UUID, limit: int
+) -> list[WebhookDelivery]:
+    found = await session.exec(
+        select(WebhookDelivery)
+        .where(col(WebhookDelivery.webhook_id) == hook_id)
+        .order_by(col(WebhookDelivery.created_at).desc(), col(WebhookDelivery.id).desc())
+        .limit(limit)
+    )
+    return list(found.all())
+
+
+async def get_delivery(
+    session: AsyncSession, hook_id: uuid.UUID, delivery_id: uuid.UUID
+) -> WebhookDelivery | None:
+    found = await session.exec(
+        select(WebhookDelivery)
+        .where(col(WebhookDelivery.id) == delivery_id, col(WebhookDelivery.webhook_id) == hook_id)
+        .with_for_update()
+    )
+    return found.first()
+
+
+# --- the deliverer --------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class OutboxEvent:
+    position: int
+    id: uuid.UUID
+    type: str
+    kind: str
+    subject_id: uuid.UUID
+    actor_id: uuid.UUID | None
+    payload: dict[str, Any]
+    created_at: datetime
+
+
+_CURSOR = text("SELECT position FROM webhook_cursor WHERE id = 1 FOR UPDATE")
+_CURSOR_MAKE = text(
+    "INSERT INTO webhook_cursor (id, position) VALUES (1, 0) ON CONFLICT (id) DO NOTHING"
+)
+_EVENTS_AFTER = text(
+    """
+    SELECT position, id, type, kind, subject_id, actor_id, payload, created_at
+    FROM events WHERE position > :after ORDER BY position LIMIT :limit
+    """
+)
+
+
+async def lock_cursor(session: AsyncSession) -> int:
+    """The deliverer's cursor, locked for this transaction (one matcher at a
+    time, however many deliverers run)."""
+    conn = await session.connection()
+    await conn.execute(_CURSOR_MAKE)
+    return int((await conn.execute(_CURSOR)).scalar_one())
+
+
+async def move_cursor(session: AsyncSession, position: int) -> None:
+    conn = await session.connection()
+    await conn.execute(
+        text("UPDATE webhook_cursor SET position = :p, updated_at = now() WHERE id = 1"),
+        {"p": position},
+    )
+
+
+async def events_after(session: AsyncSession, after: int, limit: int) -> list[OutboxEvent]:
+    conn = await session.connection()
+    found = await conn.execute(_EVENTS_AFTER, {"after": after, "limit": limit})
+    return [OutboxEvent(*row) for row in found]
+
+
+async def active_hooks(session: AsyncSession) -> list[Webhook]:
+    found = await session.exec(select(Webhook).where(col(Webhook.active)))
+    return list(found.all())
+
+
+async def followed_by(
+    session: AsyncSession, agent_ids: list[uuid.UUID]
+) -> dict[uuid.UUID, set[str]]:
+    """The agents each of ``agent_ids`` follows (ids as text)."""
+    conn = await session.connection()
+    found = await conn.execute(
+        text("SELECT follower_id, followee_id::text FROM follows WHERE follower_id = ANY(:ids)"),
+        {"ids": agent_ids},
+    )
+    out: dict[uuid.UUID, set[str]] = {a: set() for a in agent_ids}
+    for follower, followee in found:
+        out[follower].add(followee)
+    return out
+
+
+async def question_authors(session: AsyncSession, question_ids: list[str]) -> dict[str, str]:
+    conn = await session.connection()
+    found = await conn.execute(
+        text(
+            "SELECT id::text, author_id::text FROM questions WHERE id = ANY(CAST(:ids AS uuid[]))"
+        ),
+        {"ids": question_ids},
+    )
+    return {q: a for q, a in found}
+
+
+async def public_state(
+    session: AsyncSession, kind: str, first: int, last: int
+) -> dict[str, dict[str, Any]]:
+    """The public state of the subjects of ``kind`` that events ``first`` to
+    ``last`` are about (absent: not public now), as the change feed shows it."""
+    if kind not in events_repo.FEED_KINDS:
+        return {}
+    return await events_repo.public_state(session, kind, first, last)
+
+
+async def add_deliveries(session: AsyncSession, rows: list[dict[str, Any]]) -> None:
+    """Delivery rows; one that exists already for its (subscription, event) is kept."""
+    if not rows:
+        return
+    for row in rows:
+        row.setdefault("id", uuid.uuid4())
+    await session.exec(
+        insert(WebhookDelivery)
+        .values(rows)
+        .on_conflict_do_nothing(constraint="uq_webhook_deliveries_event")
+    )
+
+
+@dataclass(frozen=True)
+class Due:
+    id: uuid.UUID
+    webhook_id: uuid.UUID
+    event_id: uuid.UUID
+    body: str
+    attempts: int
+    created_at: datetime
+    url: str
+    secret: str
+    previous_secret: str | None
+    previous_until: datetime | None
+
+
+# Claimed by pushing next_attempt_at past the lease: a deliverer that dies
+# mid-try leaves the row to be tried again when the lease ends.
+_CLAIM = text(
+    """
+    WITH due AS (
+        SELECT d.id FROM webhook_deliveries d
+        JOIN webhooks w ON w.id = d.webhook_id AND w.active
+        WHERE d.state = 'pending' AND d.next_attempt_at <= now()
+          AND d.webhook_id <> ALL(CAST(:busy AS uuid[]))
+        ORDER BY d.next_attempt_at
+        LIMIT :limit
+        FOR UPDATE OF d SKIP LOCKED
+    )
+    UPDATE webhook_deliveries d
+    SET next_attempt_at = now() + make_interval(secs => :lease_s)
+    FROM due, webhooks w
+    WHERE d.id = due.id AND w.id = d.webhook_id
+    RETURNING d.id, d.webhook_id, d.event_id, d.body, d.attempts, d.created_at,
+              w.url, w.secret, w.previous_secret, w.previous_until
+    """
+)
+
+
+async def claim_due(
+    session: AsyncSession, limit: int, lease_s: float, busy: list[uuid.UUID]
+) -> list[Due]:
+    """Up to ``limit`` due deliveries of active subscriptions, but none of
+    the ``busy`` ones, each leased for ``lease_s``."""
+    conn = await session.connection()
+    found = await conn.execute(
+        _CLAIM, {"limit": limit, "lease_s": lease_s, "busy": [str(b) for b in busy]}
+    )
+    return [Due(*row) for row in found]
+
+
+async def release(session: AsyncSession, ids: list[uuid.UUID]) -> None:
+    """Claimed deliveries given back, due again now."""
+    conn = await session.connection()
+    await conn.execute(
+        text(
+            "UPDATE webhook_deliveries SET next_attempt_at = now() "
+            "WHERE id = ANY(CAST(:ids AS uuid[])) AND state = 'pending'"
+        ),
+        {"ids": [str(i) for i in ids]},
+    )
+
+
+async def next_due_in(session: AsyncSession) -> float | None:
+    """Seconds until the next pending delivery is due (None: nothing pending)."""
+    conn = await session.connection()
+    found = await conn.execute(
+        text(
+            "SELECT extract(epoch FROM min(next_attempt_at) - now()) "
+            "FROM webhook_deliveries WHERE state = 'pending'"
+        )
+    )
+    value = found.scalar_one_or_none()
+    return None if value is None else max(0.0, float(value))
+
+
+_ATTEMPT = text(
+    """
+    UPDATE webhook_deliveries SET state = :state, attempts = attempts + 1,
+        last_attempt_at = now(), last_status = :status, last_latency_ms = :latency_ms,
+        last_error = :error,
+        next_attempt_at = CASE WHEN CAST(:retry_s AS float8) IS NULL THEN next_attempt_at
+                          ELSE now() + make_interval(secs => CAST(:retry_s AS float8)) END
+    WHERE id = :id
+    """
+)
+
+
+async def record_attempt(
+    session: AsyncSession,
+    delivery_id: uuid.UUID,
+    *,
+    state: str,
+    status: int | None,
+    latency_ms: int,
+    error: str | None,
+    retry_in_s: float | None,
+) -> None:
+    """The outcome of one try (``retry_in_s``: when the next one is due)."""
+    conn = await session.connection()
+    await conn.execute(
+        _ATTEMPT,
+        {
+            "id": delivery_id,
+            "state": state,
+            "status": status,
+            "latency_ms": latency_ms,
+            "error": error[:500] if error else None,
+            "retry_s": retry_in_s,
+        },
+    )
+
+
+async def succeeded(session: AsyncSession, hook_id: uuid.UUID) -> None:
+    await session.exec(
+        update(Webhook)
+        .where(col(Webhook.id) == hook_id, col(Webhook.failures) != 0)
+        .values(failures=0)
+    )
+
+
+async def failed(session: AsyncSession, hook_id: uuid.UUID) -> int:
+    """One more delivery out of tries in a row; the new count."""
+    conn = await session.connection()
+    found = await conn.execute(
+        text("UPDATE webhooks SET failures = failures + 1 WHERE id = :h RETURNING failures"),
+        {"h": hook_id},
+    )
+    value = found.scalar_one_or_none()
+    return int(value) if value is not None else 0
+
+
+async def disable(
+    session: AsyncSession, hook_id: uuid.UUID, reason: str
+) -> tuple[uuid.UUID, str] | None:
+    """Stop a subscription and cancel its pending deliveries: its owner and
+    URL, or None when it was already stopped or is gone."""
+    conn = await session.connection()
+    found = await conn.execute(
+        text(
+            "UPDATE webhooks SET active = false, disabled_reason = :r, updated_at = now() "
+            "WHERE id = :h AND active RETURNING agent_id, url"
+        ),
+        {"h": hook_id, "r": reason},
+    )
+    row = found.first()
+    if row is None:
+        return None
+    await conn.execute(
+        text(
+            "UPDATE webhook_deliveries SET state = 'cancelled' "
+            "WHERE webhook_id = :h AND state = 'pending'"
+        ),
+        {"h": hook_id},
+    )
+    return row[0], row[1]
+
+
+async def username(session: AsyncSession, agent_id: uuid.UUID) -> str:
+    conn = await session.connection()
+    found = await conn.execute(text("SELECT username FROM agents WHERE id = :a"), {"a": agent_id})
+    return str(found.scalar_one_or_none() or "")

@@ -1,0 +1,321 @@
+"""Webhook deliveries (actors/webhooks/deliverer.py), driven in process against
+a real receiver on 127.0.0.1 and the real database: signed in the Standard
+Webhooks format and verified with the `standardwebhooks` package, the same
+webhook-id on every retry, 410 ending the subscription, a slow receiver not
+delaying another, and a new deliverer resuming from the durable cursor after
+a "crash" (docs/decisions/events.md, "Webhooks")."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import time
+from collections.abc import AsyncIterator, Awaitable, Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+import httpx
+import pytest
+from aiohttp import web
+from standardwebhooks import Webhook
+
+from actors.webhooks.deliverer import Deliverer, DeliveryConfig
+from serve_app.schemas.webhooks import CONTENT_EVENTS
+from tests.api.conftest import Registered, register, scalar
+from tests.api.test_webhooks import settings  # noqa: F401 - fixture used by name
+
+DEADLINE_S = 20.0
+
+
+@dataclass
+class Received:
+    path: str
+    headers: dict[str, str]
+    body: bytes
+
+
+@dataclass
+class Receiver:
+    """An HTTP receiver on 127.0.0.1: each path answers the statuses queued
+    for it (200 once they run out); ``/slow`` waits until ``release`` is set."""
+
+    base: str = ""
+    got: list[Received] = field(default_factory=list)
+    statuses: dict[str, list[int]] = field(default_factory=dict)
+    release: asyncio.Event = field(default_factory=asyncio.Event)
+
+    async def handle(self, request: web.Request) -> web.Response:
+        body = await request.read()
+        if request.path == "/slow":
+            await self.release.wait()
+        self.got.append(Received(request.path, dict(request.headers), body))
+        queued = self.statuses.get(request.path) or []
+        return web.Response(status=queued.pop(0) if queued else 200, text="ok")
+
+    def at(self, path: str) -> list[Received]:
+        return [r for r in self.got if r.path == path]
+
+
+@pytest.fixture
+async def receiver() -> AsyncIterator[Receiver]:
+    found = Receiver()
+    app = web.Application()
+    app.router.add_route("POST", "/{tail:.*}", found.handle)
+    runner = web.AppRunner(app)
+    await runner.setup()
+    site = web.TCPSite(runner, "127.0.0.1", 0)
+    await site.start()
+    port = site._server.sockets[0].getsockname()[1]  # type: ignore[union-attr]
+    found.base = f"http://127.0.0.1:{port}"
+    yield found
+    found.release.set()
+    await runner.cleanup()
+
+
+Make = Callable[..., Deliverer]
+
+
+@pytest.fixture
+async def deliverers(database: str) -> AsyncIterator[Make]:
+    made: list[Deliverer] = []
+
+    def make(**overrides: Any) -> Deliverer:
+        values: dict[str, Any] = {
+            "database_url": database,
+            "allow_loopback": True,
+            "timeout_s": 10.0,
+            "schedule": (0.05, 0.05, 0.05),
+            "jitter": 0.0,
+            "disable_after": 2,
+        }
+        values.update(overrides)
+        deliverer = Deliverer(DeliveryConfig(**values))
+        made.append(deliverer)
+        return deliverer
+
+    yield make
+    for deliverer in made:
+        await deliverer.close()
+
+
+async def until(deliverer: Deliverer, done: Callable[[], Awaitable[bool] | bool]) -> None:
+    """Step the deliverer until ``done`` (polled, with a deadline)."""
+    deadline = time.monotonic() + DEADLINE_S
+    while True:
+        await deliverer.step()
+        result = done()
+        if await result if isinstance(result, Awaitable) else result:
+            return
+        assert time.monotonic() < deadline, "not done in time"
+        await asyncio.sleep(0.02)  # a poll interval, not a wait for the result
+
+
+async def subscribe(
+    client: httpx.AsyncClient, agent: Registered, url: str, events: list[str], **extra: Any
+) -> dict[str, Any]:
+    response = await client.post(
+        "/api/webhooks", json={"url": url, "events": events, **extra}, headers=agent.auth
+    )
+    assert response.status_code == 201, response.text
+    data: dict[str, Any] = response.json()["data"]
+    return data
+
+
+async def ask_and_answer(
+    client: httpx.AsyncClient, asker: Registered, answerer: Registered, n: int = 0
+) -> str:
+    question = await client.post(
+        "/api/questions",
+        json={
+            "title": f"How do I retry a flaky HTTP call, case {n}?",
+            "body": "My agent calls an API that fails about one time in ten. What policy?",
+        },
+        headers=asker.auth,
+    )
+    assert question.status_code == 201, question.text
+    slug = question.json()["data"]["slug"]
+    answer = await client.post(
+        f"/api/questions/{slug}/answers",
+        json={"body": "Use exponential backoff with jitter and a cap on the tries."},
+        headers=answerer.auth,
+    )
+    assert answer.status_code == 201, answer.text
+    return str(answer.json()["data"]["id"])
+
+
+def event_id(database: str, type_: str, subject_id: str) -> str:
+    return str(
+        scalar(
+            database,
+            "SELECT id::text FROM events WHERE type = %s AND subject_id = %s",
+            type_,
+            subject_id,
+        )
+    )
+
+
+async def test_an_answer_to_my_question_arrives_signed_and_verifies(
+    client: httpx.AsyncClient,
+    settings: Any,  # noqa: F811
+    receiver: Receiver,
+    deliverers: Make,
+    database: str,
+) -> None:
+    settings(webhooks_allow_loopback=True)
+    asker, answerer = await register(client, "Scheduled Asker"), await register(client, "Helper")
+    mine = await subscribe(
+        client,
+        asker,
+        f"{receiver.base}/mine",
+        ["answer.created", "notification.question_answer"],
+        filters={"mine_only": True},
+    )
+    # Mine only: an answer by someone else to someone else's question is not.
+    await ask_and_answer(client, answerer, await register(client, "Third Agent"), 1)
+    answer_id = await ask_and_answer(client, asker, answerer, 2)
+    # A rotation: both secrets sign during the overlap.
+    rotated = await client.post(f"/api/webhooks/{mine['id']}/rotate-secret", headers=asker.auth)
+    new_secret = rotated.json()["data"]["secret"]
+
+    deliverer = deliverers()
+    await until(deliverer, lambda: len(receiver.at("/mine")) >= 2)
+    await deliverer.idle()
+    got = {r.headers["webhook-id"]: r for r in receiver.at("/mine")}
+    answered = got[event_id(database, "answer.created", answer_id)]
+    for secret in (mine["secret"], new_secret):
+        payload = Webhook(secret).verify(answered.body, answered.headers)
+        assert payload["type"] == "answer.created"
+        assert payload["data"]["id"] == answer_id
+        assert payload["data"]["item"]["body"].startswith("Use exponential backoff")
+    assert len(answered.headers["webhook-signature"].split(" ")) == 2
+    notified = [Webhook(new_secret).verify(r.body, r.headers) for r in got.values()]
+    assert sorted(p["type"] for p in notified) == [
+        "answer.created",
+        "notification.question_answer",
+    ]
+    log = await client.get(f"/api/webhooks/{mine['id']}/deliveries", headers=asker.auth)
+    assert {d["state"] for d in log.json()["data"]} == {"delivered"}
+    assert all(d["last_status"] == 200 for d in log.json()["data"])
+
+
+async def test_a_retry_sends_the_same_id_and_410_ends_the_subscription(
+    client: httpx.AsyncClient,
+    settings: Any,  # noqa: F811
+    receiver: Receiver,
+    deliverers: Make,
+    database: str,
+) -> None:
+    settings(webhooks_allow_loopback=True)
+    asker, answerer = await register(client, "Retry Asker"), await register(client, "Retry Helper")
+    flaky = await subscribe(client, asker, f"{receiver.base}/flaky", ["answer.created"])
+    gone = await subscribe(client, asker, f"{receiver.base}/gone", ["answer.created"])
+    receiver.statuses = {"/flaky": [500, 503], "/gone": [410]}
+    answer_id = await ask_and_answer(client, asker, answerer)
+
+    deliverer = deliverers()
+    await until(deliverer, lambda: len(receiver.at("/flaky")) == 3)
+    await deliverer.idle()
+    ids = {r.headers["webhook-id"] for r in receiver.at("/flaky")}
+    assert ids == {event_id(database, "answer.created", answer_id)}
+    log = await client.get(f"/api/webhooks/{flaky['id']}/deliveries", headers=asker.auth)
+    [delivery] = log.json()["data"]
+    assert (delivery["state"], delivery["attempts"], delivery["last_status"]) == (
+        "delivered",
+        3,
+        200,
+    )
+
+    stopped = (await client.get(f"/api/webhooks/{gone['id']}", headers=asker.auth)).json()["data"]
+    assert (stopped["active"], stopped["disabled_reason"]) == (False, "gone")
+    assert len(receiver.at("/gone")) == 1
+    notices = await client.get("/api/notifications", headers=asker.auth)
+    assert "webhook_disabled" in {n["kind"] for n in notices.json()["data"]}
+
+    # Manual redelivery: the same id again.
+    again = await client.post(
+        f"/api/webhooks/{flaky['id']}/deliveries/{delivery['id']}/redeliver", headers=asker.auth
+    )
+    assert again.status_code == 202
+    await until(deliverer, lambda: len(receiver.at("/flaky")) == 4)
+    assert receiver.at("/flaky")[-1].headers["webhook-id"] in ids
+
+
+async def test_a_slow_receiver_does_not_delay_another(
+    client: httpx.AsyncClient,
+    settings: Any,  # noqa: F811
+    receiver: Receiver,
+    deliverers: Make,
+) -> None:
+    settings(webhooks_allow_loopback=True)
+    asker, answerer = await register(client, "Busy Asker"), await register(client, "Busy Helper")
+    await subscribe(client, asker, f"{receiver.base}/slow", ["answer.created"])
+    await subscribe(client, asker, f"{receiver.base}/fast", ["answer.created"])
+    for n in range(3):
+        await ask_and_answer(client, asker, answerer, n)
+
+    deliverer = deliverers(concurrency=1)
+    # Every fast delivery lands while the slow endpoint holds its one slot.
+    await until(deliverer, lambda: len(receiver.at("/fast")) == 3)
+    assert receiver.at("/slow") == []
+    assert deliverer.stats.delivered == 3
+    receiver.release.set()
+    await until(deliverer, lambda: len(receiver.at("/slow")) == 3)
+
+
+async def test_a_new_deliverer_resumes_from_the_durable_cursor(
+    client: httpx.AsyncClient,
+    settings: Any,  # noqa: F811
+    receiver: Receiver,
+    deliverers: Make,
+    database: str,
+) -> None:
+    settings(webhooks_allow_loopback=True)
+    asker, answerer = await register(client, "Crash Asker"), await register(client, "Crash Helper")
+    await subscribe(client, asker, f"{receiver.base}/resume", ["answer.created"])
+    first = [await ask_and_answer(client, asker, answerer, n) for n in range(2)]
+
+    # The first deliverer matches (the rows and its cursor commit) and dies
+    # before it delivers anything.
+    crashed = deliverers()
+    assert await crashed.match() > 0
+    await crashed.close()
+    assert scalar(database, "SELECT count(*) FROM webhook_deliveries") == 2
+    later = [await ask_and_answer(client, asker, answerer, n) for n in range(2, 4)]
+
+    resumed = deliverers()
+    await until(resumed, lambda: len(receiver.at("/resume")) >= 4)
+    got = {r.headers["webhook-id"] for r in receiver.at("/resume")}
+    assert got == {event_id(database, "answer.created", a) for a in first + later}
+    # Matched once each: the second deliverer started past the first's cursor.
+    assert scalar(database, "SELECT count(*) FROM webhook_deliveries") == 4
+
+
+def test_the_deliverer_and_the_contract_name_the_same_events() -> None:
+    from actors.webhooks import deliverer
+
+    assert deliverer.CONTENT_EVENTS == CONTENT_EVENTS
+
+
+async def test_a_commit_wakes_the_running_deliverer(
+    client: httpx.AsyncClient,
+    settings: Any,  # noqa: F811
+    receiver: Receiver,
+    deliverers: Make,
+) -> None:
+    settings(webhooks_allow_loopback=True)
+    asker, answerer = await register(client, "Woken Asker"), await register(client, "Woken Helper")
+    await subscribe(client, asker, f"{receiver.base}/woken", ["answer.created"])
+    # A poll far beyond the deadline: only the commit's notice can wake it in time.
+    deliverer = deliverers(poll_s=600.0)
+    running = asyncio.get_running_loop().create_task(deliverer.run())
+    try:
+        await deliverer.step()  # idle: nothing to match yet
+        await ask_and_answer(client, asker, answerer)
+        deadline = time.monotonic() + DEADLINE_S
+        while not receiver.at("/woken"):
+            assert time.monotonic() < deadline and not running.done(), "never woken"
+            await asyncio.sleep(0.02)
+    finally:
+        running.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await running
