@@ -144,6 +144,8 @@ class Indexer:
         self._sessions = sessions
         self._engine = engine
         self.model: str | None = None
+        # Models this index has reported searching with (their gauge series).
+        self._models_reported: set[str] = set()
         self.dim: int | None = None
         self.indexes: dict[str, FaissIndex] = {}
         self.ready = False
@@ -421,14 +423,23 @@ class Indexer:
         return (await vectors)[0]
 
     async def record_metrics(self) -> None:
-        """Set the index's gauges (telemetry/metrics.py): vectors by kind, and
-        how far it is behind Postgres (queued rows, the oldest one's age)."""
+        """Set the index's gauges (telemetry/metrics.py): vectors by kind, how
+        far it is behind Postgres (queued rows, the oldest one's age), and the
+        model it searches with."""
         async with self._sessions() as session:
             rows, age_s = await repo.queue_lag(session)
         metrics.INDEX_LAG_ROWS.set(rows)
         metrics.INDEX_LAG_SECONDS.set(age_s)
         for kind, index in list(self.indexes.items()):
             metrics.INDEX_VECTORS.labels(kind).set(len(index))
+        model = self.model
+        if model is not None:
+            # One series at 1, the model searched with now; those of earlier
+            # models (a rollback's, a tuned version's) go to 0.
+            for earlier in self._models_reported - {model}:
+                metrics.SEARCH_MODEL.labels(earlier).set(0)
+            metrics.SEARCH_MODEL.labels(model).set(1)
+            self._models_reported.add(model)
 
     async def stats(self) -> dict[str, Any]:
         async with self._sessions() as session:

@@ -74,9 +74,18 @@ def describe(folder: Path) -> dict[str, Any]:
         if flags != ["pooling_mode_mean_tokens"]:
             raise NotExportable(f"pooling {flags} (only mean pooling is exported)")
     max_len = 512
+    found = None
     if _has(folder, "sentence_bert_config.json"):
         st = json.loads((folder / "sentence_bert_config.json").read_text())
-        max_len = int(st.get("max_seq_length") or max_len)
+        found = st.get("max_seq_length")
+    if not found and _has(folder, "tokenizer_config.json"):
+        # sentence-transformers 6 saves the length as the tokenizer's
+        # model_max_length (a model tuned here): without it the graph would
+        # read 512 tokens where PyTorch reads 256. Tokenizers with no limit
+        # say a huge number.
+        limit = json.loads((folder / "tokenizer_config.json").read_text()).get("model_max_length")
+        found = limit if isinstance(limit, int) and limit <= 100_000 else None
+    max_len = int(found or max_len)
     dim = pool.get("word_embedding_dimension") or pool.get("embedding_dimension")
     return {"max_seq_length": max_len, "dim": int(dim)}
 
@@ -151,8 +160,10 @@ def exported(folder: Path, cache: Path, precision: str = "fp32") -> Path:
     process) on first use; int8 is the fp32 graph dynamically quantised."""
     if precision not in PRECISIONS:
         raise ValueError(f"precision must be one of {PRECISIONS}")
-    safe = "".join(c if c.isalnum() or c in "-_." else "_" for c in folder.name)[:60]
-    target = cache / f"{safe}-{cache_key(folder)}"
+    # Named by the contents alone, not the folder's name: the graph ``cairn
+    # tune``'s gate exported from its checkpoint is the one the Embedder
+    # finds for the version unpacked under versions/<sha256>/.
+    target = cache / f"graph-{cache_key(folder)}"
     fp32 = target / "model.onnx"
     out = fp32 if precision == "fp32" else target / "model-int8.onnx"
     if out.is_file():

@@ -45,6 +45,7 @@ from embeddings import evaluation, modelstore
 from embeddings import pairs as mining
 from embeddings.config import DEFAULT_MODEL
 from embeddings.reembed import AUTH_ENV, NAMESPACE, _duration, find_local_cluster
+from telemetry import metrics
 
 log = logging.getLogger("cairn.tune")
 
@@ -291,6 +292,7 @@ class Summary:
     train_s: float = 0.0
     eval_s: float = 0.0
     pairs_per_s: float = 0.0
+    loss: float | None = None
     workers: str = ""
     accepted: bool = False
     version: str | None = None
@@ -468,9 +470,21 @@ def run(options: TuneOptions, *, address: str | None, out: TextIO | None = None)
     (engine, conn), lock_session, base = loop.run_until_complete(lock_and_read())
     work_engine = make_engine(options.database_url, pool_size=2, max_overflow=1)
     sessions = make_sessionmaker(work_engine)
+    started, outcome = time.monotonic(), "failed"
+    # Whether the job joined Ray, and whether it started it (then it stops it).
+    joined: list[bool] = []
+    summary: Summary | None = None
     try:
-        return _run_locked(options, base, sessions, printer, address, loop)
+        summary = _run_locked(options, base, sessions, printer, address, loop, joined)
+        outcome = "accepted" if summary.accepted else "rejected"
+        return summary
     finally:
+        if joined:
+            record_metrics(summary, outcome, time.monotonic() - started)
+            if joined[0]:
+                import ray
+
+                ray.shutdown()
 
         async def release() -> None:
             with contextlib.suppress(Exception):
@@ -491,6 +505,7 @@ def _run_locked(
     printer: Printer,
     address: str | None,
     loop: asyncio.AbstractEventLoop,
+    joined: list[bool],
 ) -> Summary:
     cache = Path(options.cache_dir).expanduser().resolve()
     runs = Path(options.runs_dir).expanduser().resolve()
@@ -520,8 +535,9 @@ def _run_locked(
     if not Path(base_path).is_dir():
         raise TuneError(f"the base model {base!r} is no local folder ({base_path})")
 
-    tuned_path, steps, resumed, train_s, workers = _train(
-        options, base, base_path, mined, runs / key, address, printer
+    joined.append(connect_ray(options, address, printer))
+    tuned_path, steps, resumed, train_s, workers, loss = _train(
+        options, base_path, mined, runs / key, printer
     )
     summary.steps, summary.resumed_from, summary.train_s, summary.workers = (
         steps,
@@ -529,6 +545,7 @@ def _run_locked(
         train_s,
         workers,
     )
+    summary.loss = loss
     done_pairs = (steps - resumed) * options.batch_size * options.num_workers
     summary.pairs_per_s = done_pairs / train_s if train_s > 0 else 0.0
 
@@ -592,122 +609,149 @@ def _folder_key(path: str) -> str:
     return cache_key(Path(path))
 
 
+def record_metrics(summary: Summary | None, outcome: str, seconds: float) -> None:
+    """A job's numbers (telemetry/metrics.py), recorded by its driver while
+    it is still in Ray: outcome, pairs, steps, loss, each stage's time."""
+    metrics.TUNE_JOBS.labels(outcome).inc()
+    metrics.TUNE_SECONDS.labels("job").observe(seconds)
+    if summary is None:
+        return
+    for name, n in (
+        ("train", summary.pairs_train - summary.pairs_extra),
+        ("heldout", summary.pairs_heldout),
+        ("extra", summary.pairs_extra),
+    ):
+        if n > 0:
+            metrics.TUNE_PAIRS.labels(name).inc(n)
+    if summary.steps > summary.resumed_from:
+        metrics.TUNE_STEPS.inc(summary.steps - summary.resumed_from)
+    if summary.loss is not None:
+        metrics.TUNE_LOSS.set(summary.loss)
+    metrics.TUNE_SECONDS.labels("train").observe(summary.train_s)
+    metrics.TUNE_SECONDS.labels("gate").observe(summary.eval_s)
+
+
+def connect_ray(options: TuneOptions, address: str | None, printer: Printer) -> bool:
+    """Join ``address``, else start a local Ray for the job; whether this
+    started it (the job stops it at its end, after recording its metrics)."""
+    import ray
+
+    if ray.is_initialized():
+        return False
+    if address:
+        printer.say(f"joining the Ray cluster at {address}")
+        ray.init(
+            address=address,
+            namespace=NAMESPACE,
+            log_to_driver=False,
+            logging_level=logging.WARNING,
+        )
+    else:
+        printer.say("starting a local Ray for the job")
+        temp_dir = options.ray_temp_dir or None
+        if temp_dir:
+            os.environ.setdefault("RAY_TMPDIR", temp_dir)
+        ray.init(
+            namespace=NAMESPACE,
+            _temp_dir=temp_dir,
+            include_dashboard=False,
+            _node_ip_address="127.0.0.1",
+            log_to_driver=False,
+            logging_level=logging.WARNING,
+        )
+    return True
+
+
 def _train(
     options: TuneOptions,
-    base: str,
     base_path: str,
     mined: mining.Mined,
     folder: Path,
-    address: str | None,
     printer: Printer,
-) -> tuple[str, int, int, float, str]:
-    """Train on Ray; (the tuned model's folder, steps, the step resumed
-    from, seconds, what the workers ran on)."""
+) -> tuple[str, int, int, float, str, float | None]:
+    """Train on Ray (joined by ``connect_ray``); (the tuned model's folder,
+    steps, the step resumed from, seconds, what the workers ran on, the last
+    reported loss)."""
     import ray
     import ray.train
     from ray.train.torch import TorchTrainer
     from ray.util.queue import Empty, Queue
 
-    started_here = not ray.is_initialized()
-    if started_here:
-        if address:
-            printer.say(f"joining the Ray cluster at {address}")
-            ray.init(
-                address=address,
-                namespace=NAMESPACE,
-                log_to_driver=False,
-                logging_level=logging.WARNING,
-            )
-        else:
-            printer.say("starting a local Ray for the job")
-            temp_dir = options.ray_temp_dir or None
-            if temp_dir:
-                os.environ.setdefault("RAY_TMPDIR", temp_dir)
-            ray.init(
-                namespace=NAMESPACE,
-                _temp_dir=temp_dir,
-                include_dashboard=False,
-                _node_ip_address="127.0.0.1",
-                log_to_driver=False,
-                logging_level=logging.WARNING,
-            )
-    try:
-        gpus = float(ray.cluster_resources().get("GPU", 0.0))
-        use_gpu = options.gpu == "yes" or (options.gpu == "auto" and gpus >= options.num_workers)
-        if options.gpu == "yes" and gpus < options.num_workers:
-            raise TuneError(
-                f"--gpu yes asks for {options.num_workers} GPUs; the cluster has {gpus:g}"
-            )
-        workers = f"{options.num_workers} x " + (
-            "GPU (bf16)" if use_gpu else f"{options.cpus_per_worker:g} CPU"
-        )
-        checkpoint = latest_checkpoint(folder)
-        resumed = 0
-        if checkpoint is not None:
-            resumed = int(json.loads((checkpoint / STATE).read_text())["step"])
-            printer.say(f"resuming from step {resumed:,} ({checkpoint})")
-        planned = len(schedule(mined.train, asdict(options)))
-        if options.max_steps:
-            planned = min(planned, options.max_steps)
-        total = max(1, planned // options.num_workers)
-        if checkpoint is not None and resumed >= total:
-            # The run had finished: its last checkpoint is the model.
-            printer.say(f"the run had finished ({total:,} steps); measuring its model")
-            return str(checkpoint / "model"), resumed, resumed, 0.0, workers
-        progress = Queue(actor_options={"num_cpus": 0})
-        o = {
-            **{k: v for k, v in asdict(options).items() if not isinstance(v, tuple)},
-            "bf16": use_gpu,
-        }
-        trainer = TorchTrainer(
-            train_loop,
-            train_loop_config={
-                "options": o,
-                "pairs": ray.put(mined.train),
-                "base_path": base_path,
-                "progress": progress,
-                "resume": str(checkpoint) if checkpoint is not None else None,
-            },
-            scaling_config=ray.train.ScalingConfig(
-                num_workers=options.num_workers,
-                use_gpu=use_gpu,
-                resources_per_worker=None if use_gpu else {"CPU": options.cpus_per_worker},
-            ),
-            run_config=ray.train.RunConfig(
-                name="train",
-                storage_path=str(folder),
-                checkpoint_config=ray.train.CheckpointConfig(num_to_keep=2),
-            ),
-        )
-        printer.say(f"training on {workers}")
-        result: list[Any] = []
-        failure: list[BaseException] = []
+    gpus = float(ray.cluster_resources().get("GPU", 0.0))
+    use_gpu = options.gpu == "yes" or (options.gpu == "auto" and gpus >= options.num_workers)
+    if options.gpu == "yes" and gpus < options.num_workers:
+        raise TuneError(f"--gpu yes asks for {options.num_workers} GPUs; the cluster has {gpus:g}")
+    workers = f"{options.num_workers} x " + (
+        "GPU (bf16)" if use_gpu else f"{options.cpus_per_worker:g} CPU"
+    )
+    checkpoint = latest_checkpoint(folder)
+    resumed = 0
+    if checkpoint is not None:
+        resumed = int(json.loads((checkpoint / STATE).read_text())["step"])
+        printer.say(f"resuming from step {resumed:,} ({checkpoint})")
+    planned = len(schedule(mined.train, asdict(options)))
+    if options.max_steps:
+        planned = min(planned, options.max_steps)
+    total = max(1, planned // options.num_workers)
+    if checkpoint is not None and resumed >= total:
+        # The run had finished: its last checkpoint is the model.
+        printer.say(f"the run had finished ({total:,} steps); measuring its model")
+        return str(checkpoint / "model"), resumed, resumed, 0.0, workers, None
+    progress = Queue(actor_options={"num_cpus": 0})
+    o = {
+        **{k: v for k, v in asdict(options).items() if not isinstance(v, tuple)},
+        "bf16": use_gpu,
+    }
+    trainer = TorchTrainer(
+        train_loop,
+        train_loop_config={
+            "options": o,
+            "pairs": ray.put(mined.train),
+            "base_path": base_path,
+            "progress": progress,
+            "resume": str(checkpoint) if checkpoint is not None else None,
+        },
+        scaling_config=ray.train.ScalingConfig(
+            num_workers=options.num_workers,
+            use_gpu=use_gpu,
+            resources_per_worker=None if use_gpu else {"CPU": options.cpus_per_worker},
+        ),
+        run_config=ray.train.RunConfig(
+            name="train",
+            storage_path=str(folder),
+            checkpoint_config=ray.train.CheckpointConfig(num_to_keep=2),
+        ),
+    )
+    printer.say(f"training on {workers}")
+    result: list[Any] = []
+    failure: list[BaseException] = []
 
-        def fit() -> None:
-            try:
-                result.append(trainer.fit())
-            except BaseException as exc:
-                failure.append(exc)
+    def fit() -> None:
+        try:
+            result.append(trainer.fit())
+        except BaseException as exc:
+            failure.append(exc)
 
-        t0 = time.monotonic()
-        thread = threading.Thread(target=fit, name="cairn-tune-fit", daemon=True)
-        thread.start()
-        while thread.is_alive() or progress.size():
-            try:
-                printer.step(progress.get(timeout=1.0))
-            except Empty:
-                continue
-        train_s = time.monotonic() - t0
-        if failure:
-            raise TuneError(f"training failed: {failure[0]}") from failure[0]
-        final = result[0].checkpoint
-        if final is None:
-            raise TuneError("training ended without a checkpoint")
-        state = json.loads((Path(final.path) / STATE).read_text())
-        return str(Path(final.path) / "model"), int(state["step"]), resumed, train_s, workers
-    finally:
-        if started_here:
-            ray.shutdown()
+    t0 = time.monotonic()
+    thread = threading.Thread(target=fit, name="cairn-tune-fit", daemon=True)
+    thread.start()
+    loss: float | None = None
+    while thread.is_alive() or progress.size():
+        try:
+            m = progress.get(timeout=1.0)
+        except Empty:
+            continue
+        printer.step(m)
+        loss = float(m["loss"])
+        metrics.TUNE_LOSS.set(loss)
+    train_s = time.monotonic() - t0
+    if failure:
+        raise TuneError(f"training failed: {failure[0]}") from failure[0]
+    final = result[0].checkpoint
+    if final is None:
+        raise TuneError("training ended without a checkpoint")
+    state = json.loads((Path(final.path) / STATE).read_text())
+    return str(Path(final.path) / "model"), int(state["step"]), resumed, train_s, workers, loss
 
 
 def main(

@@ -377,6 +377,35 @@ MAIL_FAILURES = counter(
 )
 
 
+# --- the search model and tune jobs -------------------------------------------------
+
+SEARCH_MODEL = gauge(
+    "cairn_search_model",
+    "1 for the model the VectorIndex searches with, by model (the packaged name or "
+    "a tuned version's name; a few over a cluster's life), 0 for one it served before.",
+    ("model",),
+)
+TUNE_JOBS = counter(
+    "cairn_tune_jobs_total",
+    "`cairn tune` jobs that ran on the cluster, by outcome (accepted, rejected by the "
+    "gate, failed), counted by the job's driver as it ends.",
+    ("outcome",),
+)
+TUNE_PAIRS = counter(
+    "cairn_tune_pairs_total", "Pairs mined by tune jobs, by set (train, heldout, extra).", ("set",)
+)
+TUNE_STEPS = counter("cairn_tune_steps_total", "Training steps taken by tune jobs.")
+TUNE_LOSS = gauge(
+    "cairn_tune_loss", "The running tune job's training loss (the mean of its last reported steps)."
+)
+TUNE_SECONDS = histogram(
+    "cairn_tune_seconds",
+    "Time of a tune job by stage (train, gate, job: all of it).",
+    ("stage",),
+    (10.0, 30.0, 60.0, 120.0, 300.0, 600.0, 1800.0, 3600.0, 7200.0, 21600.0),
+)
+
+
 def exported_names() -> set[str]:
     """Every series name Prometheus can see from Cairn (histograms' three)."""
     names: set[str] = set()

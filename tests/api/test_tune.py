@@ -199,3 +199,28 @@ async def test_activations_are_logged_for_rollback(
         await search_repo.set_active_model(s, "base-model")
         await s.commit()
         assert [m for m, _ in await repo.activations(s)] == ["base-model", "tuned-a", "base-model"]
+
+
+async def test_the_models_commands_list_show_and_refuse_a_missing_version(
+    sessions: async_sessionmaker[AsyncSession],
+    database: str,
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """What ``cairn models list | show`` print and how ``show`` and ``cairn
+    reembed --model`` refuse a version that does not exist (in process: the
+    e2e tune test runs the commands only where Ray is needed)."""
+    import asyncio
+
+    from embeddings import models
+
+    stored = await modelstore.store(sessions, fake_model(tmp_path / "m"), "base-x", True, {})
+    assert await asyncio.to_thread(models.list_versions, database) == 0
+    assert stored.name in capsys.readouterr().out
+    assert await asyncio.to_thread(models.show, database, stored.name) == 0
+    assert "base base-x" in capsys.readouterr().out
+    assert await asyncio.to_thread(models.show, database, "tuned-none") == 1
+    assert "no model version named 'tuned-none'" in capsys.readouterr().err
+    assert not await asyncio.to_thread(models.check_exists, database, "tuned-none")
+    assert "no model version named 'tuned-none'" in capsys.readouterr().err
+    assert await asyncio.to_thread(models.check_exists, database, stored.name)

@@ -3,7 +3,13 @@ corpus, train a few steps with Ray Train on the service's cluster, gate
 (forced), store the version in Postgres; a second tune meanwhile is refused;
 the stored model's ONNX and PyTorch vectors agree; `cairn models activate`
 serves it through `cairn reembed` and search answers with it; `cairn models
-rollback` returns the previous model."""
+rollback` returns the previous model.
+
+The tune starts from a one-layer copy of the packaged model (``--base``,
+tests/tinymodel.py): the same code paths at a fraction of the training,
+export and re-embedding cost (the issue's budget for this test is 60 s).
+The commands' answers to a missing version are tested in process
+(tests/api/test_tune.py)."""
 
 from __future__ import annotations
 
@@ -27,6 +33,7 @@ from storage.db import make_engine, make_sessionmaker
 from storage.repositories import tuning as repo
 from tests.e2e.conftest import Service
 from tests.e2e.test_service import as_client, publish, register
+from tests.tinymodel import one_layer_copy
 
 pytestmark = pytest.mark.e2e
 
@@ -66,6 +73,11 @@ TUNE = (
 )  # fmt: skip
 
 
+@pytest.fixture(scope="module")
+def tiny_base(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return one_layer_copy(tmp_path_factory.mktemp("tune-base") / "minilm-one-layer")
+
+
 @pytest.fixture
 async def sessions(service: Service) -> AsyncIterator[async_sessionmaker[AsyncSession]]:
     engine = make_engine(service.database_url, pool_size=1, max_overflow=1)
@@ -92,9 +104,13 @@ async def semantic_hit(http: httpx.AsyncClient, expected: str, within_s: float =
 
 
 async def test_tune_store_activate_and_roll_back(
-    http: httpx.AsyncClient, service: Service, sessions: async_sessionmaker[AsyncSession]
+    http: httpx.AsyncClient,
+    service: Service,
+    sessions: async_sessionmaker[AsyncSession],
+    tiny_base: Path,
 ) -> None:
     t0 = time.monotonic()
+    tune = (*TUNE, "--base", str(tiny_base))
     ids: list[str] = []
     for start in range(0, len(TOPICS), 4):
         author = await register(http, f"Tune Author {start}")
@@ -104,12 +120,12 @@ async def test_tune_store_activate_and_roll_back(
     # A tune while another holds the lock is refused, the model unchanged.
     async with sessions() as holder:
         assert await repo.try_lock_tune(holder)
-        refused = cli(service, *TUNE)
+        refused = cli(service, *tune)
         await repo.unlock_tune(holder)
     assert refused.returncode == 1
     assert "another tune is running" in refused.stderr, refused.stderr[-2000:]
 
-    done = cli(service, *TUNE)
+    done = cli(service, *tune)
     assert done.returncode == 0, done.stderr[-4000:]
     assert "using its Ray cluster" in done.stderr  # the service's Ray, not a new one
     assert "pairs/s" in done.stderr and "ETA" in done.stderr
@@ -122,30 +138,29 @@ async def test_tune_store_activate_and_roll_back(
     assert [g["name"] for g in card["gate"]["groups"]] == ["heldout"]
     tuned_s = time.monotonic() - t0
 
-    listed = cli(service, "models", "list")
-    assert listed.returncode == 0 and version in listed.stdout, listed.stderr
     shown = cli(service, "models", "show", version)
     assert shown.returncode == 0 and "| heldout |" in shown.stdout, shown.stderr
-    missing = cli(service, "models", "show", "tuned-none")
-    assert missing.returncode == 1 and "no model version named 'tuned-none'" in missing.stderr
-    missing = cli(service, "reembed", "--model", "tuned-none")
-    assert missing.returncode == 1 and "no model version named 'tuned-none'" in missing.stderr
 
-    # The stored model served by ONNX Runtime gives PyTorch's vectors.
+    # The stored model served by ONNX Runtime gives PyTorch's vectors; its
+    # graph is the one the gate exported (cached by the weights' hash, so the
+    # version unpacked elsewhere finds it), also for a text past the length
+    # the model reads.
     from sentence_transformers import SentenceTransformer
 
     from embeddings.encoder import Encoder
+    from embeddings.onnx_model import cache_key
 
-    folder = await modelstore.local_copy(sessions, version, service.state_dir / "models")
-    texts = [t[0] for t in TOPICS] + [t[2] for t in TOPICS]
-    onnx = Encoder(
-        str(folder), device="cpu", backend="onnx", cache_dir=service.state_dir / "models"
-    )
+    cache = Path(service.env["CAIRN_MODEL_CACHE_DIR"])
+    folder = await modelstore.local_copy(sessions, version, cache)
+    assert (cache / f"graph-{cache_key(folder)}" / "model.onnx").is_file()
+    texts = [t[0] for t in TOPICS] + [t[2] for t in TOPICS] + [TOPICS[1][2] * 40]
+    onnx = Encoder(str(folder), device="cpu", backend="onnx", cache_dir=cache)
     torch_vectors = SentenceTransformer(str(folder), device="cpu").encode(
         texts, normalize_embeddings=True, convert_to_numpy=True
     )
     cosines = np.sum(onnx.encode(texts) * torch_vectors, axis=1)
     assert float(cosines.min()) >= 0.9999, cosines
+    checked_s = time.monotonic() - t0
 
     # Served through the existing swap; then rolled back.
     activated = cli(service, "models", "activate", version, "--precision", "fp32")
@@ -155,4 +170,7 @@ async def test_tune_store_activate_and_roll_back(
     back = cli(service, "models", "rollback", "--precision", "fp32")
     assert back.returncode == 0, back.stderr[-4000:]
     assert await health_model(http) == before
-    print(f"tune {tuned_s:.0f}s, all {time.monotonic() - t0:.0f}s")
+    print(
+        f"tune {tuned_s:.0f}s (train {summary['train_s']:.0f}s, gate {summary['eval_s']:.0f}s), "
+        f"checked {checked_s:.0f}s, all {time.monotonic() - t0:.0f}s"
+    )

@@ -13,7 +13,6 @@ re-embedding")."""
 from __future__ import annotations
 
 import fcntl
-import json
 import shutil
 import threading
 import time
@@ -25,6 +24,7 @@ import pytest
 
 from embeddings.encoder import Encoder
 from embeddings.reembed import ReembedOptions
+from tests.tinymodel import one_layer_copy
 
 from .test_onnx_encoder import TEXTS
 
@@ -43,21 +43,7 @@ def cache(tmp_path_factory: pytest.TempPathFactory) -> Path:
 def one_layer(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """The packaged model's folder with only its first transformer layer:
     the configuration says one layer and the weights of the others are left out."""
-    from safetensors.torch import load_file, save_file
-
-    from embeddings.config import DEFAULT_MODEL
-    from embeddings.encoder import resolve
-
-    folder = tmp_path_factory.mktemp("models") / "minilm-one-layer"
-    shutil.copytree(resolve(DEFAULT_MODEL), folder, ignore=shutil.ignore_patterns("*.safetensors"))
-    config = json.loads((folder / "config.json").read_text())
-    config["num_hidden_layers"] = 1
-    (folder / "config.json").write_text(json.dumps(config))
-    weights = load_file(Path(resolve(DEFAULT_MODEL)) / "model.safetensors")
-    kept = {k: v for k, v in weights.items() if ".layer." not in k or ".layer.0." in k}
-    assert len(kept) < len(weights)
-    save_file(kept, folder / "model.safetensors", metadata={"format": "pt"})
-    return folder
+    return one_layer_copy(tmp_path_factory.mktemp("models") / "minilm-one-layer")
 
 
 def test_bf16_vectors_match_fp32(one_layer: Path, cache: Path) -> None:
