@@ -155,6 +155,8 @@ def service(
         # Notification streams send a heartbeat every 2 s (15 s by default):
         # tests see several through HAProxy without waiting long.
         "CAIRN_STREAM_HEARTBEAT_S": "2",
+        # Webhooks to a receiver on loopback (tests/e2e/test_webhooks_serve.py).
+        "CAIRN_WEBHOOKS_ALLOW_LOOPBACK": "true",
     }
     env.pop("CAIRN_DATABASE_URL", None)
     env.pop("RAY_ADDRESS", None)
