@@ -617,6 +617,36 @@ def cluster_cpus() -> tuple[float, float]:
     )
 
 
+def join_or_start(
+    address: str | None, temp_dir: Path | str | None, say: Callable[[str], None]
+) -> None:
+    """Join the Ray cluster at ``address``, else start a local Ray for a batch
+    job (``cairn reembed``, ``tune``, ``rescreen``) with its files in ``temp_dir``."""
+    import ray
+
+    if address:
+        say(f"joining the Ray cluster at {address}")
+        ray.init(
+            address=address,
+            namespace=NAMESPACE,
+            log_to_driver=False,
+            logging_level=logging.WARNING,
+        )
+        return
+    say("starting a local Ray for the job")
+    temp = str(temp_dir) if temp_dir else None
+    if temp is not None:
+        os.environ.setdefault("RAY_TMPDIR", temp)
+    ray.init(
+        namespace=NAMESPACE,
+        _temp_dir=temp,
+        include_dashboard=False,
+        _node_ip_address="127.0.0.1",
+        log_to_driver=False,
+        logging_level=logging.WARNING,
+    )
+
+
 def run_on_ray(
     options: ReembedOptions,
     *,
@@ -629,26 +659,7 @@ def run_on_ray(
     import ray
 
     progress = Progress(out)
-    if address:
-        progress.say(f"joining the Ray cluster at {address}")
-        ray.init(
-            address=address,
-            namespace=NAMESPACE,
-            log_to_driver=False,
-            logging_level=logging.WARNING,
-        )
-    else:
-        progress.say("starting a local Ray for the job")
-        if temp_dir is not None:
-            os.environ.setdefault("RAY_TMPDIR", str(temp_dir))
-        ray.init(
-            namespace=NAMESPACE,
-            _temp_dir=str(temp_dir) if temp_dir is not None else None,
-            include_dashboard=False,
-            _node_ip_address="127.0.0.1",
-            log_to_driver=False,
-            logging_level=logging.WARNING,
-        )
+    join_or_start(address, temp_dir, progress.say)
     try:
         need = options.num_cpus * options.concurrency
         total_cpus, free_cpus = cluster_cpus()

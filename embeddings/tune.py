@@ -44,7 +44,7 @@ from typing import Any, TextIO
 from embeddings import evaluation, modelstore
 from embeddings import pairs as mining
 from embeddings.config import DEFAULT_MODEL
-from embeddings.reembed import AUTH_ENV, NAMESPACE, _duration, find_local_cluster
+from embeddings.reembed import AUTH_ENV, _duration, find_local_cluster, join_or_start
 from telemetry import metrics
 
 log = logging.getLogger("cairn.tune")
@@ -325,14 +325,9 @@ def latest_checkpoint(folder: Path) -> Path | None:
     return None if best is None else best[1]
 
 
-async def _mine(sessions: Any, options: TuneOptions, printer: Printer) -> mining.Mined:
-    from storage.repositories import tuning as repo
-
-    async with sessions() as session:
-        rows = await repo.corpus(session)
-        accepted = await repo.accepted_answers(session)
-        await session.rollback()
-    items = [
+def corpus_items(rows: Any) -> list[mining.Item]:
+    """The miner's items from the corpus rows (storage/repositories/tuning.corpus)."""
+    return [
         mining.Item(
             r.kind,
             str(r.item_id),
@@ -344,6 +339,16 @@ async def _mine(sessions: Any, options: TuneOptions, printer: Printer) -> mining
         )
         for r in rows
     ]
+
+
+async def _mine(sessions: Any, options: TuneOptions, printer: Printer) -> mining.Mined:
+    from storage.repositories import tuning as repo
+
+    async with sessions() as session:
+        rows = await repo.corpus(session)
+        accepted = await repo.accepted_answers(session)
+        await session.rollback()
+    items = corpus_items(rows)
     answers = [
         mining.Answer(str(a.question_id), a.question_title, a.body, a.worked) for a in accepted
     ]
@@ -638,27 +643,7 @@ def connect_ray(options: TuneOptions, address: str | None, printer: Printer) -> 
 
     if ray.is_initialized():
         return False
-    if address:
-        printer.say(f"joining the Ray cluster at {address}")
-        ray.init(
-            address=address,
-            namespace=NAMESPACE,
-            log_to_driver=False,
-            logging_level=logging.WARNING,
-        )
-    else:
-        printer.say("starting a local Ray for the job")
-        temp_dir = options.ray_temp_dir or None
-        if temp_dir:
-            os.environ.setdefault("RAY_TMPDIR", temp_dir)
-        ray.init(
-            namespace=NAMESPACE,
-            _temp_dir=temp_dir,
-            include_dashboard=False,
-            _node_ip_address="127.0.0.1",
-            log_to_driver=False,
-            logging_level=logging.WARNING,
-        )
+    join_or_start(address, options.ray_temp_dir or None, printer.say)
     return True
 
 

@@ -36,13 +36,13 @@ from typing import Any, TextIO
 from sqlalchemy.ext.asyncio import async_sessionmaker
 from sqlmodel.ext.asyncio.session import AsyncSession
 
+from embeddings.reembed import join_or_start
 from serve_app.kit.screening import RULESET_VERSION
 from serve_app.services import rescreen
 from storage.repositories import rescreen as repo
 
 log = logging.getLogger("cairn.rescreen")
 
-NAMESPACE = "cairn"
 Submit = Callable[[str, list[uuid.UUID]], Awaitable[dict[str, int]]]
 
 
@@ -247,20 +247,7 @@ def run_on_ray(
     import ray
 
     progress = progress or Progress()
-    if address:
-        progress.say(f"joining the Ray cluster at {address}")
-        ray.init(address=address, namespace=NAMESPACE, log_to_driver=False)
-    else:
-        progress.say("starting a local Ray for the job")
-        if temp_dir is not None:
-            os.environ.setdefault("RAY_TMPDIR", str(temp_dir))
-        ray.init(
-            namespace=NAMESPACE,
-            _temp_dir=str(temp_dir) if temp_dir is not None else None,
-            include_dashboard=False,
-            _node_ip_address="127.0.0.1",
-            log_to_driver=False,
-        )
+    join_or_start(address, temp_dir, progress.say)
     try:
         actor: Any = ray.remote(num_cpus=options.num_cpus)(RescreenWorker)
         pool: list[Any] = [actor.remote(options.database_url) for _ in range(options.concurrency)]

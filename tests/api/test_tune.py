@@ -17,7 +17,7 @@ from sqlalchemy import text
 from sqlalchemy.ext.asyncio import async_sessionmaker
 from sqlmodel.ext.asyncio.session import AsyncSession
 
-from embeddings import modelstore
+from embeddings import modelstore, tune
 from embeddings import pairs as mining
 from storage.db import make_engine, make_sessionmaker
 from storage.repositories import search as search_repo
@@ -109,18 +109,7 @@ async def test_the_corpus_is_what_the_public_sees_as_the_embedder_embeds_it(
     assert [r.title for r in rows if r.kind == "question"] == [q["title"]]
     assert [(a.question_title, a.body[:10]) for a in answers] == [(q["title"], "Use keyset")]
 
-    items = [
-        mining.Item(
-            r.kind,
-            str(r.item_id),
-            r.title,
-            r.description,
-            r.text,
-            r.worked,
-            str(r.forked_from) if r.forked_from else None,
-        )
-        for r in rows
-    ]
+    items = tune.corpus_items(rows)
     got = mining.mine(
         items,
         [mining.Answer(str(a.question_id), a.question_title, a.body) for a in answers],
