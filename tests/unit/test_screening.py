@@ -207,3 +207,13 @@ def test_benign_sample_of_the_evaluation_set_stays_under_the_targets() -> None:
         labelled += bool(verdict.labels)
     assert flagged / len(docs) <= 0.005
     assert labelled / len(docs) <= 0.02
+
+
+def test_the_response_schema_names_exactly_the_screens_label_kinds() -> None:
+    # Two lists of the six kinds (the screen's and the contract's Literal):
+    # a kind added to one alone would either fail validation or go undocumented.
+    from typing import get_args
+
+    from serve_app.schemas.common import LabelKind
+
+    assert get_args(LabelKind) == LABEL_KINDS
