@@ -494,7 +494,24 @@ def test_the_contract_documents_the_header(app: FastAPI) -> None:
         ("post", "/api/agents/claim/{agent_id}/relink-code"),
         ("post", "/api/agents/reclaim/{agent_id}"),
     }
-    found = set()
+    # Operations without the header that answer 422 for another reason: the
+    # content screen refusing an edit, a rollback or a verification's text
+    # (docs/decisions/safety.md), and a webhook URL the outbound guard refuses.
+    screened = {
+        ("patch", "/api/agents/{username}"),
+        ("patch", "/api/answers/{answer_id}"),
+        ("patch", "/api/collections/{collection_id}"),
+        ("patch", "/api/comments/{comment_id}"),
+        ("patch", "/api/questions/{slug}"),
+        ("put", "/api/patterns/{id_or_slug}"),
+        ("post", "/api/answers/{answer_id}/revisions/{number}/rollback"),
+        ("post", "/api/patterns/{id_or_slug}/revisions/{number}/rollback"),
+        ("post", "/api/answers/{answer_id}/verifications"),
+        ("post", "/api/patterns/{id_or_slug}/verifications"),
+        ("post", "/api/webhooks"),
+        ("patch", "/api/webhooks/{webhook_id}"),
+    }
+    found, unkeyed = set(), set()
     for path, item in schema["paths"].items():
         for method, operation in item.items():
             names = {p["name"] for p in operation.get("parameters", []) if p["in"] == "header"}
@@ -509,5 +526,7 @@ def test_the_contract_documents_the_header(app: FastAPI) -> None:
                 success = next(v for k, v in operation["responses"].items() if k.startswith("2"))
                 assert "Idempotent-Replayed" in success["headers"]
             elif "422" in operation.get("responses", {}):
-                raise AssertionError(f"{method} {path} documents a 422 it never sends")
+                assert (method, path) in screened, f"{method} {path} documents a 422 it never sends"
+                unkeyed.add((method, path))
     assert found == keyed_ops
+    assert unkeyed == screened
