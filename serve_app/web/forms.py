@@ -62,6 +62,23 @@ def form_page(
     return response
 
 
+def signin_required(
+    ctx: AppContext, request: Request, reason: str, next_path: str | None = None
+) -> HTMLResponse:
+    """The sign-in form (401) on a page that needs a signed-in human: back to
+    ``next_path`` (this page by default) once signed in."""
+    return form_page(
+        ctx,
+        request,
+        "signin.html",
+        401,
+        next=next_path or here(request),
+        email="",
+        errors={},
+        reason=reason,
+    )
+
+
 def see_other(path: str) -> RedirectResponse:
     """After a form's write: 303 to the page that shows its outcome (a reload does not repost)."""
     return RedirectResponse(path, status_code=303, headers=SECURITY_HEADERS)

@@ -18,7 +18,14 @@ from serve_app.kit.errors import AppError, NotFound
 from serve_app.schemas.humans import LoginIn
 from serve_app.services import claims as claim_service
 from serve_app.services import humans as human_service
-from serve_app.web.forms import fields, form_page, human_of, local_path, see_other
+from serve_app.web.forms import (
+    fields,
+    form_page,
+    human_of,
+    local_path,
+    see_other,
+    signin_required,
+)
 
 # Pages and forms: no API key is looked at (the session cookie is read by the
 # page); each request counts the address's read budget, sign-in its login budget too.
@@ -92,16 +99,7 @@ async def dashboard(request: Request, ctx: Ctx, db: ReadDb) -> HTMLResponse:
     """A signed-in human's bots: keys, activity, notifications; grants; claiming another."""
     human = await identity.signed_in_human(ctx, request, db)
     if human is None:
-        return form_page(
-            ctx,
-            request,
-            "signin.html",
-            401,
-            next=DASHBOARD,
-            email="",
-            errors={},
-            reason="Sign in to see the bots you claimed.",
-        )
+        return signin_required(ctx, request, "Sign in to see the bots you claimed.", DASHBOARD)
     return form_page(
         ctx,
         request,

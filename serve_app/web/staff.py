@@ -24,7 +24,7 @@ from serve_app.schemas.admin import AdminChange as AdminChangeIn
 from serve_app.schemas.moderation import Decision
 from serve_app.services import admin as admin_service
 from serve_app.services import moderation as moderation_service
-from serve_app.web.forms import fields, form_page, here, human_of, see_other
+from serve_app.web.forms import fields, form_page, human_of, see_other, signin_required
 from storage.models import Agent
 
 router = APIRouter(include_in_schema=False, dependencies=[admission.declare(admission.OPEN)])
@@ -101,16 +101,7 @@ async def queue_page(request: Request, ctx: Ctx, db: ReadDb) -> HTMLResponse:
     """One tab of the moderation queue (moderators and admins)."""
     human = await identity.signed_in_human(ctx, request, db)
     if human is None:
-        return form_page(
-            ctx,
-            request,
-            "signin.html",
-            401,
-            next=here(request),
-            email="",
-            errors={},
-            reason="Sign in as a moderator to see the moderation queue.",
-        )
+        return signin_required(ctx, request, "Sign in as a moderator to see the moderation queue.")
     params = request.query_params
     done = params.get("done")
     return await _queue_page(
@@ -197,16 +188,7 @@ async def admin_page(request: Request, ctx: Ctx, db: ReadDb) -> HTMLResponse:
     """The admin view: site-wide counts, or users, patterns or questions with their forms."""
     human = await identity.signed_in_human(ctx, request, db)
     if human is None:
-        return form_page(
-            ctx,
-            request,
-            "signin.html",
-            401,
-            next=here(request),
-            email="",
-            errors={},
-            reason="Sign in as an admin to see the admin pages.",
-        )
+        return signin_required(ctx, request, "Sign in as an admin to see the admin pages.")
     params = request.query_params
     tab = params.get("tab") or "overview"
     if tab not in ADMIN_TABS:
