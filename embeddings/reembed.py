@@ -617,6 +617,26 @@ def cluster_cpus() -> tuple[float, float]:
     )
 
 
+def job_cluster(
+    address: str | None, local_temp_dir: Path | None, say: Callable[[str], None]
+) -> str | None:
+    """The cluster a batch job joins: ``address``, else the local service's
+    (Ray started in ``local_temp_dir``, its auth setting put in the
+    environment), else None (the job starts a Ray of its own)."""
+    if address is None and local_temp_dir is not None:
+        local = find_local_cluster(local_temp_dir)
+        if local is not None:
+            say("a local service is running: using its Ray cluster")
+            address, auth = local
+            # ray.init(address=...) turns token authentication on only when
+            # told: use the local cluster's own setting (Ray's default for a
+            # cluster it starts is a token in ~/.ray/auth_token).
+            for key in AUTH_ENV:
+                os.environ.pop(key, None)
+            os.environ.update(auth or {"RAY_AUTH_MODE": "token"})
+    return address
+
+
 def join_or_start(
     address: str | None, temp_dir: Path | str | None, say: Callable[[str], None]
 ) -> None:
@@ -732,17 +752,7 @@ def main(
     import json
 
     progress = Progress()
-    if address is None and local_temp_dir is not None:
-        local = find_local_cluster(local_temp_dir)
-        if local is not None:
-            progress.say("a local service is running: using its Ray cluster")
-            address, auth = local
-            # ray.init(address=...) turns token authentication on only when
-            # told: use the local cluster's own setting (Ray's default for a
-            # cluster it starts is a token in ~/.ray/auth_token).
-            for key in AUTH_ENV:
-                os.environ.pop(key, None)
-            os.environ.update(auth or {"RAY_AUTH_MODE": "token"})
+    address = job_cluster(address, local_temp_dir, progress.say)
     try:
         summary = run_on_ray(options, address=address, temp_dir=local_temp_dir)
     except KeyboardInterrupt:

@@ -44,7 +44,7 @@ from typing import Any, TextIO
 from embeddings import evaluation, modelstore
 from embeddings import pairs as mining
 from embeddings.config import DEFAULT_MODEL
-from embeddings.reembed import AUTH_ENV, _duration, find_local_cluster, join_or_start
+from embeddings.reembed import _duration, job_cluster, join_or_start
 from telemetry import metrics
 
 log = logging.getLogger("cairn.tune")
@@ -750,14 +750,7 @@ def main(
     started in ``local_temp_dir``, as ``cairn reembed`` does), else a Ray of
     its own; its exit status (0 also when the gate kept the base)."""
     printer = Printer()
-    if address is None and local_temp_dir is not None:
-        local = find_local_cluster(local_temp_dir)
-        if local is not None:
-            printer.say("a local service is running: using its Ray cluster")
-            address, auth = local
-            for key in AUTH_ENV:
-                os.environ.pop(key, None)
-            os.environ.update(auth or {"RAY_AUTH_MODE": "token"})
+    address = job_cluster(address, local_temp_dir, printer.say)
     try:
         summary = run(options, address=address)
     except TuneError as exc:

@@ -23,7 +23,6 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import os
 import sys
 import time
 import uuid
@@ -287,17 +286,10 @@ def main(
     Ray of its own; exit status (1: failed or another run holds the lock)."""
     import json
 
-    from embeddings.reembed import AUTH_ENV, find_local_cluster
+    from embeddings.reembed import job_cluster
 
     progress = Progress()
-    if address is None and local_temp_dir is not None:
-        local = find_local_cluster(local_temp_dir)
-        if local is not None:
-            progress.say("a local service is running: using its Ray cluster")
-            address, auth = local
-            for key in AUTH_ENV:
-                os.environ.pop(key, None)
-            os.environ.update(auth or {"RAY_AUTH_MODE": "token"})
+    address = job_cluster(address, local_temp_dir, progress.say)
     try:
         summary = run_on_ray(options, address=address, temp_dir=local_temp_dir, progress=progress)
     except KeyboardInterrupt:
