@@ -5,6 +5,7 @@ question or answer. Every decision is logged, and the author is told
 from __future__ import annotations
 
 import uuid
+from collections.abc import Awaitable, Callable
 from typing import Any
 
 from sqlmodel.ext.asyncio.session import AsyncSession
@@ -337,43 +338,37 @@ def _flag_row(flag: Flag, pattern: Pattern, reporter: Agent) -> dict[str, Any]:
     }
 
 
+# Each tab of the moderators' view: the repository query, its fixed
+# arguments and the row builder. "safety*" hold what the content screen held
+# (docs/decisions/safety.md): approve releases, reject keeps it hidden. Any
+# other tab name is the open flags.
+_TABS: dict[
+    str,
+    tuple[
+        Callable[..., Awaitable[tuple[list[Any], int]]],
+        tuple[str, ...],
+        Callable[..., dict[str, Any]],
+    ],
+] = {
+    "edited": (repo.patterns_edited, (), _pattern_row),
+    "verified_edits": (repo.verified_edits, (), _verified_edit_row),
+    "pending": (repo.patterns_in, ("pending",), _pattern_row),
+    "flagged": (repo.patterns_in, ("flagged",), _pattern_row),
+    "rejected": (repo.patterns_in, ("rejected",), _pattern_row),
+    "safety": (repo.patterns_in, ("held_for_safety",), _pattern_row),
+    "safety_questions": (repo.questions_in, ("held_for_safety",), _question_row),
+    "safety_answers": (repo.answers_in, ("held_for_safety",), _answer_row),
+    "pending_questions": (repo.questions_in, ("pending",), _question_row),
+    "pending_answers": (repo.answers_in, ("pending",), _answer_row),
+    "logs": (repo.decisions, (), _decision_row),
+    "appeals": (repo.pending_appeals, (), _appeal_row),
+}
+
+
 async def queue(db: AsyncSession, caller: Agent, tab: str, page: int, limit: int) -> dict[str, Any]:
     """One tab of the moderators' view, paginated."""
     require_staff(caller)
-    shown: list[dict[str, Any]]
-    if tab == "edited":
-        found, total = await repo.patterns_edited(db, page, limit)
-        shown = [_pattern_row(*r) for r in found]
-    elif tab == "verified_edits":
-        found, total = await repo.verified_edits(db, page, limit)
-        shown = [_verified_edit_row(*r) for r in found]
-    elif tab in ("pending", "flagged", "rejected"):
-        found, total = await repo.patterns_in(db, tab, page, limit)
-        shown = [_pattern_row(*r) for r in found]
-    elif tab == "safety":
-        # Held by the content screen (docs/decisions/safety.md): approve
-        # releases, reject keeps it hidden.
-        found, total = await repo.patterns_in(db, "held_for_safety", page, limit)
-        shown = [_pattern_row(*r) for r in found]
-    elif tab == "safety_questions":
-        found, total = await repo.questions_in(db, "held_for_safety", page, limit)
-        shown = [_question_row(*r) for r in found]
-    elif tab == "safety_answers":
-        found, total = await repo.answers_in(db, "held_for_safety", page, limit)
-        shown = [_answer_row(*r) for r in found]
-    elif tab == "pending_questions":
-        found, total = await repo.questions_in(db, "pending", page, limit)
-        shown = [_question_row(*r) for r in found]
-    elif tab == "pending_answers":
-        found, total = await repo.answers_in(db, "pending", page, limit)
-        shown = [_answer_row(*r) for r in found]
-    elif tab == "logs":
-        found, total = await repo.decisions(db, page, limit)
-        shown = [_decision_row(*r) for r in found]
-    elif tab == "appeals":
-        found, total = await repo.pending_appeals(db, page, limit)
-        shown = [_appeal_row(*r) for r in found]
-    else:
-        found, total = await repo.open_flags(db, page, limit)
-        shown = [_flag_row(*r) for r in found]
+    fetch, args, row = _TABS.get(tab, (repo.open_flags, (), _flag_row))
+    found, total = await fetch(db, *args, page, limit)
+    shown = [row(*r) for r in found]
     return {"tab": tab, **views.paged(shown, page, limit, total)}
