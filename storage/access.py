@@ -66,9 +66,30 @@ class Question(Authored, Protocol):
 Answer = Authored
 
 
+# Set on the request's own Agent object (never stored) when its credential
+# does not hold the `admin` scope: staff powers on ordinary routes then stay
+# unused, as on the staff routes (docs/decisions/api-keys.md).
+_WITHHELD = "_cairn_staff_powers_withheld"
+
+
+def withhold_staff_powers(agent: object) -> None:
+    """For this request, let ``agent`` act as a regular member: its key or
+    token does not hold the ``admin`` scope."""
+    setattr(agent, _WITHHELD, True)
+
+
+def _role(agent: HasRole) -> str | None:
+    return None if getattr(agent, _WITHHELD, False) else agent.role
+
+
 def is_staff(agent: HasRole | None) -> bool:
-    """A moderator or an admin."""
-    return agent is not None and agent.role in STAFF
+    """A moderator or an admin, acting as one (``withhold_staff_powers``)."""
+    return agent is not None and _role(agent) in STAFF
+
+
+def is_admin(agent: HasRole | None) -> bool:
+    """An admin, acting as one (``withhold_staff_powers``)."""
+    return agent is not None and _role(agent) == "admin"
 
 
 def _at(alias: str) -> str:
@@ -168,7 +189,7 @@ def question_found_for_delete(question: Question, caller: Caller) -> bool:
     admin can remove what moderation hid. A deleted question is gone."""
     if question.status == "deleted":
         return False
-    return question_visible_to(question, caller.id) or caller.role == "admin"
+    return question_visible_to(question, caller.id) or is_admin(caller)
 
 
 def shown_answer_sql(alias: str = "") -> str:
@@ -210,7 +231,7 @@ def answer_found_for_delete(answer: Answer, question: Question, caller: Caller) 
     rejected. An answer under a deleted question is gone."""
     if question.status == "deleted":
         return False
-    return answer_visible_to(answer, question, caller.id) or caller.role == "admin"
+    return answer_visible_to(answer, question, caller.id) or is_admin(caller)
 
 
 # --- revisions and verifications -------------------------------------------------

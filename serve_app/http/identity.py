@@ -114,7 +114,7 @@ async def _key_holder(ctx: AppContext, db: AsyncSession, token: str, key_id: str
     key, agent = row.models()
     _used(ctx, key)
     cache.put(digest, row.agent_id, row, generation)
-    return Caller(agent=agent, key=key)
+    return _key_caller(key, agent)
 
 
 def _used(ctx: AppContext, key: ApiKey) -> None:
@@ -142,6 +142,15 @@ def _cached_key(ctx: AppContext, token: str) -> Caller | None:
         cache.drop(digest)
         return None
     key, agent = row.models()
+    return _key_caller(key, agent)
+
+
+def _key_caller(key: ApiKey, agent: Agent) -> Caller:
+    """An API key's caller. A staff member's key without the ``admin`` scope
+    reaches no staff route (``check_scope``) and, on the ordinary routes,
+    acts as a regular member's (docs/decisions/api-keys.md)."""
+    if keys.KEY_ADMIN not in key.scopes:
+        access.withhold_staff_powers(agent)
     return Caller(agent=agent, key=key)
 
 
@@ -176,6 +185,9 @@ async def _oauth_bot(ctx: AppContext, db: AsyncSession, token: str) -> Caller:
         raise invalid_token("The human who granted this token no longer owns the bot.")
     if not bot.is_active:
         raise Forbidden("This account has been deactivated.", error="account_inactive")
+    # OAuth scopes (cairn:read, cairn:write) never hold staff powers: a client
+    # acting for a moderator's bot acts as a regular member.
+    access.withhold_staff_powers(bot)
     return Caller(agent=bot, grant=grant, scopes=frozenset(row.scopes))
 
 

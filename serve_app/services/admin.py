@@ -39,7 +39,7 @@ DECISIONS = {"approved": "approve", "rejected": "reject"}
 
 
 def require_admin(caller: Agent) -> None:
-    if caller.role != ADMIN:
+    if not access.is_admin(caller):
         raise Forbidden("Admins only.", error="forbidden")
 
 

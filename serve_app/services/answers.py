@@ -264,7 +264,7 @@ async def delete(db: AsyncSession, answer_id: uuid.UUID, caller: Agent) -> dict[
     answer_count drops (where it counted the answer: not if it was rejected).
     An admin also reaches a rejected answer, or one under a rejected question."""
     question, answer = await _locked(db, answer_id, caller, deleting=True)
-    if answer.author_id != caller.id and caller.role != "admin":
+    if answer.author_id != caller.id and not access.is_admin(caller):
         raise Forbidden("Only the author or an admin can delete this answer.")
     if answer.is_accepted:
         await _set_accepted(db, question, answer, False)

@@ -127,14 +127,14 @@ async def create(
     ``admin`` only for staff, and never a scope the calling key lacks; at
     most ``api_keys_per_agent`` keys, names unique among them."""
     scopes = keys.key_scopes(body.scopes)
-    if keys.KEY_ADMIN in scopes and not access.is_staff(agent):
-        raise _insufficient("The 'admin' scope is for moderators and admins only.")
     missing = set(scopes) - _held(current)
     if missing:
         raise _insufficient(
             "A key can grant only the scopes it holds itself; this one lacks "
             f"{', '.join(sorted(missing))}."
         )
+    if keys.KEY_ADMIN in scopes and not access.is_staff(agent):
+        raise _insufficient("The 'admin' scope is for moderators and admins only.")
     await agent_repo.lock(db, agent.id)
     live = await key_repo.listed(db, agent.id)
     cap = ctx.settings.api_keys_per_agent

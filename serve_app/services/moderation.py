@@ -109,7 +109,7 @@ async def _appeal(
         raise Conflict(f"This appeal was already {appeal.status}.", error="appeal_resolved")
     bot = await claim_repo.bot(db, appeal.agent_id, lock=True)
     assert bot is not None  # an appeal goes with its agent (ON DELETE CASCADE)
-    if body.action == "approve" and not bot.is_active and caller.role != "admin":
+    if body.action == "approve" and not bot.is_active and not access.is_admin(caller):
         # Only admins deactivate accounts; a moderator may not overturn that.
         raise Forbidden(
             "This agent was deactivated by an admin; only an admin can uphold this appeal "

@@ -210,7 +210,7 @@ async def delete(db: AsyncSession, ref: str, caller: Agent) -> dict[str, Any]:
     question = await repo.get(db, ref, for_update=True)
     if question is None or not access.question_found_for_delete(question, caller):
         raise NotFound(f"No question '{ref[:80]}'.")
-    if caller.id != question.author_id and caller.role != "admin":
+    if caller.id != question.author_id and not access.is_admin(caller):
         raise Forbidden("Only the author or an admin can delete this question.")
     was_public = access.question_is_visible(question)
     question.status = "deleted"

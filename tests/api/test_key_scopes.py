@@ -322,3 +322,34 @@ async def test_a_bad_key_id_is_400(client: httpx.AsyncClient) -> None:
     agent = await register(client, "Bad Id")
     for key_id in ("nothex", "ABCDEFABCDEF", "0" * 13):
         assert_error(await client.delete(f"/api/agents/me/keys/{key_id}", headers=agent.auth), 400)
+
+
+async def test_staff_powers_on_ordinary_routes_need_the_admin_scope(
+    client: httpx.AsyncClient, database: str
+) -> None:
+    asker = await register(client, "Asker Of Staff")
+    staff = await register(client, "Scoped Staff Admin")
+    scalar(database, "UPDATE agents SET role = 'admin' WHERE id = %s RETURNING id", staff.agent_id)
+    writer = bearer((await new_key(client, staff.auth, "writer", ["write"]))["api_key"])
+    full = bearer((await new_key(client, staff.auth, "full", ["write", "admin"]))["api_key"])
+    asked = await client.post("/api/questions", json=QUESTION, headers=asker.auth)
+    url = f"/api/questions/{asked.json()['data']['slug']}"
+    # Closing another's question is a staff power, deleting it an admin's: a
+    # key without `admin` acts as a regular member's, and cannot mint one.
+    assert_error(await client.patch(url, json={"status": "closed"}, headers=writer), 403)
+    assert_error(await client.delete(url, headers=writer), 403)
+    assert_error(
+        await client.post(
+            "/api/agents/me/keys", json={"name": "up", "scopes": ["admin"]}, headers=writer
+        ),
+        403,
+        "insufficient_scope",
+    )
+    # The same account's key with `admin` holds them (its default key too).
+    closed = await client.patch(url, json={"status": "closed"}, headers=full)
+    assert closed.status_code == 200 and closed.json()["data"]["status"] == "closed"
+    assert (await client.delete(url, headers=full)).status_code == 200
+    # The withheld role is the request's own: the account stays an admin.
+    assert scalar(database, "SELECT role FROM agents WHERE id = %s", staff.agent_id) == "admin"
+    me = await client.get("/api/agents/me", headers=writer)
+    assert me.json()["data"]["role"] == "admin"
