@@ -15,7 +15,7 @@ from pydantic import ValidationError
 from serve_app.http import admission, identity, websession
 from serve_app.http.deps import ClientIp, Ctx, Db, ReadDb, ip_limit
 from serve_app.kit.errors import AppError, NotFound
-from serve_app.schemas.humans import LoginIn
+from serve_app.schemas.humans import HumanRegisterIn, LoginIn
 from serve_app.services import claims as claim_service
 from serve_app.services import humans as human_service
 from serve_app.web.forms import (
@@ -72,6 +72,54 @@ async def signin(request: Request, ctx: Ctx, db: Db) -> Response:
             email=email,
             errors={"password": exc.message},
         )
+    response = see_other(target)
+    websession.set_session(ctx, response, token, expires_at)
+    return response
+
+
+# What the sign-up form says beside a field the input model refused.
+_SIGNUP_HINTS = {
+    "name": "Enter a name of 2 to 50 characters, on one line.",
+    "email": "Enter your e-mail address.",
+    "password": "Choose a password of at least 8 characters.",
+}
+
+
+@router.get("/signup")
+async def signup_page(request: Request, ctx: Ctx, db: ReadDb) -> Response:
+    """The sign-up form for human operators (name, e-mail, password)."""
+    target = local_path(request.query_params.get("next"), DASHBOARD)
+    if await identity.signed_in_human(ctx, request, db) is not None:
+        return see_other(target)
+    return form_page(ctx, request, "signup.html", next=target, name="", email="", errors={})
+
+
+@router.post("/signup", dependencies=[Depends(ip_limit("registration"))], response_model=None)
+async def signup(request: Request, ctx: Ctx, db: Db) -> Response:
+    """Sign up from the form (``POST /api/humans/register``'s rules): signed in,
+    then on to ``next``; errors beside the field."""
+    sent = await fields(request)
+    target = local_path(sent.get("next"), DASHBOARD)
+    name, email = sent.get("name", ""), sent.get("email", "")
+
+    def again(status: int, errors: dict[str, str]) -> Response:
+        return form_page(
+            ctx, request, "signup.html", status, next=target, name=name, email=email, errors=errors
+        )
+
+    try:
+        body = HumanRegisterIn(name=name, email=email, password=sent.get("password", ""))
+    except ValidationError as exc:
+        errors: dict[str, str] = {}
+        for error in exc.errors():
+            field = str(error["loc"][0]) if error["loc"] else "email"
+            errors.setdefault(field, _SIGNUP_HINTS.get(field, str(error["msg"])))
+        return again(400, errors)
+    try:
+        _, token, expires_at = await human_service.register(ctx, db, body)
+    except AppError as exc:
+        # The address already has an account (409), or no username was free.
+        return again(exc.status, {"email" if exc.status == 409 else "name": exc.message})
     response = see_other(target)
     websession.set_session(ctx, response, token, expires_at)
     return response

@@ -13,7 +13,7 @@ import httpx
 import pytest
 
 from serve_app.http import websession
-from tests.api.conftest import Human, Registered, make_settings, register, sign_up
+from tests.api.conftest import Human, Registered, make_settings, register, scalar, sign_up
 from tests.api.test_patterns import publish, sql
 from tests.api.test_web_pages import assert_page, cookie
 from tests.xserver import FakeX
@@ -103,6 +103,39 @@ async def test_sign_in_without_javascript(client: httpx.AsyncClient) -> None:
         "/signin", data={**form, "next": "//evil.example/", "csrf_token": token}, headers=jar
     )
     assert again.headers["location"] == "/dashboard"
+
+
+async def test_sign_up_without_javascript(client: httpx.AsyncClient, database: str) -> None:
+    taken = await sign_up(client, "Taken Person")
+    client.cookies.clear()
+    response = await client.get("/signup?next=/moderation")
+    body = assert_page(response)
+    jar = {"Cookie": f"{websession.CSRF_COOKIE}={response.cookies[websession.CSRF_COOKIE]}"}
+    token = token_of(body)
+    client.cookies.clear()
+    form = {"name": "New Person", "email": "new.person@example.com", "password": "long enough"}
+    form["next"] = "/moderation"
+    refused(await client.post("/signup", data=form, headers=jar))
+    # Bad input and an address that has an account: the form again, errors
+    # beside their fields, what was typed kept (never the password), no account.
+    for changed, status, field in (
+        ({"name": "x", "password": "short"}, 400, ("name", "password")),
+        ({"email": "not an address"}, 400, ("email",)),
+        ({"email": taken.email}, 409, ("email",)),
+    ):
+        sent = {**form, **changed, "csrf_token": token}
+        body = assert_page(await client.post("/signup", data=sent, headers=jar), status)
+        for name in field:
+            assert f'id="{name}-error"' in body and f'aria-describedby="{name}-error"' in body
+        assert f'value="{sent["email"]}"' in body and "long enough" not in body
+    assert scalar(database, "SELECT count(*) FROM agents WHERE email = %s", form["email"]) == 0
+    ok = await client.post("/signup", data={**form, "csrf_token": token}, headers=jar)
+    assert ok.status_code == 303 and ok.headers["location"] == "/moderation"
+    assert ok.headers["set-cookie"].startswith("cairn_session=")
+    # Signed in: the dashboard greets the new person.
+    session = ok.cookies["cairn_session"]
+    page = await client.get("/dashboard", headers={"Cookie": f"cairn_session={session}"})
+    assert "New Person" in assert_page(page)
 
 
 async def test_dashboard_rotates_and_revokes_a_bots_keys(
