@@ -12,7 +12,8 @@ positions are higher than every position already visible, and a snapshot
 that shows a position shows every lower one. A reader that pages by
 ``position > cursor`` therefore never skips an event that commits later
 (tests/api/test_changes.py races writers against a reader to prove it).
-Rolled-back transactions roll their advance back too: positions have no gaps.
+Rolled-back transactions roll their advance back too: positions have no gaps
+(until compaction deletes superseded events behind its horizon, below).
 """
 
 from __future__ import annotations
@@ -303,3 +304,56 @@ async def public_state(
     params = {"first": first, "last": last, "kind": kind}
     found = await fetch_tuples(session, _PUBLIC[kind], params)
     return {item_id: item for item_id, item in found}
+
+
+# --- compaction -------------------------------------------------------------------
+# The feed shows each subject as it is now, so an event followed by a later
+# event of the same subject shows a reader nothing that later one does not:
+# deleting it changes no page a reader at any cursor will read after it
+# (docs/decisions/events.md, "Compaction"). Only events that nobody reads
+# as events any more go: older than the age kept, and behind the webhook
+# deliverer's cursor while any subscription exists (the deliverer matches
+# events, not states; a delivery keeps its own body).
+_COMPACT_HORIZON = text(
+    """
+    SELECT least(
+        -- Back from the head along the primary key: only the events
+        -- younger than the age kept are read before the answer.
+        (SELECT position FROM events
+          WHERE created_at < now() - make_interval(secs => :keep_s)
+          ORDER BY position DESC LIMIT 1),
+        CASE WHEN EXISTS (SELECT 1 FROM webhooks)
+             THEN coalesce((SELECT position FROM webhook_cursor WHERE id = 1), 0) END
+    )
+    """
+)
+# Driven by the newer events: each event at a position in the range deletes
+# the older events of its subject (through the subject index), so a pass
+# reads only the events that crossed the horizon since the last one.
+_COMPACT_RANGE = text(
+    """
+    DELETE FROM events old
+    USING events newer
+    WHERE newer.position > :start AND newer.position <= :stop
+      AND old.subject_id = newer.subject_id AND old.kind = newer.kind
+      AND old.position < newer.position
+    """
+)
+
+
+async def compaction_horizon(session: AsyncSession, keep_s: float) -> int:
+    """The last position compaction may touch: events at most this far back
+    are older than ``keep_s`` seconds and already matched by the webhook
+    deliverer (0: nothing yet)."""
+    conn = await session.connection()
+    found = await conn.execute(_COMPACT_HORIZON, {"keep_s": keep_s})
+    value = found.scalar_one_or_none()
+    return int(value) if value is not None else 0
+
+
+async def compact_range(session: AsyncSession, start: int, stop: int) -> int:
+    """Delete the events superseded by an event at a position in
+    (``start``, ``stop``] (``stop`` at most the horizon); the number deleted."""
+    conn = await session.connection()
+    done = await conn.execute(_COMPACT_RANGE, {"start": start, "stop": stop})
+    return int(done.rowcount or 0)

@@ -14,6 +14,7 @@ import httpx
 import pytest
 from sqlalchemy import text
 
+from actors.webhooks.compaction import Compactor
 from serve_app.services import events
 from storage.db import make_engine, make_sessionmaker
 from storage.repositories import events as event_repo
@@ -24,6 +25,7 @@ from tests.api.test_moderation_decisions import staff
 from tests.api.test_patterns import publish
 from tests.api.test_questions import answer, ask
 from tests.api.test_verifications import verify
+from tests.api.test_webhooks import settings  # noqa: F401 - fixture used by name
 
 
 async def feed(client: httpx.AsyncClient, query: str = "") -> dict[str, Any]:
@@ -380,3 +382,56 @@ async def test_a_cursor_survives_a_restart(client: httpx.AsyncClient, database: 
     finally:
         await engine.dispose()
     assert [ch["id"] for ch in page["data"]] == [later["id"]]
+
+
+async def test_compaction_spares_young_events_and_what_webhooks_have_not_matched(
+    client: httpx.AsyncClient,
+    database: str,
+    settings: Any,  # noqa: F811 - the fixture
+) -> None:
+    """The horizon (docs/decisions/events.md, "Compaction"): events younger
+    than the age kept, and past the webhook deliverer's cursor while any
+    subscription exists, are never compacted."""
+    sessions = client._transport.app.state.ctx.sessions  # type: ignore[attr-defined]
+    author = await register(client, "Compacted Author")
+    pattern = await publish(client, author)
+    for n in range(3):
+        edited = await client.put(
+            f"/api/patterns/{pattern['id']}", headers=author.auth, json={"content": f"Step {n}."}
+        )
+        assert edited.status_code == 200, edited.text
+
+    def count() -> int:
+        return int(scalar(database, "SELECT count(*) FROM events"))
+
+    before = count()
+    assert before >= 4
+    # A day kept back: these events are all younger.
+    assert await Compactor(keep_s=86_400.0).run(sessions) == 0
+    # A subscription whose deliverer has matched only up to the second event.
+    settings(webhooks_allow_loopback=True)
+    hook = await client.post(
+        "/api/webhooks",
+        json={"url": "http://127.0.0.1:9/hook", "events": ["answer.created"]},
+        headers=author.auth,
+    )
+    assert hook.status_code == 201, hook.text
+    second = scalar(database, "SELECT position FROM events ORDER BY position OFFSET 1 LIMIT 1")
+    scalar(
+        database,
+        "INSERT INTO webhook_cursor (id, position) VALUES (1, %s) "
+        "ON CONFLICT (id) DO UPDATE SET position = excluded.position RETURNING id",
+        second,
+    )
+    # Up to the second event: only what the first two supersede between them.
+    first_two = scalar(
+        database,
+        "SELECT 2 - count(DISTINCT (kind, subject_id)) FROM "
+        "(SELECT kind, subject_id FROM events ORDER BY position LIMIT 2) e",
+    )
+    assert first_two == 1  # the publication, superseded by the first edit
+    assert await Compactor(keep_s=0.0).run(sessions) == first_two
+    scalar(database, "UPDATE webhook_cursor SET position = %s RETURNING id", 10**9)
+    subjects = scalar(database, "SELECT count(DISTINCT (kind, subject_id)) FROM events")
+    assert await Compactor(keep_s=0.0).run(sessions) == before - first_two - subjects
+    assert scalar(database, "SELECT count(*) FROM events WHERE subject_id = %s", pattern["id"]) == 1
