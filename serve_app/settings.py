@@ -144,6 +144,10 @@ class Settings(BaseSettings):
     # reads it; 0 turns the periodic export off (`cairn export --publish` still
     # publishes one).
     export_interval_s: float = Field(default=86400.0, ge=0, le=30 * 86400)
+    # Where it is published (CAIRN_EXPORT_DIR; default STATE_DIR/export). On a
+    # cluster, a folder every node mounts (the API replicas on each node read
+    # it; the launcher on the head writes it).
+    export_dir: Path | None = None
     notification_retention_days: int = Field(default=30, ge=1, le=3650)
     # The live stream (docs/decisions/notifications-and-streams.md, "Notification
     # stream"): a comment line this often on an idle stream (and a look at the
@@ -382,6 +386,13 @@ class Settings(BaseSettings):
         if self.model_cache_dir is not None:
             return self.model_cache_dir.expanduser().resolve()
         return self.state_path / "models"
+
+    @property
+    def export_path(self) -> Path:
+        """Where the periodic export is published (``export_dir``)."""
+        if self.export_dir is not None:
+            return self.export_dir.expanduser().resolve()
+        return self.state_path / "export"
 
     @property
     def uploads_dir(self) -> Path:

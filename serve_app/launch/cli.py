@@ -108,7 +108,7 @@ class PeriodicExport:
 
         self.interval = settings.export_interval_s
         self.running: subprocess.Popen[bytes] | None = None
-        manifest = published_path(settings.state_path) / MANIFEST
+        manifest = published_path(settings.export_path) / MANIFEST
         try:
             age = time.time() - manifest.stat().st_mtime
         except OSError:
@@ -686,7 +686,7 @@ def cmd_export(args: argparse.Namespace) -> int:
         print("cairn export: name a folder with --out DIR, or --publish", file=sys.stderr)
         return 2
     target = (
-        export.published_path(settings.state_path)
+        export.published_path(settings.export_path)
         if args.publish
         else Path(args.out).expanduser().absolute()
     )

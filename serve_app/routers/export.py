@@ -38,7 +38,7 @@ _FILE_RESPONSE: dict[int | str, dict[str, Any]] = {
 )
 async def latest(ctx: Ctx) -> dict[str, Any]:
     """The manifest of the latest published export of public content."""
-    return await service.latest_manifest(ctx.settings.state_path)
+    return await service.latest_manifest(ctx.settings.export_path)
 
 
 @router.get(
@@ -50,7 +50,7 @@ async def latest(ctx: Ctx) -> dict[str, Any]:
 )
 async def latest_file(file: str, request: Request, ctx: Ctx) -> Response:
     """One file of the latest published export, as the manifest lists it."""
-    opened = await service.open_latest(ctx.settings.state_path, file)
+    opened = await service.open_latest(ctx.settings.export_path, file)
     media = next((t for end, t in _TYPES.items() if file.endswith(end)), "text/plain")
     headers = {"Cache-Control": "public, max-age=300", "X-Content-Type-Options": "nosniff"}
     if opened.sha256:

@@ -61,10 +61,11 @@ Attribution: {ATTRIBUTION}
 """
 
 
-def published_path(state_dir: Path) -> Path:
-    """Where the periodic export is published (``cairn export --publish``,
-    the dispatch actor) and every API replica reads it: the state folder."""
-    return state_dir / "export" / "latest"
+def published_path(export_root: Path) -> Path:
+    """Where the periodic export is published (``cairn export --publish``)
+    and every API replica reads it: ``latest`` in the export folder
+    (``Settings.export_path``; on a cluster, a folder every node mounts)."""
+    return export_root / "latest"
 
 
 # Reads of a published file: this many bytes at a time.
@@ -79,10 +80,10 @@ def _read_manifest(folder: Path) -> dict[str, Any] | None:
     return manifest
 
 
-async def latest_manifest(state_dir: Path) -> dict[str, Any]:
+async def latest_manifest(export_root: Path) -> dict[str, Any]:
     """The published export's manifest, each file with its download path; a
     404 while none has been published."""
-    manifest = await asyncio.to_thread(_read_manifest, published_path(state_dir))
+    manifest = await asyncio.to_thread(_read_manifest, published_path(export_root))
     if manifest is None:
         raise _none_yet()
     for name, info in manifest["files"].items():
@@ -109,7 +110,7 @@ class Opened:
             self.handle.close()
 
 
-async def open_latest(state_dir: Path, name: str) -> Opened:
+async def open_latest(export_root: Path, name: str) -> Opened:
     """One file of the published export, to stream; a 404 for any other name
     or while none has been published."""
     if name not in FILES:
@@ -117,7 +118,7 @@ async def open_latest(state_dir: Path, name: str) -> Opened:
             f"No export file named {name[:80]!r}; the files are listed in GET /api/export/latest.",
             error="export_file_not_found",
         )
-    folder = published_path(state_dir)
+    folder = published_path(export_root)
 
     def open_both() -> tuple[dict[str, Any] | None, BinaryIO | None]:
         # The file first, then the manifest: a replacement in between shows

@@ -356,13 +356,18 @@ async def test_the_published_export_is_downloadable(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     ctx = app.state.ctx
-    monkeypatch.setattr(ctx, "settings", ctx.settings.model_copy(update={"state_dir": tmp_path}))
+    # Published into a folder of its own (CAIRN_EXPORT_DIR: on a cluster, one
+    # every node mounts), which the API reads.
+    shared = tmp_path / "mnt" / "cairn-export"
+    changed = {"state_dir": tmp_path / "state", "export_dir": shared}
+    monkeypatch.setattr(ctx, "settings", ctx.settings.model_copy(update=changed))
     assert_error(await client.get("/api/export/latest"), 404, "export_not_found")
     assert_error(await client.get("/api/export/latest/patterns.jsonl.gz"), 404, "export_not_found")
 
     author = await register(client, "Author")
     await publish(client, author)
-    target = export.published_path(tmp_path)
+    target = export.published_path(ctx.settings.export_path)
+    assert target == shared / "latest"
     first = await run_export(database, target, replace=True)
     await ask(client, author)
     # A second publication replaces the first whole.

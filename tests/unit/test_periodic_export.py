@@ -20,7 +20,7 @@ def exporter(state: Path, interval: float) -> PeriodicExport:
 
 
 def publish(state: Path, age_s: float) -> None:
-    folder = published_path(state)
+    folder = published_path(Settings(state_dir=state).export_path)
     folder.mkdir(parents=True)
     (folder / MANIFEST).write_text("{}")
     then = time.time() - age_s
@@ -45,3 +45,10 @@ def test_an_interval_of_0_never_exports(tmp_path: Path) -> None:
     periodic = exporter(tmp_path, 0.0)
     periodic.tick()
     assert periodic.running is None
+
+
+def test_the_export_folder_is_the_state_folders_unless_named(tmp_path: Path) -> None:
+    state = Settings(state_dir=tmp_path)
+    assert state.export_path == state.state_path / "export"
+    shared = Settings(state_dir=tmp_path, export_dir=tmp_path / "shared")
+    assert shared.export_path == (tmp_path / "shared").resolve()
