@@ -44,6 +44,7 @@ from serve_app.services import questions as question_service
 from serve_app.services import revisions as revision_service
 from serve_app.services import search as search_service
 from serve_app.services import verifications as verification_service
+from serve_app.web import meta
 from serve_app.web.base import SECURITY_HEADERS, page
 from storage import access
 from storage.models import Agent
@@ -215,6 +216,18 @@ def _pager(request: Request, data: dict[str, Any]) -> dict[str, str | None]:
     }
 
 
+def _canonical(request: Request, defaults: dict[str, str]) -> str:
+    """This listing's path with the query parameters that choose what it
+    lists (the names in ``defaults``, in that order), each left out at its
+    default: one URL for one list, whatever order or extras a link had."""
+    params = [
+        (name, value)
+        for name, default in defaults.items()
+        if (value := request.query_params.get(name)) not in (None, "", default)
+    ]
+    return f"{request.url.path}?{urlencode(params)}" if params else request.url.path
+
+
 # --- patterns ------------------------------------------------------------------
 
 
@@ -252,8 +265,12 @@ async def patterns_page(
             else (),
         )
         data = await pattern_service.list_public(db, query)
+        chosen_by = {"category": "", "tag": "", "tech": "", "difficulty": ""}
+        path = _canonical(request, {**chosen_by, "sort": "newest", "page": "1"})
+        title = "Patterns" + (f" in {chosen['name']}" if chosen else "")
         return page(
             "patterns.html",
+            meta=meta.listing_meta(ctx.settings.base_url, title, path),
             data=data,
             pages=_pager(request, data),
             categories=categories,
@@ -299,8 +316,10 @@ async def pattern_page(slug: str, request: Request, ctx: Ctx, db: ReadDb) -> Res
                 origin = await pattern_service.shown(db, pattern["forked_from_id"], viewer)
             except NotFound:
                 origin = None
+        url = ctx.settings.base_url + pattern_url(pattern["slug"])
         return page(
             "pattern.html",
+            meta=meta.pattern_meta(ctx.settings.base_url, pattern, url),
             pattern=pattern,
             checks=checks,
             thread=thread,
@@ -444,8 +463,10 @@ async def questions_page(
             page=page_number, limit=LIST_LIMIT, sort_by=sort, tags=tag, status=status
         )
         data = await question_service.list_visible(db, params.query())
+        path = _canonical(request, {"tag": "", "status": "open", "sort": "newest", "page": "1"})
         return page(
             "questions.html",
+            meta=meta.listing_meta(ctx.settings.base_url, "Questions", path),
             data=data,
             pages=_pager(request, data),
             sort=sort,
@@ -473,8 +494,10 @@ async def question_page(
         question = await question_service.shown(db, slug, viewer, sort)
         if _wants_markdown(request):
             return _markdown(documents.question_markdown(question))
+        url = ctx.settings.base_url + question_url(question["slug"])
         return page(
             "question.html",
+            meta=meta.question_meta(ctx.settings.base_url, question, url),
             question=question,
             sort=sort,
             question_url=question_url,

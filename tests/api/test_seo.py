@@ -5,6 +5,8 @@ offers crawlers."""
 from __future__ import annotations
 
 import contextlib
+import html.parser
+import json
 import urllib.robotparser
 from collections.abc import Iterator
 from datetime import datetime
@@ -15,8 +17,9 @@ import httpx
 import pytest
 
 from tests.api.conftest import register, sign_up
-from tests.api.test_patterns import publish, sql
-from tests.api.test_questions import ask
+from tests.api.test_patterns import categories, publish, sql
+from tests.api.test_questions import answer, ask
+from tests.api.test_web_pages import assert_page
 
 NS = {"s": "http://www.sitemaps.org/schemas/sitemap/0.9"}
 # A base URL with a character XML must escape.
@@ -185,3 +188,157 @@ async def test_sitemaps_list_only_what_crawlers_may_index(
         "/sitemaps/patterns.xml",
     ):
         assert (await client.get(missing)).status_code == 404, missing
+
+
+# --- canonical URLs, link previews, structured data ------------------------------
+
+SITE = "https://cairn.example"  # the test app's public base URL
+XSS = '</script><script>alert("x")</script><img src=x onerror=alert(1)>'
+
+
+class Head(html.parser.HTMLParser):
+    """A page's meta tags, canonical link and JSON-LD blocks."""
+
+    def __init__(self, body: str) -> None:
+        super().__init__()
+        self.meta: dict[str, str] = {}
+        self.canonical: list[str] = []
+        self.json_ld: list[str] = []
+        self._in_ld = False
+        self.feed(body)
+
+    def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
+        a = dict(attrs)
+        if tag == "meta" and (a.get("property") or a.get("name")):
+            self.meta[str(a.get("property") or a.get("name"))] = str(a.get("content"))
+        elif tag == "link" and a.get("rel") == "canonical":
+            self.canonical.append(str(a["href"]))
+        elif tag == "script" and a.get("type") == "application/ld+json":
+            self._in_ld = True
+            self.json_ld.append("")
+
+    def handle_endtag(self, tag: str) -> None:
+        self._in_ld = False
+
+    def handle_data(self, data: str) -> None:
+        if self._in_ld:
+            self.json_ld[-1] += data
+
+
+def _head(response: httpx.Response) -> Head:
+    found = Head(assert_page(response))
+    assert len(found.canonical) == 1
+    for name in ("og:title", "og:description", "og:url", "og:type", "og:site_name",
+                 "twitter:card", "twitter:title", "description"):  # fmt: skip
+        assert name in found.meta, name
+    assert found.meta["og:url"] == found.canonical[0]
+    return found
+
+
+def _ld(found: Head) -> dict[str, Any]:
+    assert len(found.json_ld) == 1
+    text = found.json_ld[0]
+    # Nothing in it can end the element or open markup.
+    assert "<" not in text and ">" not in text and "&" not in text
+    data: dict[str, Any] = json.loads(text)
+    assert data["@context"] == "https://schema.org"
+    return data
+
+
+async def test_pattern_page_has_previews_and_a_tech_article(
+    client: httpx.AsyncClient, database: str
+) -> None:
+    author = await register(client, "Article Author")
+    cat = (await categories(client))[0]
+    pattern = await publish(
+        client,
+        author,
+        title=f"Retry {XSS}",
+        description=f"Back off *exponentially* {XSS}",
+        category_id=cat["id"],
+        difficulty_level="advanced",
+        use_case_tags=["resilience"],
+        tech_stack=["python"],
+    )
+    by_id = await client.get(f"/patterns/{pattern['id']}")
+    raw = by_id.text
+    assert "<script>alert" not in raw and "<img src=x" not in raw  # inert everywhere
+    found = _head(by_id)
+    url = f"{SITE}/patterns/{pattern['slug']}"
+    assert found.canonical == [url]  # the slug's URL, whichever reference was asked
+    assert found.meta["og:title"] == pattern["title"] and found.meta["og:type"] == "article"
+    assert found.meta["og:description"].startswith("Back off exponentially </script>")
+    assert "robots" not in found.meta
+    data = _ld(found)
+    assert data["@type"] == "TechArticle"
+    assert data["headline"] == pattern["title"]  # the author's text, whole
+    assert data["url"] == url and data["mainEntityOfPage"] == url
+    assert data["author"] == {
+        "@type": "Person",
+        "name": "Article Author",
+        "url": f"{SITE}/agents/{author.username}",
+    }
+    assert data["articleSection"] == cat["name"] and data["proficiencyLevel"] == "Expert"
+    assert data["keywords"] == "resilience, python"
+    assert datetime.fromisoformat(data["datePublished"]) <= datetime.fromisoformat(
+        data["dateModified"]
+    )
+
+    # Public but awaiting a moderator: shown, not indexed.
+    sql(database, "UPDATE patterns SET moderation_status = 'pending' WHERE id = %s", pattern["id"])
+    assert _head(await client.get(url.removeprefix(SITE))).meta["robots"] == "noindex"
+
+
+async def test_question_page_is_a_qa_page(client: httpx.AsyncClient) -> None:
+    asker = await register(client, "Curious Asker")
+    question = await ask(client, asker, title="How do I retry safely?", body=f"Asking {XSS}")
+    slug = question["slug"]
+    helper = await register(client, f"Helper {XSS}"[:50])
+    first = await answer(client, helper, slug, f"Use a loop {XSS}")
+    second = await answer(client, await register(client, "Second Helper"), slug, "Use tenacity.")
+    voter = await register(client, "Voter")
+    vote = await client.post(
+        f"/api/answers/{first['id']}/vote", headers=voter.auth, json={"vote_type": "upvote"}
+    )
+    assert vote.status_code == 200, vote.text
+    assert (
+        await client.post(f"/api/answers/{second['id']}/accept", headers=asker.auth)
+    ).status_code == 200
+
+    response = await client.get(f"/questions/{slug}?sort=newest")
+    assert "<script>alert" not in response.text
+    found = _head(response)
+    url = f"{SITE}/questions/{slug}"
+    assert found.canonical == [url]  # the sort is not part of it
+    data = _ld(found)
+    assert data["@type"] == "QAPage"
+    entity = data["mainEntity"]
+    assert entity["@type"] == "Question" and entity["name"] == "How do I retry safely?"
+    assert entity["text"] == f"Asking {XSS}"
+    assert entity["answerCount"] == 2 and entity["upvoteCount"] == 0
+    assert entity["author"]["name"] == "Curious Asker"
+    datetime.fromisoformat(entity["dateCreated"])
+    accepted = entity["acceptedAnswer"]
+    assert accepted["text"] == "Use tenacity." and accepted["url"] == f"{url}#answer-{second['id']}"
+    [suggested] = entity["suggestedAnswer"]
+    assert suggested["text"] == f"Use a loop {XSS}" and suggested["upvoteCount"] == 1
+    assert suggested["author"]["name"] == f"Helper {XSS}"[:50]
+    assert suggested["url"] == f"{url}#answer-{first['id']}"
+
+
+async def test_listings_and_profiles_have_canonical_urls(client: httpx.AsyncClient) -> None:
+    bot = await register(client, "Preview Bot", description="I *retry* things.")
+    listings = (
+        ("/patterns?page=1&sort=newest&tag=resilience&utm_source=x", "/patterns?tag=resilience"),
+        ("/patterns?sort=top_rated&difficulty=advanced", "/patterns?difficulty=advanced&sort=top_rated"),  # noqa: E501
+        ("/questions?status=open&sort=votes&page=1", "/questions?sort=votes"),
+        ("/", "/"),
+    )  # fmt: skip
+    for path, canonical in listings:
+        found = _head(await client.get(path))
+        assert found.canonical == [SITE + canonical], path
+        assert found.meta["og:type"] == "website" and not found.json_ld
+    profile = _head(await client.get(f"/agents/{bot.username}"))
+    assert profile.canonical == [f"{SITE}/agents/{bot.username}"]
+    assert profile.meta["og:type"] == "profile"
+    assert profile.meta["og:description"] == "I retry things."
