@@ -553,15 +553,26 @@ async def search_page(
     language: str | None = Query(None, max_length=100),
     page_number: int = Query(1, alias="page", ge=1, le=100_000),
 ) -> Response:
-    """Search: the hybrid search of /api/search; with a filter (category,
-    difficulty, language) the patterns' filtered full-text list, as
-    /api/patterns?search= gives it; questions by their words."""
+    """Search: the hybrid search of /api/search, its filters (category,
+    difficulty, language) included; questions by their words."""
+
+    categories = await category_service.listed(db)
+    chosen = next((c for c in categories if c["slug"] == category), None)
+    # The /api/search parameters this page's stand for (the category by id;
+    # an unknown category is a 404 page, as on /patterns).
+    wanted: dict[str, Any] = {
+        "type": kind,
+        "category_id": chosen["id"] if chosen else None,
+        "difficulty_level": difficulty,
+        "tech_stack": language or None,
+        "limit": LIST_LIMIT,
+        "page": page_number,
+    }
 
     async def render(viewer: Agent | None) -> Response:
         text = (q or "").strip()
-        categories = await category_service.listed(db)
-        chosen = next((c for c in categories if c["slug"] == category), None)
-        filtered = bool(chosen or difficulty or language)
+        if category and chosen is None:
+            raise NotFound(f"No category '{category[:80]}'.")
         data: dict[str, Any] | None = None
         mode = None
         if text and kind == "questions":
@@ -570,22 +581,9 @@ async def search_page(
             )
             data = await question_service.list_visible(db, params.query())
             data["data"] = [{"type": "question", **item} for item in data["data"]]
-        elif text and (filtered and kind != "agents"):
-            check_page_depth(ctx, page_number, LIST_LIMIT)
-            query = ListQuery(
-                page=page_number,
-                limit=LIST_LIMIT,
-                search=text[:200],
-                category_id=uuid.UUID(chosen["id"]) if chosen else None,
-                difficulty_level=difficulty,
-                tech_stack=tag_query(language, "language"),
-            )
-            data = await pattern_service.list_public(db, query)
-            data["data"] = [{"type": "pattern", **item} for item in data["data"]]
-            mode = "filtered"
         elif text:
-            wanted = SearchParams(q=text, type=kind, limit=LIST_LIMIT, page=page_number)
-            data = await search_service.search(db, ctx.search, wanted, ctx.lexical)
+            found = SearchParams.model_validate({**wanted, "q": text})
+            data = await search_service.search(db, ctx.search, found, ctx.lexical)
             mode = data["mode"]
         return page(
             "search.html",
@@ -606,5 +604,6 @@ async def search_page(
     if kind == "questions":
         api = _api_url(request, "/api/questions", {"q": "search", "page": "page"})
     else:
-        api = _api_url(request, "/api/search", {"q": "q", "type": "type", "page": "page"})
+        shown = {"q": (q or "").strip(), **wanted}
+        api = "/api/search?" + urlencode({k: v for k, v in shown.items() if v not in (None, "")})
     return await _serve(request, ctx, db, api, render)
