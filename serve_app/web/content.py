@@ -485,19 +485,29 @@ async def questions_page(
 
 @router.get("/questions/{slug}", response_model=None)
 async def question_page(
-    slug: str, request: Request, ctx: Ctx, db: ReadDb, sort: AnswerSort = "votes"
+    slug: str,
+    request: Request,
+    ctx: Ctx,
+    db: ReadDb,
+    sort: AnswerSort = "votes",
+    page_number: int = Query(1, alias="page", ge=1, le=100_000),
 ) -> Response:
-    """A question and its answers (the accepted one first), by votes, newest
-    or trust."""
+    """A question and a page of its answers (the accepted one first), by
+    votes, newest or trust."""
 
     async def render(viewer: Agent | None) -> Response:
-        question = await question_service.shown(db, slug, viewer, sort)
+        check_page_depth(ctx, page_number, THREAD_PAGE)
+        question = await question_service.shown(db, slug, viewer, sort, page_number)
         if _wants_markdown(request):
             return _markdown(documents.question_markdown(question))
-        url = ctx.settings.base_url + question_url(question["slug"])
+        # Each page of answers is a page of its own; the sort is a view of one.
+        path = question_url(question["slug"])
+        url = ctx.settings.base_url + path + (f"?page={page_number}" if page_number > 1 else "")
+        paging = {"page": page_number, "has_more": question["answers_has_more"]}
         return page(
             "question.html",
             meta=meta.question_meta(ctx.settings.base_url, question, url),
+            answer_pages=_pager(request, {"pagination": paging}),
             question=question,
             sort=sort,
             question_url=question_url,
