@@ -332,7 +332,8 @@ class PatternFilter:
 
     def sql(self) -> tuple[str, dict[str, Any]]:
         """The condition on the patterns table as ``t`` and its binds."""
-        parts, binds = [], {}
+        parts: list[str] = []
+        binds: dict[str, Any] = {}
         if self.category_id is not None:
             parts.append("t.category_id = %(filter_category)s")
             binds["filter_category"] = self.category_id
