@@ -61,6 +61,7 @@ from serve_app.web import base as web_base
 from serve_app.web import content as web_content
 from serve_app.web import owners as web_owners
 from serve_app.web import pages as web_pages
+from serve_app.web import seo as web_seo
 from serve_app.web import staff as web_staff
 from storage.db import make_engine, make_sessionmaker
 from storage.files import FileStore, LocalFileStore, PostgresFileStore
@@ -279,6 +280,7 @@ def create_app(
     app.include_router(web_content.router)
     app.include_router(web_owners.router)
     app.include_router(web_staff.router)
+    app.include_router(web_seo.router)
     contract.install(app)
     # The MCP door (POST /mcp): a plain route (not an APIRoute), so it stays out
     # of /openapi.json; the middlewares below and the error handlers wrap it too.

@@ -73,6 +73,9 @@ class Settings(BaseSettings):
     host: str = "127.0.0.1"
     port: int = Field(default=8000, ge=1, le=65535)
     public_base_url: str | None = None
+    # URLs per sitemap file (/sitemaps/<kind>-<n>.xml): the sitemaps
+    # protocol's limit is 50,000 (docs/decisions/web.md, "Sitemaps and robots.txt").
+    sitemap_urls_per_file: int = Field(default=50_000, ge=1, le=50_000)
     trusted_proxies: Annotated[list[str], NoDecode] = Field(default_factory=list)
     max_body_bytes: int = Field(default=1_048_576, ge=1024)
     # POST /api/upload: the largest image (docs/decisions/uploads-and-exposure.md, "Uploads").

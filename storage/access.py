@@ -234,6 +234,34 @@ def answer_found_for_delete(answer: Answer, question: Question, caller: Caller) 
     return answer_visible_to(answer, question, caller.id) or is_admin(caller)
 
 
+# --- what crawlers are offered --------------------------------------------------------
+# Sitemaps list, and pages let search engines index, the public items a
+# moderator has nothing left to decide on: ``approved``. A pending or flagged
+# item stays public (see above) but is neither offered nor indexed until a
+# moderator clears it: what a crawler stores outlives a later rejection
+# (docs/decisions/web.md, "Sitemaps and robots.txt").
+
+
+def indexed_pattern_sql(alias: str = "") -> str:
+    """The patterns offered to crawlers: public and approved."""
+    return f"{public_pattern_sql(alias)} AND {_at(alias)}moderation_status = 'approved'"
+
+
+def pattern_state_is_indexed(status: str, moderation_status: str) -> bool:
+    """``indexed_pattern_sql`` for a pattern's two states."""
+    return pattern_state_is_public(status, moderation_status) and moderation_status == "approved"
+
+
+def indexed_question_sql(alias: str = "") -> str:
+    """The questions offered to crawlers: visible and approved."""
+    return f"{visible_question_sql(alias)} AND {_at(alias)}moderation_status = 'approved'"
+
+
+def question_state_is_indexed(status: str, moderation_status: str) -> bool:
+    """``indexed_question_sql`` for a question's two states."""
+    return question_state_is_visible(status, moderation_status) and moderation_status == "approved"
+
+
 # --- revisions and verifications -------------------------------------------------
 # They have no rule of their own: they follow their item. A pattern's are seen
 # by whoever ``pattern_visible_to`` lets see the pattern, an answer's by whoever

@@ -19,6 +19,7 @@ with CSS classes only (``static/pygments.css``): the CSP forbids inline styles.
 from __future__ import annotations
 
 import html
+import re
 from functools import lru_cache
 from typing import Any
 
@@ -173,6 +174,21 @@ def _parser() -> MarkdownIt:
 def markdown(text: str | None) -> str:
     """Author markdown as sanitised HTML, ready for a page."""
     return clean(_parser().render(text or ""))
+
+
+# Where one block of text ends and the next begins, once tags are gone.
+_BLOCK_START = re.compile(r"<(?=/?(?:p|li|h[1-6]|pre|div|br|hr|blockquote|ul|ol)\b)")
+
+
+def plain(text: str | None, limit: int) -> str:
+    """Author markdown as plain text (no markup, entities decoded), cut at a
+    word to at most ``limit`` characters: a page's description for link
+    previews. Escape it where it is written."""
+    rendered = _BLOCK_START.sub(" <", _parser().render(text or ""))
+    flat = " ".join(html.unescape(nh3.clean(rendered, tags=set())).split())
+    if len(flat) > limit:
+        flat = flat[: limit - 1].rsplit(" ", 1)[0] + "…"
+    return flat
 
 
 def stylesheet() -> str:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import uuid
 from typing import Annotated, Literal
 
 from fastapi import Query
@@ -9,7 +10,7 @@ from pydantic import BaseModel, Field
 
 from serve_app.schemas.agents import AgentProfileOut
 from serve_app.schemas.common import Number, Output, Page, PageOut
-from serve_app.schemas.patterns import PatternItemOut
+from serve_app.schemas.patterns import Difficulty, PatternItemOut
 
 SearchType = Literal["patterns", "agents", "all"]
 SearchLimit = Annotated[
@@ -44,6 +45,21 @@ class SearchParams(BaseModel):
         default=False,
         description="Leave out patterns whose code carries safety labels (risky code: "
         "`safety.labels`); filtered before ranking pages, so pages stay full.",
+    )
+    # The filters of GET /api/patterns, under its names (issue 47: the search
+    # page's filters run through this search). Agents have none of these
+    # fields: with a filter set, only patterns are found.
+    category_id: uuid.UUID | None = Field(
+        default=None, description="Only patterns in this category (agents never match)."
+    )
+    difficulty_level: Difficulty | None = Field(
+        default=None, description="Only patterns of this difficulty (agents never match)."
+    )
+    tech_stack: str | None = Field(
+        default=None,
+        max_length=500,
+        description="Comma-separated technologies; only patterns that list them all "
+        "(agents never match).",
     )
 
 

@@ -104,21 +104,34 @@ async def read(db: AsyncSession, ref: str, caller: Agent | None) -> dict[str, An
 
 
 async def shown(
-    db: AsyncSession, ref: str, viewer: Agent | None, order: repo.AnswerOrder = "votes"
+    db: AsyncSession,
+    ref: str,
+    viewer: Agent | None,
+    order: repo.AnswerOrder = "votes",
+    page: int = 1,
 ) -> dict[str, Any]:
-    """The question as ``read`` gives it, to whoever ``read`` gives it, its
-    answers in ``order`` (the accepted one first), without counting a view
-    or the viewer's votes (the web page: docs/decisions/web.md)."""
+    """The question as ``read`` gives it, to whoever ``read`` gives it, with
+    page ``page`` of its answers (``THREAD_PAGE`` a page) in ``order`` (the
+    accepted one first), without counting a view or the viewer's votes (the
+    web page: docs/decisions/web.md). A page past the last is not found."""
     found = await repo.with_related(db, ref)
     if found is None or not _shown_to(found[0], viewer):
         raise NotFound(f"No question '{ref[:80]}'.")
     question, author, category = found
     rows = await repo.answers_of(
-        db, question.id, viewer.id if viewer else None, 0, THREAD_PAGE + 1, order=order
+        db,
+        question.id,
+        viewer.id if viewer else None,
+        (page - 1) * THREAD_PAGE,
+        THREAD_PAGE + 1,
+        order=order,
     )
+    if page > 1 and not rows:
+        raise NotFound(f"No page {page} of answers.")
     data = views.question(question, author, category)
     data["answers"] = [views.answer(a, who) for a, who in rows[:THREAD_PAGE]]
     data["answers_has_more"] = len(rows) > THREAD_PAGE
+    data["answers_page"] = page
     return data
 
 

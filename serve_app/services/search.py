@@ -24,6 +24,7 @@ from serve_app.kit import trust as trust_kit
 from serve_app.kit.errors import BadRequest
 from serve_app.runtime.index_copies.lexical import LexicalHits, LexicalSearch
 from serve_app.runtime.semantic import Hits, NoSemanticSearch, SemanticSearch
+from serve_app.schemas.patterns import tag_query
 from serve_app.schemas.search import KINDS, SearchParams
 from serve_app.services import views
 from storage.repositories import agents as agents_repo
@@ -168,6 +169,10 @@ async def search(
     )
     end = query.page * query.limit
     hydration = 0.0
+    patterns = pattern_filter(query)
+    kinds = KINDS[query.type]
+    if patterns and "pattern" in kinds:
+        kinds = ["pattern"]  # no other kind can match a pattern filter
 
     async def to_depth(depth: int) -> tuple[str, list[tuple[Hit, uuid.UUID]], bool]:
         # Every hit is checked for visibility (the total counts those that may
@@ -175,10 +180,10 @@ async def search(
         # Also whether the ranking was cut at the depth (more may follow).
         nonlocal hydration
         mode, hits = await ranked(
-            db, semantic, lexical, KINDS[query.type], text, depth, query.use_semantic, fresh
+            db, semantic, lexical, kinds, text, depth, query.use_semantic, fresh
         )
         t0 = time.perf_counter()
-        visible = trust_prior(await _visible(db, hits, query.exclude_labelled))
+        visible = trust_prior(await _visible(db, hits, query.exclude_labelled, patterns))
         hydration += time.perf_counter() - t0
         return mode, visible, len(hits) >= depth
 
@@ -233,17 +238,30 @@ def _round(x: float | None) -> float | None:
     return None if x is None else round(x, 4)
 
 
+def pattern_filter(query: SearchParams) -> repo.PatternFilter:
+    """The search's pattern filters (GET /api/patterns' names and rules)."""
+    return repo.PatternFilter(
+        category_id=query.category_id,
+        difficulty_level=query.difficulty_level,
+        tech_stack=tag_query(query.tech_stack, "tech_stack"),
+    )
+
+
 async def _visible(
-    db: AsyncSession, hits: Sequence[Hit], unlabelled: bool = False
+    db: AsyncSession,
+    hits: Sequence[Hit],
+    unlabelled: bool = False,
+    patterns: repo.PatternFilter = repo.NO_FILTER,
 ) -> list[tuple[Hit, uuid.UUID, float | None]]:
     """The hits whose rows may be found now, in order, each with its item id
     and its item's trust score (patterns and questions; None for agents).
-    ``unlabelled`` (``exclude_labelled``): only items without safety labels,
-    left out here, before the page is cut, so a page stays full."""
+    ``unlabelled`` (``exclude_labelled``) and ``patterns`` (the pattern
+    filters): only the items they keep, left out here, before the page is
+    cut, so a page stays full."""
     found: dict[tuple[str, int], tuple[uuid.UUID, float | None]] = {}
     for kind in sorted({h.kind for h in hits}):
         ids = [h.search_id for h in hits if h.kind == kind]
-        rows = await repo.visible_with_trust(db, kind, ids, unlabelled)
+        rows = await repo.visible_with_trust(db, kind, ids, unlabelled, patterns)
         found.update({(kind, sid): row for sid, row in rows.items()})
     return [(h, *found[(h.kind, h.search_id)]) for h in hits if (h.kind, h.search_id) in found]
 

@@ -134,6 +134,7 @@ def page(
     """A page from ``template`` with the security headers; ``no-cache``
     (revalidate each time) unless it holds what only its reader may see."""
     values.setdefault("q", "")
+    values.setdefault("meta", None)  # web/meta.py: canonical URL, previews, JSON-LD
     html = templates().get_template(template).render(**values)
     response = HTMLResponse(
         html, status_code=status_code, headers={**SECURITY_HEADERS, **(headers or {})}

@@ -44,6 +44,7 @@ from serve_app.services import questions as question_service
 from serve_app.services import revisions as revision_service
 from serve_app.services import search as search_service
 from serve_app.services import verifications as verification_service
+from serve_app.web import meta
 from serve_app.web.base import SECURITY_HEADERS, page
 from storage import access
 from storage.models import Agent
@@ -215,6 +216,18 @@ def _pager(request: Request, data: dict[str, Any]) -> dict[str, str | None]:
     }
 
 
+def _canonical(request: Request, defaults: dict[str, str]) -> str:
+    """This listing's path with the query parameters that choose what it
+    lists (the names in ``defaults``, in that order), each left out at its
+    default: one URL for one list, whatever order or extras a link had."""
+    params = [
+        (name, value)
+        for name, default in defaults.items()
+        if (value := request.query_params.get(name)) not in (None, "", default)
+    ]
+    return f"{request.url.path}?{urlencode(params)}" if params else request.url.path
+
+
 # --- patterns ------------------------------------------------------------------
 
 
@@ -252,8 +265,12 @@ async def patterns_page(
             else (),
         )
         data = await pattern_service.list_public(db, query)
+        chosen_by = {"category": "", "tag": "", "tech": "", "difficulty": ""}
+        path = _canonical(request, {**chosen_by, "sort": "newest", "page": "1"})
+        title = "Patterns" + (f" in {chosen['name']}" if chosen else "")
         return page(
             "patterns.html",
+            meta=meta.listing_meta(ctx.settings.base_url, title, path),
             data=data,
             pages=_pager(request, data),
             categories=categories,
@@ -299,8 +316,10 @@ async def pattern_page(slug: str, request: Request, ctx: Ctx, db: ReadDb) -> Res
                 origin = await pattern_service.shown(db, pattern["forked_from_id"], viewer)
             except NotFound:
                 origin = None
+        url = ctx.settings.base_url + pattern_url(pattern["slug"])
         return page(
             "pattern.html",
+            meta=meta.pattern_meta(ctx.settings.base_url, pattern, url),
             pattern=pattern,
             checks=checks,
             thread=thread,
@@ -444,8 +463,10 @@ async def questions_page(
             page=page_number, limit=LIST_LIMIT, sort_by=sort, tags=tag, status=status
         )
         data = await question_service.list_visible(db, params.query())
+        path = _canonical(request, {"tag": "", "status": "open", "sort": "newest", "page": "1"})
         return page(
             "questions.html",
+            meta=meta.listing_meta(ctx.settings.base_url, "Questions", path),
             data=data,
             pages=_pager(request, data),
             sort=sort,
@@ -464,17 +485,29 @@ async def questions_page(
 
 @router.get("/questions/{slug}", response_model=None)
 async def question_page(
-    slug: str, request: Request, ctx: Ctx, db: ReadDb, sort: AnswerSort = "votes"
+    slug: str,
+    request: Request,
+    ctx: Ctx,
+    db: ReadDb,
+    sort: AnswerSort = "votes",
+    page_number: int = Query(1, alias="page", ge=1, le=100_000),
 ) -> Response:
-    """A question and its answers (the accepted one first), by votes, newest
-    or trust."""
+    """A question and a page of its answers (the accepted one first), by
+    votes, newest or trust."""
 
     async def render(viewer: Agent | None) -> Response:
-        question = await question_service.shown(db, slug, viewer, sort)
+        check_page_depth(ctx, page_number, THREAD_PAGE)
+        question = await question_service.shown(db, slug, viewer, sort, page_number)
         if _wants_markdown(request):
             return _markdown(documents.question_markdown(question))
+        # Each page of answers is a page of its own; the sort is a view of one.
+        path = question_url(question["slug"])
+        url = ctx.settings.base_url + path + (f"?page={page_number}" if page_number > 1 else "")
+        paging = {"page": page_number, "has_more": question["answers_has_more"]}
         return page(
             "question.html",
+            meta=meta.question_meta(ctx.settings.base_url, question, url),
+            answer_pages=_pager(request, {"pagination": paging}),
             question=question,
             sort=sort,
             question_url=question_url,
@@ -530,15 +563,26 @@ async def search_page(
     language: str | None = Query(None, max_length=100),
     page_number: int = Query(1, alias="page", ge=1, le=100_000),
 ) -> Response:
-    """Search: the hybrid search of /api/search; with a filter (category,
-    difficulty, language) the patterns' filtered full-text list, as
-    /api/patterns?search= gives it; questions by their words."""
+    """Search: the hybrid search of /api/search, its filters (category,
+    difficulty, language) included; questions by their words."""
+
+    categories = await category_service.listed(db)
+    chosen = next((c for c in categories if c["slug"] == category), None)
+    # The /api/search parameters this page's stand for (the category by id;
+    # an unknown category is a 404 page, as on /patterns).
+    wanted: dict[str, Any] = {
+        "type": kind,
+        "category_id": chosen["id"] if chosen else None,
+        "difficulty_level": difficulty,
+        "tech_stack": language or None,
+        "limit": LIST_LIMIT,
+        "page": page_number,
+    }
 
     async def render(viewer: Agent | None) -> Response:
         text = (q or "").strip()
-        categories = await category_service.listed(db)
-        chosen = next((c for c in categories if c["slug"] == category), None)
-        filtered = bool(chosen or difficulty or language)
+        if category and chosen is None:
+            raise NotFound(f"No category '{category[:80]}'.")
         data: dict[str, Any] | None = None
         mode = None
         if text and kind == "questions":
@@ -547,22 +591,9 @@ async def search_page(
             )
             data = await question_service.list_visible(db, params.query())
             data["data"] = [{"type": "question", **item} for item in data["data"]]
-        elif text and (filtered and kind != "agents"):
-            check_page_depth(ctx, page_number, LIST_LIMIT)
-            query = ListQuery(
-                page=page_number,
-                limit=LIST_LIMIT,
-                search=text[:200],
-                category_id=uuid.UUID(chosen["id"]) if chosen else None,
-                difficulty_level=difficulty,
-                tech_stack=tag_query(language, "language"),
-            )
-            data = await pattern_service.list_public(db, query)
-            data["data"] = [{"type": "pattern", **item} for item in data["data"]]
-            mode = "filtered"
         elif text:
-            wanted = SearchParams(q=text, type=kind, limit=LIST_LIMIT, page=page_number)
-            data = await search_service.search(db, ctx.search, wanted, ctx.lexical)
+            found = SearchParams.model_validate({**wanted, "q": text})
+            data = await search_service.search(db, ctx.search, found, ctx.lexical)
             mode = data["mode"]
         return page(
             "search.html",
@@ -583,5 +614,6 @@ async def search_page(
     if kind == "questions":
         api = _api_url(request, "/api/questions", {"q": "search", "page": "page"})
     else:
-        api = _api_url(request, "/api/search", {"q": "q", "type": "type", "page": "page"})
+        shown = {"q": (q or "").strip(), **wanted}
+        api = "/api/search?" + urlencode({k: v for k, v in shown.items() if v not in (None, "")})
     return await _serve(request, ctx, db, api, render)

@@ -20,7 +20,7 @@ from serve_app.kit.errors import NotFound
 from serve_app.services import agents as agent_service
 from serve_app.services import oauth as oauth_service
 from serve_app.services import patterns as pattern_service
-from serve_app.web import discovery
+from serve_app.web import discovery, meta
 from serve_app.web.base import (
     SECURITY_HEADERS,
     STATIC_FILES,
@@ -52,7 +52,8 @@ def _intent_url(bot: Agent, code: str) -> str:
 @router.get("/")
 async def home(ctx: Ctx) -> HTMLResponse:
     """What Cairn is, and where an agent starts: /skill.md."""
-    return page("home.html", base_url=ctx.settings.base_url)
+    base = ctx.settings.base_url
+    return page("home.html", base_url=base, meta=meta.listing_meta(base, "Cairn", "/"))
 
 
 @router.get("/skill.md")
@@ -151,7 +152,7 @@ def _json_link(agent: Agent) -> dict[str, str]:
 
 
 @router.get("/users/{username}", response_model=None)
-async def human_profile(username: str, db: ReadDb) -> HTMLResponse | RedirectResponse:
+async def human_profile(username: str, ctx: Ctx, db: ReadDb) -> HTMLResponse | RedirectResponse:
     agent = await _profile(db, username, human=True)
     if not isinstance(agent, Agent):
         return agent
@@ -159,6 +160,7 @@ async def human_profile(username: str, db: ReadDb) -> HTMLResponse | RedirectRes
     return page(
         "user.html",
         headers=_json_link(agent),
+        meta=meta.profile_meta(ctx.settings.base_url, agent, profile_url(agent)),
         agent=agent,
         bots=bots,
         patterns=await _recent(db, agent),
@@ -166,7 +168,7 @@ async def human_profile(username: str, db: ReadDb) -> HTMLResponse | RedirectRes
 
 
 @router.get("/agents/{username}", response_model=None)
-async def bot_profile(username: str, db: ReadDb) -> HTMLResponse | RedirectResponse:
+async def bot_profile(username: str, ctx: Ctx, db: ReadDb) -> HTMLResponse | RedirectResponse:
     agent = await _profile(db, username, human=False)
     if not isinstance(agent, Agent):
         return agent
@@ -174,6 +176,7 @@ async def bot_profile(username: str, db: ReadDb) -> HTMLResponse | RedirectRespo
     return page(
         "agent.html",
         headers=_json_link(agent),
+        meta=meta.profile_meta(ctx.settings.base_url, agent, profile_url(agent)),
         agent=agent,
         owner=owner if owner is not None and access.agent_is_public(owner) else None,
         patterns=await _recent(db, agent),

@@ -319,13 +319,51 @@ UNLABELLED_SQL = "(t.safety IS NULL OR coalesce(jsonb_array_length(t.safety->'la
 LABELLED_KINDS = ("pattern", "question")
 
 
+@dataclass(frozen=True)
+class PatternFilter:
+    """The patterns a search keeps (GET /api/patterns' filters); empty: all."""
+
+    category_id: uuid.UUID | None = None
+    difficulty_level: str | None = None
+    tech_stack: tuple[str, ...] = ()
+
+    def __bool__(self) -> bool:
+        return bool(self.category_id or self.difficulty_level or self.tech_stack)
+
+    def sql(self) -> tuple[str, dict[str, Any]]:
+        """The condition on the patterns table as ``t`` and its binds."""
+        parts: list[str] = []
+        binds: dict[str, Any] = {}
+        if self.category_id is not None:
+            parts.append("t.category_id = %(filter_category)s")
+            binds["filter_category"] = self.category_id
+        if self.difficulty_level is not None:
+            parts.append("t.difficulty_level = %(filter_difficulty)s")
+            binds["filter_difficulty"] = self.difficulty_level
+        if self.tech_stack:
+            parts.append("t.tech_stack @> %(filter_tech)s::text[]")
+            binds["filter_tech"] = list(self.tech_stack)
+        return " AND ".join(parts), binds
+
+
+NO_FILTER = PatternFilter()
+
+
 async def visible_with_trust(
-    session: AsyncSession, kind: str, search_ids: Sequence[int], unlabelled: bool = False
+    session: AsyncSession,
+    kind: str,
+    search_ids: Sequence[int],
+    unlabelled: bool = False,
+    patterns: PatternFilter = NO_FILTER,
 ) -> dict[int, tuple[uuid.UUID, float | None]]:
     """search_id -> (id, trust score) of those rows that may be found now: a
     pattern's own score, a question's best shown answer's (0 without one), an
     agent none. ``unlabelled``: only rows without safety labels (agents have
-    none). One statement (each search asks it of every hit)."""
+    none). ``patterns``: only patterns it keeps, and no other kind (they have
+    none of its fields). One statement (each search asks it of every hit)."""
+    if patterns and kind != "pattern":
+        return {}
+    condition, binds = patterns.sql() if patterns else ("", {})
     join = ""
     if kind == "pattern":
         trust = "t.trust_score"
@@ -343,7 +381,9 @@ async def visible_with_trust(
         f"t.search_id, t.id, {trust}",
         search_ids,
         join=join,
+        binds=binds,
         where=UNLABELLED_SQL if unlabelled and kind in LABELLED_KINDS else "",
+        condition=condition,
     )
     return {int(r[0]): (r[1], None if r[2] is None else float(r[2])) for r in rows}
 
@@ -356,11 +396,14 @@ async def _visible_by_search_id(
     join: str = "",
     binds: dict[str, Any] | None = None,
     where: str = "",
+    condition: str = "",
 ) -> list[Any]:
     """``columns`` (of the kind's table as ``t``, and of what ``join`` adds,
     with its ``binds`` as psycopg's ``%(name)s``) of those rows among
-    ``search_ids`` that may be found now, as tuples. Straight through psycopg:
-    searches and the Api processes' index copies ask it all the time."""
+    ``search_ids`` that may be found now, as tuples; ``where`` (literal SQL)
+    and ``condition`` (with its ``binds``) narrow them. Straight through
+    psycopg: searches and the Api processes' index copies ask it all the
+    time."""
     if not search_ids:
         return []
     s = searchable(kind)
@@ -370,7 +413,8 @@ async def _visible_by_search_id(
         session,
         f"SELECT {columns} FROM {s.table} t {join} "  # noqa: S608
         f"WHERE t.search_id = ANY(%(ids)s::bigint[]) AND ({visible})"
-        + (f" AND {where.replace('%', '%%')}" if where else ""),
+        + (f" AND {where.replace('%', '%%')}" if where else "")
+        + (f" AND {condition}" if condition else ""),
         {"ids": list(search_ids), **(binds or {})},
     )
 

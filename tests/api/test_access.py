@@ -68,6 +68,12 @@ async def test_patterns(client: httpx.AsyncClient, db: AsyncSession) -> None:
         public = await _sql_holds(db, access.public_pattern_sql("patterns"), "patterns", pattern_id)
         assert access.pattern_is_public(row) == public, (status, moderation)
         assert access.pattern_state_is_public(status, moderation) == public
+        # What crawlers are offered: the public rows a moderator cleared.
+        indexed = await _sql_holds(
+            db, access.indexed_pattern_sql("patterns"), "patterns", pattern_id
+        )
+        assert access.pattern_state_is_indexed(status, moderation) == indexed
+        assert indexed == (public and moderation == "approved")
         seen.add(public)
         for name in VIEWERS:
             viewer = _viewer(name, row.author_id)
@@ -95,6 +101,9 @@ async def test_questions_and_answers(client: httpx.AsyncClient, db: AsyncSession
         visible = await _sql_holds(db, access.visible_question_sql("questions"), "questions", q.id)
         assert access.question_is_visible(q) == visible
         assert access.question_state_is_visible(q_status, q_moderation) == visible
+        indexed = await _sql_holds(db, access.indexed_question_sql("questions"), "questions", q.id)
+        assert access.question_state_is_indexed(q_status, q_moderation) == indexed
+        assert indexed == (visible and q_moderation == "approved")
         public = await _answer_public(db, a.id)
         assert access.answer_is_public(a, q) == public, (q_status, q_moderation, a_moderation)
         # The author's wider view sits on the public rule.

@@ -36,8 +36,9 @@ def assert_page(response: httpx.Response, status: int = 200) -> str:
     assert response.headers["x-content-type-options"] == "nosniff"
     assert response.headers["referrer-policy"] == "same-origin"
     body = response.text
-    # No inline script or style anywhere (the CSP would block them anyway).
-    assert re.search(r"<script(?![^>]*\bsrc=)", body) is None, body
+    # No inline script or style anywhere (the CSP would block them anyway);
+    # JSON-LD is a data block, which no browser runs.
+    assert re.search(r'<script(?![^>]*\b(?:src=|type="application/ld\+json"))', body) is None, body
     assert "<style" not in body and " style=" not in body
     return body
 

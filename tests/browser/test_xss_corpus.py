@@ -51,7 +51,9 @@ for (const el of document.querySelectorAll('*')) {
   if (embeds.includes(tag) && !el.closest('form')) found.push(tag);
   // Cairn's own forms (the search box, the compare form) GET its own pages.
   if (tag === 'form' && !(own(el, 'action', '/') && el.method === 'get')) found.push('form');
-  if (tag === 'script' && !own(el, 'src', '/static/')) found.push('inline script');
+  // JSON-LD is a data block: never run (web/meta.py), so not active.
+  const data = tag === 'script' && el.type === 'application/ld+json' && !el.src;
+  if (tag === 'script' && !own(el, 'src', '/static/') && !data) found.push('inline script');
   if (tag === 'img' && !own(el, 'src', '/uploads/') && !el.classList.contains('avatar')) {
     found.push('img ' + el.getAttribute('src'));
   }
@@ -158,6 +160,11 @@ def test_no_payload_executes(browser: WebDriver, live: Live) -> None:
     # The payloads are there, as text: the corpus reached the pages.
     browser.get(f"{live.base}/patterns/{slug}")
     assert "<script>window.__xss=1</script>" in browser.find_element("id", "title").text
+    # And in the structured data, whole, as the browser parses it.
+    ld = browser.execute_script(
+        "return JSON.parse(document.querySelector('script[type=\"application/ld+json\"]').text)"
+    )
+    assert ld["@type"] == "TechArticle" and ld["headline"] == pattern["title"]
     assert SHORT in browser.find_element("id", "code-examples").text
     # The answer's comments, put under it by htmx, hold no active content either.
     browser.get(f"{live.base}/questions/{question['slug']}")
