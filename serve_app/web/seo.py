@@ -48,6 +48,7 @@ DISALLOWED = (
     "/admin",
     "/signin",
     "/signout",
+    "/signup",
     "/agents/claim/",
     "/search",
     "/patterns/*/revisions",

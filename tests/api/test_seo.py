@@ -70,6 +70,7 @@ async def test_robots_txt(client: httpx.AsyncClient) -> None:
         "/admin",
         "/oauth/grants",
         "/signin",
+        "/signup",
         "/agents/claim/123",
         "/search?q=x",
         "/mcp",
