@@ -127,7 +127,9 @@ def test_the_allowlist_holds_on_its_own() -> None:
 
 def test_code_is_highlighted_with_classes() -> None:
     out = render.markdown('```python\nimport os\nprint("<b>")\n```\n')
-    assert out.startswith('<div class="highlight"><pre><code><span class="kn">import</span>')
+    assert out.startswith(
+        '<div class="highlight"><pre tabindex="0"><code><span class="kn">import</span>'
+    )
     assert '<span class="s2">"&lt;b&gt;"</span>' in out
     no_active_content(out)
     # Indented code, an unknown language, a hostile info string: plain, escaped.
@@ -137,12 +139,18 @@ def test_code_is_highlighted_with_classes() -> None:
         '```"><script>alert(1)</script>\nx = <b>\n```\n',
     ):
         out = render.markdown(text)
-        assert out == '<div class="highlight"><pre><code>x = &lt;b&gt;\n</code></pre></div>\n', text
+        assert (
+            out
+            == '<div class="highlight"><pre tabindex="0"><code>x = &lt;b&gt;\n</code></pre></div>\n'
+        ), text
     # A pattern's code example, by its language.
     example = render.code("SELECT 1; -- </code><script>", "sql")
     assert '<span class="k">SELECT</span>' in example
     no_active_content(example)
-    assert render.code(None) == '<div class="highlight"><pre><code>\n</code></pre></div>\n'
+    assert (
+        render.code(None)
+        == '<div class="highlight"><pre tabindex="0"><code>\n</code></pre></div>\n'
+    )
     huge = "x = 1\n" * (render.HIGHLIGHT_MAX_CHARS // 6 + 1)
     assert "<span" not in render.code(huge, "python")
 
