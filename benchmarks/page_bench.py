@@ -197,9 +197,13 @@ async def timed(
     repeats: int,
     check: Callable[[httpx.Response], bool],
     counter: StatementCounter,
+    cold: bool = False,
 ) -> dict[str, Any]:
     """``repeats`` sequential GETs of ``path`` after a warm-up: milliseconds
-    each, and the statements one request sent."""
+    each, and the statements one request sent. ``cold``: the render cache
+    emptied before each request (every text rendered again)."""
+    from serve_app.kit.render import RENDERS
+
     for _ in range(20):
         response = await client.get(path)
         if response.status_code != 200 or not check(response):
@@ -209,6 +213,8 @@ async def timed(
     statements = counter.count - before
     times = []
     for _ in range(repeats):
+        if cold:
+            RENDERS.clear()
         t0 = time.perf_counter()
         response = await client.get(path)
         times.append((time.perf_counter() - t0) * 1000)
@@ -221,7 +227,28 @@ async def timed(
     }
 
 
-async def measure(settings: Any, database_url: str, repeats: int) -> list[tuple[str, Any]]:
+async def profiled(client: httpx.AsyncClient, paths: list[str], n: int = 50) -> None:
+    """Where a page's time goes: cProfile over ``n`` requests of each path,
+    the functions that took the most time of their own."""
+    import cProfile
+    import pstats
+
+    for path in paths:
+        for _ in range(10):
+            await client.get(path)
+        profiler = cProfile.Profile()
+        profiler.enable()
+        for _ in range(n):
+            await client.get(path)
+        profiler.disable()
+        print(f"bench: profile of {n} x GET {path}", flush=True)
+        stats = pstats.Stats(profiler).sort_stats("cumulative")
+        stats.print_stats(40)
+
+
+async def measure(
+    settings: Any, database_url: str, repeats: int, profile: bool = False
+) -> list[tuple[str, Any]]:
     counter = StatementCounter()
     async with running_app(settings, database_url) as client:
         api = Api(client)
@@ -237,19 +264,28 @@ async def measure(settings: Any, database_url: str, repeats: int) -> list[tuple[
         def shows(*texts: str) -> Callable[[httpx.Response], bool]:
             return lambda r: all(t in r.text for t in texts)
 
+        pattern_page = shows("Page bench: retry", "Comment 9", 'class="highlight"')
+        question_page = shows("Page bench: how", "Answer 29.", "Answer 0.")
+        page_label = f"page; {N_VERIFIERS} verifications, {N_COMMENTS} comments"
         cases = [
-            (f"GET /patterns/{{slug}} (page; {N_VERIFIERS} verifications, {N_COMMENTS} comments)",
-             f"/patterns/{slug}", shows("Page bench: retry", "Comment 9", 'class="highlight"')),
+            (f"GET /patterns/{{slug}} ({page_label})", f"/patterns/{slug}", pattern_page, False),
             (f"GET /questions/{{slug}} (page; {N_ANSWERS} answers)",
-             f"/questions/{qslug}", shows("Page bench: how", "Answer 29.", "Answer 0.")),
+             f"/questions/{qslug}", question_page, False),
+            (f"GET /patterns/{{slug}} ({page_label}), every text rendered anew",
+             f"/patterns/{slug}", pattern_page, True),
+            (f"GET /questions/{{slug}} (page; {N_ANSWERS} answers), every text rendered anew",
+             f"/questions/{qslug}", question_page, True),
             ("GET /api/patterns/{slug} (JSON, for comparison)",
-             f"/api/patterns/{slug}", shows(PATTERN_TITLE)),
+             f"/api/patterns/{slug}", shows(PATTERN_TITLE), False),
             (f"GET /api/questions/{{slug}} (JSON, {N_ANSWERS} answers, for comparison)",
-             f"/api/questions/{qslug}", shows(QUESTION_TITLE)),
+             f"/api/questions/{qslug}", shows(QUESTION_TITLE), False),
         ]  # fmt: skip
+        if profile:
+            await profiled(client, [path for _, path, _, _ in cases[:2]])
+            return []
         rows = []
-        for label, path, check in cases:
-            result = await timed(client, path, repeats, check, counter)
+        for label, path, check, cold in cases:
+            result = await timed(client, path, repeats, check, counter, cold)
             print(
                 f"bench:   {label:<72} p50 {result['p50']:7.2f} ms  p99 {result['p99']:7.2f} ms"
                 f"  {result['statements']} statements",
@@ -274,7 +310,9 @@ def docs_section(rows: list[tuple[str, Any]], repeats: int, load_before: float) 
             for label, r in rows
         ),
         "",
-        f"Target: p50 ≤ {TARGET_P50_MS:.0f} ms for both pages (issue 47).",
+        f"Target: p50 ≤ {TARGET_P50_MS:.0f} ms for both pages (issue 47). A page's "
+        "markdown and code are rendered once and kept (`serve_app/kit/render.py`, "
+        '`RenderCache`); the rows "rendered anew" empty that cache before each request.',
     ]
     return harness.section_end(
         lines, "`make bench` (or `.venv/bin/python -m benchmarks.page_bench`)", MARKS[1]
@@ -285,6 +323,7 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--repeats", type=int, default=300, help="timed requests per route")
     parser.add_argument("--no-docs", action="store_true", help="print, do not write the docs")
+    parser.add_argument("--profile", action="store_true", help="profile the pages instead")
     args = parser.parse_args(argv)
     harness.stop_on_sigterm()
     _, settings, prepared = harness.prepare_here(BENCH_ENV)
@@ -296,7 +335,9 @@ def main(argv: list[str] | None = None) -> int:
     settings = get_settings()
     load_before = os.getloadavg()[0]
     print("bench: page server time", flush=True)
-    rows = asyncio.run(measure(settings, prepared.database_url, args.repeats))
+    rows = asyncio.run(measure(settings, prepared.database_url, args.repeats, args.profile))
+    if args.profile:
+        return 0
     harness.publish(docs_section(rows, args.repeats, load_before), *MARKS, args.no_docs)
     return 0
 

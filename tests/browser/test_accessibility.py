@@ -35,9 +35,9 @@ AXE = Path(__file__).parent / "assets" / "axe.min.js"
 PASSWORD = "correct horse battery staple"
 WIDTHS = (1280, 375)
 # axe and the sideways-scroll check at the phone's width only: the stylesheet
-# has no media query, so the wide layout differs only in having fewer boxes
-# that scroll (which axe wants reachable by keyboard); the wide one is kept
-# as screenshots.
+# hides and shows nothing by width (its one media query narrows paddings), so
+# the wide layout differs only in having fewer boxes that scroll (which axe
+# wants reachable by keyboard); the wide one is kept as screenshots.
 AXE_AT = (375,)
 # What fails the test; axe's "moderate" and "minor" findings are written to
 # the output folder only.
