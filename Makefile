@@ -54,6 +54,7 @@ bench: $(STAMP)
 	$(BIN)/python -m benchmarks.http_bench
 	$(BIN)/python -m benchmarks.pattern_bench
 	$(BIN)/python -m benchmarks.qa_bench
+	$(BIN)/python -m benchmarks.page_bench
 	$(BIN)/python -m benchmarks.social_bench
 	$(BIN)/python -m benchmarks.ranking_eval
 	$(BIN)/python -m benchmarks.trust_bench --semantic

@@ -14,12 +14,18 @@ Three locks, each enough on its own against script:
 
 Code (fenced blocks and a pattern's code examples) is highlighted by Pygments
 with CSS classes only (``static/pygments.css``): the CSP forbids inline styles.
+
+Renders are kept by their input (``RenderCache``): the output is a pure
+function of the text, and a page shows the same texts on every read.
 """
 
 from __future__ import annotations
 
 import html
 import re
+import threading
+from collections import OrderedDict
+from collections.abc import Callable
 from functools import lru_cache
 from typing import Any
 
@@ -61,6 +67,13 @@ _CLASSES = {
     "div": {CODE_CLASS},
 }
 _FORMATTER = HtmlFormatter(nowrap=True)
+# A code block scrolls sideways in its own box (a long line never widens the
+# page), and a box that scrolls must be reachable by keyboard (WCAG 2.1.1;
+# axe's scrollable-region-focusable): its <pre> is a tab stop, as GitHub's
+# are. Added after the allowlist, which keeps no tabindex: the attribute is
+# Cairn's constant, never an author's.
+_BLOCK = f'<div class="{CODE_CLASS}"><pre>'
+_FOCUSABLE_BLOCK = f'<div class="{CODE_CLASS}"><pre tabindex="0">'
 
 
 def uploaded(url: str) -> bool:
@@ -119,9 +132,60 @@ def _code_block(code: str, language: str | None) -> str:
     return f'<div class="{CODE_CLASS}"><pre><code>{inner}</code></pre></div>\n'
 
 
+class RenderCache:
+    """Renders by their input, least recently used dropped first, within
+    ``budget`` characters of input and output together. An input larger than
+    ``item_max`` is rendered every time, so one huge text never empties it."""
+
+    def __init__(self, budget: int, item_max: int) -> None:
+        self.budget, self.item_max = budget, item_max
+        self.size = self.hits = self.misses = 0
+        self._items: OrderedDict[tuple[str, ...], str] = OrderedDict()
+        self._lock = threading.Lock()  # pages may render in worker threads too
+
+    def get(self, key: tuple[str, ...], render: Callable[[], str]) -> str:
+        with self._lock:
+            found = self._items.get(key)
+            if found is not None:
+                self._items.move_to_end(key)
+                self.hits += 1
+                return found
+            self.misses += 1
+        out = render()
+        given = sum(map(len, key))
+        if given > self.item_max:
+            return out
+        cost = given + len(out)
+        with self._lock:
+            if key not in self._items:
+                self._items[key] = out
+                self.size += cost
+            while self.size > self.budget and self._items:
+                old_key, old = self._items.popitem(last=False)
+                self.size -= sum(map(len, old_key)) + len(old)
+        return out
+
+    def clear(self) -> None:
+        with self._lock:
+            self._items.clear()
+            self.size = 0
+
+
+# Rendering costs milliseconds a text (markdown-it, Pygments, nh3): a question
+# page of 30 answers spent most of its time there (docs/benchmarks.md, "Web
+# pages: server time"). 16 M characters of input and output: tens of MiB per
+# process at most; a text over 64 K characters is rendered each time.
+RENDERS = RenderCache(budget=16_000_000, item_max=64_000)
+
+
+def _focusable(markup: str) -> str:
+    return markup.replace(_BLOCK, _FOCUSABLE_BLOCK)
+
+
 def code(source: str | None, language: str | None = None) -> str:
     """Code (a pattern's code example) as a highlighted, sanitised block."""
-    return clean(_code_block(source or "", language))
+    text, lang = source or "", language or ""
+    return RENDERS.get(("code", text, lang), lambda: _focusable(clean(_code_block(text, language))))
 
 
 def _fence(
@@ -173,7 +237,8 @@ def _parser() -> MarkdownIt:
 
 def markdown(text: str | None) -> str:
     """Author markdown as sanitised HTML, ready for a page."""
-    return clean(_parser().render(text or ""))
+    source = text or ""
+    return RENDERS.get(("md", source), lambda: _focusable(clean(_parser().render(source))))
 
 
 # Where one block of text ends and the next begins, once tags are gone.

@@ -5,6 +5,7 @@ holding whatever reaches it."""
 
 from __future__ import annotations
 
+import functools
 import re
 from pathlib import Path
 
@@ -127,7 +128,9 @@ def test_the_allowlist_holds_on_its_own() -> None:
 
 def test_code_is_highlighted_with_classes() -> None:
     out = render.markdown('```python\nimport os\nprint("<b>")\n```\n')
-    assert out.startswith('<div class="highlight"><pre><code><span class="kn">import</span>')
+    assert out.startswith(
+        '<div class="highlight"><pre tabindex="0"><code><span class="kn">import</span>'
+    )
     assert '<span class="s2">"&lt;b&gt;"</span>' in out
     no_active_content(out)
     # Indented code, an unknown language, a hostile info string: plain, escaped.
@@ -137,12 +140,18 @@ def test_code_is_highlighted_with_classes() -> None:
         '```"><script>alert(1)</script>\nx = <b>\n```\n',
     ):
         out = render.markdown(text)
-        assert out == '<div class="highlight"><pre><code>x = &lt;b&gt;\n</code></pre></div>\n', text
+        assert (
+            out
+            == '<div class="highlight"><pre tabindex="0"><code>x = &lt;b&gt;\n</code></pre></div>\n'
+        ), text
     # A pattern's code example, by its language.
     example = render.code("SELECT 1; -- </code><script>", "sql")
     assert '<span class="k">SELECT</span>' in example
     no_active_content(example)
-    assert render.code(None) == '<div class="highlight"><pre><code>\n</code></pre></div>\n'
+    assert (
+        render.code(None)
+        == '<div class="highlight"><pre tabindex="0"><code>\n</code></pre></div>\n'
+    )
     huge = "x = 1\n" * (render.HIGHLIGHT_MAX_CHARS // 6 + 1)
     assert "<span" not in render.code(huge, "python")
 
@@ -150,3 +159,34 @@ def test_code_is_highlighted_with_classes() -> None:
 def test_the_stylesheet_is_the_committed_file() -> None:
     assert (STATIC / "pygments.css").read_text() == render.stylesheet()
     assert ".highlight .k " in render.stylesheet()
+
+
+def test_renders_are_kept_within_their_budget() -> None:
+    cache = render.RenderCache(budget=100, item_max=30)
+    calls: list[str] = []
+
+    def make(text: str) -> str:
+        calls.append(text)
+        return text.upper()
+
+    assert cache.get(("md", "abc"), lambda: make("abc")) == "ABC"
+    assert cache.get(("md", "abc"), lambda: make("abc")) == "ABC"
+    assert calls == ["abc"] and (cache.hits, cache.misses) == (1, 1)
+    # Past the budget the least recently used go first; too long an input is never kept.
+    for n in range(10):
+        key = f"text {n:05d}"
+        cache.get(("md", key), functools.partial(make, key))
+    assert cache.size <= 100 and ("md", "abc") not in cache._items
+    long = "x" * 31
+    cache.get(("md", long), lambda: make(long))
+    cache.get(("md", long), lambda: make(long))
+    assert calls.count(long) == 2
+    # The module's cache gives what a fresh render gives.
+    text = "# T\n\n```python\nx = 1\n```\n"
+    render.RENDERS.clear()
+    first = render.markdown(text)
+    assert render.markdown(text) is first
+    assert first == render.clean(render._parser().render(text)).replace(
+        '<div class="highlight"><pre>', '<div class="highlight"><pre tabindex="0">'
+    )
+    assert render.code("x = 1", None) is render.code("x = 1", "")
