@@ -145,7 +145,7 @@ def heldout_set(queries: Sequence[str], documents: Sequence[str]) -> tuple[Corpu
 Encode = Callable[[list[str]], np.ndarray]
 
 
-def _vectors(
+def cached_vectors(
     encode: Encode, texts: list[str], cache: Path | None, model_key: str | None
 ) -> np.ndarray:
     """``encode(texts)``, kept under ``cache`` by the model's and the texts'
@@ -179,12 +179,12 @@ def score(
         mine = [g for g in groups if g.corpus == corpus.name]
         if not mine:
             continue
-        docs = _vectors(encode, corpus.texts, cache, model_key)
+        docs = cached_vectors(encode, corpus.texts, cache, model_key)
         for group in mine:
             if not group.queries:
                 out[group.name] = np.zeros(0)
                 continue
-            queries = _vectors(encode, group.queries, cache, model_key)
+            queries = cached_vectors(encode, group.queries, cache, model_key)
             scores = queries @ docs.T
             k = min(TOP, docs.shape[0])
             top = np.argpartition(-scores, k - 1, axis=1)[:, :k]

@@ -12,7 +12,8 @@ needs ``onnxscript``, which we do not install) and cached under
 folder's weights (their contents), torch, the exporter version and the
 opset; it is never downloaded.
 The export runs in a child process (``python -m embeddings.onnx_model``) so
-the serving process never imports torch: the Embedder replica stays small.
+the serving process never imports torch: the Embedder replica stays small (a
+process that has loaded torch already exports in place).
 
 The graph holds the transformer, the mean pooling over the attention mask
 and the L2 normalisation, as sentence-transformers computes them; tokenising
@@ -176,10 +177,16 @@ def exported(folder: Path, cache: Path, precision: str = "fp32") -> Path:
             with open(target / ".export.lock", "w") as lock:
                 fcntl.flock(lock, fcntl.LOCK_EX)
                 if not fp32.is_file():
-                    # Torch is loaded in the child, never in this process.
-                    # The file is written aside and renamed, so a reader
-                    # never sees half a graph.
-                    in_child("embeddings.onnx_model", folder, fp32)
+                    # Torch is loaded in the child, never in a process that
+                    # has not loaded it already (a serving replica); one that
+                    # has (``cairn tune``'s gate) exports in place, sparing
+                    # a child's start and its import of torch. The file is
+                    # written aside and renamed, so a reader never sees half
+                    # a graph.
+                    if "torch" in sys.modules:
+                        _export_quietly(folder, fp32)
+                    else:
+                        in_child("embeddings.onnx_model", folder, fp32)
         if precision == "int8" and not out.is_file():
             from onnxruntime.quantization import QuantType, quantize_dynamic
 
@@ -188,6 +195,25 @@ def exported(folder: Path, cache: Path, precision: str = "fp32") -> Path:
             quantize_dynamic(str(fp32), str(aside), weight_type=QuantType.QInt8)
             os.replace(aside, out)
     return out
+
+
+def _export_quietly(folder: Path, out: Path) -> None:
+    """``export`` in this process, without the tracer's warnings and the
+    weights' progress bar on its stderr (a child's stderr is kept only
+    when it fails)."""
+    import warnings
+
+    from transformers.utils import logging as hf_logging
+
+    bar = hf_logging.is_progress_bar_enabled()
+    hf_logging.disable_progress_bar()
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            export(folder, out)
+    finally:
+        if bar:
+            hf_logging.enable_progress_bar()
 
 
 def export(folder: Path, out: Path) -> None:

@@ -32,6 +32,7 @@ import re
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
+from typing import Any
 
 VERIFIED_WEIGHT = 2.0
 HELD_OUT = 10  # one group in this many is held out
@@ -86,6 +87,9 @@ class Pair:
     # false negative) and fall on the same side of the split.
     group: str = ""
     source: str = ""  # title, description, question, answer, python
+    # Hard negatives (``hard_negatives``): (group, text) of documents the
+    # base model ranks near the query that are not the pair's own.
+    negatives: tuple[tuple[str, str], ...] = ()
 
 
 @dataclass
@@ -217,6 +221,70 @@ def _groups(items: Sequence[Item]) -> tuple[list[tuple[str, Item]], int]:
         roots_seen.add(group)
         kept.append((group, item))
     return kept, folded
+
+
+def item_groups(items: Sequence[Item]) -> dict[str, str]:
+    """Every item's group, the folded ones too: a fork is in its origin's,
+    an item with another's text in that one's."""
+    kept, _ = _groups(items)
+    out = {item.item_id: group for group, item in kept}
+    by_text = {text_hash(item.text): group for group, item in kept}
+    by_id = {i.item_id: i for i in items}
+    for item in items:
+        if item.item_id in out:
+            continue
+        group = by_text.get(text_hash(item.text))
+        at, seen = item, set()
+        while group is None and at.forked_from in by_id and at.item_id not in seen:
+            seen.add(at.item_id)
+            at = by_id[at.forked_from]  # type: ignore[index]
+            group = out.get(at.item_id)
+        out[item.item_id] = group or item.item_id
+    return out
+
+
+def hard_negatives(
+    pairs: Sequence[Pair],
+    query_vectors: Any,
+    index_vectors: Any,
+    index_groups: Sequence[str],
+    index_texts: Sequence[str],
+    k: int,
+    chunk: int = 1024,
+) -> list[Pair]:
+    """``pairs`` with up to ``k`` hard negatives each: the documents of the
+    index (the base model's vectors of the corpus, ``index_vectors``, rows
+    L2-normalised as ``query_vectors``, one row a pair) nearest the pair's
+    query, best first, that are not of the pair's group (its item, its
+    forks, the same text: its positive or a twin of it)."""
+    import numpy as np
+
+    if k < 1 or not len(pairs):
+        return list(pairs)
+    docs = np.asarray(index_vectors, dtype=np.float32)
+    queries = np.asarray(query_vectors, dtype=np.float32)
+    n = docs.shape[0]
+    groups = np.asarray(index_groups, dtype=object)
+    out: list[Pair] = []
+    for at in range(0, len(pairs), chunk):
+        scores = queries[at : at + chunk] @ docs.T
+        # The pair's own group takes a few of the nearest places: look a
+        # little deeper than k, and through all of the row if that was not enough.
+        depth = min(n, 2 * k + 8)
+        top = np.argpartition(-scores, depth - 1, axis=1)[:, :depth] if depth < n else None
+        for row, pair in enumerate(pairs[at : at + chunk]):
+            found: list[tuple[str, str]] = []
+            for candidates in (top[row] if top is not None else None, np.arange(n)):
+                if candidates is None:
+                    continue
+                order = candidates[np.argsort(-scores[row, candidates], kind="stable")]
+                found = [
+                    (str(groups[j]), index_texts[j]) for j in order if groups[j] != pair.group
+                ][:k]
+                if len(found) == k or len(candidates) == n:
+                    break
+            out.append(replace(pair, negatives=tuple(found)))
+    return out
 
 
 def item_pairs(item: Item, group: str) -> list[Pair]:

@@ -41,16 +41,16 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, TextIO
 
-from embeddings import evaluation, modelstore
+from embeddings import evaluation, modelstore, tune_recorder
 from embeddings import pairs as mining
 from embeddings.config import DEFAULT_MODEL
 from embeddings.reembed import _duration, job_cluster, join_or_start
-from telemetry import metrics
 
 log = logging.getLogger("cairn.tune")
 
 EXTRAS = ("python-packages",)
 STATE = "tune-state.json"
+PREEMPTION_WATCHER_ENV = "RAY_TRAIN_ENABLE_PREEMPTION_WATCHER"
 
 
 class TuneError(RuntimeError):
@@ -82,6 +82,8 @@ class TuneOptions:
     report_every: int = 10
     extra: tuple[str, ...] = ()
     extra_limit: int = 20_000
+    # Hard negatives per pair from the base model's index of the corpus (0: none).
+    hard_negatives: int = 0
     min_pairs: int = mining.MIN_PAIRS
     eval_sets: tuple[str, ...] = evaluation.EVAL_SETS
     eval_dir: str = ""
@@ -98,6 +100,8 @@ class TuneOptions:
             raise ValueError("epochs and workers must be at least 1, the batch size at least 2")
         if self.max_steps is not None and self.max_steps < 1:
             raise ValueError("max steps must be at least 1")
+        if self.hard_negatives < 0:
+            raise ValueError("hard negatives must not be negative")
         unknown = set(self.extra) - set(EXTRAS)
         if unknown:
             raise ValueError(f"--extra must be among {', '.join(EXTRAS)}")
@@ -113,15 +117,31 @@ class TuneOptions:
 # --- training (one Ray Train worker) ----------------------------------------
 
 
-def weighted_mnr_loss(q: Any, d: Any, weights: Any, scale: float) -> Any:
+def weighted_mnr_loss(
+    q: Any,
+    d: Any,
+    weights: Any,
+    scale: float,
+    negatives: Any = None,
+    blocked: Any = None,
+) -> Any:
     """In-batch negatives: each query's cross-entropy over every document of
     the batch (its own the target), scaled cosine similarities, the
-    per-query losses averaged with ``weights``."""
+    per-query losses averaged with ``weights``. ``negatives``: more
+    documents every query is scored against (the batch's hard negatives);
+    ``blocked`` (queries x negatives, True where a negative is of the
+    query's own group) leaves those out of that query's sum."""
     import torch
 
     q = torch.nn.functional.normalize(q, p=2, dim=1)
     d = torch.nn.functional.normalize(d, p=2, dim=1)
-    scores = q @ d.T * scale
+    scores = q @ d.T
+    if negatives is not None and negatives.shape[0]:
+        extra = q @ torch.nn.functional.normalize(negatives, p=2, dim=1).T
+        if blocked is not None:
+            extra = extra.masked_fill(blocked, float("-inf"))
+        scores = torch.cat([scores, extra], dim=1)
+    scores = scores * scale
     target = torch.arange(scores.shape[0], device=scores.device)
     losses = torch.nn.functional.cross_entropy(scores.float(), target, reduction="none")
     return (losses * weights).sum() / weights.sum()
@@ -198,7 +218,9 @@ def train_loop(config: dict[str, Any]) -> None:
         optimizer.load_state_dict(state["optimizer"])
         scheduler.load_state_dict(state["scheduler"])
     bf16 = device.type == "cuda" and o["bf16"]
-    progress = config.get("progress")
+    # Progress lines go to a file in the run's folder (storage every node
+    # reads, as the checkpoints do): no actor to start for them.
+    progress = Path(config["progress"]) if config.get("progress") else None
     t0, seen, loss_sum, loss_n = time.monotonic(), 0, 0.0, 0
     net.train()
 
@@ -211,8 +233,22 @@ def train_loop(config: dict[str, Any]) -> None:
     for step in range(start, total):
         batch = [pairs[i] for i in steps[min(step * world + rank, len(steps) - 1)]]
         weights = torch.tensor([p.weight for p in batch], device=device)
+        # The batch's hard negatives, each once; one that is of a query's
+        # own group is no negative for that query.
+        negs = list(dict.fromkeys(n for p in batch for n in p.negatives))
+        extra = embed([t for _, t in negs]) if negs else None
+        blocked = (
+            torch.tensor([[g == p.group for g, _ in negs] for p in batch], device=device)
+            if negs
+            else None
+        )
         loss = weighted_mnr_loss(
-            embed([p.query for p in batch]), embed([p.document for p in batch]), weights, o["scale"]
+            embed([p.query for p in batch]),
+            embed([p.document for p in batch]),
+            weights,
+            o["scale"],
+            extra,
+            blocked,
         )
         optimizer.zero_grad(set_to_none=True)
         loss.backward()
@@ -225,16 +261,16 @@ def train_loop(config: dict[str, Any]) -> None:
         last = done == total
         if progress is not None and rank == 0 and (done % o["report_every"] == 0 or last):
             elapsed = time.monotonic() - t0
-            progress.put(
-                {
-                    "step": done,
-                    "steps": total,
-                    "loss": loss_sum / loss_n,
-                    "pairs_per_s": seen / elapsed if elapsed > 0 else 0.0,
-                    "elapsed_s": elapsed,
-                    "resumed_from": start,
-                }
-            )
+            line = {
+                "step": done,
+                "steps": total,
+                "loss": loss_sum / loss_n,
+                "pairs_per_s": seen / elapsed if elapsed > 0 else 0.0,
+                "elapsed_s": elapsed,
+                "resumed_from": start,
+            }
+            with progress.open("a") as f:
+                f.write(json.dumps(line) + "\n")
             loss_sum, loss_n = 0.0, 0
         if done % o["checkpoint_every"] == 0 or last:
             metrics = {"step": done, "loss": float(loss.detach())}
@@ -287,6 +323,7 @@ class Summary:
     pairs_extra: int = 0
     items: int = 0
     duplicates: int = 0
+    hard_negatives: int = 0
     steps: int = 0
     resumed_from: int = 0
     train_s: float = 0.0
@@ -306,8 +343,10 @@ def run_key(base: str, mined: mining.Mined, options: TuneOptions) -> str:
     h = hashlib.sha256(base.encode())
     for p in mined.train:
         h.update(f"{p.query}\x1f{p.document}\x1f{p.weight}\x1f{p.group}\x1e".encode())
+        for group, text in p.negatives:
+            h.update(f"{group}\x1f{text}\x1d".encode())
     keep: tuple[str, ...] = ("epochs", "batch_size", "learning_rate", "warmup", "seed")
-    keep += ("max_steps", "max_tokens", "scale", "num_workers")
+    keep += ("max_steps", "max_tokens", "scale", "num_workers", "hard_negatives")
     h.update(json.dumps({k: getattr(options, k) for k in keep}, sort_keys=True).encode())
     return h.hexdigest()[:16]
 
@@ -341,7 +380,9 @@ def corpus_items(rows: Any) -> list[mining.Item]:
     ]
 
 
-async def _mine(sessions: Any, options: TuneOptions, printer: Printer) -> mining.Mined:
+async def _mine(
+    sessions: Any, options: TuneOptions, printer: Printer
+) -> tuple[mining.Mined, list[mining.Item]]:
     from storage.repositories import tuning as repo
 
     async with sessions() as session:
@@ -366,9 +407,59 @@ async def _mine(sessions: Any, options: TuneOptions, printer: Printer) -> mining
             f"{len(extra):,} extra pairs from installed packages ({len(excluded)} left out)"
         )
     try:
-        return mining.mine(items, answers, extra, options.min_pairs)
+        return mining.mine(items, answers, extra, options.min_pairs), items
     except mining.CorpusTooSmall as exc:
         raise TuneError(str(exc)) from None
+
+
+def _hard_negatives(
+    options: TuneOptions,
+    mined: mining.Mined,
+    items: list[mining.Item],
+    base_path: str,
+    base_key: str,
+    printer: Printer,
+) -> int:
+    """Give the corpus's training pairs their hard negatives
+    (``mining.hard_negatives``): the base model's vectors of every visible
+    item's text (what its live index holds; kept in the model cache by the
+    model's and the texts' hash), the held-out groups' left out, searched
+    exactly with each pair's query; how many negatives were given."""
+    from embeddings.encoder import Encoder
+
+    t0 = time.monotonic()
+    cache = Path(options.cache_dir)
+    encoder = Encoder(
+        base_path, device="cpu", cache_dir=cache, threads=max(1, len(os.sched_getaffinity(0)))
+    )
+
+    def encode(texts: list[str]) -> Any:
+        return encoder.encode(texts, batch_size=16)
+
+    groups = mining.item_groups(items)
+    # The held-out groups stay out of the index: training never sees their
+    # documents, not even as negatives.
+    held = {p.group for p in mined.heldout}
+    items = [i for i in items if groups[i.item_id] not in held]
+    index = evaluation.cached_vectors(encode, [i.text for i in items], cache / "eval", base_key)
+    at = [n for n, p in enumerate(mined.train) if p.source != "python"]
+    queries = encode([mined.train[n].query for n in at]) if at else None
+    given = mining.hard_negatives(
+        [mined.train[n] for n in at],
+        queries,
+        index,
+        [groups[i.item_id] for i in items],
+        [i.text for i in items],
+        options.hard_negatives,
+    )
+    for n, pair in zip(at, given, strict=True):
+        mined.train[n] = pair
+    count = sum(len(p.negatives) for p in given)
+    printer.say(
+        f"{count:,} hard negatives for {len(at):,} pairs from the base model's index of "
+        f"{len(items):,} items in {time.monotonic() - t0:.0f}s"
+    )
+    return count
 
 
 def _evaluate(
@@ -479,13 +570,14 @@ def run(options: TuneOptions, *, address: str | None, out: TextIO | None = None)
     # Whether the job joined Ray, and whether it started it (then it stops it).
     joined: list[bool] = []
     summary: Summary | None = None
+    recorder = tune_recorder.Recorder()
     try:
-        summary = _run_locked(options, base, sessions, printer, address, loop, joined)
+        summary = _run_locked(options, base, sessions, printer, address, loop, joined, recorder)
         outcome = "accepted" if summary.accepted else "rejected"
         return summary
     finally:
         if joined:
-            record_metrics(summary, outcome, time.monotonic() - started)
+            recorder.job(job_numbers(summary, outcome, time.monotonic() - started))
             if joined[0]:
                 import ray
 
@@ -511,18 +603,15 @@ def _run_locked(
     address: str | None,
     loop: asyncio.AbstractEventLoop,
     joined: list[bool],
+    recorder: tune_recorder.Recorder,
 ) -> Summary:
     cache = Path(options.cache_dir).expanduser().resolve()
     runs = Path(options.runs_dir).expanduser().resolve()
     printer.say(f"mining pairs from the corpus (base model {base!r})")
-    mined = loop.run_until_complete(_mine(sessions, options, printer))
-    key = run_key(base, mined, options)
-    summary = Summary(base, key, len(mined.train), len(mined.heldout), items=mined.items)
-    summary.pairs_extra = mined.by_source.get("python", 0)
-    summary.duplicates = mined.duplicates
+    mined, items = loop.run_until_complete(_mine(sessions, options, printer))
     printer.say(
         f"{mined.pairs:,} pairs from {mined.items:,} items ({mined.duplicates:,} duplicates "
-        f"folded): {len(mined.train):,} to train on, {len(mined.heldout):,} held out; run {key}"
+        f"folded): {len(mined.train):,} to train on, {len(mined.heldout):,} held out"
     )
 
     def local_copy(name: str) -> str:
@@ -539,10 +628,25 @@ def _run_locked(
     base_path = local_copy(base) if modelstore.is_version(base) else resolve(base)
     if not Path(base_path).is_dir():
         raise TuneError(f"the base model {base!r} is no local folder ({base_path})")
+    base_key = (
+        hashlib.sha256(base.encode()).hexdigest()
+        if modelstore.is_version(base)
+        else _folder_key(base_path)
+    )
+    negatives = 0
+    if options.hard_negatives:
+        negatives = _hard_negatives(options, mined, items, base_path, base_key, printer)
+    key = run_key(base, mined, options)
+    summary = Summary(base, key, len(mined.train), len(mined.heldout), items=mined.items)
+    summary.pairs_extra = mined.by_source.get("python", 0)
+    summary.duplicates = mined.duplicates
+    summary.hard_negatives = negatives
+    printer.say(f"run {key}")
 
     joined.append(connect_ray(options, address, printer))
+    recorder.start()
     tuned_path, steps, resumed, train_s, workers, loss = _train(
-        options, base_path, mined, runs / key, printer
+        options, base_path, mined, runs / key, printer, recorder
     )
     summary.steps, summary.resumed_from, summary.train_s, summary.workers = (
         steps,
@@ -555,11 +659,6 @@ def _run_locked(
     summary.pairs_per_s = done_pairs / train_s if train_s > 0 else 0.0
 
     t0 = time.monotonic()
-    base_key = (
-        hashlib.sha256(base.encode()).hexdigest()
-        if modelstore.is_version(base)
-        else _folder_key(base_path)
-    )
     verdict = _evaluate(base_path, tuned_path, mined, options, base_key, printer)
     summary.eval_s = time.monotonic() - t0
     summary.accepted = verdict.accepted
@@ -575,6 +674,7 @@ def _run_locked(
             "pairs_heldout": len(mined.heldout),
             "by_source": mined.by_source,
             "extra": list(options.extra),
+            "hard_negatives": {"per_pair": options.hard_negatives, "given": negatives},
         },
         "training": {
             "steps": steps,
@@ -614,26 +714,24 @@ def _folder_key(path: str) -> str:
     return cache_key(Path(path))
 
 
-def record_metrics(summary: Summary | None, outcome: str, seconds: float) -> None:
-    """A job's numbers (telemetry/metrics.py), recorded by its driver while
-    it is still in Ray: outcome, pairs, steps, loss, each stage's time."""
-    metrics.TUNE_JOBS.labels(outcome).inc()
-    metrics.TUNE_SECONDS.labels("job").observe(seconds)
+def job_numbers(summary: Summary | None, outcome: str, seconds: float) -> tune_recorder.JobNumbers:
+    """What a job records as it ends (``tune_recorder``): outcome, pairs,
+    steps, loss, each stage's time."""
     if summary is None:
-        return
-    for name, n in (
-        ("train", summary.pairs_train - summary.pairs_extra),
-        ("heldout", summary.pairs_heldout),
-        ("extra", summary.pairs_extra),
-    ):
-        if n > 0:
-            metrics.TUNE_PAIRS.labels(name).inc(n)
-    if summary.steps > summary.resumed_from:
-        metrics.TUNE_STEPS.inc(summary.steps - summary.resumed_from)
-    if summary.loss is not None:
-        metrics.TUNE_LOSS.set(summary.loss)
-    metrics.TUNE_SECONDS.labels("train").observe(summary.train_s)
-    metrics.TUNE_SECONDS.labels("gate").observe(summary.eval_s)
+        return tune_recorder.JobNumbers(outcome, seconds, {})
+    return tune_recorder.JobNumbers(
+        outcome,
+        seconds,
+        {
+            "train": summary.pairs_train - summary.pairs_extra,
+            "heldout": summary.pairs_heldout,
+            "extra": summary.pairs_extra,
+        },
+        max(0, summary.steps - summary.resumed_from),
+        summary.loss,
+        summary.train_s,
+        summary.eval_s,
+    )
 
 
 def connect_ray(options: TuneOptions, address: str | None, printer: Printer) -> bool:
@@ -653,6 +751,7 @@ def _train(
     mined: mining.Mined,
     folder: Path,
     printer: Printer,
+    recorder: tune_recorder.Recorder,
 ) -> tuple[str, int, int, float, str, float | None]:
     """Train on Ray (joined by ``connect_ray``); (the tuned model's folder,
     steps, the step resumed from, seconds, what the workers ran on, the last
@@ -660,7 +759,6 @@ def _train(
     import ray
     import ray.train
     from ray.train.torch import TorchTrainer
-    from ray.util.queue import Empty, Queue
 
     gpus = float(ray.cluster_resources().get("GPU", 0.0))
     use_gpu = options.gpu == "yes" or (options.gpu == "auto" and gpus >= options.num_workers)
@@ -682,7 +780,8 @@ def _train(
         # The run had finished: its last checkpoint is the model.
         printer.say(f"the run had finished ({total:,} steps); measuring its model")
         return str(checkpoint / "model"), resumed, resumed, 0.0, workers, None
-    progress = Queue(actor_options={"num_cpus": 0})
+    folder.mkdir(parents=True, exist_ok=True)
+    progress = folder / f"progress-{os.getpid()}-{time.time_ns()}.jsonl"
     o = {
         **{k: v for k, v in asdict(options).items() if not isinstance(v, tuple)},
         "bf16": use_gpu,
@@ -693,7 +792,7 @@ def _train(
             "options": o,
             "pairs": ray.put(mined.train),
             "base_path": base_path,
-            "progress": progress,
+            "progress": str(progress),
             "resume": str(checkpoint) if checkpoint is not None else None,
         },
         scaling_config=ray.train.ScalingConfig(
@@ -707,6 +806,11 @@ def _train(
             checkpoint_config=ray.train.CheckpointConfig(num_to_keep=2),
         ),
     )
+    # Ray Train starts a preemption watcher per run, one more process
+    # beside the controller and the workers; a tune stopped by a lost node
+    # is resumed by a rerun from its last checkpoint instead (an operator
+    # may set the variable to 1 to have it).
+    os.environ.setdefault(PREEMPTION_WATCHER_ENV, "0")
     printer.say(f"training on {workers}")
     result: list[Any] = []
     failure: list[BaseException] = []
@@ -721,14 +825,18 @@ def _train(
     thread = threading.Thread(target=fit, name="cairn-tune-fit", daemon=True)
     thread.start()
     loss: float | None = None
-    while thread.is_alive() or progress.size():
-        try:
-            m = progress.get(timeout=1.0)
-        except Empty:
-            continue
-        printer.step(m)
-        loss = float(m["loss"])
-        metrics.TUNE_LOSS.set(loss)
+    read = 0
+    while True:
+        alive = thread.is_alive()
+        for m in _progress_lines(progress, read):
+            read += 1
+            printer.step(m)
+            loss = float(m["loss"])
+            recorder.loss(loss)
+        if not alive:
+            break
+        thread.join(timeout=0.5)
+    progress.unlink(missing_ok=True)
     train_s = time.monotonic() - t0
     if failure:
         raise TuneError(f"training failed: {failure[0]}") from failure[0]
@@ -737,6 +845,16 @@ def _train(
         raise TuneError("training ended without a checkpoint")
     state = json.loads((Path(final.path) / STATE).read_text())
     return str(Path(final.path) / "model"), int(state["step"]), resumed, train_s, workers, loss
+
+
+def _progress_lines(path: Path, skip: int) -> list[dict[str, Any]]:
+    """The complete progress lines of ``path`` after the first ``skip``."""
+    try:
+        text = path.read_text()
+    except FileNotFoundError:
+        return []
+    # A line being written has no newline yet: it is read next time.
+    return [json.loads(line) for line in text.split("\n")[:-1][skip:]]
 
 
 def main(

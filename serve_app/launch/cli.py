@@ -617,6 +617,7 @@ def cmd_tune(args: argparse.Namespace) -> int:
             checkpoint_every=args.checkpoint_every,
             extra=tuple(e.strip() for e in (args.extra or "").split(",") if e.strip()),
             extra_limit=args.extra_limit,
+            hard_negatives=args.hard_negatives,
             min_pairs=args.min_pairs,
             eval_sets=sets,
             eval_dir=args.eval_dir or "",
@@ -841,6 +842,14 @@ def build_parser() -> argparse.ArgumentParser:
         "packages that no evaluation set is built from)",
     )
     tu.add_argument("--extra-limit", type=int, default=20_000, help="extra pairs at most")
+    tu.add_argument(
+        "--hard-negatives",
+        type=int,
+        default=0,
+        metavar="K",
+        help="per pair, the K documents nearest its query in the base model's index that "
+        "are not its own, as extra negatives (0: in-batch negatives only)",
+    )
     tu.add_argument("--min-pairs", type=int, default=100, help="the fewest pairs to tune on")
     tu.add_argument(
         "--eval-sets",

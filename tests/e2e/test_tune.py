@@ -1,6 +1,7 @@
 """`cairn tune` end to end against the running service: mine the session's
 corpus, train a few steps with Ray Train on the service's cluster, gate
 (forced), store the version in Postgres; a second tune meanwhile is refused;
+the job's metrics are still exported after its driver exits;
 the stored model's ONNX and PyTorch vectors agree; `cairn models activate`
 serves it through `cairn reembed` and search answers with it; `cairn models
 rollback` returns the previous model.
@@ -14,6 +15,7 @@ The commands' answers to a missing version are tested in process
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import subprocess
 import sys
@@ -29,8 +31,10 @@ from sqlalchemy.ext.asyncio import async_sessionmaker
 from sqlmodel.ext.asyncio.session import AsyncSession
 
 from embeddings import modelstore
+from serve_app.launch.bootstrap import service_discovery_file
 from storage.db import make_engine, make_sessionmaker
 from storage.repositories import tuning as repo
+from telemetry import metrics
 from tests.e2e.conftest import Service
 from tests.e2e.test_service import as_client, publish, register
 from tests.tinymodel import one_layer_copy
@@ -70,6 +74,7 @@ def cli(service: Service, *args: str, timeout: float = 300) -> subprocess.Comple
 TUNE = (
     "tune", "--json", "--max-steps", "3", "--batch-size", "4", "--max-tokens", "64",
     "--cpus-per-worker", "0.1", "--min-pairs", "10", "--eval-sets", "none", "--force-accept",
+    "--hard-negatives", "2",
 )  # fmt: skip
 
 
@@ -103,6 +108,27 @@ async def semantic_hit(http: httpx.AsyncClient, expected: str, within_s: float =
     raise AssertionError(f"semantic search never found {expected}: {body}")
 
 
+def node_metrics(service: Service) -> str:
+    """The text of every metrics endpoint of the service's Ray (its
+    service-discovery file, as Prometheus reads it)."""
+    out = []
+    for group in json.loads(service_discovery_file(service.state_dir).read_text()):
+        for target in group["targets"]:
+            with contextlib.suppress(httpx.HTTPError):
+                out.append(httpx.get(f"http://{target}/metrics", timeout=5).text)
+    return "\n".join(out)
+
+
+def accepted_tunes(service: Service) -> float:
+    """``cairn_tune_jobs_total{outcome="accepted"}`` as the node exports it."""
+    name = metrics.TUNE_JOBS.exported
+    return sum(
+        float(line.rsplit(" ", 1)[1])
+        for line in node_metrics(service).splitlines()
+        if line.startswith(name + "{") and 'outcome="accepted"' in line
+    )
+
+
 async def test_tune_store_activate_and_roll_back(
     http: httpx.AsyncClient,
     service: Service,
@@ -131,10 +157,14 @@ async def test_tune_store_activate_and_roll_back(
     assert "pairs/s" in done.stderr and "ETA" in done.stderr
     summary = json.loads(done.stdout.strip().splitlines()[-1])
     assert summary["steps"] == 3 and summary["accepted"] and summary["pairs_heldout"] >= 1
+    # Every training pair of the corpus got its two hard negatives (8 items,
+    # each of its own group: always two others to give).
+    assert summary["hard_negatives"] == 2 * summary["pairs_train"]
     version = summary["version"]
     assert version.startswith(modelstore.PREFIX)
     card = json.loads(Path(summary["card"]).with_suffix(".json").read_text())
     assert card["gate"]["forced"] and card["training"]["steps"] == 3
+    assert card["data"]["hard_negatives"] == {"per_pair": 2, "given": summary["hard_negatives"]}
     assert [g["name"] for g in card["gate"]["groups"]] == ["heldout"]
     tuned_s = time.monotonic() - t0
 
@@ -170,6 +200,13 @@ async def test_tune_store_activate_and_roll_back(
     back = cli(service, "models", "rollback", "--precision", "fp32")
     assert back.returncode == 0, back.stderr[-4000:]
     assert await health_model(http) == before
+
+    # The job's metrics outlive its driver: the cluster's recorder actor
+    # still exports them (Ray's agent reports every few seconds).
+    deadline = time.monotonic() + 60
+    while accepted_tunes(service) < 1:
+        assert time.monotonic() < deadline, "no accepted tune in the node's metrics"
+        await asyncio.sleep(1.0)
     print(
         f"tune {tuned_s:.0f}s (train {summary['train_s']:.0f}s, gate {summary['eval_s']:.0f}s), "
         f"checked {checked_s:.0f}s, all {time.monotonic() - t0:.0f}s"

@@ -177,14 +177,12 @@ def test_auto_is_bf16_only_where_the_cpu_does_bf16_products(one_layer: Path, cac
     assert (encoder._bf16 is not None) == native
 
 
-def test_bf16_of_a_model_it_cannot_run_is_fp32(tmp_path: Path) -> None:
+def test_bf16_of_a_model_it_cannot_run_is_fp32(one_layer: Path, tmp_path: Path) -> None:
     """A model folder without the sentence-transformers modules (no pooling
-    to build the bf16 model from) is encoded on its usual fp32 path."""
-    from embeddings.config import DEFAULT_MODEL
-    from embeddings.encoder import resolve
-
+    to build the bf16 model from) is encoded on its usual fp32 path (the
+    one-layer copy: a sixth of the whole model's weights to copy and load)."""
     folder = tmp_path / "plain-model"
-    shutil.copytree(resolve(DEFAULT_MODEL), folder)
+    shutil.copytree(one_layer, folder)
     (folder / "modules.json").unlink()
     encoder = Encoder(str(folder), device="cpu", precision="bf16", cache_dir=tmp_path)
     assert (encoder.precision, encoder.backend, encoder._bf16) == ("fp32", "torch", None)

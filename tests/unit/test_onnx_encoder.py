@@ -90,6 +90,7 @@ def test_a_process_waits_for_the_export_in_progress(
     built = onnx_model.exported(folder, onnx_model.default_cache())  # the session's graph
     exports: list[object] = []
     monkeypatch.setattr(onnx_model.subprocess, "run", lambda *a, **k: exports.append(a))
+    monkeypatch.setattr(onnx_model, "export", lambda *a: exports.append(a))  # torch loaded here
     other = tmp_path / "cache"
     graph_dir = other / built.parent.name
     graph_dir.mkdir(parents=True)

@@ -147,3 +147,54 @@ def test_eval_packages_reads_the_sets_sources() -> None:
     names = P.eval_packages(SETS.values())
     assert {"numpy", "urllib3", "narwhals", "sqlalchemy"} <= names
     assert "cairn" not in names
+
+
+def test_item_groups_put_forks_and_twins_in_their_origins_group() -> None:
+    items = [pattern(i) for i in range(3)]
+    twin = P.Item("pattern", "p0100", items[1].title, items[1].description, items[1].text)
+    fork = P.Item("pattern", "p0101", "A fork", "Changed.", "other text", forked_from="p0002")
+    fork_of_fork = P.Item("pattern", "p0102", "Again", "More.", "more text", forked_from="p0101")
+    groups = P.item_groups([*items, twin, fork, fork_of_fork])
+    assert groups == {
+        "p0000": "p0000",
+        "p0001": "p0001",
+        "p0002": "p0002",
+        "p0100": "p0001",
+        "p0101": "p0002",
+        "p0102": "p0002",
+    }
+
+
+def test_hard_negatives_are_the_nearest_documents_of_other_groups() -> None:
+    """A tiny index on a circle: each query's negatives are the documents
+    nearest it, best first, never one of its own group (its item, a fork,
+    a twin), k at most; when its own group fills the nearest places the
+    search goes on down the row."""
+    import numpy as np
+
+    def at(degrees: float) -> list[float]:
+        r = np.radians(degrees)
+        return [float(np.cos(r)), float(np.sin(r))]
+
+    # Documents at 0, 10, 20, ... 190 degrees; the first twelve are group "a".
+    index = np.array([at(10 * i) for i in range(20)], dtype=np.float32)
+    groups = ["a"] * 12 + [f"g{i}" for i in range(12, 20)]
+    texts = [f"doc {i}" for i in range(20)]
+    pairs = [
+        P.Pair("query near 0", "positive a", group="a"),
+        P.Pair("query near 150", "positive b", group="g15"),
+        P.Pair("no room", "positive c", group="g19"),
+    ]
+    queries = np.array([at(0), at(152), at(190)], dtype=np.float32)
+    got = P.hard_negatives(pairs, queries, index, groups, texts, k=2)
+    assert [p.query for p in got] == [p.query for p in pairs]
+    # The nearest twelve are its own group: the next two come from deeper down.
+    assert got[0].negatives == (("g12", "doc 12"), ("g13", "doc 13"))
+    assert got[1].negatives == (("g16", "doc 16"), ("g14", "doc 14"))
+    assert got[2].negatives == (("g18", "doc 18"), ("g17", "doc 17"))
+    assert got[0].document == "positive a" and got[0].group == "a"
+    assert P.hard_negatives(pairs, queries, index, groups, texts, k=0) == pairs
+    # Fewer documents of other groups than k: all of them.
+    assert (
+        len(P.hard_negatives(pairs[:1], queries[:1], index, groups, texts, k=50)[0].negatives) == 8
+    )

@@ -143,6 +143,8 @@ def test_bad_options_are_refused() -> None:
         tune.TuneOptions(database_url="x", extra=("web",))
     with pytest.raises(ValueError, match="evaluation sets"):
         tune.TuneOptions(database_url="x", eval_sets=("imagenet",))
+    with pytest.raises(ValueError, match="hard negatives"):
+        tune.TuneOptions(database_url="x", hard_negatives=-1)
 
 
 def test_the_card_says_what_was_measured() -> None:
@@ -171,3 +173,31 @@ def test_the_card_says_what_was_measured() -> None:
     }
     text = tune.card_markdown(card)
     assert "accepted: **yes**" in text and "| heldout | 2 | 0.3500 | 0.7500 | +0.4000" in text
+
+
+def test_hard_negatives_join_every_querys_sum_unless_of_its_own_group() -> None:
+    import torch
+
+    torch.manual_seed(1)
+    q, d, n = torch.randn(3, 8), torch.randn(3, 8), torch.randn(2, 8)
+    ones = torch.ones(3)
+    norm = torch.nn.functional.normalize
+    scores = torch.cat([norm(q, dim=1) @ norm(d, dim=1).T, norm(q, dim=1) @ norm(n, dim=1).T], 1)
+    expected = torch.nn.functional.cross_entropy(scores * 20.0, torch.arange(3))
+    got = tune.weighted_mnr_loss(q, d, ones, 20.0, n)
+    assert float(got) == pytest.approx(float(expected))
+    assert float(got) > float(tune.weighted_mnr_loss(q, d, ones, 20.0))  # more to tell apart
+    # Blocked everywhere: the in-batch loss; blocked for query 0 only: its
+    # term loses the negatives' columns, the others keep them.
+    everywhere = torch.ones(3, 2, dtype=torch.bool)
+    assert float(tune.weighted_mnr_loss(q, d, ones, 20.0, n, everywhere)) == pytest.approx(
+        float(tune.weighted_mnr_loss(q, d, ones, 20.0))
+    )
+    first = torch.zeros(3, 2, dtype=torch.bool)
+    first[0] = True
+    per = torch.nn.functional.cross_entropy(scores * 20.0, torch.arange(3), reduction="none")
+    alone = torch.nn.functional.cross_entropy(
+        scores[:1, :3] * 20.0, torch.arange(1), reduction="none"
+    )
+    want = (alone.sum() + per[1:].sum()) / 3
+    assert float(tune.weighted_mnr_loss(q, d, ones, 20.0, n, first)) == pytest.approx(float(want))
