@@ -61,7 +61,9 @@ _SPACED = re.compile(r"\b(?:\w[ .\-_]){4,}\w\b")
 # A cheap first look for _SPACED: a separator, then letter-separator pairs.
 _SPACED_HINT = re.compile(r"[ .\-_]\w[ .\-_]\w[ .\-_]\w[ .\-_]\w\b")
 _URL_ESCAPE = re.compile(r"%[0-9a-fA-F]{2}")
-_B64_TOKEN = re.compile(r"[A-Za-z0-9+/]{16,}={0,2}")
+# Only at the start of a run: inside a run shorter than 16 a match would be
+# tried (and fail) at every character; a longer run matches from its start.
+_B64_TOKEN = re.compile(r"(?<![A-Za-z0-9+/])[A-Za-z0-9+/]{16,}={0,2}")
 _PRINTABLE = re.compile(r"^[\x20-\x7e\t\r\n]+$")
 _CONTINUATION = re.compile(r"(?<=[ \t|])\\\n")
 
@@ -259,6 +261,21 @@ def line_of(text: str, offset: int) -> int:
     return text.count("\n", 0, offset) + 1
 
 
+def merge_spans(spans: list[tuple[int, int]]) -> list[tuple[int, int]]:
+    """``spans`` sorted, the overlapping ones merged."""
+    if len(spans) <= 1:
+        return spans
+    spans.sort()
+    merged = [spans[0]]
+    for a, b in spans[1:]:
+        if a <= merged[-1][1]:
+            if b > merged[-1][1]:
+                merged[-1] = (merged[-1][0], b)
+        else:
+            merged.append((a, b))
+    return merged
+
+
 class AnchorSet:
     """The anchors of a group of rules, found in one pass (an Aho-Corasick
     automaton, ahocorasick-rs): each rule's regex then runs only in the
@@ -293,22 +310,26 @@ class Scanner:
 
     def windows(self, anchors: tuple[str, ...], before: int, after: int) -> list[tuple[int, int]]:
         """Merged spans around each occurrence of an anchor."""
-        spans = [
-            (max(0, i - before), i + len(anchor) + after)
-            for anchor in anchors
-            for i in self.positions(anchor)
-        ]
-        if len(spans) <= 1:
-            return spans
-        spans.sort()
-        merged = [spans[0]]
-        for a, b in spans[1:]:
-            if a <= merged[-1][1]:
-                if b > merged[-1][1]:
-                    merged[-1] = (merged[-1][0], b)
-            else:
-                merged.append((a, b))
-        return merged
+        found = self._positions
+        if not found:
+            return []
+        # Walk whichever is shorter: the anchors found in this text (often
+        # none or a few) or the rule's anchors.
+        if len(found) < len(anchors):
+            wanted = anchors if isinstance(anchors, frozenset) else frozenset(anchors)
+            spans = [
+                (max(0, i - before), i + len(anchor) + after)
+                for anchor, at in found.items()
+                if anchor in wanted
+                for i in at
+            ]
+        else:
+            spans = [
+                (max(0, i - before), i + len(anchor) + after)
+                for anchor in anchors
+                for i in found.get(anchor, ())
+            ]
+        return merge_spans(spans)
 
     def search(
         self, rx: re.Pattern[str], anchors: tuple[str, ...], before: int = 200, after: int = 400
