@@ -185,7 +185,8 @@ _READ_ANCHORS = ("~", "$home", "${home}", "%userprofile%", "expanduser", "/etc/s
                  "id_ecdsa", "id_dsa", ".env", "environ", "printenv", "process.env", "env |", "env|", "env)",
                  "env`", "env >", "env:", "keychain", "security find", "set |")  # fmt: skip
 _EXFIL_WINDOW = 12  # lines
-_SCAN = AnchorSet(*(anchors for anchors, _, _ in _ANCHORS.values()), _READ_ANCHORS)
+# One group per rule, in RULES order, then the credential reads.
+_SCAN = AnchorSet(*(_ANCHORS[rule][0] for _, rule, _ in RULES), _READ_ANCHORS)
 
 
 def _around(text: str, offset: int, lines: int) -> tuple[int, int]:
@@ -210,10 +211,14 @@ def find_risky_code(
     """(kind, rule, line) of each risky construct in folded code; ``end``:
     where the text proper ends and decoded segments begin (normalize.py)."""
     scanner = _SCAN.scan(folded)
-    for kind, rule, rx in RULES:
+    hit = scanner.groups()
+    for index in sorted(i for i in hit if i < len(RULES)):
+        kind, rule, rx = RULES[index]
         anchors, before, after = _ANCHORS[rule]
         for m in scanner.search(rx, anchors, before, after):
             yield kind, rule, line_at(m.start())
+    if len(RULES) not in hit:
+        return
     reads = [m.start() for m in scanner.search(_CRED_READ, _READ_ANCHORS, 40, 80)]
     if reads:
         # Sends are looked for only within the window's lines of a read (a

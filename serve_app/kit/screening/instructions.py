@@ -276,7 +276,8 @@ def find_instructions(folded: str) -> Iterator[tuple[str, int]]:
     """(rule, offset) of each instruction aimed at the reading agent in
     folded text."""
     scanner = _ANCHORS.scan(folded)
-    for rule, rx, anchors, before, after in RULES:
+    for index in sorted(scanner.groups()):
+        rule, rx, anchors, before, after = RULES[index]
         for m in scanner.search(rx, anchors, before, after):
             yield rule, m.start()
 
