@@ -94,19 +94,21 @@ async def rescreen_batch(
     found = await repo.lock_stale(db, kind, ids, version)
     staff: list[uuid.UUID] | None = None
     quiet: dict[uuid.UUID, str] = {}
-    for item in found:
-        verdict = screen(_fields(kind, item))
+    for row in found:
+        verdict = screen(_fields(kind, row))
         if verdict.cairn_keys:
             await screening.revoke_leaked(db, verdict.cairn_keys)
-        changes, outcome = _changes(item, verdict)
+        changes, outcome = _changes(row, verdict)
+        outcomes[outcome] += 1
+        metrics.RESCREENED.labels(kind, outcome).inc()
         if outcome == "unchanged":
             # Most of a rescreen: only the record's version and date move; one
             # statement for the batch, and nothing for the change feed.
-            quiet[item.id] = json.dumps(changes["safety"])
-        else:
-            await _apply(db, kind, item, changes)
-        outcomes[outcome] += 1
-        metrics.RESCREENED.labels(kind, outcome).inc()
+            quiet[row.id] = json.dumps(changes["safety"])
+            continue
+        # A change goes through the model, as the edit paths write it.
+        item = await repo.load(db, kind, row.id)
+        await _apply(db, kind, item, changes)
         if outcome in ("held", "hidden"):
             subject = await _subject(db, kind, item)
             told = [

@@ -61,20 +61,43 @@ async def stale_ids(
     return [r[0] for r in rows]
 
 
+# The columns a rescreen reads of each kind: the screened text, what the
+# verdict is applied against, who to tell. Not the whole row: most rows only
+# get a new ``safety`` record, and building a model (search vectors, counters,
+# validation) for each cost as much as screening it.
+SCREENED: dict[str, tuple[str, ...]] = {
+    "pattern": (
+        "id", "author_id", "moderation_status", "safety", "title", "description", "content",
+        "code_examples", "use_case_tags", "tech_stack",
+    ),
+    "question": ("id", "author_id", "moderation_status", "safety", "title", "body", "tags"),
+    "answer": ("id", "author_id", "moderation_status", "safety", "body", "question_id"),
+}  # fmt: skip
+
+
 async def lock_stale(
     session: AsyncSession, kind: str, ids: Sequence[uuid.UUID], version: str
 ) -> list[Any]:
     """The rows among ``ids`` still stale, locked for this transaction (rows
-    another writer holds are skipped: the next run picks them up)."""
+    another writer holds are skipped: the next run picks them up): rows of
+    the ``SCREENED`` columns, read by name; ``load`` gives the model of one
+    that changes."""
     model = MODELS[kind]
     safety = col(model.safety)
     statement = (
-        select(model)
+        select(*(getattr(model, name) for name in SCREENED[kind]))
         .where(col(model.id).in_(list(ids)))
         .where(or_(safety.is_(None), safety["ruleset_version"].astext != version))
-        .with_for_update(skip_locked=True)
+        .with_for_update(of=model, skip_locked=True)
     )
     return list((await session.exec(statement)).all())
+
+
+async def load(session: AsyncSession, kind: str, item_id: uuid.UUID) -> Any:
+    """The model of a row ``lock_stale`` locked (this transaction holds it)."""
+    item = await session.get(MODELS[kind], item_id)
+    assert item is not None  # locked by this transaction, so not deleted
+    return item
 
 
 async def set_safety(session: AsyncSession, kind: str, records: dict[uuid.UUID, str]) -> None:
