@@ -100,16 +100,26 @@ async def list_for(
     limit: int,
     *,
     by_trust: bool = False,
+    exclude_labelled: bool = False,
 ) -> dict[str, Any]:
     """One page of answers: accepted first, then by votes, then oldest first
-    (``by_trust``: by trust score first);
+    (``by_trust``: by trust score first; ``exclude_labelled``: only answers
+    without safety labels, before the page is cut);
     with a key, the caller's vote on each as ``user_vote``. ``total`` counts
     every answer the caller may see."""
     question = await find_question(db, question_ref, caller)
     shown, _ = await answers_shown(
-        db, question, caller, (page - 1) * limit, limit, by_trust=by_trust
+        db,
+        question,
+        caller,
+        (page - 1) * limit,
+        limit,
+        by_trust=by_trust,
+        exclude_labelled=exclude_labelled,
     )
-    total = await repo.count_answers(db, question.id, caller.id if caller else None)
+    total = await repo.count_answers(
+        db, question.id, caller.id if caller else None, unlabelled=exclude_labelled
+    )
     return {
         "data": shown,
         "total": total,

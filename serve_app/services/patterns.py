@@ -227,9 +227,17 @@ async def ranking(db: AsyncSession, trending: Trending, days: int) -> repo.Ranke
 
 
 async def trending_feed(
-    db: AsyncSession, trending: Trending, days: int, page: int, limit: int
+    db: AsyncSession,
+    trending: Trending,
+    days: int,
+    page: int,
+    limit: int,
+    *,
+    exclude_labelled: bool = False,
 ) -> dict[str, Any]:
-    rows, total = await repo.trending_page(db, await ranking(db, trending, days), page, limit)
+    rows, total = await repo.trending_page(
+        db, await ranking(db, trending, days), page, limit, unlabelled=exclude_labelled
+    )
     items = [{**views.pattern_item(p, a, c), "trending_score": s} for p, a, c, s in rows]
     return {
         **views.paged(items, page, limit, total),
