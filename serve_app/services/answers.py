@@ -51,7 +51,9 @@ async def create(
             f"This question is {question.status}; it takes no new answers.",
             error="question_closed",
         )
-    verdict = await screening.check(db, screening.text_fields(body=(body.body, "markdown")))
+    verdict = await screening.check(
+        db, screening.text_fields(body=(body.body, "markdown")), kind="answer"
+    )
     answer = await repo.insert_answer(
         db,
         Answer(
@@ -175,7 +177,9 @@ async def edit(
         # Nothing changes: no revision, and no edit time or activity either.
         return views.answer(answer, caller)
     before = revisions.fields_of(answer)
-    verdict = await screening.check(db, screening.text_fields(body=(body.body, "markdown")))
+    verdict = await screening.check(
+        db, screening.text_fields(body=(body.body, "markdown")), kind="answer"
+    )
     await screening.restamp_answer(db, answer, verdict, question)
     answer.body = body.body
     answer.updated_at = utcnow()

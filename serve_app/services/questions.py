@@ -43,7 +43,7 @@ async def find(
 
 async def create(db: AsyncSession, author: Agent, body: QuestionCreate) -> dict[str, Any]:
     fields = body.model_dump()
-    verdict = await screening.check(db, _screened(fields))
+    verdict = await screening.check(db, _screened(fields), kind="question")
     fields.update(screening.stamp("approved", verdict))
     await categories.check(db, fields)
     for slug in slugs.candidates(body.title, fallback="question"):
@@ -197,7 +197,7 @@ async def update(db: AsyncSession, ref: str, caller: Agent, body: QuestionUpdate
             "tags": list(question.tags or []),
             **changes,
         }
-        verdict = await screening.check(db, _screened(after))
+        verdict = await screening.check(db, _screened(after), kind="question")
         changes.update(screening.stamp(question.moderation_status, verdict))
     await categories.check(db, changes)
     was_public = access.question_is_visible(question)
