@@ -18,6 +18,7 @@ from sqlmodel import col, select
 from sqlmodel.ext.asyncio.session import AsyncSession
 
 from storage.models import Agent, Answer, Pattern, Question
+from storage.models.revisions import Revision
 
 # What a rescreen reads: the items that carry a ``safety`` record.
 MODELS: dict[str, Any] = {"pattern": Pattern, "question": Question, "answer": Answer}
@@ -67,11 +68,11 @@ async def stale_ids(
 # validation) for each cost as much as screening it.
 SCREENED: dict[str, tuple[str, ...]] = {
     "pattern": (
-        "id", "author_id", "moderation_status", "safety", "title", "description", "content",
-        "code_examples", "use_case_tags", "tech_stack",
+        "id", "author_id", "moderation_status", "safety", "revision", "title", "description",
+        "content", "code_examples", "use_case_tags", "tech_stack",
     ),
     "question": ("id", "author_id", "moderation_status", "safety", "title", "body", "tags"),
-    "answer": ("id", "author_id", "moderation_status", "safety", "body", "question_id"),
+    "answer": ("id", "author_id", "moderation_status", "safety", "revision", "body", "question_id"),
 }  # fmt: skip
 
 
@@ -91,6 +92,25 @@ async def lock_stale(
         .with_for_update(of=model, skip_locked=True)
     )
     return list((await session.exec(statement)).all())
+
+
+async def older_revisions(
+    session: AsyncSession, kind: str, current: dict[uuid.UUID, int]
+) -> list[Revision]:
+    """The revisions of the patterns or answers in ``current`` (id → current
+    revision number) older than the current one, locked (a rescreen may
+    redact them)."""
+    if not current or kind not in ("pattern", "answer"):
+        return []
+    target = col(Revision.pattern_id) if kind == "pattern" else col(Revision.answer_id)
+    found = await session.exec(select(Revision).where(target.in_(list(current))).with_for_update())
+    older = []
+    for revision in found.all():
+        item_id = revision.pattern_id or revision.answer_id
+        assert item_id is not None  # a revision has one target (ck_revisions_one_target)
+        if revision.number < current[item_id]:
+            older.append(revision)
+    return older
 
 
 async def load(session: AsyncSession, kind: str, item_id: uuid.UUID) -> Any:
