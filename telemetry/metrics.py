@@ -429,6 +429,14 @@ def failure_reason(exc: BaseException) -> str:
 
 # --- content screening (issue 49, docs/decisions/safety.md) ------------------
 
+SCREENED = counter(
+    "cairn_screening_outcomes_total",
+    "Writes the content screen judged (create, edit, rollback, fork; REST, MCP and web alike), "
+    "by kind (pattern, question, answer, comment, collection, profile, verification) and "
+    "outcome (passed, labelled, held, refused_secret, refused_hidden, refused_instructions).",
+    ("kind", "outcome"),
+)
+
 RESCREENED = counter(
     "cairn_rescreen_items_total",
     "Items a rescreen (cairn rescreen) applied the current ruleset to, by kind "

@@ -19,10 +19,15 @@ router = api_router(prefix="/api/feed", tags=["feed"])
 
 @router.get("", response_model=PageOut[PatternItemOut])
 async def personal(
-    caller: CurrentCaller, db: Db, page: Page = 1, limit: Limit = 20
+    caller: CurrentCaller,
+    db: Db,
+    page: Page = 1,
+    limit: Limit = 20,
+    exclude_labelled: bool = False,
 ) -> dict[str, Any]:
-    """Published patterns by the agents you follow, newest first."""
-    return await follows.feed(db, caller.agent, page, limit)
+    """Published patterns by the agents you follow, newest first; `exclude_labelled=true`
+    leaves out those whose code carries safety labels."""
+    return await follows.feed(db, caller.agent, page, limit, exclude_labelled=exclude_labelled)
 
 
 @router.get("/trending", dependencies=[PublicRead], response_model=TrendingPageOut)
@@ -32,6 +37,10 @@ async def trending(
     page: Page = 1,
     limit: Limit = 20,
     days: Annotated[int, Query(ge=1, le=30)] = 7,
+    exclude_labelled: bool = False,
 ) -> dict[str, Any]:
-    """Patterns with the most net votes cast in the last `days` days (1 to 30)."""
-    return await service.trending_feed(db, ctx.trending, days, page, limit)
+    """Patterns with the most net votes cast in the last `days` days (1 to 30);
+    `exclude_labelled=true` leaves out those whose code carries safety labels."""
+    return await service.trending_feed(
+        db, ctx.trending, days, page, limit, exclude_labelled=exclude_labelled
+    )

@@ -77,9 +77,13 @@ async def ask(body: QuestionCreate, caller: CurrentCaller, db: Db, ctx: Ctx) -> 
 
 
 @router.get("/{slug}", response_model=DataOut[QuestionDetailOut], responses=errors(404))
-async def read_question(slug: str, caller: MaybeCaller, db: Db) -> dict[str, Any]:
-    """A question with all its answers; counts a view. With a key, also your votes."""
-    return {"data": await service.read(db, slug, caller.agent if caller else None)}
+async def read_question(
+    slug: str, caller: MaybeCaller, db: Db, exclude_labelled: bool = False
+) -> dict[str, Any]:
+    """A question with all its answers (`exclude_labelled=true`: those without safety
+    labels); counts a view. With a key, also your votes."""
+    agent = caller.agent if caller else None
+    return {"data": await service.read(db, slug, agent, exclude_labelled=exclude_labelled)}
 
 
 @router.patch(
@@ -137,11 +141,21 @@ async def list_answers(
     page: Page = 1,
     limit: ThreadLimit = THREAD_PAGE,
     sort: Literal["default", "trusted"] = "default",
+    exclude_labelled: bool = False,
 ) -> dict[str, Any]:
     """The answers: accepted first, then by votes, then oldest first (100 per page);
-    `sort=trusted` puts the answers agents verified working first."""
+    `sort=trusted` puts the answers agents verified working first; `exclude_labelled=true`
+    leaves out those whose code carries safety labels."""
     agent = caller.agent if caller else None
-    return await answers.list_for(db, slug, agent, page, limit, by_trust=sort == "trusted")
+    return await answers.list_for(
+        db,
+        slug,
+        agent,
+        page,
+        limit,
+        by_trust=sort == "trusted",
+        exclude_labelled=exclude_labelled,
+    )
 
 
 @router.post(

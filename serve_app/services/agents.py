@@ -29,7 +29,9 @@ def _shown(username: str) -> str:
 async def register(ctx: AppContext, db: AsyncSession, body: RegisterIn) -> dict[str, Any]:
     """Create a bot agent with a fresh username, API key and claim code."""
     await screening.check_unheld(
-        db, profile_fields({"display_name": body.name, "description": body.description})
+        db,
+        profile_fields({"display_name": body.name, "description": body.description}),
+        kind="profile",
     )
     base = keys.username_base(body.name)
     new_key = keys.generate_key()
@@ -164,6 +166,6 @@ async def update_profile(
         changes["bio"] = ""
     if "display_name" in changes and changes["display_name"] is None:
         changes.pop("display_name")  # a profile always has a display name
-    await screening.check_unheld(db, profile_fields(changes))
+    await screening.check_unheld(db, profile_fields(changes), kind="profile")
     await agent_repo.update_profile(db, caller, changes)
     return await own_profile(db, caller)

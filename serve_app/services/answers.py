@@ -51,7 +51,9 @@ async def create(
             f"This question is {question.status}; it takes no new answers.",
             error="question_closed",
         )
-    verdict = await screening.check(db, screening.text_fields(body=(body.body, "markdown")))
+    verdict = await screening.check(
+        db, screening.text_fields(body=(body.body, "markdown")), kind="answer"
+    )
     answer = await repo.insert_answer(
         db,
         Answer(
@@ -100,16 +102,26 @@ async def list_for(
     limit: int,
     *,
     by_trust: bool = False,
+    exclude_labelled: bool = False,
 ) -> dict[str, Any]:
     """One page of answers: accepted first, then by votes, then oldest first
-    (``by_trust``: by trust score first);
+    (``by_trust``: by trust score first; ``exclude_labelled``: only answers
+    without safety labels, before the page is cut);
     with a key, the caller's vote on each as ``user_vote``. ``total`` counts
     every answer the caller may see."""
     question = await find_question(db, question_ref, caller)
     shown, _ = await answers_shown(
-        db, question, caller, (page - 1) * limit, limit, by_trust=by_trust
+        db,
+        question,
+        caller,
+        (page - 1) * limit,
+        limit,
+        by_trust=by_trust,
+        exclude_labelled=exclude_labelled,
     )
-    total = await repo.count_answers(db, question.id, caller.id if caller else None)
+    total = await repo.count_answers(
+        db, question.id, caller.id if caller else None, unlabelled=exclude_labelled
+    )
     return {
         "data": shown,
         "total": total,
@@ -165,7 +177,9 @@ async def edit(
         # Nothing changes: no revision, and no edit time or activity either.
         return views.answer(answer, caller)
     before = revisions.fields_of(answer)
-    verdict = await screening.check(db, screening.text_fields(body=(body.body, "markdown")))
+    verdict = await screening.check(
+        db, screening.text_fields(body=(body.body, "markdown")), kind="answer"
+    )
     await screening.restamp_answer(db, answer, verdict, question)
     answer.body = body.body
     answer.updated_at = utcnow()

@@ -29,7 +29,7 @@ def _screened(name: str | None, description: str | None) -> list[screening.Field
 
 
 async def create(db: AsyncSession, caller: Agent, body: CollectionCreate) -> dict[str, Any]:
-    await screening.check_unheld(db, _screened(body.name, body.description))
+    await screening.check_unheld(db, _screened(body.name, body.description), kind="collection")
     collection = await repo.insert_collection(
         db,
         Collection(
@@ -94,7 +94,9 @@ async def update(
             raise BadRequest(f"{field}: may not be null", error="validation_error")
     if "description" in changes and changes["description"] is None:
         changes["description"] = ""
-    await screening.check_unheld(db, _screened(changes.get("name"), changes.get("description")))
+    await screening.check_unheld(
+        db, _screened(changes.get("name"), changes.get("description")), kind="collection"
+    )
     for field, value in changes.items():
         setattr(collection, field, value)
     collection.updated_at = utcnow()

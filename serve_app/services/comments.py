@@ -75,7 +75,9 @@ async def create(
 ) -> dict[str, Any]:
     """A comment, or a reply with ``parent_id``. The parent's author is told of
     a reply; the target's owner of any new comment (one notice each)."""
-    await screening.check_unheld(db, screening.text_fields(content=(body.content, "markdown")))
+    await screening.check_unheld(
+        db, screening.text_fields(content=(body.content, "markdown")), kind="comment"
+    )
     parent: Comment | None = None
     parent_id = body.parent_id
     if parent_id is not None:
@@ -192,7 +194,9 @@ async def edit(
     db: AsyncSession, comment_id: uuid.UUID, caller: Agent, body: CommentUpdate
 ) -> dict[str, Any]:
     comment = await _own(db, comment_id, caller)
-    await screening.check_unheld(db, screening.text_fields(content=(body.content, "markdown")))
+    await screening.check_unheld(
+        db, screening.text_fields(content=(body.content, "markdown")), kind="comment"
+    )
     comment.content = body.content
     comment.updated_at = utcnow()
     await db.flush()

@@ -62,6 +62,8 @@ async def connections(
     return views.paged([_listed(a, f) for a, f in found], page, limit, total)
 
 
-async def feed(db: AsyncSession, caller: Agent, page: int, limit: int) -> dict[str, Any]:
-    found, total = await repo.feed(db, caller.id, page, limit)
+async def feed(
+    db: AsyncSession, caller: Agent, page: int, limit: int, *, exclude_labelled: bool = False
+) -> dict[str, Any]:
+    found, total = await repo.feed(db, caller.id, page, limit, unlabelled=exclude_labelled)
     return views.paged([views.pattern_item(p, a, c) for p, a, c in found], page, limit, total)

@@ -55,7 +55,9 @@ async def register(
     ctx: AppContext, db: AsyncSession, body: HumanRegisterIn
 ) -> tuple[dict[str, Any], str, datetime]:
     """Create a human profile and sign it in; returns the body, token and expiry."""
-    await screening.check_unheld(db, agents.profile_fields({"display_name": body.name}))
+    await screening.check_unheld(
+        db, agents.profile_fields({"display_name": body.name}), kind="profile"
+    )
     if await repo.email_taken(db, body.email):
         raise _email_taken()
     password_hash = await passwords.hash_password(body.password)

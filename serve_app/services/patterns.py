@@ -53,7 +53,7 @@ async def create(db: AsyncSession, author: Agent, body: PatternCreate) -> dict[s
     fields = _stored(body)
     fields.setdefault("difficulty_level", "intermediate")
     fields.pop("status", None)
-    verdict = await screening.check(db, screening.pattern_fields(fields))
+    verdict = await screening.check(db, screening.pattern_fields(fields), kind="pattern")
     fields.update(screening.stamp("approved", verdict))
     await categories.check(db, fields)
     for slug in slugs.candidates(body.title, fallback="pattern"):
@@ -153,7 +153,7 @@ async def update(db: AsyncSession, ref: str, caller: Agent, body: PatternUpdate)
     # The whole text as it will read after the edit: an edit that removes
     # what held the pattern releases it, one that adds it holds it.
     after = {**revisions.fields_of(pattern), **changes}
-    verdict = await screening.check(db, screening.pattern_fields(after))
+    verdict = await screening.check(db, screening.pattern_fields(after), kind="pattern")
     changes.update(screening.stamp(pattern.moderation_status, verdict))
     new_status = changes.get("status", pattern.status)
     if new_status != pattern.status:
@@ -227,9 +227,17 @@ async def ranking(db: AsyncSession, trending: Trending, days: int) -> repo.Ranke
 
 
 async def trending_feed(
-    db: AsyncSession, trending: Trending, days: int, page: int, limit: int
+    db: AsyncSession,
+    trending: Trending,
+    days: int,
+    page: int,
+    limit: int,
+    *,
+    exclude_labelled: bool = False,
 ) -> dict[str, Any]:
-    rows, total = await repo.trending_page(db, await ranking(db, trending, days), page, limit)
+    rows, total = await repo.trending_page(
+        db, await ranking(db, trending, days), page, limit, unlabelled=exclude_labelled
+    )
     items = [{**views.pattern_item(p, a, c), "trending_score": s} for p, a, c, s in rows]
     return {
         **views.paged(items, page, limit, total),
@@ -253,7 +261,7 @@ async def fork(db: AsyncSession, ref: str, caller: Agent) -> dict[str, Any]:
         "code_examples": dict(origin.code_examples),
     }
     # Screened again: the origin may predate the current ruleset.
-    verdict = await screening.check(db, screening.pattern_fields(fields))
+    verdict = await screening.check(db, screening.pattern_fields(fields), kind="pattern")
     fields.update(screening.stamp("approved", verdict))
     # Never the origin's own slug.
     for slug in slugs.candidates(origin.title, fallback="pattern")[1:]:

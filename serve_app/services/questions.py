@@ -43,7 +43,7 @@ async def find(
 
 async def create(db: AsyncSession, author: Agent, body: QuestionCreate) -> dict[str, Any]:
     fields = body.model_dump()
-    verdict = await screening.check(db, _screened(fields))
+    verdict = await screening.check(db, _screened(fields), kind="question")
     fields.update(screening.stamp("approved", verdict))
     await categories.check(db, fields)
     for slug in slugs.candidates(body.title, fallback="question"):
@@ -78,16 +78,21 @@ async def ask(
     return views.envelope("Question posted.", data, similar=similar)
 
 
-async def read(db: AsyncSession, ref: str, caller: Agent | None) -> dict[str, Any]:
-    """The question with all its answers; counts a view. With a key, the
-    caller's vote on the question and on each answer as ``user_vote``."""
+async def read(
+    db: AsyncSession, ref: str, caller: Agent | None, *, exclude_labelled: bool = False
+) -> dict[str, Any]:
+    """The question with all its answers (``exclude_labelled``: those without
+    safety labels); counts a view. With a key, the caller's vote on the
+    question and on each answer as ``user_vote``."""
     found = await repo.with_related(db, ref)
     if found is None or not _shown_to(found[0], caller):
         raise NotFound(f"No question '{ref[:80]}'.")
     question, author, category = found
     # The first page of answers (THREAD_PAGE, the spec's order); a question
     # with more says so in answers_has_more, and GET .../answers pages on.
-    shown, user_vote = await answers_shown(db, question, caller, 0, THREAD_PAGE + 1)
+    shown, user_vote = await answers_shown(
+        db, question, caller, 0, THREAD_PAGE + 1, exclude_labelled=exclude_labelled
+    )
     has_more = len(shown) > THREAD_PAGE
     shown = shown[:THREAD_PAGE]
     # Counted apart from the question's row, which votes and answers lock
@@ -143,6 +148,7 @@ async def answers_shown(
     limit: int,
     *,
     by_trust: bool = False,
+    exclude_labelled: bool = False,
 ) -> tuple[list[dict[str, Any]], dict[str, Any] | None]:
     """One page of the question's answers as lists show them (accepted first,
     then by votes, then oldest first). With a caller, each carries
@@ -150,7 +156,9 @@ async def answers_shown(
     query for all)."""
     viewer = caller.id if caller else None
     order: repo.AnswerOrder = "trusted" if by_trust else "votes"
-    found = await repo.answers_of(db, question.id, viewer, offset, limit, order=order)
+    found = await repo.answers_of(
+        db, question.id, viewer, offset, limit, order=order, unlabelled=exclude_labelled
+    )
     shown = [views.answer(a, author) for a, author in found]
     if caller is None:
         return shown, None
@@ -202,7 +210,7 @@ async def update(db: AsyncSession, ref: str, caller: Agent, body: QuestionUpdate
             "tags": list(question.tags or []),
             **changes,
         }
-        verdict = await screening.check(db, _screened(after))
+        verdict = await screening.check(db, _screened(after), kind="question")
         changes.update(screening.stamp(question.moderation_status, verdict))
     await categories.check(db, changes)
     was_public = access.question_is_visible(question)

@@ -23,12 +23,14 @@ from typing import Any
 from sqlmodel.ext.asyncio.session import AsyncSession
 
 from serve_app.kit.screening import RULESET_VERSION, Verdict, screen
-from serve_app.services import events, notifications, screening
+from serve_app.services import events, notifications, screening, views
 from storage import access
 from storage.models import Answer, Pattern, Question
+from storage.models.base import utcnow
 from storage.models.social import MODERATION_DECISION, SAFETY_REPORT
 from storage.repositories import patterns as pattern_repo
 from storage.repositories import rescreen as repo
+from storage.repositories import revisions as revision_repo
 from storage.repositories import rows
 from telemetry import metrics
 
@@ -94,19 +96,21 @@ async def rescreen_batch(
     found = await repo.lock_stale(db, kind, ids, version)
     staff: list[uuid.UUID] | None = None
     quiet: dict[uuid.UUID, str] = {}
-    for item in found:
-        verdict = screen(_fields(kind, item))
+    for row in found:
+        verdict = screen(_fields(kind, row))
         if verdict.cairn_keys:
             await screening.revoke_leaked(db, verdict.cairn_keys)
-        changes, outcome = _changes(item, verdict)
+        changes, outcome = _changes(row, verdict)
+        outcomes[outcome] += 1
+        metrics.RESCREENED.labels(kind, outcome).inc()
         if outcome == "unchanged":
             # Most of a rescreen: only the record's version and date move; one
             # statement for the batch, and nothing for the change feed.
-            quiet[item.id] = json.dumps(changes["safety"])
-        else:
-            await _apply(db, kind, item, changes)
-        outcomes[outcome] += 1
-        metrics.RESCREENED.labels(kind, outcome).inc()
+            quiet[row.id] = json.dumps(changes["safety"])
+            continue
+        # A change goes through the model, as the edit paths write it.
+        item = await repo.load(db, kind, row.id)
+        await _apply(db, kind, item, changes)
         if outcome in ("held", "hidden"):
             subject = await _subject(db, kind, item)
             told = [
@@ -129,9 +133,56 @@ async def rescreen_batch(
                     for member in staff
                 ]
             await notifications.warn(db, *told)
+    if kind in ("pattern", "answer"):
+        await _redact_old_revisions(db, kind, {row.id: row.revision for row in found})
     await db.flush()
     await repo.set_safety(db, kind, quiet)
     return outcomes
+
+
+def _revision_fields(kind: str, fields: dict[str, Any]) -> list[screening.Field]:
+    if kind == "pattern":
+        return screening.pattern_fields(fields)
+    return screening.text_fields(body=(fields.get("body"), "markdown"))
+
+
+async def _redact_old_revisions(db: AsyncSession, kind: str, current: dict[uuid.UUID, int]) -> int:
+    """Redact, in the older revisions of these items, each field that holds a
+    secret or hidden text (docs/decisions/safety.md, "Old revisions"): the
+    revisions routes serve old text to anyone who can read the item, so a
+    secret an author edited out is still published there until redacted.
+    A Cairn key among them is revoked. Returns the revisions redacted."""
+    redacted = 0
+    for revision in await repo.older_revisions(db, kind, current):
+        verdict = screen(_revision_fields(kind, revision.fields))
+        findings = (*verdict.secrets, *verdict.hidden)
+        if not findings:
+            continue
+        if verdict.cairn_keys:
+            await screening.revoke_leaked(db, verdict.cairn_keys)
+        tombstones = dict(revision.fields.get(revision_repo.TOMBSTONES) or {})
+        fields = dict(revision.fields)
+        for name in sorted({_top_field(f.field) for f in findings}):
+            if name in tombstones:
+                continue
+            fields[name] = None
+            tombstones[name] = {
+                "by": "staff",
+                "by_id": None,
+                "at": views.iso(utcnow()),
+                "reason": f"The content screen (ruleset {RULESET_VERSION}) found a secret or "
+                "hidden text here.",
+            }
+        fields[revision_repo.TOMBSTONES] = tombstones
+        await revision_repo.set_fields(db, revision, fields)
+        redacted += 1
+    return redacted
+
+
+def _top_field(name: str) -> str:
+    """The revision field a finding's field is in: ``code_examples.x.code`` →
+    ``code_examples``, ``tags[2]`` → ``tags``."""
+    return name.split(".", 1)[0].split("[", 1)[0]
 
 
 async def _apply(db: AsyncSession, kind: str, item: Any, changes: dict[str, Any]) -> None:

@@ -313,14 +313,16 @@ async def rollback(
             else None
         )
         # Screened like an edit: the revision may predate the ruleset.
-        verdict = await screening.check(db, screening.pattern_fields({**before, **changes}))
+        verdict = await screening.check(
+            db, screening.pattern_fields({**before, **changes}), kind="pattern"
+        )
         changes.update(screening.stamp(found.moderation_status, verdict))
         await pattern_repo.update_counted(db, found, changes)
         await after_change(db, found, before, caller, _why(number, reason))
         message = ROLLED_BACK
     else:
         verdict = await screening.check(
-            db, screening.text_fields(body=(target.fields["body"], "markdown"))
+            db, screening.text_fields(body=(target.fields["body"], "markdown")), kind="answer"
         )
         await screening.restamp_answer(db, found, verdict)
         found.body = target.fields["body"]

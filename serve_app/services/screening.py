@@ -30,14 +30,28 @@ from storage.models.social import API_KEY_REVOKED
 from storage.repositories import agents as agent_repo
 from storage.repositories import api_keys as key_repo
 from storage.repositories import rows
+from telemetry import metrics
 
 HELD = "held_for_safety"
+# What a write's screen came to (telemetry: cairn_screening_outcomes_total):
+# refused_instructions is the held outcome of text that has no moderation
+# state to hold it in (check_unheld).
+OUTCOMES = (
+    "passed",
+    "labelled",
+    "held",
+    "refused_secret",
+    "refused_hidden",
+    "refused_instructions",
+)
 
 __all__ = [
     "HELD",
+    "OUTCOMES",
     "Field",
     "check",
     "check_unheld",
+    "outcome",
     "pattern_fields",
     "record",
     "revoke_leaked",
@@ -73,9 +87,29 @@ def text_fields(**named: tuple[str | None, str]) -> list[Field]:
     return [Field(name, text, kind) for name, (text, kind) in named.items() if text]  # type: ignore[arg-type]
 
 
-async def check(db: AsyncSession, fields: Iterable[Field]) -> Verdict:
-    """Screen ``fields``; refuse (422) a secret or hidden text."""
+def outcome(verdict: Verdict, *, holdable: bool = True) -> str:
+    """What a write's screen comes to (one of ``OUTCOMES``); ``holdable``:
+    the item has a moderation state to hold it in."""
+    if verdict.secrets:
+        return "refused_secret"
+    if verdict.hidden:
+        return "refused_hidden"
+    if verdict.holds:
+        return "held" if holdable else "refused_instructions"
+    return "labelled" if verdict.labels else "passed"
+
+
+async def check(db: AsyncSession, fields: Iterable[Field], *, kind: str) -> Verdict:
+    """Screen ``fields`` of an item of ``kind`` (counted by outcome); refuse
+    (422) a secret or hidden text."""
     verdict = screen(fields)
+    metrics.SCREENED.labels(kind, outcome(verdict)).inc()
+    return _refuse(db, verdict)
+
+
+def _refuse(db: AsyncSession, verdict: Verdict) -> Verdict:
+    """Raise the 422 of a refused ``verdict`` (a Cairn key found is revoked
+    after the rollback); otherwise return it."""
     if verdict.refused:
         if verdict.cairn_keys:
             leaked = verdict.cairn_keys
@@ -103,10 +137,12 @@ async def check(db: AsyncSession, fields: Iterable[Field]) -> Verdict:
     return verdict
 
 
-async def check_unheld(db: AsyncSession, fields: Iterable[Field]) -> Verdict:
+async def check_unheld(db: AsyncSession, fields: Iterable[Field], *, kind: str) -> Verdict:
     """``check`` for text that has no moderation state to hold it in:
     instructions aimed at agents are refused as well."""
-    verdict = await check(db, fields)
+    verdict = screen(fields)
+    metrics.SCREENED.labels(kind, outcome(verdict, holdable=False)).inc()
+    _refuse(db, verdict)
     if verdict.holds:
         raise UnprocessableContent(
             "This text addresses instructions to the agents who will read it (to ignore "

@@ -182,6 +182,7 @@ async def verify(
                 if v
             }
         ),
+        kind="verification",
     )
     found, subject, public = await _item(db, kind, ref, caller, lock=True)
     if not public:

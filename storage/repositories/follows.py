@@ -80,11 +80,19 @@ async def connections(
 
 
 async def feed(
-    session: AsyncSession, agent_id: uuid.UUID, page: int, limit: int
+    session: AsyncSession,
+    agent_id: uuid.UUID,
+    page: int,
+    limit: int,
+    *,
+    unlabelled: bool = False,
 ) -> tuple[list[tuple[Pattern, Agent, Category | None]], int]:
-    """Public patterns by the agents ``agent_id`` follows, newest first."""
+    """Public patterns by the agents ``agent_id`` follows, newest first;
+    ``unlabelled``: only those without safety labels."""
     followed = select(col(Follow.followee_id)).where(col(Follow.follower_id) == agent_id)
     where = PUBLIC_PATTERN & col(Pattern.author_id).in_(followed)
+    if unlabelled:
+        where = where & rows.unlabelled(Pattern.safety)
     total = (await session.exec(select(func.count()).select_from(Pattern).where(where))).one()
     found = await session.exec(
         select(Pattern, Agent, Category)

@@ -19,7 +19,6 @@ from sqlalchemy import (
     cast,
     column,
     func,
-    or_,
     text,
     update,
 )
@@ -211,12 +210,7 @@ def _conditions(query: ListQuery) -> tuple[list[ColumnElement[bool]], Any]:
     if query.tech_stack:
         conditions.append(col(Pattern.tech_stack).contains(list(query.tech_stack)))
     if query.exclude_labelled:
-        conditions.append(
-            or_(
-                col(Pattern.safety).is_(None),
-                func.jsonb_array_length(col(Pattern.safety)["labels"]) == 0,
-            )
-        )
+        conditions.append(rows.unlabelled(Pattern.safety))
     if query.search:
         tsquery = func.websearch_to_tsquery("english", query.search)
         conditions.append(col(Pattern.search_vector).op("@@")(tsquery))
@@ -425,13 +419,19 @@ async def _trending_list(
 
 
 async def trending_page(
-    session: AsyncSession, ranked: Ranked, page: int, limit: int
+    session: AsyncSession, ranked: Ranked, page: int, limit: int, *, unlabelled: bool = False
 ) -> tuple[list[tuple[*Listed, int]], int]:
     """One page of the public patterns among ``ranked``, by trending score, then
-    total score, then newest; with the number of such patterns."""
+    total score, then newest; with the number of such patterns. ``unlabelled``:
+    only patterns without safety labels (before the page is cut)."""
     if not ranked:
         return [], 0
     table = _ranked_table(ranked)
+    where = (
+        and_(access.PUBLIC_PATTERN, rows.unlabelled(Pattern.safety))
+        if unlabelled
+        else access.PUBLIC_PATTERN
+    )
     offset = (page - 1) * limit
     # Narrow rows and the count in one pass (nested-loop lookups by id), then
     # the page's rows with their author and category.
@@ -439,7 +439,7 @@ async def trending_page(
         session,
         select(col(Pattern.id), table.c.score, func.count().over())
         .join(table, table.c.id == col(Pattern.id))
-        .where(access.PUBLIC_PATTERN)
+        .where(where)
         .order_by(*_by_trending(table)),
         select(func.count())
         .select_from(Pattern)

@@ -69,12 +69,7 @@ def _conditions(query: ListQuery) -> tuple[list[ColumnElement[bool]], Any]:
     if query.tags:
         conditions.append(col(Question.tags).contains(list(query.tags)))
     if query.exclude_labelled:
-        conditions.append(
-            or_(
-                col(Question.safety).is_(None),
-                func.jsonb_array_length(col(Question.safety)["labels"]) == 0,
-            )
-        )
+        conditions.append(rows.unlabelled(Question.safety))
     if query.sort_by == "unanswered":
         conditions.append(col(Question.answer_count) == 0)
     if query.search:
@@ -189,11 +184,16 @@ async def answer_and_question(
     return (found[0], found[1]) if found is not None else None
 
 
-def _answers_shown(question_id: uuid.UUID, viewer_id: uuid.UUID | None) -> Any:
-    """A question's answers the viewer may see: rejected ones only for their author."""
+def _answers_shown(
+    question_id: uuid.UUID, viewer_id: uuid.UUID | None, unlabelled: bool = False
+) -> Any:
+    """A question's answers the viewer may see: rejected ones only for their
+    author; ``unlabelled``: only those without safety labels."""
     shown: ColumnElement[bool] = access.ANSWER_SHOWN
     if viewer_id is not None:
         shown = or_(shown, col(Answer.author_id) == viewer_id)
+    if unlabelled:
+        return and_(col(Answer.question_id) == question_id, shown, rows.unlabelled(Answer.safety))
     return and_(col(Answer.question_id) == question_id, shown)
 
 
@@ -205,6 +205,7 @@ async def answers_of(
     limit: int,
     *,
     order: AnswerOrder = "votes",
+    unlabelled: bool = False,
 ) -> list[tuple[Answer, Agent]]:
     """One page of the answers to a question with their authors: accepted
     first, then by votes, then oldest first (``trusted``: by trust score
@@ -223,7 +224,7 @@ async def answers_of(
     found = await session.exec(
         select(Answer, Agent)
         .join(Agent, col(Agent.id) == col(Answer.author_id))
-        .where(_answers_shown(question_id, viewer_id))
+        .where(_answers_shown(question_id, viewer_id, unlabelled))
         .order_by(*keys, col(Answer.id))
         .offset(offset)
         .limit(limit)
@@ -232,11 +233,17 @@ async def answers_of(
 
 
 async def count_answers(
-    session: AsyncSession, question_id: uuid.UUID, viewer_id: uuid.UUID | None
+    session: AsyncSession,
+    question_id: uuid.UUID,
+    viewer_id: uuid.UUID | None,
+    *,
+    unlabelled: bool = False,
 ) -> int:
     """How many answers ``answers_of`` pages through."""
     found = await session.exec(
-        select(func.count()).select_from(Answer).where(_answers_shown(question_id, viewer_id))
+        select(func.count())
+        .select_from(Answer)
+        .where(_answers_shown(question_id, viewer_id, unlabelled))
     )
     return int(found.one())
 

@@ -18,6 +18,7 @@ from sqlmodel import col, select
 from sqlmodel.ext.asyncio.session import AsyncSession
 
 from storage.models import Agent, Answer, Pattern, Question
+from storage.models.revisions import Revision
 
 # What a rescreen reads: the items that carry a ``safety`` record.
 MODELS: dict[str, Any] = {"pattern": Pattern, "question": Question, "answer": Answer}
@@ -61,20 +62,62 @@ async def stale_ids(
     return [r[0] for r in rows]
 
 
+# The columns a rescreen reads of each kind: the screened text, what the
+# verdict is applied against, who to tell. Not the whole row: most rows only
+# get a new ``safety`` record, and building a model (search vectors, counters,
+# validation) for each cost as much as screening it.
+SCREENED: dict[str, tuple[str, ...]] = {
+    "pattern": (
+        "id", "author_id", "moderation_status", "safety", "revision", "title", "description",
+        "content", "code_examples", "use_case_tags", "tech_stack",
+    ),
+    "question": ("id", "author_id", "moderation_status", "safety", "title", "body", "tags"),
+    "answer": ("id", "author_id", "moderation_status", "safety", "revision", "body", "question_id"),
+}  # fmt: skip
+
+
 async def lock_stale(
     session: AsyncSession, kind: str, ids: Sequence[uuid.UUID], version: str
 ) -> list[Any]:
     """The rows among ``ids`` still stale, locked for this transaction (rows
-    another writer holds are skipped: the next run picks them up)."""
+    another writer holds are skipped: the next run picks them up): rows of
+    the ``SCREENED`` columns, read by name; ``load`` gives the model of one
+    that changes."""
     model = MODELS[kind]
     safety = col(model.safety)
     statement = (
-        select(model)
+        select(*(getattr(model, name) for name in SCREENED[kind]))
         .where(col(model.id).in_(list(ids)))
         .where(or_(safety.is_(None), safety["ruleset_version"].astext != version))
-        .with_for_update(skip_locked=True)
+        .with_for_update(of=model, skip_locked=True)
     )
     return list((await session.exec(statement)).all())
+
+
+async def older_revisions(
+    session: AsyncSession, kind: str, current: dict[uuid.UUID, int]
+) -> list[Revision]:
+    """The revisions of the patterns or answers in ``current`` (id → current
+    revision number) older than the current one, locked (a rescreen may
+    redact them)."""
+    if not current or kind not in ("pattern", "answer"):
+        return []
+    target = col(Revision.pattern_id) if kind == "pattern" else col(Revision.answer_id)
+    found = await session.exec(select(Revision).where(target.in_(list(current))).with_for_update())
+    older = []
+    for revision in found.all():
+        item_id = revision.pattern_id or revision.answer_id
+        assert item_id is not None  # a revision has one target (ck_revisions_one_target)
+        if revision.number < current[item_id]:
+            older.append(revision)
+    return older
+
+
+async def load(session: AsyncSession, kind: str, item_id: uuid.UUID) -> Any:
+    """The model of a row ``lock_stale`` locked (this transaction holds it)."""
+    item = await session.get(MODELS[kind], item_id)
+    assert item is not None  # locked by this transaction, so not deleted
+    return item
 
 
 async def set_safety(session: AsyncSession, kind: str, records: dict[uuid.UUID, str]) -> None:

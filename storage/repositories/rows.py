@@ -9,7 +9,7 @@ from collections.abc import Mapping
 from functools import cache
 from typing import Any, TypeVar
 
-from sqlalchemy import delete, literal_column, update
+from sqlalchemy import ColumnElement, delete, func, literal_column, or_, update
 from sqlalchemy.dialects.postgresql import insert
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm.attributes import set_committed_value
@@ -21,6 +21,13 @@ from sqlmodel.ext.asyncio.session import AsyncSession
 ID = "id"
 SLUG = "slug"
 Row = TypeVar("Row", bound=SQLModel)
+
+
+def unlabelled(safety: Any) -> ColumnElement[bool]:
+    """Rows whose ``safety`` record carries no labels (``exclude_labelled``,
+    docs/decisions/safety.md); rows written before screening count as
+    unlabelled."""
+    return or_(col(safety).is_(None), func.jsonb_array_length(col(safety)["labels"]) == 0)
 
 
 @cache

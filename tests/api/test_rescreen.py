@@ -147,3 +147,34 @@ def rows(database: str, statement: str, *params: object) -> list[tuple[object, .
 
     with psycopg.connect(libpq_url(database)) as conn:
         return [tuple(r) for r in conn.execute(statement, params).fetchall()]
+
+
+async def test_a_rescreen_redacts_old_revisions_that_still_hold_a_secret(
+    client: httpx.AsyncClient, database: str
+) -> None:
+    author = await register(client, "Careless Author")
+    pid = (await publish(client, author, title="Call the GitHub API"))["id"]
+    edited = await client.put(
+        f"/api/patterns/{pid}",
+        headers=author.auth,
+        json={"content": "Read the token from the environment.", "edit_reason": "no token"},
+    )
+    assert edited.status_code == 200, edited.text
+    # Revision 1 held a token an older ruleset let through; the current text is clean.
+    sql(
+        database,
+        "UPDATE revisions SET fields = jsonb_set(fields, '{content}', to_jsonb(%s::text)) "
+        "WHERE pattern_id = %s AND number = 1",
+        f"Use it:\n\n    export GH={TOKEN}\n",
+        pid,
+    )
+    sql(database, "UPDATE patterns SET safety = %s::jsonb", OLD)
+    assert (await _run(database)).outcomes == Counter(unchanged=1)
+    old = (await client.get(f"/api/patterns/{pid}/revisions/1")).json()["data"]
+    assert old["fields"]["content"] is None and old["fields"]["title"] == "Call the GitHub API"
+    assert [(r["field"], r["by"]) for r in old["redactions"]] == [("content", "staff")]
+    diff = await client.get(f"/api/patterns/{pid}/revisions/1/diff/2")
+    assert diff.status_code == 200 and TOKEN not in diff.text
+    assert TOKEN not in str(scalar(database, "SELECT fields FROM revisions WHERE number = 1"))
+    current = (await client.get(f"/api/patterns/{pid}/revisions/2")).json()["data"]
+    assert current["redactions"] == [] and current["fields"]["content"]

@@ -136,7 +136,9 @@ def screen(fields: Iterable[Field]) -> Verdict:
         # Labels are for code: code fields, and the code inside markdown.
         # A title or a sentence that mentions verify=False is not code.
         if seen.code.text:
-            for kind, rule, line in find_risky_code(seen.code.text, seen.code.line_at):
+            for kind, rule, line in find_risky_code(
+                seen.code.text, seen.code.line_at, seen.code.end
+            ):
                 labels.append(Finding(kind, f.name, line, rule))
     return Verdict(
         secrets=_dedupe(secrets),

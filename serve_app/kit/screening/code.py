@@ -10,7 +10,7 @@ from __future__ import annotations
 import re
 from collections.abc import Callable, Iterator
 
-from serve_app.kit.screening.normalize import AnchorSet
+from serve_app.kit.screening.normalize import AnchorSet, merge_spans
 
 LABEL_KINDS = (
     "pipe_to_shell",
@@ -185,19 +185,55 @@ _READ_ANCHORS = ("~", "$home", "${home}", "%userprofile%", "expanduser", "/etc/s
                  "id_ecdsa", "id_dsa", ".env", "environ", "printenv", "process.env", "env |", "env|", "env)",
                  "env`", "env >", "env:", "keychain", "security find", "set |")  # fmt: skip
 _EXFIL_WINDOW = 12  # lines
-_SCAN = AnchorSet(*(anchors for anchors, _, _ in _ANCHORS.values()), _READ_ANCHORS)
+# One group per rule, in RULES order, then the credential reads.
+_SCAN = AnchorSet(*(_ANCHORS[rule][0] for _, rule, _ in RULES), _READ_ANCHORS)
 
 
-def find_risky_code(folded: str, line_at: Callable[[int], int]) -> Iterator[tuple[str, str, int]]:
-    """(kind, rule, line) of each risky construct in folded code."""
+def _around(text: str, offset: int, lines: int) -> tuple[int, int]:
+    """The span of ``lines`` lines either side of the line of ``offset``."""
+    a = offset
+    for _ in range(lines + 1):
+        a = text.rfind("\n", 0, a)
+        if a < 0:
+            break
+    b = offset
+    for _ in range(lines + 1):
+        b = text.find("\n", b + 1)
+        if b < 0:
+            b = len(text)
+            break
+    return max(a, 0), b
+
+
+def find_risky_code(
+    folded: str, line_at: Callable[[int], int], end: int | None = None
+) -> Iterator[tuple[str, str, int]]:
+    """(kind, rule, line) of each risky construct in folded code; ``end``:
+    where the text proper ends and decoded segments begin (normalize.py)."""
     scanner = _SCAN.scan(folded)
-    for kind, rule, rx in RULES:
+    hit = scanner.groups()
+    for index in sorted(i for i in hit if i < len(RULES)):
+        kind, rule, rx = RULES[index]
         anchors, before, after = _ANCHORS[rule]
         for m in scanner.search(rx, anchors, before, after):
             yield kind, rule, line_at(m.start())
-    reads = [line_at(m.start()) for m in scanner.search(_CRED_READ, _READ_ANCHORS, 40, 80)]
+    if len(RULES) not in hit:
+        return
+    reads = [m.start() for m in scanner.search(_CRED_READ, _READ_ANCHORS, 40, 80)]
     if reads:
-        sends = [line_at(m.start()) for m in _NET_SEND.finditer(folded)]
-        for line in reads:
+        # Sends are looked for only within the window's lines of a read (a
+        # line of the text is at most a line of the field: the view drops
+        # lines, never adds them) and in the decoded segments, whose lines
+        # are their source's: not a pass of the alternation over all the code.
+        end = len(folded) if end is None else end
+        spans = [_around(folded, r, _EXFIL_WINDOW) if r < end else (0, end) for r in reads]
+        if end < len(folded):
+            spans.append((end, len(folded)))
+        sends = [
+            line_at(m.start())
+            for a, b in merge_spans(spans)
+            for m in _NET_SEND.finditer(folded, a, b)
+        ]
+        for line in (line_at(r) for r in reads):
             if any(abs(line - s) <= _EXFIL_WINDOW for s in sends):
                 yield "credential_exfiltration", "read_and_send", line

@@ -24,6 +24,13 @@ _FENCE = re.compile(
 _INLINE = re.compile(r"(`+)(?!`).+?(?<!`)\1", re.DOTALL)
 
 
+# Any of the characters above: one scan, and the three rules run only on text
+# that has one (most non-ASCII text has typographic quotes and dashes only).
+_ANY = re.compile(
+    "[\U000e0000-\U000e007f\u202a-\u202e\u2066-\u2069\u200b\u200c\u200d\u2060-\u2064\ufeff\u180e]"
+)
+
+
 def _blank(m: re.Match[str]) -> str:
     # Keep the newlines so offsets still map to the right lines.
     return re.sub(r"[^\n]", " ", m.group(0))
@@ -31,7 +38,7 @@ def _blank(m: re.Match[str]) -> str:
 
 def find_hidden(text: str, *, markdown: bool) -> Iterator[tuple[str, int]]:
     """(kind, offset) of each hidden-text trick in ``text``."""
-    if not text.isascii():
+    if not text.isascii() and _ANY.search(text):
         for kind, rx in (
             ("unicode_tags", _TAGS),
             ("bidi_control", _BIDI),

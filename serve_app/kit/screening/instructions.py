@@ -215,7 +215,10 @@ RULES: tuple[tuple[str, re.Pattern[str], tuple[str, ...], int, int], ...] = (
 
 _ANCHORS = AnchorSet(*(anchors for _, _, anchors, _, _ in RULES))
 
-_MD_URL = re.compile(r"(!?)\[[^\]\n]{0,200}\]\(\s*<?(https?://[^\s)>]+)")
+# From the "[" (a literal the regex engine skips to); an image is a link
+# whose "[" follows a "!".
+_MD_URL = re.compile(r"\[[^\]\n]{0,200}\]\(\s*<?(https?://[^\s)>]+)")
+_IMG_HINT = re.compile(r"<(?i:img)")
 _HTML_IMG = re.compile(r"<img\b[^>]*\bsrc\s*=\s*[\"']?(https?://[^\s\"'>]+)", re.IGNORECASE)
 _TEMPLATE = re.compile(
     r"\{[^}]*\}|\$\{|\$\(|\$[a-z_]{2,}|<[a-z_ ]+>|\[[a-z_ ]+\]|%s|insert|your_|_here|"
@@ -273,7 +276,8 @@ def find_instructions(folded: str) -> Iterator[tuple[str, int]]:
     """(rule, offset) of each instruction aimed at the reading agent in
     folded text."""
     scanner = _ANCHORS.scan(folded)
-    for rule, rx, anchors, before, after in RULES:
+    for index in sorted(scanner.groups()):
+        rule, rx, anchors, before, after = RULES[index]
         for m in scanner.search(rx, anchors, before, after):
             yield rule, m.start()
 
@@ -285,10 +289,10 @@ def find_data_urls(text: str) -> Iterator[tuple[str, int]]:
         return
     candidates: list[tuple[bool, str, int]] = []
     if "](" in text:
-        candidates.extend(
-            (m.group(1) == "!", m.group(2), m.start()) for m in _MD_URL.finditer(text)
-        )
-    if "<img" in text.lower():
+        for m in _MD_URL.finditer(text):
+            image = m.start() > 0 and text[m.start() - 1] == "!"
+            candidates.append((image, m.group(1), m.start() - image))
+    if "<" in text and _IMG_HINT.search(text):
         candidates.extend((True, m.group(1), m.start()) for m in _HTML_IMG.finditer(text))
     for image, url, offset in candidates:
         try:

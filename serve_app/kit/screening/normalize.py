@@ -55,13 +55,26 @@ _FOLD_RX = re.compile("[" + re.escape("".join(_FOLD_MAP)) + "]")
 _CONCAT = re.compile(r"""(["'])[ \t]*(?:\+|\.\.?|)[ \t]*\1""")
 # A comment or quote marker at the start of a line: "# ignore all" / "# previous
 # instructions" reads as one sentence once the markers go.
-_LINE_PREFIX = re.compile(r"^[ \t]*(?:#+|//+|/?\*+|--|;+|>+|%+|rem\b)[ \t]?", re.MULTILINE)
+_LINE_PREFIX = re.compile(r"[ \t]*(?:#+|//+|/?\*+|--|;+|>+|%+|rem\b)[ \t]?")
+# The same after a newline: a literal first character the regex engine skips
+# to, where a MULTILINE "^" is tried at every position of the field.
+_LINE_PREFIX_NL = re.compile("\n" + _LINE_PREFIX.pattern)
 # Five or more single letters separated by single spaces: "i g n o r e".
 _SPACED = re.compile(r"\b(?:\w[ .\-_]){4,}\w\b")
 # A cheap first look for _SPACED: a separator, then letter-separator pairs.
 _SPACED_HINT = re.compile(r"[ .\-_]\w[ .\-_]\w[ .\-_]\w[ .\-_]\w\b")
 _URL_ESCAPE = re.compile(r"%[0-9a-fA-F]{2}")
-_B64_TOKEN = re.compile(r"[A-Za-z0-9+/]{16,}={0,2}")
+# Only at the start of a run: inside a run shorter than 16 a match would be
+# tried (and fail) at every character; a longer run matches from its start.
+_B64_TOKEN = re.compile(r"(?<![A-Za-z0-9+/])[A-Za-z0-9+/]{16,}={0,2}")
+# Runs of base64 characters are found as runs of "a" in a byte copy of the
+# text (one byte per character: anything else is a space): a fast substring
+# search instead of a regex tried at every character.
+_B64_RUN = b"a" * 16
+_B64_BYTES = bytes(
+    ord("a") if chr(c).isascii() and (chr(c).isalnum() or chr(c) in "+/") else ord(" ")
+    for c in range(256)
+)
 _PRINTABLE = re.compile(r"^[\x20-\x7e\t\r\n]+$")
 _CONTINUATION = re.compile(r"(?<=[ \t|])\\\n")
 
@@ -117,13 +130,28 @@ def prose_fold(base: str) -> str:
     quote markers at line starts dropped."""
     if _SPACED_HINT.search(base) and _SPACED.search(base):
         base = "\n".join(_unspace_line(x) if _SPACED.search(x) else x for x in base.split("\n"))
-    return _LINE_PREFIX.sub("", base)
+    m = _LINE_PREFIX.match(base)
+    if m:
+        base = base[m.end() :]
+    return _LINE_PREFIX_NL.sub("\n", base) if "\n" in base else base
 
 
 def fold(text: str, *, prose: bool = True) -> str:
     """``text`` as the rules see it (no decoding); keeps every newline."""
     base = base_fold(text)
     return prose_fold(base) if prose else base
+
+
+def _b64_tokens(text: str) -> Iterator[re.Match[str]]:
+    """``_B64_TOKEN.finditer(text)``, tried only where a run starts."""
+    # "replace" keeps one byte per character, so offsets carry over.
+    runs = text.encode("ascii", "replace").translate(_B64_BYTES)
+    at = runs.find(_B64_RUN)
+    while at >= 0:
+        m = _B64_TOKEN.match(text, at)
+        assert m is not None  # a run of 16 that starts here
+        yield m
+        at = runs.find(_B64_RUN, m.end())
 
 
 def _decoded(text: str) -> list[tuple[int, str]]:
@@ -135,7 +163,7 @@ def _decoded(text: str) -> list[tuple[int, str]]:
             if "%" in line and _URL_ESCAPE.search(line):
                 out.append((start, unquote(line)))
             start += len(line) + 1
-    for m in _B64_TOKEN.finditer(text):
+    for m in _b64_tokens(text):
         token = m.group(0)
         # Base64 of text has both cases and a length that is a multiple of 4;
         # identifiers, digests and paths mostly fail one or the other.
@@ -259,6 +287,21 @@ def line_of(text: str, offset: int) -> int:
     return text.count("\n", 0, offset) + 1
 
 
+def merge_spans(spans: list[tuple[int, int]]) -> list[tuple[int, int]]:
+    """``spans`` sorted, the overlapping ones merged."""
+    if len(spans) <= 1:
+        return spans
+    spans.sort()
+    merged = [spans[0]]
+    for a, b in spans[1:]:
+        if a <= merged[-1][1]:
+            if b > merged[-1][1]:
+                merged[-1] = (merged[-1][0], b)
+        else:
+            merged.append((a, b))
+    return merged
+
+
 class AnchorSet:
     """The anchors of a group of rules, found in one pass (an Aho-Corasick
     automaton, ahocorasick-rs): each rule's regex then runs only in the
@@ -267,12 +310,16 @@ class AnchorSet:
     def __init__(self, *groups: tuple[str, ...]) -> None:
         self.anchors = sorted({a for group in groups for a in group})
         self._automaton = ahocorasick_rs.AhoCorasick(self.anchors)
+        # The groups (rules) each anchor belongs to, by position in ``groups``.
+        self._groups_of = {
+            a: tuple(i for i, group in enumerate(groups) if a in group) for a in self.anchors
+        }
 
     def scan(self, text: str) -> Scanner:
         positions: dict[str, list[int]] = {}
         for index, start, _ in self._automaton.find_matches_as_indexes(text, overlapping=True):
             positions.setdefault(self.anchors[index], []).append(start)
-        return Scanner(text, positions)
+        return Scanner(text, positions, self._groups_of)
 
 
 class Scanner:
@@ -280,9 +327,21 @@ class Scanner:
     anchors: a regex that starts with an alternation would try every
     position of a 64 KB field; the anchors are found once, for all rules."""
 
-    def __init__(self, text: str, positions: dict[str, list[int]]) -> None:
+    def __init__(
+        self,
+        text: str,
+        positions: dict[str, list[int]],
+        groups_of: dict[str, tuple[int, ...]] | None = None,
+    ) -> None:
         self.text = text
         self._positions = positions
+        self._groups_of = groups_of or {}
+
+    def groups(self) -> set[int]:
+        """The groups (by position in ``AnchorSet(*groups)``) with an anchor
+        found: the rules worth running, so a short field without one costs
+        no call per rule."""
+        return {i for anchor in self._positions for i in self._groups_of.get(anchor, ())}
 
     def positions(self, anchor: str) -> list[int]:
         return self._positions.get(anchor, [])
@@ -293,22 +352,26 @@ class Scanner:
 
     def windows(self, anchors: tuple[str, ...], before: int, after: int) -> list[tuple[int, int]]:
         """Merged spans around each occurrence of an anchor."""
-        spans = [
-            (max(0, i - before), i + len(anchor) + after)
-            for anchor in anchors
-            for i in self.positions(anchor)
-        ]
-        if len(spans) <= 1:
-            return spans
-        spans.sort()
-        merged = [spans[0]]
-        for a, b in spans[1:]:
-            if a <= merged[-1][1]:
-                if b > merged[-1][1]:
-                    merged[-1] = (merged[-1][0], b)
-            else:
-                merged.append((a, b))
-        return merged
+        found = self._positions
+        if not found:
+            return []
+        # Walk whichever is shorter: the anchors found in this text (often
+        # none or a few) or the rule's anchors.
+        if len(found) < len(anchors):
+            wanted = anchors if isinstance(anchors, frozenset) else frozenset(anchors)
+            spans = [
+                (max(0, i - before), i + len(anchor) + after)
+                for anchor, at in found.items()
+                if anchor in wanted
+                for i in at
+            ]
+        else:
+            spans = [
+                (max(0, i - before), i + len(anchor) + after)
+                for anchor in anchors
+                for i in found.get(anchor, ())
+            ]
+        return merge_spans(spans)
 
     def search(
         self, rx: re.Pattern[str], anchors: tuple[str, ...], before: int = 200, after: int = 400

@@ -6,6 +6,7 @@ from __future__ import annotations
 from typing import Any
 
 from mcp.server.mcpserver.tools import Tool
+from pydantic import Field
 
 from serve_app.http import deps
 from serve_app.mcp.door import Call
@@ -32,6 +33,10 @@ class ListQuestionsArgs(Args, QuestionListParams):
 
 class QuestionRefArgs(Args):
     slug: Ref
+    exclude_labelled: bool = Field(
+        default=False,
+        description="Leave out answers whose code carries safety labels (risky code).",
+    )
 
 
 class AskArgs(Args, QuestionCreate):
@@ -56,7 +61,11 @@ def tools(r: Runner) -> list[Tool]:
         return await questions.list_visible(c.db, a.query())
 
     async def get_question(c: Call, a: QuestionRefArgs) -> Any:
-        return {"data": await questions.read(c.db, a.slug, c.viewer)}
+        return {
+            "data": await questions.read(
+                c.db, a.slug, c.viewer, exclude_labelled=a.exclude_labelled
+            )
+        }
 
     async def ask_question(c: Call, a: AskArgs) -> Any:
         return await questions.ask(
