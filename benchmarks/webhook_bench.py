@@ -54,7 +54,7 @@ SETTINGS = {
     "CAIRN_WEBHOOKS_ALLOW_LOOPBACK": "true",
 }
 BENCH_ENV = harness.bench_env(
-    STATE_DIR, 8, "registration", "general", "question_create", "answer_create", **SETTINGS
+    STATE_DIR, 11, "registration", "general", "question_create", "answer_create", **SETTINGS
 )
 DRAIN_S = 240.0  # a lease (3 x timeout + 30 s) and then some
 ANSWER = (
