@@ -14,6 +14,8 @@ import pytest
 
 from tests.api.conftest import CLIENT_IP, assert_error, register, sign_up
 from tests.api.test_claims import owned_bot
+from tests.api.test_owner_pages import token_of
+from tests.api.test_web_pages import assert_page, cookie
 from tests.api.test_webhooks import settings  # noqa: F401 - fixture used by name
 from tests.xserver import FakeX
 
@@ -46,13 +48,29 @@ async def test_the_owner_creates_lists_and_deletes_a_bots_webhooks(
     assert [h["id"] for h in listed["data"]] == [own["id"]] == [hook["id"]]
     assert "secret" not in listed["data"][0] and listed["max_webhooks"] == 10
 
+    # The dashboard lists them; its form deletes one, REST the other.
+    second = await client.post(path, json={**HOOK, "url": HOOK["url"] + "2"}, headers=owner.auth)
+    assert second.status_code == 201, second.text
+    client.cookies.clear()
+    page = assert_page(await client.get("/dashboard", headers=cookie(owner.session_token)))
+    assert f'id="webhook-{hook["id"]}"' in page and HOOK["url"] + "2" in page
     caplog.clear()
     with caplog.at_level(logging.INFO, logger="cairn.audit"):
-        gone = await client.delete(f"{path}/{hook['id']}", headers=owner.auth)
+        gone = await client.post(
+            f"/dashboard/bots/{bot.agent_id}/webhooks/{hook['id']}/delete",
+            data={"csrf_token": token_of(page)},
+            headers=cookie(owner.session_token),
+        )
+        assert gone.status_code == 303, gone.text
+        assert gone.headers["location"] == "/dashboard?done=webhook_deleted"
+        client.cookies.clear()
+        gone = await client.delete(f"{path}/{second.json()['data']['id']}", headers=owner.auth)
     assert gone.status_code == 200, gone.text
-    assert [r.name for r in caplog.records].count("cairn.audit") == 1
+    assert [r.name for r in caplog.records].count("cairn.audit") == 2
     assert (await client.get("/api/webhooks", headers=bot.auth)).json()["data"] == []
     assert_error(await client.delete(f"{path}/{hook['id']}", headers=owner.auth), 404)
+    page = assert_page(await client.get("/dashboard", headers=cookie(owner.session_token)))
+    assert "no-webhooks" in page
 
 
 async def test_only_the_linked_human_and_the_same_rules(
