@@ -31,6 +31,7 @@ import argparse
 import asyncio
 import contextlib
 import json
+import logging
 import os
 import subprocess
 import sys
@@ -47,11 +48,14 @@ STATE_DIR = harness.ROOT / ".cairn" / "bench-webhooks"
 MARKS = ("<!-- webhook-bench:start -->", "<!-- webhook-bench:end -->")
 PORT = 8111
 RECEIVER_PORT = 8112
-WRITERS = 8
+WRITERS = 16
 SETTINGS = {
     "CAIRN_INGRESS_REPLICAS": "1",
     "CAIRN_SEARCH_SEMANTIC": "false",
     "CAIRN_WEBHOOKS_ALLOW_LOOPBACK": "true",
+    # Serve's own proxy: the few setup calls are all that go through it, and
+    # HAProxy's manager missed Serve's 60 s start deadline on a loaded machine.
+    "CAIRN_SERVE_PROXY": "default",
 }
 BENCH_ENV = harness.bench_env(
     STATE_DIR, 11, "registration", "general", "question_create", "answer_create", **SETTINGS
@@ -80,6 +84,7 @@ def receive(port: int) -> None:
         body = await request.read()
         now = time.time()
         if request.path == "/dead":
+            log.append((request.path, request.headers.get("webhook-id", ""), now, False))
             await asyncio.Event().wait()  # never answers: the sender times out
         checker = secrets.get(request.path)
         ok = False
@@ -109,17 +114,28 @@ def kill_actor() -> None:
     """Join the service's Ray cluster, kill the webhook actor (Ray restarts
     it: ``max_restarts=-1``) and wait until it answers again; prints the
     seconds that took."""
+    from serve_app.launch.local_ray import use_local_ray_env
+
+    # The service's node is on loopback with a token (serve_app/launch/local_ray.py):
+    # this driver joins it the same way, its settings in place before ray is imported.
+    use_local_ray_env(STATE_DIR)
     import ray
 
     from actors.cluster import NAMESPACE
     from actors.webhooks.actor import NAME
-    from embeddings.reembed import job_cluster, join_or_start
+    from embeddings.reembed import find_local_cluster
     from serve_app.launch.bootstrap import ray_dir
 
-    address = job_cluster(None, ray_dir(STATE_DIR), print)
-    if address is None:
+    found = find_local_cluster(ray_dir(STATE_DIR))
+    if found is None:
         raise SystemExit("no running service's Ray cluster found")
-    join_or_start(address, None, print)
+    ray.init(
+        address=found[0],
+        namespace=NAMESPACE,
+        _node_ip_address="127.0.0.1",
+        log_to_driver=False,
+        logging_level=logging.WARNING,
+    )
     handle = ray.get_actor(NAME, namespace=NAMESPACE)
     before: Any = ray.get(handle.stats.remote(), timeout=30)
     t0 = time.monotonic()
@@ -144,6 +160,7 @@ class Writes:
 
     committed: dict[str, float] = field(default_factory=dict)
     answers: int = 0
+    write_s: list[float] = field(default_factory=list)  # each answer's transaction
     failed: Counter[str] = field(default_factory=Counter)
     started: float = 0.0
     ended: float = 0.0
@@ -176,6 +193,7 @@ async def write(
             if due > end:
                 return
             await asyncio.sleep(max(0.0, due - time.monotonic()))
+            t0 = time.monotonic()
             try:
                 async with sessions() as db:
                     caller = await db.get(Agent, uuid.UUID(answerer))
@@ -190,6 +208,7 @@ async def write(
                 await asyncio.sleep(0.2)  # the next write after a pause
                 continue
             writes.answers += 1
+            writes.write_s.append(time.monotonic() - t0)
             for event_id in ids:
                 writes.committed[event_id] = now
 
@@ -392,6 +411,7 @@ def report(r: Run) -> str:
         f"{w.answers:,} answers, {events:,} events in {seconds:.0f} s "
         f"({events / seconds * 60:,.0f} events/min)",
         f"failed writes {dict(w.failed) or 0}",
+        f"answer transactions p50 {pct(w.write_s, 50):.3f} s, p99 {pct(w.write_s, 99):.3f} s",
         f"deliveries timed {len(both):,}: p50 {pct(both, 50):.2f} s, p99 {pct(both, 99):.2f} s, "
         f"max {max(both, default=float('nan')):.2f} s",
         f"missing {r.missing}",
