@@ -427,14 +427,20 @@ class Deliverer:
 
     async def _attempt(self, due: repo.Due) -> None:
         try:
-            status, error, latency_ms = await self._post(due)
+            try:
+                status, error, latency_ms = await self._post(due)
+            finally:
+                # The endpoint's slot bounds its requests in flight, not our
+                # bookkeeping: the next request may start while this outcome
+                # is written (the row stays leased until then).
+                self._in_flight[due.webhook_id] -= 1
+                if self._in_flight[due.webhook_id] <= 0:
+                    del self._in_flight[due.webhook_id]
+                self._wake.set()
             await self._record(due, status, error, latency_ms)
         except Exception:
             log.exception("webhook delivery %s: recording failed", due.id)
         finally:
-            self._in_flight[due.webhook_id] -= 1
-            if self._in_flight[due.webhook_id] <= 0:
-                del self._in_flight[due.webhook_id]
             self._wake.set()
 
     async def _post(self, due: repo.Due) -> tuple[int | None, str | None, int]:
