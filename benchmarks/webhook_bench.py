@@ -507,7 +507,11 @@ def main(argv: list[str] | None = None) -> int:
                 runs.append(run)
     finally:
         receiver.terminate()
-        receiver.wait(timeout=30)
+        try:
+            receiver.wait(timeout=10)
+        except subprocess.TimeoutExpired:  # its /dead requests never end on their own
+            receiver.kill()
+            receiver.wait(timeout=30)
     harness.publish(
         section(runs, load_before, args.events_per_min, args.minutes), *MARKS, args.no_docs
     )
