@@ -276,6 +276,7 @@ def create_app(
     app.include_router(admin.router)
     app.include_router(oauth.router)
     app.include_router(webhooks.router)
+    app.include_router(webhooks.owner_router)
     app.include_router(web_pages.router)
     app.include_router(web_content.router)
     app.include_router(web_owners.router)

@@ -200,6 +200,10 @@ class Settings(BaseSettings):
     webhook_poll_s: float = Field(default=1.0, gt=0, le=3600)
     # How long an old secret keeps signing beside the new one after a rotation.
     webhook_secret_overlap_s: int = Field(default=86_400, ge=0, le=7 * 86_400)
+    # Finished delivery rows (delivered, failed, cancelled) older than this
+    # are pruned by the deliverer, but the newest 50 of each subscription
+    # (its delivery log) are kept whatever their age.
+    webhook_delivery_retention_days: int = Field(default=30, ge=1, le=3650)
 
     # OAuth 2.1 for the MCP server (docs/decisions/oauth.md): token lifetimes,
     # how long a consent waits and a Client ID Metadata Document is kept.

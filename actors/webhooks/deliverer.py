@@ -75,6 +75,10 @@ JITTER = 0.2
 # Deliveries out of tries in a row (each after ~27 h of failures) that
 # disable a subscription.
 DISABLE_AFTER = 5
+# Finished deliveries are kept 30 days (CAIRN_WEBHOOK_DELIVERY_RETENTION_DAYS),
+# and the last 50 of each subscription (what its delivery log shows) always.
+RETENTION_S = 30 * 86_400.0
+KEEP = 50
 
 
 @dataclass(frozen=True)
@@ -90,6 +94,13 @@ class DeliveryConfig:
     schedule: tuple[float, ...] = SCHEDULE
     jitter: float = JITTER
     disable_after: int = DISABLE_AFTER
+    # Retention: finished deliveries older than ``retention_s`` are deleted,
+    # at most ``prune_batch`` a statement, every ``prune_every_s``; the
+    # newest ``keep`` of each subscription stay (its delivery log).
+    retention_s: float = RETENTION_S
+    keep: int = KEEP
+    prune_batch: int = 1000
+    prune_every_s: float = 600.0
 
 
 @dataclass
@@ -98,6 +109,7 @@ class Stats:
     delivered: int = 0
     failed_tries: int = 0
     disabled: int = 0
+    pruned: int = 0
     in_flight: int = 0
     cursor: int = 0
 
@@ -151,6 +163,7 @@ class Deliverer:
         self._in_flight: dict[uuid.UUID, int] = {}
         self._tasks: set[asyncio.Task[None]] = set()
         self._wake = asyncio.Event()
+        self._pruned_at = 0.0  # monotonic time of the last prune (0: due now)
         self.stats = Stats()
 
     # --- plumbing --------------------------------------------------------------------
@@ -242,6 +255,23 @@ class Deliverer:
         while await self.match() >= self.config.batch:
             pass
         await self.deliver()
+        # One bounded batch a step while there is more: deleting never holds
+        # up matching and delivering for long.
+        due = time.monotonic() - self._pruned_at >= self.config.prune_every_s
+        if due and await self.prune() < self.config.prune_batch:
+            self._pruned_at = time.monotonic()
+
+    # --- retention -------------------------------------------------------------------
+
+    async def prune(self) -> int:
+        """Delete one batch of finished deliveries past the retention (but
+        each subscription's newest ``keep``); how many went."""
+        async with self.sessions()() as session, session.begin():
+            gone = await repo.prune_deliveries(
+                session, self.config.retention_s, self.config.keep, self.config.prune_batch
+            )
+        self.stats.pruned += gone
+        return gone
 
     # --- match -----------------------------------------------------------------------
 
@@ -397,14 +427,20 @@ class Deliverer:
 
     async def _attempt(self, due: repo.Due) -> None:
         try:
-            status, error, latency_ms = await self._post(due)
+            try:
+                status, error, latency_ms = await self._post(due)
+            finally:
+                # The endpoint's slot bounds its requests in flight, not our
+                # bookkeeping: the next request may start while this outcome
+                # is written (the row stays leased until then).
+                self._in_flight[due.webhook_id] -= 1
+                if self._in_flight[due.webhook_id] <= 0:
+                    del self._in_flight[due.webhook_id]
+                self._wake.set()
             await self._record(due, status, error, latency_ms)
         except Exception:
             log.exception("webhook delivery %s: recording failed", due.id)
         finally:
-            self._in_flight[due.webhook_id] -= 1
-            if self._in_flight[due.webhook_id] <= 0:
-                del self._in_flight[due.webhook_id]
             self._wake.set()
 
     async def _post(self, due: repo.Due) -> tuple[int | None, str | None, int]:
@@ -520,4 +556,5 @@ class Deliverer:
                 "delivered": self.stats.delivered,
                 "failed_tries": self.stats.failed_tries,
                 "disabled": self.stats.disabled,
+                "pruned": self.stats.pruned,
             }

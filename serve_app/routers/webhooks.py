@@ -3,12 +3,21 @@ own, managed with a key that holds the `webhooks` scope."""
 
 from __future__ import annotations
 
+import uuid
 from typing import Annotated, Any
 
-from fastapi import Path
+from fastapi import Depends, Path
 
 from serve_app.http.contract import api_router, created, errors
-from serve_app.http.deps import Ctx, CurrentCaller, Db, needs_scope
+from serve_app.http.deps import (
+    ClientIp,
+    Ctx,
+    CurrentCaller,
+    Db,
+    HumanCaller,
+    human_limit,
+    needs_scope,
+)
 from serve_app.kit import keys
 from serve_app.schemas.common import DataOut, MessageDataOut, MessageOut
 from serve_app.schemas.webhooks import (
@@ -123,3 +132,49 @@ async def redeliver(
 ) -> dict[str, Any]:
     """Try a delivery again now: the same event id and body."""
     return await service.redeliver(db, caller.agent, webhook_id, delivery_id)
+
+
+# A human owner's routes for the bots they claimed (signed in on the web, as
+# the owner dashboard and POST /api/agents/claim/{agent_id}/api-key): the
+# same subscriptions, created, listed and deleted with the same input, cap
+# and URL guard as the bot's own routes above.
+owner_router = api_router(prefix="/api/agents/claim", tags=["webhooks"])
+_OWNER_ID = {"agent_id": "$request.path.agent_id", "webhook_id": "$response.body#/data/id"}
+
+
+@owner_router.get("/{agent_id}/webhooks", response_model=WebhookListOut, responses=errors(403, 404))
+async def list_bot_webhooks(
+    agent_id: uuid.UUID, caller: HumanCaller, ctx: Ctx, db: Db
+) -> dict[str, Any]:
+    """The webhook subscriptions of a bot linked to your profile (never a secret)."""
+    return await service.owner_listed(ctx, db, caller.agent, agent_id)
+
+
+@owner_router.post(
+    "/{agent_id}/webhooks",
+    status_code=201,
+    dependencies=[Depends(human_limit("claim"))],
+    response_model=MessageDataOut[NewWebhookOut],
+    responses={
+        **errors(403, 404, 409, 422),
+        201: created(delete=("webhooks_delete_bot_webhook", _OWNER_ID)),
+    },
+)
+async def create_bot_webhook(
+    agent_id: uuid.UUID, body: WebhookIn, caller: HumanCaller, ctx: Ctx, db: Db, ip: ClientIp
+) -> dict[str, Any]:
+    """Subscribe a bot linked to your profile to events; the secret is shown once."""
+    return await service.owner_create(ctx, db, caller.agent, agent_id, body, ip)
+
+
+@owner_router.delete(
+    "/{agent_id}/webhooks/{webhook_id}",
+    dependencies=[Depends(human_limit("claim"))],
+    response_model=MessageOut,
+    responses=errors(403, 404),
+)
+async def delete_bot_webhook(
+    agent_id: uuid.UUID, webhook_id: WebhookId, caller: HumanCaller, db: Db, ip: ClientIp
+) -> dict[str, Any]:
+    """Delete a webhook subscription of a bot linked to your profile, and its delivery log."""
+    return await service.owner_delete(db, caller.agent, agent_id, webhook_id, ip)

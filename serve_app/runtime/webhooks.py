@@ -18,6 +18,7 @@ def delivery_config(settings: Settings, database_url: str) -> DeliveryConfig:
         timeout_s=settings.webhook_timeout_s,
         concurrency=settings.webhook_concurrency,
         poll_s=settings.webhook_poll_s,
+        retention_s=settings.webhook_delivery_retention_days * 86_400.0,
     )
 
 

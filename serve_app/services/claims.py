@@ -194,12 +194,22 @@ def _not_claimed() -> Conflict:
     return Conflict("This agent has not been claimed yet; claim it first.", error="not_claimed")
 
 
-async def _linked_bot(db: AsyncSession, human: Agent, agent_id: uuid.UUID) -> Agent:
+async def linked_bot(
+    db: AsyncSession, human: Agent, agent_id: uuid.UUID, what: str = "keys"
+) -> Agent:
+    """The active bot linked to ``human``, locked for a change of its
+    ``what`` (its keys, its webhooks)."""
+    return await _linked_bot(db, human, agent_id, what)
+
+
+async def _linked_bot(
+    db: AsyncSession, human: Agent, agent_id: uuid.UUID, what: str = "keys"
+) -> Agent:
     """The active bot linked to ``human``, locked for a change of its keys."""
     bot = await _bot(db, agent_id, lock=True)
     if bot.owner_id != human.id:
         raise Forbidden(
-            "Only the human this agent is linked to can manage its keys; re-link it to your "
+            f"Only the human this agent is linked to can manage its {what}; re-link it to your "
             f"profile first (PATCH /api/agents/claim/{bot.id}).",
             error="not_owner",
         )

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import base64
 import json
+import logging
 import secrets
 import uuid
 from datetime import timedelta
@@ -18,11 +19,14 @@ from actors.netguard import resolve_problem
 from serve_app.context import AppContext
 from serve_app.kit.errors import BadRequest, Conflict, NotFound, UnprocessableContent
 from serve_app.schemas.webhooks import WebhookFiltersIn, WebhookIn, WebhookPatchIn
+from serve_app.services import claims
 from serve_app.services.views import iso
 from storage.models import Agent
 from storage.models.base import utcnow
 from storage.models.webhooks import Webhook, WebhookDelivery
 from storage.repositories import webhooks as repo
+
+audit = logging.getLogger("cairn.audit")
 
 PING = "webhook.ping"
 DELIVERY_LOG_LIMIT = 50
@@ -234,3 +238,63 @@ async def redeliver(
     await db.flush()
     await repo.wake_at_commit(db)
     return {"message": "Redelivery queued", "data": delivery_view(delivery)}
+
+
+# --- a human owner's view of the bots they claimed ------------------------------------
+# The same subscriptions, the same input, cap and URL guard as the bot's own
+# routes; only the bot's linked human may act, and each change is audited
+# as the owner's other actions on a bot are (services/claims.py).
+
+
+async def owner_listed(
+    ctx: AppContext, db: AsyncSession, human: Agent, agent_id: uuid.UUID
+) -> dict[str, Any]:
+    """The subscriptions of a bot linked to ``human`` (never a secret)."""
+    bot = await claims.linked_bot(db, human, agent_id, "webhooks")
+    return await listed(ctx, db, bot)
+
+
+async def owner_create(
+    ctx: AppContext,
+    db: AsyncSession,
+    human: Agent,
+    agent_id: uuid.UUID,
+    body: WebhookIn,
+    remote_ip: str | None = None,
+) -> dict[str, Any]:
+    """A new subscription for a bot linked to ``human``; the secret is in
+    this answer only."""
+    bot = await claims.linked_bot(db, human, agent_id, "webhooks")
+    made = await create(ctx, db, bot, body)
+    audit.info(
+        "webhook %s (%s) of agent %s (@%s) created by human %s (@%s) from %s",
+        made["data"]["id"],
+        body.url,
+        bot.id,
+        bot.username,
+        human.id,
+        human.username,
+        remote_ip or "unknown",
+    )
+    return made
+
+
+async def owner_delete(
+    db: AsyncSession, human: Agent, agent_id: uuid.UUID, hook_id: str, remote_ip: str | None = None
+) -> dict[str, Any]:
+    """Delete a subscription of a bot linked to ``human``, and its delivery log."""
+    bot = await claims.linked_bot(db, human, agent_id, "webhooks")
+    hook = await _mine(db, bot, hook_id, lock=True)
+    url = hook.url
+    await repo.delete(db, hook)
+    audit.info(
+        "webhook %s (%s) of agent %s (@%s) deleted by human %s (@%s) from %s",
+        hook_id,
+        url,
+        bot.id,
+        bot.username,
+        human.id,
+        human.username,
+        remote_ip or "unknown",
+    )
+    return {"message": "Webhook deleted"}

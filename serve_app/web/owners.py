@@ -1,23 +1,28 @@
 """Pages for the humans who own bots: sign in and out without JavaScript, and
-the dashboard at /dashboard (their claimed bots, each bot's keys, recent
-activity and notifications; rotate or revoke its keys; their OAuth grants;
+the dashboard at /dashboard (their claimed bots, each bot's keys, webhook
+subscriptions, recent activity and notifications; rotate or revoke its keys,
+delete a subscription; their OAuth grants;
 how to claim another bot). Every write goes through the service the REST
 route calls (docs/decisions/web.md, "The owner's dashboard")."""
 
 from __future__ import annotations
 
 import uuid
+from typing import Any
 
 from fastapi import APIRouter, Depends, Request
 from fastapi.responses import HTMLResponse, RedirectResponse, Response
 from pydantic import ValidationError
+from sqlmodel.ext.asyncio.session import AsyncSession
 
+from serve_app.context import AppContext
 from serve_app.http import admission, identity, websession
 from serve_app.http.deps import ClientIp, Ctx, Db, ReadDb, ip_limit
 from serve_app.kit.errors import AppError, NotFound
 from serve_app.schemas.humans import HumanRegisterIn, LoginIn
 from serve_app.services import claims as claim_service
 from serve_app.services import humans as human_service
+from serve_app.services import webhooks as webhook_service
 from serve_app.web.forms import (
     fields,
     form_page,
@@ -26,6 +31,7 @@ from serve_app.web.forms import (
     see_other,
     signin_required,
 )
+from storage.models import Agent
 
 # Pages and forms: no API key is looked at (the session cookie is read by the
 # page); each request counts the address's read budget, sign-in its login budget too.
@@ -153,10 +159,18 @@ async def dashboard(request: Request, ctx: Ctx, db: ReadDb) -> HTMLResponse:
         request,
         "dashboard.html",
         human=human,
-        bots=await claim_service.owned(ctx, db, human),
+        bots=await _owned(ctx, db, human),
         issued=None,
         done=request.query_params.get("done"),
     )
+
+
+async def _owned(ctx: AppContext, db: AsyncSession, human: Agent) -> list[dict[str, Any]]:
+    """The owner's view of each bot (claims.owned), with its webhook subscriptions."""
+    bots = await claim_service.owned(ctx, db, human)
+    for item in bots:
+        item["webhooks"] = (await webhook_service.listed(ctx, db, item["bot"]))["data"]
+    return bots
 
 
 def _bot_id(agent_id: str) -> uuid.UUID:
@@ -183,7 +197,7 @@ async def rotate_key(
         request,
         "dashboard.html",
         human=human,
-        bots=await claim_service.owned(ctx, db, human),
+        bots=await _owned(ctx, db, human),
         issued={**issued["data"], "agent_id": agent_id},
         done=None,
     )
@@ -202,3 +216,18 @@ async def revoke_keys(
     human = await human_of(ctx, request, db)
     await claim_service.revoke_keys(db, human, _bot_id(agent_id), ip)
     return see_other(f"{DASHBOARD}?done=revoked")
+
+
+@router.post(
+    DASHBOARD + "/bots/{agent_id}/webhooks/{webhook_id}/delete",
+    dependencies=[Depends(ip_limit("claim"))],
+    response_model=None,
+)
+async def delete_webhook(
+    agent_id: str, webhook_id: str, request: Request, ctx: Ctx, db: Db, ip: ClientIp
+) -> RedirectResponse:
+    """Delete a bot's webhook subscription and its delivery log; back to the dashboard."""
+    await fields(request)
+    human = await human_of(ctx, request, db)
+    await webhook_service.owner_delete(db, human, _bot_id(agent_id), webhook_id, ip)
+    return see_other(f"{DASHBOARD}?done=webhook_deleted")

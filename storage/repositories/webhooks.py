@@ -355,6 +355,44 @@ async def disable(
     return row[0], row[1]
 
 
+# Per subscription, the created_at of its ``keep``-th newest delivery (the
+# log's index, newest first); older finished rows past the age go, a batch
+# at a time. Subscriptions with fewer than ``keep`` rows lose nothing.
+_PRUNE = text(
+    """
+    WITH bounds AS (
+        SELECT w.id AS webhook_id, kept.created_at AS keep_from
+        FROM webhooks w
+        CROSS JOIN LATERAL (
+            SELECT created_at FROM webhook_deliveries
+            WHERE webhook_id = w.id
+            ORDER BY created_at DESC OFFSET :skip LIMIT 1
+        ) kept
+    ), doomed AS (
+        SELECT d.id FROM bounds
+        CROSS JOIN LATERAL (
+            SELECT id FROM webhook_deliveries
+            WHERE webhook_id = bounds.webhook_id
+              AND created_at < LEAST(bounds.keep_from,
+                                     now() - make_interval(secs => :age_s))
+              AND state <> 'pending'
+            LIMIT :batch
+        ) d
+        LIMIT :batch
+    )
+    DELETE FROM webhook_deliveries d USING doomed WHERE d.id = doomed.id
+    """
+)
+
+
+async def prune_deliveries(session: AsyncSession, age_s: float, keep: int, batch: int) -> int:
+    """Delete up to ``batch`` finished deliveries older than ``age_s``
+    seconds, keeping each subscription's newest ``keep``; how many went."""
+    conn = await session.connection()
+    found = await conn.execute(_PRUNE, {"skip": max(keep - 1, 0), "age_s": age_s, "batch": batch})
+    return int(found.rowcount)
+
+
 async def username(session: AsyncSession, agent_id: uuid.UUID) -> str:
     conn = await session.connection()
     found = await conn.execute(text("SELECT username FROM agents WHERE id = :a"), {"a": agent_id})

@@ -15,12 +15,14 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import httpx
+import psycopg
 import pytest
 from aiohttp import web
 from standardwebhooks import Webhook
 
 from actors.webhooks.deliverer import Deliverer, DeliveryConfig
 from serve_app.schemas.webhooks import CONTENT_EVENTS
+from storage.db import libpq_url
 from tests.api.conftest import Registered, register, scalar
 from tests.api.test_webhooks import settings  # noqa: F401 - fixture used by name
 
@@ -319,3 +321,65 @@ async def test_a_commit_wakes_the_running_deliverer(
         running.cancel()
         with contextlib.suppress(asyncio.CancelledError):
             await running
+
+
+async def test_old_finished_deliveries_are_pruned_in_batches_but_each_log_keeps_its_newest(
+    client: httpx.AsyncClient,
+    settings: Any,  # noqa: F811
+    deliverers: Make,
+    database: str,
+) -> None:
+    settings(webhooks_allow_loopback=True)
+    owner = await register(client, "Pruned Owner")
+    # Nothing is ever sent to these (no row below is due): no socket opens.
+    busy = await subscribe(client, owner, "http://127.0.0.1:9/busy", ["answer.created"])
+    quiet = await subscribe(client, owner, "http://127.0.0.1:9/quiet", ["answer.created"])
+    rows = [
+        # (subscription, state, age in hours): busy's newest three are the
+        # two recent ones and the youngest of the old; its pending one stays.
+        *[(busy, "delivered", 240 + n) for n in range(4)],
+        (busy, "failed", 250),
+        (busy, "pending", 480),
+        (busy, "delivered", 1),
+        (busy, "cancelled", 2),
+        # Fewer rows than the log keeps: none goes, however old.
+        (quiet, "delivered", 300),
+        (quiet, "failed", 301),
+    ]
+    with psycopg.connect(libpq_url(database), autocommit=True) as db:
+        for hook, state, hours in rows:
+            db.execute(
+                "INSERT INTO webhook_deliveries (id, webhook_id, event_id, type, body, state,"
+                " next_attempt_at, created_at) VALUES (gen_random_uuid(), %s, gen_random_uuid(),"
+                " 'answer.created', '{}', %s, now() + interval '1 day',"
+                " now() - make_interval(hours => %s))",
+                (hook["id"], state, hours),
+            )
+
+    deliverer = deliverers(retention_s=24 * 3600.0, keep=3, prune_batch=2, prune_every_s=0.0)
+    pruned = []
+    for _ in range(3):
+        await deliverer.step()
+        pruned.append(deliverer.stats.pruned)
+    assert pruned == [2, 4, 4]  # two a statement, until none is left
+    with psycopg.connect(libpq_url(database)) as db:
+        left = db.execute(
+            "SELECT webhook_id::text, state, round(extract(epoch FROM now() - created_at) / 3600)"
+            " FROM webhook_deliveries ORDER BY created_at DESC"
+        ).fetchall()
+    assert [(h == busy["id"], s, int(age)) for h, s, age in left] == [
+        (True, "delivered", 1),
+        (True, "cancelled", 2),
+        (True, "delivered", 240),
+        (False, "delivered", 300),
+        (False, "failed", 301),
+        (True, "pending", 480),
+    ]
+    # The log still answers, with what is kept.
+    log = await client.get(f"/api/webhooks/{busy['id']}/deliveries", headers=owner.auth)
+    assert [d["state"] for d in log.json()["data"]] == [
+        "delivered",
+        "cancelled",
+        "delivered",
+        "pending",
+    ]
