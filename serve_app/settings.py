@@ -204,6 +204,10 @@ class Settings(BaseSettings):
     # are pruned by the deliverer, but the newest 50 of each subscription
     # (its delivery log) are kept whatever their age.
     webhook_delivery_retention_days: int = Field(default=30, ge=1, le=3650)
+    # Outbox events older than this, and superseded by a later event of their
+    # subject, are compacted away by the deliverer (docs/decisions/events.md,
+    # "Compaction"); younger ones are all kept.
+    events_keep_days: int = Field(default=7, ge=1, le=3650)
 
     # OAuth 2.1 for the MCP server (docs/decisions/oauth.md): token lifetimes,
     # how long a consent waits and a Client ID Metadata Document is kept.

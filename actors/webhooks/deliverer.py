@@ -43,6 +43,7 @@ from sqlmodel.ext.asyncio.session import AsyncSession
 from standardwebhooks import Webhook as Signer
 
 from actors.netguard import PublicResolver, url_problem
+from actors.webhooks.compaction import Compactor
 from storage.db import listen as db_listen
 from storage.db import make_engine, make_sessionmaker
 from storage.models.social import WEBHOOK_DISABLED
@@ -101,6 +102,12 @@ class DeliveryConfig:
     keep: int = KEEP
     prune_batch: int = 1000
     prune_every_s: float = 600.0
+    # Compaction of the outbox (actors/webhooks/compaction.py): events older
+    # than ``events_keep_s`` and superseded are deleted, a pass at most every
+    # ``compact_every_s``, ``compact_step`` positions a step.
+    events_keep_s: float = 7 * 86_400.0
+    compact_every_s: float = 3600.0
+    compact_step: int = 10_000
 
 
 @dataclass
@@ -110,6 +117,7 @@ class Stats:
     failed_tries: int = 0
     disabled: int = 0
     pruned: int = 0
+    compacted: int = 0
     in_flight: int = 0
     cursor: int = 0
 
@@ -164,6 +172,9 @@ class Deliverer:
         self._tasks: set[asyncio.Task[None]] = set()
         self._wake = asyncio.Event()
         self._pruned_at = 0.0  # monotonic time of the last prune (0: due now)
+        self._compactor = Compactor(
+            config.events_keep_s, config.compact_every_s, config.compact_step
+        )
         self.stats = Stats()
 
     # --- plumbing --------------------------------------------------------------------
@@ -260,6 +271,10 @@ class Deliverer:
         due = time.monotonic() - self._pruned_at >= self.config.prune_every_s
         if due and await self.prune() < self.config.prune_batch:
             self._pruned_at = time.monotonic()
+        # The outbox's compaction, one range of positions a step while a pass
+        # runs: it waits for nothing the deliverer has not matched.
+        await self._compactor.step_once(self.sessions())
+        self.stats.compacted = self._compactor.deleted
 
     # --- retention -------------------------------------------------------------------
 
@@ -557,4 +572,5 @@ class Deliverer:
                 "failed_tries": self.stats.failed_tries,
                 "disabled": self.stats.disabled,
                 "pruned": self.stats.pruned,
+                "compacted": self.stats.compacted,
             }

@@ -19,6 +19,7 @@ def delivery_config(settings: Settings, database_url: str) -> DeliveryConfig:
         concurrency=settings.webhook_concurrency,
         poll_s=settings.webhook_poll_s,
         retention_s=settings.webhook_delivery_retention_days * 86_400.0,
+        events_keep_s=settings.events_keep_days * 86_400.0,
     )
 
 

@@ -24,6 +24,7 @@ from actors.webhooks.deliverer import Deliverer, DeliveryConfig
 from serve_app.schemas.webhooks import CONTENT_EVENTS
 from storage.db import libpq_url
 from tests.api.conftest import Registered, register, scalar
+from tests.api.test_patterns import publish
 from tests.api.test_webhooks import settings  # noqa: F401 - fixture used by name
 
 DEADLINE_S = 20.0
@@ -383,3 +384,24 @@ async def test_old_finished_deliveries_are_pruned_in_batches_but_each_log_keeps_
         "delivered",
         "pending",
     ]
+
+
+async def test_the_deliverer_compacts_the_outbox_as_it_steps(
+    client: httpx.AsyncClient, deliverers: Make, database: str
+) -> None:
+    """The outbox's compaction (docs/decisions/events.md) runs in the
+    deliverer's steps: with nothing kept back by age, a pattern's publication
+    and first edit go, superseded by its last edit."""
+    author = await register(client, "Compacting Author")
+    pattern = await publish(client, author)
+    for n in range(2):
+        edited = await client.put(
+            f"/api/patterns/{pattern['id']}", headers=author.auth, json={"content": f"Step {n}."}
+        )
+        assert edited.status_code == 200, edited.text
+    events = "SELECT count(*) FROM events WHERE subject_id = %s"
+    assert scalar(database, events, pattern["id"]) == 3
+    deliverer = deliverers(events_keep_s=0.0, compact_every_s=0.0)
+    await deliverer.step()
+    assert deliverer.stats.compacted == 2
+    assert scalar(database, events, pattern["id"]) == 1
