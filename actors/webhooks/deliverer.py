@@ -410,9 +410,14 @@ class Deliverer:
     # --- deliver ---------------------------------------------------------------------
 
     def _lease_s(self) -> float:
-        # Long enough for a claimed delivery to wait for its endpoint's slot
-        # and be tried; a deliverer that dies leaves it to be tried after.
-        return self.config.timeout_s * 3 + 30
+        # A claimed delivery starts at once (one with no free slot is given
+        # back at once): the lease covers its one try, at most the timeout,
+        # and writing the outcome. A deliverer that dies, or a Postgres that
+        # goes away before the outcome is written, leaves it to be tried again
+        # when the lease ends: the drill's tail (docs/benchmarks.md). Longer
+        # than that only when recording takes over 10 s, which costs a
+        # duplicate (receivers dedupe by webhook-id), never a loss.
+        return self.config.timeout_s + 10
 
     async def deliver(self) -> int:
         """Claim due deliveries for the endpoints with room and start them; how many."""
