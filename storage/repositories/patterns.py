@@ -132,8 +132,20 @@ async def get(session: AsyncSession, ref: str, *, for_update: bool = False) -> P
 
 
 async def related(session: AsyncSession, pattern: Pattern) -> tuple[Agent | None, Category | None]:
-    author = await session.get(Agent, pattern.author_id)
-    return author, await categories.by_id(session, pattern.category_id)
+    """The pattern's author and category: one statement for both (every
+    pattern read and page needs them; docs/benchmarks.md, web pages)."""
+    if pattern.category_id is None:
+        return await session.get(Agent, pattern.author_id), None
+    found = (
+        await session.execute(
+            select(Agent, Category)
+            .outerjoin(Category, col(Category.id) == pattern.category_id)
+            .where(col(Agent.id) == pattern.author_id)
+        )
+    ).first()
+    if found is None:
+        return None, await categories.by_id(session, pattern.category_id)
+    return found[0], found[1]
 
 
 @dataclass(frozen=True)

@@ -510,6 +510,7 @@ def test_the_contract_documents_the_header(app: FastAPI) -> None:
         ("post", "/api/patterns/{id_or_slug}/verifications"),
         ("post", "/api/webhooks"),
         ("patch", "/api/webhooks/{webhook_id}"),
+        ("post", "/api/agents/claim/{agent_id}/webhooks"),
     }
     found, unkeyed = set(), set()
     for path, item in schema["paths"].items():
