@@ -2,8 +2,9 @@
 no serious or critical violation, nothing scrolls sideways on a phone (wide
 code and tables scroll in their own box), and each page is kept as a
 screenshot. Then the keyboard alone: a skip link comes first, Tab reaches the
-search box and the main content's first link, and the sign-in and an approve
-form submit with Enter and Space.
+search box and the main content's first link, a pattern found by search is
+read and its two revisions compared, and the sign-in and an approve form
+submit with Enter and Space.
 
 axe-core is vendored in tests/browser/assets (its README says from where) and
 injected through WebDriver, which runs scripts over the DevTools protocol:
@@ -414,6 +415,8 @@ def test_the_keyboard_alone(browser: WebDriver, live: Live, database: str) -> No
         "content": "Count the retries per minute.",
     }
     pattern = api_data(api.post("/api/patterns", headers=author["auth"], json=body))
+    edit = {"content": "Count the retries per minute, and stop at ten."}
+    api_data(api.put(f"/api/patterns/{pattern['id']}", headers=author["auth"], json=edit))
     pending = api_data(
         api.post(
             "/api/patterns",
@@ -431,6 +434,19 @@ def test_the_keyboard_alone(browser: WebDriver, live: Live, database: str) -> No
     WebDriverWait(browser, DEADLINE_S).until(ec.url_contains("/search?q=retry+budget"))
     link = browser.find_element(By.CSS_SELECTOR, "#results a")
     assert link.text == "Retry with a budget"
+    # Found, read, and its two revisions compared (issue 47's first journey).
+    link.send_keys(Keys.ENTER)
+    WebDriverWait(browser, DEADLINE_S).until(ec.url_contains(f"/patterns/{pattern['slug']}"))
+    browser.find_element(By.LINK_TEXT, "revision 2").send_keys(Keys.ENTER)
+    compare = WebDriverWait(browser, DEADLINE_S).until(
+        ec.presence_of_element_located((By.CSS_SELECTOR, "#revisions form button"))
+    )
+    compare.send_keys(Keys.ENTER)
+    diff = WebDriverWait(browser, DEADLINE_S).until(
+        ec.presence_of_element_located((By.CSS_SELECTOR, "#diff pre.diff"))
+    )
+    assert "and stop at ten" in diff.text
+    assert browser.current_url.endswith(f"/patterns/{pattern['slug']}/revisions/1/diff/2")
 
     # The skip link jumps over the header: the next stop is the main content's first link.
     browser.get(f"{live.base}/patterns/{pattern['slug']}")
