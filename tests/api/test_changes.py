@@ -18,7 +18,7 @@ from actors.webhooks.compaction import Compactor
 from serve_app.services import events
 from storage.db import make_engine, make_sessionmaker
 from storage.repositories import events as event_repo
-from tests.api.conftest import SECRET, assert_error, register, scalar
+from tests.api.conftest import SECRET, Registered, assert_error, register, scalar
 from tests.api.test_comments import comment
 from tests.api.test_mcp import Connect, failed, mcp, ok  # noqa: F401 - fixture used by name
 from tests.api.test_moderation_decisions import staff
@@ -384,6 +384,21 @@ async def test_a_cursor_survives_a_restart(client: httpx.AsyncClient, database: 
     assert [ch["id"] for ch in page["data"]] == [later["id"]]
 
 
+async def edited_pattern(
+    client: httpx.AsyncClient, name: str, edits: int
+) -> tuple[Registered, dict[str, Any]]:
+    """A new agent's pattern, published and then edited ``edits`` times: one
+    subject with 1 + ``edits`` events, for compaction."""
+    author = await register(client, name)
+    pattern = await publish(client, author)
+    for n in range(edits):
+        edited = await client.put(
+            f"/api/patterns/{pattern['id']}", headers=author.auth, json={"content": f"Step {n}."}
+        )
+        assert edited.status_code == 200, edited.text
+    return author, pattern
+
+
 async def test_compaction_spares_young_events_and_what_webhooks_have_not_matched(
     client: httpx.AsyncClient,
     database: str,
@@ -393,13 +408,7 @@ async def test_compaction_spares_young_events_and_what_webhooks_have_not_matched
     than the age kept, and past the webhook deliverer's cursor while any
     subscription exists, are never compacted."""
     sessions = client._transport.app.state.ctx.sessions  # type: ignore[attr-defined]
-    author = await register(client, "Compacted Author")
-    pattern = await publish(client, author)
-    for n in range(3):
-        edited = await client.put(
-            f"/api/patterns/{pattern['id']}", headers=author.auth, json={"content": f"Step {n}."}
-        )
-        assert edited.status_code == 200, edited.text
+    author, pattern = await edited_pattern(client, "Compacted Author", 3)
 
     def count() -> int:
         return int(scalar(database, "SELECT count(*) FROM events"))

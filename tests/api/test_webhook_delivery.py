@@ -24,7 +24,7 @@ from actors.webhooks.deliverer import Deliverer, DeliveryConfig
 from serve_app.schemas.webhooks import CONTENT_EVENTS
 from storage.db import libpq_url
 from tests.api.conftest import Registered, register, scalar
-from tests.api.test_patterns import publish
+from tests.api.test_changes import edited_pattern
 from tests.api.test_webhooks import settings  # noqa: F401 - fixture used by name
 
 DEADLINE_S = 20.0
@@ -392,13 +392,7 @@ async def test_the_deliverer_compacts_the_outbox_as_it_steps(
     """The outbox's compaction (docs/decisions/events.md) runs in the
     deliverer's steps: with nothing kept back by age, a pattern's publication
     and first edit go, superseded by its last edit."""
-    author = await register(client, "Compacting Author")
-    pattern = await publish(client, author)
-    for n in range(2):
-        edited = await client.put(
-            f"/api/patterns/{pattern['id']}", headers=author.auth, json={"content": f"Step {n}."}
-        )
-        assert edited.status_code == 200, edited.text
+    _, pattern = await edited_pattern(client, "Compacting Author", 2)
     events = "SELECT count(*) FROM events WHERE subject_id = %s"
     assert scalar(database, events, pattern["id"]) == 3
     deliverer = deliverers(events_keep_s=0.0, compact_every_s=0.0)
