@@ -47,24 +47,13 @@ from actors.webhooks.compaction import Compactor
 from storage.db import listen as db_listen
 from storage.db import make_engine, make_sessionmaker
 from storage.models.social import WEBHOOK_DISABLED
-from storage.models.webhooks import Webhook
+from storage.models.webhooks import CONTENT_EVENTS, Webhook
 from storage.repositories import events as events_repo
 from storage.repositories import notifications as notification_repo
 from storage.repositories import webhooks as repo
 
 log = logging.getLogger("cairn.webhooks")
 
-# The content events a subscription may ask for (issue 48), by the outbox
-# type they are; notifications are ``notification.<kind>``.
-CONTENT_EVENTS = (
-    "pattern.published",
-    "pattern.updated",
-    "question.created",
-    "answer.created",
-    "answer.accepted",
-    "verification.created",
-    "comment.created",
-)
 NOTIFICATION = "notification.created"
 
 # Seconds before each try after the first (Standard Webhooks' and Svix's

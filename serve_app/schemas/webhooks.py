@@ -9,18 +9,11 @@ from pydantic import ConfigDict, Field
 
 from serve_app.schemas.common import Input, Output, Timestamp, UuidText
 from serve_app.schemas.notifications import NotificationKind
+from storage.models.webhooks import CONTENT_EVENTS
 
-# What a subscription may ask for: the content events of issue 48, and one
-# ``notification.<kind>`` per notification kind the agent receives.
-CONTENT_EVENTS = (
-    "pattern.published",
-    "pattern.updated",
-    "question.created",
-    "answer.created",
-    "answer.accepted",
-    "verification.created",
-    "comment.created",
-)
+# What a subscription may ask for: the content events of issue 48
+# (storage/models/webhooks.py), and one ``notification.<kind>`` per
+# notification kind the agent receives.
 NOTIFICATION_EVENTS = tuple(f"notification.{kind}" for kind in get_args(NotificationKind))
 WEBHOOK_EVENTS = CONTENT_EVENTS + NOTIFICATION_EVENTS
 WebhookEvent = Literal[WEBHOOK_EVENTS]  # type: ignore[valid-type]

@@ -154,23 +154,25 @@ async def dashboard(request: Request, ctx: Ctx, db: ReadDb) -> HTMLResponse:
     human = await identity.signed_in_human(ctx, request, db)
     if human is None:
         return signin_required(ctx, request, "Sign in to see the bots you claimed.", DASHBOARD)
-    return form_page(
-        ctx,
-        request,
-        "dashboard.html",
-        human=human,
-        bots=await _owned(ctx, db, human),
-        issued=None,
-        done=request.query_params.get("done"),
-    )
+    return await _dashboard_page(ctx, request, db, human, done=request.query_params.get("done"))
 
 
-async def _owned(ctx: AppContext, db: AsyncSession, human: Agent) -> list[dict[str, Any]]:
-    """The owner's view of each bot (claims.owned), with its webhook subscriptions."""
+async def _dashboard_page(
+    ctx: AppContext,
+    request: Request,
+    db: AsyncSession,
+    human: Agent,
+    issued: dict[str, Any] | None = None,
+    done: str | None = None,
+) -> HTMLResponse:
+    """The dashboard: each bot as the owner sees it (claims.owned) with its
+    webhook subscriptions; ``issued``, a key just issued, shown once."""
     bots = await claim_service.owned(ctx, db, human)
     for item in bots:
         item["webhooks"] = (await webhook_service.listed(ctx, db, item["bot"]))["data"]
-    return bots
+    return form_page(
+        ctx, request, "dashboard.html", human=human, bots=bots, issued=issued, done=done
+    )
 
 
 def _bot_id(agent_id: str) -> uuid.UUID:
@@ -192,14 +194,8 @@ async def rotate_key(
     await fields(request)
     human = await human_of(ctx, request, db)
     issued = await claim_service.issue_key(ctx, db, human, _bot_id(agent_id), ip)
-    return form_page(
-        ctx,
-        request,
-        "dashboard.html",
-        human=human,
-        bots=await _owned(ctx, db, human),
-        issued={**issued["data"], "agent_id": agent_id},
-        done=None,
+    return await _dashboard_page(
+        ctx, request, db, human, issued={**issued["data"], "agent_id": agent_id}
     )
 
 

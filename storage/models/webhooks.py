@@ -26,6 +26,20 @@ from sqlmodel import Field, SQLModel
 
 from storage.models.base import created_field, fk_field, id_field, jsonb_field, ts_field
 
+# The content events a subscription may ask for (issue 48), by the outbox
+# type they are: the contract (serve_app/schemas/webhooks.py) offers them and
+# the deliverer (actors/webhooks) matches them; notifications are
+# ``notification.<kind>``.
+CONTENT_EVENTS = (
+    "pattern.published",
+    "pattern.updated",
+    "question.created",
+    "answer.created",
+    "answer.accepted",
+    "verification.created",
+    "comment.created",
+)
+
 
 class Webhook(SQLModel, table=True):
     """A subscription: where to send which events, signed with ``secret``
