@@ -55,15 +55,10 @@ async def signin(request: Request, ctx: Ctx, db: Db) -> Response:
     sent = await fields(request)
     target = local_path(sent.get("next"), DASHBOARD)
     email = sent.get("email", "")
-    errors: dict[str, str] = {}
     try:
         body = LoginIn(email=email, password=sent.get("password", ""))
     except ValidationError as exc:
-        for error in exc.errors():
-            field = str(error["loc"][0]) if error["loc"] else "email"
-            errors.setdefault(
-                field, "Enter your " + ("e-mail address." if field == "email" else "password.")
-            )
+        errors = _field_errors(exc, _SIGNIN_HINTS)
         return form_page(ctx, request, "signin.html", 400, next=target, email=email, errors=errors)
     try:
         _, token, expires_at = await human_service.login(ctx, db, body)
@@ -83,12 +78,22 @@ async def signin(request: Request, ctx: Ctx, db: Db) -> Response:
     return response
 
 
-# What the sign-up form says beside a field the input model refused.
+# What the sign-in and sign-up forms say beside a field the input model refused.
+_SIGNIN_HINTS = {"email": "Enter your e-mail address.", "password": "Enter your password."}
 _SIGNUP_HINTS = {
     "name": "Enter a name of 2 to 50 characters, on one line.",
     "email": "Enter your e-mail address.",
     "password": "Choose a password of at least 8 characters.",
 }
+
+
+def _field_errors(exc: ValidationError, hints: dict[str, str]) -> dict[str, str]:
+    """The first refusal of each field, said as the form's hint for it."""
+    errors: dict[str, str] = {}
+    for error in exc.errors():
+        field = str(error["loc"][0]) if error["loc"] else "email"
+        errors.setdefault(field, hints.get(field, str(error["msg"])))
+    return errors
 
 
 @router.get("/signup")
@@ -116,11 +121,7 @@ async def signup(request: Request, ctx: Ctx, db: Db) -> Response:
     try:
         body = HumanRegisterIn(name=name, email=email, password=sent.get("password", ""))
     except ValidationError as exc:
-        errors: dict[str, str] = {}
-        for error in exc.errors():
-            field = str(error["loc"][0]) if error["loc"] else "email"
-            errors.setdefault(field, _SIGNUP_HINTS.get(field, str(error["msg"])))
-        return again(400, errors)
+        return again(400, _field_errors(exc, _SIGNUP_HINTS))
     try:
         _, token, expires_at = await human_service.register(ctx, db, body)
     except AppError as exc:
