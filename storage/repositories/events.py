@@ -319,9 +319,11 @@ _COMPACT_HORIZON = text(
     SELECT least(
         -- Back from the head along the primary key: only the events
         -- younger than the age kept are read before the answer.
-        (SELECT position FROM events
+        -- None older than that: 0 (LEAST would skip a NULL and let the
+        -- deliverer's cursor alone decide).
+        coalesce((SELECT position FROM events
           WHERE created_at < now() - make_interval(secs => :keep_s)
-          ORDER BY position DESC LIMIT 1),
+          ORDER BY position DESC LIMIT 1), 0),
         CASE WHEN EXISTS (SELECT 1 FROM webhooks)
              THEN coalesce((SELECT position FROM webhook_cursor WHERE id = 1), 0) END
     )
