@@ -458,7 +458,7 @@ def prefill_phase(s: Setup, events: int) -> Run:
         seen[(path, event_id)] += 1
         first.setdefault((path, event_id), at)
     delays = {p: [at - released for (q, _), at in first.items() if q == p] for p in want}
-    deliveries = sum(len(v) for v in want.values())
+    deliveries = len(first)
     drain_s = max(first.values(), default=released) - released
     rate = deliveries / drain_s if drain_s > 0 else float("nan")
     return Run(
@@ -473,8 +473,9 @@ def prefill_phase(s: Setup, events: int) -> Run:
         dead_tries=0,
         drain_s=drain_s,
         notes=[
-            f"the deliverer alone: {deliveries:,} deliveries of {2 * writes.answers:,} events "
-            f"drained in {drain_s:.1f} s after it was let loose: {rate:,.0f} deliveries/s, "
+            f"the deliverer alone: {deliveries:,} of {sum(len(v) for v in want.values()):,} "
+            f"deliveries of {2 * writes.answers:,} events "
+            f"made in {drain_s:.1f} s after it was let loose: {rate:,.0f} deliveries/s, "
             f"{rate * 2 / 3 * 60:,.0f} events/min at this run's 3 deliveries per 2 events "
             f"(load {load_mid:.1f} when let loose); the events/min column is the writers' "
             "rate with the deliverer held back, the delays are from its release"

@@ -186,6 +186,11 @@ class Deliverer:
         self._in_flight: dict[uuid.UUID, int] = {}
         self._tasks: set[asyncio.Task[None]] = set()
         self._wake = asyncio.Event()
+        # Whether the outbox may hold events not matched yet: set by a commit's
+        # notice, a ping or a poll; a step woken only by a try ending does not
+        # read the outbox (its cursor lock and query, per try, cost as much as
+        # the claim).
+        self._unmatched = True
         # Outcomes not yet written, in the order their tries ended, and the
         # one task writing them.
         self._outcomes: list[Outcome] = []
@@ -228,6 +233,7 @@ class Deliverer:
             await self._engine.dispose()
 
     def wake(self) -> None:
+        self._unmatched = True
         self._wake.set()
 
     async def idle(self) -> None:
@@ -248,7 +254,7 @@ class Deliverer:
                     check_s=30.0,
                     application_name="cairn-webhooks",
                 ):
-                    self._wake.set()
+                    self.wake()
             except asyncio.CancelledError:
                 raise
             except Exception as exc:
@@ -256,7 +262,7 @@ class Deliverer:
             await asyncio.sleep(self.config.poll_s)
 
     async def _on_listening(self) -> None:
-        self._wake.set()  # anything committed before the LISTEN is matched now
+        self.wake()  # anything committed before the LISTEN is matched now
 
     async def run(self) -> None:
         """Match and deliver until cancelled, waking on every commit with
@@ -271,20 +277,25 @@ class Deliverer:
 
     async def _loop(self) -> None:
         while True:
+            unmatched, self._unmatched = self._unmatched, False
             try:
-                await self.step()
+                await self.step(match=unmatched)
             except asyncio.CancelledError:
                 raise
             except Exception:
+                self._unmatched = True
                 log.exception("webhook step failed; trying again")
-            with contextlib.suppress(TimeoutError):
+            try:
                 async with asyncio.timeout(self.config.poll_s):
                     await self._wake.wait()
+            except TimeoutError:
+                self._unmatched = True  # the poll: notices may have been lost
             self._wake.clear()
 
-    async def step(self) -> None:
-        """Match every new event, then start every due delivery there is room for."""
-        while await self.match() >= self.config.batch:
+    async def step(self, match: bool = True) -> None:
+        """Match every new event (unless ``match`` is false), then start every
+        due delivery there is room for."""
+        while match and await self.match() >= self.config.batch:
             pass
         await self.deliver()
         # One bounded batch a step while there is more: deleting never holds
