@@ -10,7 +10,15 @@ this process (``services.answers.create`` in a transaction of its own on the
 service's database, as a request does), each one writing two outbox events
 (``answer.created`` and the asker's ``notification.created``) in its
 transaction; the time taken right after its COMMIT returns is the event's
-commit time. Three runs of ``--minutes`` each at ``--events-per-min``:
+commit time. First the deliverer alone:
+
+0. prefill: ``--prefill`` events (10,000) committed as fast as the writers go
+   while the deliverer's matcher waits on its cursor's row lock (held by
+   this process), then the lock let go: the deliveries a second until the
+   receiver has them all (the writers' rate without the deliverer beside
+   them is its events/min).
+
+Then three runs of ``--minutes`` each at ``--events-per-min``:
 
 1. steady: two subscriptions (the asker's, for both events; a watcher's, for
    ``answer.created``): commit → first receipt, p50/p99/max;
@@ -23,6 +31,7 @@ commit time. Three runs of ``--minutes`` each at ``--events-per-min``:
    missing (duplicates are allowed and counted).
 
     nice -n 10 .venv/bin/python -m benchmarks.webhook_bench [--minutes 3] [--no-docs]
+        [--runs prefill,steady,dead,drill] [--prefill 10000]
 """
 
 from __future__ import annotations
@@ -164,6 +173,7 @@ class Writes:
     failed: Counter[str] = field(default_factory=Counter)
     started: float = 0.0
     ended: float = 0.0
+    cpu_s: float = 0.0  # this process's CPU time over the writes (the service's code, in process)
 
 
 async def write(
@@ -186,6 +196,7 @@ async def write(
     engine = make_engine(url, pool_size=WRITERS, max_overflow=0)
     sessions = make_sessionmaker(engine)
     interval = 1.0 / per_s
+    cpu0 = time.process_time()
     writes.started = time.monotonic()
     end = writes.started + seconds
     slot = 0
@@ -224,6 +235,7 @@ async def write(
         await asyncio.gather(*(writer(i) for i in range(WRITERS)))
     finally:
         writes.ended = time.monotonic()
+        writes.cpu_s = time.process_time() - cpu0
         await engine.dispose()
 
 
@@ -495,6 +507,7 @@ def report(r: Run) -> str:
         f"({events / seconds * 60:,.0f} events/min)",
         f"failed writes {dict(w.failed) or 0}",
         f"answer transactions p50 {pct(w.write_s, 50):.3f} s, p99 {pct(w.write_s, 99):.3f} s",
+        f"writers' CPU {w.cpu_s / max(w.answers, 1) * 1000:.1f} ms an answer",
         f"deliveries timed {len(both):,}: p50 {pct(both, 50):.2f} s, p99 {pct(both, 99):.2f} s, "
         f"max {max(both, default=float('nan')):.2f} s",
         f"missing {r.missing}",
@@ -546,7 +559,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--minutes", type=float, default=3.0, help="each run's length (3)")
     parser.add_argument("--events-per-min", type=int, default=10_000)
     parser.add_argument(
-        "--runs", default="steady,dead,drill", help="of prefill, steady, dead, drill"
+        "--runs", default="prefill,steady,dead,drill", help="of prefill, steady, dead, drill"
     )
     parser.add_argument(
         "--prefill",
