@@ -10,7 +10,15 @@ this process (``services.answers.create`` in a transaction of its own on the
 service's database, as a request does), each one writing two outbox events
 (``answer.created`` and the asker's ``notification.created``) in its
 transaction; the time taken right after its COMMIT returns is the event's
-commit time. Three runs of ``--minutes`` each at ``--events-per-min``:
+commit time. First the deliverer alone:
+
+0. prefill: ``--prefill`` events (10,000) committed as fast as the writers go
+   while the deliverer's matcher waits on its cursor's row lock (held by
+   this process), then the lock let go: the deliveries a second until the
+   receiver has them all (the writers' rate without the deliverer beside
+   them is its events/min).
+
+Then three runs of ``--minutes`` each at ``--events-per-min``:
 
 1. steady: two subscriptions (the asker's, for both events; a watcher's, for
    ``answer.created``): commit → first receipt, p50/p99/max;
@@ -23,6 +31,7 @@ commit time. Three runs of ``--minutes`` each at ``--events-per-min``:
    missing (duplicates are allowed and counted).
 
     nice -n 10 .venv/bin/python -m benchmarks.webhook_bench [--minutes 3] [--no-docs]
+        [--runs prefill,steady,dead,drill] [--prefill 10000]
 """
 
 from __future__ import annotations
@@ -164,13 +173,20 @@ class Writes:
     failed: Counter[str] = field(default_factory=Counter)
     started: float = 0.0
     ended: float = 0.0
+    cpu_s: float = 0.0  # this process's CPU time over the writes (the service's code, in process)
 
 
 async def write(
-    url: str, questions: list[tuple[str, str]], per_s: float, seconds: float, writes: Writes
+    url: str,
+    questions: list[tuple[str, str]],
+    per_s: float,
+    seconds: float,
+    writes: Writes,
+    total: int | None = None,
 ) -> None:
-    """Answers at ``per_s`` a second for ``seconds`` by WRITERS writers, each
-    to a question of its own (the question's row lock is per answer)."""
+    """Answers at ``per_s`` a second for ``seconds`` (at most ``total`` of
+    them) by WRITERS writers, each to a question of its own (the question's
+    row lock is per answer)."""
     from serve_app.schemas.questions import AnswerCreate
     from serve_app.services import answers
     from storage.db import make_engine, make_sessionmaker
@@ -180,6 +196,7 @@ async def write(
     engine = make_engine(url, pool_size=WRITERS, max_overflow=0)
     sessions = make_sessionmaker(engine)
     interval = 1.0 / per_s
+    cpu0 = time.process_time()
     writes.started = time.monotonic()
     end = writes.started + seconds
     slot = 0
@@ -192,6 +209,8 @@ async def write(
             slot += 1
             if due > end or time.monotonic() > end:
                 return  # a run lasts its seconds: writes it could not keep up with are not made
+            if total is not None and slot > total:
+                return
             await asyncio.sleep(max(0.0, due - time.monotonic()))
             t0 = time.monotonic()
             try:
@@ -216,6 +235,7 @@ async def write(
         await asyncio.gather(*(writer(i) for i in range(WRITERS)))
     finally:
         writes.ended = time.monotonic()
+        writes.cpu_s = time.process_time() - cpu0
         await engine.dispose()
 
 
@@ -401,6 +421,81 @@ def run_phase(s: Setup, name: str, per_s: float, seconds: float, drill: bool, de
     )
 
 
+def prefill_phase(s: Setup, events: int) -> Run:
+    """The deliverer alone: ``events`` outbox events committed (as fast as
+    the writers go) while the deliverer's matcher waits on its cursor's row
+    lock, held by this process; then the lock let go and the time until the
+    receiver has every delivery of them. Its delays are from that moment."""
+    import psycopg
+
+    from storage.db import libpq_url
+
+    print(f"bench: prefill: {events:,} events, the deliverer held back", flush=True)
+    before = {(p, i) for p, i, _, _ in received()}
+    writes = Writes()
+    load0 = os.getloadavg()[0]
+    with psycopg.connect(libpq_url(s.database_url)) as hold:
+        # What the deliverer itself does first (repo.lock_cursor): the row
+        # exists, and its lock is the one every match takes.
+        hold.execute(
+            "INSERT INTO webhook_cursor (id, position) VALUES (1, 0) ON CONFLICT (id) DO NOTHING"
+        )
+        hold.commit()
+        hold.execute("SELECT position FROM webhook_cursor WHERE id = 1 FOR UPDATE")
+        asyncio.run(write(s.database_url, s.questions, 1e6, 3600.0, writes, total=events // 2))
+        a_since = since(s.database_url, s.hooks["/asker"]["id"])
+        w_since = since(s.database_url, s.hooks["/watcher"]["id"])
+        want = {
+            p: {i for i in ids if (p, i) not in before}
+            for p, ids in expected(s.database_url, a_since, w_since).items()
+        }
+        load_mid = os.getloadavg()[0]
+        released = time.time()
+        hold.rollback()  # the lock goes: the deliverer matches and delivers
+    t0 = time.monotonic()
+    while True:
+        log = received()
+        got: dict[str, set[str]] = {p: set() for p in want}
+        for path, event_id, _, _ in log:
+            if path in got:
+                got[path].add(event_id)
+        if all(want[p] <= got[p] for p in want) or time.monotonic() - t0 > DRAIN_S:
+            break
+        time.sleep(0.5)  # the receiver's log, polled with a deadline
+    first: dict[tuple[str, str], float] = {}
+    seen: Counter[tuple[str, str]] = Counter()
+    for path, event_id, at, _ in log:
+        if (path, event_id) in before or path not in want:
+            continue
+        seen[(path, event_id)] += 1
+        first.setdefault((path, event_id), at)
+    delays = {p: [at - released for (q, _), at in first.items() if q == p] for p in want}
+    deliveries = len(first)
+    drain_s = max(first.values(), default=released) - released
+    rate = deliveries / drain_s if drain_s > 0 else float("nan")
+    return Run(
+        name="prefill",
+        writes=writes,
+        delays=delays,
+        missing={p: len(want[p] - got[p]) for p in want},
+        duplicates={
+            p: sum(n - 1 for (path, _), n in seen.items() if path == p and n > 1) for p in want
+        },
+        unverified=sum(1 for r in log if (r[0], r[1]) not in before and not r[3]),
+        dead_tries=0,
+        drain_s=drain_s,
+        notes=[
+            f"the deliverer alone: {deliveries:,} of {sum(len(v) for v in want.values()):,} "
+            f"deliveries of {2 * writes.answers:,} events "
+            f"made in {drain_s:.1f} s after it was let loose: {rate:,.0f} deliveries/s, "
+            f"{rate * 2 / 3 * 60:,.0f} events/min at this run's 3 deliveries per 2 events "
+            f"(load {load_mid:.1f} when let loose); the events/min column is the writers' "
+            "rate with the deliverer held back, the delays are from its release"
+        ],
+        load=(load0, os.getloadavg()[0]),
+    )
+
+
 def report(r: Run) -> str:
     w = r.writes
     seconds = max(w.ended - w.started, 1e-9)
@@ -412,6 +507,7 @@ def report(r: Run) -> str:
         f"({events / seconds * 60:,.0f} events/min)",
         f"failed writes {dict(w.failed) or 0}",
         f"answer transactions p50 {pct(w.write_s, 50):.3f} s, p99 {pct(w.write_s, 99):.3f} s",
+        f"writers' CPU {w.cpu_s / max(w.answers, 1) * 1000:.1f} ms an answer",
         f"deliveries timed {len(both):,}: p50 {pct(both, 50):.2f} s, p99 {pct(both, 99):.2f} s, "
         f"max {max(both, default=float('nan')):.2f} s",
         f"missing {r.missing}",
@@ -462,7 +558,15 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m benchmarks.webhook_bench")
     parser.add_argument("--minutes", type=float, default=3.0, help="each run's length (3)")
     parser.add_argument("--events-per-min", type=int, default=10_000)
-    parser.add_argument("--runs", default="steady,dead,drill")
+    parser.add_argument(
+        "--runs", default="prefill,steady,dead,drill", help="of prefill, steady, dead, drill"
+    )
+    parser.add_argument(
+        "--prefill",
+        type=int,
+        default=10_000,
+        help="the prefill run's outbox events, committed before the deliverer is let loose",
+    )
     parser.add_argument("--no-docs", action="store_true")
     parser.add_argument("--receiver", action="store_true", help=argparse.SUPPRESS)
     parser.add_argument("--kill-actor", action="store_true", help=argparse.SUPPRESS)
@@ -500,7 +604,10 @@ def main(argv: list[str] | None = None) -> int:
                         f"http://{harness.HOST}:{RECEIVER_PORT}/dead",
                         ["answer.created"],
                     )
-                run = run_phase(s, name, per_s, seconds, drill=name == "drill", dead=dead)
+                if name == "prefill":
+                    run = prefill_phase(s, args.prefill)
+                else:
+                    run = run_phase(s, name, per_s, seconds, drill=name == "drill", dead=dead)
                 if dead:
                     harness.api_call(serve.base, "DELETE", f"/api/webhooks/{made['id']}", dead_key)
                 print("bench:", report(run), flush=True)

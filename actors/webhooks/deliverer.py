@@ -81,6 +81,11 @@ class DeliveryConfig:
     batch: int = 500
     claim: int = 200
     max_reply_bytes: int = 65_536
+    # Outcomes are written in batches (one transaction, one statement for
+    # the rows): when ``record_batch`` are waiting, or ``record_wait_s``
+    # after the first of them, whichever comes first.
+    record_batch: int = 200
+    record_wait_s: float = 0.01
     schedule: tuple[float, ...] = SCHEDULE
     jitter: float = JITTER
     disable_after: int = DISABLE_AFTER
@@ -97,6 +102,27 @@ class DeliveryConfig:
     events_keep_s: float = 7 * 86_400.0
     compact_every_s: float = 3600.0
     compact_step: int = 10_000
+
+
+@dataclass
+class Outcome:
+    """A finished try waiting to be written; ``done`` is set once it is."""
+
+    due: repo.Due
+    attempt: repo.Attempt
+    done: asyncio.Future[None]
+
+    @property
+    def ok(self) -> bool:
+        return self.attempt.state == "delivered"
+
+    @property
+    def gone(self) -> bool:
+        return self.attempt.status == 410
+
+    @property
+    def out_of_tries(self) -> bool:
+        return self.attempt.state == "failed" and not self.gone
 
 
 @dataclass
@@ -160,6 +186,17 @@ class Deliverer:
         self._in_flight: dict[uuid.UUID, int] = {}
         self._tasks: set[asyncio.Task[None]] = set()
         self._wake = asyncio.Event()
+        # Whether the outbox may hold events not matched yet: set by a commit's
+        # notice, a ping or a poll; a step woken only by a try ending does not
+        # read the outbox (its cursor lock and query, per try, cost as much as
+        # the claim).
+        self._unmatched = True
+        # Outcomes not yet written, in the order their tries ended, and the
+        # one task writing them.
+        self._outcomes: list[Outcome] = []
+        self._full = asyncio.Event()
+        self._writer: asyncio.Task[None] | None = None
+        self.write_failures = 0
         self._pruned_at = 0.0  # monotonic time of the last prune (0: due now)
         self._compactor = Compactor(
             config.events_keep_s, config.compact_every_s, config.compact_step
@@ -196,6 +233,7 @@ class Deliverer:
             await self._engine.dispose()
 
     def wake(self) -> None:
+        self._unmatched = True
         self._wake.set()
 
     async def idle(self) -> None:
@@ -216,7 +254,7 @@ class Deliverer:
                     check_s=30.0,
                     application_name="cairn-webhooks",
                 ):
-                    self._wake.set()
+                    self.wake()
             except asyncio.CancelledError:
                 raise
             except Exception as exc:
@@ -224,7 +262,7 @@ class Deliverer:
             await asyncio.sleep(self.config.poll_s)
 
     async def _on_listening(self) -> None:
-        self._wake.set()  # anything committed before the LISTEN is matched now
+        self.wake()  # anything committed before the LISTEN is matched now
 
     async def run(self) -> None:
         """Match and deliver until cancelled, waking on every commit with
@@ -239,20 +277,25 @@ class Deliverer:
 
     async def _loop(self) -> None:
         while True:
+            unmatched, self._unmatched = self._unmatched, False
             try:
-                await self.step()
+                await self.step(match=unmatched)
             except asyncio.CancelledError:
                 raise
             except Exception:
+                self._unmatched = True
                 log.exception("webhook step failed; trying again")
-            with contextlib.suppress(TimeoutError):
+            try:
                 async with asyncio.timeout(self.config.poll_s):
                     await self._wake.wait()
+            except TimeoutError:
+                self._unmatched = True  # the poll: notices may have been lost
             self._wake.clear()
 
-    async def step(self) -> None:
-        """Match every new event, then start every due delivery there is room for."""
-        while await self.match() >= self.config.batch:
+    async def step(self, match: bool = True) -> None:
+        """Match every new event (unless ``match`` is false), then start every
+        due delivery there is room for."""
+        while match and await self.match() >= self.config.batch:
             pass
         await self.deliver()
         # One bounded batch a step while there is more: deleting never holds
@@ -446,11 +489,98 @@ class Deliverer:
                 if self._in_flight[due.webhook_id] <= 0:
                     del self._in_flight[due.webhook_id]
                 self._wake.set()
-            await self._record(due, status, error, latency_ms)
+            await self._queue(self.outcome(due, status, error, latency_ms))
         except Exception:
             log.exception("webhook delivery %s: recording failed", due.id)
         finally:
             self._wake.set()
+
+    def outcome(
+        self, due: repo.Due, status: int | None, error: str | None, latency_ms: int
+    ) -> Outcome:
+        """What a try's answer means: delivered, a retry on the schedule (its
+        jitter drawn now, so a batch written again waits the same), or out
+        of tries (at once for ``410 Gone``)."""
+        if status is not None and 200 <= status < 300:
+            state, wait, error = "delivered", None, None
+        else:
+            gone = status == 410
+            attempts = due.attempts + 1
+            wait = None if gone else retry_in(self.config.schedule, attempts, self.config.jitter)
+            state = "pending" if wait is not None else "failed"
+        attempt = repo.Attempt(due.id, due.attempts, state, status, latency_ms, error, wait)
+        return Outcome(due, attempt, asyncio.get_running_loop().create_future())
+
+    async def _queue(self, outcome: Outcome) -> None:
+        """Hand the outcome to the writer and wait until it is written."""
+        self._outcomes.append(outcome)
+        if len(self._outcomes) >= self.config.record_batch:
+            self._full.set()
+        if self._writer is None or self._writer.done():
+            self._writer = asyncio.get_running_loop().create_task(self._write_outcomes())
+        await outcome.done
+
+    async def _write_outcomes(self) -> None:
+        """Write the waiting outcomes a batch at a time until none is left.
+
+        A batch whose transaction fails (Postgres restarting, a connection
+        lost) stays at the head of the queue and is written again after a
+        pause: nothing of it was committed, or (a COMMIT whose answer was
+        lost) all of it was, and then writing it again matches no row
+        (``repo.record_attempts``). An outcome never written (the deliverer
+        died) leaves its row leased: the try is made again when the lease
+        ends, a duplicate at most."""
+        pause = 0.0
+        while self._outcomes:
+            if len(self._outcomes) < self.config.record_batch or pause:
+                with contextlib.suppress(TimeoutError):
+                    async with asyncio.timeout(max(self.config.record_wait_s, pause)):
+                        await (asyncio.sleep(pause) if pause else self._full.wait())
+            self._full.clear()
+            batch = self._outcomes[: self.config.record_batch]
+            try:
+                await self.record(batch)
+            except Exception as exc:
+                self.write_failures += 1
+                pause = min(max(2 * pause, 0.2), 5.0)
+                log.warning("webhook outcomes not written (%s); again in %.1f s", exc, pause)
+                continue
+            pause = 0.0
+            del self._outcomes[: len(batch)]
+            for outcome in batch:
+                if not outcome.done.done():
+                    outcome.done.set_result(None)
+
+    async def record(self, batch: list[Outcome]) -> None:
+        """Write a batch of outcomes in one transaction: the rows in one
+        statement; then, per subscription in the order the tries ended, a
+        success ending its run of failures, ``410 Gone`` stopping it, a
+        delivery out of tries counting towards disabling it."""
+        async with self.sessions()() as session, session.begin():
+            applied = await repo.record_attempts(session, [o.attempt for o in batch])
+            done = [o for o in batch if o.due.id in applied]
+            # Most batches are successes only: one statement for their
+            # subscriptions. Those with a failure run through in order.
+            eventful = {o.due.webhook_id for o in done if not o.ok and o.attempt.state == "failed"}
+            await repo.reset_failures(
+                session, list({o.due.webhook_id for o in done if o.ok} - eventful)
+            )
+            for o in done:
+                if o.due.webhook_id not in eventful:
+                    continue
+                if o.ok:
+                    await repo.succeeded(session, o.due.webhook_id)
+                elif o.gone:
+                    await self._disable(session, o.due.webhook_id, "gone")
+                elif o.out_of_tries:
+                    failures = await repo.failed(session, o.due.webhook_id)
+                    if failures >= self.config.disable_after:
+                        await self._disable(session, o.due.webhook_id, "failing")
+        for o in done:
+            if o.ok:
+                self.stats.delivered += 1
+            else:
+                self.stats.failed_tries += 1
 
     async def _post(self, due: repo.Due) -> tuple[int | None, str | None, int]:
         started = time.monotonic()
@@ -484,43 +614,6 @@ class Deliverer:
                 return resp.status, None if resp.status < 300 else f"HTTP {resp.status}", took()
         except (aiohttp.ClientError, TimeoutError, OSError) as exc:
             return None, f"{type(exc).__name__}: {exc}"[:500], took()
-
-    async def _record(
-        self, due: repo.Due, status: int | None, error: str | None, latency_ms: int
-    ) -> None:
-        attempts = due.attempts + 1
-        async with self.sessions()() as session, session.begin():
-            if status is not None and 200 <= status < 300:
-                await repo.record_attempt(
-                    session,
-                    due.id,
-                    state="delivered",
-                    status=status,
-                    latency_ms=latency_ms,
-                    error=None,
-                    retry_in_s=None,
-                )
-                await repo.succeeded(session, due.webhook_id)
-                self.stats.delivered += 1
-                return
-            self.stats.failed_tries += 1
-            gone = status == 410
-            wait = None if gone else retry_in(self.config.schedule, attempts, self.config.jitter)
-            await repo.record_attempt(
-                session,
-                due.id,
-                state="pending" if wait is not None else "failed",
-                status=status,
-                latency_ms=latency_ms,
-                error=error,
-                retry_in_s=wait,
-            )
-            if gone:
-                await self._disable(session, due.webhook_id, "gone")
-            elif wait is None:
-                failures = await repo.failed(session, due.webhook_id)
-                if failures >= self.config.disable_after:
-                    await self._disable(session, due.webhook_id, "failing")
 
     async def _disable(self, session: AsyncSession, hook_id: uuid.UUID, reason: str) -> None:
         stopped = await repo.disable(session, hook_id, reason)

@@ -20,6 +20,7 @@ from serve_app.http import admission, identity, websession
 from serve_app.http.deps import ClientIp, Ctx, Db, ReadDb, ip_limit
 from serve_app.kit.errors import AppError, NotFound
 from serve_app.schemas.humans import HumanRegisterIn, LoginIn
+from serve_app.schemas.webhooks import WEBHOOK_EVENTS, WebhookIn
 from serve_app.services import claims as claim_service
 from serve_app.services import humans as human_service
 from serve_app.services import webhooks as webhook_service
@@ -165,14 +166,27 @@ async def _dashboard_page(
     human: Agent,
     issued: dict[str, Any] | None = None,
     done: str | None = None,
+    hook_form: dict[str, Any] | None = None,
+    status_code: int = 200,
 ) -> HTMLResponse:
     """The dashboard: each bot as the owner sees it (claims.owned) with its
-    webhook subscriptions; ``issued``, a key just issued, shown once."""
+    webhook subscriptions; ``issued``, a key or a webhook secret just issued,
+    shown once; ``hook_form``, a bot's new-webhook form sent back with the
+    errors beside its fields."""
     bots = await claim_service.owned(ctx, db, human)
     for item in bots:
         item["webhooks"] = (await webhook_service.listed(ctx, db, item["bot"]))["data"]
     return form_page(
-        ctx, request, "dashboard.html", human=human, bots=bots, issued=issued, done=done
+        ctx,
+        request,
+        "dashboard.html",
+        status_code,
+        human=human,
+        bots=bots,
+        issued=issued,
+        done=done,
+        hook_form=hook_form,
+        webhook_events=WEBHOOK_EVENTS,
     )
 
 
@@ -228,3 +242,67 @@ async def delete_webhook(
     human = await human_of(ctx, request, db)
     await webhook_service.owner_delete(db, human, _bot_id(agent_id), webhook_id, ip)
     return see_other(f"{DASHBOARD}?done=webhook_deleted")
+
+
+_WEBHOOK_HINTS = {
+    "url": "An https URL (at most 2,000 characters) whose host resolves to public addresses.",
+    "events": "Choose at least one event.",
+    "filters": "At most 20 tags, each 2 to 50 letters, digits or dashes.",
+    "description": "At most 200 characters.",
+}
+
+
+@router.post(
+    DASHBOARD + "/bots/{agent_id}/webhooks",
+    dependencies=[Depends(ip_limit("claim"))],
+    response_model=None,
+)
+async def create_webhook(
+    agent_id: str, request: Request, ctx: Ctx, db: Db, ip: ClientIp
+) -> HTMLResponse:
+    """Subscribe a bot to webhooks (``POST /api/agents/claim/{agent_id}/webhooks``'s
+    rules); the signing secret shown once, on this page; errors beside the fields."""
+    sent = await fields(request)
+    human = await human_of(ctx, request, db)
+    events = [e for e in (await request.form()).getlist("events") if isinstance(e, str)]
+    tags = [t.strip() for t in sent.get("tags", "").split(",") if t.strip()]
+    form: dict[str, Any] = {
+        "agent_id": agent_id,
+        "url": sent.get("url", ""),
+        "events": events,
+        "tags": sent.get("tags", ""),
+        "mine_only": bool(sent.get("mine_only")),
+        "description": sent.get("description", ""),
+    }
+
+    async def again(status: int, errors: dict[str, str]) -> HTMLResponse:
+        return await _dashboard_page(
+            ctx, request, db, human, hook_form={**form, "errors": errors}, status_code=status
+        )
+
+    try:
+        body = WebhookIn.model_validate(
+            {
+                "url": form["url"],
+                "events": events,
+                "filters": {"tags": tags or None, "mine_only": form["mine_only"]},
+                "description": form["description"] or None,
+            }
+        )
+    except ValidationError as exc:
+        return await again(400, _field_errors(exc, _WEBHOOK_HINTS))
+    try:
+        made = await webhook_service.owner_create(ctx, db, human, _bot_id(agent_id), body, ip)
+    except AppError as exc:
+        if exc.status in (401, 403, 404):
+            raise  # not this human's bot: the same answer as the REST route's
+        # A refused URL (422 webhook_url_not_allowed), or the cap reached (409).
+        return await again(exc.status, {"url" if exc.status == 422 else "form": exc.message})
+    hook = made["data"]
+    return await _dashboard_page(
+        ctx,
+        request,
+        db,
+        human,
+        issued={"agent_id": agent_id, "webhook_secret": hook["secret"], "url": hook["url"]},
+    )

@@ -5,6 +5,7 @@ with SKIP LOCKED and their outcomes."""
 
 from __future__ import annotations
 
+import json
 import uuid
 from dataclasses import dataclass
 from datetime import datetime
@@ -273,41 +274,70 @@ async def next_due_in(session: AsyncSession) -> float | None:
     return None if value is None else max(0.0, float(value))
 
 
-_ATTEMPT = text(
+# Many tries' outcomes in one statement (the deliverer records them in
+# batches). Each applies only to the row still at the try count it was
+# claimed with: an outcome written twice (a COMMIT whose answer was lost, then
+# the batch written again) or after another deliverer recorded a later try
+# of the row (the lease ran out meanwhile) changes nothing.
+_ATTEMPTS = text(
     """
-    UPDATE webhook_deliveries SET state = :state, attempts = attempts + 1,
-        last_attempt_at = now(), last_status = :status, last_latency_ms = :latency_ms,
-        last_error = :error,
-        next_attempt_at = CASE WHEN CAST(:retry_s AS float8) IS NULL THEN next_attempt_at
-                          ELSE now() + make_interval(secs => CAST(:retry_s AS float8)) END
-    WHERE id = :id
+    UPDATE webhook_deliveries d SET state = v.state, attempts = d.attempts + 1,
+        last_attempt_at = now(), last_status = v.status, last_latency_ms = v.latency_ms,
+        last_error = v.error,
+        next_attempt_at = CASE WHEN v.retry_s IS NULL THEN d.next_attempt_at
+                          ELSE now() + make_interval(secs => v.retry_s) END
+    FROM jsonb_to_recordset(CAST(:rows AS jsonb)) AS v(
+        id uuid, attempts int, state text, status int, latency_ms int, error text,
+        retry_s float8)
+    WHERE d.id = v.id AND d.attempts = v.attempts
+    RETURNING d.id
     """
 )
 
 
-async def record_attempt(
-    session: AsyncSession,
-    delivery_id: uuid.UUID,
-    *,
-    state: str,
-    status: int | None,
-    latency_ms: int,
-    error: str | None,
-    retry_in_s: float | None,
-) -> None:
-    """The outcome of one try (``retry_in_s``: when the next one is due)."""
-    conn = await session.connection()
-    await conn.execute(
-        _ATTEMPT,
+@dataclass(frozen=True)
+class Attempt:
+    """One try's outcome; ``attempts``: the row's count when it was claimed."""
+
+    delivery_id: uuid.UUID
+    attempts: int
+    state: str
+    status: int | None
+    latency_ms: int
+    error: str | None
+    retry_in_s: float | None
+
+
+async def record_attempts(session: AsyncSession, attempts: list[Attempt]) -> set[uuid.UUID]:
+    """The outcomes of many tries in one statement; the ids of the rows they
+    applied to (an outcome already written, or overtaken, applies to none)."""
+    if not attempts:
+        return set()
+    rows = [
         {
-            "id": delivery_id,
-            "state": state,
-            "status": status,
-            "latency_ms": latency_ms,
-            "error": error[:500] if error else None,
-            "retry_s": retry_in_s,
-        },
-    )
+            "id": str(a.delivery_id),
+            "attempts": a.attempts,
+            "state": a.state,
+            "status": a.status,
+            "latency_ms": a.latency_ms,
+            "error": a.error[:500] if a.error else None,
+            "retry_s": a.retry_in_s,
+        }
+        for a in attempts
+    ]
+    conn = await session.connection()
+    found = await conn.execute(_ATTEMPTS, {"rows": json.dumps(rows)})
+    return {row[0] for row in found}
+
+
+async def reset_failures(session: AsyncSession, hook_ids: list[uuid.UUID]) -> None:
+    """A delivery succeeded for each of ``hook_ids``: their runs of failures end."""
+    if hook_ids:
+        await session.exec(
+            update(Webhook)
+            .where(col(Webhook.id).in_(hook_ids), col(Webhook.failures) != 0)
+            .values(failures=0)
+        )
 
 
 async def succeeded(session: AsyncSession, hook_id: uuid.UUID) -> None:

@@ -6,6 +6,7 @@ the linked human, signed in; each change audited."""
 from __future__ import annotations
 
 import logging
+import re
 import uuid
 from typing import Any
 
@@ -112,3 +113,50 @@ async def test_only_the_linked_human_and_the_same_rules(
     assert_error(await client.delete(f"{path}/{hook_id}", headers=stranger.auth), 403)
     elsewhere = f"/api/agents/claim/{uuid.uuid4()}/webhooks/{hook_id}"
     assert_error(await client.delete(elsewhere, headers=owner.auth), 404)
+
+
+async def test_the_owner_subscribes_a_bot_from_the_dashboard_form(
+    client: httpx.AsyncClient,
+    x: FakeX,
+    settings: Any,  # noqa: F811
+) -> None:
+    settings(webhooks_allow_loopback=True)
+    bot, owner = await owned_bot(client, x)
+    page = assert_page(await client.get("/dashboard", headers=cookie(owner.session_token)))
+    assert f'id="new-webhook-{bot.agent_id}"' in page
+    action = f"/dashboard/bots/{bot.agent_id}/webhooks"
+    form = {"csrf_token": token_of(page), "url": HOOK["url"], "tags": "retries, http"}
+
+    # Without its CSRF token: refused, nothing stored.
+    refused = await client.post(
+        action, data={**form, "csrf_token": "forged"}, headers=cookie(owner.session_token)
+    )
+    assert refused.status_code == 403
+    # No event chosen, then a private URL: the form again, the error beside its field.
+    client.cookies.clear()
+    again = assert_page(
+        await client.post(action, data=form, headers=cookie(owner.session_token)), 400
+    )
+    assert 'id="events-error"' in again and HOOK["url"] in again
+    settings(webhooks_allow_loopback=False)
+    client.cookies.clear()
+    private = {**form, "url": "https://10.0.0.8/hook", "events": ["answer.created"]}
+    again = assert_page(
+        await client.post(action, data=private, headers=cookie(owner.session_token)), 422
+    )
+    assert 'id="url-error"' in again and 'value="answer.created" checked' in again
+    assert (await client.get("/api/webhooks", headers=bot.auth)).json()["data"] == []
+
+    # Accepted: the secret shown once, on the result page; the bot's list has it.
+    settings(webhooks_allow_loopback=True)
+    client.cookies.clear()
+    sent = {**form, "events": ["answer.created", "notification.question_answer"]}
+    made = assert_page(await client.post(action, data=sent, headers=cookie(owner.session_token)))
+    found = re.search(r'<code id="new-secret">(whsec_[^<]+)</code>', made)
+    assert found is not None, made
+    (hook,) = (await client.get("/api/webhooks", headers=bot.auth)).json()["data"]
+    assert hook["url"] == HOOK["url"] and sorted(hook["filters"]["tags"]) == ["http", "retries"]
+    assert sorted(hook["events"]) == ["answer.created", "notification.question_answer"]
+    client.cookies.clear()
+    later = assert_page(await client.get("/dashboard", headers=cookie(owner.session_token)))
+    assert found.group(1) not in later and f'id="webhook-{hook["id"]}"' in later
