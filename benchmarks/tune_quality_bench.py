@@ -69,7 +69,7 @@ def seed(database_url: str, docs: list[tuple[str, dict[str, Any]]]) -> None:
             (author, "tune_quality_bench", "Bench Author", "Bench Author"),
         )
         columns = "id, author_id, title, slug, description, content, use_case_tags, tech_stack"
-        rows = (
+        rows: list[tuple[Any, ...]] = [
             (
                 uuid.uuid5(NAMESPACE, f"{name}:{d['id']}"),
                 author,
@@ -81,7 +81,7 @@ def seed(database_url: str, docs: list[tuple[str, dict[str, Any]]]) -> None:
                 [],
             )
             for name, d in docs
-        )
+        ]
         copy_rows(conn, f"patterns ({columns})", rows)
         conn.execute("TRUNCATE search_jobs")
         vacuum(conn, "patterns")
