@@ -65,6 +65,7 @@ bench: $(STAMP)
 	$(BIN)/python -m benchmarks.replica_bench
 	$(BIN)/python -m benchmarks.reembed_bench
 	$(BIN)/python -m benchmarks.tune_bench
+	$(BIN)/python -m benchmarks.tune_quality_bench
 	$(BIN)/python -m benchmarks.stream_bench
 	$(BIN)/python -m benchmarks.abuse_bench
 	$(BIN)/python -m benchmarks.abuse_bench --surfaces

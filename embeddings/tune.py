@@ -72,6 +72,12 @@ class TuneOptions:
     max_steps: int | None = None
     # Tokens a text is cut at while training (the model reads 256 at most).
     max_tokens: int = 128
+    # -1: every parameter trains. 0 or more: the embedding block (the word
+    # embeddings are half of all-MiniLM-L6-v2's parameters) and this many of
+    # the lowest transformer layers stay as the base has them: no gradient,
+    # no AdamW moments, no backward pass below the first trained layer (a
+    # cheaper tune on a CPU; ``freeze``).
+    freeze_layers: int = -1
     # The in-batch similarity scale (MultipleNegativesRankingLoss's 20).
     scale: float = 20.0
     num_workers: int = 1
@@ -102,6 +108,8 @@ class TuneOptions:
             raise ValueError("max steps must be at least 1")
         if self.hard_negatives < 0:
             raise ValueError("hard negatives must not be negative")
+        if self.freeze_layers < -1:
+            raise ValueError("freeze layers must be -1 (none frozen) or more")
         unknown = set(self.extra) - set(EXTRAS)
         if unknown:
             raise ValueError(f"--extra must be among {', '.join(EXTRAS)}")
@@ -145,6 +153,22 @@ def weighted_mnr_loss(
     target = torch.arange(scores.shape[0], device=scores.device)
     losses = torch.nn.functional.cross_entropy(scores.float(), target, reduction="none")
     return (losses * weights).sum() / weights.sum()
+
+
+def freeze(model: Any, layers: int) -> tuple[int, int]:
+    """Freeze ``model``'s embedding block and its lowest ``layers``
+    transformer layers (``TuneOptions.freeze_layers``); (parameters frozen,
+    parameters left to train)."""
+    auto = model[0].auto_model
+    stack = getattr(getattr(auto, "encoder", None), "layer", None)
+    if stack is None or layers > len(stack):
+        have = "none" if stack is None else str(len(stack))
+        raise ValueError(f"cannot freeze {layers} layers of this model (it has {have})")
+    for part in [auto.get_input_embeddings(), getattr(auto, "embeddings", None), *stack[:layers]]:
+        if part is not None:
+            part.requires_grad_(False)
+    frozen = sum(p.numel() for p in model.parameters() if not p.requires_grad)
+    return frozen, sum(p.numel() for p in model.parameters() if p.requires_grad)
 
 
 def schedule(n_pairs: Sequence[mining.Pair], options: dict[str, Any]) -> list[list[int]]:
@@ -204,12 +228,16 @@ def train_loop(config: dict[str, Any]) -> None:
     train_length = min(serve_length or o["max_tokens"], o["max_tokens"])
     model.max_seq_length = train_length
     tokenize = model.tokenize
+    if o["freeze_layers"] >= 0:
+        freeze(model, o["freeze_layers"])
     # The transformer's pooler is not used by mean pooling: DDP must not wait
     # for its gradients.
     net = ray.train.torch.prepare_model(
         model, parallel_strategy_kwargs={"find_unused_parameters": True}
     )
-    optimizer = torch.optim.AdamW(net.parameters(), lr=o["learning_rate"])
+    optimizer = torch.optim.AdamW(
+        [p for p in net.parameters() if p.requires_grad], lr=o["learning_rate"]
+    )
     warm = max(1, int(total * o["warmup"]))
     lr_at = lambda s: min(1.0, (s + 1) / warm) * max(0.0, (total - s) / max(1, total - warm))  # noqa: E731
     scheduler = torch.optim.lr_scheduler.LambdaLR(optimizer, lr_at)
@@ -347,6 +375,9 @@ def run_key(base: str, mined: mining.Mined, options: TuneOptions) -> str:
             h.update(f"{group}\x1f{text}\x1d".encode())
     keep: tuple[str, ...] = ("epochs", "batch_size", "learning_rate", "warmup", "seed")
     keep += ("max_steps", "max_tokens", "scale", "num_workers", "hard_negatives")
+    # A setting added later enters the key only when set: older runs keep theirs.
+    if options.freeze_layers >= 0:
+        keep += ("freeze_layers",)
     h.update(json.dumps({k: getattr(options, k) for k in keep}, sort_keys=True).encode())
     return h.hexdigest()[:16]
 
@@ -485,7 +516,10 @@ def _evaluate(
     threads = max(1, len(os.sched_getaffinity(0)))
     cache = Path(options.cache_dir)
     results = {}
-    for label, path, key in (("base", base_path, base_key), ("tuned", tuned_path, None)):
+    # The tuned model's vectors are kept too, by its weights' hash: a rerun
+    # of a finished job, or a report reading them back, computes none again.
+    tuned_key = _folder_key(tuned_path)
+    for label, path, key in (("base", base_path, base_key), ("tuned", tuned_path, tuned_key)):
         t0 = time.monotonic()
         encoder = Encoder(path, device="cpu", cache_dir=cache, threads=threads)
         results[label] = evaluation.score(
@@ -501,6 +535,12 @@ def _evaluate(
     return evaluation.gate(results["base"], results["tuned"], force=options.force_accept)
 
 
+def _frozen_words(layers: int) -> str:
+    if layers < 0:
+        return "every parameter trained"
+    return f"the embeddings and the lowest {layers} layer(s) frozen"
+
+
 def card_markdown(card: dict[str, Any]) -> str:
     v = card["gate"]
     lines = [
@@ -514,7 +554,9 @@ def card_markdown(card: dict[str, Any]) -> str:
         f"- Training: {card['training']['steps']:,} steps of {card['training']['batch_size']} "
         f"pairs x {card['training']['workers']}, {card['training']['epochs']} epochs, seed "
         f"{card['training']['seed']}, learning rate {card['training']['learning_rate']}, "
-        f"{card['training']['train_s']:.0f}s ({card['training']['pairs_per_s']:.1f} pairs/s)",
+        f"texts cut at {card['training'].get('max_tokens', 128)} tokens, "
+        + _frozen_words(card["training"].get("freeze_layers", -1))
+        + f", {card['training']['train_s']:.0f}s ({card['training']['pairs_per_s']:.1f} pairs/s)",
         f"- Rule: {v['rule']}",
         "",
         "| group | queries | base MRR@10 | tuned MRR@10 | difference ± paired SE |",
@@ -685,6 +727,7 @@ def _run_locked(
             "learning_rate": options.learning_rate,
             "seed": options.seed,
             "max_tokens": options.max_tokens,
+            "freeze_layers": options.freeze_layers,
             "train_s": round(train_s, 1),
             "pairs_per_s": round(summary.pairs_per_s, 2),
         },

@@ -611,6 +611,7 @@ def cmd_tune(args: argparse.Namespace) -> int:
             seed=args.seed,
             max_steps=args.max_steps,
             max_tokens=args.max_tokens,
+            freeze_layers=args.freeze_layers,
             num_workers=args.num_workers,
             cpus_per_worker=args.cpus_per_worker,
             gpu=args.gpu,
@@ -827,6 +828,13 @@ def build_parser() -> argparse.ArgumentParser:
     tu.add_argument("--seed", type=int, default=0, help="shuffling and initialisation (0)")
     tu.add_argument("--max-steps", type=int, help="stop after this many steps")
     tu.add_argument("--max-tokens", type=int, default=128, help="tokens a text is cut at (128)")
+    tu.add_argument(
+        "--freeze-layers",
+        type=int,
+        default=-1,
+        help="keep the embeddings and this many of the lowest layers as the base has them "
+        "(a cheaper tune on a CPU; -1: train everything, the default)",
+    )
     tu.add_argument("--num-workers", type=int, default=1, help="Ray Train workers (1)")
     tu.add_argument("--cpus-per-worker", type=float, default=1.0, help="CPUs per worker (1)")
     tu.add_argument(

@@ -129,6 +129,10 @@ def test_run_key_and_latest_checkpoint(tmp_path: Path) -> None:
     assert key == tune.run_key("base", mined, o)
     assert key != tune.run_key("other", mined, o)
     assert key != tune.run_key("base", mined, tune.TuneOptions(database_url="x", seed=1))
+    # Freezing changes the training; left at its default the key is as before.
+    frozen = tune.TuneOptions(database_url="x", freeze_layers=4)
+    assert key != tune.run_key("base", mined, frozen)
+    assert key == tune.run_key("base", mined, tune.TuneOptions(database_url="x", freeze_layers=-1))
     for step in (200, 400):
         folder = tmp_path / f"checkpoint_{step}"
         (folder / "model").mkdir(parents=True)
@@ -145,6 +149,8 @@ def test_bad_options_are_refused() -> None:
         tune.TuneOptions(database_url="x", eval_sets=("imagenet",))
     with pytest.raises(ValueError, match="hard negatives"):
         tune.TuneOptions(database_url="x", hard_negatives=-1)
+    with pytest.raises(ValueError, match="freeze layers"):
+        tune.TuneOptions(database_url="x", freeze_layers=-2)
 
 
 def test_the_card_says_what_was_measured() -> None:
@@ -173,6 +179,33 @@ def test_the_card_says_what_was_measured() -> None:
     }
     text = tune.card_markdown(card)
     assert "accepted: **yes**" in text and "| heldout | 2 | 0.3500 | 0.7500 | +0.4000" in text
+    assert "every parameter trained" in text
+    card["training"] |= {"freeze_layers": 4, "max_tokens": 64}
+    text = tune.card_markdown(card)
+    assert "cut at 64 tokens, the embeddings and the lowest 4 layer(s) frozen" in text
+
+
+def test_freeze_keeps_the_embeddings_and_the_lowest_layers() -> None:
+    from sentence_transformers import SentenceTransformer
+
+    from embeddings.config import DEFAULT_MODEL
+    from embeddings.encoder import resolve
+
+    model = SentenceTransformer(resolve(DEFAULT_MODEL), device="cpu")
+    total = sum(p.numel() for p in model.parameters())
+    frozen, left = tune.freeze(model, 4)
+    assert frozen + left == total
+    trained = {
+        n.split(".layer.")[1].split(".")[0]
+        for n, p in model.named_parameters()
+        if p.requires_grad and ".layer." in n
+    }
+    assert trained == {"4", "5"}
+    assert not any(p.requires_grad for n, p in model.named_parameters() if "embeddings" in n)
+    # The word embeddings alone are about half of the model.
+    assert frozen > total / 2
+    with pytest.raises(ValueError, match="cannot freeze 7 layers"):
+        tune.freeze(model, 7)
 
 
 def test_hard_negatives_join_every_querys_sum_unless_of_its_own_group() -> None:
