@@ -565,6 +565,14 @@ def card_markdown(card: dict[str, Any]) -> str:
         f"{card['training']['seed']}, learning rate {card['training']['learning_rate']}, "
         f"{card['training']['train_s']:.0f}s ({card['training']['pairs_per_s']:.1f} pairs/s)",
         f"- Rule: {v['rule']}",
+    ]
+    parity = card.get("onnx_parity")
+    if parity:
+        lines.append(
+            f"- ONNX graph against PyTorch: cosine ≥ {parity['min_cosine']:.6f} on "
+            f"{parity['texts']} texts (at least {PARITY_MIN} to be stored)"
+        )
+    lines += [
         "",
         "| group | queries | base MRR@10 | tuned MRR@10 | difference ± paired SE |",
         "|---|---:|---:|---:|---:|",

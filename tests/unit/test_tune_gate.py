@@ -173,6 +173,9 @@ def test_the_card_says_what_was_measured() -> None:
     }
     text = tune.card_markdown(card)
     assert "accepted: **yes**" in text and "| heldout | 2 | 0.3500 | 0.7500 | +0.4000" in text
+    assert "ONNX graph" not in text  # a card written before the check, or not on ONNX
+    card["onnx_parity"] = {"texts": 5, "min_cosine": 0.9999987}
+    assert "cosine ≥ 0.999999 on 5 texts" in tune.card_markdown(card)
 
 
 def test_hard_negatives_join_every_querys_sum_unless_of_its_own_group() -> None:
