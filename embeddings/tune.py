@@ -542,7 +542,7 @@ def onnx_parity(folder: str, encoder: Any, texts: list[str]) -> dict[str, Any]:
 
     model = SentenceTransformer(folder, device="cpu")
     long = " ".join(texts or ["a text"])
-    while len(model.tokenizer(long)["input_ids"]) <= (model.max_seq_length or 512):
+    while len(model.tokenizer(long, verbose=False)["input_ids"]) <= (model.max_seq_length or 512):
         long = f"{long} {long}"
     texts = [*texts, long]
     reference = model.encode(texts, normalize_embeddings=True, convert_to_numpy=True)
