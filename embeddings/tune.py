@@ -50,6 +50,14 @@ log = logging.getLogger("cairn.tune")
 
 EXTRAS = ("python-packages",)
 STATE = "tune-state.json"
+# The smallest cosine between a tuned model's ONNX vectors (what the CPU
+# Embedder serves) and sentence-transformers' on PyTorch the job accepts
+# (the issue's; the packaged model's graph measures 0.99999964,
+# docs/decisions/search-at-scale.md). A graph below it is never stored.
+PARITY_MIN = 0.9999
+# The texts the parity is checked on: the held-out pairs' (at most this
+# many) and one past the length the model reads.
+PARITY_TEXTS = 32
 PREEMPTION_WATCHER_ENV = "RAY_TRAIN_ENABLE_PREEMPTION_WATCHER"
 
 
@@ -356,6 +364,8 @@ class Summary:
     resumed_from: int = 0
     train_s: float = 0.0
     eval_s: float = 0.0
+    # The smallest ONNX/PyTorch cosine of the tuned model (None: not on ONNX).
+    onnx_min_cosine: float | None = None
     pairs_per_s: float = 0.0
     loss: float | None = None
     workers: str = ""
@@ -456,6 +466,11 @@ def _hard_negatives(
     item's text (what its live index holds; kept in the model cache by the
     model's and the texts' hash), the held-out groups' left out, searched
     exactly with each pair's query; how many negatives were given."""
+    # The job loads torch anyway (Ray Train's TorchTrainer, the gate):
+    # loaded now, the base model's ONNX export (first use of a model) runs in
+    # this process instead of a child that would import torch again.
+    import torch  # noqa: F401
+
     from embeddings.encoder import Encoder
 
     t0 = time.monotonic()
@@ -500,7 +515,9 @@ def _evaluate(
     options: TuneOptions,
     base_key: str,
     printer: Printer,
-) -> evaluation.Verdict:
+) -> tuple[evaluation.Verdict, dict[str, Any] | None]:
+    """The gate's verdict, and the tuned model's ONNX/PyTorch parity
+    (``onnx_parity``; None where it is not served by ONNX Runtime)."""
     from embeddings.encoder import Encoder
 
     corpora: list[evaluation.Corpus] = []
@@ -519,6 +536,7 @@ def _evaluate(
     # The tuned model's vectors are kept too, by its weights' hash: a rerun
     # of a finished job, or a report reading them back, computes none again.
     tuned_key = _folder_key(tuned_path)
+    encoder: Encoder | None = None
     for label, path, key in (("base", base_path, base_key), ("tuned", tuned_path, tuned_key)):
         t0 = time.monotonic()
         encoder = Encoder(path, device="cpu", cache_dir=cache, threads=threads)
@@ -532,7 +550,38 @@ def _evaluate(
         printer.say(
             f"measured the {label} model on {len(groups)} groups in {time.monotonic() - t0:.0f}s"
         )
-    return evaluation.gate(results["base"], results["tuned"], force=options.force_accept)
+    verdict = evaluation.gate(results["base"], results["tuned"], force=options.force_accept)
+    parity = None
+    if encoder is not None and encoder.backend == "onnx":
+        texts = [t for p in mined.heldout for t in (p.query, p.document)][:PARITY_TEXTS]
+        parity = onnx_parity(tuned_path, encoder, texts)
+        printer.say(
+            f"the tuned model's ONNX graph against PyTorch: cosine >= "
+            f"{parity['min_cosine']:.6f} on {parity['texts']} texts"
+        )
+    return verdict, parity
+
+
+def onnx_parity(folder: str, encoder: Any, texts: list[str]) -> dict[str, Any]:
+    """The smallest cosine between ``encoder``'s vectors (the model of
+    ``folder`` on ONNX Runtime, as the CPU Embedder and ``cairn reembed``
+    serve it) and sentence-transformers' on PyTorch, over ``texts`` and one
+    text past the length the model reads (truncation must agree too).
+
+    Checked here, where torch and the model's weights are loaded already
+    (the gate exported the graph in this process): the graph is cached by the
+    weights' hash, so every node serving the stored version runs this one."""
+    import numpy as np
+    from sentence_transformers import SentenceTransformer
+
+    model = SentenceTransformer(folder, device="cpu")
+    long = " ".join(texts or ["a text"])
+    while len(model.tokenizer(long, verbose=False)["input_ids"]) <= (model.max_seq_length or 512):
+        long = f"{long} {long}"
+    texts = [*texts, long]
+    reference = model.encode(texts, normalize_embeddings=True, convert_to_numpy=True)
+    cosines = np.sum(encoder.encode(texts) * reference, axis=1)
+    return {"texts": len(texts), "min_cosine": round(float(cosines.min()), 7)}
 
 
 def _frozen_words(layers: int) -> str:
@@ -558,6 +607,14 @@ def card_markdown(card: dict[str, Any]) -> str:
         + _frozen_words(card["training"].get("freeze_layers", -1))
         + f", {card['training']['train_s']:.0f}s ({card['training']['pairs_per_s']:.1f} pairs/s)",
         f"- Rule: {v['rule']}",
+    ]
+    parity = card.get("onnx_parity")
+    if parity:
+        lines.append(
+            f"- ONNX graph against PyTorch: cosine ≥ {parity['min_cosine']:.6f} on "
+            f"{parity['texts']} texts (at least {PARITY_MIN} to be stored)"
+        )
+    lines += [
         "",
         "| group | queries | base MRR@10 | tuned MRR@10 | difference ± paired SE |",
         "|---|---:|---:|---:|---:|",
@@ -701,8 +758,18 @@ def _run_locked(
     summary.pairs_per_s = done_pairs / train_s if train_s > 0 else 0.0
 
     t0 = time.monotonic()
-    verdict = _evaluate(base_path, tuned_path, mined, options, base_key, printer)
+    verdict, parity = _evaluate(base_path, tuned_path, mined, options, base_key, printer)
     summary.eval_s = time.monotonic() - t0
+    if parity is not None:
+        summary.onnx_min_cosine = parity["min_cosine"]
+        if parity["min_cosine"] < PARITY_MIN:
+            # Not even a forced acceptance stores a graph that serves other
+            # vectors than the model it was exported from.
+            verdict.accepted = False
+            verdict.reasons.append(
+                f"its ONNX graph disagrees with PyTorch (cosine {parity['min_cosine']:.6f} "
+                f"< {PARITY_MIN})"
+            )
     summary.accepted = verdict.accepted
     summary.verdict = verdict.as_dict()
     card: dict[str, Any] = {
@@ -732,6 +799,7 @@ def _run_locked(
             "pairs_per_s": round(summary.pairs_per_s, 2),
         },
         "eval_sets": list(options.eval_sets),
+        "onnx_parity": parity,
         "gate": summary.verdict,
         "created_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
     }

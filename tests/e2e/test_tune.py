@@ -2,7 +2,8 @@
 corpus, train a few steps with Ray Train on the service's cluster, gate
 (forced), store the version in Postgres; a second tune meanwhile is refused;
 the job's metrics are still exported after its driver exits;
-the stored model's ONNX and PyTorch vectors agree; `cairn models activate`
+the job checked the stored model's ONNX and PyTorch vectors agree, on the
+graph the Embedder finds for the version; `cairn models activate`
 serves it through `cairn reembed` and search answers with it; `cairn models
 rollback` returns the previous model.
 
@@ -31,6 +32,7 @@ from sqlalchemy.ext.asyncio import async_sessionmaker
 from sqlmodel.ext.asyncio.session import AsyncSession
 
 from embeddings import modelstore
+from embeddings.tune import PARITY_MIN
 from serve_app.launch.bootstrap import service_discovery_file
 from storage.db import make_engine, make_sessionmaker
 from storage.repositories import tuning as repo
@@ -166,30 +168,30 @@ async def test_tune_store_activate_and_roll_back(
     assert card["gate"]["forced"] and card["training"]["steps"] == 3
     assert card["data"]["hard_negatives"] == {"per_pair": 2, "given": summary["hard_negatives"]}
     assert [g["name"] for g in card["gate"]["groups"]] == ["heldout"]
+    # The job checked its graph against PyTorch on the held-out pairs' texts
+    # and one past the length the model reads.
+    parity = card["onnx_parity"]
+    assert parity["texts"] == 2 * summary["pairs_heldout"] + 1
+    assert summary["onnx_min_cosine"] == parity["min_cosine"] >= PARITY_MIN
     tuned_s = time.monotonic() - t0
 
     shown = cli(service, "models", "show", version)
     assert shown.returncode == 0 and "| heldout |" in shown.stdout, shown.stderr
 
-    # The stored model served by ONNX Runtime gives PyTorch's vectors; its
-    # graph is the one the gate exported (cached by the weights' hash, so the
-    # version unpacked elsewhere finds it), also for a text past the length
-    # the model reads.
-    from sentence_transformers import SentenceTransformer
-
+    # The version unpacked from the store finds the graph the job checked
+    # (cached by the weights' hash): the one the Embedder and reembed serve.
     from embeddings.encoder import Encoder
     from embeddings.onnx_model import cache_key
 
     cache = Path(service.env["CAIRN_MODEL_CACHE_DIR"])
     folder = await modelstore.local_copy(sessions, version, cache)
-    assert (cache / f"graph-{cache_key(folder)}" / "model.onnx").is_file()
+    graph = cache / f"graph-{cache_key(folder)}" / "model.onnx"
+    written = graph.stat().st_mtime_ns
     texts = [t[0] for t in TOPICS] + [t[2] for t in TOPICS] + [TOPICS[1][2] * 40]
-    onnx = Encoder(str(folder), device="cpu", backend="onnx", cache_dir=cache)
-    torch_vectors = SentenceTransformer(str(folder), device="cpu").encode(
-        texts, normalize_embeddings=True, convert_to_numpy=True
-    )
-    cosines = np.sum(onnx.encode(texts) * torch_vectors, axis=1)
-    assert float(cosines.min()) >= 0.9999, cosines
+    served = Encoder(str(folder), device="cpu", backend="onnx", cache_dir=cache)
+    vectors = served.encode(texts)
+    assert graph.stat().st_mtime_ns == written  # found, not exported again
+    assert np.allclose(np.linalg.norm(vectors, axis=1), 1.0, atol=1e-5)
     checked_s = time.monotonic() - t0
 
     # Served through the existing swap; then rolled back.

@@ -183,6 +183,9 @@ def test_the_card_says_what_was_measured() -> None:
     card["training"] |= {"freeze_layers": 4, "max_tokens": 64}
     text = tune.card_markdown(card)
     assert "cut at 64 tokens, the embeddings and the lowest 4 layer(s) frozen" in text
+    assert "ONNX graph" not in text  # a card written before the check, or not on ONNX
+    card["onnx_parity"] = {"texts": 5, "min_cosine": 0.9999987}
+    assert "cosine ≥ 0.999999 on 5 texts" in tune.card_markdown(card)
 
 
 def test_freeze_keeps_the_embeddings_and_the_lowest_layers() -> None:
