@@ -35,6 +35,7 @@ documented answer; tests/api checks the limits themselves).
 
 from __future__ import annotations
 
+import inspect
 import io
 import os
 import uuid
@@ -50,6 +51,7 @@ from fastapi import FastAPI
 from hypothesis import HealthCheck, settings
 from PIL import Image
 from schemathesis.checks import not_a_server_error
+from schemathesis.pytest import _test_builder
 from schemathesis.python import asgi
 from schemathesis.specs.openapi.checks import (
     content_type_conformance,
@@ -437,3 +439,43 @@ def test_fuzz(case: schemathesis.Case, fuzzing: Fuzzing) -> None:
     caller = fuzzing.caller_for(case)
     fuzzing.aim(case)
     case.call_and_validate(headers=caller.headers, checks=CHECKS, app=fuzzing.app)
+
+
+# Schemathesis builds each operation's Hypothesis test, the cases of its
+# coverage phase included, while it collects the module: about 25
+# CPU-seconds for the whole contract, paid by every pytest-xdist worker
+# (each collects every test), though one worker runs the file. Here the
+# collected test is a stand-in with the same signature, and the real one is
+# built, with the same arguments, when its test is set up (`_built`): the
+# same cases, made only where they run.
+_build_now = _test_builder.build_operation_test
+_builders: dict[Any, Callable[[], Any]] = {}
+
+
+def _build_later(**kwargs: Any) -> Any:
+    if kwargs["test_func"] is not test_fuzz:
+        return _build_now(**kwargs)
+
+    def stand_in(**_: Any) -> None:
+        raise AssertionError("built when its test is set up (_built)")
+
+    given = inspect.signature(test_fuzz).parameters
+    stand_in.__signature__ = inspect.Signature(  # type: ignore[attr-defined]
+        [p for name, p in given.items() if name != "case"]
+    )
+    stand_in.is_hypothesis_test = True  # type: ignore[attr-defined]
+    _builders[stand_in] = lambda: _build_now(**kwargs)
+    return stand_in
+
+
+_test_builder.build_operation_test = _build_later
+
+
+@pytest.fixture(autouse=True)
+def _built(request: pytest.FixtureRequest) -> None:
+    """The operation's real Hypothesis test in place of its stand-in, before
+    Hypothesis's pytest plugin and Schemathesis's call it."""
+    node = cast(Any, request.node)
+    build = _builders.pop(node.obj, None)
+    if build is not None:
+        node.obj = build()

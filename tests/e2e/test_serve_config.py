@@ -31,6 +31,11 @@ def test_serve_run_with_the_config_file(tmp_path: Path) -> None:
     ray_tmp = Path(tempfile.mkdtemp(prefix="cr", dir="/tmp"))  # Ray's sockets need a short path
     env = {k: v for k, v in os.environ.items() if not k.startswith(("CAIRN_", "RAY_"))}
     env.update({"CAIRN_STATE_DIR": str(state), "RAY_TMPDIR": str(ray_tmp)})
+    # The run's model cache (tests/conftest.py), as every service the tests
+    # start shares it: without it the Embedder exported the ONNX graph again
+    # into this state folder, the longest part of this test's start-up. The
+    # export itself is tested with fresh folders (tests/unit/test_onnx_encoder.py).
+    env["CAIRN_MODEL_CACHE_DIR"] = os.environ["CAIRN_MODEL_CACHE_DIR"]
     serve_bin = Path(sys.executable).with_name("serve")
     log = tmp_path / "serve-run.log"
     with open(log, "wb") as out:
