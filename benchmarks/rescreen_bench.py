@@ -198,7 +198,8 @@ def docs_section(result: dict[str, Any], load_before: float) -> str:
         f"largest {result['pattern_chars_max']:,}), {result['questions']:,} questions and as "
         "many answers, text of the search-evaluation sets; every row stale (an older ruleset).",
         f"- `cairn rescreen {' '.join(result['args'])}`: a local Ray started by the command, "
-        f"{result['concurrency']} actors of 1 CPU.",
+        f"{result['concurrency']} actors (the command's default `--num-cpus` 0.1 each; each is a "
+        "process that uses a core).",
         "",
         "| Run | items | outcomes | seconds (job) | items/s (job) | seconds end to end "
         "| job CPU-s | the actors' CPU-s | Postgres CPU-s |",
