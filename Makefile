@@ -70,6 +70,7 @@ bench: $(STAMP)
 	$(BIN)/python -m benchmarks.abuse_bench
 	$(BIN)/python -m benchmarks.abuse_bench --surfaces
 	$(BIN)/python -m benchmarks.safety_bench
+	$(BIN)/python -m benchmarks.rescreen_bench
 	$(BIN)/python -m benchmarks.webhook_bench
 
 # Search at a million patterns with real vectors (hours on a small CPU; resumable:

@@ -443,3 +443,9 @@ RESCREENED = counter(
     "(pattern, question, answer) and outcome (unchanged, labelled, held, hidden, released).",
     ("kind", "outcome"),
 )
+REVISIONS_REDACTED = counter(
+    "cairn_rescreen_revisions_redacted_total",
+    "Old revisions a rescreen redacted because a field held a secret or hidden text, "
+    "by kind (pattern, answer); staff get a safety_report for each.",
+    ("kind",),
+)

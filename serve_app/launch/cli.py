@@ -810,7 +810,7 @@ def build_parser() -> argparse.ArgumentParser:
     rc.add_argument("--kinds", default="pattern,question,answer", help="comma-separated")
     rc.add_argument("--batch-size", type=int, default=200, help="items per batch (200)")
     rc.add_argument("--concurrency", type=int, default=2, help="actors in the pool (2)")
-    rc.add_argument("--num-cpus", type=float, default=1.0, help="CPUs per actor (1)")
+    rc.add_argument("--num-cpus", type=float, default=0.1, help="CPUs per actor (0.1)")
     rc.add_argument("--limit", type=int, help="stop after about this many items (resume later)")
     rc.add_argument("--json", action="store_true", help="print the summary as JSON")
     rc.set_defaults(func=cmd_rescreen)

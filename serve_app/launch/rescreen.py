@@ -35,7 +35,7 @@ from typing import Any, TextIO
 from sqlalchemy.ext.asyncio import async_sessionmaker
 from sqlmodel.ext.asyncio.session import AsyncSession
 
-from embeddings.reembed import join_or_start
+from embeddings.reembed import cluster_cpus, join_or_start
 from serve_app.kit.screening import RULESET_VERSION
 from serve_app.services import rescreen
 from storage.repositories import rescreen as repo
@@ -55,9 +55,14 @@ class RescreenOptions:
     kinds: tuple[str, ...] = rescreen.KINDS
     # Items per batch: one locked read, the screens, one transaction.
     batch_size: int = 200
-    # Actors in the pool, and the CPUs each asks Ray for.
+    # Actors in the pool, and the CPUs each asks Ray for: a fraction by
+    # default, as for `cairn reembed`, so that the pool fits on the service's
+    # cluster beside the deployments (which hold its whole CPUs); asking for
+    # 1 CPU there left the actors pending for ever.
     concurrency: int = 2
-    num_cpus: float = 1.0
+    num_cpus: float = 0.1
+    # Seconds to wait for the actors to start (placed, imported).
+    ready_timeout_s: float = 120.0
     # Stop after about this many items (resume later); None: all.
     limit: int | None = None
 
@@ -233,6 +238,9 @@ class RescreenWorker:
     async def run(self, kind: str, ids: Sequence[uuid.UUID]) -> dict[str, int]:
         return await self.submit(kind, list(ids))
 
+    def ready(self) -> bool:
+        return True
+
 
 def run_on_ray(
     options: RescreenOptions,
@@ -248,8 +256,29 @@ def run_on_ray(
     progress = progress or Progress()
     join_or_start(address, temp_dir, progress.say)
     try:
+        need = options.num_cpus * options.concurrency
+        total_cpus, free_cpus = cluster_cpus()
+        if need > total_cpus + 1e-9:
+            raise RuntimeError(
+                f"the pool asks for {need:g} CPUs ({options.concurrency} x {options.num_cpus:g}) "
+                f"but the cluster has {total_cpus:g}"
+            )
+        if need > free_cpus + 1e-9:
+            progress.say(
+                f"waiting for {need:g} free CPUs ({free_cpus:g} free now); "
+                f"lower --num-cpus to fit beside what runs"
+            )
         actor: Any = ray.remote(num_cpus=options.num_cpus)(RescreenWorker)
         pool: list[Any] = [actor.remote(options.database_url) for _ in range(options.concurrency)]
+        try:
+            ray.get([worker.ready.remote() for worker in pool], timeout=options.ready_timeout_s)
+        except ray.exceptions.GetTimeoutError:
+            for worker in pool:
+                ray.kill(worker)
+            raise TimeoutError(
+                f"the rescreen actors were not ready after {options.ready_timeout_s:.0f}s "
+                "(not enough free CPUs? lower --num-cpus or --concurrency)"
+            ) from None
         turn = iter(range(sys.maxsize))
 
         async def submit(kind: str, ids: list[uuid.UUID]) -> dict[str, int]:

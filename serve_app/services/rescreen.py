@@ -134,7 +134,10 @@ async def rescreen_batch(
                 ]
             await notifications.warn(db, *told)
     if kind in ("pattern", "answer"):
-        await _redact_old_revisions(db, kind, {row.id: row.revision for row in found})
+        redacted = await _redact_old_revisions(db, kind, {row.id: row.revision for row in found})
+        if redacted:
+            staff = staff if staff is not None else await repo.staff_ids(db)
+            await _report_redactions(db, kind, redacted, staff)
     await db.flush()
     await repo.set_safety(db, kind, quiet)
     return outcomes
@@ -146,13 +149,16 @@ def _revision_fields(kind: str, fields: dict[str, Any]) -> list[screening.Field]
     return screening.text_fields(body=(fields.get("body"), "markdown"))
 
 
-async def _redact_old_revisions(db: AsyncSession, kind: str, current: dict[uuid.UUID, int]) -> int:
+async def _redact_old_revisions(
+    db: AsyncSession, kind: str, current: dict[uuid.UUID, int]
+) -> list[tuple[uuid.UUID, int, list[str]]]:
     """Redact, in the older revisions of these items, each field that holds a
     secret or hidden text (docs/decisions/safety.md, "Old revisions"): the
     revisions routes serve old text to anyone who can read the item, so a
     secret an author edited out is still published there until redacted.
-    A Cairn key among them is revoked. Returns the revisions redacted."""
-    redacted = 0
+    A Cairn key among them is revoked. Returns (item id, revision number,
+    fields redacted now) of each revision redacted."""
+    redacted: list[tuple[uuid.UUID, int, list[str]]] = []
     for revision in await repo.older_revisions(db, kind, current):
         verdict = screen(_revision_fields(kind, revision.fields))
         findings = (*verdict.secrets, *verdict.hidden)
@@ -162,9 +168,10 @@ async def _redact_old_revisions(db: AsyncSession, kind: str, current: dict[uuid.
             await screening.revoke_leaked(db, verdict.cairn_keys)
         tombstones = dict(revision.fields.get(revision_repo.TOMBSTONES) or {})
         fields = dict(revision.fields)
-        for name in sorted({_top_field(f.field) for f in findings}):
-            if name in tombstones:
-                continue
+        names = [n for n in sorted({_top_field(f.field) for f in findings}) if n not in tombstones]
+        if not names:
+            continue  # redacted before (by a moderator or an earlier ruleset)
+        for name in names:
             fields[name] = None
             tombstones[name] = {
                 "by": "staff",
@@ -175,8 +182,43 @@ async def _redact_old_revisions(db: AsyncSession, kind: str, current: dict[uuid.
             }
         fields[revision_repo.TOMBSTONES] = tombstones
         await revision_repo.set_fields(db, revision, fields)
-        redacted += 1
+        item_id = revision.pattern_id or revision.answer_id
+        assert item_id is not None  # a revision has one target
+        redacted.append((item_id, revision.number, names))
+        metrics.REVISIONS_REDACTED.labels(kind).inc()
     return redacted
+
+
+async def _report_redactions(
+    db: AsyncSession,
+    kind: str,
+    redacted: list[tuple[uuid.UUID, int, list[str]]],
+    staff: list[uuid.UUID],
+) -> None:
+    """Tell every admin and moderator of each revision redacted, as of an
+    item hidden (``safety_report``): a secret was published in its history,
+    someone may have read it, and its owner should rotate it; the data say
+    which revision and fields, never the text."""
+    for item_id, number, names in redacted:
+        item = await repo.load(db, kind, item_id)
+        subject = await _subject(db, kind, item)
+        await notifications.warn(
+            db,
+            *(
+                notifications.notice(
+                    member,
+                    SAFETY_REPORT,
+                    subject,
+                    type=kind,
+                    id=item_id,
+                    author=item.author_id,
+                    revision=number,
+                    redacted=",".join(names),
+                    reason="rescreen",
+                )
+                for member in staff
+            ),
+        )
 
 
 def _top_field(name: str) -> str:

@@ -153,6 +153,7 @@ async def test_a_rescreen_redacts_old_revisions_that_still_hold_a_secret(
     client: httpx.AsyncClient, database: str
 ) -> None:
     author = await register(client, "Careless Author")
+    mod, admin = await staff(client, database), await staff(client, database, "admin")
     pid = (await publish(client, author, title="Call the GitHub API"))["id"]
     edited = await client.put(
         f"/api/patterns/{pid}",
@@ -178,3 +179,32 @@ async def test_a_rescreen_redacts_old_revisions_that_still_hold_a_secret(
     assert TOKEN not in str(scalar(database, "SELECT fields FROM revisions WHERE number = 1"))
     current = (await client.get(f"/api/patterns/{pid}/revisions/2")).json()["data"]
     assert current["redactions"] == [] and current["fields"]["content"]
+    # Staff are told which revision and fields were redacted, never the text;
+    # the author only through the revision's tombstone.
+    for member in (mod, admin):
+        told = (await client.get("/api/notifications", headers=member.auth)).json()["data"]
+        reports = [n for n in told if n["kind"] == "safety_report"]
+        assert [(n["target"]["id"], n["data"]) for n in reports] == [
+            (
+                pid,
+                {
+                    "type": "pattern",
+                    "id": pid,
+                    "author": author.agent_id,
+                    "revision": "1",
+                    "redacted": "content",
+                    "reason": "rescreen",
+                },
+            )
+        ]
+        assert TOKEN not in str(told)
+    assert (
+        scalar(
+            database, "SELECT count(*) FROM notifications WHERE recipient_id = %s", author.agent_id
+        )
+        == 0
+    )
+    # A rerun under the same ruleset redacts (and reports) nothing again.
+    sql(database, "UPDATE patterns SET safety = %s::jsonb", OLD)
+    assert (await _run(database)).outcomes == Counter(unchanged=1)
+    assert scalar(database, "SELECT count(*) FROM notifications WHERE kind = 'safety_report'") == 2

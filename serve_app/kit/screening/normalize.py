@@ -75,6 +75,7 @@ _B64_BYTES = bytes(
     ord("a") if chr(c).isascii() and (chr(c).isalnum() or chr(c) in "+/") else ord(" ")
     for c in range(256)
 )
+_NON_ASCII_RUN = re.compile(r"[^\x00-\x7f]+")
 _PRINTABLE = re.compile(r"^[\x20-\x7e\t\r\n]+$")
 _CONTINUATION = re.compile(r"(?<=[ \t|])\\\n")
 
@@ -109,11 +110,33 @@ def _unspace_line(line: str) -> str:
     return _SPACED.sub(lambda m: re.sub(r"[ .\-_]", "", m.group(0)), line)
 
 
+def _nfkc(text: str) -> str:
+    """``unicodedata.normalize("NFKC", text)``, normalising only the runs of
+    non-ASCII characters (each with the character before it).
+
+    The same result: an ASCII character is a starter that NFKC leaves alone
+    and that never composes with what comes before it (no composition pair
+    ends in one), so text splits into independent pieces at each ASCII
+    character that does not precede a non-ASCII one (that one may compose
+    with the run: "e" + U+0301). A 64 KB field of English with a few
+    typographic quotes is mostly ASCII; normalising all of it costs more.
+    """
+    parts: list[str] = []
+    at = 0
+    for m in _NON_ASCII_RUN.finditer(text):
+        start = max(m.start() - 1, at)
+        parts.append(text[at:start])
+        parts.append(unicodedata.normalize("NFKC", text[start : m.end()]))
+        at = m.end()
+    parts.append(text[at:])
+    return "".join(parts)
+
+
 def base_fold(text: str) -> str:
     """NFKC, confusables, zero-width dropped, lower case, string literals
     joined; keeps every newline."""
     if not text.isascii():
-        text = unicodedata.normalize("NFKC", text)
+        text = _nfkc(text)
         # Replace only the characters present: translate() with a dict looks
         # up every character of a 64 KB field in Python; a character class
         # scans in C.
@@ -242,8 +265,13 @@ def normalize(text: str, *, code: bool = False) -> Normalized:
     return v.code if code else v.prose
 
 
-_FENCE_OPEN = re.compile(r"^\s{0,3}(`{3,}|~{3,})")
 _INLINE_CODE = re.compile(r"(`+)(.+?)\1")
+_FENCE_RUN = re.compile(r"`{3,}|~{3,}")
+# A line of code outside fences starts with one of these (or has a backtick:
+# an inline span). Found after a newline: a literal first character the
+# regex engine skips to, where a MULTILINE "^" is tried at every position.
+_CODE_PREFIXES = ("    ", "\t", "$ ", "> $ ", "PS> ", "C:\\>")
+_CODE_PREFIX_NL = re.compile(r"\n(?:    |\t|\$ |> \$ |PS> |C:\\>)")
 
 
 def markdown_code(text: str) -> tuple[list[str], tuple[int, ...]]:
@@ -259,26 +287,68 @@ def markdown_code(text: str) -> tuple[list[str], tuple[int, ...]]:
         and "$ " not in text
     ):
         return out, ()
-    fence: str | None = None
-    for number, raw in enumerate(text.split("\n"), start=1):
-        m = _FENCE_OPEN.match(raw)
-        if fence is not None:
-            if m and m.group(1)[0] == fence[0] and len(m.group(1)) >= len(fence):
-                fence = None
-            else:
+    # The field is walked by regex passes, not line by line: the fence lines
+    # (a run of 3+ backticks or tildes after at most 3 spaces) split it into
+    # regions inside fences (every line kept) and outside (only the lines
+    # _CODE_LINE finds). Line numbers are counted between increasing offsets.
+    counted = [0, 1]  # an offset and the line it is on
+
+    def line_at(offset: int) -> int:
+        counted[1] += text.count("\n", counted[0], offset)
+        counted[0] = offset
+        return counted[1]
+
+    def inside(start: int, end: int) -> None:
+        # Every line from the line start ``start`` to ``end`` (exclusive).
+        first = line_at(start)
+        lines = text[start:end].split("\n")
+        out.extend(lines)
+        numbers.extend(range(first, first + len(lines)))
+
+    def outside(start: int, end: int) -> None:
+        # Lines from the line start ``start`` to ``end``: those that start
+        # with a prefix, and those with a backtick (str.find skips to each).
+        starts = [start] if text.startswith(_CODE_PREFIXES, start) else []
+        starts.extend(m.start() + 1 for m in _CODE_PREFIX_NL.finditer(text, start, end))
+        tick = text.find("`", start, end)
+        while tick >= 0:
+            starts.append(text.rfind("\n", start, tick) + 1 or start)
+            line_end = text.find("\n", tick, end)
+            tick = -1 if line_end < 0 else text.find("`", line_end, end)
+        for a in sorted(set(starts)):
+            b = text.find("\n", a, end)
+            raw = text[a : end if b < 0 else b]
+            if raw.startswith(_CODE_PREFIXES):
                 out.append(raw)
-                numbers.append(number)
-            continue
-        if m:
-            fence = m.group(1)
-        elif raw.startswith(("    ", "\t", "$ ", "> $ ", "PS> ", "C:\\>")):
-            out.append(raw)
-            numbers.append(number)
-        elif "`" in raw:
-            spans = [m.group(2) for m in _INLINE_CODE.finditer(raw)]
-            if spans:
+            else:
+                spans = [s.group(2) for s in _INLINE_CODE.finditer(raw)]
+                if not spans:
+                    continue
                 out.append(" ; ".join(spans))
-                numbers.append(number)
+            numbers.append(line_at(a))
+
+    fence: str | None = None
+    at = 0  # the start of the first line not yet handled
+    n = len(text)
+    if "```" in text or "~~~" in text:
+        for m in _FENCE_RUN.finditer(text):
+            line_start = text.rfind("\n", 0, m.start()) + 1
+            if line_start < at:
+                continue  # a second run on a fence line already handled
+            lead = text[line_start : m.start()]
+            if len(lead) > 3 or (lead and not lead.isspace()):
+                continue
+            marker = m.group(0)
+            if fence is not None and (marker[0] != fence[0] or len(marker) < len(fence)):
+                continue  # a line of the fenced code
+            # The region before this fence line ends with the newline before it.
+            if line_start > at:
+                (outside if fence is None else inside)(at, line_start - 1)
+            fence = None if fence is not None else marker
+            line_end = text.find("\n", m.end())
+            at = n + 1 if line_end < 0 else line_end + 1
+    if at <= n:
+        (outside if fence is None else inside)(at, n)
     return out, tuple(numbers)
 
 
