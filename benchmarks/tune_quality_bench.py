@@ -259,7 +259,7 @@ def main(argv: list[str] | None = None) -> int:
 
     load_before = os.getloadavg()[0]
     keep = args.state is not None
-    state = args.state or Path(tempfile.mkdtemp(prefix="cairn-tune-quality-bench-"))
+    state = (args.state or Path(tempfile.mkdtemp(prefix="cairn-tune-quality-bench-"))).resolve()
     state.mkdir(parents=True, exist_ok=True)
     docs = eval_documents(evaluation.default_eval_dir())
     try:

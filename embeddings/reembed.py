@@ -617,6 +617,23 @@ def cluster_cpus() -> tuple[float, float]:
     )
 
 
+def check_pool_fits(num_cpus: float, concurrency: int, say: Callable[[str], None]) -> None:
+    """Refuse an actor pool bigger than the cluster; say so when it must wait
+    for CPUs that what runs (a service's deployments) holds now."""
+    need = num_cpus * concurrency
+    total_cpus, free_cpus = cluster_cpus()
+    if need > total_cpus + 1e-9:
+        raise RuntimeError(
+            f"the pool asks for {need:g} CPUs ({concurrency} x {num_cpus:g}) "
+            f"but the cluster has {total_cpus:g}"
+        )
+    if need > free_cpus + 1e-9:
+        say(
+            f"waiting for {need:g} free CPUs ({free_cpus:g} free now); "
+            f"lower --num-cpus to fit beside what runs"
+        )
+
+
 def job_cluster(
     address: str | None, local_temp_dir: Path | None, say: Callable[[str], None]
 ) -> str | None:
@@ -681,18 +698,7 @@ def run_on_ray(
     progress = Progress(out)
     join_or_start(address, temp_dir, progress.say)
     try:
-        need = options.num_cpus * options.concurrency
-        total_cpus, free_cpus = cluster_cpus()
-        if need > total_cpus + 1e-9:
-            raise RuntimeError(
-                f"the pool asks for {need:g} CPUs ({options.concurrency} x {options.num_cpus:g}) "
-                f"but the cluster has {total_cpus:g}"
-            )
-        if need > free_cpus + 1e-9:
-            progress.say(
-                f"waiting for {need:g} free CPUs ({free_cpus:g} free now); "
-                f"lower --num-cpus to fit beside what runs"
-            )
+        check_pool_fits(options.num_cpus, options.concurrency, progress.say)
         pool = RayPool(options, progress)
         try:
             # The handle's own INFO lines would break into the progress output.

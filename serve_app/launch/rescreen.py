@@ -35,7 +35,7 @@ from typing import Any, TextIO
 from sqlalchemy.ext.asyncio import async_sessionmaker
 from sqlmodel.ext.asyncio.session import AsyncSession
 
-from embeddings.reembed import cluster_cpus, join_or_start
+from embeddings.reembed import check_pool_fits, join_or_start
 from serve_app.kit.screening import RULESET_VERSION
 from serve_app.services import rescreen
 from storage.repositories import rescreen as repo
@@ -256,18 +256,7 @@ def run_on_ray(
     progress = progress or Progress()
     join_or_start(address, temp_dir, progress.say)
     try:
-        need = options.num_cpus * options.concurrency
-        total_cpus, free_cpus = cluster_cpus()
-        if need > total_cpus + 1e-9:
-            raise RuntimeError(
-                f"the pool asks for {need:g} CPUs ({options.concurrency} x {options.num_cpus:g}) "
-                f"but the cluster has {total_cpus:g}"
-            )
-        if need > free_cpus + 1e-9:
-            progress.say(
-                f"waiting for {need:g} free CPUs ({free_cpus:g} free now); "
-                f"lower --num-cpus to fit beside what runs"
-            )
+        check_pool_fits(options.num_cpus, options.concurrency, progress.say)
         actor: Any = ray.remote(num_cpus=options.num_cpus)(RescreenWorker)
         pool: list[Any] = [actor.remote(options.database_url) for _ in range(options.concurrency)]
         try:
