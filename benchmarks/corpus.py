@@ -9,14 +9,18 @@
   descriptions, the HTTP benchmark's patterns and queries, the lexical
   index's documents.
 * Seeding: over HTTP (``seed_question``), or straight into Postgres with
-  COPY (``connect``, ``copy_rows``, ``clear_patterns``, ``vacuum``).
+  COPY (``connect``, ``copy_rows``, ``clear_patterns``, ``vacuum``) in a
+  bench database of its own (``bench_database``), which a batch job the
+  bench runs as the CLI reaches through ``job_env``.
 """
 
 from __future__ import annotations
 
 import math
+import os
 import random
 from collections.abc import Iterable, Sequence
+from pathlib import Path
 from typing import Any
 
 from benchmarks.harness import api_call
@@ -224,6 +228,27 @@ PATTERN_COLUMNS = (
     "patterns (id, author_id, category_id, title, slug, description, content,"
     " difficulty_level, use_case_tags, tech_stack, created_at, updated_at)"
 )
+
+
+def bench_database(state: Path) -> str:
+    """Start (or attach to) the embedded Postgres in ``state``, migrated and
+    with the categories seeded, as ``cairn run`` prepares it; its URL."""
+    from storage.embedded import start_embedded
+    from storage.migrate import upgrade
+    from storage.seed import seed_categories
+
+    url = start_embedded(state)
+    upgrade(url)
+    seed_categories(url)
+    return url
+
+
+def job_env(state: Path) -> dict[str, str]:
+    """The environment for a ``cairn`` command run on the bench database in
+    ``state``: none of the caller's ``CAIRN_`` or ``RAY_`` settings."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("CAIRN_", "RAY_"))}
+    env["CAIRN_STATE_DIR"] = str(state)
+    return env
 
 
 def connect(database_url: str, **options: Any) -> Any:

@@ -22,7 +22,7 @@ from typing import Any
 
 import numpy as np
 
-from benchmarks.corpus import connect, copy_rows, vacuum, words
+from benchmarks.corpus import bench_database, connect, copy_rows, job_env, vacuum, words
 from benchmarks.harness import publish, section_head
 
 START_MARK = "<!-- reembed-bench:start -->"
@@ -221,16 +221,11 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
 
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
-    from storage.embedded import start_embedded
-    from storage.migrate import upgrade
-    from storage.seed import seed_categories
 
     load_before = os.getloadavg()[0]
     state = Path(tempfile.mkdtemp(prefix="cairn-reembed-bench-"))
     try:
-        url = start_embedded(state)
-        upgrade(url)
-        seed_categories(url)
+        url = bench_database(state)
         t0 = time.perf_counter()
         seed(url, args.rows)
         print(f"bench: {args.rows:,} patterns written in {time.perf_counter() - t0:.1f}s")
@@ -240,8 +235,7 @@ def main(argv: list[str] | None = None) -> int:
         loads, plain = {"plain": os.getloadavg()[0]}, measure_plain(texts)
         print(f"bench: plain encode: {plain['rows_per_s']:,.1f} rows/s ({plain['seconds']:.1f}s)")
 
-        env = {k: v for k, v in os.environ.items() if not k.startswith(("CAIRN_", "RAY_"))}
-        env["CAIRN_STATE_DIR"] = str(state)
+        env = job_env(state)
         precisions = [p.strip() for p in args.precisions.split(",") if p.strip()]
         job_args = [
             "--batch-size", str(args.batch_size),

@@ -32,7 +32,7 @@ from typing import Any
 
 import psutil
 
-from benchmarks.corpus import connect, copy_rows, vacuum
+from benchmarks.corpus import bench_database, connect, copy_rows, job_env, vacuum
 from benchmarks.harness import publish, section_head
 from benchmarks.safety.cases import eval_documents
 
@@ -241,21 +241,15 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
 
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
-    from storage.embedded import start_embedded
-    from storage.migrate import upgrade
-    from storage.seed import seed_categories
 
     load_before = os.getloadavg()[0]
     state = Path(tempfile.mkdtemp(prefix="cairn-rescreen-bench-"))
     try:
-        url = start_embedded(state)
-        upgrade(url)
-        seed_categories(url)
+        url = bench_database(state)
         t0 = time.perf_counter()
         sizes = seed(url, args.patterns, args.questions)
         print(f"bench: corpus written in {time.perf_counter() - t0:.1f}s", flush=True)
-        env = {k: v for k, v in os.environ.items() if not k.startswith(("CAIRN_", "RAY_"))}
-        env["CAIRN_STATE_DIR"] = str(state)
+        env = job_env(state)
         job_args = ["--batch-size", str(args.batch_size), "--concurrency", str(args.concurrency)]
         postgres = postmaster(state)
         load_run = os.getloadavg()[0]

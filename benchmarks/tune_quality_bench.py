@@ -41,7 +41,7 @@ from typing import Any
 
 import numpy as np
 
-from benchmarks.corpus import connect, copy_rows, vacuum
+from benchmarks.corpus import bench_database, connect, copy_rows, vacuum
 from benchmarks.harness import publish, section_head
 from benchmarks.harness.results import section_end
 
@@ -253,9 +253,7 @@ def main(argv: list[str] | None = None) -> int:
     from embeddings import evaluation, tune
     from embeddings.config import DEFAULT_MODEL
     from embeddings.encoder import resolve
-    from storage.embedded import start_embedded, stop_server
-    from storage.migrate import upgrade
-    from storage.seed import seed_categories
+    from storage.embedded import stop_server
 
     load_before = os.getloadavg()[0]
     keep = args.state is not None
@@ -263,9 +261,7 @@ def main(argv: list[str] | None = None) -> int:
     state.mkdir(parents=True, exist_ok=True)
     docs = eval_documents(evaluation.default_eval_dir())
     try:
-        url = start_embedded(state)
-        upgrade(url)
-        seed_categories(url)
+        url = bench_database(state)
         with connect(url) as conn:
             fresh = conn.execute("SELECT count(*) FROM patterns").fetchone()[0] == 0
         if fresh:
