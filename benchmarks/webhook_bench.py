@@ -295,6 +295,23 @@ def received() -> list[tuple[str, str, float, bool]]:
     return [tuple(row) for row in log]  # type: ignore[misc]
 
 
+def drained(
+    want: dict[str, set[str]], poll_s: float
+) -> tuple[list[tuple[str, str, float, bool]], dict[str, set[str]]]:
+    """The receiver's log, and the ids it holds per wanted path, once it holds
+    every id ``want`` names or after ``DRAIN_S`` (polled every ``poll_s``)."""
+    t0 = time.monotonic()
+    while True:
+        log = received()
+        got: dict[str, set[str]] = {p: set() for p in want}
+        for path, event_id, _, _ in log:
+            if path in got:
+                got[path].add(event_id)
+        if all(want[p] <= got[p] for p in want) or time.monotonic() - t0 > DRAIN_S:
+            return log, got
+        time.sleep(poll_s)
+
+
 def expected(database_url: str, asker_since: int, watcher_since: int) -> dict[str, set[str]]:
     """Every event the outbox holds for each fast subscription."""
     import psycopg
@@ -381,15 +398,7 @@ def run_phase(s: Setup, name: str, per_s: float, seconds: float, drill: bool, de
     w_since = since(s.database_url, s.hooks["/watcher"]["id"])
     want = expected(s.database_url, a_since, w_since)
     t0 = time.monotonic()
-    while True:
-        log = received()
-        got: dict[str, set[str]] = {p: set() for p in want}
-        for path, event_id, _, _ in log:
-            if path in got:
-                got[path].add(event_id)
-        if all(want[p] <= got[p] for p in want) or time.monotonic() - t0 > DRAIN_S:
-            break
-        time.sleep(1.0)  # the receiver's log, polled with a deadline
+    log, got = drained(want, poll_s=1.0)
     drain_s = time.monotonic() - t0
     mine = [r for r in log if (r[0], r[1]) not in before]
     first: dict[tuple[str, str], float] = {}
@@ -452,16 +461,7 @@ def prefill_phase(s: Setup, events: int) -> Run:
         load_mid = os.getloadavg()[0]
         released = time.time()
         hold.rollback()  # the lock goes: the deliverer matches and delivers
-    t0 = time.monotonic()
-    while True:
-        log = received()
-        got: dict[str, set[str]] = {p: set() for p in want}
-        for path, event_id, _, _ in log:
-            if path in got:
-                got[path].add(event_id)
-        if all(want[p] <= got[p] for p in want) or time.monotonic() - t0 > DRAIN_S:
-            break
-        time.sleep(0.5)  # the receiver's log, polled with a deadline
+    log, got = drained(want, poll_s=0.5)
     first: dict[tuple[str, str], float] = {}
     seen: Counter[tuple[str, str]] = Counter()
     for path, event_id, at, _ in log:
