@@ -9,7 +9,8 @@ loses nothing (the next deliverer resumes from what is committed):
   that want it, and write one delivery row per (event, subscription) with the
   exact body to send, moving the cursor in the same transaction.
 - Deliver: claim due deliveries (SKIP LOCKED, a lease pushed into their
-  ``next_attempt_at``), at most ``concurrency`` per endpoint in flight, each
+  ``next_attempt_at``), only as many of an endpoint's as it has free slots
+  (at most ``concurrency`` per endpoint in flight), each
   POSTed in a task of its own with a total timeout, so a slow endpoint holds
   only its own slots; record the outcome: delivered, a retry on the schedule
   (exponential with jitter, 8 tries over about 27 hours), or out of tries.
@@ -182,7 +183,6 @@ class Deliverer:
         self._engine: AsyncEngine | None = None
         self._sessions: async_sessionmaker[AsyncSession] | None = None
         self._http: aiohttp.ClientSession | None = None
-        self._slots: dict[uuid.UUID, asyncio.Semaphore] = {}
         self._in_flight: dict[uuid.UUID, int] = {}
         self._tasks: set[asyncio.Task[None]] = set()
         self._wake = asyncio.Event()
@@ -442,40 +442,32 @@ class Deliverer:
     # --- deliver ---------------------------------------------------------------------
 
     def _lease_s(self) -> float:
-        # A claimed delivery starts at once (one with no free slot is given
-        # back at once): the lease covers its one try, at most the timeout,
-        # and writing the outcome. A deliverer that dies, or a Postgres that
-        # goes away before the outcome is written, leaves it to be tried again
-        # when the lease ends: the drill's tail (docs/benchmarks.md). Longer
-        # than that only when recording takes over 10 s, which costs a
-        # duplicate (receivers dedupe by webhook-id), never a loss.
+        # A claimed delivery starts at once (the claim takes no more of an
+        # endpoint's than it has free slots): the lease covers its one try,
+        # at most the timeout, and writing the outcome. A deliverer that
+        # dies, or a Postgres that goes away before the outcome is written,
+        # leaves it to be tried again when the lease ends: the drill's tail
+        # (docs/benchmarks.md). Longer than that only when recording takes
+        # over 10 s, which costs a duplicate (receivers dedupe by
+        # webhook-id), never a loss.
         return self.config.timeout_s + 10
 
     async def deliver(self) -> int:
         """Claim due deliveries for the endpoints with room and start them; how many."""
         async with self.sessions()() as session, session.begin():
-            busy = [h for h, n in self._in_flight.items() if n >= self.config.concurrency]
-            due = await repo.claim_due(session, self.config.claim, self._lease_s(), busy)
-        room: dict[uuid.UUID, int] = {}
-        started = 0
-        unclaimed: list[uuid.UUID] = []
-        for d in due:
-            free = room.setdefault(
-                d.webhook_id, self.config.concurrency - self._in_flight.get(d.webhook_id, 0)
+            due = await repo.claim_due(
+                session,
+                self.config.claim,
+                self._lease_s(),
+                self.config.concurrency,
+                self._in_flight,
             )
-            if free <= 0:
-                unclaimed.append(d.id)
-                continue
-            room[d.webhook_id] = free - 1
+        for d in due:
             self._in_flight[d.webhook_id] = self._in_flight.get(d.webhook_id, 0) + 1
             task = asyncio.get_running_loop().create_task(self._attempt(d))
             self._tasks.add(task)
             task.add_done_callback(self._tasks.discard)
-            started += 1
-        if unclaimed:
-            async with self.sessions()() as session, session.begin():
-                await repo.release(session, unclaimed)
-        return started
+        return len(due)
 
     async def _attempt(self, due: repo.Due) -> None:
         try:

@@ -88,6 +88,13 @@ class WebhookDelivery(SQLModel, table=True):
             "next_attempt_at",
             postgresql_where=text("state = 'pending'"),
         ),
+        # The claim's: the endpoints with pending rows, and each one's oldest.
+        Index(
+            "ix_webhook_deliveries_pending",
+            "webhook_id",
+            "next_attempt_at",
+            postgresql_where=text("state = 'pending'"),
+        ),
         Index("ix_webhook_deliveries_log", "webhook_id", "created_at"),
     )
 

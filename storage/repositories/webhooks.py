@@ -215,17 +215,44 @@ class Due:
 
 
 # Claimed by pushing next_attempt_at past the lease: a deliverer that dies
-# mid-try leaves the row to be tried again when the lease ends.
+# mid-try leaves the row to be tried again when the lease ends. Each endpoint
+# gives at most its free slots (``room``; ``concurrency`` for one with none in
+# flight), its oldest due rows first, so nothing is claimed that cannot start
+# at once. The endpoints with pending rows are found by skipping through
+# ix_webhook_deliveries_pending (one index descent an endpoint, however long
+# its backlog), so a backlog of a busy endpoint is never read past and never
+# holds up another's rows.
 _CLAIM = text(
     """
-    WITH due AS (
-        SELECT d.id FROM webhook_deliveries d
-        JOIN webhooks w ON w.id = d.webhook_id AND w.active
-        WHERE d.state = 'pending' AND d.next_attempt_at <= now()
-          AND d.webhook_id <> ALL(CAST(:busy AS uuid[]))
-        ORDER BY d.next_attempt_at
+    WITH RECURSIVE pending(webhook_id) AS (
+        (SELECT webhook_id FROM webhook_deliveries WHERE state = 'pending'
+         ORDER BY webhook_id LIMIT 1)
+        UNION ALL
+        SELECT (SELECT d.webhook_id FROM webhook_deliveries d
+                WHERE d.state = 'pending' AND d.webhook_id > p.webhook_id
+                ORDER BY d.webhook_id LIMIT 1)
+        FROM pending p WHERE p.webhook_id IS NOT NULL
+    ),
+    room AS (
+        SELECT w.id, COALESCE(r.free, :concurrency) AS free
+        FROM pending p
+        JOIN webhooks w ON w.id = p.webhook_id AND w.active
+        LEFT JOIN unnest(CAST(:ids AS uuid[]), CAST(:free AS int[])) AS r(id, free)
+          ON r.id = w.id
+    ),
+    due AS (
+        SELECT c.id, c.next_attempt_at FROM room
+        CROSS JOIN LATERAL (
+            SELECT d.id, d.next_attempt_at FROM webhook_deliveries d
+            WHERE d.webhook_id = room.id AND d.state = 'pending'
+              AND d.next_attempt_at <= now()
+            ORDER BY d.next_attempt_at
+            LIMIT room.free
+            FOR UPDATE SKIP LOCKED
+        ) c
+        WHERE room.free > 0
+        ORDER BY c.next_attempt_at
         LIMIT :limit
-        FOR UPDATE OF d SKIP LOCKED
     )
     UPDATE webhook_deliveries d
     SET next_attempt_at = now() + make_interval(secs => :lease_s)
@@ -238,27 +265,28 @@ _CLAIM = text(
 
 
 async def claim_due(
-    session: AsyncSession, limit: int, lease_s: float, busy: list[uuid.UUID]
+    session: AsyncSession,
+    limit: int,
+    lease_s: float,
+    concurrency: int,
+    in_flight: dict[uuid.UUID, int] | None = None,
 ) -> list[Due]:
-    """Up to ``limit`` due deliveries of active subscriptions, but none of
-    the ``busy`` ones, each leased for ``lease_s``."""
+    """Up to ``limit`` due deliveries of active subscriptions, each leased
+    for ``lease_s``: at most ``concurrency`` less its tries ``in_flight``
+    of each endpoint."""
+    used = in_flight or {}
     conn = await session.connection()
     found = await conn.execute(
-        _CLAIM, {"limit": limit, "lease_s": lease_s, "busy": [str(b) for b in busy]}
+        _CLAIM,
+        {
+            "limit": limit,
+            "lease_s": lease_s,
+            "concurrency": concurrency,
+            "ids": [str(h) for h in used],
+            "free": [max(0, concurrency - n) for n in used.values()],
+        },
     )
     return [Due(*row) for row in found]
-
-
-async def release(session: AsyncSession, ids: list[uuid.UUID]) -> None:
-    """Claimed deliveries given back, due again now."""
-    conn = await session.connection()
-    await conn.execute(
-        text(
-            "UPDATE webhook_deliveries SET next_attempt_at = now() "
-            "WHERE id = ANY(CAST(:ids AS uuid[])) AND state = 'pending'"
-        ),
-        {"ids": [str(i) for i in ids]},
-    )
 
 
 async def next_due_in(session: AsyncSession) -> float | None:

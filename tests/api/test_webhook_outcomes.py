@@ -1,5 +1,7 @@
-"""Webhook outcomes written in batches (actors/webhooks/deliverer.py,
-``Deliverer.record``): a batch whose transaction dies mid-way is written
+"""Webhook claims and outcomes (actors/webhooks/deliverer.py): a claim takes
+no more of an endpoint's due rows than it has free slots, oldest first, and
+a busy endpoint's backlog holds up no other; outcomes are written in batches
+(``Deliverer.record``): a batch whose transaction dies mid-way is written
 again and loses nothing; a batch written twice records each try once; a
 subscription's outcomes in one batch count in the order the tries ended
 (docs/decisions/events.md, "Webhooks")."""
@@ -8,6 +10,8 @@ from __future__ import annotations
 
 import asyncio
 import time
+import uuid
+from collections import Counter
 from typing import Any
 
 import httpx
@@ -44,7 +48,53 @@ async def claimed(deliverer: Deliverer, database: str, attempts: int = 0) -> lis
     with psycopg.connect(libpq_url(database), autocommit=True) as db:
         db.execute("UPDATE webhook_deliveries SET attempts = %s", (attempts,))
     async with deliverer.sessions()() as session, session.begin():
-        return await repo.claim_due(session, 100, 60.0, [])
+        return await repo.claim_due(session, 100, 60.0, concurrency=4)
+
+
+async def test_a_claim_takes_no_more_of_an_endpoint_than_it_has_free_slots(
+    client: httpx.AsyncClient,
+    settings: Any,  # noqa: F811
+    deliverers: Make,  # noqa: F811
+    database: str,
+) -> None:
+    settings(webhooks_allow_loopback=True)
+    asker, answerer = await register(client, "Claim Asker"), await register(client, "Claim Helper")
+    # Nothing is sent to these: the claims below are made by hand.
+    hot = await subscribe(client, asker, "http://127.0.0.1:9/hot", ["answer.created"])
+    cool = await subscribe(client, asker, "http://127.0.0.1:9/cool", ["answer.created"])
+    other = await register(client, "Claim Asker Two")  # five questions an hour each
+    for n in range(6):
+        await ask_and_answer(client, asker if n % 2 else other, answerer, n)
+    deliverer = deliverers()
+    await deliverer.match()
+    # hot's backlog is older than all of cool's: first in line.
+    with psycopg.connect(libpq_url(database), autocommit=True) as db:
+        db.execute(
+            "UPDATE webhook_deliveries SET next_attempt_at = now() - interval '1 hour'"
+            " WHERE webhook_id = %s",
+            (hot["id"],),
+        )
+    hot_id = uuid.UUID(hot["id"])
+
+    async def claim(limit: int, in_flight: dict[uuid.UUID, int]) -> Counter[str]:
+        async with deliverer.sessions()() as session, session.begin():
+            found = await repo.claim_due(session, limit, 60.0, 4, in_flight)
+        return Counter(str(d.webhook_id) for d in found if str(d.webhook_id) in ours)
+
+    ours = {hot["id"], cool["id"]}
+    # hot has 3 of its 4 slots in flight: one of its rows, and four of cool's.
+    assert await claim(100, {hot_id: 3}) == {hot["id"]: 1, cool["id"]: 4}
+    # hot full: none of its rows, and its older backlog holds up none of cool's.
+    assert await claim(100, {hot_id: 4}) == {cool["id"]: 2}
+    # Under a limit, the oldest due rows first; a leased row is not claimed again.
+    assert await claim(2, {}) == {hot["id"]: 2}
+    # What was not claimed is untouched: still due now.
+    due_now = (
+        "SELECT count(*) FROM webhook_deliveries"
+        " WHERE webhook_id = %s AND state = 'pending' AND next_attempt_at <= now()"
+    )
+    assert scalar(database, due_now, hot["id"]) == 3
+    assert scalar(database, due_now, cool["id"]) == 0
 
 
 async def test_a_batch_whose_transaction_dies_midway_is_written_again_once(
