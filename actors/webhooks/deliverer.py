@@ -82,6 +82,10 @@ class DeliveryConfig:
     batch: int = 500
     claim: int = 200
     max_reply_bytes: int = 65_536
+    # An idle connection to an endpoint is kept this long for its next
+    # delivery (under the idle limits of common servers: Node's 5 s, nginx's
+    # and aiohttp's 75 s), so a busy endpoint is not connected to per try.
+    keepalive_s: float = 4.0
     # Outcomes are written in batches (one transaction, one statement for
     # the rows): when ``record_batch`` are waiting, or ``record_wait_s``
     # after the first of them, whichever comes first.
@@ -131,6 +135,7 @@ class Stats:
     matched: int = 0
     delivered: int = 0
     failed_tries: int = 0
+    resent: int = 0  # sent again at once: a kept connection closed under it
     disabled: int = 0
     pruned: int = 0
     compacted: int = 0
@@ -213,10 +218,12 @@ class Deliverer:
 
     def http(self) -> aiohttp.ClientSession:
         if self._http is None or self._http.closed:
+            # The guard's resolver checks every new connection's address; a
+            # kept one was checked when it was made.
             connector = aiohttp.TCPConnector(
                 resolver=PublicResolver(allow_loopback=self.config.allow_loopback),
                 limit=0,
-                force_close=True,
+                keepalive_timeout=self.config.keepalive_s,
             )
             self._http = aiohttp.ClientSession(
                 connector=connector,
@@ -594,18 +601,31 @@ class Deliverer:
                 due.secret, due.previous_secret, due.previous_until, msg_id, due.body, now
             ),
         }
-        try:
-            async with self.http().post(
-                due.url, data=due.body.encode(), headers=headers, allow_redirects=False
-            ) as resp:
-                read = 0
-                async for chunk in resp.content.iter_chunked(16_384):
-                    read += len(chunk)
-                    if read > self.config.max_reply_bytes:
-                        break  # the status is all that counts; stop reading
-                return resp.status, None if resp.status < 300 else f"HTTP {resp.status}", took()
-        except (aiohttp.ClientError, TimeoutError, OSError) as exc:
-            return None, f"{type(exc).__name__}: {exc}"[:500], took()
+        # A kept connection the endpoint closed as the request went out
+        # (its idle limit shorter than ours) ends at once, before any answer:
+        # sent again once, on a fresh connection. At least once either way
+        # (the same webhook-id; receivers dedupe by it).
+        resend = True
+        while True:
+            try:
+                async with self.http().post(
+                    due.url, data=due.body.encode(), headers=headers, allow_redirects=False
+                ) as resp:
+                    read = 0
+                    async for chunk in resp.content.iter_chunked(16_384):
+                        read += len(chunk)
+                        if read > self.config.max_reply_bytes:
+                            break  # the status is all that counts; stop reading
+                    error = None if resp.status < 300 else f"HTTP {resp.status}"
+                    return resp.status, error, took()
+            except aiohttp.ServerDisconnectedError as exc:
+                if resend and took() < 1000:
+                    resend = False
+                    self.stats.resent += 1
+                    continue
+                return None, f"{type(exc).__name__}: {exc}"[:500], took()
+            except (aiohttp.ClientError, TimeoutError, OSError) as exc:
+                return None, f"{type(exc).__name__}: {exc}"[:500], took()
 
     async def _disable(self, session: AsyncSession, hook_id: uuid.UUID, reason: str) -> None:
         stopped = await repo.disable(session, hook_id, reason)
@@ -649,6 +669,7 @@ class Deliverer:
                 "matched": self.stats.matched,
                 "delivered": self.stats.delivered,
                 "failed_tries": self.stats.failed_tries,
+                "resent": self.stats.resent,
                 "disabled": self.stats.disabled,
                 "pruned": self.stats.pruned,
                 "compacted": self.stats.compacted,

@@ -2,13 +2,15 @@
 a real receiver on 127.0.0.1 and the real database: signed in the Standard
 Webhooks format and verified with the `standardwebhooks` package, the same
 webhook-id on every retry, 410 ending the subscription, a slow receiver not
-delaying another, and a new deliverer resuming from the durable cursor after
-a "crash" (docs/decisions/events.md, "Webhooks")."""
+delaying another, a kept connection reused (and one the receiver closed under
+a delivery sent again at once), and a new deliverer resuming from the durable
+cursor after a "crash" (docs/decisions/events.md, "Webhooks")."""
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import re
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass, field
@@ -266,6 +268,54 @@ async def test_a_slow_receiver_does_not_delay_another(
     assert receiver.at("/slow") == []
     receiver.release.set()
     await until(deliverer, lambda: len(receiver.at("/slow")) == 3)
+
+
+async def test_a_kept_connection_is_reused_and_one_closed_under_a_delivery_is_resent(
+    client: httpx.AsyncClient,
+    settings: Any,  # noqa: F811
+    deliverers: Make,
+    database: str,
+) -> None:
+    """A receiver that answers the first request of each connection and
+    closes a kept one when the next request comes (as a server whose idle
+    limit ran out does): the second delivery goes out on the kept connection,
+    is cut, and is sent again at once on a new one, not left to the retry
+    schedule."""
+    connections: list[int] = []
+    answered: list[str] = []
+
+    async def handle(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        connections.append(len(connections))
+        with contextlib.suppress(asyncio.IncompleteReadError, ConnectionError):
+            while True:
+                head = await reader.readuntil(b"\r\n\r\n")
+                found = re.search(rb"(?i)content-length: *(\d+)", head)
+                await reader.readexactly(int(found.group(1)) if found else 0)
+                if answered and len(connections) == 1:
+                    break  # the kept connection: closed, no answer
+                msg_id = re.search(rb"(?i)webhook-id: *(\S+)", head)
+                answered.append(msg_id.group(1).decode() if msg_id else "")
+                writer.write(b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok")
+                await writer.drain()
+        writer.close()
+
+    server = await asyncio.start_server(handle, "127.0.0.1", 0)
+    port = server.sockets[0].getsockname()[1]
+    try:
+        settings(webhooks_allow_loopback=True)
+        asker, answerer = await register(client, "Kept Asker"), await register(client, "Kept One")
+        await subscribe(client, asker, f"http://127.0.0.1:{port}/kept", ["answer.created"])
+        answers = [await ask_and_answer(client, asker, answerer, n) for n in range(2)]
+        # One slot: the second delivery starts after the first, on its connection.
+        deliverer = deliverers(concurrency=1)
+        await until(deliverer, lambda: deliverer.stats.delivered == 2)
+        assert len(connections) == 2
+        assert deliverer.stats.resent == 1
+        assert deliverer.stats.failed_tries == 0
+        assert set(answered) == {event_id(database, "answer.created", a) for a in answers}
+    finally:
+        server.close()
+        await server.wait_closed()
 
 
 async def test_a_new_deliverer_resumes_from_the_durable_cursor(
