@@ -30,8 +30,20 @@ Then three runs of ``--minutes`` each at ``--events-per-min``:
    against every event the outbox holds for each subscription: none may be
    missing (duplicates are allowed and counted).
 
+And one run with the writers elsewhere, as on a cluster, where the
+service's replicas write on other nodes and this machine holds only the
+deliverer, Postgres and the receiver:
+
+4. events: the same two subscriptions at ``--events-per-min``, each write a
+   transaction committing the two outbox events a real answer's transaction
+   committed (``answer.created`` of an answer made in the runs before, and
+   its asker's ``notification.created``; the same type, kind, subject, actor
+   and payload, a new id), so the matcher, the bodies and the deliveries
+   are those of real answers without an answer's own cost (its CPU, ~15 ms
+   here, is the steady run's "writers' CPU").
+
     nice -n 10 .venv/bin/python -m benchmarks.webhook_bench [--minutes 3] [--no-docs]
-        [--runs prefill,steady,dead,drill] [--prefill 10000]
+        [--runs prefill,steady,dead,drill,events] [--prefill 10000]
 """
 
 from __future__ import annotations
@@ -183,10 +195,12 @@ async def write(
     seconds: float,
     writes: Writes,
     total: int | None = None,
+    replay: list[list[Replayed]] | None = None,
 ) -> None:
     """Answers at ``per_s`` a second for ``seconds`` (at most ``total`` of
     them) by WRITERS writers, each to a question of its own (the question's
-    row lock is per answer)."""
+    row lock is per answer); with ``replay``, each write commits one answer's
+    outbox events again instead (the events run)."""
     from serve_app.schemas.questions import AnswerCreate
     from serve_app.services import answers
     from storage.db import make_engine, make_sessionmaker
@@ -215,10 +229,14 @@ async def write(
             t0 = time.monotonic()
             try:
                 async with sessions() as db:
-                    caller = await db.get(Agent, uuid.UUID(answerer))
-                    assert caller is not None
-                    body = AnswerCreate(body=ANSWER.format(n=slot))
-                    await answers.create(db, slug, caller, body)
+                    if replay:
+                        for e in replay[slot % len(replay)]:
+                            events_repo.stage(db, e.type, e.kind, e.subject_id, e.actor, e.payload)
+                    else:
+                        caller = await db.get(Agent, uuid.UUID(answerer))
+                        assert caller is not None
+                        body = AnswerCreate(body=ANSWER.format(n=slot))
+                        await answers.create(db, slug, caller, body)
                     ids = [str(e.id) for e in events_repo.staged(db)]
                     await db.commit()
                     now = time.time()
@@ -237,6 +255,48 @@ async def write(
         writes.ended = time.monotonic()
         writes.cpu_s = time.process_time() - cpu0
         await engine.dispose()
+
+
+@dataclass(frozen=True)
+class Replayed:
+    """An outbox event as a real answer's transaction committed it."""
+
+    type: str
+    kind: str
+    subject_id: uuid.UUID
+    actor: uuid.UUID | None
+    payload: dict[str, Any]
+
+
+def answers_events(database_url: str, limit: int = 2_000) -> list[list[Replayed]]:
+    """The two events of each of the last ``limit`` answers the runs made:
+    ``answer.created`` and, at the next position, the asker's
+    ``notification.created`` (one commit's events are consecutive, in the
+    order they were staged: ``services.answers.create`` stages the answer's
+    first)."""
+    import psycopg
+
+    from storage.db import libpq_url
+
+    with psycopg.connect(libpq_url(database_url)) as db:
+        rows = db.execute(
+            "SELECT position, type, kind, subject_id, actor_id, payload FROM events "
+            "WHERE type = 'answer.created' OR (type = 'notification.created' "
+            "AND payload->>'notification' = 'question_answer') "
+            "ORDER BY position DESC LIMIT %s",
+            (4 * limit,),
+        ).fetchall()
+    at = {r[0]: Replayed(r[1], r[2], r[3], r[4], dict(r[5] or {})) for r in rows}
+    pairs: list[list[Replayed]] = []
+    for position, e in sorted(at.items(), reverse=True):
+        if e.type != "answer.created" or len(pairs) >= limit:
+            continue
+        notice = at.get(position + 1)
+        if notice is not None and notice.type == "notification.created":
+            pairs.append([e, notice])
+    if not pairs:
+        raise SystemExit("the events run replays the answers of a run before it: none found")
+    return pairs
 
 
 # --- the runs ------------------------------------------------------------------------
@@ -357,15 +417,25 @@ class Run:
     load: tuple[float, float]  # 1-minute load average at the start and the end
 
 
-def run_phase(s: Setup, name: str, per_s: float, seconds: float, drill: bool, dead: bool) -> Run:
-    print(f"bench: {name}: {per_s * 60:,.0f} answers a minute for {seconds:.0f} s", flush=True)
+def run_phase(
+    s: Setup,
+    name: str,
+    per_s: float,
+    seconds: float,
+    drill: bool,
+    replay: list[list[Replayed]] | None = None,
+) -> Run:
+    what = "answers' outbox events replayed" if replay else "answers"
+    print(f"bench: {name}: {per_s * 60:,.0f} {what} a minute for {seconds:.0f} s", flush=True)
     before = {(p, i) for p, i, _, _ in received()}
     writes = Writes()
     notes: list[str] = []
     load0 = os.getloadavg()[0]
 
     async def go() -> None:
-        task = asyncio.create_task(write(s.database_url, s.questions, per_s, seconds, writes))
+        task = asyncio.create_task(
+            write(s.database_url, s.questions, per_s, seconds, writes, replay=replay)
+        )
         if drill:
             await asyncio.sleep(seconds / 3)
             t0 = time.monotonic()
@@ -393,6 +463,11 @@ def run_phase(s: Setup, name: str, per_s: float, seconds: float, drill: bool, de
         await task
 
     asyncio.run(go())
+    if replay:
+        notes.append(
+            "each write one answer's two outbox events replayed (the answer made in a run "
+            "before): the writers' cost is not this machine's, as with replicas on other nodes"
+        )
     load1 = os.getloadavg()[0]
     a_since = since(s.database_url, s.hooks["/asker"]["id"])
     w_since = since(s.database_url, s.hooks["/watcher"]["id"])
@@ -559,7 +634,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--minutes", type=float, default=3.0, help="each run's length (3)")
     parser.add_argument("--events-per-min", type=int, default=10_000)
     parser.add_argument(
-        "--runs", default="prefill,steady,dead,drill", help="of prefill, steady, dead, drill"
+        "--runs",
+        default="prefill,steady,dead,drill,events",
+        help="of prefill, steady, dead, drill, events (events replays answers of a run before)",
     )
     parser.add_argument(
         "--prefill",
@@ -607,7 +684,8 @@ def main(argv: list[str] | None = None) -> int:
                 if name == "prefill":
                     run = prefill_phase(s, args.prefill)
                 else:
-                    run = run_phase(s, name, per_s, seconds, drill=name == "drill", dead=dead)
+                    replay = answers_events(s.database_url) if name == "events" else None
+                    run = run_phase(s, name, per_s, seconds, name == "drill", replay)
                 if dead:
                     harness.api_call(serve.base, "DELETE", f"/api/webhooks/{made['id']}", dead_key)
                 print("bench:", report(run), flush=True)
