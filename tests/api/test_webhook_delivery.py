@@ -377,6 +377,45 @@ async def test_a_commit_wakes_the_running_deliverer(
             await running
 
 
+async def test_commits_close_together_are_matched_in_one_transaction(
+    client: httpx.AsyncClient,
+    settings: Any,  # noqa: F811
+    receiver: Receiver,
+    deliverers: Make,
+) -> None:
+    settings(webhooks_allow_loopback=True)
+    asker, answerer = await register(client, "Batched Asker"), await register(client, "Batched One")
+    await subscribe(client, asker, f"{receiver.base}/batched", ["answer.created"])
+    # Matching at most every 3 s, no poll: the three answers' notices come
+    # within the gap after the first match and wait for one match together.
+    deliverer = deliverers(poll_s=600.0, match_gap_s=3.0)
+    read: list[int] = []
+    match = deliverer.match
+
+    async def counted() -> int:
+        read.append(await match())
+        return read[-1]
+
+    deliverer.match = counted  # type: ignore[method-assign]
+    running = asyncio.get_running_loop().create_task(deliverer.run())
+    try:
+        deadline = time.monotonic() + DEADLINE_S
+        while not read:  # the first match, as the listener starts
+            assert time.monotonic() < deadline and not running.done(), "never matched"
+            await asyncio.sleep(0.02)
+        for n in range(3):
+            await ask_and_answer(client, asker, answerer, n)
+        while len(receiver.at("/batched")) < 3:
+            assert time.monotonic() < deadline and not running.done(), "not delivered"
+            await asyncio.sleep(0.02)
+    finally:
+        running.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await running
+    # Three commits each: question.created; answer.created and the asker's notice.
+    assert [n for n in read if n] == [9]
+
+
 async def test_old_finished_deliveries_are_pruned_in_batches_but_each_log_keeps_its_newest(
     client: httpx.AsyncClient,
     settings: Any,  # noqa: F811
