@@ -2,12 +2,13 @@
 labelled sets under ``benchmarks/search_eval``, offline, with the API's ranking
 code; the fusion's weight chosen on the dev queries, scored on the test ones.
 
-    .venv/bin/python -m benchmarks.ranking_eval [--no-docs]
+    .venv/bin/python -m benchmarks.ranking_eval [--no-docs] [--model DIR]
 """
 
 from __future__ import annotations
 
 import argparse
+import os
 import resource
 import statistics
 from typing import Any
@@ -42,7 +43,16 @@ def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--no-docs", action="store_true", help="print only; leave docs/ alone")
     parser.add_argument("--sets", default=",".join(ranking.SETS), help="comma-separated (all)")
+    parser.add_argument(
+        "--model",
+        help="a model folder (a tuned one) instead of the packaged model; print only",
+    )
     args = parser.parse_args(argv)
+    if args.model:
+        # Another model's figures are read beside the packaged one's, never
+        # in their place in docs/ (issue 50: the hybrid on a tuned model).
+        os.environ["CAIRN_RANKING_MODEL"] = args.model
+        args.no_docs = True
     sets = {name: ranking.load(name) for name in args.sets.split(",")}
     model_box: list[Any] = []
     rss0 = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss

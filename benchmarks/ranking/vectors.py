@@ -2,7 +2,9 @@
 Encoder (ONNX Runtime on the CPU, fp32), cached under ``STATE`` by a hash of
 the texts, searched exactly with FAISS. (``CAIRN_RANKING_PRECISION=int8``
 measured the int8 encoder until 0655d7e; "int8 stays off",
-docs/benchmarks.md, "Reading the fusion numbers".)"""
+docs/benchmarks.md, "Reading the fusion numbers".) ``CAIRN_RANKING_MODEL``
+names another model folder (a tuned one: ``ranking_eval --model``); its
+vectors are cached apart, by the hash of its files."""
 
 from __future__ import annotations
 
@@ -20,10 +22,31 @@ from benchmarks.ranking.evalset import STATE
 
 def load_model() -> Any:
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
+    from embeddings.config import DEFAULT_MODEL
     from embeddings.encoder import Encoder
 
     threads, cache = max(1, len(os.sched_getaffinity(0))), STATE / "onnx"
-    return Encoder(device="cpu", backend="onnx", cache_dir=cache, precision="fp32", threads=threads)
+    return Encoder(
+        os.environ.get("CAIRN_RANKING_MODEL") or DEFAULT_MODEL,
+        device="cpu",
+        backend="onnx",
+        cache_dir=cache,
+        precision="fp32",
+        threads=threads,
+    )
+
+
+def _model_tag() -> str:
+    """'' for the packaged model (the caches made before keep their names),
+    else '-' and the hash of the model folder's files."""
+    folder = os.environ.get("CAIRN_RANKING_MODEL")
+    if not folder:
+        return ""
+    from pathlib import Path
+
+    from embeddings.onnx_model import cache_key
+
+    return "-" + cache_key(Path(folder))[:16]
 
 
 def cached_vectors(
@@ -31,7 +54,7 @@ def cached_vectors(
 ) -> tuple[np.ndarray, bool]:
     """Vectors of ``texts``, cached under STATE by a hash of the texts."""
     digest = hashlib.sha256("\x1e".join(texts).encode()).hexdigest()[:16]
-    path = STATE / f"{name}-{digest}.npy"
+    path = STATE / f"{name}-{digest}{_model_tag()}.npy"
     if path.exists():
         return np.load(path), True
     if not model_box:
