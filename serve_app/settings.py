@@ -196,7 +196,7 @@ class Settings(BaseSettings):
     # URLs. Off: an https URL whose host resolves to public addresses only.
     webhooks_allow_loopback: bool = False
     webhook_timeout_s: float = Field(default=10.0, gt=0, le=60)
-    webhook_concurrency: int = Field(default=4, ge=1, le=64)
+    webhook_concurrency: int = Field(default=16, ge=1, le=64)
     webhook_poll_s: float = Field(default=1.0, gt=0, le=3600)
     # How long an old secret keeps signing beside the new one after a rotation.
     webhook_secret_overlap_s: int = Field(default=86_400, ge=0, le=7 * 86_400)

@@ -77,7 +77,7 @@ class DeliveryConfig:
     database_url: str
     allow_loopback: bool = False
     timeout_s: float = 10.0
-    concurrency: int = 4  # per endpoint
+    concurrency: int = 16  # per endpoint (docs/decisions/events.md: 4 until 2026-11-30)
     poll_s: float = 1.0
     # Matching runs at most this often: commits' notices arriving closer
     # together are matched in one transaction (a match costs several
