@@ -8,6 +8,7 @@ vectors are cached apart, by the hash of its files."""
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import os
 import sys
@@ -40,8 +41,13 @@ def _model_tag() -> str:
     """'' for the packaged model (the caches made before keep their names),
     else '-' and the hash of the model folder's files."""
     folder = os.environ.get("CAIRN_RANKING_MODEL")
-    if not folder:
-        return ""
+    return _folder_tag(folder) if folder else ""
+
+
+@functools.cache
+def _folder_tag(folder: str) -> str:
+    # Hashes every file of the folder (~90 MB): once a run, not once a set's
+    # docs and again its queries.
     from pathlib import Path
 
     from embeddings.onnx_model import cache_key
